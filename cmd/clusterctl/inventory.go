@@ -1,0 +1,187 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/clusterctl/clusterctl/inventory"
+)
+
+func newInventoryCmd(opts *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "inventory",
+		Short: "Check and inspect inventories",
+		Long: `Check and inspect inventories: clusterctl's hosts.yaml, or Ansible/kubespray inventories in YAML or
+INI, read unchanged (groups kube_control_plane, kube_node, etcd, bastion; host variables
+ansible_host, ansible_port, ansible_user, ansible_ssh_private_key_file, ansible_become, ip,
+access_ip; kubespray's cluster variables). group_vars/ and host_vars/ beside the file are read too.`,
+		Example: `  clusterctl inventory validate -i hosts.yaml
+  clusterctl inventory show -i inventory/mycluster/hosts.yaml --output json`,
+	}
+	cmd.AddCommand(newInventoryValidateCmd(opts), newInventoryShowCmd(opts))
+	return cmd
+}
+
+func newInventoryValidateCmd(opts *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate",
+		Short: "Report every problem in an inventory, each with its file, line and column",
+		Long: `Read the inventory, fill defaults and check it. A valid inventory prints a one-line summary and
+exits 0; warnings and notices go to stderr. An invalid one prints every error as
+FILE:LINE:COLUMN: FIELD: MESSAGE on stderr and exits 2.`,
+		Example: `  clusterctl inventory validate -i hosts.yaml
+  clusterctl inventory validate -i hosts.ini --output json | jq .diagnostics`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			inv, diags, err := opts.loadInventory()
+			if err != nil {
+				return err
+			}
+			if opts.Output == "json" {
+				if err := writeJSON(opts.stdout, validateReport(opts.Inventory, inv, diags)); err != nil {
+					return err
+				}
+				if diags.HasErrors() {
+					return &exitError{code: exitUsage, err: errReported}
+				}
+				return nil
+			}
+			for _, d := range diags {
+				if d.Severity != inventory.Error {
+					fmt.Fprintln(opts.stderr, d)
+				}
+			}
+			if err := diags.Err(); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			_, err = fmt.Fprintln(opts.stdout, summary(opts.Inventory, inv))
+			return err
+		},
+	}
+}
+
+func summary(file string, inv *inventory.Inventory) string {
+	cps, workers := len(inv.ControlPlanes()), len(inv.Workers())
+	return fmt.Sprintf("%s: valid %s inventory: cluster %q, Kubernetes %s, %d host%s (%d control-plane, %d worker%s)",
+		file, inv.Format, inv.Cluster.Name, inv.Cluster.KubernetesVersion, len(inv.Hosts), plural(len(inv.Hosts)),
+		cps, workers, plural(workers))
+}
+
+// jsonDiagnostic is the JSON form of one diagnostic (documented in the README).
+type jsonDiagnostic struct {
+	Severity string `json:"severity"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
+	Path     string `json:"path,omitempty"`
+	Message  string `json:"message"`
+}
+
+type jsonValidateReport struct {
+	File          string           `json:"file"`
+	Valid         bool             `json:"valid"`
+	Format        string           `json:"format,omitempty"`
+	Cluster       string           `json:"cluster,omitempty"`
+	Version       string           `json:"kubernetesVersion,omitempty"`
+	Hosts         int              `json:"hosts"`
+	ControlPlanes int              `json:"controlPlanes"`
+	Workers       int              `json:"workers"`
+	Diagnostics   []jsonDiagnostic `json:"diagnostics"`
+}
+
+func validateReport(file string, inv *inventory.Inventory, diags inventory.Diagnostics) jsonValidateReport {
+	r := jsonValidateReport{File: file, Valid: !diags.HasErrors(), Diagnostics: []jsonDiagnostic{}}
+	if inv != nil {
+		r.Format, r.Cluster, r.Version = string(inv.Format), inv.Cluster.Name, inv.Cluster.KubernetesVersion
+		r.Hosts, r.ControlPlanes, r.Workers = len(inv.Hosts), len(inv.ControlPlanes()), len(inv.Workers())
+	}
+	for _, d := range diags {
+		r.Diagnostics = append(r.Diagnostics, jsonDiagnostic{Severity: d.Severity.String(), File: d.Pos.File,
+			Line: d.Pos.Line, Column: d.Pos.Col, Path: d.Pos.Path, Message: d.Message})
+	}
+	return r
+}
+
+func newInventoryShowCmd(opts *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Print the inventory as clusterctl understands it, after defaults",
+		Long: `Print the normalized inventory, whatever the input format, with every default filled in. The YAML
+output is itself a valid clusterctl hosts.yaml, so this also converts an Ansible/kubespray inventory.
+Variables of an Ansible inventory that clusterctl does not use are listed at the end.`,
+		Example: `  clusterctl inventory show -i hosts.yaml
+  clusterctl inventory show -i kubespray/inventory/prod/hosts.ini > hosts.yaml
+  clusterctl inventory show -i hosts.yaml --output json | jq '.hosts[].name'`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{outputsAnnotation: "text,yaml,json"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			inv, diags, err := opts.loadInventory()
+			if err != nil {
+				return err
+			}
+			for _, d := range diags {
+				if d.Severity != inventory.Error {
+					fmt.Fprintln(opts.stderr, d)
+				}
+			}
+			if err := diags.Err(); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if opts.Output == "json" {
+				return writeJSON(opts.stdout, struct {
+					*inventory.Inventory
+					Source  string   `json:"source"`
+					Format  string   `json:"format"`
+					Ignored []string `json:"ignored"`
+				}{inv, opts.Inventory, string(inv.Format), ignoredList(inv)})
+			}
+			return writeYAML(opts.stdout, inv)
+		},
+	}
+	return cmd
+}
+
+func ignoredList(inv *inventory.Inventory) []string {
+	out := []string{}
+	for _, p := range inv.Ignored {
+		out = append(out, fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Path))
+	}
+	return out
+}
+
+func writeYAML(w io.Writer, inv *inventory.Inventory) error {
+	fmt.Fprintf(w, "# clusterctl inventory, normalized from %s (%s)\n", inv.Source, inv.Format)
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(inv); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	if len(inv.Ignored) > 0 {
+		fmt.Fprintf(w, "# Ansible variables clusterctl does not use:\n")
+		for _, s := range ignoredList(inv) {
+			fmt.Fprintf(w, "#   %s\n", s)
+		}
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+

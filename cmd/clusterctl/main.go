@@ -1,0 +1,76 @@
+// Command clusterctl builds and operates Kubernetes clusters over SSH from one workstation.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Set at link time by the Makefile (-ldflags -X).
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+// Exit codes, documented in the README.
+const (
+	exitOK          = 0
+	exitFailed      = 1   // the operation failed on some host
+	exitUsage       = 2   // bad usage or bad inventory
+	exitInterrupted = 130 // SIGINT or SIGTERM
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit code; the error, if any, is printed here and only here.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(ctx, err)
+	if !errors.Is(err, errReported) {
+		fmt.Fprintf(stderr, "clusterctl: %v\n", err)
+	}
+	return code
+}
+
+// exitError carries the exit code an error should produce.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// errReported is wrapped by errors whose details were already printed by the command's view.
+var errReported = errors.New("reported")
+
+func usageError(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func exitCode(ctx context.Context, err error) int {
+	var ee *exitError
+	switch {
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		return exitFailed
+	}
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clusterctl/clusterctl/inventory"
+)
+
+// globalOptions are the flags every command shares.
+type globalOptions struct {
+	Inventory string
+	StateDir  string
+	Output    string
+	Verbose   int
+	Forks     int
+	Limit     []string
+
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+const defaultForks = 100
+
+// Annotation listing the --output values a command accepts, when not text and json.
+const outputsAnnotation = "clusterctl/outputs"
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	opts := &globalOptions{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "clusterctl",
+		Short: "Build and operate Kubernetes clusters over SSH, the way kubeadm does, from one workstation",
+		Long: `clusterctl reads an inventory of hosts, generates the cluster's PKI, kubeconfigs and static Pod
+manifests locally, pushes them over SSH, and sequences the control-plane and worker phases.
+Nothing of clusterctl's is installed on the hosts.
+
+Inventories are either clusterctl's own hosts.yaml or an unchanged Ansible/kubespray
+inventory (YAML or INI).
+
+Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad inventory,
+130 interrupted.`,
+		Example: `  clusterctl inventory validate -i hosts.yaml
+  clusterctl inventory show -i inventory/mycluster/hosts.ini --output json`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return opts.complete(cmd)
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageError("%v (see '%s --help')", err, cmd.CommandPath())
+	})
+
+	f := root.PersistentFlags()
+	f.StringVarP(&opts.Inventory, "inventory", "i", "", "inventory file: clusterctl hosts.yaml, or an Ansible/kubespray YAML or INI inventory")
+	f.StringVar(&opts.StateDir, "state-dir", "", "directory for the cluster's PKI, tokens and progress (default: .clusterctl/<cluster name> beside the inventory)")
+	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	f.CountVarP(&opts.Verbose, "verbose", "v", "log more (-v informational, -vv debug)")
+	f.IntVar(&opts.Forks, "forks", defaultForks, "how many hosts to work on at once")
+	f.StringSliceVar(&opts.Limit, "limit", nil, "act only on these hosts (comma-separated names from the inventory)")
+
+	root.AddCommand(newVersionCmd(opts), newInventoryCmd(opts))
+	return root
+}
+
+// complete validates the global flags and sets up logging.
+func (o *globalOptions) complete(cmd *cobra.Command) error {
+	outputs := []string{"text", "json"}
+	if extra, ok := cmd.Annotations[outputsAnnotation]; ok {
+		outputs = strings.Split(extra, ",")
+	}
+	if !slices.Contains(outputs, o.Output) {
+		return usageError("--output %q is not one of %s for %s", o.Output, strings.Join(outputs, ", "), cmd.CommandPath())
+	}
+	if o.Forks < 1 {
+		return usageError("--forks must be at least 1, got %d", o.Forks)
+	}
+	level := slog.LevelWarn
+	switch {
+	case o.Verbose >= 2:
+		level = slog.LevelDebug
+	case o.Verbose == 1:
+		level = slog.LevelInfo
+	}
+	o.log = slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: level}))
+	return nil
+}
+
+// loadInventory reads the inventory named by -i. Warnings and notices go to stderr; an invalid inventory is
+// an error with exit code 2 that lists every problem.
+func (o *globalOptions) loadInventory() (*inventory.Inventory, inventory.Diagnostics, error) {
+	if o.Inventory == "" {
+		return nil, nil, usageError("no inventory: give one with -i FILE")
+	}
+	inv, diags, err := inventory.Load(o.Inventory)
+	if err != nil {
+		return nil, nil, &exitError{code: exitUsage, err: err}
+	}
+	return inv, diags, nil
+}
+
+func newVersionCmd(opts *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print the version of clusterctl",
+		Example: "  clusterctl version\n  clusterctl version --output json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Output == "json" {
+				return writeJSON(opts.stdout, map[string]string{
+					"version": version, "commit": commit,
+					"defaultKubernetesVersion": inventory.DefaultKubernetesVersion,
+				})
+			}
+			_, err := fmt.Fprintf(opts.stdout, "clusterctl %s (commit %s), default Kubernetes %s\n", version, commit, inventory.DefaultKubernetesVersion)
+			return err
+		},
+	}
+}

@@ -1,0 +1,112 @@
+package inventory
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Defaults. The Kubernetes version is the one the lab builds and the end-to-end tests run; see
+// SupportedMinors for the range accepted.
+const (
+	DefaultClusterName              = "kubernetes"
+	DefaultKubernetesVersion        = "v1.34.4"
+	DefaultPodSubnet                = "10.244.0.0/16"
+	DefaultServiceSubnet            = "10.96.0.0/12"
+	DefaultDNSDomain                = "cluster.local"
+	DefaultNodeCIDRMaskSize         = 24
+	DefaultAPIServerPort            = 6443
+	DefaultImageRepository          = "registry.k8s.io"
+	DefaultContainerRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
+	DefaultKeyAlgorithm             = "RSA-2048"
+	DefaultSSHUser                  = "root"
+	DefaultSSHPort                  = 22
+
+	day                   = 24 * time.Hour
+	DefaultCAValidity     = 10 * 365 * day
+	DefaultCertValidity   = 365 * day
+	minSupportedMinor     = 33
+	maxSupportedMinor     = 36
+)
+
+// KeyAlgorithms are the values certificates.keyAlgorithm accepts.
+var KeyAlgorithms = []string{"RSA-2048", "RSA-3072", "RSA-4096", "ECDSA-P256"}
+
+func (inv *Inventory) applyDefaults() {
+	c := &inv.Cluster
+	setString(&c.Name, DefaultClusterName)
+	setString(&c.KubernetesVersion, DefaultKubernetesVersion)
+	if c.KubernetesVersion != "" && c.KubernetesVersion[0] >= '0' && c.KubernetesVersion[0] <= '9' {
+		c.KubernetesVersion = "v" + c.KubernetesVersion // kubespray writes 1.34.4
+	}
+	setString(&c.Networking.PodSubnet, DefaultPodSubnet)
+	setString(&c.Networking.ServiceSubnet, DefaultServiceSubnet)
+	setString(&c.Networking.DNSDomain, DefaultDNSDomain)
+	setInt(&c.Networking.NodeCIDRMaskSize, DefaultNodeCIDRMaskSize)
+	setInt(&c.APIServer.BindPort, DefaultAPIServerPort)
+	setString(&c.ImageRepository, DefaultImageRepository)
+	setString(&c.ContainerRuntimeEndpoint, DefaultContainerRuntimeEndpoint)
+	setString(&c.Certificates.KeyAlgorithm, DefaultKeyAlgorithm)
+	c.Certificates.KeyAlgorithm = strings.ToUpper(c.Certificates.KeyAlgorithm)
+	if c.Certificates.CAValidity.Duration == 0 {
+		c.Certificates.CAValidity.Duration = DefaultCAValidity
+	}
+	if c.Certificates.Validity.Duration == 0 {
+		c.Certificates.Validity.Duration = DefaultCertValidity
+	}
+
+	setString(&inv.SSH.User, DefaultSSHUser)
+	setInt(&inv.SSH.Port, DefaultSSHPort)
+
+	for i := range inv.Hosts {
+		h := &inv.Hosts[i]
+		setString(&h.Address, h.Name)
+		setString(&h.NodeName, h.Name)
+		if h.InternalAddress == "" {
+			if ip, err := netip.ParseAddr(h.Address); err == nil {
+				h.InternalAddress = ip.String()
+			}
+		}
+	}
+}
+
+// Become reports whether commands on h run through sudo: as the host or inventory says, else for any login
+// user but root.
+func (inv *Inventory) Become(h *Host) bool {
+	switch {
+	case h.SSH.Become != nil:
+		return *h.SSH.Become
+	case inv.SSH.Become != nil:
+		return *inv.SSH.Become
+	default:
+		return inv.User(h) != "root"
+	}
+}
+
+// User is the SSH login user for h.
+func (inv *Inventory) User(h *Host) string {
+	if h.SSH.User != "" {
+		return h.SSH.User
+	}
+	return inv.SSH.User
+}
+
+// Port is the SSH port of h.
+func (inv *Inventory) Port(h *Host) int {
+	if h.SSH.Port != 0 {
+		return h.SSH.Port
+	}
+	return inv.SSH.Port
+}
+
+func setString(s *string, def string) {
+	if *s == "" {
+		*s = def
+	}
+}
+
+func setInt(i *int, def int) {
+	if *i == 0 {
+		*i = def
+	}
+}

@@ -1,0 +1,116 @@
+package inventory
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads, defaults and validates the inventory at path. The error is for a file that cannot be read; a
+// file with problems gives an inventory and diagnostics instead (use Diagnostics.Err). Ansible inventories
+// also read group_vars/ and host_vars/ beside the file, as Ansible does.
+func Load(path string) (*Inventory, Diagnostics, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading inventory: %w", err)
+	}
+	inv, diags := parse(path, data, filepath.Dir(path))
+	return inv, diags, nil
+}
+
+// Parse reads, defaults and validates an inventory held in memory; name is used in diagnostics. It does not
+// read group_vars/ or host_vars/.
+func Parse(name string, data []byte) (*Inventory, Diagnostics) {
+	return parse(name, data, "")
+}
+
+func parse(name string, data []byte, dir string) (*Inventory, Diagnostics) {
+	var diags Diagnostics
+	var inv *Inventory
+	switch detect(name, data) {
+	case FormatAnsibleINI:
+		inv = parseAnsibleINI(name, data, dir, &diags)
+	default:
+		root := parseYAML(name, data, &diags)
+		if root == nil {
+			break
+		}
+		if isNative(root) {
+			inv = parseNative(name, root, &diags)
+		} else {
+			inv = parseAnsibleYAML(name, root, dir, &diags)
+		}
+	}
+	if inv != nil {
+		inv.Source = name
+		inv.applyDefaults()
+		inv.validate(&diags)
+	}
+	diags.sort()
+	return inv, diags
+}
+
+var iniSection = regexp.MustCompile(`^\[[A-Za-z0-9_.:-]+\]\s*([#;].*)?$`)
+
+// detect tells INI from YAML: by extension where it says, else by the first line that is not blank or a
+// comment (an INI section header), else by whether the text is a YAML mapping at all.
+func detect(name string, data []byte) Format {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return FormatNative
+	case ".ini", ".cfg":
+		return FormatAnsibleINI
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), len(data)+1)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' || line == "---" {
+			continue
+		}
+		if iniSection.MatchString(line) {
+			return FormatAnsibleINI
+		}
+		break
+	}
+	var probe yaml.Node
+	if err := yaml.Unmarshal(data, &probe); err == nil && len(probe.Content) > 0 && resolve(probe.Content[0]).Kind == yaml.MappingNode {
+		return FormatNative
+	}
+	if bytes.ContainsRune(data, '=') && !bytes.Contains(data, []byte(": ")) {
+		return FormatAnsibleINI
+	}
+	return FormatNative
+}
+
+// isNative tells a native inventory (cluster, ssh, or hosts as a list) from an Ansible one (groups).
+func isNative(root *yaml.Node) bool {
+	if root.Kind != yaml.MappingNode {
+		return true // reported by the native decoder as "expected a mapping"
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		switch root.Content[i].Value {
+		case "cluster", "ssh":
+			return true
+		case "hosts":
+			if resolve(root.Content[i+1]).Kind == yaml.SequenceNode {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func parseNative(file string, root *yaml.Node, diags *Diagnostics) *Inventory {
+	inv := &Inventory{Format: FormatNative, pos: positions{}}
+	d := &decoder{file: file, pos: inv.pos, diags: diags}
+	d.decode(root, reflect.ValueOf(inv).Elem(), "", "")
+	return inv
+}

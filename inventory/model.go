@@ -1,0 +1,332 @@
+// Package inventory is the model of a cluster and its hosts: reading it from a native hosts.yaml or from an
+// unchanged Ansible/kubespray inventory (YAML or INI), filling defaults and validating it, with every problem
+// reported at once with the file, line and column it comes from.
+package inventory
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Inventory is a cluster and the hosts it is made of. Field names are those of the native hosts.yaml.
+type Inventory struct {
+	Cluster Cluster `yaml:"cluster" json:"cluster"`
+	SSH     SSH     `yaml:"ssh" json:"ssh"`
+	Hosts   []Host  `yaml:"hosts" json:"hosts"`
+
+	// Source is the file the inventory was read from; Format how it was written.
+	Source string `yaml:"-" json:"-"`
+	Format Format `yaml:"-" json:"-"`
+	// Ignored lists the Ansible variables that clusterctl does not use, each where it was set.
+	Ignored []Pos `yaml:"-" json:"-"`
+
+	pos positions
+}
+
+// Format is how an inventory file is written.
+type Format string
+
+// The formats Load reads.
+const (
+	FormatNative      Format = "native"
+	FormatAnsibleYAML Format = "ansible-yaml"
+	FormatAnsibleINI  Format = "ansible-ini"
+)
+
+// Cluster holds the settings of the cluster as a whole.
+type Cluster struct {
+	// Name of the cluster, as in kubeconfigs (kubeadm's clusterName).
+	Name              string `yaml:"name" json:"name"`
+	KubernetesVersion string `yaml:"kubernetesVersion" json:"kubernetesVersion"`
+	// ControlPlaneEndpoint is HOST:PORT of a load balancer or DNS name in front of the API servers. Empty with
+	// one control-plane host: that host's address. Empty with several: a node-local proxy on every node.
+	ControlPlaneEndpoint     string       `yaml:"controlPlaneEndpoint,omitempty" json:"controlPlaneEndpoint,omitempty"`
+	Networking               Networking   `yaml:"networking" json:"networking"`
+	APIServer                APIServer    `yaml:"apiServer" json:"apiServer"`
+	ControllerManager        Component    `yaml:"controllerManager,omitempty" json:"controllerManager,omitzero"`
+	Scheduler                Component    `yaml:"scheduler,omitempty" json:"scheduler,omitzero"`
+	Etcd                     Component    `yaml:"etcd,omitempty" json:"etcd,omitzero"`
+	Kubelet                  Component    `yaml:"kubelet,omitempty" json:"kubelet,omitzero"`
+	KubeProxy                Component    `yaml:"kubeProxy,omitempty" json:"kubeProxy,omitzero"`
+	ImageRepository          string       `yaml:"imageRepository" json:"imageRepository"`
+	ContainerRuntimeEndpoint string       `yaml:"containerRuntimeEndpoint" json:"containerRuntimeEndpoint"`
+	Certificates             Certificates `yaml:"certificates" json:"certificates"`
+}
+
+// Networking holds the address ranges of the cluster.
+type Networking struct {
+	PodSubnet     string `yaml:"podSubnet" json:"podSubnet"`
+	ServiceSubnet string `yaml:"serviceSubnet" json:"serviceSubnet"`
+	DNSDomain     string `yaml:"dnsDomain" json:"dnsDomain"`
+	// NodeCIDRMaskSize is the prefix length of the pod range each node gets out of PodSubnet.
+	NodeCIDRMaskSize int `yaml:"nodeCIDRMaskSize" json:"nodeCIDRMaskSize"`
+}
+
+// APIServer holds the settings of kube-apiserver.
+type APIServer struct {
+	// BindPort is the port every API server listens on.
+	BindPort int `yaml:"bindPort" json:"bindPort"`
+	// CertSANs are extra names and addresses for the API server certificate.
+	CertSANs  []string `yaml:"certSANs,omitempty" json:"certSANs,omitempty"`
+	Component `yaml:",inline" json:",inline"`
+}
+
+// Component holds what the user adds to one component's command line and mounts.
+type Component struct {
+	ExtraArgs    Args          `yaml:"extraArgs,omitempty" json:"extraArgs,omitempty"`
+	ExtraVolumes []ExtraVolume `yaml:"extraVolumes,omitempty" json:"extraVolumes,omitempty"`
+}
+
+// IsZero lets omitempty drop an empty component.
+func (c Component) IsZero() bool { return len(c.ExtraArgs) == 0 && len(c.ExtraVolumes) == 0 }
+
+// ExtraVolume is a host path mounted into a control-plane static Pod.
+type ExtraVolume struct {
+	Name      string `yaml:"name" json:"name"`
+	HostPath  string `yaml:"hostPath" json:"hostPath"`
+	MountPath string `yaml:"mountPath" json:"mountPath"`
+	ReadOnly  bool   `yaml:"readOnly,omitempty" json:"readOnly,omitempty"`
+	PathType  string `yaml:"pathType,omitempty" json:"pathType,omitempty"`
+}
+
+// Certificates says how clusterctl makes keys and certificates.
+type Certificates struct {
+	// KeyAlgorithm is one of RSA-2048, RSA-3072, RSA-4096, ECDSA-P256.
+	KeyAlgorithm string   `yaml:"keyAlgorithm" json:"keyAlgorithm"`
+	CAValidity   Duration `yaml:"caValidity" json:"caValidity"`
+	Validity     Duration `yaml:"validity" json:"validity"`
+}
+
+// SSH holds how clusterctl reaches hosts; each host may override the connection settings.
+type SSH struct {
+	User          string   `yaml:"user" json:"user"`
+	Port          int      `yaml:"port" json:"port"`
+	IdentityFiles []string `yaml:"identityFiles,omitempty" json:"identityFiles,omitempty"`
+	// Agent says whether to use the ssh-agent at $SSH_AUTH_SOCK.
+	Agent *bool `yaml:"agent,omitempty" json:"agent,omitempty"`
+	// KnownHosts are the files host keys are verified against, after the cluster's own known_hosts.
+	KnownHosts []string `yaml:"knownHosts,omitempty" json:"knownHosts,omitempty"`
+	// Bastions is the chain of jump hosts, the first dialled first.
+	Bastions []Bastion `yaml:"bastions,omitempty" json:"bastions,omitempty"`
+	// Become runs commands through sudo; the default is true for any user but root.
+	Become *bool `yaml:"become,omitempty" json:"become,omitempty"`
+}
+
+// Bastion is one jump host.
+type Bastion struct {
+	Address       string   `yaml:"address" json:"address"`
+	Port          int      `yaml:"port,omitempty" json:"port,omitempty"`
+	User          string   `yaml:"user,omitempty" json:"user,omitempty"`
+	IdentityFiles []string `yaml:"identityFiles,omitempty" json:"identityFiles,omitempty"`
+	HostKey       string   `yaml:"hostKey,omitempty" json:"hostKey,omitempty"`
+}
+
+// Role is what a host does in the cluster.
+type Role string
+
+// The roles a host can have; a host may have both.
+const (
+	RoleControlPlane Role = "control-plane"
+	RoleWorker       Role = "worker"
+)
+
+// Host is one machine of the cluster.
+type Host struct {
+	// Name identifies the host in the inventory and on the command line (--limit).
+	Name string `yaml:"name" json:"name"`
+	// Address is where clusterctl connects over SSH: an IP address or DNS name.
+	Address string `yaml:"address" json:"address"`
+	// InternalAddress is the node's IP address in the cluster (kubelet --node-ip, the API server's advertise
+	// address, etcd's peer address). Default: Address when it is an IP address, else learned from the host.
+	InternalAddress string            `yaml:"internalAddress,omitempty" json:"internalAddress,omitempty"`
+	NodeName        string            `yaml:"nodeName" json:"nodeName"`
+	Roles           []Role            `yaml:"roles" json:"roles"`
+	Labels          map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
+	Taints          []Taint           `yaml:"taints,omitempty" json:"taints,omitempty"`
+	SSH             HostSSH           `yaml:"ssh,omitempty" json:"ssh,omitzero"`
+}
+
+// HostSSH overrides the inventory's SSH settings for one host.
+type HostSSH struct {
+	User          string   `yaml:"user,omitempty" json:"user,omitempty"`
+	Port          int      `yaml:"port,omitempty" json:"port,omitempty"`
+	IdentityFiles []string `yaml:"identityFiles,omitempty" json:"identityFiles,omitempty"`
+	Become        *bool    `yaml:"become,omitempty" json:"become,omitempty"`
+	// HostKey pins the host's key by fingerprint ("SHA256:..."), as ssh-keygen -lf prints it.
+	HostKey string `yaml:"hostKey,omitempty" json:"hostKey,omitempty"`
+	// Bastions replaces the inventory's chain for this host; an empty list keeps it.
+	Bastions []Bastion `yaml:"bastions,omitempty" json:"bastions,omitempty"`
+}
+
+// IsZero lets omitempty drop an empty override.
+func (s HostSSH) IsZero() bool {
+	return s.User == "" && s.Port == 0 && len(s.IdentityFiles) == 0 && s.Become == nil && s.HostKey == "" &&
+		len(s.Bastions) == 0
+}
+
+// Taint is a node taint, as in the Node API.
+type Taint struct {
+	Key    string `yaml:"key" json:"key"`
+	Value  string `yaml:"value,omitempty" json:"value,omitempty"`
+	Effect string `yaml:"effect" json:"effect"`
+}
+
+func (t Taint) String() string {
+	if t.Value == "" {
+		return t.Key + ":" + t.Effect
+	}
+	return t.Key + "=" + t.Value + ":" + t.Effect
+}
+
+// Has reports whether the host has the role.
+func (h *Host) Has(r Role) bool {
+	for _, hr := range h.Roles {
+		if hr == r {
+			return true
+		}
+	}
+	return false
+}
+
+// ControlPlanes returns the control-plane hosts, in inventory order.
+func (inv *Inventory) ControlPlanes() []*Host { return inv.withRole(RoleControlPlane) }
+
+// Workers returns the hosts with the worker role (control-plane hosts that are also workers included).
+func (inv *Inventory) Workers() []*Host { return inv.withRole(RoleWorker) }
+
+func (inv *Inventory) withRole(r Role) []*Host {
+	var out []*Host
+	for i := range inv.Hosts {
+		if inv.Hosts[i].Has(r) {
+			out = append(out, &inv.Hosts[i])
+		}
+	}
+	return out
+}
+
+// Host returns the host with that name, or nil.
+func (inv *Inventory) Host(name string) *Host {
+	for i := range inv.Hosts {
+		if inv.Hosts[i].Name == name {
+			return &inv.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// Limit returns the hosts named (as Ansible's --limit), in inventory order; all hosts when names is empty.
+// Unknown names are an error that lists them.
+func (inv *Inventory) Limit(names []string) ([]*Host, error) {
+	if len(names) == 0 {
+		out := make([]*Host, len(inv.Hosts))
+		for i := range inv.Hosts {
+			out[i] = &inv.Hosts[i]
+		}
+		return out, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []*Host
+	for i := range inv.Hosts {
+		if want[inv.Hosts[i].Name] {
+			out = append(out, &inv.Hosts[i])
+			delete(want, inv.Hosts[i].Name)
+		}
+	}
+	if len(want) > 0 {
+		var unknown []string
+		for _, n := range names {
+			if want[n] {
+				unknown = append(unknown, n)
+			}
+		}
+		return nil, fmt.Errorf("--limit names hosts that are not in the inventory: %s", strings.Join(unknown, ", "))
+	}
+	return out, nil
+}
+
+// Arg is one command-line flag of a component, without the leading dashes.
+type Arg struct {
+	Name  string
+	Value string
+}
+
+// Args are flags in the order given; written in YAML as a mapping (name: value), kept in order.
+type Args []Arg
+
+// MarshalYAML writes the args as an ordered mapping.
+func (a Args) MarshalYAML() (any, error) {
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	for _, arg := range a {
+		n.Content = append(n.Content,
+			&yaml.Node{Kind: yaml.ScalarNode, Value: arg.Name},
+			&yaml.Node{Kind: yaml.ScalarNode, Value: arg.Value, Tag: "!!str"})
+	}
+	return n, nil
+}
+
+// MarshalJSON writes the args as an object with keys in order.
+func (a Args) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, arg := range a {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(arg.Name)
+		v, _ := json.Marshal(arg.Value)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// Duration is a time span written as Go writes durations, plus days and years ("8760h", "365d", "10y").
+type Duration struct{ time.Duration }
+
+// ParseDuration reads a Duration; "d" is 24h and "y" 365 days.
+func ParseDuration(s string) (Duration, error) {
+	s = strings.TrimSpace(s)
+	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "y": 365 * 24 * time.Hour} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			v, err := strconv.Atoi(n)
+			if err != nil {
+				return Duration{}, fmt.Errorf("%q is not a duration (examples: 8760h, 365d, 10y)", s)
+			}
+			return Duration{time.Duration(v) * unit}, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return Duration{}, fmt.Errorf("%q is not a duration (examples: 8760h, 365d, 10y)", s)
+	}
+	return Duration{d}, nil
+}
+
+func (d Duration) String() string {
+	day := 24 * time.Hour
+	switch {
+	case d.Duration != 0 && d.Duration%(365*day) == 0:
+		return fmt.Sprintf("%dy", d.Duration/(365*day))
+	case d.Duration != 0 && d.Duration%day == 0:
+		return fmt.Sprintf("%dd", d.Duration/day)
+	default:
+		return d.Duration.String()
+	}
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }

@@ -1,0 +1,426 @@
+package inventory
+
+import (
+	"fmt"
+	"net/netip"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+type validator struct {
+	inv   *Inventory
+	diags *Diagnostics
+}
+
+func (inv *Inventory) validate(diags *Diagnostics) {
+	if inv.pos == nil {
+		inv.pos = positions{}
+	}
+	v := &validator{inv: inv, diags: diags}
+	v.cluster()
+	v.ssh()
+	v.hosts()
+	v.networks()
+}
+
+func (v *validator) report(sev Severity, key, format string, args ...any) {
+	v.diags.add(sev, v.inv.pos.at(key, v.display(key)), format, args...)
+}
+
+func (v *validator) errorf(key, format string, args ...any) { v.report(Error, key, format, args...) }
+
+// display turns a model path into the path the user reads: hosts[2].address becomes hosts.cp2.address.
+func (v *validator) display(key string) string {
+	rest, ok := strings.CutPrefix(key, "hosts[")
+	if !ok {
+		return key
+	}
+	num, tail, _ := strings.Cut(rest, "]")
+	i, err := strconv.Atoi(num)
+	if err != nil || i >= len(v.inv.Hosts) || v.inv.Hosts[i].Name == "" {
+		return key
+	}
+	return "hosts." + v.inv.Hosts[i].Name + tail
+}
+
+var versionRE = regexp.MustCompile(`^v1\.(\d+)\.(\d+)(-(alpha|beta|rc)\.\d+)?$`)
+
+func (v *validator) cluster() {
+	c := &v.inv.Cluster
+	if !nameRE.MatchString(c.Name) {
+		v.errorf("cluster.name", "%q is not a valid cluster name (letters, digits, '.', '_' and '-')", c.Name)
+	}
+	if m := versionRE.FindStringSubmatch(c.KubernetesVersion); m == nil {
+		v.errorf("cluster.kubernetesVersion", "%q is not a Kubernetes version (example: %s)", c.KubernetesVersion, DefaultKubernetesVersion)
+	} else if minor, _ := strconv.Atoi(m[1]); minor < minSupportedMinor || minor > maxSupportedMinor {
+		v.errorf("cluster.kubernetesVersion", "Kubernetes %s is not supported; clusterctl supports v1.%d to v1.%d",
+			c.KubernetesVersion, minSupportedMinor, maxSupportedMinor)
+	}
+	if c.ControlPlaneEndpoint != "" {
+		host, port, err := splitHostPort(c.ControlPlaneEndpoint)
+		switch {
+		case err != nil:
+			v.errorf("cluster.controlPlaneEndpoint", "%v", err)
+		default:
+			if msg := checkAddress(host); msg != "" {
+				v.errorf("cluster.controlPlaneEndpoint", "%q %s", host, msg)
+			}
+			if port != "" {
+				v.port("cluster.controlPlaneEndpoint", port)
+			}
+		}
+	}
+	v.portNumber("cluster.apiServer.bindPort", c.APIServer.BindPort)
+	for i, san := range c.APIServer.CertSANs {
+		if msg := checkAddress(strings.TrimPrefix(san, "*.")); msg != "" {
+			v.errorf(fmt.Sprintf("cluster.apiServer.certSANs[%d]", i), "%q %s", san, msg)
+		}
+	}
+	for _, comp := range []struct {
+		key string
+		c   *Component
+	}{
+		{"cluster.apiServer", &c.APIServer.Component}, {"cluster.controllerManager", &c.ControllerManager},
+		{"cluster.scheduler", &c.Scheduler}, {"cluster.etcd", &c.Etcd}, {"cluster.kubelet", &c.Kubelet},
+		{"cluster.kubeProxy", &c.KubeProxy},
+	} {
+		v.component(comp.key, comp.c)
+	}
+	if errs := validation.IsDNS1123Subdomain(c.Networking.DNSDomain); len(errs) > 0 {
+		v.errorf("cluster.networking.dnsDomain", "%q is not a DNS domain: %s", c.Networking.DNSDomain, errs[0])
+	}
+	repo := c.ImageRepository
+	if strings.Contains(repo, "://") || strings.HasSuffix(repo, "/") || strings.ContainsAny(repo, " \t") {
+		v.errorf("cluster.imageRepository", "%q is not an image repository (example: registry.k8s.io, without scheme or trailing slash)", repo)
+	}
+	if ep := c.ContainerRuntimeEndpoint; !strings.HasPrefix(ep, "unix:///") {
+		v.errorf("cluster.containerRuntimeEndpoint", "%q is not a CRI endpoint (example: %s)", ep, DefaultContainerRuntimeEndpoint)
+	}
+	cert := &c.Certificates
+	if !slices.Contains(KeyAlgorithms, cert.KeyAlgorithm) {
+		v.errorf("cluster.certificates.keyAlgorithm", "%q is not supported; use one of %s", cert.KeyAlgorithm, strings.Join(KeyAlgorithms, ", "))
+	}
+	if cert.CAValidity.Duration < 0 {
+		v.errorf("cluster.certificates.caValidity", "must be positive")
+	}
+	if cert.Validity.Duration < 0 {
+		v.errorf("cluster.certificates.validity", "must be positive")
+	}
+	if cert.Validity.Duration > cert.CAValidity.Duration {
+		v.report(Warning, "cluster.certificates.validity", "certificates valid for %s outlive their CA (%s); they will be cut to the CA's expiry",
+			cert.Validity, cert.CAValidity)
+	}
+}
+
+var flagRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
+
+func (v *validator) component(key string, c *Component) {
+	for _, a := range c.ExtraArgs {
+		if !flagRE.MatchString(a.Name) {
+			v.errorf(key+".extraArgs."+a.Name, "%q is not a flag name", a.Name)
+		}
+	}
+	names := map[string]bool{}
+	for i, vol := range c.ExtraVolumes {
+		k := fmt.Sprintf("%s.extraVolumes[%d]", key, i)
+		if errs := validation.IsDNS1123Label(vol.Name); len(errs) > 0 {
+			v.errorf(k+".name", "%q is not a volume name: %s", vol.Name, errs[0])
+		} else if names[vol.Name] {
+			v.errorf(k+".name", "volume %q is defined twice", vol.Name)
+		}
+		names[vol.Name] = true
+		if !path.IsAbs(vol.HostPath) {
+			v.errorf(k+".hostPath", "%q is not an absolute path", vol.HostPath)
+		}
+		if !path.IsAbs(vol.MountPath) {
+			v.errorf(k+".mountPath", "%q is not an absolute path", vol.MountPath)
+		}
+		switch vol.PathType {
+		case "", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice":
+		default:
+			v.errorf(k+".pathType", "%q is not a hostPath type (DirectoryOrCreate, Directory, FileOrCreate, File, Socket, CharDevice, BlockDevice)", vol.PathType)
+		}
+	}
+}
+
+var fingerprintRE = regexp.MustCompile(`^SHA256:[A-Za-z0-9+/]{43}=?$`)
+
+func (v *validator) ssh() {
+	s := &v.inv.SSH
+	if s.User == "" {
+		v.errorf("ssh.user", "must not be empty")
+	}
+	v.portNumber("ssh.port", s.Port)
+	v.bastions("ssh.bastions", s.Bastions)
+}
+
+func (v *validator) bastions(key string, bs []Bastion) {
+	for i, b := range bs {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		if msg := checkAddress(b.Address); msg != "" {
+			v.errorf(k+".address", "%q %s", b.Address, msg)
+		}
+		if b.Port != 0 {
+			v.portNumber(k+".port", b.Port)
+		}
+		if b.HostKey != "" && !fingerprintRE.MatchString(b.HostKey) {
+			v.errorf(k+".hostKey", "%q is not a SHA256 fingerprint as ssh-keygen -lf prints it (SHA256:...)", b.HostKey)
+		}
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+func (v *validator) hosts() {
+	inv := v.inv
+	if len(inv.Hosts) == 0 {
+		v.errorf("hosts", "the inventory has no hosts")
+		return
+	}
+	names := map[string]int{}
+	nodeNames := map[string]int{}
+	addrs := map[string]int{}
+	internal := map[string]int{}
+	controlPlanes := 0
+	for i := range inv.Hosts {
+		h := &inv.Hosts[i]
+		k := fmt.Sprintf("hosts[%d]", i)
+		switch first, dup := names[h.Name]; {
+		case h.Name == "":
+			v.errorf(k+".name", "every host needs a name")
+		case !nameRE.MatchString(h.Name):
+			v.errorf(k+".name", "%q is not a host name clusterctl accepts (letters, digits, '.', '_' and '-')", h.Name)
+		case dup:
+			v.errorf(k+".name", "host %q is defined twice (first as host %d)", h.Name, first+1)
+		default:
+			names[h.Name] = i
+		}
+		if msg := checkAddress(h.Address); msg != "" {
+			v.errorf(k+".address", "%q %s", h.Address, msg)
+		} else {
+			at := fmt.Sprintf("%s:%d", strings.ToLower(h.Address), inv.Port(h))
+			if first, dup := addrs[at]; dup {
+				v.errorf(k+".address", "%q is also the address of host %q", h.Address, inv.Hosts[first].Name)
+			} else {
+				addrs[at] = i
+			}
+		}
+		if h.InternalAddress != "" {
+			if ip, err := netip.ParseAddr(h.InternalAddress); err != nil {
+				v.errorf(k+".internalAddress", "%q is not an IP address", h.InternalAddress)
+			} else if first, dup := internal[ip.String()]; dup {
+				v.errorf(k+".internalAddress", "%s is also the internal address of host %q", ip, inv.Hosts[first].Name)
+			} else {
+				internal[ip.String()] = i
+			}
+		}
+		if errs := validation.IsDNS1123Subdomain(h.NodeName); len(errs) > 0 {
+			v.errorf(k+".nodeName", "%q is not a valid Kubernetes node name: %s", h.NodeName, errs[0])
+		} else if first, dup := nodeNames[h.NodeName]; dup {
+			v.errorf(k+".nodeName", "node name %q is also the node name of host %q", h.NodeName, inv.Hosts[first].Name)
+		} else {
+			nodeNames[h.NodeName] = i
+		}
+		v.roles(k, h)
+		if h.Has(RoleControlPlane) {
+			controlPlanes++
+		}
+		v.labelsAndTaints(k, h)
+		if h.SSH.Port != 0 {
+			v.portNumber(k+".ssh.port", h.SSH.Port)
+		}
+		if h.SSH.HostKey != "" && !fingerprintRE.MatchString(h.SSH.HostKey) {
+			v.errorf(k+".ssh.hostKey", "%q is not a SHA256 fingerprint as ssh-keygen -lf prints it (SHA256:...)", h.SSH.HostKey)
+		}
+		v.bastions(k+".ssh.bastions", h.SSH.Bastions)
+	}
+	switch {
+	case controlPlanes == 0:
+		v.errorf("hosts", "no host has the control-plane role")
+	case controlPlanes%2 == 0:
+		v.report(Warning, "hosts", "%d control-plane hosts: etcd needs a majority, so %d members tolerate no more failures than %d; use an odd number",
+			controlPlanes, controlPlanes, controlPlanes-1)
+	}
+	if controlPlanes > 1 && inv.Cluster.ControlPlaneEndpoint == "" {
+		v.report(Notice, "cluster.controlPlaneEndpoint", "not set with %d control-plane hosts: a node-local API proxy will run on every node and balance over all API servers", controlPlanes)
+	}
+}
+
+func (v *validator) roles(k string, h *Host) {
+	if len(h.Roles) == 0 {
+		v.errorf(k+".roles", "give the host at least one role: %s or %s", RoleControlPlane, RoleWorker)
+	}
+	seen := map[Role]bool{}
+	for j, r := range h.Roles {
+		switch {
+		case r != RoleControlPlane && r != RoleWorker:
+			v.errorf(fmt.Sprintf("%s.roles[%d]", k, j), "%q is not a role; use %s or %s", r, RoleControlPlane, RoleWorker)
+		case seen[r]:
+			v.errorf(fmt.Sprintf("%s.roles[%d]", k, j), "role %q is given twice", r)
+		}
+		seen[r] = true
+	}
+}
+
+func (v *validator) labelsAndTaints(k string, h *Host) {
+	for key, val := range h.Labels {
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			v.errorf(k+".labels."+key, "%q is not a label key: %s", key, errs[0])
+		}
+		if errs := validation.IsValidLabelValue(val); len(errs) > 0 {
+			v.errorf(k+".labels."+key, "%q is not a label value: %s", val, errs[0])
+		}
+	}
+	for j, t := range h.Taints {
+		tk := fmt.Sprintf("%s.taints[%d]", k, j)
+		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+			v.errorf(tk+".key", "%q is not a taint key: %s", t.Key, errs[0])
+		}
+		if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
+			v.errorf(tk+".value", "%q is not a taint value: %s", t.Value, errs[0])
+		}
+		switch t.Effect {
+		case "NoSchedule", "PreferNoSchedule", "NoExecute":
+		default:
+			v.errorf(tk+".effect", "%q is not a taint effect (NoSchedule, PreferNoSchedule, NoExecute)", t.Effect)
+		}
+	}
+}
+
+// networks checks the pod and service ranges against each other, the node mask and the hosts' addresses.
+func (v *validator) networks() {
+	n := &v.inv.Cluster.Networking
+	pods, podsOK := v.cidr("cluster.networking.podSubnet", n.PodSubnet)
+	svcs, svcsOK := v.cidr("cluster.networking.serviceSubnet", n.ServiceSubnet)
+	if svcsOK {
+		bits := svcs.Addr().BitLen() - svcs.Bits()
+		switch {
+		case bits < 4:
+			v.errorf("cluster.networking.serviceSubnet", "%s is too small: it needs at least 16 addresses (the API server's Service takes the first, CoreDNS the tenth)", svcs)
+		case bits > 20:
+			v.errorf("cluster.networking.serviceSubnet", "%s is too large: kube-apiserver accepts at most 2^20 Service addresses (a /%d or longer prefix)", svcs, svcs.Addr().BitLen()-20)
+		}
+	}
+	if podsOK {
+		maxMask := 30
+		if pods.Addr().Is6() {
+			maxMask = 126
+		}
+		mask := n.NodeCIDRMaskSize
+		switch {
+		case mask < pods.Bits():
+			v.errorf("cluster.networking.podSubnet", "%s is smaller than one node's pod range (/%d, networking.nodeCIDRMaskSize)", pods, mask)
+		case mask > maxMask:
+			v.errorf("cluster.networking.nodeCIDRMaskSize", "/%d leaves a node too few pod addresses; use at most /%d", mask, maxMask)
+		case mask-pods.Bits() > 16:
+			v.errorf("cluster.networking.nodeCIDRMaskSize", "/%d is more than 16 bits longer than the pod subnet %s; kube-controller-manager refuses that", mask, pods)
+		default:
+			if ranges := 1 << (mask - pods.Bits()); len(v.inv.Hosts) > ranges {
+				v.errorf("cluster.networking.podSubnet", "%s holds %d node ranges of /%d, fewer than the %d hosts", pods, ranges, mask, len(v.inv.Hosts))
+			}
+		}
+	}
+	if podsOK && svcsOK && pods.Overlaps(svcs) {
+		v.errorf("cluster.networking.serviceSubnet", "%s overlaps the pod subnet %s", svcs, pods)
+	}
+	for i := range v.inv.Hosts {
+		h := &v.inv.Hosts[i]
+		for _, f := range []struct{ key, addr string }{{"address", h.Address}, {"internalAddress", h.InternalAddress}} {
+			ip, err := netip.ParseAddr(f.addr)
+			if err != nil {
+				continue
+			}
+			if podsOK && pods.Contains(ip) {
+				v.errorf(fmt.Sprintf("hosts[%d].%s", i, f.key), "%s is inside the pod subnet %s", ip, pods)
+			}
+			if svcsOK && svcs.Contains(ip) {
+				v.errorf(fmt.Sprintf("hosts[%d].%s", i, f.key), "%s is inside the service subnet %s", ip, svcs)
+			}
+		}
+	}
+}
+
+func (v *validator) cidr(key, s string) (netip.Prefix, bool) {
+	if strings.Contains(s, ",") {
+		v.errorf(key, "%q: dual-stack subnets are not supported; give one IPv4 or IPv6 range", s)
+		return netip.Prefix{}, false
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		v.errorf(key, "%q is not a CIDR range (example: 10.244.0.0/16)", s)
+		return netip.Prefix{}, false
+	}
+	if p.Masked() != p {
+		v.errorf(key, "%q has bits set past its prefix; did you mean %s?", s, p.Masked())
+		return netip.Prefix{}, false
+	}
+	return p, true
+}
+
+func (v *validator) portNumber(key string, p int) {
+	if p < 1 || p > 65535 {
+		v.errorf(key, "port %d is outside 1-65535", p)
+	}
+}
+
+func (v *validator) port(key, s string) {
+	p, err := strconv.Atoi(s)
+	if err != nil {
+		v.errorf(key, "port %q is not a number", s)
+		return
+	}
+	v.portNumber(key, p)
+}
+
+var dottedQuadRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+){3}$`)
+
+// checkAddress returns "" for an IP address or DNS name, else what is wrong with it.
+func checkAddress(s string) string {
+	if s == "" {
+		return "is empty; give an IP address or DNS name"
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return ""
+	}
+	if dottedQuadRE.MatchString(s) {
+		return "is not a valid IPv4 address"
+	}
+	if strings.Contains(s, ":") {
+		return "is not a valid IPv6 address"
+	}
+	if errs := validation.IsDNS1123Subdomain(strings.ToLower(strings.TrimSuffix(s, "."))); len(errs) > 0 {
+		return "is not an IP address or DNS name"
+	}
+	return ""
+}
+
+// splitHostPort splits HOST[:PORT] (IPv6 in brackets when a port follows).
+func splitHostPort(s string) (host, port string, err error) {
+	if strings.HasPrefix(s, "[") {
+		end := strings.Index(s, "]")
+		if end < 0 {
+			return "", "", fmt.Errorf("%q: missing ']'", s)
+		}
+		host, rest := s[1:end], s[end+1:]
+		if rest == "" {
+			return host, "", nil
+		}
+		if !strings.HasPrefix(rest, ":") {
+			return "", "", fmt.Errorf("%q: expected HOST:PORT", s)
+		}
+		return host, rest[1:], nil
+	}
+	if strings.Count(s, ":") > 1 {
+		return s, "", nil // a bare IPv6 address
+	}
+	host, port, _ = strings.Cut(s, ":")
+	if strings.HasSuffix(s, ":") {
+		return "", "", fmt.Errorf("%q: port is missing after ':'", s)
+	}
+	return host, port, nil
+}
