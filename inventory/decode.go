@@ -40,12 +40,14 @@ func (p positions) at(key, display string) Pos {
 // decoder fills a Go value from a YAML node strictly: unknown fields, wrong kinds and bad scalars are all
 // reported, each with its position, and decoding goes on so that every problem is found in one pass.
 type decoder struct {
-	file  string
-	pos   positions
-	diags *Diagnostics
+	file   string
+	pos    positions
+	failed map[string]bool // fields that could not be decoded; validation says nothing more of them
+	diags  *Diagnostics
 }
 
-func (d *decoder) errorf(n *yaml.Node, display, format string, args ...any) {
+func (d *decoder) errorf(n *yaml.Node, key, display, format string, args ...any) {
+	d.failed[key] = true
 	d.diags.add(Error, Pos{File: d.file, Line: n.Line, Col: n.Column, Path: display}, format, args...)
 }
 
@@ -63,12 +65,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key, display string) {
 	}
 	switch {
 	case v.Type() == durationType:
-		if !d.expect(n, yaml.ScalarNode, display) {
+		if !d.expect(n, yaml.ScalarNode, key, display) {
 			return
 		}
 		dur, err := ParseDuration(n.Value)
 		if err != nil {
-			d.errorf(n, display, "%v", err)
+			d.errorf(n, key, display, "%v", err)
 			return
 		}
 		v.Set(reflect.ValueOf(dur))
@@ -79,26 +81,26 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key, display string) {
 	}
 	switch v.Kind() {
 	case reflect.String:
-		if d.expect(n, yaml.ScalarNode, display) {
+		if d.expect(n, yaml.ScalarNode, key, display) {
 			v.SetString(n.Value)
 		}
 	case reflect.Int:
-		if !d.expect(n, yaml.ScalarNode, display) {
+		if !d.expect(n, yaml.ScalarNode, key, display) {
 			return
 		}
 		i, err := strconv.Atoi(n.Value)
 		if err != nil {
-			d.errorf(n, display, "%q is not a whole number", n.Value)
+			d.errorf(n, key, display, "%q is not a whole number", n.Value)
 			return
 		}
 		v.SetInt(int64(i))
 	case reflect.Bool:
-		if !d.expect(n, yaml.ScalarNode, display) {
+		if !d.expect(n, yaml.ScalarNode, key, display) {
 			return
 		}
 		b, ok := parseBool(n.Value)
 		if !ok {
-			d.errorf(n, display, "%q is not true or false", n.Value)
+			d.errorf(n, key, display, "%q is not true or false", n.Value)
 			return
 		}
 		v.SetBool(b)
@@ -107,7 +109,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key, display string) {
 		d.decode(n, elem.Elem(), key, display)
 		v.Set(elem)
 	case reflect.Slice:
-		if !d.expect(n, yaml.SequenceNode, display) {
+		if !d.expect(n, yaml.SequenceNode, key, display) {
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -116,7 +118,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key, display string) {
 		}
 		v.Set(s)
 	case reflect.Map:
-		if !d.expect(n, yaml.MappingNode, display) {
+		if !d.expect(n, yaml.MappingNode, key, display) {
 			return
 		}
 		m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
@@ -135,7 +137,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key, display string) {
 }
 
 func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, key, display string) {
-	if !d.expect(n, yaml.MappingNode, display) {
+	if !d.expect(n, yaml.MappingNode, key, display) {
 		return
 	}
 	fields := fieldsOf(v.Type())
@@ -143,7 +145,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, key, display strin
 		k, val := resolve(n.Content[i]), n.Content[i+1]
 		index, ok := fields[k.Value]
 		if !ok {
-			d.errorf(k, join(display, k.Value), "unknown field%s", suggest(k.Value, fields))
+			d.errorf(k, join(key, k.Value), join(display, k.Value), "unknown field%s", suggest(k.Value, fields))
 			continue
 		}
 		d.decode(val, v.FieldByIndex(index), join(key, k.Value), join(display, k.Value))
@@ -151,7 +153,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, key, display strin
 }
 
 func (d *decoder) decodeArgs(n *yaml.Node, v reflect.Value, key, display string) {
-	if !d.expect(n, yaml.MappingNode, display) {
+	if !d.expect(n, yaml.MappingNode, key, display) {
 		return
 	}
 	args := make(Args, 0, len(n.Content)/2)
@@ -161,11 +163,11 @@ func (d *decoder) decodeArgs(n *yaml.Node, v reflect.Value, key, display string)
 		path := join(display, name)
 		d.pos[key+"."+name] = Pos{File: d.file, Line: k.Line, Col: k.Column, Path: path}
 		if strings.HasPrefix(name, "-") {
-			d.errorf(k, path, "write the flag without leading dashes: %q", strings.TrimLeft(name, "-"))
+			d.errorf(k, key+"."+name, path, "write the flag without leading dashes: %q", strings.TrimLeft(name, "-"))
 			continue
 		}
 		if val.Kind != yaml.ScalarNode {
-			d.errorf(val, path, "expected a single value, got %s", kindName(val))
+			d.errorf(val, key+"."+name, path, "expected a single value, got %s", kindName(val))
 			continue
 		}
 		args = append(args, Arg{Name: name, Value: val.Value})
@@ -173,11 +175,11 @@ func (d *decoder) decodeArgs(n *yaml.Node, v reflect.Value, key, display string)
 	v.Set(reflect.ValueOf(args))
 }
 
-func (d *decoder) expect(n *yaml.Node, kind yaml.Kind, display string) bool {
+func (d *decoder) expect(n *yaml.Node, kind yaml.Kind, key, display string) bool {
 	if n.Kind == kind {
 		return true
 	}
-	d.errorf(n, display, "expected %s, got %s", kindName(&yaml.Node{Kind: kind}), kindName(n))
+	d.errorf(n, key, display, "expected %s, got %s", kindName(&yaml.Node{Kind: kind}), kindName(n))
 	return false
 }
 

@@ -109,8 +109,8 @@ func isNative(root *yaml.Node) bool {
 }
 
 func parseNative(file string, root *yaml.Node, diags *Diagnostics) *Inventory {
-	inv := &Inventory{Format: FormatNative, pos: positions{}}
-	d := &decoder{file: file, pos: inv.pos, diags: diags}
+	inv := &Inventory{Format: FormatNative, pos: positions{}, failed: map[string]bool{}}
+	d := &decoder{file: file, pos: inv.pos, failed: inv.failed, diags: diags}
 	d.decode(root, reflect.ValueOf(inv).Elem(), "", "")
 	return inv
 }

@@ -26,7 +26,8 @@ type Inventory struct {
 	// Ignored lists the Ansible variables that clusterctl does not use, each where it was set.
 	Ignored []Pos `yaml:"-" json:"-"`
 
-	pos positions
+	pos    positions
+	failed map[string]bool
 }
 
 // Format is how an inventory file is written.
@@ -330,3 +331,25 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
 // MarshalJSON writes the duration as a string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// MarshalNative writes the inventory as a native hosts.yaml, with a header naming its source and, for an
+// Ansible inventory, the variables that were ignored.
+func (inv *Inventory) MarshalNative() ([]byte, error) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# clusterctl inventory, normalized from %s (%s)\n", inv.Source, inv.Format)
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(inv); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	if len(inv.Ignored) > 0 {
+		b.WriteString("# Ansible variables clusterctl does not use:\n")
+		for _, p := range inv.Ignored {
+			fmt.Fprintf(&b, "#   %s: %s\n", p.location(), p.Path)
+		}
+	}
+	return b.Bytes(), nil
+}

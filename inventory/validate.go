@@ -28,9 +28,40 @@ func (inv *Inventory) validate(diags *Diagnostics) {
 	v.networks()
 }
 
+// report adds a diagnostic at the field's position, unless the field (or one holding it) could not be
+// decoded at all: that was reported already, and anything more would be noise.
 func (v *validator) report(sev Severity, key, format string, args ...any) {
+	for k := key; ; {
+		if v.inv.failed[k] {
+			return
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
 	v.diags.add(sev, v.inv.pos.at(key, v.display(key)), format, args...)
 }
+
+// written reports whether the user wrote the field (rather than it being defaulted).
+func (v *validator) written(key string) bool {
+	_, ok := v.inv.pos[key]
+	return ok
+}
+
+// brief drops the regular expression from apimachinery's validation messages.
+func brief(msg string) string {
+	if i := strings.Index(msg, ", regex used for validation"); i >= 0 {
+		msg = msg[:i]
+	}
+	if i := strings.Index(msg, " (e.g. "); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}
+
+const dnsRule = "use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
 
 func (v *validator) errorf(key, format string, args ...any) { v.report(Error, key, format, args...) }
 
@@ -92,7 +123,7 @@ func (v *validator) cluster() {
 		v.component(comp.key, comp.c)
 	}
 	if errs := validation.IsDNS1123Subdomain(c.Networking.DNSDomain); len(errs) > 0 {
-		v.errorf("cluster.networking.dnsDomain", "%q is not a DNS domain: %s", c.Networking.DNSDomain, errs[0])
+		v.errorf("cluster.networking.dnsDomain", "%q is not a DNS domain: %s", c.Networking.DNSDomain, dnsRule)
 	}
 	repo := c.ImageRepository
 	if strings.Contains(repo, "://") || strings.HasSuffix(repo, "/") || strings.ContainsAny(repo, " \t") {
@@ -129,7 +160,7 @@ func (v *validator) component(key string, c *Component) {
 	for i, vol := range c.ExtraVolumes {
 		k := fmt.Sprintf("%s.extraVolumes[%d]", key, i)
 		if errs := validation.IsDNS1123Label(vol.Name); len(errs) > 0 {
-			v.errorf(k+".name", "%q is not a volume name: %s", vol.Name, errs[0])
+			v.errorf(k+".name", "%q is not a volume name: %s", vol.Name, brief(errs[0]))
 		} else if names[vol.Name] {
 			v.errorf(k+".name", "volume %q is defined twice", vol.Name)
 		}
@@ -210,7 +241,7 @@ func (v *validator) hosts() {
 				addrs[at] = i
 			}
 		}
-		if h.InternalAddress != "" {
+		if h.InternalAddress != "" && (h.InternalAddress != h.Address || v.written(k+".internalAddress")) {
 			if ip, err := netip.ParseAddr(h.InternalAddress); err != nil {
 				v.errorf(k+".internalAddress", "%q is not an IP address", h.InternalAddress)
 			} else if first, dup := internal[ip.String()]; dup {
@@ -220,8 +251,8 @@ func (v *validator) hosts() {
 			}
 		}
 		if errs := validation.IsDNS1123Subdomain(h.NodeName); len(errs) > 0 {
-			v.errorf(k+".nodeName", "%q is not a valid Kubernetes node name: %s", h.NodeName, errs[0])
-		} else if first, dup := nodeNames[h.NodeName]; dup {
+			v.errorf(k+".nodeName", "%q is not a valid Kubernetes node name: %s", h.NodeName, dnsRule)
+		} else if first, dup := nodeNames[h.NodeName]; dup && (h.NodeName != h.Name || names[h.Name] != first) {
 			v.errorf(k+".nodeName", "node name %q is also the node name of host %q", h.NodeName, inv.Hosts[first].Name)
 		} else {
 			nodeNames[h.NodeName] = i
@@ -239,7 +270,12 @@ func (v *validator) hosts() {
 		}
 		v.bastions(k+".ssh.bastions", h.SSH.Bastions)
 	}
+	rolesFailed := false
+	for i := range inv.Hosts {
+		rolesFailed = rolesFailed || inv.failed[fmt.Sprintf("hosts[%d].roles", i)] || inv.failed[fmt.Sprintf("hosts[%d]", i)]
+	}
 	switch {
+	case controlPlanes == 0 && rolesFailed:
 	case controlPlanes == 0:
 		v.errorf("hosts", "no host has the control-plane role")
 	case controlPlanes%2 == 0:
@@ -270,19 +306,19 @@ func (v *validator) roles(k string, h *Host) {
 func (v *validator) labelsAndTaints(k string, h *Host) {
 	for key, val := range h.Labels {
 		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-			v.errorf(k+".labels."+key, "%q is not a label key: %s", key, errs[0])
+			v.errorf(k+".labels."+key, "%q is not a label key: %s", key, brief(errs[0]))
 		}
 		if errs := validation.IsValidLabelValue(val); len(errs) > 0 {
-			v.errorf(k+".labels."+key, "%q is not a label value: %s", val, errs[0])
+			v.errorf(k+".labels."+key, "%q is not a label value: %s", val, brief(errs[0]))
 		}
 	}
 	for j, t := range h.Taints {
 		tk := fmt.Sprintf("%s.taints[%d]", k, j)
 		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
-			v.errorf(tk+".key", "%q is not a taint key: %s", t.Key, errs[0])
+			v.errorf(tk+".key", "%q is not a taint key: %s", t.Key, brief(errs[0]))
 		}
 		if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
-			v.errorf(tk+".value", "%q is not a taint value: %s", t.Value, errs[0])
+			v.errorf(tk+".value", "%q is not a taint value: %s", t.Value, brief(errs[0]))
 		}
 		switch t.Effect {
 		case "NoSchedule", "PreferNoSchedule", "NoExecute":
@@ -313,6 +349,8 @@ func (v *validator) networks() {
 		}
 		mask := n.NodeCIDRMaskSize
 		switch {
+		case mask < pods.Bits() && !v.written("cluster.networking.podSubnet"):
+			v.errorf("cluster.networking.nodeCIDRMaskSize", "/%d is larger than the pod subnet %s it is carved from", mask, pods)
 		case mask < pods.Bits():
 			v.errorf("cluster.networking.podSubnet", "%s is smaller than one node's pod range (/%d, networking.nodeCIDRMaskSize)", pods, mask)
 		case mask > maxMask:
@@ -332,7 +370,7 @@ func (v *validator) networks() {
 		h := &v.inv.Hosts[i]
 		for _, f := range []struct{ key, addr string }{{"address", h.Address}, {"internalAddress", h.InternalAddress}} {
 			ip, err := netip.ParseAddr(f.addr)
-			if err != nil {
+			if err != nil || (f.key == "internalAddress" && f.addr == h.Address) {
 				continue
 			}
 			if podsOK && pods.Contains(ip) {

@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/clusterctl/clusterctl/inventory"
 )
@@ -139,7 +138,12 @@ Variables of an Ansible inventory that clusterctl does not use are listed at the
 					Ignored []string `json:"ignored"`
 				}{inv, opts.Inventory, string(inv.Format), ignoredList(inv)})
 			}
-			return writeYAML(opts.stdout, inv)
+			out, err := inv.MarshalNative()
+			if err != nil {
+				return err
+			}
+			_, err = opts.stdout.Write(out)
+			return err
 		},
 	}
 	return cmd
@@ -151,25 +155,6 @@ func ignoredList(inv *inventory.Inventory) []string {
 		out = append(out, fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Path))
 	}
 	return out
-}
-
-func writeYAML(w io.Writer, inv *inventory.Inventory) error {
-	fmt.Fprintf(w, "# clusterctl inventory, normalized from %s (%s)\n", inv.Source, inv.Format)
-	enc := yaml.NewEncoder(w)
-	enc.SetIndent(2)
-	if err := enc.Encode(inv); err != nil {
-		return err
-	}
-	if err := enc.Close(); err != nil {
-		return err
-	}
-	if len(inv.Ignored) > 0 {
-		fmt.Fprintf(w, "# Ansible variables clusterctl does not use:\n")
-		for _, s := range ignoredList(inv) {
-			fmt.Fprintf(w, "#   %s\n", s)
-		}
-	}
-	return nil
 }
 
 func writeJSON(w io.Writer, v any) error {
