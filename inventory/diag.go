@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Severity says how much a diagnostic matters.
@@ -71,7 +74,7 @@ func (d Diagnostic) String() string {
 		b.WriteString(": ")
 	}
 	if d.Pos.Path != "" {
-		b.WriteString(d.Pos.Path)
+		b.WriteString(printable(d.Pos.Path))
 		b.WriteString(": ")
 	}
 	b.WriteString(d.Message)
@@ -148,6 +151,14 @@ func (e *InvalidError) Error() string {
 func IsInvalid(err error) bool {
 	var ie *InvalidError
 	return errors.As(err, &ie)
+}
+
+// printable quotes a string that holds control or invalid characters, so that it prints on one line.
+func printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 || !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 func plural(n int) string {

@@ -188,6 +188,8 @@ func iniValue(v string, at Pos) *yaml.Node {
 	return n
 }
 
+const maxRange = 10000
+
 // expandRange expands Ansible host ranges: web[1:3] is web1 web2 web3, db[01:10:2] keeps the width, and
 // [a:c] ranges over letters. Several ranges in one pattern multiply.
 func expandRange(pattern string) ([]string, error) {
@@ -217,7 +219,7 @@ func expandRange(pattern string) ([]string, error) {
 	hi, errHi := strconv.Atoi(parts[1])
 	switch {
 	case errLo == nil && errHi == nil:
-		if hi < lo || hi-lo > 100000 {
+		if hi < lo || hi-lo >= maxRange {
 			return nil, fmt.Errorf("host range %q: bad bounds", pattern)
 		}
 		width := 0
@@ -227,7 +229,7 @@ func expandRange(pattern string) ([]string, error) {
 		for i := lo; i <= hi; i += step {
 			items = append(items, fmt.Sprintf("%0*d", width, i))
 		}
-	case len(parts[0]) == 1 && len(parts[1]) == 1 && parts[0] <= parts[1]:
+	case isLetter(parts[0]) && isLetter(parts[1]) && parts[0] <= parts[1]:
 		for c := parts[0][0]; c <= parts[1][0]; c += byte(step) {
 			items = append(items, string(c))
 			if int(c)+step > 255 {
@@ -241,6 +243,9 @@ func expandRange(pattern string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(items)*len(rest) > maxRange {
+		return nil, fmt.Errorf("host range %q expands to more than %d hosts", pattern, maxRange)
+	}
 	var out []string
 	for _, it := range items {
 		for _, r := range rest {
@@ -248,4 +253,8 @@ func expandRange(pattern string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+func isLetter(s string) bool {
+	return len(s) == 1 && (s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z')
 }

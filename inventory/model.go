@@ -348,7 +348,7 @@ func (inv *Inventory) MarshalNative() ([]byte, error) {
 	if len(inv.Ignored) > 0 {
 		b.WriteString("# Ansible variables clusterctl does not use:\n")
 		for _, p := range inv.Ignored {
-			fmt.Fprintf(&b, "#   %s: %s\n", p.location(), p.Path)
+			fmt.Fprintf(&b, "#   %s: %s\n", printable(p.location()), printable(p.Path))
 		}
 	}
 	return b.Bytes(), nil

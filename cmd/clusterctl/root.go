@@ -67,6 +67,22 @@ Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad i
 	f.StringSliceVar(&opts.Limit, "limit", nil, "act only on these hosts (comma-separated names from the inventory)")
 
 	root.AddCommand(newVersionCmd(opts), newInventoryCmd(opts))
+	root.InitDefaultCompletionCmd()
+	completionExamples := map[string]string{
+		"bash":       "source <(clusterctl completion bash)",
+		"zsh":        `clusterctl completion zsh > "${fpath[1]}/_clusterctl"`,
+		"fish":       "clusterctl completion fish > ~/.config/fish/completions/clusterctl.fish",
+		"powershell": "clusterctl completion powershell | Out-String | Invoke-Expression",
+	}
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Example = "  " + strings.Join([]string{completionExamples["bash"], completionExamples["zsh"], completionExamples["fish"]}, "\n  ")
+		for _, sub := range c.Commands() {
+			sub.Example = "  " + completionExamples[sub.Name()]
+		}
+	}
 	return root
 }
 

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestExitCodesAndOutput(t *testing.T) {
+	const example = "../../inventory/examples/hosts.yaml"
+	const kubespray = "../../inventory/examples/kubespray/inventory.ini"
+	const bad = "../../inventory/testdata/bad/hosts-problems.yaml"
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     []string
+		stderr     []string
+		noStderr   bool
+		stdoutJSON bool
+	}{
+		{name: "valid native", args: []string{"inventory", "validate", "-i", example}, code: 0,
+			stdout: []string{`valid native inventory: cluster "prod", Kubernetes v1.34.4, 5 hosts (3 control-plane, 2 workers)`}, noStderr: true},
+		{name: "valid kubespray ini", args: []string{"inventory", "validate", "-i", kubespray}, code: 0,
+			stdout: []string{"valid ansible-ini inventory"}, stderr: []string{"notice: 3 variables clusterctl does not use"}},
+		{name: "invalid", args: []string{"inventory", "validate", "-i", bad}, code: 2,
+			stderr: []string{
+				`hosts-problems.yaml:3:14: hosts.cp1.address: "10.0.0.300" is not a valid IPv4 address`,
+				`hosts-problems.yaml:25:17: hosts.w3.taints[0].effect:`,
+				"warning: hosts: 2 control-plane hosts",
+				"inventory is invalid: 13 errors",
+			}},
+		{name: "invalid json", args: []string{"inventory", "validate", "-i", bad, "-o", "json"}, code: 2,
+			stdout: []string{`"valid": false`, `"line": 3`, `"column": 14`, `"path": "hosts.cp1.address"`}, stdoutJSON: true},
+		{name: "no inventory", args: []string{"inventory", "validate"}, code: 2, stderr: []string{"no inventory: give one with -i FILE"}},
+		{name: "missing file", args: []string{"inventory", "validate", "-i", "nope.yaml"}, code: 2, stderr: []string{"nope.yaml: no such file"}},
+		{name: "unknown flag", args: []string{"inventory", "validate", "--frob"}, code: 2, stderr: []string{"unknown flag: --frob", "clusterctl inventory validate --help"}},
+		{name: "bad output", args: []string{"inventory", "validate", "-i", example, "-o", "xml"}, code: 2, stderr: []string{`--output "xml" is not one of text, json`}},
+		{name: "yaml only for show", args: []string{"inventory", "validate", "-i", example, "-o", "yaml"}, code: 2},
+		{name: "bad forks", args: []string{"version", "--forks", "0"}, code: 2, stderr: []string{"--forks must be at least 1"}},
+		{name: "show yaml", args: []string{"inventory", "show", "-i", kubespray, "-o", "yaml"}, code: 0,
+			stdout: []string{"controlPlaneEndpoint: lb.example.com:8443", "- name: node6", "etcd_member_name"}},
+		{name: "show json", args: []string{"inventory", "show", "-i", example, "-o", "json"}, code: 0,
+			stdout: []string{`"format": "native"`, `"audit-log-path": "/var/log/kubernetes/audit.log"`}, stdoutJSON: true},
+		{name: "show invalid", args: []string{"inventory", "show", "-i", bad}, code: 2, stderr: []string{"inventory is invalid"}},
+		{name: "version", args: []string{"version"}, code: 0, stdout: []string{"clusterctl dev", "default Kubernetes v1.34.4"}},
+		{name: "version json", args: []string{"version", "-o", "json"}, code: 0, stdout: []string{`"version": "dev"`}, stdoutJSON: true},
+		{name: "stray argument", args: []string{"version", "extra"}, code: 2},
+		{name: "completion", args: []string{"completion", "bash"}, code: 0, stdout: []string{"__start_clusterctl"}},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, stdout, stderr)
+			}
+			for _, s := range tc.stdout {
+				if !strings.Contains(stdout, s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout)
+				}
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr)
+				}
+			}
+			if tc.noStderr && stderr != "" {
+				t.Errorf("unexpected stderr: %s", stderr)
+			}
+			if tc.stdoutJSON && !json.Valid([]byte(stdout)) {
+				t.Errorf("stdout is not JSON: %s", stdout)
+			}
+		})
+	}
+}
+
+// Every command teaches by example.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	var check func(c *cobra.Command)
+	check = func(c *cobra.Command) {
+		if c.Name() != "help" && !c.Hidden && c.Example == "" {
+			t.Errorf("%s has no example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			check(sub)
+		}
+	}
+	check(newRootCmd(&bytes.Buffer{}, &bytes.Buffer{}))
+}
