@@ -22,11 +22,11 @@ const (
 	DefaultSSHUser                  = "root"
 	DefaultSSHPort                  = 22
 
-	day                   = 24 * time.Hour
-	DefaultCAValidity     = 10 * 365 * day
-	DefaultCertValidity   = 365 * day
-	minSupportedMinor     = 33
-	maxSupportedMinor     = 36
+	day                 = 24 * time.Hour
+	DefaultCAValidity   = 10 * 365 * day
+	DefaultCertValidity = 365 * day
+	minSupportedMinor   = 33
+	maxSupportedMinor   = 36
 )
 
 // KeyAlgorithms are the values certificates.keyAlgorithm accepts.

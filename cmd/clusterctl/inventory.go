@@ -169,4 +169,3 @@ func plural(n int) string {
 	}
 	return "s"
 }
-
