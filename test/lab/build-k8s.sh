@@ -12,7 +12,7 @@
 # module requires k8s.io/kubernetes and replaces every k8s.io staging module with its published v0.Y.Z.
 # etcd is built at the version k8s.io/kubernetes requires; CoreDNS at the version kubeadm deploys.
 set -euo pipefail
-exec 9>&- 2>/dev/null || true
+exec 9>&-
 
 VERSION=${1:-${K8S_VERSION:-v1.34.4}}
 CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}

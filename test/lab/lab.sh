@@ -1,0 +1,325 @@
+#!/usr/bin/env bash
+# lab.sh — disposable, VM-like test hosts on this machine: systemd-nspawn containers that boot a real
+# systemd and OpenSSH from the cached Debian root filesystem (rootfs.sh), each an overlay of its own, on a
+# private bridge that only the lab uses.
+#
+#   test/lab/lab.sh up   --name NAME --dir DIR [--hosts N] [--control-planes K] [--layer node|base]
+#   test/lab/lab.sh down --name NAME | --all
+#   test/lab/lab.sh list
+#
+# up writes into DIR: hosts.yaml (a clusterctl inventory: the first K hosts control-plane, the rest workers),
+# known_hosts, ssh_config (ssh -F DIR/ssh_config cp1), id_ed25519, and timings. down removes every host,
+# cgroup, bridge and sysctl change the lab made; both are safe to run twice, and up first removes what a
+# failed run of the same lab left behind. Addresses: 10.250.X.0/24 on bridge cclabX, the machine .1, hosts
+# .10 and up; hosts have no default route and the machine does not forward.
+#
+# Why each odd step is there: ../../../shared/lab-notes.md (the traps, numbered) and the comments below.
+set -euo pipefail
+exec 9>&-   # trap 8: never hand an inherited lock to long-running children
+
+LAB_ROOT=${CLUSTERCTL_LAB_STATE:-/var/lib/clusterctl-lab}
+HERE=$(cd "$(dirname "$0")" && pwd)
+CGROUP_PARENT=clusterctl-lab
+SSH_TIMEOUT=${LAB_SSH_TIMEOUT:-90}
+
+die() { echo "lab: $*" >&2; exit 1; }
+log() { echo "lab: $*" >&2; }
+now_ms() { date +%s%3N; }
+
+require_root() {
+  [ "$(id -u)" = 0 ] || die "must run as root (systemd-nspawn, bridges and cgroups need it)"
+  for c in systemd-nspawn unshare ip ssh ssh-keygen mount flock; do
+    command -v "$c" >/dev/null || die "$c is missing; run test/lab/deps.sh"
+  done
+}
+
+lock() {
+  mkdir -p "$LAB_ROOT/labs"
+  exec 8>"$LAB_ROOT/lock"
+  flock 8
+}
+
+# cgroup hierarchies (v1 controllers, the named systemd one, and cgroup2) a host is placed in.
+hierarchies() {
+  local d
+  for d in /sys/fs/cgroup/*/; do
+    d=${d%/}
+    mountpoint -q "$d" && echo "$d"
+  done
+}
+
+# ---- sysctls: saved once before the first lab changes them, restored when the last lab is gone ----
+# fs.inotify.max_user_instances is shared by every host (trap 7). Kubelets set the vm/kernel values below
+# at start and fail if they cannot; /proc/sys outside net.* is the machine's own, so the lab sets them for
+# its lifetime instead of letting hosts write them.
+LAB_SYSCTLS="fs.inotify.max_user_instances=8192 fs.inotify.max_user_watches=524288"
+NODE_SYSCTLS="vm.overcommit_memory=1 kernel.panic=10 kernel.panic_on_oops=1"
+
+set_sysctls() {
+  local orig=$LAB_ROOT/sysctl.orig kv key
+  for kv in "$@"; do
+    key=${kv%%=*}
+    grep -q "^$key=" "$orig" 2>/dev/null || echo "$key=$(sysctl -n "$key")" >>"$orig"
+    sysctl -qw "$kv"
+  done
+}
+
+restore_sysctls() {
+  local orig=$LAB_ROOT/sysctl.orig kv
+  [ -f "$orig" ] || return 0
+  while read -r kv; do
+    [ -n "$kv" ] && sysctl -qw "$kv" || true
+  done <"$orig"
+  rm -f "$orig"
+}
+
+# ---- up ----
+cmd_up() {
+  local name="" dir="" n=3 cps=1 layer=node
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --name) name=$2; shift 2 ;;
+      --dir) dir=$2; shift 2 ;;
+      --hosts) n=$2; shift 2 ;;
+      --control-planes) cps=$2; shift 2 ;;
+      --layer) layer=$2; shift 2 ;;
+      *) die "up: unknown argument $1" ;;
+    esac
+  done
+  [[ $name =~ ^[a-z0-9]{1,12}$ ]] || die "up: --name must be 1-12 lower-case letters or digits"
+  [ -n "$dir" ] || die "up: --dir is required"
+  [[ $n =~ ^[0-9]+$ && $n -ge 1 && $n -le 200 ]] || die "up: --hosts must be 1..200"
+  [[ $cps =~ ^[0-9]+$ && $cps -le $n ]] || die "up: --control-planes must be 0..--hosts"
+  case $layer in node|base) ;; *) die "up: --layer is node or base" ;; esac
+  require_root
+  local t0; t0=$(now_ms)
+
+  "$HERE/rootfs.sh" "$layer" >&2
+  local lower
+  eval "$("$HERE/rootfs.sh" paths)"
+  if [ "$layer" = node ]; then lower=$NODE:$BASE; else lower=$BASE; fi
+
+  mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
+  lock
+  [ -d "$LAB_ROOT/labs/$name" ] && { log "removing what an earlier run of lab $name left"; down_locked "$name"; }
+
+  # A /24 no other lab and no route of this machine uses.
+  local idx="" i
+  for i in $(seq 0 199); do
+    grep -qx "$i" "$LAB_ROOT"/labs/*/index 2>/dev/null && continue
+    ip -4 route show | grep -q "^10\.250\.$i\." && continue
+    ip link show "cclab$i" >/dev/null 2>&1 && continue
+    idx=$i; break
+  done
+  [ -n "$idx" ] || die "no free lab subnet"
+  local state=$LAB_ROOT/labs/$name br=cclab$idx net=10.250.$idx
+  mkdir -p "$state/hosts"
+  echo "$idx" >"$state/index"
+  echo "$dir" >"$state/dir"
+  echo "$layer" >"$state/layer"
+
+  set_sysctls $LAB_SYSCTLS
+  [ "$layer" = node ] && set_sysctls $NODE_SYSCTLS
+
+  ip link add "$br" type bridge
+  ip addr add "$net.1/24" dev "$br"
+  ip link set "$br" up
+
+  rm -f "$dir/id_ed25519" "$dir/id_ed25519.pub"
+  ssh-keygen -q -t ed25519 -N '' -C "clusterctl-lab-$name" -f "$dir/id_ed25519"
+  : >"$dir/known_hosts"
+  : >"$dir/ssh_config"
+  local hostsfile; hostsfile=$(mktemp)
+  printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' >"$hostsfile"
+
+  local names=() h addr
+  for i in $(seq 1 "$n"); do
+    if [ "$i" -le "$cps" ]; then h=cp$i; else h=w$((i - cps)); fi
+    names+=("$h")
+    echo "$net.$((9 + i)) $h" >>"$hostsfile"
+  done
+
+  local lab_uid lab_gid
+  lab_uid=$(awk -F: '$1=="lab"{print $3}' "$BASE/etc/passwd")
+  lab_gid=$(awk -F: '$1=="lab"{print $4}' "$BASE/etc/passwd")
+  for i in "${!names[@]}"; do
+    h=${names[$i]}; addr=$net.$((10 + i))
+    local hd=$state/hosts/$h up
+    up=$hd/upper
+    mkdir -p "$up/etc/ssh" "$up/etc/systemd/network" "$up/root/.ssh" "$up/home/lab/.ssh" "$hd/work" "$hd/root" \
+      "$hd/containerd"
+    echo "$h" >"$up/etc/hostname"
+    cp "$hostsfile" "$up/etc/hosts"
+    od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$up/etc/machine-id"; echo >>"$up/etc/machine-id"
+    ssh-keygen -q -t ed25519 -N '' -C "root@$h" -f "$up/etc/ssh/ssh_host_ed25519_key"
+    printf '[Match]\nName=host0\n\n[Network]\nAddress=%s/24\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' "$addr" \
+      >"$up/etc/systemd/network/10-host0.network"
+    # sshd: only the ed25519 key this lab made, no DNS lookups.
+    printf 'HostKey /etc/ssh/ssh_host_ed25519_key\nUseDNS no\n' >"$up/etc/ssh/sshd_config.d/lab.conf" 2>/dev/null \
+      || { mkdir -p "$up/etc/ssh/sshd_config.d"; printf 'HostKey /etc/ssh/ssh_host_ed25519_key\nUseDNS no\n' >"$up/etc/ssh/sshd_config.d/lab.conf"; }
+    install -m 0600 "$dir/id_ed25519.pub" "$up/root/.ssh/authorized_keys"
+    install -m 0600 -o "$lab_uid" -g "$lab_gid" "$dir/id_ed25519.pub" "$up/home/lab/.ssh/authorized_keys"
+    chmod 0700 "$up/root/.ssh"; chown "$lab_uid:$lab_gid" "$up/home/lab" "$up/home/lab/.ssh"; chmod 0700 "$up/home/lab/.ssh"
+    echo "$h,$addr $(cut -d' ' -f1,2 "$up/etc/ssh/ssh_host_ed25519_key.pub")" >>"$dir/known_hosts"
+    cat >>"$dir/ssh_config" <<EOC
+Host $h
+  HostName $addr
+  User root
+  IdentityFile $dir/id_ed25519
+  IdentitiesOnly yes
+  UserKnownHostsFile $dir/known_hosts
+  StrictHostKeyChecking yes
+  BatchMode yes
+  ConnectTimeout 5
+
+EOC
+    echo "$addr" >"$hd/address"
+    start_host "$name" "$idx" "$h" "$hd" "$lower" "$br"
+  done
+  rm -f "$hostsfile"
+  write_inventory "$name" "$dir" "$cps" "${names[@]}"
+  flock -u 8
+
+  local t1; t1=$(now_ms)
+  wait_ssh "$dir" "${names[@]}" || { log "hosts did not become reachable over SSH; logs in $state/hosts/*/console.log"; exit 1; }
+  local t2; t2=$(now_ms)
+  printf 'prepare_ms=%d boot_to_ssh_ms=%d total_ms=%d hosts=%d\n' $((t1 - t0)) $((t2 - t1)) $((t2 - t0)) "$n" | tee "$dir/timings" >&2
+  log "lab $name: $n hosts up on $br ($net.0/24); try: ssh -F $dir/ssh_config ${names[0]}"
+}
+
+# start_host runs one host: in a private mount namespace (trap 2: its own tmpfs on /run, and the overlay root
+# and bind mounts vanish with it), in cgroups of its own in every hierarchy (trap 3), booting systemd.
+start_host() {
+  local lab=$1 idx=$2 h=$3 hd=$4 lower=$5 br=$6 cg
+  for cg in $(hierarchies); do
+    mkdir -p "$cg/$CGROUP_PARENT/$lab/$h"
+    if [ -f "$cg/cpuset.cpus" ]; then
+      for f in cpuset.cpus cpuset.mems; do
+        cat "$cg/$f" >"$cg/$CGROUP_PARENT/$f" 2>/dev/null || true
+        cat "$cg/$f" >"$cg/$CGROUP_PARENT/$lab/$f" 2>/dev/null || true
+        cat "$cg/$f" >"$cg/$CGROUP_PARENT/$lab/$h/$f"
+      done
+    fi
+  done
+  # shellcheck disable=SC2016
+  setsid unshare --mount --propagation private bash -c '
+    set -e
+    hd=$1 lower=$2 machine=$3 br=$4 h=$5 lab=$6 parent=$7; shift 7
+    for cg in "$@"; do echo $$ >"$cg/$parent/$lab/$h/cgroup.procs"; done
+    mount -t tmpfs -o mode=0755 tmpfs /run
+    mount -t overlay overlay -o "lowerdir=$lower,upperdir=$hd/upper,workdir=$hd/work" "$hd/root"
+    exec systemd-nspawn --quiet --boot --directory="$hd/root" --machine="$machine" --hostname="$h" \
+      --register=no --keep-unit --network-bridge="$br" --capability=all --system-call-filter=@keyring \
+      --bind="$hd/containerd:/var/lib/containerd" --resolv-conf=off --timezone=off --link-journal=no \
+      --console=read-only
+  ' _ "$hd" "$lower" "c$idx-$h" "$br" "$h" "$lab" "$CGROUP_PARENT" $(hierarchies) \
+    </dev/null >"$hd/console.log" 2>&1 8>&- &
+  echo $! >"$hd/pid"
+}
+
+wait_ssh() {
+  local dir=$1; shift
+  local deadline=$(( $(date +%s) + SSH_TIMEOUT )) h pending=("$@") left
+  while [ ${#pending[@]} -gt 0 ]; do
+    left=()
+    for h in "${pending[@]}"; do
+      ssh -F "$dir/ssh_config" -o ConnectTimeout=2 "$h" true >/dev/null 2>&1 || left+=("$h")
+    done
+    pending=("${left[@]+"${left[@]}"}")
+    [ ${#pending[@]} -eq 0 ] && return 0
+    [ "$(date +%s)" -ge "$deadline" ] && { log "not reachable after ${SSH_TIMEOUT}s: ${pending[*]}"; return 1; }
+    sleep 0.3
+  done
+}
+
+write_inventory() {
+  local lab=$1 dir=$2 cps=$3; shift 3
+  local state=$LAB_ROOT/labs/$lab h role
+  {
+    echo "# clusterctl inventory of lab $lab, written by test/lab/lab.sh."
+    echo "cluster:"
+    echo "  name: $lab"
+    echo "ssh:"
+    echo "  user: root"
+    echo "  identityFiles: [$dir/id_ed25519]"
+    echo "  knownHosts: [$dir/known_hosts]"
+    echo "hosts:"
+    for h in "$@"; do
+      role=worker
+      [[ $h == cp* ]] && role=control-plane
+      echo "  - name: $h"
+      echo "    address: $(cat "$state/hosts/$h/address")"
+      echo "    roles: [$role]"
+    done
+  } >"$dir/hosts.yaml"
+}
+
+# ---- down ----
+cmd_down() {
+  require_root
+  lock
+  case ${1:-} in
+    --all) local d; for d in "$LAB_ROOT"/labs/*/; do [ -d "$d" ] && down_locked "$(basename "$d")"; done ;;
+    --name) [ -n "${2:-}" ] || die "down: --name NAME"; down_locked "$2" ;;
+    *) die "down: --name NAME or --all" ;;
+  esac
+  # Nothing left: put the machine's sysctls back.
+  if ! compgen -G "$LAB_ROOT/labs/*/" >/dev/null; then restore_sysctls; fi
+}
+
+down_locked() {
+  local lab=$1 state=$LAB_ROOT/labs/$1 h pid cg deadline
+  [ -d "$state" ] || { log "lab $lab is not up"; return 0; }
+  # Ask every host to power off (nspawn turns SIGTERM into a clean shutdown), then kill what is left.
+  for hd in "$state"/hosts/*/; do
+    pid=$(cat "$hd/pid" 2>/dev/null || true)
+    [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
+  done
+  deadline=$(( $(date +%s) + 10 ))
+  for hd in "$state"/hosts/*/; do
+    pid=$(cat "$hd/pid" 2>/dev/null || true)
+    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.2; done
+  done
+  for cg in $(hierarchies); do
+    [ -d "$cg/$CGROUP_PARENT/$lab" ] || continue
+    for _ in 1 2 3 4 5; do
+      local procs
+      procs=$(find "$cg/$CGROUP_PARENT/$lab" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
+      [ -z "$procs" ] && break
+      kill -KILL $procs 2>/dev/null || true
+      sleep 0.3
+    done
+  done
+  for cg in $(hierarchies); do
+    [ -d "$cg/$CGROUP_PARENT/$lab" ] && find "$cg/$CGROUP_PARENT/$lab" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    rmdir "$cg/$CGROUP_PARENT" 2>/dev/null || true
+  done
+  local idx dir
+  idx=$(cat "$state/index" 2>/dev/null || true)
+  [ -n "$idx" ] && ip link del "cclab$idx" 2>/dev/null || true
+  dir=$(cat "$state/dir" 2>/dev/null || true)
+  if [ -n "$dir" ] && [ -d "$dir" ]; then
+    rm -f "$dir/hosts.yaml" "$dir/known_hosts" "$dir/ssh_config" "$dir/id_ed25519" "$dir/id_ed25519.pub" "$dir/timings"
+  fi
+  # Overlays and binds lived in the hosts' own mount namespaces; if any host survived, say so, keep state.
+  if grep -qs " $state/" /proc/mounts; then
+    die "mounts under $state remain; not removing it"
+  fi
+  rm -rf "$state"
+  log "lab $lab removed"
+}
+
+cmd_list() {
+  local d
+  for d in "$LAB_ROOT"/labs/*/; do
+    [ -d "$d" ] || continue
+    echo "$(basename "$d") 10.250.$(cat "$d/index").0/24 $(ls "$d/hosts" | tr '\n' ' ')"
+  done
+}
+
+case ${1:-} in
+  up) shift; cmd_up "$@" ;;
+  down) shift; cmd_down "$@" ;;
+  list) cmd_list ;;
+  *) echo "usage: $0 up|down|list (see the header of this file)" >&2; exit 2 ;;
+esac
