@@ -1,0 +1,149 @@
+// Package image writes single-layer container images as tarballs that `ctr images import` and
+// `docker load` accept, from files on disk, with no registry involved. The lab packs Kubernetes' own
+// images this way from binaries it built.
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// File is one entry of the image's layer: a regular file (from Source on disk, or Data), a directory
+// (Dir), or a symbolic link (Link).
+type File struct {
+	Path   string // absolute path inside the image
+	Source string // file on disk to copy
+	Data   []byte // contents, when Source is empty
+	Mode   int64  // permission bits; 0755 for files from Source that are executable, else 0644
+	Link   string // target of a symbolic link
+	Dir    bool
+}
+
+// Config is the part of the image configuration that matters to run it.
+type Config struct {
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	Arch       string // GOARCH, e.g. amd64
+}
+
+// epoch makes layers reproducible: the same files give the same digest.
+var epoch = time.Unix(0, 0).UTC()
+
+// Write builds the image and writes it to path, tagged ref (e.g. registry.k8s.io/pause:3.10).
+func Write(path, ref string, files []File, cfg Config) error {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	var buf bytes.Buffer
+	if err := writeLayer(&buf, files); err != nil {
+		return err
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	})
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS = cfg.Arch, "linux"
+	cf.Created = v1.Time{Time: epoch}
+	cf.Config.Entrypoint, cf.Config.Cmd = cfg.Entrypoint, cfg.Cmd
+	cf.Config.Env = append([]string{"PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"}, cfg.Env...)
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// writeLayer writes the files as a tar stream, parents first, in a stable order.
+func writeLayer(w io.Writer, files []File) error {
+	dirs := map[string]bool{}
+	var all []File
+	for _, f := range files {
+		if !strings.HasPrefix(f.Path, "/") {
+			return fmt.Errorf("image file %q: path must be absolute", f.Path)
+		}
+		for d := path.Dir(f.Path); d != "/" && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+			all = append(all, File{Path: d, Dir: true})
+		}
+		if f.Dir {
+			if dirs[f.Path] {
+				continue
+			}
+			dirs[f.Path] = true
+		}
+		all = append(all, f)
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Path < all[j].Path })
+	tw := tar.NewWriter(w)
+	for _, f := range all {
+		h := &tar.Header{Name: strings.TrimPrefix(f.Path, "/"), ModTime: epoch, Uname: "root", Gname: "root", Format: tar.FormatPAX}
+		var body []byte
+		switch {
+		case f.Dir:
+			h.Typeflag, h.Mode, h.Name = tar.TypeDir, 0o755, h.Name+"/"
+		case f.Link != "":
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, f.Link, 0o777
+		default:
+			h.Typeflag, h.Mode = tar.TypeReg, f.Mode
+			body = f.Data
+			if f.Source != "" {
+				st, err := os.Stat(f.Source)
+				if err != nil {
+					return err
+				}
+				if body, err = os.ReadFile(f.Source); err != nil {
+					return err
+				}
+				if h.Mode == 0 {
+					h.Mode = 0o644
+					if st.Mode()&0o111 != 0 {
+						h.Mode = 0o755
+					}
+				}
+			}
+			if h.Mode == 0 {
+				h.Mode = 0o644
+			}
+			h.Size = int64(len(body))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := tw.Write(body); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}

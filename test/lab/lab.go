@@ -1,0 +1,157 @@
+// Package lab gives integration and end-to-end tests real hosts: VM-like systemd-nspawn containers that boot
+// systemd and OpenSSH (see lab.sh beside this file), started for one test and removed after it.
+package lab
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/clusterctl/clusterctl/inventory"
+)
+
+// Options say what lab a test needs.
+type Options struct {
+	// Hosts is how many hosts to start (default 3).
+	Hosts int
+	// ControlPlanes is how many of them are control-plane hosts in the inventory (default 1).
+	ControlPlanes int
+	// Base starts hosts without the Kubernetes node layer (no containerd): lighter and faster.
+	Base bool
+}
+
+// Host is one lab host.
+type Host struct {
+	Name    string
+	Address string
+}
+
+// Lab is a running lab: its hosts and the files to reach them.
+type Lab struct {
+	Name  string
+	Dir   string
+	Hosts []Host
+}
+
+// Inventory is the clusterctl inventory of the lab (first hosts control-plane, the rest workers).
+func (l *Lab) Inventory() string { return filepath.Join(l.Dir, "hosts.yaml") }
+
+// SSHConfig is a file for ssh -F: every host by name, with strict host-key checking.
+func (l *Lab) SSHConfig() string { return filepath.Join(l.Dir, "ssh_config") }
+
+// KnownHosts holds every host's key, by name and address.
+func (l *Lab) KnownHosts() string { return filepath.Join(l.Dir, "known_hosts") }
+
+// Key is the private key that logs in as root and as the sudo user "lab" on every host.
+func (l *Lab) Key() string { return filepath.Join(l.Dir, "id_ed25519") }
+
+// User is the non-root login with password-less sudo on every host.
+const User = "lab"
+
+// Script is the path of lab.sh.
+func Script() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "lab.sh")
+}
+
+// Unavailable says why this machine cannot run a lab, or "" when it can.
+func Unavailable() string {
+	switch {
+	case os.Getenv("CLUSTERCTL_LAB") == "off":
+		return "disabled by CLUSTERCTL_LAB=off"
+	case os.Geteuid() != 0:
+		return "needs root (systemd-nspawn, bridges and cgroups)"
+	}
+	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
+		return "systemd-nspawn is not installed (test/lab/deps.sh installs it)"
+	}
+	if err := exec.Command("unshare", "--mount", "--propagation", "private", "true").Run(); err != nil {
+		return "mount namespaces are not available: " + err.Error()
+	}
+	return ""
+}
+
+// Start brings up a lab for the test and removes it when the test ends. It skips the test, saying why, when
+// the machine cannot run a lab.
+func Start(t testing.TB, opts Options) *Lab {
+	t.Helper()
+	if reason := Unavailable(); reason != "" {
+		t.Skip("lab: " + reason)
+	}
+	if opts.Hosts == 0 {
+		opts.Hosts = 3
+	}
+	if opts.ControlPlanes == 0 {
+		opts.ControlPlanes = 1
+	}
+	b := make([]byte, 5)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	l := &Lab{Name: "t" + hex.EncodeToString(b), Dir: t.TempDir()}
+	layer := "node"
+	if opts.Base {
+		layer = "base"
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(Script(), "down", "--name", l.Name).CombinedOutput(); err != nil {
+			t.Errorf("lab down: %v\n%s", err, out)
+		}
+	})
+	cmd := exec.Command(Script(), "up", "--name", l.Name, "--dir", l.Dir, "--hosts", fmt.Sprint(opts.Hosts),
+		"--control-planes", fmt.Sprint(opts.ControlPlanes), "--layer", layer)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	t.Logf("lab %s: %s", l.Name, strings.TrimSpace(lastLine(out)))
+	inv, diags, err := inventory.Load(l.Inventory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := diags.Err(); err != nil {
+		t.Fatalf("the lab's inventory is invalid: %v", err)
+	}
+	for _, h := range inv.Hosts {
+		l.Hosts = append(l.Hosts, Host{Name: h.Name, Address: h.Address})
+	}
+	return l
+}
+
+// SSH runs a command on a host with the system's ssh client as user ("" for root) and returns its output.
+func (l *Lab) SSH(user, host, command string) (string, error) {
+	args := []string{"-F", l.SSHConfig()}
+	if user != "" {
+		args = append(args, "-l", user)
+	}
+	args = append(args, host, command)
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command("ssh", args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("ssh %s@%s %q: %w: %s", user, host, command, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// Run runs a command as root on a host and fails the test if it fails.
+func (l *Lab) Run(t testing.TB, host, command string) string {
+	t.Helper()
+	out, err := l.SSH("", host, command)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
