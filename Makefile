@@ -9,8 +9,13 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GOLANGCI_LINT_VERSION := v2.15.0
 TOOLS := $(CURDIR)/bin/tools
 FUZZTIME ?= 5m
+K8S_VERSION ?= v1.34.4
 
-.PHONY: help build test unit lint fmt fuzz up clean
+N ?= 3
+CONTROL_PLANES ?= 1
+LAB_DIR := $(CURDIR)/.lab
+
+.PHONY: help build test unit lint fmt fuzz up clean lab-deps lab-up lab-down lab-selftest artifacts
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -24,11 +29,18 @@ up: build ## the main job on this machine: build, then validate the example inve
 	bin/clusterctl inventory validate -i inventory/examples/kubespray/hosts.yaml
 	bin/clusterctl inventory validate -i inventory/examples/kubespray/inventory.ini
 
-test: ## everything CI runs: formatting, vet, unit tests with -race
+test: ## everything CI runs: formatting, vet, then every tier this machine allows (unit, lab), with -race
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted" >&2; exit 1; fi
 	go vet ./...
-	go test -race -count=1 ./...
+	@reason=$$(test/lab/check.sh); \
+	if [ -z "$$reason" ]; then \
+	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs and Kubernetes $(K8S_VERSION) artifacts if not cached"; \
+	  test/lab/deps.sh && test/lab/artifacts.sh $(K8S_VERSION) >/dev/null; \
+	else \
+	  echo "make test: SKIPPING the lab tier (integration tests on real hosts): $$reason"; export CLUSTERCTL_LAB=off; \
+	fi; \
+	go test -race -count=1 -timeout 30m ./...
 
 unit: ## unit tests only, quickly
 	go test ./...
@@ -42,6 +54,22 @@ fmt: ## gofmt every Go file
 
 fuzz: ## fuzz the inventory loaders for $(FUZZTIME)
 	go test ./inventory -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+
+lab-deps: ## install the Debian packages the lab needs (root)
+	test/lab/deps.sh
+
+lab-up: lab-deps ## start N lab hosts (CONTROL_PLANES of them control-plane) into .lab/, building rootfs and artifacts once
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES)
+
+lab-down: ## remove the lab's hosts, bridge, cgroups and sysctl changes
+	test/lab/lab.sh down --name lab
+
+lab-selftest: lab-deps ## boot 3 hosts and check systemd, SSH (root and sudo user), SFTP, units, containerd
+	go test -count=1 -v -run 'TestSelftest|TestArtifactImagesRun' ./test/lab/
+
+artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) artifacts directory (cached per version outside the repo)
+	test/lab/artifacts.sh $(K8S_VERSION)
 
 clean: ## remove built binaries and test caches
 	rm -rf bin

@@ -5,12 +5,12 @@
 #   test/lab/build-k8s.sh [VERSION]        (default: $K8S_VERSION, else the lab's pinned version)
 #
 # Output: $CACHE/<version>/bin/linux-<arch>/{kube-apiserver,kube-controller-manager,kube-scheduler,
-# kubelet,kube-proxy,kubectl,etcd,etcdctl,coredns} and $CACHE/<version>/bin/versions.env. A version whose
+# kubelet,kube-proxy,kubectl,etcd,etcdctl,coredns} and $CACHE/<version>/bin/versions.env (the versions built). A version whose
 # binaries are all present is not rebuilt. $CACHE is $CLUSTERCTL_LAB_CACHE, else ~/.cache/clusterctl-lab.
 #
 # `go install k8s.io/kubernetes/cmd/...@v` does not work (the module has replace directives), so a wrapper
 # module requires k8s.io/kubernetes and replaces every k8s.io staging module with its published v0.Y.Z.
-# etcd is built at the version k8s.io/kubernetes requires; CoreDNS at the version kubeadm deploys.
+# etcd, CoreDNS and the pause image are at the versions kubeadm deploys with that Kubernetes version.
 set -euo pipefail
 exec 9>&-
 
@@ -26,18 +26,27 @@ minor=${VERSION#v1.}; minor=${minor%%.*}
 patch=${VERSION##*.}
 staging=v0.$minor.$patch
 
-# CoreDNS version kubeadm deploys with each minor (cmd/kubeadm/app/constants).
-case $minor in
-  33) COREDNS=v1.12.0 ;;
-  34|35) COREDNS=v1.12.1 ;;
-  *) COREDNS=v1.12.4 ;;
-esac
+# The upstream module tells which staging modules to replace, and kubeadm's constants which etcd, CoreDNS
+# and pause versions go with this Kubernetes version.
+upjson=$(go mod download -json "k8s.io/kubernetes@$VERSION") || { echo "build-k8s: cannot download k8s.io/kubernetes@$VERSION" >&2; exit 1; }
+upmod=$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' <<<"$upjson")
+updir=$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' <<<"$upjson")
+consts=$updir/cmd/kubeadm/app/constants/constants.go
+ETCD=v$(sed -n 's/^[[:space:]]*DefaultEtcdVersion = "\([0-9.]*\)-[0-9]*"/\1/p' "$consts")
+COREDNS=$(sed -n 's/^[[:space:]]*CoreDNSVersion = "\(v[0-9.]*\)"/\1/p' "$consts")
+PAUSE=$(sed -n 's/^[[:space:]]*PauseVersion = "\([0-9.]*\)"/\1/p' "$consts")
+gover=$(awk '$1=="go"{print $2; exit}' "$upmod")
+[ "$ETCD" != v ] && [ -n "$COREDNS" ] && [ -n "$PAUSE" ] || { echo "build-k8s: cannot read versions from $consts" >&2; exit 1; }
 
 components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 want=("${components[@]}" etcd etcdctl coredns)
 missing=()
 for b in "${want[@]}"; do [ -x "$OUT/$b" ] || missing+=("$b"); done
-if [ ${#missing[@]} -eq 0 ] && [ -f "$OUT/../versions.env" ]; then
+# A binary built at another version than kubeadm's choice is rebuilt.
+built() { grep -qx "$1=$2" "$OUT/../versions.env" 2>/dev/null; }
+built ETCD_VERSION "$ETCD" || missing+=(etcd etcdctl)
+built COREDNS_VERSION "$COREDNS" || missing+=(coredns)
+if [ ${#missing[@]} -eq 0 ] && built PAUSE_VERSION "$PAUSE"; then
   echo "build-k8s: $VERSION binaries cached in $OUT"
   exit 0
 fi
@@ -47,11 +56,6 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$OUT"
 start=$(date +%s)
 
-# The upstream go.mod tells which staging modules to replace and which etcd to build.
-upmod=$(go mod download -json "k8s.io/kubernetes@$VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-[ -f "$upmod" ] || { echo "build-k8s: cannot download k8s.io/kubernetes@$VERSION" >&2; exit 1; }
-ETCD=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2; exit}' "$upmod")
-gover=$(awk '$1=="go"{print $2; exit}' "$upmod")
 
 mkdir -p "$work/k8s" "$work/etcd" "$work/coredns"
 {
@@ -100,5 +104,6 @@ cat >"$OUT/../versions.env" <<EOV
 KUBERNETES_VERSION=$VERSION
 ETCD_VERSION=$ETCD
 COREDNS_VERSION=$COREDNS
+PAUSE_VERSION=$PAUSE
 EOV
 echo "build-k8s: $VERSION done in $(( $(date +%s) - start ))s: $OUT"

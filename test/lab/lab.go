@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
 )
 
 // Options say what lab a test needs.
@@ -154,4 +157,39 @@ func (l *Lab) Run(t testing.TB, host, command string) string {
 func lastLine(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return lines[len(lines)-1]
+}
+
+// KubernetesVersion is the version the lab builds, runs and pins (see lab-notes: cgroup v1 and 1.35).
+const KubernetesVersion = "v1.34.4"
+
+// ArtifactsDir is where artifacts.sh leaves the artifacts of a version.
+func ArtifactsDir(version string) string {
+	cache := os.Getenv("CLUSTERCTL_LAB_CACHE")
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = filepath.Join(os.Getenv("HOME"), ".cache")
+		}
+		cache = filepath.Join(base, "clusterctl-lab")
+	}
+	return filepath.Join(cache, version)
+}
+
+// Artifacts returns the verified artifacts directory of the lab's Kubernetes version. Building it takes
+// ~20 minutes once (make artifacts, which make test runs first), so a test skips, saying so, when it is not
+// there.
+func Artifacts(t testing.TB) (string, *artifacts.Manifest) {
+	t.Helper()
+	dir := ArtifactsDir(KubernetesVersion)
+	m, err := artifacts.Load(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("no Kubernetes %s artifacts in %s: `make artifacts` builds them (~20 min, once)", KubernetesVersion, dir)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Verify(dir); err != nil {
+		t.Fatalf("artifacts in %s do not match their manifest:\n%v", dir, err)
+	}
+	return dir, m
 }

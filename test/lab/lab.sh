@@ -102,6 +102,16 @@ cmd_up() {
   mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
   lock
   [ -d "$LAB_ROOT/labs/$name" ] && { log "removing what an earlier run of lab $name left"; down_locked "$name"; }
+  # Labs whose hosts are all gone (a test killed before its cleanup ran) are removed too.
+  local other alive p
+  for other in "$LAB_ROOT"/labs/*/; do
+    [ -d "$other" ] || continue
+    alive=no
+    for p in "$other"/hosts/*/pid; do
+      [ -f "$p" ] && kill -0 "$(cat "$p")" 2>/dev/null && alive=yes
+    done
+    [ $alive = no ] && { log "removing stale lab $(basename "$other")"; down_locked "$(basename "$other")"; }
+  done
 
   # A /24 no other lab and no route of this machine uses.
   local idx="" i
@@ -146,7 +156,7 @@ cmd_up() {
     h=${names[$i]}; addr=$net.$((10 + i))
     local hd=$state/hosts/$h up
     up=$hd/upper
-    mkdir -p "$up/etc/ssh" "$up/etc/systemd/network" "$up/root/.ssh" "$up/home/lab/.ssh" "$hd/work" "$hd/root" \
+    mkdir -p "$up/etc/ssh/sshd_config.d" "$up/etc/systemd/network" "$up/root/.ssh" "$up/home/lab/.ssh" "$hd/work" "$hd/root" \
       "$hd/containerd"
     echo "$h" >"$up/etc/hostname"
     cp "$hostsfile" "$up/etc/hosts"
@@ -155,8 +165,7 @@ cmd_up() {
     printf '[Match]\nName=host0\n\n[Network]\nAddress=%s/24\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' "$addr" \
       >"$up/etc/systemd/network/10-host0.network"
     # sshd: only the ed25519 key this lab made, no DNS lookups.
-    printf 'HostKey /etc/ssh/ssh_host_ed25519_key\nUseDNS no\n' >"$up/etc/ssh/sshd_config.d/lab.conf" 2>/dev/null \
-      || { mkdir -p "$up/etc/ssh/sshd_config.d"; printf 'HostKey /etc/ssh/ssh_host_ed25519_key\nUseDNS no\n' >"$up/etc/ssh/sshd_config.d/lab.conf"; }
+    printf 'HostKey /etc/ssh/ssh_host_ed25519_key\nUseDNS no\n' >"$up/etc/ssh/sshd_config.d/lab.conf"
     install -m 0600 "$dir/id_ed25519.pub" "$up/root/.ssh/authorized_keys"
     install -m 0600 -o "$lab_uid" -g "$lab_gid" "$dir/id_ed25519.pub" "$up/home/lab/.ssh/authorized_keys"
     chmod 0700 "$up/root/.ssh"; chown "$lab_uid:$lab_gid" "$up/home/lab" "$up/home/lab/.ssh"; chmod 0700 "$up/home/lab/.ssh"

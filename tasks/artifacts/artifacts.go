@@ -1,0 +1,149 @@
+// Package artifacts reads and checks an artifacts directory: the Kubernetes binaries and image archives for
+// one version, for installs on hosts that cannot reach a registry (air-gapped). Its manifest.json lists
+// every file with its SHA-256, so that nothing corrupt or foreign is pushed and unchanged files are skipped.
+//
+// Layout:
+//
+//	manifest.json
+//	bin/linux-<arch>/<name>              kubelet, kubectl, kube-proxy, ... (static binaries)
+//	images/linux-<arch>/<name>.tar       image archives, as `ctr images import` takes them
+package artifacts
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// ManifestFile is the manifest's name in an artifacts directory.
+const ManifestFile = "manifest.json"
+
+// Kinds of file in an artifacts directory.
+const (
+	KindBinary = "binary"
+	KindImage  = "image"
+)
+
+// Manifest describes an artifacts directory.
+type Manifest struct {
+	KubernetesVersion string `json:"kubernetesVersion"`
+	EtcdVersion       string `json:"etcdVersion"`
+	CoreDNSVersion    string `json:"corednsVersion"`
+	PauseVersion      string `json:"pauseVersion"`
+	Files             []File `json:"files"`
+}
+
+// File is one binary or image archive.
+type File struct {
+	// Path is relative to the directory, with forward slashes.
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	Kind   string `json:"kind"`
+	// Name is the binary's name or the image's component (kube-apiserver, pause, ...).
+	Name string `json:"name"`
+	Arch string `json:"arch"`
+	// Image is the reference an image archive is tagged with (registry.k8s.io/pause:3.10.1).
+	Image string `json:"image,omitempty"`
+}
+
+// Load reads the manifest of dir.
+func Load(dir string) (*Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		return nil, fmt.Errorf("artifacts directory %s: %w", dir, err)
+	}
+	var m Manifest
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("artifacts directory %s: %s: %w", dir, ManifestFile, err)
+	}
+	return &m, nil
+}
+
+// Find returns the file of that kind, name and architecture, or nil.
+func (m *Manifest) Find(kind, name, arch string) *File {
+	for i := range m.Files {
+		f := &m.Files[i]
+		if f.Kind == kind && f.Name == name && f.Arch == arch {
+			return f
+		}
+	}
+	return nil
+}
+
+// Verify checks that every file of the manifest is in dir with its size and SHA-256, and reports every
+// problem found.
+func (m *Manifest) Verify(dir string) error {
+	var errs []error
+	for _, f := range m.Files {
+		if !filepath.IsLocal(filepath.FromSlash(f.Path)) {
+			errs = append(errs, fmt.Errorf("%s: path leaves the artifacts directory", f.Path))
+			continue
+		}
+		sum, size, err := HashFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case size != f.Size:
+			errs = append(errs, fmt.Errorf("%s: %d bytes, manifest says %d", f.Path, size, f.Size))
+		case sum != f.SHA256:
+			errs = append(errs, fmt.Errorf("%s: sha256 %s, manifest says %s", f.Path, sum, f.SHA256))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Add hashes the file at dir/path and records it.
+func (m *Manifest) Add(dir string, f File) error {
+	sum, size, err := HashFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
+	if err != nil {
+		return err
+	}
+	f.SHA256, f.Size = sum, size
+	for i := range m.Files {
+		if m.Files[i].Path == f.Path {
+			m.Files[i] = f
+			return nil
+		}
+	}
+	m.Files = append(m.Files, f)
+	return nil
+}
+
+// Write stores the manifest in dir atomically, files in path order.
+func (m *Manifest) Write(dir string) error {
+	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Path < m.Files[j].Path })
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, ManifestFile+".tmp")
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, ManifestFile))
+}
+
+// HashFile returns the hex SHA-256 and size of a file.
+func HashFile(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}

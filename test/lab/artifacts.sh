@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# artifacts.sh — make (once per version) the lab's Kubernetes artifacts directory: binaries built from the Go
+# module proxy (build-k8s.sh), image archives packed from them (labartifacts), a manifest with SHA-256 sums.
+# It is the layout clusterctl takes for air-gapped installs; the lab is its first user.
+#
+#   test/lab/artifacts.sh [VERSION]      prints the directory on stdout
+set -euo pipefail
+exec 9>&-
+VERSION=${1:-${K8S_VERSION:-v1.34.4}}
+CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+DIR=$CACHE/$VERSION
+export PATH=$PATH:/usr/local/go/bin
+
+"$HERE/build-k8s.sh" "$VERSION" >&2
+"$HERE/rootfs.sh" node >&2
+eval "$("$HERE/rootfs.sh" paths)"
+
+tools=$(mktemp -d "${TMPDIR:-/tmp}/clusterctl-artifacts.XXXXXX")
+trap 'rm -rf "$tools"' EXIT
+(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$tools/" ./test/lab/cmd/labartifacts ./test/lab/cmd/pause)
+
+# Up to date when the manifest verifies and names the versions built.
+if [ -f "$DIR/manifest.json" ] && "$tools/labartifacts" -dir "$DIR" -verify >&2 \
+   && grep -q "\"kubernetesVersion\": \"$VERSION\"" "$DIR/manifest.json" \
+   && [ "$DIR/manifest.json" -nt "$DIR/bin/versions.env" ]; then
+  echo "$DIR"
+  exit 0
+fi
+
+# kube-proxy's image takes iptables from the node root filesystem: mount base+node in a private namespace.
+unshare --mount --propagation private bash -euc '
+  merged=$1 lower=$2 tool=$3 dir=$4 pause=$5
+  mount -t overlay overlay -o "lowerdir=$lower" "$merged"
+  "$tool" -dir "$dir" -pause "$pause" -rootfs "$merged"
+' _ "$tools/merged" "$NODE:$BASE" "$tools/labartifacts" "$DIR" "$tools/pause" >&2 < <(mkdir -p "$tools/merged")
+"$tools/labartifacts" -dir "$DIR" -verify >&2
+echo "$DIR"

@@ -1,0 +1,146 @@
+// Command labartifacts turns the binaries build-k8s.sh made into an artifacts directory that clusterctl
+// accepts for air-gapped installs: it packs the control-plane, etcd, kube-proxy, CoreDNS and pause images as
+// archives (no registry involved) and writes manifest.json with every file's SHA-256. With -verify it only
+// checks an existing directory.
+//
+//	labartifacts -dir ~/.cache/clusterctl-lab/v1.34.4 -pause PAUSE_BINARY -rootfs MERGED_NODE_ROOTFS
+//	labartifacts -dir ~/.cache/clusterctl-lab/v1.34.4 -verify
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/test/lab/image"
+)
+
+func main() {
+	dir := flag.String("dir", "", "the version directory (holds bin/linux-<arch>/ and bin/versions.env)")
+	pause := flag.String("pause", "", "the pause binary to pack")
+	rootfs := flag.String("rootfs", "", "a node root filesystem to take iptables from, for the kube-proxy image")
+	verify := flag.Bool("verify", false, "only verify the directory against its manifest")
+	flag.Parse()
+	if err := run(*dir, *pause, *rootfs, *verify); err != nil {
+		fmt.Fprintln(os.Stderr, "labartifacts:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir, pause, rootfs string, verifyOnly bool) error {
+	if dir == "" {
+		return errors.New("-dir is required")
+	}
+	if verifyOnly {
+		m, err := artifacts.Load(dir)
+		if err != nil {
+			return err
+		}
+		if err := m.Verify(dir); err != nil {
+			return fmt.Errorf("%s does not match its manifest:\n%w", dir, err)
+		}
+		fmt.Printf("labartifacts: %s verified: Kubernetes %s, %d files\n", dir, m.KubernetesVersion, len(m.Files))
+		return nil
+	}
+	if pause == "" || rootfs == "" {
+		return errors.New("-pause and -rootfs are required")
+	}
+	arch := runtime.GOARCH
+	vers, err := readEnv(filepath.Join(dir, "bin", "versions.env"))
+	if err != nil {
+		return err
+	}
+	m := &artifacts.Manifest{KubernetesVersion: vers["KUBERNETES_VERSION"], EtcdVersion: vers["ETCD_VERSION"],
+		CoreDNSVersion: vers["COREDNS_VERSION"], PauseVersion: vers["PAUSE_VERSION"]}
+	for k, v := range map[string]string{"KUBERNETES_VERSION": m.KubernetesVersion, "ETCD_VERSION": m.EtcdVersion,
+		"COREDNS_VERSION": m.CoreDNSVersion, "PAUSE_VERSION": m.PauseVersion} {
+		if v == "" {
+			return fmt.Errorf("bin/versions.env has no %s", k)
+		}
+	}
+	binDir := filepath.Join(dir, "bin", "linux-"+arch)
+	imgRel := "images/linux-" + arch
+	if err := os.MkdirAll(filepath.Join(dir, imgRel), 0o755); err != nil {
+		return err
+	}
+	bin := func(name string) string { return filepath.Join(binDir, name) }
+
+	iptables, err := collect(rootfs, iptablesFiles)
+	if err != nil {
+		return fmt.Errorf("collecting iptables for the kube-proxy image: %w", err)
+	}
+	const repo = "registry.k8s.io"
+	images := []struct {
+		name, ref string
+		files     []image.File
+		cfg       image.Config
+	}{
+		{"kube-apiserver", repo + "/kube-apiserver:" + m.KubernetesVersion, binFiles(bin, "kube-apiserver"), image.Config{}},
+		{"kube-controller-manager", repo + "/kube-controller-manager:" + m.KubernetesVersion, binFiles(bin, "kube-controller-manager"), image.Config{}},
+		{"kube-scheduler", repo + "/kube-scheduler:" + m.KubernetesVersion, binFiles(bin, "kube-scheduler"), image.Config{}},
+		{"kube-proxy", repo + "/kube-proxy:" + m.KubernetesVersion, append(binFiles(bin, "kube-proxy"), iptables...), image.Config{}},
+		{"etcd", repo + "/etcd:" + strings.TrimPrefix(m.EtcdVersion, "v") + "-0", binFiles(bin, "etcd", "etcdctl"), image.Config{}},
+		{"coredns", repo + "/coredns/coredns:" + m.CoreDNSVersion, []image.File{{Path: "/coredns", Source: bin("coredns")}},
+			image.Config{Entrypoint: []string{"/coredns"}}},
+		{"pause", repo + "/pause:" + m.PauseVersion, []image.File{{Path: "/pause", Source: pause, Mode: 0o755}},
+			image.Config{Entrypoint: []string{"/pause"}}},
+	}
+	for _, img := range images {
+		rel := imgRel + "/" + img.name + ".tar"
+		img.cfg.Arch = arch
+		if err := image.Write(filepath.Join(dir, filepath.FromSlash(rel)), img.ref, img.files, img.cfg); err != nil {
+			return fmt.Errorf("image %s: %w", img.ref, err)
+		}
+		if err := m.Add(dir, artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref}); err != nil {
+			return err
+		}
+		fmt.Printf("labartifacts: %s -> %s\n", img.ref, rel)
+	}
+	entries, err := os.ReadDir(binDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			rel := "bin/linux-" + arch + "/" + e.Name()
+			if err := m.Add(dir, artifacts.File{Path: rel, Kind: artifacts.KindBinary, Name: e.Name(), Arch: arch}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := m.Write(dir); err != nil {
+		return err
+	}
+	fmt.Printf("labartifacts: %s: Kubernetes %s, %d files\n", dir, m.KubernetesVersion, len(m.Files))
+	return nil
+}
+
+func binFiles(bin func(string) string, names ...string) []image.File {
+	var out []image.File
+	for _, n := range names {
+		out = append(out, image.File{Path: "/usr/local/bin/" + n, Source: bin(n)})
+	}
+	return out
+}
+
+func readEnv(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
+			out[k] = v
+		}
+	}
+	return out, sc.Err()
+}
