@@ -48,7 +48,7 @@ func TestManifestRoundTripAndVerify(t *testing.T) {
 		t.Fatalf("fresh directory does not verify: %v", err)
 	}
 
-	write("bin/linux-amd64/kubelet", "kubelet binarx")                 // same size, other content
+	write("bin/linux-amd64/kubelet", "kubelet binarx")               // same size, other content
 	write("images/linux-amd64/pause.tar", "pause image, but longer") // other size
 	back.Files = append(back.Files, File{Path: "../etc/passwd", Kind: KindBinary}, File{Path: "bin/linux-amd64/gone", Kind: KindBinary})
 	err = back.Verify(dir)

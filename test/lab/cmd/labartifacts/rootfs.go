@@ -158,4 +158,3 @@ func (c *collector) addLibraries(real, host string) error {
 	}
 	return nil
 }
-
