@@ -1,0 +1,249 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+)
+
+// Conn is one SSH connection to a host, shared by its commands and its SFTP session.
+type Conn struct {
+	target         Target
+	client         *ssh.Client
+	via            []*ssh.Client // bastion connections, closed after the host's
+	become         bool
+	becomePassword string
+	log            *slog.Logger
+
+	mu        sync.Mutex
+	sftp      *sftp.Client
+	sftpSess  *ssh.Session
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newConn(t Target, client *ssh.Client, via []*ssh.Client, log *slog.Logger) *Conn {
+	become := t.User != "root"
+	if t.Become != nil {
+		become = *t.Become && t.User != "root"
+	}
+	return &Conn{target: t, client: client, via: via, become: become, log: log.With("host", t.Name), closed: make(chan struct{})}
+}
+
+// Name is the host's name in the inventory.
+func (c *Conn) Name() string { return c.target.Name }
+
+// Target is what the connection was made to, after ~/.ssh/config was applied.
+func (c *Conn) Target() Target { return c.target }
+
+// Close ends the SFTP session and the connection, then the bastions' connections.
+func (c *Conn) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.mu.Lock()
+		if c.sftp != nil {
+			c.sftp.Close()
+		}
+		c.mu.Unlock()
+		err = c.client.Close()
+		for i := len(c.via) - 1; i >= 0; i-- {
+			c.via[i].Close()
+		}
+	})
+	return err
+}
+
+// keepalive sends keepalive@openssh.com requests; two unanswered in a row close the connection, so that
+// commands waiting on a dead peer fail instead of hanging.
+func (c *Conn) keepalive(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	missed := 0
+	for {
+		select {
+		case <-c.closed:
+			return
+		case <-t.C:
+		}
+		answered := make(chan error, 1)
+		go func() {
+			_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+			answered <- err
+		}()
+		select {
+		case err := <-answered:
+			if err != nil {
+				c.log.Warn("connection lost", "err", err)
+				c.Close()
+				return
+			}
+			missed = 0
+		case <-time.After(interval):
+			if missed++; missed >= 2 {
+				c.log.Warn("no answer to keepalives; closing the connection")
+				c.Close()
+				return
+			}
+		case <-c.closed:
+			return
+		}
+	}
+}
+
+// Result is what a command printed and how it ended.
+type Result struct {
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int
+	Duration time.Duration
+}
+
+// Run runs a shell command on the host, as root when the connection becomes root (sudo), with stdin when
+// given. A command that exits non-zero returns a *CommandError with its stderr. Cancelling ctx signals the
+// remote command (TERM) and closes its session.
+func (c *Conn) Run(ctx context.Context, command string, stdin []byte) (Result, error) {
+	wrapped := command
+	if c.become {
+		if c.becomePassword != "" {
+			wrapped = "sudo -S -p '' -- sh -c " + ShellQuote(command)
+			stdin = append([]byte(c.becomePassword+"\n"), stdin...)
+		} else {
+			wrapped = "sudo -n -- sh -c " + ShellQuote(command)
+		}
+	}
+	res, err := c.runRaw(ctx, wrapped, stdin)
+	var ce *CommandError
+	if errors.As(err, &ce) {
+		ce.Command = command
+	}
+	return res, err
+}
+
+// runRaw runs a command as the login user.
+func (c *Conn) runRaw(ctx context.Context, command string, stdin []byte) (Result, error) {
+	start := time.Now()
+	sess, err := c.client.NewSession()
+	if err != nil {
+		return Result{}, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("opening a session: %w", err)}
+	}
+	defer sess.Close()
+	// Separate buffers: a buffer shared by stdout and stderr loses output to concurrent writes.
+	var stdout, stderr bytes.Buffer
+	sess.Stdout, sess.Stderr = &stdout, &stderr
+	if stdin != nil {
+		sess.Stdin = bytes.NewReader(stdin)
+	}
+	if err := sess.Start(command); err != nil {
+		return Result{}, fmt.Errorf("%s: starting %q: %w", c.target.Name, command, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = sess.Signal(ssh.SIGTERM)
+		sess.Close()
+		<-done
+		return Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: -1, Duration: time.Since(start)},
+			fmt.Errorf("%s: %q: %w", c.target.Name, command, ctx.Err())
+	case <-c.closed:
+		return Result{ExitCode: -1}, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: errors.New("connection closed")}
+	}
+	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Duration: time.Since(start)}
+	if err == nil {
+		return res, nil
+	}
+	ce := &CommandError{Host: c.target.Name, Command: command, ExitCode: -1, Stderr: stderr.String()}
+	var exit *ssh.ExitError
+	var missing *ssh.ExitMissingError
+	switch {
+	case errors.As(err, &exit):
+		ce.ExitCode, ce.Signal = exit.ExitStatus(), exit.Signal()
+	case errors.As(err, &missing):
+	case errors.Is(err, io.EOF):
+		return res, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("connection lost while running %q", command)}
+	default:
+		return res, fmt.Errorf("%s: %q: %w", c.target.Name, command, err)
+	}
+	res.ExitCode = ce.ExitCode
+	return res, ce
+}
+
+// sftpServers are where Linux distributions put OpenSSH's sftp-server.
+var sftpServers = []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/lib/ssh/sftp-server", "/usr/libexec/sftp-server"}
+
+// SFTP returns the connection's SFTP client, opening it on first use: the sftp subsystem when the login
+// user is root, else sftp-server run through sudo, so that files are written as root either way.
+func (c *Conn) SFTP(ctx context.Context) (*sftp.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sftp != nil {
+		return c.sftp, nil
+	}
+	sess, err := c.client.NewSession()
+	if err != nil {
+		return nil, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("opening an SFTP session: %w", err)}
+	}
+	w, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	r, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	if !c.become {
+		err = sess.RequestSubsystem("sftp")
+	} else {
+		var server string
+		probe := "for p in " + strings.Join(sftpServers, " ") + "; do [ -x \"$p\" ] && echo \"$p\" && exit 0; done; exit 1"
+		res, perr := c.runRaw(ctx, probe, nil)
+		if perr != nil {
+			sess.Close()
+			return nil, fmt.Errorf("%s: no sftp-server found in %s", c.target.Name, strings.Join(sftpServers, ", "))
+		}
+		server = strings.TrimSpace(string(res.Stdout))
+		if c.becomePassword != "" {
+			err = sess.Start("sudo -S -p '' " + server)
+			if err == nil {
+				// sudo reads the password a byte at a time up to the newline; the SFTP protocol follows.
+				_, err = io.WriteString(w, c.becomePassword+"\n")
+			}
+		} else {
+			err = sess.Start("sudo -n " + server)
+		}
+	}
+	if err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("%s: starting SFTP: %w", c.target.Name, err)
+	}
+	client, err := sftp.NewClientPipe(r, w, sftp.UseConcurrentWrites(true))
+	if err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("%s: starting SFTP: %w", c.target.Name, err)
+	}
+	c.sftp, c.sftpSess = client, sess
+	return client, nil
+}
+
+// ShellQuote quotes s for a POSIX shell.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@+%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,485 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kevinburke/ssh_config"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+)
+
+// Target is everything needed to reach one host.
+type Target struct {
+	// Name is the host's name in the inventory, used in every message about it.
+	Name    string
+	Address string
+	Port    int // 0: from ~/.ssh/config, else 22
+	User    string
+	// IdentityFiles are private keys to offer; an OpenSSH certificate KEY-cert.pub beside a key is used with it.
+	IdentityFiles []string
+	// HostKey pins the host's key by SHA256 fingerprint; known_hosts is not consulted for this host.
+	HostKey string
+	// Become runs commands and SFTP as root through sudo; nil: for any login user but root.
+	Become *bool
+	// Bastions is the chain of jump hosts, the first dialled first.
+	Bastions []Hop
+}
+
+// Hop is one jump host.
+type Hop struct {
+	Address       string
+	Port          int
+	User          string
+	IdentityFiles []string
+	HostKey       string
+}
+
+// Options are shared by every connection of a Dialer.
+type Options struct {
+	// ClusterKnownHosts is the cluster's own known_hosts (in the state directory); keys accepted with
+	// AcceptNew are written there. KnownHosts are further files to check (default ~/.ssh/known_hosts).
+	ClusterKnownHosts string
+	KnownHosts        []string
+	// AcceptNew trusts and records the key of a host never seen before (never a changed one).
+	AcceptNew bool
+	// Agent offers the keys of the ssh-agent at $SSH_AUTH_SOCK.
+	Agent bool
+	// SSHConfig is the OpenSSH client configuration to honour where the target is silent (HostName, User,
+	// Port, IdentityFile, ProxyJump); "" reads ~/.ssh/config, "none" reads nothing.
+	SSHConfig string
+
+	ConnectTimeout time.Duration // TCP connect plus SSH handshake, per hop (default 10s)
+	Keepalive      time.Duration // interval of keepalive requests (default 15s; 0 keeps the default, <0 disables)
+	Retries        int           // further attempts for errors a retry can fix (default 3)
+	RetryDelay     time.Duration // first backoff, doubled each time (default 500ms)
+
+	// Passphrase returns the passphrase of an encrypted key; Password a login password; BecomePassword the
+	// sudo password. Each is asked at most once per Dialer. nil: not available.
+	Passphrase     func(keyFile string) ([]byte, error)
+	Password       func(user, host string) (string, error)
+	BecomePassword func() (string, error)
+
+	Log *slog.Logger
+}
+
+// Dialer opens connections; it caches keys and passwords so that each is loaded or asked for once.
+type Dialer struct {
+	opts Options
+	keys *hostKeys
+	cfg  *ssh_config.Config
+
+	mu       sync.Mutex
+	signers  map[string][]ssh.Signer
+	agent    []ssh.Signer
+	agentErr error
+	agentSet bool
+	password map[string]string
+	becomePw *string
+}
+
+// NewDialer validates the options and loads the known_hosts files.
+func NewDialer(opts Options) (*Dialer, error) {
+	if opts.ConnectTimeout == 0 {
+		opts.ConnectTimeout = 10 * time.Second
+	}
+	if opts.Keepalive == 0 {
+		opts.Keepalive = 15 * time.Second
+	}
+	if opts.Retries == 0 {
+		opts.Retries = 3
+	}
+	if opts.RetryDelay == 0 {
+		opts.RetryDelay = 500 * time.Millisecond
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.KnownHosts == nil {
+		opts.KnownHosts = []string{"~/.ssh/known_hosts"}
+	}
+	keys, err := newHostKeys(opts.ClusterKnownHosts, opts.KnownHosts, opts.AcceptNew)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dialer{opts: opts, keys: keys, signers: map[string][]ssh.Signer{}, password: map[string]string{}}
+	if opts.SSHConfig != "none" {
+		path := opts.SSHConfig
+		if path == "" {
+			path = expandHome("~/.ssh/config")
+		}
+		if f, err := os.Open(path); err == nil {
+			cfg, perr := ssh_config.Decode(f)
+			f.Close()
+			if perr != nil {
+				return nil, fmt.Errorf("%s: %w", path, perr)
+			}
+			d.cfg = cfg
+		} else if opts.SSHConfig != "" {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Dial connects to the target, through its bastions, retrying errors that a retry can fix.
+func (d *Dialer) Dial(ctx context.Context, t Target) (*Conn, error) {
+	t = d.fromSSHConfig(t)
+	delay := d.opts.RetryDelay
+	for attempt := 0; ; attempt++ {
+		c, err := d.dialOnce(ctx, t)
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}
+		}
+		if attempt >= d.opts.Retries || !Retryable(err) {
+			return nil, err
+		}
+		d.opts.Log.Debug("dial failed, retrying", "host", t.Name, "attempt", attempt+1, "err", err)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}
+		}
+		delay *= 2
+	}
+}
+
+func (t Target) addr() string { return net.JoinHostPort(t.Address, strconv.Itoa(portOr22(t.Port))) }
+
+func portOr22(p int) int {
+	if p == 0 {
+		return 22
+	}
+	return p
+}
+
+func (d *Dialer) dialOnce(ctx context.Context, t Target) (*Conn, error) {
+	hops := append(append([]Hop{}, t.Bastions...), Hop{Address: t.Address, Port: t.Port, User: t.User,
+		IdentityFiles: t.IdentityFiles, HostKey: t.HostKey})
+	var clients []*ssh.Client
+	closeAll := func() {
+		for i := len(clients) - 1; i >= 0; i-- {
+			clients[i].Close()
+		}
+	}
+	for i, hop := range hops {
+		addr := net.JoinHostPort(hop.Address, strconv.Itoa(portOr22(hop.Port)))
+		name := t.Name
+		if i < len(hops)-1 {
+			name = fmt.Sprintf("%s (bastion %s)", t.Name, hop.Address)
+		}
+		client, err := d.handshake(ctx, clients, name, addr, hop)
+		if err != nil {
+			closeAll()
+			var hk *HostKeyError
+			if errors.As(err, &hk) {
+				return nil, hk
+			}
+			return nil, &DialError{Host: name, Address: addr, Err: err}
+		}
+		clients = append(clients, client)
+	}
+	if t.User == "" {
+		t.User = "root"
+	}
+	c := newConn(t, clients[len(clients)-1], clients[:len(clients)-1], d.opts.Log)
+	if c.become {
+		if err := d.prepareBecome(ctx, c); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if d.opts.Keepalive > 0 {
+		go c.keepalive(d.opts.Keepalive)
+	}
+	return c, nil
+}
+
+// handshake opens the TCP connection (directly, or through the previous hop) and runs the SSH handshake,
+// both bounded by the connect timeout and the context.
+func (d *Dialer) handshake(ctx context.Context, via []*ssh.Client, name, addr string, hop Hop) (*ssh.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.opts.ConnectTimeout)
+	defer cancel()
+	var conn net.Conn
+	var err error
+	if len(via) == 0 {
+		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = via[len(via)-1].DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := d.clientConfig(name, addr, hop)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	type result struct {
+		c     ssh.Conn
+		chans <-chan ssh.NewChannel
+		reqs  <-chan *ssh.Request
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
+		done <- result{c, chans, reqs, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			conn.Close()
+			if strings.Contains(r.err.Error(), "unable to authenticate") {
+				return nil, fmt.Errorf("%w as %s: %v", ErrAuth, cfg.User, r.err)
+			}
+			return nil, r.err
+		}
+		return ssh.NewClient(r.c, r.chans, r.reqs), nil
+	case <-ctx.Done():
+		conn.Close()
+		<-done
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("SSH handshake timed out after %s: %w", d.opts.ConnectTimeout, os.ErrDeadlineExceeded)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func (d *Dialer) clientConfig(name, addr string, hop Hop) (*ssh.ClientConfig, error) {
+	user := hop.User
+	if user == "" {
+		user = "root"
+	}
+	cfg := &ssh.ClientConfig{
+		User:            user,
+		HostKeyCallback: d.keys.callback(name, hop.HostKey),
+		Timeout:         d.opts.ConnectTimeout,
+	}
+	if hop.HostKey == "" {
+		cfg.HostKeyAlgorithms = d.keys.algorithms(addr)
+	}
+	cfg.Auth = append(cfg.Auth, ssh.PublicKeysCallback(func() ([]ssh.Signer, error) {
+		return d.signersFor(hop.IdentityFiles)
+	}))
+	if d.opts.Password != nil {
+		pw := func() (string, error) { return d.loginPassword(user, hop.Address) }
+		cfg.Auth = append(cfg.Auth, ssh.PasswordCallback(pw),
+			ssh.KeyboardInteractive(func(_, _ string, questions []string, echos []bool) ([]string, error) {
+				answers := make([]string, len(questions))
+				for i := range questions {
+					if echos[i] {
+						continue
+					}
+					p, err := pw()
+					if err != nil {
+						return nil, err
+					}
+					answers[i] = p
+				}
+				return answers, nil
+			}))
+	}
+	return cfg, nil
+}
+
+// signersFor returns the agent's keys and those of the identity files, each file loaded once.
+func (d *Dialer) signersFor(files []string) ([]ssh.Signer, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []ssh.Signer
+	var errs []error
+	for _, f := range files {
+		s, ok := d.signers[f]
+		if !ok {
+			var err error
+			s, err = loadIdentity(expandHome(f), d.opts.Passphrase)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			d.signers[f] = s
+		}
+		out = append(out, s...)
+	}
+	if d.opts.Agent {
+		if !d.agentSet {
+			d.agentSet = true
+			d.agent, d.agentErr = agentSigners()
+		}
+		out = append(out, d.agent...)
+	}
+	if len(out) == 0 && len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	for _, err := range errs {
+		d.opts.Log.Warn("identity file not used", "err", err)
+	}
+	return out, nil
+}
+
+// loadIdentity reads a private key (asking for its passphrase when encrypted) and, when KEY-cert.pub is
+// beside it, the OpenSSH certificate to present with it.
+func loadIdentity(path string, passphrase func(string) ([]byte, error)) ([]ssh.Signer, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("identity file: %w", err)
+	}
+	signer, err := ssh.ParsePrivateKey(pem)
+	var missing *ssh.PassphraseMissingError
+	if errors.As(err, &missing) {
+		if passphrase == nil {
+			return nil, fmt.Errorf("identity file %s is encrypted and no passphrase is available (set CLUSTERCTL_SSH_PASSPHRASE, use an agent, or run on a terminal)", path)
+		}
+		pass, perr := passphrase(path)
+		if perr != nil {
+			return nil, perr
+		}
+		signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, pass)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("identity file %s: %w", path, err)
+	}
+	out := []ssh.Signer{}
+	if certData, err := os.ReadFile(path + "-cert.pub"); err == nil {
+		pub, _, _, _, err := ssh.ParseAuthorizedKey(certData)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %s-cert.pub: %w", path, err)
+		}
+		if cert, ok := pub.(*ssh.Certificate); ok {
+			cs, err := ssh.NewCertSigner(cert, signer)
+			if err != nil {
+				return nil, fmt.Errorf("certificate %s-cert.pub: %w", path, err)
+			}
+			out = append(out, cs)
+		}
+	}
+	return append(out, signer), nil
+}
+
+func agentSigners() ([]ssh.Signer, error) {
+	sock := os.Getenv("SSH_AUTH_SOCK")
+	if sock == "" {
+		return nil, nil
+	}
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("ssh-agent at %s: %w", sock, err)
+	}
+	// The connection stays open: agent signers use it for every signature.
+	return agent.NewClient(conn).Signers()
+}
+
+func (d *Dialer) loginPassword(user, host string) (string, error) {
+	key := user + "@" + host
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p, ok := d.password[key]; ok {
+		return p, nil
+	}
+	p, err := d.opts.Password(user, host)
+	if err != nil {
+		return "", err
+	}
+	d.password[key] = p
+	return p, nil
+}
+
+// prepareBecome finds out whether sudo needs a password on this host and, if so, gets it (once per Dialer)
+// and checks it.
+func (d *Dialer) prepareBecome(ctx context.Context, c *Conn) error {
+	if _, err := c.runRaw(ctx, "sudo -n true", nil); err == nil {
+		return nil
+	}
+	if d.opts.BecomePassword == nil {
+		return &DialError{Host: c.target.Name, Address: c.target.addr(),
+			Err: fmt.Errorf("sudo needs a password for %s and none is available (set CLUSTERCTL_BECOME_PASSWORD or run on a terminal)", c.target.User)}
+	}
+	d.mu.Lock()
+	if d.becomePw == nil {
+		p, err := d.opts.BecomePassword()
+		if err != nil {
+			d.mu.Unlock()
+			return err
+		}
+		d.becomePw = &p
+	}
+	pw := *d.becomePw
+	d.mu.Unlock()
+	if _, err := c.runRaw(ctx, "sudo -S -p '' true", []byte(pw+"\n")); err != nil {
+		return &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("%w: sudo refused the password for %s", ErrAuth, c.target.User)}
+	}
+	c.becomePassword = pw
+	return nil
+}
+
+// fromSSHConfig fills what the target leaves empty from ~/.ssh/config, as ssh would for the same host.
+func (d *Dialer) fromSSHConfig(t Target) Target {
+	if d.cfg == nil {
+		return t
+	}
+	alias := t.Address
+	get := func(key string) string {
+		v, err := d.cfg.Get(alias, key)
+		if err != nil {
+			return ""
+		}
+		return v
+	}
+	if hn := get("HostName"); hn != "" {
+		t.Address = strings.ReplaceAll(hn, "%h", alias)
+	}
+	if t.User == "" {
+		t.User = get("User")
+	}
+	if t.Port == 0 {
+		if p, err := strconv.Atoi(get("Port")); err == nil {
+			t.Port = p
+		}
+	}
+	if len(t.IdentityFiles) == 0 {
+		if files, err := d.cfg.GetAll(alias, "IdentityFile"); err == nil {
+			for _, f := range files {
+				if f != "" && f != "~/.ssh/identity" { // ssh_config's default, not a user's choice
+					t.IdentityFiles = append(t.IdentityFiles, f)
+				}
+			}
+		}
+	}
+	if len(t.Bastions) == 0 {
+		if jump := get("ProxyJump"); jump != "" && jump != "none" {
+			for _, j := range strings.Split(jump, ",") {
+				t.Bastions = append(t.Bastions, d.hopFromSpec(j))
+			}
+		}
+	}
+	return t
+}
+
+// hopFromSpec reads a ProxyJump entry, [user@]host[:port], and completes it from the config of that host.
+func (d *Dialer) hopFromSpec(spec string) Hop {
+	var h Hop
+	if u, rest, ok := strings.Cut(spec, "@"); ok {
+		h.User, spec = u, rest
+	}
+	if host, port, err := net.SplitHostPort(spec); err == nil {
+		h.Address = host
+		h.Port, _ = strconv.Atoi(port)
+	} else {
+		h.Address = spec
+	}
+	t := d.fromSSHConfig(Target{Address: h.Address, Port: h.Port, User: h.User, Bastions: []Hop{{}}})
+	h.Address, h.Port, h.User, h.IdentityFiles = t.Address, t.Port, t.User, t.IdentityFiles
+	return h
+}

@@ -1,0 +1,105 @@
+// Package transport reaches hosts over SSH: one connection per host, reused for commands and SFTP, with host
+// keys verified, bastion chains, sudo, keepalives, timeouts, retries that know which errors are final, atomic
+// uploads that skip unchanged content, and a bounded fan-out over many hosts.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+)
+
+// CommandError is a remote command that ran and failed.
+type CommandError struct {
+	Host     string
+	Command  string
+	ExitCode int // -1 when the command was killed by a signal or the session ended without a status
+	Signal   string
+	Stderr   string
+}
+
+func (e *CommandError) Error() string {
+	status := fmt.Sprintf("exit status %d", e.ExitCode)
+	if e.Signal != "" {
+		status = "killed by signal " + e.Signal
+	}
+	msg := fmt.Sprintf("%s: command %q failed: %s", e.Host, e.Command, status)
+	if s := strings.TrimSpace(e.Stderr); s != "" {
+		msg += ": " + tail(s, 2000)
+	}
+	return msg
+}
+
+// DialError is a host that could not be reached or logged into. Retryable says whether trying again can help.
+type DialError struct {
+	Host    string
+	Address string
+	Err     error
+}
+
+func (e *DialError) Error() string {
+	return fmt.Sprintf("%s: cannot connect to %s: %v", e.Host, e.Address, e.Err)
+}
+
+func (e *DialError) Unwrap() error { return e.Err }
+
+// HostKeyError is a host that offered a key other than the one expected. It is final: a retry cannot make
+// a changed key right, and connecting anyway would hand credentials to whoever answers.
+type HostKeyError struct {
+	Host     string
+	Address  string
+	Offered  string   // SHA256 fingerprint of the key the host offered
+	Expected []string // fingerprints and where each was found (known_hosts file:line, or the inventory pin)
+	Unknown  bool     // no key is known for the host at all
+	Hint     string
+}
+
+func (e *HostKeyError) Error() string {
+	if e.Unknown {
+		return fmt.Sprintf("%s: host key of %s is not known (offered %s); %s", e.Host, e.Address, e.Offered, e.Hint)
+	}
+	return fmt.Sprintf("%s: HOST KEY MISMATCH for %s: offered %s, expected %s; %s", e.Host, e.Address, e.Offered,
+		strings.Join(e.Expected, " or "), e.Hint)
+}
+
+// ErrAuth is wrapped by errors of hosts that refused every credential offered.
+var ErrAuth = errors.New("authentication failed")
+
+// Retryable says whether an error of dialling or running may go away by trying again. Host-key errors, DNS
+// names that do not resolve and cancellation are final. An authentication failure is retried: sshd on a
+// freshly booted host can answer before the authorized keys are in place.
+func Retryable(err error) bool {
+	var hk *HostKeyError
+	var dns *net.DNSError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &hk):
+		return false
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.As(err, &dns):
+		return dns.IsTemporary || dns.IsTimeout
+	case errors.Is(err, ErrAuth):
+		return true
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH),
+		errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.ETIMEDOUT):
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	// The handshake was cut (EOF) or the connection dropped mid-way: worth another try.
+	return strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset")
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}

@@ -1,0 +1,484 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/clusterctl/clusterctl/transport"
+	"github.com/clusterctl/clusterctl/transport/transporttest"
+)
+
+// setup starts a server that accepts the returned client key, with a known_hosts file that trusts it.
+func setup(t *testing.T, opts transporttest.Options) (*transporttest.Server, transport.Target, transport.Options) {
+	t.Helper()
+	dir := t.TempDir()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "id_ed25519")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts.AuthorizedKeys = append(opts.AuthorizedKeys, signer.PublicKey())
+	srv := transporttest.NewServer(t, opts)
+	kh := filepath.Join(dir, "known_hosts")
+	srv.WriteKnownHosts(t, kh, srv.HostKey.PublicKey())
+	host, port, _ := net.SplitHostPort(srv.Addr)
+	p, _ := strconv.Atoi(port)
+	target := transport.Target{Name: "h1", Address: host, Port: p, User: "root", IdentityFiles: []string{keyFile}}
+	return srv, target, transport.Options{ClusterKnownHosts: kh, KnownHosts: []string{}, SSHConfig: "none",
+		ConnectTimeout: 2 * time.Second, RetryDelay: 10 * time.Millisecond, Retries: 2}
+}
+
+func dial(t *testing.T, target transport.Target, opts transport.Options) (*transport.Conn, error) {
+	t.Helper()
+	d, err := transport.NewDialer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Dial(context.Background(), target)
+	if err == nil {
+		t.Cleanup(func() { c.Close() })
+	}
+	return c, err
+}
+
+func TestRunOutputsAndErrors(t *testing.T) {
+	_, target, opts := setup(t, transporttest.Options{})
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Run(context.Background(), "echo out; echo err >&2; cat", []byte("in\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "out\nin\n" || string(res.Stderr) != "err\n" {
+		t.Errorf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	_, err = c.Run(context.Background(), "echo oops >&2; exit 3", nil)
+	var ce *transport.CommandError
+	if !errors.As(err, &ce) || ce.ExitCode != 3 || strings.TrimSpace(ce.Stderr) != "oops" || ce.Host != "h1" || ce.Command != "echo oops >&2; exit 3" {
+		t.Fatalf("got %#v", err)
+	}
+	if !strings.Contains(err.Error(), `h1: command "echo oops >&2; exit 3" failed: exit status 3: oops`) {
+		t.Errorf("message: %v", err)
+	}
+	// stdout and stderr never mix, even when both are busy at once.
+	res, err = c.Run(context.Background(), "for i in $(seq 2000); do echo o$i; echo e$i >&2; done", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(res.Stdout), "o") != 2000 || strings.Contains(string(res.Stdout), "e") ||
+		strings.Count(string(res.Stderr), "e") != 2000 {
+		t.Errorf("outputs mixed or lost: %d bytes out, %d bytes err", len(res.Stdout), len(res.Stderr))
+	}
+}
+
+func TestHostKeyMismatchIsFinal(t *testing.T) {
+	srv, target, opts := setup(t, transporttest.Options{})
+	// known_hosts holds another key for the server's address.
+	srv.WriteKnownHosts(t, opts.ClusterKnownHosts, transporttest.NewKey(t).PublicKey())
+	_, err := dial(t, target, opts)
+	var hk *transport.HostKeyError
+	if !errors.As(err, &hk) || hk.Unknown {
+		t.Fatalf("got %v, want a host key mismatch", err)
+	}
+	offered := ssh.FingerprintSHA256(srv.HostKey.PublicKey())
+	if hk.Host != "h1" || hk.Offered != offered || len(hk.Expected) != 1 || !strings.Contains(hk.Expected[0], opts.ClusterKnownHosts+":1") {
+		t.Errorf("error does not name the host, the offered and the expected key: %v", hk)
+	}
+	if !strings.Contains(err.Error(), "ssh-keygen -R") {
+		t.Errorf("no way forward in %q", err)
+	}
+	if n := srv.Connections(); n != 1 {
+		t.Errorf("a host key mismatch was retried: %d connections", n)
+	}
+	if transport.Retryable(err) {
+		t.Error("Retryable(host key mismatch) = true")
+	}
+}
+
+func TestUnknownHostKey(t *testing.T) {
+	srv, target, opts := setup(t, transporttest.Options{})
+	os.Remove(opts.ClusterKnownHosts)
+	_, err := dial(t, target, opts)
+	var hk *transport.HostKeyError
+	if !errors.As(err, &hk) || !hk.Unknown || !strings.Contains(err.Error(), "--ssh-accept-new") {
+		t.Fatalf("got %v, want an unknown host key error", err)
+	}
+
+	// With AcceptNew the key is recorded in the cluster's known_hosts, and trusted from then on.
+	opts.AcceptNew = true
+	if _, err := dial(t, target, opts); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(opts.ClusterKnownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(srv.HostKey.PublicKey())))) {
+		t.Errorf("key not recorded: %s", data)
+	}
+	if st, _ := os.Stat(opts.ClusterKnownHosts); st.Mode().Perm() != 0o600 {
+		t.Errorf("known_hosts mode %v, want 0600", st.Mode().Perm())
+	}
+	opts.AcceptNew = false
+	if _, err := dial(t, target, opts); err != nil {
+		t.Fatalf("recorded key not trusted: %v", err)
+	}
+
+	// AcceptNew never accepts a changed key.
+	srv2 := transporttest.NewServer(t, transporttest.Options{AuthorizedKeys: nil})
+	_, port, _ := net.SplitHostPort(srv2.Addr)
+	lines := strings.Replace(string(data), strconv.Itoa(target.Port), port, 1)
+	if err := os.WriteFile(opts.ClusterKnownHosts, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target.Port, _ = strconv.Atoi(port)
+	opts.AcceptNew = true
+	if _, err := dial(t, target, opts); !errors.As(err, &hk) || hk.Unknown {
+		t.Fatalf("AcceptNew with a changed key: %v", err)
+	}
+}
+
+func TestPinnedAndHashedAndCAHostKeys(t *testing.T) {
+	srv, target, opts := setup(t, transporttest.Options{})
+	os.Remove(opts.ClusterKnownHosts)
+
+	pinned := target
+	pinned.HostKey = ssh.FingerprintSHA256(srv.HostKey.PublicKey())
+	if _, err := dial(t, pinned, opts); err != nil {
+		t.Fatalf("pinned key: %v", err)
+	}
+	pinned.HostKey = ssh.FingerprintSHA256(transporttest.NewKey(t).PublicKey())
+	var hk *transport.HostKeyError
+	if _, err := dial(t, pinned, opts); !errors.As(err, &hk) || !strings.Contains(err.Error(), "pinned in the inventory") {
+		t.Fatalf("wrong pinned key: %v", err)
+	}
+
+	// A hashed known_hosts entry.
+	addr := knownhosts.Normalize(srv.Addr)
+	hashed := knownhosts.Line([]string{knownhosts.HashHostname(addr)}, srv.HostKey.PublicKey())
+	if err := os.WriteFile(opts.ClusterKnownHosts, []byte(hashed+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dial(t, target, opts); err != nil {
+		t.Fatalf("hashed known_hosts entry: %v", err)
+	}
+
+	// A host certificate signed by a CA trusted with @cert-authority.
+	ca := transporttest.NewKey(t)
+	hostKey := transporttest.NewKey(t)
+	cert := &ssh.Certificate{Key: hostKey.PublicKey(), CertType: ssh.HostCert, ValidPrincipals: []string{"127.0.0.1"},
+		ValidBefore: ssh.CertTimeInfinity, Serial: 1}
+	if err := cert.SignCert(rand.Reader, ca); err != nil {
+		t.Fatal(err)
+	}
+	certSigner, err := ssh.NewCertSigner(cert, hostKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	casrv, catarget, _ := setup(t, transporttest.Options{HostKey: certSigner})
+	caLine := "@cert-authority " + knownhosts.Normalize(casrv.Addr) + " " + string(ssh.MarshalAuthorizedKey(ca.PublicKey()))
+	if err := os.WriteFile(opts.ClusterKnownHosts, []byte(caLine), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	catarget.IdentityFiles = nil
+	_, err = dial(t, catarget, opts)
+	if err == nil || !errors.Is(err, transport.ErrAuth) {
+		// The host key was accepted (the failure is the login, with no key offered).
+		t.Fatalf("host certificate from a trusted CA: %v", err)
+	}
+}
+
+func TestAuthFailureIsRetriedThenReported(t *testing.T) {
+	srv, target, opts := setup(t, transporttest.Options{})
+	target.IdentityFiles = nil // offer nothing the server accepts
+	_, err := dial(t, target, opts)
+	if !errors.Is(err, transport.ErrAuth) {
+		t.Fatalf("got %v, want ErrAuth", err)
+	}
+	if n := srv.Connections(); n != opts.Retries+1 {
+		t.Errorf("%d connections, want %d (authentication failures are retried)", n, opts.Retries+1)
+	}
+}
+
+func TestPasswordAndEncryptedKey(t *testing.T) {
+	_, target, opts := setup(t, transporttest.Options{Password: "s3cret"})
+	target.IdentityFiles = nil
+	asked := 0
+	opts.Password = func(user, host string) (string, error) { asked++; return "s3cret", nil }
+	d, err := transport.NewDialer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		c, err := d.Dial(context.Background(), target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	if asked != 1 {
+		t.Errorf("password asked %d times, want once", asked)
+	}
+
+	// An encrypted key: the passphrase is asked once, through the callback.
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	block, err := ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte("phrase"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, t2, opts2 := setup(t, transporttest.Options{AuthorizedKeys: []ssh.PublicKey{signer.PublicKey()}})
+	enc := filepath.Join(t.TempDir(), "enc")
+	if err := os.WriteFile(enc, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t2.IdentityFiles = []string{enc}
+	if _, err := dial(t, t2, opts2); err == nil || !strings.Contains(err.Error(), "encrypted") {
+		t.Fatalf("encrypted key without passphrase: %v", err)
+	}
+	opts2.Passphrase = func(string) ([]byte, error) { return []byte("phrase"), nil }
+	if _, err := dial(t, t2, opts2); err != nil {
+		t.Fatalf("encrypted key with passphrase: %v", err)
+	}
+}
+
+func TestHandshakeTimeout(t *testing.T) {
+	_, target, opts := setup(t, transporttest.Options{Stall: true})
+	opts.ConnectTimeout = 300 * time.Millisecond
+	opts.Retries = 1
+	start := time.Now()
+	_, err := dial(t, target, opts)
+	var de *transport.DialError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("got %v, want a handshake timeout", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("dial took %s with a 300ms timeout", time.Since(start))
+	}
+}
+
+func TestCancelEndsRemoteCommand(t *testing.T) {
+	srv, target, opts := setup(t, transporttest.Options{})
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
+	_, err = c.Run(ctx, "sleep 30", nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	select {
+	case sig := <-srv.Signals():
+		if sig != "TERM" {
+			t.Errorf("signal %q, want TERM", sig)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the remote command was not signalled")
+	}
+	// The connection is still usable.
+	if _, err := c.Run(context.Background(), "true", nil); err != nil {
+		t.Fatalf("after a cancelled command: %v", err)
+	}
+}
+
+func TestPutIsAtomicIdempotentAndFixesModes(t *testing.T) {
+	_, target, opts := setup(t, transporttest.Options{})
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	files := []transport.File{
+		{Path: filepath.Join(dir, "etc/kubernetes/pki/ca.key"), Data: []byte("secret"), Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()},
+		{Path: filepath.Join(dir, "etc/kubernetes/admin.conf"), Data: []byte("config"), Mode: 0o644, UID: os.Getuid(), GID: os.Getgid()},
+	}
+	changed, err := c.Put(ctx, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !changed[0] || !changed[1] {
+		t.Errorf("first put changed %v", changed)
+	}
+	st, err := os.Stat(files[0].Path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("ca.key: %v %v", st.Mode(), err)
+	}
+	if changed, err = c.Put(ctx, files); err != nil || changed[0] || changed[1] {
+		t.Errorf("second put: changed %v, %v", changed, err)
+	}
+	os.Chmod(files[1].Path, 0o666)
+	if changed, err = c.Put(ctx, files); err != nil || changed[0] || !changed[1] {
+		t.Errorf("after a mode change: changed %v, %v", changed, err)
+	}
+	if st, _ := os.Stat(files[1].Path); st.Mode().Perm() != 0o644 {
+		t.Errorf("mode not restored: %v", st.Mode())
+	}
+	entries, _ := os.ReadDir(filepath.Dir(files[0].Path))
+	if len(entries) != 1 {
+		t.Errorf("temporary files left: %v", entries)
+	}
+	if _, err := c.Put(ctx, []transport.File{{Path: "relative/path"}}); err == nil {
+		t.Error("relative path accepted")
+	}
+	got, err := c.Get(ctx, files[0].Path)
+	if err != nil || string(got) != "secret" {
+		t.Errorf("Get = %q, %v", got, err)
+	}
+	if _, err := c.Get(ctx, filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Get(missing) = %v, want ErrNotExist", err)
+	}
+}
+
+func TestDroppedConnectionMidUploadLeavesNoPartialFile(t *testing.T) {
+	_, target, opts := setup(t, transporttest.Options{DropSFTPAfter: 64 << 10})
+	opts.Keepalive = -1
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "big")
+	if err := os.WriteFile(p, []byte("old content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	_, err = c.Put(context.Background(), []transport.File{{Path: p, Data: big, UID: os.Getuid(), GID: os.Getgid()}})
+	if err == nil {
+		t.Fatal("upload over a dropped connection succeeded")
+	}
+	got, _ := os.ReadFile(p)
+	if string(got) != "old content" {
+		t.Fatalf("target changed by a failed upload: %d bytes", len(got))
+	}
+
+	// A new connection finishes the job and removes the leftover temporary file.
+	_, target2, opts2 := setup(t, transporttest.Options{})
+	c2, err := dial(t, target2, opts2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.Put(context.Background(), []transport.File{{Path: p, Data: big, UID: os.Getuid(), GID: os.Getgid()}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, big) {
+		t.Fatal("retried upload incomplete")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("leftover temporary files: %v", entries)
+	}
+}
+
+func TestFanout(t *testing.T) {
+	hosts := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
+	var running, peak atomic.Int32
+	work := func(fail map[string]bool) func(context.Context, string) (bool, error) {
+		return func(_ context.Context, h string) (bool, error) {
+			n := running.Add(1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+			running.Add(-1)
+			if fail[h] {
+				return false, fmt.Errorf("%s broke", h)
+			}
+			return h == "c", nil
+		}
+	}
+	var events []transport.Event
+	sink := transport.SinkFunc(func(e transport.Event) { events = append(events, e) })
+	res, err := transport.Fanout(context.Background(), "play", hosts, transport.Policy{Limit: 3}, nil, work(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peak.Load() > 3 {
+		t.Errorf("%d hosts at once with limit 3", peak.Load())
+	}
+	for i, r := range res {
+		want := transport.StatusOK
+		if r.Host == "c" {
+			want = transport.StatusChanged
+		}
+		if r.Host != hosts[i] || r.Status != want {
+			t.Errorf("result %d: %+v", i, r)
+		}
+	}
+
+	// Stop at the first failure: hosts not yet started are skipped.
+	res, err = transport.Fanout(context.Background(), "cp", hosts, transport.Policy{Limit: 1}, sink, work(map[string]bool{"b": true}))
+	var pe *transport.PlayError
+	if !errors.As(err, &pe) || len(pe.Failed) != 1 || pe.Skipped != 8 {
+		t.Fatalf("got %v", err)
+	}
+	if res[1].Status != transport.StatusFailed || res[2].Status != transport.StatusSkipped {
+		t.Errorf("statuses %v %v", res[1].Status, res[2].Status)
+	}
+	if events[0].Type != transport.EventPlayStart || events[len(events)-1].Type != transport.EventPlayDone {
+		t.Errorf("events: %+v", events)
+	}
+
+	// A tolerated fraction: 2 failures of 10 with MaxFail 0.2 is not an error, 3 is.
+	if _, err := transport.Fanout(context.Background(), "w", hosts, transport.Policy{Limit: 4, MaxFail: 0.2}, nil,
+		work(map[string]bool{"a": true, "j": true})); err != nil {
+		t.Errorf("2 of 10 failed with MaxFail 0.2: %v", err)
+	}
+	if _, err := transport.Fanout(context.Background(), "w", hosts, transport.Policy{Limit: 4, MaxFail: 0.2}, nil,
+		work(map[string]bool{"a": true, "b": true, "j": true})); !errors.As(err, &pe) {
+		t.Errorf("3 of 10 failed with MaxFail 0.2: %v", err)
+	}
+
+	// Unreachable hosts are told apart from failed ones.
+	res, _ = transport.Fanout(context.Background(), "x", []string{"u"}, transport.Policy{Limit: 1, MaxFail: 1}, nil,
+		func(context.Context, string) (bool, error) {
+			return false, &transport.DialError{Host: "u", Address: "u:22", Err: errors.New("refused")}
+		})
+	if res[0].Status != transport.StatusUnreachable {
+		t.Errorf("status %v, want unreachable", res[0].Status)
+	}
+
+	// Cancellation stops the play.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := transport.Fanout(ctx, "x", hosts, transport.Policy{Limit: 2}, nil, work(nil)); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled play: %v", err)
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"simple": "simple", "/etc/kubernetes": "/etc/kubernetes", "": "''", "a b": "'a b'", "it's": `'it'\''s'`, "$HOME": "'$HOME'",
+	} {
+		if got := transport.ShellQuote(in); got != want {
+			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
