@@ -55,6 +55,8 @@ func (inv *Inventory) applyDefaults() {
 		c.Certificates.Validity.Duration = DefaultCertValidity
 	}
 
+	// Remember which SSH settings are defaults, so that ~/.ssh/config can supply them instead.
+	inv.sshUserDefault, inv.sshPortDefault = inv.SSH.User == "", inv.SSH.Port == 0
 	setString(&inv.SSH.User, DefaultSSHUser)
 	setInt(&inv.SSH.Port, DefaultSSHPort)
 
@@ -81,6 +83,23 @@ func (inv *Inventory) Become(h *Host) bool {
 	default:
 		return inv.User(h) != "root"
 	}
+}
+
+// ExplicitUser is the login user the inventory gives h, or "" when it only has the default (root), which
+// ~/.ssh/config may override.
+func (inv *Inventory) ExplicitUser(h *Host) string {
+	if h.SSH.User == "" && inv.sshUserDefault {
+		return ""
+	}
+	return inv.User(h)
+}
+
+// ExplicitPort is the SSH port the inventory gives h, or 0 when it only has the default (22).
+func (inv *Inventory) ExplicitPort(h *Host) int {
+	if h.SSH.Port == 0 && inv.sshPortDefault {
+		return 0
+	}
+	return inv.Port(h)
 }
 
 // User is the SSH login user for h.

@@ -28,6 +28,8 @@ type Inventory struct {
 
 	pos    positions
 	failed map[string]bool
+
+	sshUserDefault, sshPortDefault bool
 }
 
 // Format is how an inventory file is written.

@@ -157,6 +157,11 @@ func ignoredList(inv *inventory.Inventory) []string {
 	return out
 }
 
+// writeJSONLine writes one compact JSON object and a newline (JSON lines output).
+func writeJSONLine(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
+
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

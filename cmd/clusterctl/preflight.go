@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/tasks"
+)
+
+type preflightOptions struct {
+	ssh          sshOptions
+	ignore       []string
+	maxClockSkew time.Duration
+}
+
+func newPreflightCmd(g *globalOptions) *cobra.Command {
+	o := &preflightOptions{}
+	cmd := &cobra.Command{
+		Use:   "preflight",
+		Short: "Check every host before building a cluster: kubeadm's preflight checks, and checks across hosts",
+		Long: `Connect to every host (--forks at once), gather facts in one round trip per host, and run kubeadm's
+preflight checks for each host's role: the first control-plane host gets the "init" set, other
+control-plane hosts the "control-plane-join" set, workers the "join" set. Then the checks no
+single-node tool can do: duplicate hostnames, MAC addresses, product_uuid or machine-id; clock skew
+against this workstation; every node reaching the API server port of the first control-plane host, and
+control-plane hosts reaching each other's etcd ports (through short-lived listeners, removed after).
+
+The report is grouped by host, then check. Exit code 0 when only warnings remain, 1 on errors.
+Checks are named as kubeadm names them: --ignore-preflight-errors=Port-6443,Swap (or all) turns
+their errors into ignored findings.`,
+		Example: `  clusterctl preflight -i hosts.yaml
+  clusterctl preflight -i hosts.yaml --limit w4,w5 --ignore-preflight-errors=Swap
+  clusterctl preflight -i hosts.yaml --output json | jq 'select(.type=="preflight_report")'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPreflight(cmd, g, o)
+		},
+	}
+	o.ssh.addFlags(cmd)
+	cmd.Flags().StringSliceVar(&o.ignore, "ignore-preflight-errors", nil, "checks whose errors are shown as ignored (comma-separated names, or all)")
+	cmd.Flags().DurationVar(&o.maxClockSkew, "max-clock-skew", 5*time.Second, "clock difference to this workstation above which a host fails")
+	return cmd
+}
+
+func runPreflight(cmd *cobra.Command, g *globalOptions, o *preflightOptions) error {
+	progress := g.stderr
+	if g.Output == "json" {
+		progress = g.stdout
+	}
+	view := newEventView(progress, g.Output)
+	env, _, err := openEnv(g, &o.ssh, view)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	report, err := playbooks.Preflight(cmd.Context(), env, playbooks.PreflightOptions{Ignore: o.ignore, MaxClockSkew: o.maxClockSkew})
+	if err != nil {
+		return failedOnHosts(err)
+	}
+	if g.Output == "json" {
+		if err := writeJSONLine(g.stdout, struct {
+			Type string `json:"type"`
+			*playbooks.PreflightReport
+		}{"preflight_report", report}); err != nil {
+			return err
+		}
+	} else {
+		printPreflight(g.stdout, report)
+	}
+	if report.Failed() {
+		return &exitError{code: exitFailed, err: errReported}
+	}
+	return nil
+}
+
+func printPreflight(w io.Writer, r *playbooks.PreflightReport) {
+	var failing []string
+	seen := map[string]bool{}
+	for _, h := range r.Hosts {
+		fmt.Fprintf(w, "%s (%s)\n", h.Name, h.Set)
+		if len(h.Findings) == 0 {
+			fmt.Fprintln(w, "  all checks passed")
+		}
+		for _, f := range h.Findings {
+			tag := strings.ToUpper(string(f.Severity))
+			if f.Ignored {
+				tag = "IGNORED"
+			} else if f.Severity == tasks.SevError && !seen[f.Check] {
+				seen[f.Check] = true
+				failing = append(failing, f.Check)
+			}
+			fmt.Fprintf(w, "  [%s %s] %s\n", tag, f.Check, f.Message)
+		}
+	}
+	fmt.Fprintf(w, "preflight: %d error(s), %d warning(s), %d ignored on %d host(s)\n", r.Errors, r.Warnings, r.Ignored, len(r.Hosts))
+	if len(failing) > 0 {
+		fmt.Fprintf(w, "fix the errors, or to go on anyway: --ignore-preflight-errors=%s\n", strings.Join(failing, ","))
+	}
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// sshOptions are the flags of every command that connects to hosts.
+type sshOptions struct {
+	AcceptNew      bool
+	SSHConfig      string
+	ConnectTimeout time.Duration
+}
+
+func (o *sshOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVar(&o.AcceptNew, "ssh-accept-new", false, "trust and record the host key of hosts never seen before, in the state directory's known_hosts (for throwaway machines; a changed key is still refused)")
+	f.StringVar(&o.SSHConfig, "ssh-config", "", "OpenSSH client config to honour where the inventory is silent (default ~/.ssh/config; \"none\" to ignore it)")
+	f.DurationVar(&o.ConnectTimeout, "connect-timeout", 10*time.Second, "time to connect and log in to one host (or bastion)")
+}
+
+// openEnv loads the inventory, applies --limit, prepares the state directory and the SSH dialer.
+func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.Env, string, error) {
+	inv, diags, err := g.loadInventory()
+	if err != nil {
+		return nil, "", err
+	}
+	for _, d := range diags {
+		if d.Severity != inventory.Error {
+			fmt.Fprintln(g.stderr, d)
+		}
+	}
+	if err := diags.Err(); err != nil {
+		return nil, "", &exitError{code: exitUsage, err: err}
+	}
+	hosts, err := inv.Limit(g.Limit)
+	if err != nil {
+		return nil, "", usageError("%v", err)
+	}
+	state := g.StateDir
+	if state == "" {
+		state = filepath.Join(filepath.Dir(g.Inventory), ".clusterctl", inv.Cluster.Name)
+	}
+	if err := playbooks.EnsureStateDir(state); err != nil {
+		return nil, "", &exitError{code: exitUsage, err: err}
+	}
+	d, err := transport.NewDialer(transport.Options{
+		ClusterKnownHosts: filepath.Join(state, "known_hosts"),
+		KnownHosts:        append(append([]string{}, inv.SSH.KnownHosts...), "~/.ssh/known_hosts"),
+		AcceptNew:         s.AcceptNew,
+		Agent:             inv.SSH.Agent == nil || *inv.SSH.Agent,
+		SSHConfig:         s.SSHConfig,
+		ConnectTimeout:    s.ConnectTimeout,
+		Passphrase:        secret(g, "CLUSTERCTL_SSH_PASSPHRASE", func(file string) string { return "Passphrase for " + file + ": " }),
+		Password:          loginPassword(g),
+		BecomePassword:    becomePassword(g),
+		Log:               g.log,
+	})
+	if err != nil {
+		return nil, "", &exitError{code: exitUsage, err: err}
+	}
+	return &playbooks.Env{Inv: inv, Hosts: hosts, Dialer: d, Forks: g.Forks, Sink: sink, Log: g.log}, state, nil
+}
+
+// secret reads a secret from an environment variable, else asks once on the terminal; nil when neither is
+// possible (the dialer then says what is missing).
+func secret(g *globalOptions, env string, prompt func(string) string) func(string) ([]byte, error) {
+	if v, ok := os.LookupEnv(env); ok {
+		return func(string) ([]byte, error) { return []byte(v), nil }
+	}
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return nil
+	}
+	return func(what string) ([]byte, error) {
+		fmt.Fprint(g.stderr, prompt(what))
+		b, err := term.ReadPassword(int(os.Stdin.Fd()))
+		fmt.Fprintln(g.stderr)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", env, err)
+		}
+		return b, nil
+	}
+}
+
+func loginPassword(g *globalOptions) func(user, host string) (string, error) {
+	ask := secret(g, "CLUSTERCTL_SSH_PASSWORD", func(who string) string { return "SSH password for " + who + ": " })
+	if ask == nil {
+		return nil
+	}
+	return func(user, host string) (string, error) {
+		b, err := ask(user + "@" + host)
+		return string(b), err
+	}
+}
+
+func becomePassword(g *globalOptions) func() (string, error) {
+	ask := secret(g, "CLUSTERCTL_BECOME_PASSWORD", func(string) string { return "sudo password: " })
+	if ask == nil {
+		return nil
+	}
+	return func() (string, error) {
+		b, err := ask("")
+		return string(b), err
+	}
+}
+
+// failedOnHosts turns an operation that failed on some host into exit code 1.
+func failedOnHosts(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &exitError{code: exitFailed, err: err}
+}

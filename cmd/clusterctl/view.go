@@ -1,0 +1,185 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// eventView renders play events: JSON lines with --output json; on a terminal, one live status line per
+// play (hosts done, running, failed) with failures printed as they happen; otherwise plain timestamped lines.
+type eventView struct {
+	mu     sync.Mutex
+	w      io.Writer
+	mode   string // json, tty, plain
+	plays  map[string]*playState
+	recap  map[string]*hostRecap
+	order  []string
+	live   bool // a status line is on screen
+	enc    *json.Encoder
+	timing []playTiming
+}
+
+type playState struct {
+	total, done, failed int
+	running             map[string]bool
+	start               time.Time
+}
+
+type hostRecap struct {
+	counts   map[transport.Status]int
+	duration time.Duration
+}
+
+type playTiming struct {
+	Play     string `json:"play"`
+	Hosts    int    `json:"hosts"`
+	Duration int64  `json:"duration_ms"`
+}
+
+func newEventView(w io.Writer, output string) *eventView {
+	v := &eventView{w: w, plays: map[string]*playState{}, recap: map[string]*hostRecap{}}
+	switch {
+	case output == "json":
+		v.mode = "json"
+		v.enc = json.NewEncoder(w)
+	case isTerminal(w):
+		v.mode = "tty"
+	default:
+		v.mode = "plain"
+	}
+	return v
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// Emit implements transport.Sink.
+func (v *eventView) Emit(e transport.Event) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if e.Type == transport.EventHostDone {
+		r := v.recap[e.Host]
+		if r == nil {
+			r = &hostRecap{counts: map[transport.Status]int{}}
+			v.recap[e.Host] = r
+			v.order = append(v.order, e.Host)
+		}
+		r.counts[e.Status]++
+		r.duration += time.Duration(e.DurationMS) * time.Millisecond
+	}
+	if e.Type == transport.EventPlayDone {
+		v.timing = append(v.timing, playTiming{Play: e.Play, Hosts: e.Hosts, Duration: e.DurationMS})
+	}
+	switch v.mode {
+	case "json":
+		_ = v.enc.Encode(e)
+	case "plain":
+		v.plain(e)
+	default:
+		v.tty(e)
+	}
+}
+
+func (v *eventView) plain(e transport.Event) {
+	ts := e.Time.Format("15:04:05.000")
+	switch e.Type {
+	case transport.EventPlayStart:
+		fmt.Fprintf(v.w, "%s play %s: %d host(s)\n", ts, e.Play, e.Hosts)
+	case transport.EventHostDone:
+		line := fmt.Sprintf("%s %s %s: %s (%dms)", ts, e.Play, e.Host, e.Status, e.DurationMS)
+		if e.Error != "" {
+			line += ": " + firstLine(e.Error)
+		}
+		fmt.Fprintln(v.w, line)
+	case transport.EventPlayDone:
+		fmt.Fprintf(v.w, "%s play %s done in %dms\n", ts, e.Play, e.DurationMS)
+	}
+}
+
+func (v *eventView) tty(e transport.Event) {
+	p := v.plays[e.Play]
+	switch e.Type {
+	case transport.EventPlayStart:
+		p = &playState{total: e.Hosts, running: map[string]bool{}, start: e.Time}
+		v.plays[e.Play] = p
+	case transport.EventHostStart:
+		if p != nil {
+			p.running[e.Host] = true
+		}
+	case transport.EventHostDone:
+		if p == nil {
+			return
+		}
+		delete(p.running, e.Host)
+		p.done++
+		if e.Status == transport.StatusFailed || e.Status == transport.StatusUnreachable {
+			p.failed++
+			v.clearLine()
+			fmt.Fprintf(v.w, "  %s %s: %s: %s\n", e.Play, e.Host, strings.ToUpper(string(e.Status)), firstLine(e.Error))
+		}
+	case transport.EventPlayDone:
+		v.clearLine()
+		mark := "ok"
+		if p != nil && p.failed > 0 {
+			mark = fmt.Sprintf("%d failed", p.failed)
+		}
+		fmt.Fprintf(v.w, "%-24s %d host(s), %s, %s\n", e.Play, e.Hosts, mark, (time.Duration(e.DurationMS) * time.Millisecond).Round(time.Millisecond))
+		delete(v.plays, e.Play)
+		return
+	}
+	if p == nil {
+		return
+	}
+	running := make([]string, 0, len(p.running))
+	for h := range p.running {
+		running = append(running, h)
+	}
+	sort.Strings(running)
+	if len(running) > 6 {
+		running = append(running[:6], fmt.Sprintf("+%d", len(p.running)-6))
+	}
+	v.clearLine()
+	fmt.Fprintf(v.w, "%-24s %d/%d done, %d failed, running: %s", e.Play, p.done, p.total, p.failed, strings.Join(running, " "))
+	v.live = true
+}
+
+func (v *eventView) clearLine() {
+	if v.live {
+		fmt.Fprint(v.w, "\r\033[K")
+		v.live = false
+	}
+}
+
+// Recap prints, on text output, one line per host as Ansible's PLAY RECAP does.
+func (v *eventView) Recap() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.mode == "json" || len(v.order) == 0 {
+		return
+	}
+	v.clearLine()
+	fmt.Fprintln(v.w, "RECAP")
+	for _, h := range v.order {
+		c := v.recap[h].counts
+		fmt.Fprintf(v.w, "  %-20s ok=%-3d changed=%-3d failed=%-3d unreachable=%-3d skipped=%-3d %s\n", h,
+			c[transport.StatusOK], c[transport.StatusChanged], c[transport.StatusFailed], c[transport.StatusUnreachable],
+			c[transport.StatusSkipped], v.recap[h].duration.Round(time.Millisecond))
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

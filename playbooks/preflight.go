@@ -1,0 +1,257 @@
+package playbooks
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// PreflightOptions tune the preflight playbook.
+type PreflightOptions struct {
+	// Ignore names checks whose errors do not fail the run ("all" for every one).
+	Ignore []string
+	// MaxClockSkew is the clock difference to the workstation above which a host fails (default 5s).
+	MaxClockSkew time.Duration
+}
+
+// PreflightReport is what preflight found, grouped by host in inventory order.
+type PreflightReport struct {
+	Hosts    []PreflightHost `json:"hosts"`
+	Errors   int             `json:"errors"`
+	Warnings int             `json:"warnings"`
+	Ignored  int             `json:"ignored"`
+}
+
+// PreflightHost is one host's part of the report.
+type PreflightHost struct {
+	Name     string          `json:"name"`
+	Set      tasks.CheckSet  `json:"set"`
+	Facts    *tasks.Facts    `json:"-"`
+	Findings []tasks.Finding `json:"findings"`
+}
+
+// Failed reports whether an error is left that was not ignored.
+func (r *PreflightReport) Failed() bool { return r.Errors > 0 }
+
+// Preflight connects to every host, gathers facts in one round trip each, runs kubeadm's checks for each
+// host's role, then the checks across hosts: duplicate identities, clock skew, and whether every node reaches
+// the API server's port and control-plane hosts each other's etcd ports (through short-lived listeners).
+// Plays:
+//
+//	connect     all hosts at once (up to --forks), unreachable hosts reported, the rest go on
+//	facts       one command per host
+//	checks      per host, on the workstation
+//	reach-api   every node connects to the first control-plane host's API port
+//	reach-etcd  control-plane hosts connect to each other's etcd ports
+func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightReport, error) {
+	if opts.MaxClockSkew == 0 {
+		opts.MaxClockSkew = 5 * time.Second
+	}
+	report := &PreflightReport{}
+	byHost := map[string]*PreflightHost{}
+	cp := e.Inv.ControlPlanes()
+	for _, h := range e.Hosts {
+		set := tasks.SetJoin
+		if h.Has(inventory.RoleControlPlane) {
+			set = tasks.SetControlPlaneJoin
+			if len(cp) > 0 && cp[0].Name == h.Name {
+				set = tasks.SetInit
+			}
+		}
+		report.Hosts = append(report.Hosts, PreflightHost{Name: h.Name, Set: set})
+	}
+	for i := range report.Hosts {
+		byHost[report.Hosts[i].Name] = &report.Hosts[i]
+	}
+	var mu sync.Mutex
+	add := func(fs ...tasks.Finding) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range fs {
+			if h, ok := byHost[f.Host]; ok {
+				h.Findings = append(h.Findings, f)
+			}
+		}
+	}
+
+	results, err := Connect(ctx, e, e.Hosts, 1)
+	if err != nil {
+		return nil, err
+	}
+	var reachable []string
+	for _, r := range results {
+		if r.Err != nil {
+			add(tasks.Finding{Host: r.Host, Check: "SSH", Severity: tasks.SevError, Message: r.Err.Error()})
+			continue
+		}
+		reachable = append(reachable, r.Host)
+	}
+
+	c := e.Inv.Cluster
+	_, err = transport.Fanout(ctx, "facts", reachable, transport.Policy{Limit: e.Forks, MaxFail: 1}, e.Sink,
+		func(ctx context.Context, name string) (bool, error) {
+			f, err := tasks.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint)
+			if err != nil {
+				add(tasks.Finding{Host: name, Check: "Facts", Severity: tasks.SevError, Message: err.Error()})
+				return false, err
+			}
+			mu.Lock()
+			byHost[name].Facts = f
+			mu.Unlock()
+			return false, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+
+	apiHost := c.ControlPlaneEndpoint
+	if apiHost != "" {
+		apiHost, _, _ = strings.Cut(apiHost, ":")
+	} else if len(cp) > 0 {
+		apiHost = cp[0].Address
+	}
+	var all []*tasks.Facts
+	for _, h := range e.Hosts {
+		ph := byHost[h.Name]
+		if ph.Facts == nil {
+			continue
+		}
+		all = append(all, ph.Facts)
+		add(tasks.Run(ph.Facts, &tasks.Node{Set: ph.Set, NodeName: h.NodeName, KubernetesVersion: c.KubernetesVersion,
+			APIServerPort: c.APIServer.BindPort, CRISocket: c.ContainerRuntimeEndpoint,
+			ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, APIHost: apiHost})...)
+	}
+	add(tasks.CrossHostChecks(all, opts.MaxClockSkew)...)
+
+	if err := reachability(ctx, e, byHost, add); err != nil {
+		return nil, err
+	}
+
+	for i := range report.Hosts {
+		h := &report.Hosts[i]
+		tasks.Ignore(h.Findings, opts.Ignore)
+		for _, f := range h.Findings {
+			switch {
+			case f.Ignored:
+				report.Ignored++
+			case f.Severity == tasks.SevError:
+				report.Errors++
+			default:
+				report.Warnings++
+			}
+		}
+		if h.Findings == nil {
+			h.Findings = []tasks.Finding{}
+		}
+	}
+	return report, nil
+}
+
+// reachability checks that every node reaches the first control-plane host's API port, and that
+// control-plane hosts reach each other's etcd ports. Where nothing listens yet, a short-lived listener is
+// started on the target for the probes and stopped afterwards.
+func reachability(ctx context.Context, e *Env, byHost map[string]*PreflightHost, add func(...tasks.Finding)) error {
+	type probe struct {
+		check  string
+		target string
+		port   int
+		from   []string
+	}
+	var probes []probe
+	cps := e.Inv.ControlPlanes()
+	ready := func(name string) bool { h, ok := byHost[name]; return ok && h.Facts != nil }
+	if len(cps) > 0 && ready(cps[0].Name) {
+		var from []string
+		for _, h := range e.Hosts {
+			if h.Name != cps[0].Name && ready(h.Name) {
+				from = append(from, h.Name)
+			}
+		}
+		if len(from) > 0 {
+			probes = append(probes, probe{"APIServerReachable", cps[0].Name, e.Inv.Cluster.APIServer.BindPort, from})
+		}
+	}
+	for _, t := range cps {
+		var from []string
+		for _, o := range cps {
+			if o.Name != t.Name && ready(o.Name) {
+				from = append(from, o.Name)
+			}
+		}
+		if ready(t.Name) && len(from) > 0 {
+			probes = append(probes, probe{"EtcdReachable", t.Name, tasks.PortEtcdClient, from}, probe{"EtcdReachable", t.Name, tasks.PortEtcdPeer, from})
+		}
+	}
+	for _, p := range probes {
+		target := byHost[p.target]
+		ip := NodeIP(e.Inv.Host(p.target), target.Facts)
+		if ip == "" {
+			add(tasks.Finding{Host: p.target, Check: p.check, Severity: tasks.SevError, Message: "cannot tell the host's node address: set internalAddress in the inventory"})
+			continue
+		}
+		if !target.Facts.ListensOn(p.port) {
+			stop, err := tasks.Listen(ctx, e.Conn(p.target), ip, p.port)
+			if err != nil {
+				add(tasks.Finding{Host: p.target, Check: p.check, Severity: tasks.SevWarning,
+					Message: fmt.Sprintf("could not test reachability of port %d: %v", p.port, err)})
+				continue
+			}
+			defer stop()
+		}
+		play := fmt.Sprintf("reach %s:%d", p.target, p.port)
+		_, err := transport.Fanout(ctx, play, p.from, transport.Policy{Limit: e.Forks, MaxFail: 1}, e.Sink,
+			func(ctx context.Context, name string) (bool, error) {
+				if err := tasks.Probe(ctx, e.Conn(name), ip, p.port); err != nil {
+					add(tasks.Finding{Host: name, Check: p.check, Severity: tasks.SevError,
+						Message: fmt.Sprintf("cannot reach %s at %s:%d: check firewalls and routes between the hosts", p.target, ip, p.port)})
+					return false, err
+				}
+				return false, nil
+			})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NodeIP is the host's address in the cluster: the inventory's internal address, else the IP of the
+// interface that holds the default route (IPv4 first), else the first global address.
+func NodeIP(h *inventory.Host, f *tasks.Facts) string {
+	if h != nil && h.InternalAddress != "" {
+		return h.InternalAddress
+	}
+	if f == nil {
+		return ""
+	}
+	var candidates []netip.Addr
+	for _, a := range f.Addresses {
+		p, err := netip.ParsePrefix(a.CIDR)
+		if err != nil || p.Addr().IsLoopback() || p.Addr().IsLinkLocalUnicast() {
+			continue
+		}
+		if f.DefaultIface == "" || a.Iface == f.DefaultIface {
+			candidates = append(candidates, p.Addr())
+		}
+	}
+	if len(candidates) == 0 {
+		for _, a := range f.Addresses {
+			if p, err := netip.ParsePrefix(a.CIDR); err == nil && p.Addr().IsGlobalUnicast() {
+				candidates = append(candidates, p.Addr())
+			}
+		}
+	}
+	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].Is4() && !candidates[j].Is4() })
+	if len(candidates) == 0 {
+		return ""
+	}
+	return candidates[0].String()
+}

@@ -1,0 +1,363 @@
+// Package tasks holds the units of work clusterctl does on hosts, each idempotent and usable alone: facts,
+// preflight checks, and (in later phases) pki, kubeconfigs, manifests, joins.
+package tasks
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// Runner is what a task needs from a host: run a command (as root) and say which host it is.
+// *transport.Conn implements it.
+type Runner interface {
+	Name() string
+	Run(ctx context.Context, command string, stdin []byte) (transport.Result, error)
+}
+
+var _ Runner = (*transport.Conn)(nil)
+
+// Facts is what clusterctl knows of a host, gathered in one round trip.
+type Facts struct {
+	Host          string            `json:"host"`
+	Hostname      string            `json:"hostname"`
+	OS            string            `json:"os"` // ID from os-release: debian, ubuntu, rhel, ...
+	OSVersion     string            `json:"osVersion"`
+	OSPretty      string            `json:"osPretty"`
+	Kernel        string            `json:"kernel"`
+	Arch          string            `json:"arch"` // as GOARCH: amd64, arm64
+	CgroupVersion int               `json:"cgroupVersion"`
+	Cgroups       []string          `json:"cgroupControllers"`
+	SwapKB        int64             `json:"swapKB"`
+	SwapDevices   int               `json:"swapDevices"`
+	CPUs          int               `json:"cpus"`
+	MemoryKB      int64             `json:"memoryKB"`
+	Addresses     []Address         `json:"addresses"`
+	DefaultIface  string            `json:"defaultInterface,omitempty"`
+	MACs          map[string]string `json:"macs"` // interface -> MAC
+	ProductUUID   string            `json:"productUUID,omitempty"`
+	MachineID     string            `json:"machineID"`
+	BootID        string            `json:"bootID"`
+	Clock         time.Time         `json:"clock"`
+	ClockSkew     time.Duration     `json:"clockSkew"` // host clock minus the workstation's, at the midpoint of the round trip
+	Listening     []Listener        `json:"listening"`
+	Versions      map[string]string `json:"versions"` // kubelet, containerd, crictl, runc: first line of --version
+	Commands      map[string]bool   `json:"commands"`
+	CRISocket     bool              `json:"criSocket"`
+	CRIAnswers    string            `json:"criAnswers"` // ok, fail, or unknown (no client to ask with)
+	BrNetfilter   bool              `json:"brNetfilter"`
+	BridgeNFCall  string            `json:"bridgeNFCallIptables,omitempty"`
+	IPForward     string            `json:"ipForward"`
+	IPv6Forward   string            `json:"ipv6Forward,omitempty"`
+	Firewalld     bool              `json:"firewalldActive"`
+	Proxy         map[string]string `json:"proxy,omitempty"`
+	Files         map[string]bool   `json:"files"` // paths clusterctl cares about -> exists
+	DirEntries    map[string]int    `json:"dirEntries"`
+	KubeletUnit   string            `json:"kubeletEnabled"` // enabled, disabled, not-found, ...
+	UID           int               `json:"uid"`
+	HostResolves  bool              `json:"hostnameResolves"`
+	Virt          string            `json:"virtualization,omitempty"`
+}
+
+// Address is one IP address of an interface.
+type Address struct {
+	Iface string `json:"iface"`
+	CIDR  string `json:"cidr"`
+}
+
+// Listener is a listening TCP socket.
+type Listener struct {
+	Addr string `json:"addr"`
+	Port int    `json:"port"`
+}
+
+// ListensOn reports whether anything listens on the TCP port (on any address).
+func (f *Facts) ListensOn(port int) bool {
+	for _, l := range f.Listening {
+		if l.Port == port {
+			return true
+		}
+	}
+	return false
+}
+
+// HasAddress reports whether ip is one of the host's addresses.
+func (f *Facts) HasAddress(ip string) bool {
+	for _, a := range f.Addresses {
+		if strings.SplitN(a.CIDR, "/", 2)[0] == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// The paths whose existence or emptiness preflight checks look at.
+var (
+	factFiles = []string{
+		"/etc/kubernetes/manifests/kube-apiserver.yaml", "/etc/kubernetes/manifests/kube-controller-manager.yaml",
+		"/etc/kubernetes/manifests/kube-scheduler.yaml", "/etc/kubernetes/manifests/etcd.yaml",
+		"/etc/kubernetes/kubelet.conf", "/etc/kubernetes/bootstrap-kubelet.conf", "/etc/kubernetes/pki/ca.crt",
+	}
+	factDirs     = []string{"/etc/kubernetes/manifests", "/var/lib/etcd"}
+	factCommands = []string{"conntrack", "ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc",
+		"touch", "losetup", "cp", "crictl", "ctr", "kubelet", "containerd", "runc", "systemctl", "bash", "sha256sum"}
+)
+
+// factsScript prints one fact per line, "key<TAB>value". It runs under sh as root and needs nothing but
+// coreutils, util-linux and iproute2 where present; a missing tool leaves its fact empty.
+func factsScript(criSocket string) string {
+	var b strings.Builder
+	b.WriteString(`export LC_ALL=C PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
+f() { printf '%s\t%s\n' "$1" "$2"; }
+f clock "$(date +%s.%N)"
+f hostname "$(hostname)"
+if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
+f kernel "$(uname -r)"
+f arch "$(uname -m)"
+f cgroupfs "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)"
+if [ -r /sys/fs/cgroup/cgroup.controllers ]; then f cgroup_controllers "$(cat /sys/fs/cgroup/cgroup.controllers)"
+else f cgroup_controllers "$(ls /sys/fs/cgroup 2>/dev/null | tr '\n' ' ')"; fi
+f swap_devices "$(($(wc -l < /proc/swaps) - 1))"
+f cpus "$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
+awk '/^MemTotal:/{print "mem_kb\t" $2} /^SwapTotal:/{print "swap_kb\t" $2}' /proc/meminfo
+ip -o addr show 2>/dev/null | awk '{print "addr\t" $2 " " $4}'
+f default_iface "$(ip route show default 2>/dev/null | awk '{for(i=1;i<NF;i++) if($i=="dev"){print $(i+1); exit}}')"
+ip -o link show 2>/dev/null | awk '{for(i=1;i<NF;i++) if($i=="link/ether"){sub(":$","",$2); sub("@.*","",$2); print "mac\t" $2 " " $(i+1)}}'
+f product_uuid "$(cat /sys/class/dmi/id/product_uuid 2>/dev/null)"
+f machine_id "$(cat /etc/machine-id 2>/dev/null)"
+f boot_id "$(cat /proc/sys/kernel/random/boot_id)"
+for t in /proc/net/tcp /proc/net/tcp6; do [ -r $t ] && awk 'NR>1 && $4=="0A" {print "listen\t" $2}' $t; done
+for c in`)
+	for _, c := range factCommands {
+		b.WriteString(" " + c)
+	}
+	b.WriteString(`; do command -v $c >/dev/null 2>&1 && f command "$c"; done
+command -v kubelet >/dev/null 2>&1 && f version "kubelet $(kubelet --version 2>&1 | head -1)"
+command -v containerd >/dev/null 2>&1 && f version "containerd $(containerd --version 2>&1 | head -1)"
+command -v crictl >/dev/null 2>&1 && f version "crictl $(crictl --version 2>&1 | head -1)"
+command -v runc >/dev/null 2>&1 && f version "runc $(runc --version 2>&1 | head -1)"
+`)
+	sock := strings.TrimPrefix(criSocket, "unix://")
+	fmt.Fprintf(&b, "sock=%s\n", transport.ShellQuote(sock))
+	b.WriteString(`if [ -S "$sock" ]; then f cri_socket yes
+  if command -v crictl >/dev/null 2>&1; then crictl --runtime-endpoint "unix://$sock" --timeout 3s version >/dev/null 2>&1 && f cri_answers ok || f cri_answers fail
+  elif command -v ctr >/dev/null 2>&1; then timeout 5 ctr --address "$sock" version >/dev/null 2>&1 && f cri_answers ok || f cri_answers fail
+  else f cri_answers unknown; fi
+else f cri_socket no; fi
+[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] && { f br_netfilter yes; f bridge_nf_call "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables)"; } || f br_netfilter no
+f ip_forward "$(cat /proc/sys/net/ipv4/ip_forward 2>/dev/null)"
+f ipv6_forward "$(cat /proc/sys/net/ipv6/conf/default/forwarding 2>/dev/null)"
+command -v systemctl >/dev/null 2>&1 && { f firewalld "$(systemctl is-active firewalld 2>/dev/null)"; st=$(systemctl is-enabled kubelet 2>/dev/null); f kubelet_unit "${st:-not-found}"; }
+for v in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
+  val=$(printenv $v); [ -z "$val" ] && [ -r /etc/environment ] && val=$(sed -n "s/^$v=//p" /etc/environment | tr -d '"' | head -1)
+  [ -n "$val" ] && f proxy "$v $val"
+done
+for p in`)
+	for _, p := range factFiles {
+		b.WriteString(" " + p)
+	}
+	b.WriteString(`; do [ -e "$p" ] && f file "$p"; done
+for d in`)
+	for _, d := range factDirs {
+		b.WriteString(" " + d)
+	}
+	b.WriteString(`; do [ -d "$d" ] && f dir "$d $(ls -A "$d" | wc -l)"; done
+f uid "$(id -u)"
+getent hosts "$(hostname)" >/dev/null 2>&1 && f hostname_resolves yes
+command -v systemd-detect-virt >/dev/null 2>&1 && f virt "$(systemd-detect-virt 2>/dev/null)"
+f clock_end "$(date +%s.%N)"
+`)
+	return b.String()
+}
+
+// GatherFacts learns everything preflight needs about a host in one command.
+func GatherFacts(ctx context.Context, h Runner, criSocket string) (*Facts, error) {
+	sent := time.Now()
+	res, err := h.Run(ctx, factsScript(criSocket), nil)
+	received := time.Now()
+	if err != nil {
+		return nil, err
+	}
+	f, err := ParseFacts(h.Name(), res.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	// The host read its clock at some point of the round trip; its midpoint is the best guess.
+	mid := sent.Add(received.Sub(sent) / 2)
+	if !f.Clock.IsZero() {
+		f.ClockSkew = f.Clock.Sub(mid)
+	}
+	return f, nil
+}
+
+// ParseFacts reads the output of the facts script.
+func ParseFacts(host string, out []byte) (*Facts, error) {
+	f := &Facts{Host: host, MACs: map[string]string{}, Versions: map[string]string{}, Commands: map[string]bool{},
+		Proxy: map[string]string{}, Files: map[string]bool{}, DirEntries: map[string]int{}, UID: -1}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), "\t")
+		if !ok {
+			continue
+		}
+		first, rest, _ := strings.Cut(val, " ")
+		switch key {
+		case "clock":
+			f.Clock = parseEpoch(val)
+		case "clock_end":
+			// The script read the clock at its start and end: the middle is when, on average, it ran.
+			if end := parseEpoch(val); !f.Clock.IsZero() && !end.IsZero() {
+				f.Clock = f.Clock.Add(end.Sub(f.Clock) / 2)
+			}
+		case "hostname":
+			f.Hostname = val
+		case "os":
+			f.OS = val
+		case "os_version":
+			f.OSVersion = val
+		case "os_pretty":
+			f.OSPretty = val
+		case "kernel":
+			f.Kernel = val
+		case "arch":
+			f.Arch = goArch(val)
+		case "cgroupfs":
+			f.CgroupVersion = 1
+			if val == "cgroup2fs" {
+				f.CgroupVersion = 2
+			}
+		case "cgroup_controllers":
+			f.Cgroups = strings.Fields(val)
+		case "swap_devices":
+			f.SwapDevices, _ = strconv.Atoi(val)
+		case "swap_kb":
+			f.SwapKB, _ = strconv.ParseInt(val, 10, 64)
+		case "cpus":
+			f.CPUs, _ = strconv.Atoi(val)
+		case "mem_kb":
+			f.MemoryKB, _ = strconv.ParseInt(val, 10, 64)
+		case "addr":
+			f.Addresses = append(f.Addresses, Address{Iface: first, CIDR: rest})
+		case "default_iface":
+			f.DefaultIface = val
+		case "mac":
+			f.MACs[first] = rest
+		case "product_uuid":
+			f.ProductUUID = val
+		case "machine_id":
+			f.MachineID = val
+		case "boot_id":
+			f.BootID = val
+		case "listen":
+			if l, ok := parseProcNetTCP(val); ok {
+				f.Listening = append(f.Listening, l)
+			}
+		case "command":
+			f.Commands[val] = true
+		case "version":
+			f.Versions[first] = rest
+		case "cri_socket":
+			f.CRISocket = val == "yes"
+		case "cri_answers":
+			f.CRIAnswers = val
+		case "br_netfilter":
+			f.BrNetfilter = val == "yes"
+		case "bridge_nf_call":
+			f.BridgeNFCall = val
+		case "ip_forward":
+			f.IPForward = val
+		case "ipv6_forward":
+			f.IPv6Forward = val
+		case "firewalld":
+			f.Firewalld = val == "active"
+		case "kubelet_unit":
+			f.KubeletUnit = val
+		case "proxy":
+			f.Proxy[first] = rest
+		case "file":
+			f.Files[val] = true
+		case "dir":
+			f.DirEntries[first], _ = strconv.Atoi(rest)
+		case "uid":
+			f.UID, _ = strconv.Atoi(val)
+		case "hostname_resolves":
+			f.HostResolves = true
+		case "virt":
+			f.Virt = val
+		}
+	}
+	if f.Hostname == "" || f.Kernel == "" {
+		return nil, fmt.Errorf("%s: the facts script printed no hostname or kernel: %q", host, tail(string(out), 500))
+	}
+	return f, sc.Err()
+}
+
+func parseEpoch(s string) time.Time {
+	sec, frac, _ := strings.Cut(s, ".")
+	secs, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	for len(frac) < 9 {
+		frac += "0"
+	}
+	nanos, _ := strconv.ParseInt(frac[:9], 10, 64)
+	return time.Unix(secs, nanos)
+}
+
+// parseProcNetTCP reads a local address of /proc/net/tcp{,6}: hex address, colon, hex port.
+func parseProcNetTCP(s string) (Listener, bool) {
+	addr, port, ok := strings.Cut(s, ":")
+	if !ok {
+		return Listener{}, false
+	}
+	p, err := strconv.ParseUint(port, 16, 16)
+	if err != nil {
+		return Listener{}, false
+	}
+	return Listener{Addr: procAddr(addr), Port: int(p)}, true
+}
+
+// procAddr turns /proc/net/tcp's hex address (little-endian words) into dotted or colon notation.
+func procAddr(hex string) string {
+	b := make([]byte, 0, 16)
+	for i := 0; i+8 <= len(hex); i += 8 {
+		w, err := strconv.ParseUint(hex[i:i+8], 16, 32)
+		if err != nil {
+			return hex
+		}
+		b = append(b, byte(w), byte(w>>8), byte(w>>16), byte(w>>24))
+	}
+	switch len(b) {
+	case 4:
+		return netip.AddrFrom4([4]byte(b)).String()
+	case 16:
+		return netip.AddrFrom16([16]byte(b)).Unmap().String()
+	}
+	return hex
+}
+
+func goArch(m string) string {
+	switch m {
+	case "x86_64":
+		return "amd64"
+	case "aarch64", "arm64":
+		return "arm64"
+	}
+	return m
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}

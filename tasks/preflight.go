@@ -1,0 +1,446 @@
+package tasks
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Severity of a preflight finding.
+type Severity string
+
+// Severities, as kubeadm gives them.
+const (
+	SevError   Severity = "error"
+	SevWarning Severity = "warning"
+)
+
+// Finding is what one check found on one host (or across hosts).
+type Finding struct {
+	Host     string   `json:"host"`
+	Check    string   `json:"check"`
+	Severity Severity `json:"severity"`
+	Message  string   `json:"message"`
+	// Ignored is an error the user chose to ignore (--ignore-preflight-errors); it no longer fails the run.
+	Ignored bool `json:"ignored,omitempty"`
+}
+
+// CheckSet is which of kubeadm's sets of checks applies to a host.
+type CheckSet string
+
+// The sets: kubeadm init (the first control-plane host), kubeadm join --control-plane, kubeadm join.
+const (
+	SetInit             CheckSet = "init"
+	SetControlPlaneJoin CheckSet = "control-plane-join"
+	SetJoin             CheckSet = "join"
+)
+
+// Node is what checks need to know of a host beyond its facts.
+type Node struct {
+	Set               CheckSet
+	NodeName          string
+	KubernetesVersion string // v1.34.4
+	APIServerPort     int
+	CRISocket         string
+	ServiceSubnet     string
+	PodSubnet         string
+	// APIHost is the address nodes reach the API server at (HTTPProxy check).
+	APIHost string
+}
+
+// Checker is one named check, as kubeadm's preflight.Checker: it returns warnings and errors separately.
+type Checker struct {
+	Name  string
+	Check func(f *Facts, n *Node) (warnings, errors []string)
+}
+
+// The ports of current Kubernetes (no insecure ports any more): kubelet, scheduler, controller-manager, etcd.
+const (
+	PortKubelet           = 10250
+	PortScheduler         = 10259
+	PortControllerManager = 10257
+	PortEtcdClient        = 2379
+	PortEtcdPeer          = 2380
+
+	controlPlaneCPUs  = 2
+	controlPlaneMemMB = 1700
+)
+
+// Checks returns the checks of a set, in kubeadm's order. They follow kubeadm's preflight package of the
+// supported Kubernetes versions, with its check names (usable with --ignore-preflight-errors) and
+// severities, with these differences: ip_forward and br_netfilter are warnings, because clusterctl up sets
+// them itself (kubeadm leaves that to the user); conntrack is not required (kube-proxy ≥ 1.32 does not run
+// it); the CRI check reads the socket of the inventory's runtime.
+func Checks(set CheckSet, apiPort int) []Checker {
+	var checks []Checker
+	switch set {
+	case SetInit, SetControlPlaneJoin:
+		checks = append(checks,
+			Checker{"NumCPU", checkNumCPU},
+			Checker{"Mem", checkMem},
+			Checker{"Firewalld", checkFirewalld},
+			portCheck(apiPort), portCheck(PortScheduler), portCheck(PortControllerManager),
+			fileAvailable("/etc/kubernetes/manifests/kube-apiserver.yaml"),
+			fileAvailable("/etc/kubernetes/manifests/kube-controller-manager.yaml"),
+			fileAvailable("/etc/kubernetes/manifests/kube-scheduler.yaml"),
+			fileAvailable("/etc/kubernetes/manifests/etcd.yaml"),
+			Checker{"HTTPProxy", checkHTTPProxy},
+			Checker{"HTTPProxyCIDR", checkHTTPProxyCIDR},
+		)
+		if set == SetControlPlaneJoin {
+			checks = append(checks, dirAvailable("/etc/kubernetes/manifests"),
+				fileAvailable("/etc/kubernetes/kubelet.conf"), fileAvailable("/etc/kubernetes/bootstrap-kubelet.conf"))
+		}
+	case SetJoin:
+		// DirAvailable--etc-kubernetes-manifests is in the seed documents' join set; current kubeadm dropped it,
+		// but a joining node with static Pod manifests already in place is not what anyone wants.
+		checks = append(checks,
+			dirAvailable("/etc/kubernetes/manifests"),
+			fileAvailable("/etc/kubernetes/kubelet.conf"),
+			fileAvailable("/etc/kubernetes/bootstrap-kubelet.conf"),
+		)
+	}
+	checks = append(checks, commonChecks()...)
+	if set == SetJoin {
+		checks = append(checks, fileAvailable("/etc/kubernetes/pki/ca.crt"), Checker{"HTTPProxy", checkHTTPProxy})
+	}
+	checks = append(checks, Checker{"FileContent--proc-sys-net-ipv4-ip_forward", checkIPForward}, Checker{"BridgeNetfilter", checkBrNetfilter})
+	if set != SetJoin {
+		checks = append(checks, portCheck(PortEtcdClient), portCheck(PortEtcdPeer), dirAvailable("/var/lib/etcd"))
+	}
+	return checks
+}
+
+func commonChecks() []Checker {
+	return []Checker{
+		{"IsPrivilegedUser", checkPrivileged},
+		{"CRI", checkCRI},
+		{"Swap", checkSwap},
+		inPath("losetup"), inPath("mount"), inPath("cp"),
+		{"SystemVerification", checkSystem},
+		{"Hostname", checkHostname},
+		{"KubeletVersion", checkKubeletVersion},
+		{"Service-Kubelet", checkKubeletService},
+		portCheck(PortKubelet),
+	}
+}
+
+// Run runs the checks of the host's set on its facts.
+func Run(f *Facts, n *Node) []Finding {
+	var out []Finding
+	for _, c := range Checks(n.Set, n.APIServerPort) {
+		warnings, errs := c.Check(f, n)
+		for _, w := range warnings {
+			out = append(out, Finding{Host: f.Host, Check: c.Name, Severity: SevWarning, Message: w})
+		}
+		for _, e := range errs {
+			out = append(out, Finding{Host: f.Host, Check: c.Name, Severity: SevError, Message: e})
+		}
+	}
+	return out
+}
+
+func portCheck(port int) Checker {
+	return Checker{fmt.Sprintf("Port-%d", port), func(f *Facts, _ *Node) ([]string, []string) {
+		if f.ListensOn(port) {
+			return nil, []string{fmt.Sprintf("Port %d is in use", port)}
+		}
+		return nil, nil
+	}}
+}
+
+func fileAvailable(path string) Checker {
+	return Checker{"FileAvailable-" + strings.ReplaceAll(path, "/", "-"), func(f *Facts, _ *Node) ([]string, []string) {
+		if f.Files[path] {
+			return nil, []string{path + " already exists"}
+		}
+		return nil, nil
+	}}
+}
+
+func dirAvailable(path string) Checker {
+	return Checker{"DirAvailable-" + strings.ReplaceAll(path, "/", "-"), func(f *Facts, _ *Node) ([]string, []string) {
+		if f.DirEntries[path] > 0 {
+			return nil, []string{path + " is not empty"}
+		}
+		return nil, nil
+	}}
+}
+
+func inPath(cmd string) Checker {
+	return Checker{"FileExisting-" + cmd, func(f *Facts, _ *Node) ([]string, []string) {
+		if !f.Commands[cmd] {
+			return nil, []string{cmd + " not found in system path"}
+		}
+		return nil, nil
+	}}
+}
+
+func checkNumCPU(f *Facts, _ *Node) ([]string, []string) {
+	if f.CPUs < controlPlaneCPUs {
+		return nil, []string{fmt.Sprintf("the number of available CPUs %d is less than the required %d", f.CPUs, controlPlaneCPUs)}
+	}
+	return nil, nil
+}
+
+func checkMem(f *Facts, _ *Node) ([]string, []string) {
+	if mb := f.MemoryKB / 1024; mb < controlPlaneMemMB {
+		return nil, []string{fmt.Sprintf("the system RAM (%d MB) is less than the minimum %d MB", mb, controlPlaneMemMB)}
+	}
+	return nil, nil
+}
+
+func checkFirewalld(f *Facts, n *Node) ([]string, []string) {
+	if f.Firewalld {
+		return []string{fmt.Sprintf("firewalld is active, please ensure ports [%d %d] are open or your cluster may not function correctly",
+			n.APIServerPort, PortKubelet)}, nil
+	}
+	return nil, nil
+}
+
+func checkPrivileged(f *Facts, _ *Node) ([]string, []string) {
+	if f.UID != 0 {
+		return nil, []string{fmt.Sprintf("commands run as uid %d, not root: set become: true (sudo) in the inventory", f.UID)}
+	}
+	return nil, nil
+}
+
+func checkCRI(f *Facts, n *Node) ([]string, []string) {
+	switch {
+	case !f.CRISocket:
+		return nil, []string{fmt.Sprintf("container runtime is not running: no socket at %s", n.CRISocket)}
+	case f.CRIAnswers == "fail":
+		return nil, []string{fmt.Sprintf("container runtime is not running: %s does not answer", n.CRISocket)}
+	}
+	return nil, nil
+}
+
+func checkSwap(f *Facts, _ *Node) ([]string, []string) {
+	if f.SwapDevices > 0 {
+		return []string{"swap is supported for cgroup v2 only. The kubelet must be properly configured to use swap, or disable swap on the node"}, nil
+	}
+	return nil, nil
+}
+
+func checkIPForward(f *Facts, _ *Node) ([]string, []string) {
+	if f.IPForward != "1" {
+		return []string{"/proc/sys/net/ipv4/ip_forward contents are not set to 1; clusterctl up sets net.ipv4.ip_forward=1"}, nil
+	}
+	return nil, nil
+}
+
+func checkBrNetfilter(f *Facts, _ *Node) ([]string, []string) {
+	if !f.BrNetfilter {
+		return []string{"br_netfilter is not loaded (/proc/sys/net/bridge/bridge-nf-call-iptables is missing); clusterctl up loads it"}, nil
+	}
+	return nil, nil
+}
+
+var kernelRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
+
+// checkSystem is kubeadm's SystemVerification: kernel, cgroup controllers, and cgroup v1 with current kubelets.
+func checkSystem(f *Facts, n *Node) ([]string, []string) {
+	var warnings, errs []string
+	if m := kernelRE.FindStringSubmatch(f.Kernel); m != nil {
+		major, _ := strconv.Atoi(m[1])
+		minor, _ := strconv.Atoi(m[2])
+		if major < 4 || major == 4 && minor < 19 {
+			errs = append(errs, fmt.Sprintf("kernel %s is older than 4.19, the oldest Kubernetes supports", f.Kernel))
+		}
+	}
+	required := []string{"cpu", "cpuset", "memory", "pids"}
+	if f.CgroupVersion == 1 {
+		required = append(required, "cpuacct", "devices", "freezer")
+	}
+	var missing []string
+	for _, c := range required {
+		if !slices.Contains(f.Cgroups, c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Sprintf("missing required cgroups: %s", strings.Join(missing, " ")))
+	}
+	if f.CgroupVersion == 1 {
+		if minor := versionMinor(n.KubernetesVersion); minor >= 35 {
+			errs = append(errs, fmt.Sprintf("the host uses cgroup v1; kubelet %s refuses to start on it (failCgroupV1); use cgroup v2 hosts or Kubernetes v1.34", n.KubernetesVersion))
+		} else {
+			warnings = append(warnings, "cgroups v1 support is in maintenance mode, please migrate to cgroups v2")
+		}
+	}
+	return warnings, errs
+}
+
+func checkHostname(f *Facts, n *Node) ([]string, []string) {
+	var warnings []string
+	if !f.HostResolves {
+		warnings = append(warnings, fmt.Sprintf("hostname %q could not be reached", f.Hostname))
+	}
+	return warnings, nil
+}
+
+var kubeletVersionRE = regexp.MustCompile(`v1\.(\d+)\.\d+`)
+
+// checkKubeletVersion: an installed kubelet must not be newer than the control plane, nor more than three
+// minor versions older (the supported skew).
+func checkKubeletVersion(f *Facts, n *Node) ([]string, []string) {
+	v, ok := f.Versions["kubelet"]
+	if !ok {
+		return nil, nil
+	}
+	m := kubeletVersionRE.FindStringSubmatch(v)
+	if m == nil {
+		return []string{fmt.Sprintf("cannot read the kubelet version from %q", v)}, nil
+	}
+	kubelet, _ := strconv.Atoi(m[1])
+	want := versionMinor(n.KubernetesVersion)
+	switch {
+	case kubelet > want:
+		return nil, []string{fmt.Sprintf("the kubelet version is higher than the control plane version (%s > %s)", m[0], n.KubernetesVersion)}
+	case want-kubelet > 3:
+		return nil, []string{fmt.Sprintf("the kubelet version %s is more than three minor versions older than the control plane %s", m[0], n.KubernetesVersion)}
+	}
+	return nil, nil
+}
+
+func checkKubeletService(f *Facts, _ *Node) ([]string, []string) {
+	if f.KubeletUnit != "" && f.KubeletUnit != "enabled" && f.KubeletUnit != "not-found" {
+		return []string{"kubelet service is not enabled; clusterctl up enables it"}, nil
+	}
+	return nil, nil
+}
+
+func checkHTTPProxy(f *Facts, n *Node) ([]string, []string) {
+	if proxy := httpsProxy(f); proxy != "" && !noProxyCovers(f, n.APIHost) {
+		return []string{fmt.Sprintf("Connection to %q uses proxy %q. If that is not intended, adjust your proxy settings", "https://"+n.APIHost, proxy)}, nil
+	}
+	return nil, nil
+}
+
+func checkHTTPProxyCIDR(f *Facts, n *Node) ([]string, []string) {
+	proxy := httpsProxy(f)
+	if proxy == "" {
+		return nil, nil
+	}
+	var warnings []string
+	for _, cidr := range []string{n.ServiceSubnet, n.PodSubnet} {
+		if cidr != "" && !noProxyCovers(f, cidr) {
+			warnings = append(warnings, fmt.Sprintf("connection to %q uses proxy %q. This may lead to malfunctional cluster setup. Make sure that Pod and Services IP ranges specified correctly as exceptions in proxy configuration", cidr, proxy))
+		}
+	}
+	return warnings, nil
+}
+
+func httpsProxy(f *Facts) string {
+	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {
+		if v := f.Proxy[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func noProxyCovers(f *Facts, what string) bool {
+	for _, k := range []string{"NO_PROXY", "no_proxy"} {
+		for _, entry := range strings.Split(f.Proxy[k], ",") {
+			if e := strings.TrimSpace(entry); e != "" && (e == what || e == "*" || strings.HasSuffix(what, strings.TrimPrefix(e, "*"))) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func versionMinor(v string) int {
+	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	if len(parts) < 2 {
+		return 0
+	}
+	m, _ := strconv.Atoi(parts[1])
+	return m
+}
+
+// CrossHostChecks are the checks no single-node tool can do: duplicate hostnames, MACs, product_uuid and
+// machine-id across hosts, and clock skew against the workstation (a warning above a second, an error above
+// maxSkew).
+func CrossHostChecks(facts []*Facts, maxSkew time.Duration) []Finding {
+	var out []Finding
+	dup := func(check, what string, key func(*Facts) []string) {
+		seen := map[string][]string{}
+		for _, f := range facts {
+			for _, k := range key(f) {
+				if k != "" && !slices.Contains(seen[k], f.Host) {
+					seen[k] = append(seen[k], f.Host)
+				}
+			}
+		}
+		keys := make([]string, 0, len(seen))
+		for k := range seen {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			hosts := seen[k]
+			if len(hosts) < 2 {
+				continue
+			}
+			for _, h := range hosts {
+				others := slices.DeleteFunc(slices.Clone(hosts), func(o string) bool { return o == h })
+				out = append(out, Finding{Host: h, Check: check, Severity: SevError,
+					Message: fmt.Sprintf("%s %s is also on %s", what, k, strings.Join(others, ", "))})
+			}
+		}
+	}
+	dup("DuplicateHostname", "hostname", func(f *Facts) []string { return []string{f.Hostname} })
+	dup("DuplicateMAC", "MAC address", func(f *Facts) []string {
+		var macs []string
+		for _, m := range f.MACs {
+			if m != "00:00:00:00:00:00" {
+				macs = append(macs, m)
+			}
+		}
+		return macs
+	})
+	dup("DuplicateProductUUID", "product_uuid", func(f *Facts) []string { return []string{f.ProductUUID} })
+	dup("DuplicateMachineID", "machine-id", func(f *Facts) []string { return []string{f.MachineID} })
+	for _, f := range facts {
+		skew := f.ClockSkew.Abs()
+		switch {
+		case skew > maxSkew:
+			out = append(out, Finding{Host: f.Host, Check: "ClockSkew", Severity: SevError,
+				Message: fmt.Sprintf("the host's clock is %s off the workstation's (more than %s): certificates and tokens would not be valid when expected; synchronize clocks (NTP)", f.ClockSkew.Round(time.Millisecond), maxSkew)})
+		case skew > time.Second:
+			out = append(out, Finding{Host: f.Host, Check: "ClockSkew", Severity: SevWarning,
+				Message: fmt.Sprintf("the host's clock is %s off the workstation's", f.ClockSkew.Round(time.Millisecond))})
+		}
+	}
+	return out
+}
+
+// Ignore marks the errors of the named checks (or all, with "all") as ignored, as kubeadm's
+// --ignore-preflight-errors does. Names are matched case-insensitively.
+func Ignore(findings []Finding, names []string) {
+	set := map[string]bool{}
+	for _, n := range names {
+		set[strings.ToLower(strings.TrimSpace(n))] = true
+	}
+	for i := range findings {
+		if findings[i].Severity == SevError && (set["all"] || set[strings.ToLower(findings[i].Check)]) {
+			findings[i].Ignored = true
+		}
+	}
+}
+
+// Failed reports whether any error is left that was not ignored.
+func Failed(findings []Finding) bool {
+	for _, f := range findings {
+		if f.Severity == SevError && !f.Ignored {
+			return true
+		}
+	}
+	return false
+}

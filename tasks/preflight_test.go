@@ -1,0 +1,165 @@
+package tasks
+
+import (
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+func loadFacts(t *testing.T) *Facts {
+	t.Helper()
+	out, err := os.ReadFile("testdata/facts-debian12-nspawn.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ParseFacts("cp1", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestParseFacts(t *testing.T) {
+	f := loadFacts(t)
+	if f.Hostname != "cp1" || f.OS != "debian" || f.OSVersion != "12" || f.Arch != "amd64" || f.CgroupVersion != 1 ||
+		f.CPUs != 2 || f.MemoryKB != 24682416 || f.UID != 0 || !f.CRISocket || f.CRIAnswers != "ok" || !f.BrNetfilter ||
+		f.IPForward != "0" || f.KubeletUnit != "not-found" || !f.HostResolves || f.Virt != "systemd-nspawn" {
+		t.Errorf("facts: %+v", f)
+	}
+	if !f.ListensOn(22) || f.ListensOn(6443) || !f.HasAddress("10.250.0.10") || f.MACs["host0"] != "ca:9e:c5:53:77:1a" {
+		t.Errorf("listening %v, addresses %v, macs %v", f.Listening, f.Addresses, f.MACs)
+	}
+	want := []Listener{{"127.0.0.1", 38467}, {"0.0.0.0", 22}, {"::", 22}}
+	if !reflect.DeepEqual(f.Listening, want) {
+		t.Errorf("listening %v, want %v", f.Listening, want)
+	}
+	// The clock is the middle of the script's start and end.
+	if got := f.Clock.UnixNano(); got != 1795315452953058515 {
+		t.Errorf("clock %d", got)
+	}
+	if _, err := ParseFacts("x", []byte("garbage\n")); err == nil {
+		t.Error("garbage parsed as facts")
+	}
+}
+
+func names(fs []Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, string(f.Severity)+" "+f.Check)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestChecksOnAFreshHost(t *testing.T) {
+	f := loadFacts(t)
+	node := &Node{Set: SetInit, KubernetesVersion: "v1.34.4", APIServerPort: 6443, CRISocket: "unix:///run/containerd/containerd.sock"}
+	got := names(Run(f, node))
+	want := []string{"warning FileContent--proc-sys-net-ipv4-ip_forward", "warning SystemVerification"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("fresh host: %v, want %v", got, want)
+	}
+	// The same host on Kubernetes 1.35 fails: cgroup v1.
+	node.KubernetesVersion = "v1.35.1"
+	if got := names(Run(f, node)); !reflectContains(got, "error SystemVerification") {
+		t.Errorf("cgroup v1 with 1.35: %v", got)
+	}
+}
+
+func reflectContains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestChecksFindProblems(t *testing.T) {
+	f := loadFacts(t)
+	f.Listening = append(f.Listening, Listener{"0.0.0.0", 6443}, Listener{"::", 10250}, Listener{"0.0.0.0", 2380})
+	f.Files["/etc/kubernetes/manifests/etcd.yaml"] = true
+	f.Files["/etc/kubernetes/kubelet.conf"] = true
+	f.DirEntries["/var/lib/etcd"] = 3
+	f.DirEntries["/etc/kubernetes/manifests"] = 1
+	f.CPUs, f.MemoryKB, f.UID, f.SwapDevices = 1, 1024*1024, 1000, 1
+	f.CRIAnswers = "fail"
+	f.Firewalld = true
+	delete(f.Commands, "losetup")
+	f.Versions["kubelet"] = "Kubernetes v1.35.0"
+	f.KubeletUnit = "disabled"
+	f.Proxy["HTTPS_PROXY"] = "http://proxy:3128"
+	f.Proxy["NO_PROXY"] = "10.96.0.0/12"
+	f.HostResolves = false
+	node := &Node{Set: SetInit, KubernetesVersion: "v1.34.4", APIServerPort: 6443, CRISocket: "unix:///run/containerd/containerd.sock",
+		ServiceSubnet: "10.96.0.0/12", PodSubnet: "10.244.0.0/16", APIHost: "10.0.0.1"}
+	got := names(Run(f, node))
+	want := []string{
+		"error CRI", "error DirAvailable--var-lib-etcd", "error FileAvailable--etc-kubernetes-manifests-etcd.yaml",
+		"error FileExisting-losetup", "error IsPrivilegedUser", "error KubeletVersion", "error Mem", "error NumCPU",
+		"error Port-10250", "error Port-2380", "error Port-6443",
+		"warning FileContent--proc-sys-net-ipv4-ip_forward", "warning Firewalld", "warning HTTPProxy", "warning HTTPProxyCIDR",
+		"warning Hostname", "warning Service-Kubelet", "warning Swap", "warning SystemVerification",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("init set:\n got %v\nwant %v", got, want)
+	}
+	// A worker joining: no control-plane ports, but kubelet.conf and the manifests directory matter.
+	node.Set = SetJoin
+	got = names(Run(f, node))
+	for _, w := range []string{"error FileAvailable--etc-kubernetes-kubelet.conf", "error DirAvailable--etc-kubernetes-manifests", "error Port-10250"} {
+		if !reflectContains(got, w) {
+			t.Errorf("join set lacks %q: %v", w, got)
+		}
+	}
+	for _, nw := range []string{"error Port-6443", "error NumCPU", "error DirAvailable--var-lib-etcd"} {
+		if reflectContains(got, nw) {
+			t.Errorf("join set has %q", nw)
+		}
+	}
+}
+
+func TestCrossHostChecksAndIgnore(t *testing.T) {
+	a, b, c := loadFacts(t), loadFacts(t), loadFacts(t)
+	a.Host, b.Host, c.Host = "cp1", "w1", "w2"
+	b.Hostname, c.Hostname = "w1", "cp1" // w2 claims cp1's hostname
+	b.MACs = map[string]string{"host0": "aa:aa:aa:aa:aa:aa"}
+	c.MACs = map[string]string{"host0": "aa:aa:aa:aa:aa:aa"}
+	c.MachineID = "other"
+	b.ClockSkew = 1500 * time.Millisecond
+	c.ClockSkew = -10 * time.Second
+	got := CrossHostChecks([]*Facts{a, b, c}, 5*time.Second)
+	var lines []string
+	for _, f := range got {
+		lines = append(lines, f.Host+" "+string(f.Severity)+" "+f.Check)
+	}
+	sort.Strings(lines)
+	want := []string{
+		"cp1 error DuplicateHostname", "cp1 error DuplicateMachineID",
+		"w1 error DuplicateMAC", "w1 error DuplicateMachineID", "w1 warning ClockSkew",
+		"w2 error ClockSkew", "w2 error DuplicateHostname", "w2 error DuplicateMAC",
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Errorf("cross-host:\n got %v\nwant %v", lines, want)
+	}
+	for _, f := range got {
+		if f.Check == "DuplicateHostname" && f.Host == "w2" && !strings.Contains(f.Message, "also on cp1") {
+			t.Errorf("message does not name the other host: %s", f.Message)
+		}
+	}
+	if !Failed(got) {
+		t.Error("Failed = false with errors")
+	}
+	Ignore(got, []string{"duplicatehostname", "DuplicateMAC", "DuplicateMachineID", "ClockSkew"})
+	if Failed(got) {
+		t.Errorf("errors left after ignoring every check: %+v", got)
+	}
+	fs := []Finding{{Check: "Port-6443", Severity: SevError}, {Check: "Swap", Severity: SevWarning}}
+	Ignore(fs, []string{"all"})
+	if !fs[0].Ignored || fs[1].Ignored {
+		t.Errorf("all: %+v", fs)
+	}
+}
