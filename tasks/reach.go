@@ -62,4 +62,3 @@ func Probe(ctx context.Context, from Runner, ip string, port int) error {
 	}
 	return nil
 }
-
