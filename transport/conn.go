@@ -3,6 +3,8 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -112,25 +114,28 @@ type Result struct {
 // given. A command that exits non-zero returns a *CommandError with its stderr. Cancelling ctx signals the
 // remote command (TERM) and closes its session.
 func (c *Conn) Run(ctx context.Context, command string, stdin []byte) (Result, error) {
-	wrapped := command
-	if c.become {
-		if c.becomePassword != "" {
-			wrapped = "sudo -S -p '' -- sh -c " + ShellQuote(command)
-			stdin = append([]byte(c.becomePassword+"\n"), stdin...)
-		} else {
-			wrapped = "sudo -n -- sh -c " + ShellQuote(command)
-		}
+	if !c.become {
+		return c.runRaw(ctx, command, stdin)
 	}
-	res, err := c.runRaw(ctx, wrapped, stdin)
-	var ce *CommandError
-	if errors.As(err, &ce) {
-		ce.Command = command
+	sudo := "sudo -n"
+	if c.becomePassword != "" {
+		sudo = "sudo -S -p ''"
+		stdin = append([]byte(c.becomePassword+"\n"), stdin...)
 	}
-	return res, err
+	return c.run(ctx, command, stdin, func(marked string) string {
+		return sudo + " -- sh -c " + ShellQuote(marked)
+	})
 }
 
 // runRaw runs a command as the login user.
 func (c *Conn) runRaw(ctx context.Context, command string, stdin []byte) (Result, error) {
+	return c.run(ctx, command, stdin, func(marked string) string { return marked })
+}
+
+// run runs command as wrap makes it. The command carries a marker in its environment (set again inside
+// sudo, which clears the environment), so that a cancelled one can be found and ended with all its children
+// even where sshd does not deliver signals.
+func (c *Conn) run(ctx context.Context, command string, stdin []byte, wrap func(string) string) (Result, error) {
 	start := time.Now()
 	sess, err := c.client.NewSession()
 	if err != nil {
@@ -143,7 +148,9 @@ func (c *Conn) runRaw(ctx context.Context, command string, stdin []byte) (Result
 	if stdin != nil {
 		sess.Stdin = bytes.NewReader(stdin)
 	}
-	if err := sess.Start(command); err != nil {
+	marker := runMarker()
+	export := "export " + runEnv + "=" + marker + "; "
+	if err := sess.Start(export + wrap(export+command)); err != nil {
 		return Result{}, fmt.Errorf("%s: starting %q: %w", c.target.Name, command, err)
 	}
 	done := make(chan error, 1)
@@ -151,9 +158,7 @@ func (c *Conn) runRaw(ctx context.Context, command string, stdin []byte) (Result
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		_ = sess.Signal(ssh.SIGTERM)
-		sess.Close()
-		<-done
+		c.cancel(sess, marker, done)
 		return Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: -1, Duration: time.Since(start)},
 			fmt.Errorf("%s: %q: %w", c.target.Name, command, ctx.Err())
 	case <-c.closed:
@@ -177,6 +182,45 @@ func (c *Conn) runRaw(ctx context.Context, command string, stdin []byte) (Result
 	}
 	res.ExitCode = ce.ExitCode
 	return res, ce
+}
+
+// runEnv names the environment variable that marks the processes of one command.
+const runEnv = "CLUSTERCTL_RUN"
+
+func runMarker() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// cancel ends a running command: a TERM signal through the session (sshd delivers it to the process group
+// where it supports signals), then, if it is still running, TERM and later KILL to every process whose
+// environment carries the command's marker (sudo and its children included).
+func (c *Conn) cancel(sess *ssh.Session, marker string, done <-chan error) {
+	_ = sess.Signal(ssh.SIGTERM)
+	select {
+	case <-done:
+		return
+	case <-time.After(500 * time.Millisecond):
+	}
+	kill := `for sig in TERM KILL; do
+  pids=$(grep -lz "^` + runEnv + `=` + marker + `$" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3)
+  [ -z "$pids" ] && exit 0
+  kill -$sig $pids 2>/dev/null; sleep 1
+done`
+	if c.become && c.becomePassword == "" {
+		kill = "sudo -n -- sh -c " + ShellQuote(kill)
+	}
+	if ks, err := c.client.NewSession(); err == nil {
+		_ = ks.Run(kill)
+		ks.Close()
+	}
+	sess.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		c.log.Warn("a cancelled command did not end", "marker", marker)
+	}
 }
 
 // sftpServers are where Linux distributions put OpenSSH's sftp-server.
