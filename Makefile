@@ -15,7 +15,7 @@ N ?= 3
 CONTROL_PLANES ?= 1
 LAB_DIR := $(CURDIR)/.lab
 
-.PHONY: help build test unit lint fmt fuzz up clean lab-deps lab-up lab-down lab-selftest artifacts
+.PHONY: help build test unit lint fmt fuzz up clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -70,6 +70,12 @@ lab-selftest: lab-deps ## boot 3 hosts and check systemd, SSH (root and sudo use
 
 artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) artifacts directory (cached per version outside the repo)
 	test/lab/artifacts.sh $(K8S_VERSION)
+
+bench: ## Go benchmarks of every package (go test -bench), numbers printed
+	go test -run '^$$' -bench . -benchmem ./...
+
+bench-fanout: ## one command on N=10,100,300 loopback sshd hosts: clusterctl vs a Go floor, Ansible and pssh (root; ~30 min)
+	test/bench/fanout.sh
 
 clean: ## remove built binaries and test caches
 	rm -rf bin

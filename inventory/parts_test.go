@@ -186,3 +186,19 @@ func TestExpandRangeLimit(t *testing.T) {
 		t.Errorf("a million hosts accepted: %v", err)
 	}
 }
+
+func BenchmarkLoadExample(b *testing.B) {
+	for b.Loop() {
+		if _, diags, err := Load("examples/hosts.yaml"); err != nil || diags.HasErrors() {
+			b.Fatal(err, diags.Err())
+		}
+	}
+}
+
+func BenchmarkLoadKubesprayINI(b *testing.B) {
+	for b.Loop() {
+		if _, diags, err := Load("examples/kubespray/inventory.ini"); err != nil || diags.HasErrors() {
+			b.Fatal(err, diags.Err())
+		}
+	}
+}

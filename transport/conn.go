@@ -194,20 +194,15 @@ func runMarker() string {
 }
 
 // cancel ends a running command: a TERM signal through the session (sshd delivers it to the process group
-// where it supports signals), then, if it is still running, TERM and later KILL to every process whose
-// environment carries the command's marker (sudo and its children included).
+// where it supports signals) and, at once, TERM to every process whose environment carries the command's
+// marker (sudo and its children included), KILL to those still there a second later.
 func (c *Conn) cancel(sess *ssh.Session, marker string, done <-chan error) {
 	_ = sess.Signal(ssh.SIGTERM)
-	select {
-	case <-done:
-		return
-	case <-time.After(500 * time.Millisecond):
-	}
-	kill := `for sig in TERM KILL; do
-  pids=$(grep -lz "^` + runEnv + `=` + marker + `$" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3)
-  [ -z "$pids" ] && exit 0
-  kill -$sig $pids 2>/dev/null; sleep 1
-done`
+	kill := `find() { grep -lz "^` + runEnv + `=` + marker + `$" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; }
+pids=$(find); [ -z "$pids" ] && exit 0
+kill -TERM $pids 2>/dev/null
+for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; pids=$(find); [ -z "$pids" ] && exit 0; done
+kill -KILL $pids 2>/dev/null; exit 0`
 	if c.become && c.becomePassword == "" {
 		kill = "sudo -n -- sh -c " + ShellQuote(kill)
 	}

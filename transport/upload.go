@@ -13,10 +13,11 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pkg/sftp"
+	"golang.org/x/sync/errgroup"
 )
 
 // File is a file to put on a host.
@@ -28,82 +29,170 @@ type File struct {
 	GID  int
 }
 
-// remoteState is what a host has at a path: content hash, mode and owner.
+// remoteState is what a host has at a path.
 type remoteState struct {
-	exists   bool
-	sha256   string
-	mode     fs.FileMode
-	uid, gid int
+	exists      bool
+	sameContent bool
+	mode        fs.FileMode
+	uid, gid    int
 }
 
 // tmpMarker names the temporary files of atomic uploads; leftovers of an interrupted upload are removed by
-// the next Put to the same path.
+// the next write to the same path.
 const tmpMarker = ".clusterctl-tmp-"
 
-// Put writes files atomically (a temporary file in the target directory, fsync, mode and owner, rename over
-// the target), in one round trip to learn what is already there; files whose content, mode and owner are
-// already right are left alone. It reports which files changed. A dropped connection never leaves a partial
-// target file: the rename happens only after the whole content is synced.
+// readBackLimit is the size up to which an existing file is compared by reading it back over SFTP (no
+// process started on the host); larger files are compared by a remote sha256sum.
+const readBackLimit = 1 << 20
+
+// Put writes files atomically (a temporary file in the target directory, mode and owner, content, fsync,
+// rename over the target), files in parallel over the connection's SFTP session. Files whose content, mode
+// and owner are already right are left alone: they cost an SFTP stat and read, or one sha256sum for large
+// files, and no process on the host. It reports which files changed. A dropped connection never leaves a
+// partial target file: the rename happens only after the whole content is synced.
 func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
 	if len(files) == 0 {
 		return nil, nil
 	}
 	for _, f := range files {
-		if !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path {
-			return nil, fmt.Errorf("%s: upload path %q must be absolute and clean", c.target.Name, f.Path)
+		if !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || strings.ContainsAny(f.Path, "\n\\") {
+			return nil, fmt.Errorf("%s: upload path %q must be absolute and clean, without newlines or backslashes", c.target.Name, f.Path)
 		}
 	}
-	states, err := c.stat(ctx, files)
+	client, err := c.SFTP(ctx)
+	if err != nil {
+		return nil, err
+	}
+	states, err := c.inspect(ctx, client, files)
 	if err != nil {
 		return nil, err
 	}
 	changed := make([]bool, len(files))
+	// Files go out at once: SFTP requests of different files are in flight together, so a host costs a few
+	// round trips, not several per file.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	dirs := map[string]bool{}
 	for i, f := range files {
 		mode := f.Mode.Perm()
 		if mode == 0 {
 			mode = 0o644
 		}
 		st := states[i]
-		sum := sha256.Sum256(f.Data)
-		sameContent := st.exists && st.sha256 == hex.EncodeToString(sum[:])
-		if sameContent && st.mode == mode && st.uid == f.UID && st.gid == f.GID {
+		if st.sameContent && st.mode == mode && st.uid == f.UID && st.gid == f.GID {
 			continue
 		}
 		changed[i] = true
-		if sameContent {
-			client, err := c.SFTP(ctx)
-			if err != nil {
-				return changed, err
-			}
-			if err := client.Chmod(f.Path, mode); err != nil {
-				return changed, fmt.Errorf("%s: chmod %s: %w", c.target.Name, f.Path, err)
-			}
-			if err := client.Chown(f.Path, f.UID, f.GID); err != nil {
-				return changed, fmt.Errorf("%s: chown %s: %w", c.target.Name, f.Path, err)
-			}
+		if st.sameContent {
+			g.Go(func() error {
+				if err := client.Chmod(f.Path, mode); err != nil {
+					return fmt.Errorf("%s: chmod %s: %w", c.target.Name, f.Path, err)
+				}
+				if err := client.Chown(f.Path, f.UID, f.GID); err != nil {
+					return fmt.Errorf("%s: chown %s: %w", c.target.Name, f.Path, err)
+				}
+				return nil
+			})
 			continue
 		}
-		if err := c.writeAtomic(ctx, f, mode); err != nil {
-			return changed, err
+		if dir := path.Dir(f.Path); !dirs[dir] && !st.exists {
+			dirs[dir] = true
+			if err := client.MkdirAll(dir); err != nil {
+				return changed, fmt.Errorf("%s: creating %s: %w", c.target.Name, dir, err)
+			}
 		}
+		g.Go(func() error { return c.writeAtomic(gctx, client, f, mode) })
 	}
-	return changed, nil
+	return changed, g.Wait()
 }
 
-func (c *Conn) writeAtomic(ctx context.Context, f File, mode fs.FileMode) error {
-	client, err := c.SFTP(ctx)
+// inspect learns what each target holds: SFTP stat for all, in parallel; small files of the right size are
+// read back and compared; large ones are hashed on the host in one command.
+func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) ([]remoteState, error) {
+	states := make([]remoteState, len(files))
+	var large []int
+	var mu sync.Mutex
+	g, _ := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, f := range files {
+		g.Go(func() error {
+			st, err := client.Stat(f.Path)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("%s: stat %s: %w", c.target.Name, f.Path, err)
+			}
+			rs := remoteState{exists: true, mode: st.Mode().Perm()}
+			if fst, ok := st.Sys().(*sftp.FileStat); ok {
+				rs.uid, rs.gid = int(fst.UID), int(fst.GID)
+			}
+			switch {
+			case !st.Mode().IsRegular() || st.Size() != int64(len(f.Data)):
+			case st.Size() <= readBackLimit:
+				got, err := readAll(client, f.Path)
+				if err != nil {
+					return fmt.Errorf("%s: reading %s: %w", c.target.Name, f.Path, err)
+				}
+				rs.sameContent = bytes.Equal(got, f.Data)
+			default:
+				mu.Lock()
+				large = append(large, i)
+				mu.Unlock()
+			}
+			states[i] = rs
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if len(large) == 0 {
+		return states, nil
+	}
+	var script strings.Builder
+	script.WriteString("sha256sum --")
+	for _, i := range large {
+		script.WriteString(" " + ShellQuote(files[i].Path))
+	}
+	res, err := c.Run(ctx, script.String(), nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	dir := path.Dir(f.Path)
-	if err := client.MkdirAll(dir); err != nil {
-		return fmt.Errorf("%s: creating %s: %w", c.target.Name, dir, err)
+	remote := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(res.Stdout))
+	for sc.Scan() {
+		if sum, p, ok := strings.Cut(sc.Text(), "  "); ok {
+			remote[p] = sum
+		}
 	}
+	for _, i := range large {
+		sum := sha256.Sum256(files[i].Data)
+		states[i].sameContent = remote[files[i].Path] == hex.EncodeToString(sum[:])
+	}
+	return states, nil
+}
+
+func readAll(client *sftp.Client, p string) ([]byte, error) {
+	f, err := client.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var b bytes.Buffer
+	if _, err := f.WriteTo(&b); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func (c *Conn) writeAtomic(ctx context.Context, client *sftp.Client, f File, mode fs.FileMode) error {
+	dir, base := path.Dir(f.Path), path.Base(f.Path)
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
 		return err
 	}
-	tmp := path.Join(dir, "."+path.Base(f.Path)+tmpMarker+hex.EncodeToString(b))
+	tmp := path.Join(dir, "."+base+tmpMarker+hex.EncodeToString(b))
 	fail := func(op string, err error) error {
 		_ = client.Remove(tmp)
 		return fmt.Errorf("%s: %s %s: %w", c.target.Name, op, f.Path, err)
@@ -143,53 +232,15 @@ func (c *Conn) writeAtomic(ctx context.Context, f File, mode fs.FileMode) error 
 	if err := client.PosixRename(tmp, f.Path); err != nil {
 		return fail("renaming into place", err)
 	}
+	// Temporary files an interrupted upload of the same file left behind.
+	if entries, err := client.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "."+base+tmpMarker) {
+				_ = client.Remove(path.Join(dir, e.Name()))
+			}
+		}
+	}
 	return nil
-}
-
-// stat learns, in one command, the hash, mode and owner of every target, and removes temporary files that
-// an interrupted upload to the same paths left behind.
-func (c *Conn) stat(ctx context.Context, files []File) ([]remoteState, error) {
-	var script strings.Builder
-	script.WriteString("for f in")
-	for _, f := range files {
-		script.WriteString(" " + ShellQuote(f.Path))
-	}
-	script.WriteString(`; do
-  rm -f "$(dirname "$f")/.$(basename "$f")` + tmpMarker + `"* 2>/dev/null
-  if [ -f "$f" ]; then
-    h=$(sha256sum < "$f") || exit 1
-    echo "${h%% *} $(stat -c '%a %u %g' "$f")"
-  else
-    echo -
-  fi
-done`)
-	res, err := c.Run(ctx, script.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]remoteState, 0, len(files))
-	sc := bufio.NewScanner(bytes.NewReader(res.Stdout))
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 1 && fields[0] == "-" {
-			out = append(out, remoteState{})
-			continue
-		}
-		if len(fields) != 4 {
-			return nil, fmt.Errorf("%s: unexpected output from stat: %q", c.target.Name, sc.Text())
-		}
-		mode, err1 := strconv.ParseUint(fields[1], 8, 32)
-		uid, err2 := strconv.Atoi(fields[2])
-		gid, err3 := strconv.Atoi(fields[3])
-		if err := errors.Join(err1, err2, err3); err != nil {
-			return nil, fmt.Errorf("%s: unexpected output from stat: %q", c.target.Name, sc.Text())
-		}
-		out = append(out, remoteState{exists: true, sha256: fields[0], mode: fs.FileMode(mode), uid: uid, gid: gid})
-	}
-	if len(out) != len(files) {
-		return nil, fmt.Errorf("%s: stat reported %d files, expected %d", c.target.Name, len(out), len(files))
-	}
-	return out, nil
 }
 
 // Get reads a file from the host (as root when the connection becomes root). A missing file is an error
@@ -199,14 +250,9 @@ func (c *Conn) Get(ctx context.Context, p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := client.Open(p)
+	b, err := readAll(client, p)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", c.target.Name, p, err)
 	}
-	defer f.Close()
-	var b bytes.Buffer
-	if _, err := f.WriteTo(&b); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: reading %s: %w", c.target.Name, p, err)
-	}
-	return b.Bytes(), nil
+	return b, nil
 }
