@@ -48,10 +48,7 @@ func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.E
 	if err != nil {
 		return nil, "", usageError("%v", err)
 	}
-	state := g.StateDir
-	if state == "" {
-		state = filepath.Join(filepath.Dir(g.Inventory), ".clusterctl", inv.Cluster.Name)
-	}
+	state := g.stateDir(inv)
 	if err := playbooks.EnsureStateDir(state); err != nil {
 		return nil, "", &exitError{code: exitUsage, err: err}
 	}
@@ -71,6 +68,14 @@ func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.E
 		return nil, "", &exitError{code: exitUsage, err: err}
 	}
 	return &playbooks.Env{Inv: inv, Hosts: hosts, Dialer: d, Forks: g.Forks, Sink: sink, Log: g.log}, state, nil
+}
+
+// stateDir is --state-dir, else .clusterctl/<cluster name> beside the inventory.
+func (g *globalOptions) stateDir(inv *inventory.Inventory) string {
+	if g.StateDir != "" {
+		return g.StateDir
+	}
+	return filepath.Join(filepath.Dir(g.Inventory), ".clusterctl", inv.Cluster.Name)
 }
 
 // secret reads a secret from an environment variable, else asks once on the terminal; nil when neither is

@@ -1,0 +1,112 @@
+// Package kubelet makes the kubelet's configuration (a typed KubeletConfiguration), its per-node flags and
+// its systemd unit, as kubeadm lays them out: /var/lib/kubelet/config.yaml, /var/lib/kubelet/kubeadm-flags.env,
+// /etc/systemd/system/kubelet.service and its 10-kubeadm.conf drop-in.
+package kubelet
+
+import (
+	"net"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/clusterctl/clusterctl/templates"
+)
+
+// Paths of the kubelet's files.
+const (
+	ConfigPath   = "/var/lib/kubelet/config.yaml"
+	FlagsPath    = "/var/lib/kubelet/kubeadm-flags.env"
+	UnitPath     = "/etc/systemd/system/kubelet.service"
+	DropInPath   = "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"
+	ClientCAPath = "/etc/kubernetes/pki/ca.crt"
+)
+
+// Params are the cluster-wide settings of every kubelet.
+type Params struct {
+	ClusterDNS               string // the DNS Service's address (the tenth of the service subnet)
+	ClusterDomain            string
+	ContainerRuntimeEndpoint string
+}
+
+// Config is the KubeletConfiguration of every node: webhook authentication and authorization (no anonymous
+// access), the cluster CA for client certificates, cluster DNS, the systemd cgroup driver, client certificate
+// rotation and serving certificates through CSRs (serverTLSBootstrap; clusterctl approves them after
+// checking them), and static Pods from /etc/kubernetes/manifests.
+func Config(p Params) *kubeletv1beta1.KubeletConfiguration {
+	f, t := false, true
+	zero := metav1.Duration{}
+	return &kubeletv1beta1.KubeletConfiguration{
+		TypeMeta: metav1.TypeMeta{APIVersion: "kubelet.config.k8s.io/v1beta1", Kind: "KubeletConfiguration"},
+		Authentication: kubeletv1beta1.KubeletAuthentication{
+			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: ClientCAPath},
+			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: &t, CacheTTL: zero},
+			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &f},
+		},
+		Authorization: kubeletv1beta1.KubeletAuthorization{
+			Mode:    kubeletv1beta1.KubeletAuthorizationModeWebhook,
+			Webhook: kubeletv1beta1.KubeletWebhookAuthorization{CacheAuthorizedTTL: zero, CacheUnauthorizedTTL: zero},
+		},
+		CgroupDriver:             "systemd",
+		ClusterDNS:               []string{p.ClusterDNS},
+		ClusterDomain:            p.ClusterDomain,
+		ContainerRuntimeEndpoint: p.ContainerRuntimeEndpoint,
+		HealthzBindAddress:       "127.0.0.1",
+		HealthzPort:              ptr(int32(10248)),
+		RotateCertificates:       true,
+		ServerTLSBootstrap:       true,
+		StaticPodPath:            "/etc/kubernetes/manifests",
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Marshal writes the configuration as YAML.
+func Marshal(kc *kubeletv1beta1.KubeletConfiguration) ([]byte, error) {
+	return yaml.Marshal(kc)
+}
+
+// Flags is the node's kubeadm-flags.env: its IP and name, then the inventory's extra kubelet flags.
+func Flags(nodeIP, nodeName string, extra [][2]string) ([]byte, error) {
+	var args []string
+	if nodeIP != "" {
+		args = append(args, "--node-ip="+nodeIP)
+	}
+	args = append(args, "--hostname-override="+nodeName)
+	for _, a := range extra {
+		args = append(args, "--"+a[0]+"="+a[1])
+	}
+	return templates.Render("kubeadm-flags.env", map[string]string{"Args": strings.Join(args, " ")})
+}
+
+// Unit and DropIn are the kubelet's systemd unit and kubeadm's drop-in for a kubelet binary at kubeletPath.
+func Unit(kubeletPath string) ([]byte, error) {
+	return templates.Render("kubelet.service", map[string]string{"KubeletPath": kubeletPath})
+}
+
+// DropIn is the 10-kubeadm.conf drop-in.
+func DropIn(kubeletPath string) ([]byte, error) {
+	return templates.Render("10-kubeadm.conf", map[string]string{"KubeletPath": kubeletPath})
+}
+
+// NthIP is the n-th address of a CIDR (the API server's Service is the first, CoreDNS's the tenth).
+func NthIP(cidr string, n int) (string, error) {
+	_, ipnet, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return "", err
+	}
+	ip := ipnet.IP.To16()
+	if v4 := ipnet.IP.To4(); v4 != nil {
+		ip = v4
+	}
+	out := make(net.IP, len(ip))
+	copy(out, ip)
+	carry := n
+	for i := len(out) - 1; i >= 0 && carry > 0; i-- {
+		sum := int(out[i]) + carry
+		out[i] = byte(sum)
+		carry = sum >> 8
+	}
+	return out.String(), nil
+}

@@ -1,0 +1,380 @@
+// Package manifests builds the control plane's static Pods as typed corev1.Pod values, with the flags
+// current kubeadm gives each component (kube-apiserver, kube-controller-manager, kube-scheduler, etcd), the
+// user's extra flags and volumes merged deterministically, and serializes them as kubeadm writes them.
+package manifests
+
+import (
+	"fmt"
+	"net"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+// Paths on the hosts, as kubeadm lays them out.
+const (
+	KubernetesDir = "/etc/kubernetes"
+	PKIDir        = "/etc/kubernetes/pki"
+	ManifestsDir  = "/etc/kubernetes/manifests"
+	EtcdDataDir   = "/var/lib/etcd"
+
+	PortControllerManager = 10257
+	PortScheduler         = 10259
+	PortEtcdClient        = 2379
+	PortEtcdPeer          = 2380
+	PortEtcdMetrics       = 2381
+
+	// healthCheckTimeout is how long startup probes give a component (kubeadm's default, 4 minutes).
+	healthCheckTimeout = 240
+)
+
+// Arg is one flag, without its dashes.
+type Arg struct{ Name, Value string }
+
+// Volume is a host path mounted into a component.
+type Volume struct {
+	Name, HostPath, MountPath string
+	ReadOnly                  bool
+	Type                      corev1.HostPathType
+}
+
+// Component is what the user adds to one component.
+type Component struct {
+	ExtraArgs    []Arg
+	ExtraVolumes []Volume
+}
+
+// EtcdMember is a member of the etcd cluster a new member joins.
+type EtcdMember struct{ Name, PeerURL string }
+
+// Params is everything the manifests of one control-plane node depend on.
+type Params struct {
+	ClusterName       string
+	KubernetesVersion string
+	ImageRepository   string
+	EtcdVersion       string // 3.6.5, as the etcd image is tagged (with -0)
+
+	NodeName         string
+	AdvertiseAddress string
+	BindPort         int
+
+	ServiceSubnet    string
+	PodSubnet        string
+	DNSDomain        string
+	NodeCIDRMaskSize int
+
+	// ExternalCA: the CA key is not on the hosts; the controller-manager cannot sign.
+	ExternalCA bool
+
+	// EtcdCluster is the members this node's etcd joins; empty for the first node (a new cluster).
+	EtcdCluster []EtcdMember
+
+	APIServer, ControllerManager, Scheduler, Etcd Component
+}
+
+// All returns the four static Pods of a control-plane node, by file name.
+func All(p *Params) map[string]*corev1.Pod {
+	return map[string]*corev1.Pod{
+		"etcd.yaml":                    Etcd(p),
+		"kube-apiserver.yaml":          APIServer(p),
+		"kube-controller-manager.yaml": ControllerManager(p),
+		"kube-scheduler.yaml":          Scheduler(p),
+	}
+}
+
+func (p *Params) image(name, tag string) string {
+	return p.ImageRepository + "/" + name + ":" + tag
+}
+
+func (p *Params) loopback() string {
+	if ip := net.ParseIP(p.AdvertiseAddress); ip != nil && ip.To4() == nil {
+		return "::1"
+	}
+	return "127.0.0.1"
+}
+
+// APIServer is kube-apiserver's static Pod.
+func APIServer(p *Params) *corev1.Pod {
+	pki := func(f string) string { return path.Join(PKIDir, f) }
+	args := []Arg{
+		{"advertise-address", p.AdvertiseAddress},
+		{"allow-privileged", "true"},
+		{"authorization-mode", "Node,RBAC"},
+		{"client-ca-file", pki("ca.crt")},
+		{"enable-admission-plugins", "NodeRestriction"},
+		{"enable-bootstrap-token-auth", "true"},
+		{"etcd-cafile", pki("etcd/ca.crt")},
+		{"etcd-certfile", pki("apiserver-etcd-client.crt")},
+		{"etcd-keyfile", pki("apiserver-etcd-client.key")},
+		{"etcd-servers", "https://" + net.JoinHostPort(p.loopback(), strconv.Itoa(PortEtcdClient))},
+		{"kubelet-client-certificate", pki("apiserver-kubelet-client.crt")},
+		{"kubelet-client-key", pki("apiserver-kubelet-client.key")},
+		{"kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},
+		{"proxy-client-cert-file", pki("front-proxy-client.crt")},
+		{"proxy-client-key-file", pki("front-proxy-client.key")},
+		{"requestheader-allowed-names", "front-proxy-client"},
+		{"requestheader-client-ca-file", pki("front-proxy-ca.crt")},
+		{"requestheader-extra-headers-prefix", "X-Remote-Extra-"},
+		{"requestheader-group-headers", "X-Remote-Group"},
+		{"requestheader-username-headers", "X-Remote-User"},
+		{"secure-port", strconv.Itoa(p.BindPort)},
+		{"service-account-issuer", "https://kubernetes.default.svc." + p.DNSDomain},
+		{"service-account-key-file", pki("sa.pub")},
+		{"service-account-signing-key-file", pki("sa.key")},
+		{"service-cluster-ip-range", p.ServiceSubnet},
+		{"tls-cert-file", pki("apiserver.crt")},
+		{"tls-private-key-file", pki("apiserver.key")},
+	}
+	port := int32(p.BindPort)
+	c := container("kube-apiserver", p.image("kube-apiserver", p.KubernetesVersion), merge(args, p.APIServer.ExtraArgs), "250m")
+	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: port, Protocol: corev1.ProtocolTCP}}
+	c.LivenessProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, 15, 8, 10)
+	c.ReadinessProbe = probe(p.AdvertiseAddress, "/readyz", corev1.URISchemeHTTPS, 0, 15, 3, 1)
+	c.StartupProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, 15, healthCheckTimeout/10, 10)
+	vols := append(caVolumes(), Volume{Name: "k8s-certs", HostPath: PKIDir, MountPath: PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate})
+	pod := podFor(c, merged(vols, p.APIServer.ExtraVolumes))
+	pod.Annotations = map[string]string{
+		"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": net.JoinHostPort(p.AdvertiseAddress, strconv.Itoa(p.BindPort)),
+	}
+	return pod
+}
+
+// ControllerManager is kube-controller-manager's static Pod: it signs kubelet certificates with the cluster
+// CA, runs the bootstrap-token signer and cleaner, and allocates node pod ranges when a pod subnet is set.
+func ControllerManager(p *Params) *corev1.Pod {
+	pki := func(f string) string { return path.Join(PKIDir, f) }
+	kubeconfig := path.Join(KubernetesDir, "controller-manager.conf")
+	args := []Arg{
+		{"authentication-kubeconfig", kubeconfig},
+		{"authorization-kubeconfig", kubeconfig},
+		{"bind-address", "127.0.0.1"},
+		{"client-ca-file", pki("ca.crt")},
+		{"cluster-name", p.ClusterName},
+		{"cluster-signing-cert-file", pki("ca.crt")},
+		{"cluster-signing-key-file", pki("ca.key")},
+		{"controllers", "*,bootstrapsigner,tokencleaner"},
+		{"kubeconfig", kubeconfig},
+		{"leader-elect", "true"},
+		{"requestheader-client-ca-file", pki("front-proxy-ca.crt")},
+		{"root-ca-file", pki("ca.crt")},
+		{"service-account-private-key-file", pki("sa.key")},
+		{"use-service-account-credentials", "true"},
+	}
+	if p.ExternalCA {
+		args = setArg(args, "cluster-signing-cert-file", "")
+		args = setArg(args, "cluster-signing-key-file", "")
+	}
+	if p.PodSubnet != "" {
+		args = setArg(args, "allocate-node-cidrs", "true")
+		args = setArg(args, "cluster-cidr", p.PodSubnet)
+		args = setArg(args, "service-cluster-ip-range", p.ServiceSubnet)
+		if p.NodeCIDRMaskSize != 0 {
+			args = setArg(args, "node-cidr-mask-size", strconv.Itoa(p.NodeCIDRMaskSize))
+		}
+	}
+	c := container("kube-controller-manager", p.image("kube-controller-manager", p.KubernetesVersion), merge(args, p.ControllerManager.ExtraArgs), "200m")
+	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: PortControllerManager, Protocol: corev1.ProtocolTCP}}
+	c.LivenessProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 15, 8, 10)
+	c.StartupProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 15, healthCheckTimeout/10, 10)
+	vols := append(caVolumes(),
+		Volume{Name: "k8s-certs", HostPath: PKIDir, MountPath: PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate},
+		Volume{Name: "kubeconfig", HostPath: kubeconfig, MountPath: kubeconfig, ReadOnly: true, Type: corev1.HostPathFileOrCreate},
+		Volume{Name: "flexvolume-dir", HostPath: "/usr/libexec/kubernetes/kubelet-plugins/volume/exec",
+			MountPath: "/usr/libexec/kubernetes/kubelet-plugins/volume/exec", Type: corev1.HostPathDirectoryOrCreate},
+	)
+	return podFor(c, merged(vols, p.ControllerManager.ExtraVolumes))
+}
+
+// Scheduler is kube-scheduler's static Pod.
+func Scheduler(p *Params) *corev1.Pod {
+	kubeconfig := path.Join(KubernetesDir, "scheduler.conf")
+	args := []Arg{
+		{"authentication-kubeconfig", kubeconfig},
+		{"authorization-kubeconfig", kubeconfig},
+		{"bind-address", "127.0.0.1"},
+		{"kubeconfig", kubeconfig},
+		{"leader-elect", "true"},
+	}
+	c := container("kube-scheduler", p.image("kube-scheduler", p.KubernetesVersion), merge(args, p.Scheduler.ExtraArgs), "100m")
+	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: PortScheduler, Protocol: corev1.ProtocolTCP}}
+	c.LivenessProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, 15, 8, 10)
+	c.ReadinessProbe = probe("127.0.0.1", "/readyz", corev1.URISchemeHTTPS, 0, 15, 3, 1)
+	c.StartupProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, 15, healthCheckTimeout/10, 10)
+	vols := []Volume{{Name: "kubeconfig", HostPath: kubeconfig, MountPath: kubeconfig, ReadOnly: true, Type: corev1.HostPathFileOrCreate}}
+	return podFor(c, merged(vols, p.Scheduler.ExtraVolumes))
+}
+
+// Etcd is the node's stacked etcd member: TLS for clients and peers with the etcd CA, metrics and health on
+// loopback, and the initial cluster (itself for the first node, the existing members plus itself for a
+// joining one).
+func Etcd(p *Params) *corev1.Pod {
+	pki := func(f string) string { return path.Join(PKIDir, "etcd", f) }
+	host := p.AdvertiseAddress
+	clientURL := "https://" + net.JoinHostPort(host, strconv.Itoa(PortEtcdClient))
+	peerURL := "https://" + net.JoinHostPort(host, strconv.Itoa(PortEtcdPeer))
+	lo := p.loopback()
+	args := []Arg{
+		{"advertise-client-urls", clientURL},
+		{"cert-file", pki("server.crt")},
+		{"client-cert-auth", "true"},
+		{"data-dir", EtcdDataDir},
+		{"feature-gates", "InitialCorruptCheck=true"},
+		{"initial-advertise-peer-urls", peerURL},
+		{"initial-cluster", p.NodeName + "=" + peerURL},
+		{"key-file", pki("server.key")},
+		{"listen-client-urls", "https://" + net.JoinHostPort(lo, strconv.Itoa(PortEtcdClient)) + "," + clientURL},
+		{"listen-metrics-urls", "http://" + net.JoinHostPort(lo, strconv.Itoa(PortEtcdMetrics))},
+		{"listen-peer-urls", peerURL},
+		{"name", p.NodeName},
+		{"peer-cert-file", pki("peer.crt")},
+		{"peer-client-cert-auth", "true"},
+		{"peer-key-file", pki("peer.key")},
+		{"peer-trusted-ca-file", pki("ca.crt")},
+		{"snapshot-count", "10000"},
+		{"trusted-ca-file", pki("ca.crt")},
+		{"watch-progress-notify-interval", "5s"},
+	}
+	if len(p.EtcdCluster) > 0 {
+		members := make([]string, 0, len(p.EtcdCluster)+1)
+		for _, m := range p.EtcdCluster {
+			members = append(members, m.Name+"="+m.PeerURL)
+		}
+		members = append(members, p.NodeName+"="+peerURL)
+		args = setArg(args, "initial-cluster", strings.Join(members, ","))
+		args = setArg(args, "initial-cluster-state", "existing")
+	}
+	c := container("etcd", p.image("etcd", p.EtcdVersion+"-0"), merge(args, p.Etcd.ExtraArgs), "100m")
+	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("100Mi")
+	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: PortEtcdMetrics, Protocol: corev1.ProtocolTCP}}
+	c.LivenessProbe = probe(lo, "/livez", corev1.URISchemeHTTP, 10, 15, 8, 10)
+	c.ReadinessProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 0, 15, 3, 1)
+	c.StartupProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 10, 15, healthCheckTimeout/10, 10)
+	vols := []Volume{
+		{Name: "etcd-certs", HostPath: path.Join(PKIDir, "etcd"), MountPath: path.Join(PKIDir, "etcd"), Type: corev1.HostPathDirectoryOrCreate},
+		{Name: "etcd-data", HostPath: EtcdDataDir, MountPath: EtcdDataDir, Type: corev1.HostPathDirectoryOrCreate},
+	}
+	pod := podFor(c, merged(vols, p.Etcd.ExtraVolumes))
+	pod.Annotations = map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": clientURL}
+	return pod
+}
+
+// caVolumes are the system trust stores control-plane components read (Debian and RHEL layouts).
+func caVolumes() []Volume {
+	ro := func(name, p string) Volume {
+		return Volume{Name: name, HostPath: p, MountPath: p, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate}
+	}
+	return []Volume{
+		ro("ca-certs", "/etc/ssl/certs"),
+		ro("etc-ca-certificates", "/etc/ca-certificates"),
+		ro("usr-local-share-ca-certificates", "/usr/local/share/ca-certificates"),
+		ro("usr-share-ca-certificates", "/usr/share/ca-certificates"),
+	}
+}
+
+// merge applies the user's flags over the defaults: a flag the user gives replaces the default in place,
+// new flags follow in the user's order. The result is the command line, "--name=value".
+func merge(defaults, extra []Arg) []string {
+	args := append([]Arg{}, defaults...)
+	for _, e := range extra {
+		args = setArg(args, e.Name, e.Value)
+	}
+	out := make([]string, 0, len(args))
+	for _, a := range args {
+		out = append(out, "--"+a.Name+"="+a.Value)
+	}
+	return out
+}
+
+func setArg(args []Arg, name, value string) []Arg {
+	for i := range args {
+		if args[i].Name == name {
+			args[i].Value = value
+			return args
+		}
+	}
+	return append(args, Arg{name, value})
+}
+
+// merged adds the user's volumes; one with the name of a default replaces it.
+func merged(defaults, extra []Volume) []Volume {
+	out := append([]Volume{}, defaults...)
+	for _, e := range extra {
+		replaced := false
+		for i := range out {
+			if out[i].Name == e.Name {
+				out[i], replaced = e, true
+			}
+		}
+		if !replaced {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func container(name, image string, args []string, cpu string) corev1.Container {
+	return corev1.Container{
+		Name:            name,
+		Image:           image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         append([]string{name}, args...),
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu),
+		}},
+	}
+}
+
+func probe(host, p string, scheme corev1.URIScheme, delay, timeout, failures, period int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Host: host, Path: p, Port: intstr.FromString("probe-port"), Scheme: scheme,
+		}},
+		InitialDelaySeconds: delay, TimeoutSeconds: timeout, FailureThreshold: failures, PeriodSeconds: period,
+	}
+}
+
+// podFor wraps the container in a static Pod as kubeadm's ComponentPod does: kube-system, component and tier
+// labels, system-node-critical, host network, the runtime's default seccomp profile. Volumes are sorted by
+// name so that the output is the same bytes every time.
+func podFor(c corev1.Container, vols []Volume) *corev1.Pod {
+	sort.SliceStable(vols, func(i, j int) bool { return vols[i].Name < vols[j].Name })
+	priority := int32(2000001000)
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      c.Name,
+			Namespace: metav1.NamespaceSystem,
+			Labels:    map[string]string{"component": c.Name, "tier": "control-plane"},
+		},
+		Spec: corev1.PodSpec{
+			Priority:          &priority,
+			PriorityClassName: "system-node-critical",
+			HostNetwork:       true,
+			SecurityContext:   &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		},
+	}
+	for _, v := range vols {
+		t := v.Type
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: v.Name,
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: v.HostPath, Type: &t}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: v.MountPath, ReadOnly: v.ReadOnly})
+	}
+	pod.Spec.Containers = []corev1.Container{c}
+	return pod
+}
+
+// Marshal writes a Pod as YAML (the API types carry JSON tags; sigs.k8s.io/yaml honours them).
+func Marshal(pod *corev1.Pod) ([]byte, error) {
+	out, err := yaml.Marshal(pod)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pod.Name, err)
+	}
+	return out, nil
+}

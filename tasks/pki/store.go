@@ -1,0 +1,297 @@
+package pki
+
+import (
+	"crypto"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Store keeps the cluster's PKI in a directory of the state directory:
+//
+//	ca.crt ca.key front-proxy-ca.{crt,key} etcd/ca.{crt,key} sa.key sa.pub    the cluster's
+//	nodes/<node>/apiserver.{crt,key} ... etcd/server.{crt,key} ...            each control-plane node's
+//
+// The directory is 0700 and keys 0600; looser permissions are refused, as ssh refuses them.
+type Store struct {
+	Dir    string
+	Issuer *Issuer
+}
+
+// PKI is the loaded or generated material.
+type PKI struct {
+	CAs   map[string]*KeyPair // by spec name; Key is nil for an external CA
+	SA    crypto.Signer
+	Nodes map[string]map[string]*KeyPair // node -> spec name -> pair
+	Specs map[string][]Spec              // node -> its leaf specs
+}
+
+// Change is one thing Ensure did.
+type Change struct {
+	What   string // "ca", "nodes/cp1/apiserver", ...
+	Action string // created, reissued
+	Reason string
+}
+
+// Ensure loads what is there and valid, makes what is missing, and reissues leaves that no longer match
+// the inventory (a new SAN, a new address). With an external CA (a CA certificate without its key) nothing
+// can be signed: every leaf must then be present and valid, and the error lists each one that is not.
+func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
+	if err := checkDir(st.Dir); err != nil {
+		return nil, nil, err
+	}
+	p := &PKI{CAs: map[string]*KeyPair{}, Nodes: map[string]map[string]*KeyPair{}, Specs: map[string][]Spec{}}
+	var changes []Change
+	var problems []string
+	for _, s := range CAs() {
+		kp, created, err := st.ensureCA(s)
+		if err != nil {
+			return nil, nil, err
+		}
+		if created {
+			changes = append(changes, Change{What: s.Path, Action: "created"})
+		}
+		p.CAs[s.Name] = kp
+	}
+	sa, created, err := st.ensureSA()
+	if err != nil {
+		return nil, nil, err
+	}
+	p.SA = sa
+	if created {
+		changes = append(changes, Change{What: "sa", Action: "created"})
+	}
+	now := st.Issuer.now()
+	for _, n := range nodes {
+		specs, err := Leaves(c, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.Specs[n.Name] = specs
+		p.Nodes[n.Name] = map[string]*KeyPair{}
+		for _, s := range specs {
+			rel := filepath.Join("nodes", n.Name, s.Path)
+			ca := p.CAs[s.CA]
+			cur, err := st.load(rel)
+			reason := ""
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				reason = "missing"
+			case err != nil:
+				return nil, nil, err
+			default:
+				reason = Mismatch(s, cur.Cert, ca.Cert, now)
+			}
+			if reason == "" {
+				p.Nodes[n.Name][s.Name] = cur
+				continue
+			}
+			if ca.Key == nil {
+				problems = append(problems, fmt.Sprintf("%s.crt: %s", rel, reason))
+				continue
+			}
+			var key crypto.Signer
+			if cur != nil && matches(cur.Key, st.Issuer.Algorithm) {
+				key = cur.Key
+			}
+			kp, err := st.Issuer.NewLeaf(s, ca, key)
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := st.write(rel, kp); err != nil {
+				return nil, nil, err
+			}
+			action := "reissued"
+			if reason == "missing" {
+				action, reason = "created", ""
+			}
+			changes = append(changes, Change{What: rel, Action: action, Reason: reason})
+			p.Nodes[n.Name][s.Name] = kp
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return nil, nil, fmt.Errorf("external CA mode (a CA certificate without its key in %s): these certificates must be provided and valid:\n  %s",
+			st.Dir, strings.Join(problems, "\n  "))
+	}
+	return p, changes, nil
+}
+
+func (st *Store) ensureCA(s Spec) (*KeyPair, bool, error) {
+	crtPath := filepath.Join(st.Dir, s.Path+".crt")
+	data, err := os.ReadFile(crtPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, kerr := os.Stat(filepath.Join(st.Dir, s.Path+".key")); kerr == nil {
+			return nil, false, fmt.Errorf("%s.key exists without %s.crt", s.Path, s.Path)
+		}
+		kp, err := st.Issuer.NewCA(s)
+		if err != nil {
+			return nil, false, err
+		}
+		return kp, true, st.write(s.Path, kp)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	cert, err := ParseCert(data)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", crtPath, err)
+	}
+	if !cert.IsCA {
+		return nil, false, fmt.Errorf("%s is not a CA certificate", crtPath)
+	}
+	if now := st.Issuer.now(); now.After(cert.NotAfter) {
+		return nil, false, fmt.Errorf("%s expired on %s: rotate the CA (clusterctl certs rotate --ca)", crtPath, cert.NotAfter)
+	}
+	key, err := st.readKey(s.Path + ".key")
+	if errors.Is(err, fs.ErrNotExist) {
+		return &KeyPair{Cert: cert}, false, nil // external CA
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if !publicKeysEqual(cert.PublicKey, key.Public()) {
+		return nil, false, fmt.Errorf("%s.key does not belong to %s.crt", s.Path, s.Path)
+	}
+	return &KeyPair{Cert: cert, Key: key}, false, nil
+}
+
+func (st *Store) ensureSA() (crypto.Signer, bool, error) {
+	key, err := st.readKey("sa.key")
+	if err == nil {
+		return key, false, st.writePublic(key)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, err
+	}
+	key, err = GenerateKey(st.Issuer.Algorithm)
+	if err != nil {
+		return nil, false, err
+	}
+	pemKey, err := EncodeKey(key)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := WriteFile(filepath.Join(st.Dir, "sa.key"), pemKey, 0o600); err != nil {
+		return nil, false, err
+	}
+	return key, true, st.writePublic(key)
+}
+
+func (st *Store) writePublic(key crypto.Signer) error {
+	pub, err := EncodePublicKey(key.Public())
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(st.Dir, "sa.pub")
+	if old, err := os.ReadFile(p); err == nil && string(old) == string(pub) {
+		return nil
+	}
+	return WriteFile(p, pub, 0o644)
+}
+
+// load reads rel.crt and rel.key.
+func (st *Store) load(rel string) (*KeyPair, error) {
+	data, err := os.ReadFile(filepath.Join(st.Dir, rel+".crt"))
+	if err != nil {
+		return nil, err
+	}
+	cert, err := ParseCert(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s.crt: %w", rel, err)
+	}
+	key, err := st.readKey(rel + ".key")
+	if err != nil {
+		return nil, err
+	}
+	if !publicKeysEqual(cert.PublicKey, key.Public()) {
+		return nil, fmt.Errorf("%s.key does not belong to %s.crt", rel, rel)
+	}
+	return &KeyPair{Cert: cert, Key: key}, nil
+}
+
+// readKey reads a private key, refusing one that others can read.
+func (st *Store) readKey(rel string) (crypto.Signer, error) {
+	p := filepath.Join(st.Dir, rel)
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("private key %s has mode %04o and can be read by others: refusing it (chmod 600 %s)", p, info.Mode().Perm(), p)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	k, err := ParseKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return k, nil
+}
+
+func (st *Store) write(rel string, kp *KeyPair) error {
+	key, err := EncodeKey(kp.Key)
+	if err != nil {
+		return err
+	}
+	if err := WriteFile(filepath.Join(st.Dir, rel+".key"), key, 0o600); err != nil {
+		return err
+	}
+	return WriteFile(filepath.Join(st.Dir, rel+".crt"), EncodeCert(kp.Cert), 0o644)
+}
+
+// WriteFile writes atomically: a temporary file in the same directory, synced, renamed over the target.
+func WriteFile(path string, data []byte, mode fs.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// checkDir creates the pki directory (0700) or refuses an existing one others can enter.
+func checkDir(dir string) error {
+	info, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return os.MkdirAll(dir, 0o700)
+	}
+	if err != nil {
+		return err
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s has mode %04o: it holds private keys and must not be accessible by others (chmod 700 %s)", dir, info.Mode().Perm(), dir)
+	}
+	return nil
+}
+
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	da, err1 := x509.MarshalPKIXPublicKey(a)
+	db, err2 := x509.MarshalPKIXPublicKey(b)
+	return err1 == nil && err2 == nil && string(da) == string(db)
+}

@@ -1,0 +1,368 @@
+// Package render computes, on the workstation, every file each host receives: the PKI from the state
+// directory (made or kept there), kubeconfigs, static Pod manifests, the kubelet's configuration and unit,
+// the containerd configuration and kernel settings. Nothing here touches a host; `clusterctl render` writes
+// the result to a directory, `clusterctl up` pushes it.
+package render
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
+	"github.com/clusterctl/clusterctl/tasks/kubelet"
+	"github.com/clusterctl/clusterctl/tasks/manifests"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/templates"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// Options say what to render from.
+type Options struct {
+	Inv      *inventory.Inventory
+	StateDir string
+	Now      func() time.Time
+	// EtcdVersion and PauseVersion are the image versions kubeadm pairs with the Kubernetes version (from
+	// the artifacts manifest when one is used).
+	EtcdVersion  string
+	PauseVersion string
+	// KubeletPath is where the kubelet binary is on hosts: /usr/bin/kubelet from packages,
+	// /usr/local/bin/kubelet when clusterctl pushes it from an artifacts directory.
+	KubeletPath string
+	// NodeIPs are node addresses learned from the hosts, for hosts whose inventory has none.
+	NodeIPs map[string]string
+	// Containerized hosts cannot raise OOM score adjustments; containerd must be told.
+	Containerized map[string]bool
+	// CNIBinDir is where the CNI plugins are on hosts (/opt/cni/bin upstream, /usr/lib/cni on Debian).
+	CNIBinDir string
+}
+
+// Result is every host's files, in inventory order, and the workstation's.
+type Result struct {
+	Hosts       []HostFiles
+	Workstation []transport.File
+	Changes     []pki.Change
+	// Endpoint is the URL nodes and the workstation reach the API server at.
+	Endpoint string
+}
+
+// HostFiles are one host's files.
+type HostFiles struct {
+	Host  string
+	Files []transport.File
+}
+
+// The modes files get, as kubeadm writes them.
+const (
+	modeSecret = 0o600
+	modePublic = 0o644
+)
+
+// Render makes or loads the PKI in the state directory and computes every host's files.
+func Render(o Options) (*Result, error) {
+	inv := o.Inv
+	c := inv.Cluster
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.KubeletPath == "" {
+		o.KubeletPath = "/usr/bin/kubelet"
+	}
+	if o.CNIBinDir == "" {
+		o.CNIBinDir = "/opt/cni/bin"
+	}
+	cps := inv.ControlPlanes()
+	if len(cps) == 0 {
+		return nil, errors.New("no control-plane host")
+	}
+	nodeIP := func(h *inventory.Host) string {
+		if h.InternalAddress != "" {
+			return h.InternalAddress
+		}
+		return o.NodeIPs[h.Name]
+	}
+	var pkiNodes []pki.Node
+	for _, h := range cps {
+		ip := net.ParseIP(nodeIP(h))
+		if ip == nil {
+			return nil, fmt.Errorf("control-plane host %s: its node address is not known: set internalAddress in the inventory", h.Name)
+		}
+		pkiNodes = append(pkiNodes, pki.Node{Name: h.NodeName, IP: ip})
+	}
+	endpointHost, endpointPort := nodeIP(cps[0]), c.APIServer.BindPort
+	if c.ControlPlaneEndpoint != "" {
+		host, port, err := net.SplitHostPort(c.ControlPlaneEndpoint)
+		if err != nil {
+			host, port = c.ControlPlaneEndpoint, ""
+		}
+		endpointHost = strings.Trim(host, "[]")
+		if port != "" {
+			endpointPort, _ = strconv.Atoi(port)
+		}
+	}
+	res := &Result{Endpoint: "https://" + net.JoinHostPort(endpointHost, strconv.Itoa(endpointPort))}
+
+	issuer := &pki.Issuer{Now: o.Now, Algorithm: pki.Algorithm(c.Certificates.KeyAlgorithm),
+		Validity: c.Certificates.Validity.Duration, CAValidity: c.Certificates.CAValidity.Duration}
+	sanHost := ""
+	if c.ControlPlaneEndpoint != "" {
+		sanHost = endpointHost
+	}
+	store := &pki.Store{Dir: filepath.Join(o.StateDir, "pki"), Issuer: issuer}
+	p, changes, err := store.Ensure(pki.Cluster{DNSDomain: c.Networking.DNSDomain, ServiceSubnet: c.Networking.ServiceSubnet,
+		EndpointHost: sanHost, CertSANs: c.APIServer.CertSANs}, pkiNodes)
+	if err != nil {
+		return nil, err
+	}
+	res.Changes = changes
+	ca := p.CAs["ca"]
+	caPEM := pki.EncodeCert(ca.Cert)
+
+	clusterDNS, err := kubelet.NthIP(c.Networking.ServiceSubnet, 10)
+	if err != nil {
+		return nil, err
+	}
+	kcfg, err := kubelet.Marshal(kubelet.Config(kubelet.Params{ClusterDNS: clusterDNS, ClusterDomain: c.Networking.DNSDomain,
+		ContainerRuntimeEndpoint: c.ContainerRuntimeEndpoint}))
+	if err != nil {
+		return nil, err
+	}
+	unit, err := kubelet.Unit(o.KubeletPath)
+	if err != nil {
+		return nil, err
+	}
+	dropIn, err := kubelet.DropIn(o.KubeletPath)
+	if err != nil {
+		return nil, err
+	}
+	sysctl, err := templates.Render("sysctl.conf", nil)
+	if err != nil {
+		return nil, err
+	}
+	modules, err := templates.Render("modules.conf", nil)
+	if err != nil {
+		return nil, err
+	}
+
+	// The admin identities are the cluster's, kept in the state directory; the workstation gets admin.conf.
+	kcDir := filepath.Join(o.StateDir, "kubeconfig")
+	adminID := kubeconfig.Identities("", res.Endpoint, "", true)
+	admin, err := ensureKubeconfig(filepath.Join(o.StateDir, "admin.conf"), c.Name, adminID[0], ca, issuer, &res.Changes)
+	if err != nil {
+		return nil, err
+	}
+	superAdmin, err := ensureKubeconfig(filepath.Join(kcDir, "super-admin.conf"), c.Name, adminID[len(adminID)-1], ca, issuer, &res.Changes)
+	if err != nil {
+		return nil, err
+	}
+	res.Workstation = []transport.File{{Path: "/admin.conf", Data: admin, Mode: modeSecret}}
+
+	for i := range inv.Hosts {
+		h := &inv.Hosts[i]
+		var files []transport.File
+		add := func(p string, data []byte, mode fs.FileMode) {
+			files = append(files, transport.File{Path: p, Data: data, Mode: mode})
+		}
+		ip := nodeIP(h)
+		flags, err := kubelet.Flags(ip, h.NodeName, argPairs(c.Kubelet.ExtraArgs))
+		if err != nil {
+			return nil, err
+		}
+		containerd, err := templates.Render("containerd-config.toml", map[string]any{
+			"SandboxImage": c.ImageRepository + "/pause:" + o.PauseVersion, "RestrictOOMScoreAdj": o.Containerized[h.Name], "CNIBinDir": o.CNIBinDir})
+		if err != nil {
+			return nil, err
+		}
+		add(kubelet.ConfigPath, kcfg, modePublic)
+		add(kubelet.FlagsPath, flags, modePublic)
+		add(kubelet.UnitPath, unit, modePublic)
+		add(kubelet.DropInPath, dropIn, modePublic)
+		add("/etc/containerd/config.toml", containerd, modePublic)
+		add("/etc/sysctl.d/99-kubernetes.conf", sysctl, modePublic)
+		add("/etc/modules-load.d/kubernetes.conf", modules, modePublic)
+		add(path.Join(manifests.PKIDir, "ca.crt"), caPEM, modePublic)
+
+		if h.Has(inventory.RoleControlPlane) {
+			if err := controlPlaneFiles(o, p, h, ip, res.Endpoint, h.Name == cps[0].Name, ca, issuer, kcDir, admin, superAdmin, add, &res.Changes); err != nil {
+				return nil, err
+			}
+		}
+		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+		res.Hosts = append(res.Hosts, HostFiles{Host: h.Name, Files: files})
+	}
+	return res, nil
+}
+
+func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint string, first bool, ca *pki.KeyPair, issuer *pki.Issuer,
+	kcDir string, admin, superAdmin []byte, add func(string, []byte, fs.FileMode), changes *[]pki.Change) error {
+	c := o.Inv.Cluster
+	// CAs (keys included: the controller-manager signs kubelet certificates) and the service-account keys.
+	for _, s := range pki.CAs() {
+		kp := p.CAs[s.Name]
+		if s.Name != "ca" {
+			add(path.Join(manifests.PKIDir, s.Path+".crt"), pki.EncodeCert(kp.Cert), modePublic)
+		}
+		if kp.Key != nil {
+			key, err := pki.EncodeKey(kp.Key)
+			if err != nil {
+				return err
+			}
+			add(path.Join(manifests.PKIDir, s.Path+".key"), key, modeSecret)
+		}
+	}
+	saKey, err := pki.EncodeKey(p.SA)
+	if err != nil {
+		return err
+	}
+	saPub, err := pki.EncodePublicKey(p.SA.Public())
+	if err != nil {
+		return err
+	}
+	add(path.Join(manifests.PKIDir, "sa.key"), saKey, modeSecret)
+	add(path.Join(manifests.PKIDir, "sa.pub"), saPub, modePublic)
+	for _, s := range p.Specs[h.NodeName] {
+		kp := p.Nodes[h.NodeName][s.Name]
+		key, err := pki.EncodeKey(kp.Key)
+		if err != nil {
+			return err
+		}
+		add(path.Join(manifests.PKIDir, s.Path+".crt"), pki.EncodeCert(kp.Cert), modePublic)
+		add(path.Join(manifests.PKIDir, s.Path+".key"), key, modeSecret)
+	}
+	// Kubeconfigs: admin.conf for kubectl on the node, super-admin.conf on the first control-plane node only
+	// (as kubeadm init), the node's own for the controller-manager, scheduler and kubelet.
+	add(path.Join(manifests.KubernetesDir, "admin.conf"), admin, modeSecret)
+	if first {
+		add(path.Join(manifests.KubernetesDir, "super-admin.conf"), superAdmin, modeSecret)
+	}
+	local := "https://" + net.JoinHostPort(ip, strconv.Itoa(c.APIServer.BindPort))
+	for _, id := range kubeconfig.Identities(h.NodeName, endpoint, local, false)[1:] {
+		data, err := ensureKubeconfig(filepath.Join(kcDir, h.NodeName, id.File), c.Name, id, ca, issuer, changes)
+		if err != nil {
+			return err
+		}
+		add(path.Join(manifests.KubernetesDir, id.File), data, modeSecret)
+	}
+	// Static Pods.
+	mp := &manifests.Params{
+		ClusterName: c.Name, KubernetesVersion: c.KubernetesVersion, ImageRepository: c.ImageRepository, EtcdVersion: o.EtcdVersion,
+		NodeName: h.NodeName, AdvertiseAddress: ip, BindPort: c.APIServer.BindPort,
+		ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain,
+		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, ExternalCA: ca.Key == nil,
+		APIServer: component(c.APIServer.Component), ControllerManager: component(c.ControllerManager),
+		Scheduler: component(c.Scheduler), Etcd: component(c.Etcd),
+	}
+	if !first {
+		// A joining member: the etcd cluster of the control-plane hosts listed before it.
+		for _, other := range o.Inv.ControlPlanes() {
+			if other.Name == h.Name {
+				break
+			}
+			oip := other.InternalAddress
+			if oip == "" {
+				oip = o.NodeIPs[other.Name]
+			}
+			mp.EtcdCluster = append(mp.EtcdCluster, manifests.EtcdMember{Name: other.NodeName,
+				PeerURL: "https://" + net.JoinHostPort(oip, strconv.Itoa(manifests.PortEtcdPeer))})
+		}
+	}
+	pods := manifests.All(mp)
+	names := make([]string, 0, len(pods))
+	for n := range pods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		data, err := manifests.Marshal(pods[n])
+		if err != nil {
+			return err
+		}
+		add(path.Join(manifests.ManifestsDir, n), data, modeSecret)
+	}
+	return nil
+}
+
+// ensureKubeconfig keeps a kubeconfig of the state directory that is still right, or makes it anew.
+func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyPair, issuer *pki.Issuer, changes *[]pki.Change) ([]byte, error) {
+	data, err := os.ReadFile(file)
+	reason := "missing"
+	if err == nil {
+		if _, why := kubeconfig.Check(data, cluster, id, ca.Cert, issuer.Now(), 0); why == "" {
+			return data, nil
+		} else {
+			reason = why
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if ca.Key == nil {
+		return nil, fmt.Errorf("external CA mode: %s must be provided (%s)", file, reason)
+	}
+	kp, err := issuer.NewLeaf(id.Spec(), ca, nil)
+	if err != nil {
+		return nil, err
+	}
+	out, err := kubeconfig.Build(cluster, id, pki.EncodeCert(ca.Cert), kp)
+	if err != nil {
+		return nil, err
+	}
+	if err := pki.WriteFile(file, out, modeSecret); err != nil {
+		return nil, err
+	}
+	action := "reissued"
+	if reason == "missing" {
+		action, reason = "created", ""
+	}
+	*changes = append(*changes, pki.Change{What: file, Action: action, Reason: reason})
+	return out, nil
+}
+
+func component(c inventory.Component) manifests.Component {
+	var out manifests.Component
+	for _, a := range c.ExtraArgs {
+		out.ExtraArgs = append(out.ExtraArgs, manifests.Arg{Name: a.Name, Value: a.Value})
+	}
+	for _, v := range c.ExtraVolumes {
+		out.ExtraVolumes = append(out.ExtraVolumes, manifests.Volume{Name: v.Name, HostPath: v.HostPath, MountPath: v.MountPath,
+			ReadOnly: v.ReadOnly, Type: hostPathType(v.PathType)})
+	}
+	return out
+}
+
+func argPairs(args inventory.Args) [][2]string {
+	out := make([][2]string, 0, len(args))
+	for _, a := range args {
+		out = append(out, [2]string{a.Name, a.Value})
+	}
+	return out
+}
+
+func hostPathType(t string) corev1.HostPathType { return corev1.HostPathType(t) }
+
+// Versions are the etcd and pause image versions kubeadm pairs with a Kubernetes minor version
+// (cmd/kubeadm/app/constants: DefaultEtcdVersion, PauseVersion).
+func Versions(kubernetesVersion string) (etcd, pause string) {
+	minor := 0
+	if parts := strings.Split(strings.TrimPrefix(kubernetesVersion, "v"), "."); len(parts) > 1 {
+		minor, _ = strconv.Atoi(parts[1])
+	}
+	switch {
+	case minor <= 33:
+		return "3.5.21", "3.10"
+	case minor == 34:
+		return "3.6.5", "3.10.1"
+	default:
+		return "3.6.6", "3.10.1"
+	}
+}

@@ -1,0 +1,213 @@
+package render
+
+import (
+	"bytes"
+	"crypto/x509"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const hostsYAML = `
+cluster:
+  name: lab
+  controlPlaneEndpoint: api.lab.example:6443
+  apiServer:
+    certSANs: [203.0.113.9]
+    extraArgs:
+      audit-log-path: /var/log/kubernetes/audit.log
+      authorization-mode: Node,RBAC,Webhook
+    extraVolumes:
+      - {name: audit, hostPath: /var/log/kubernetes, mountPath: /var/log/kubernetes, pathType: DirectoryOrCreate}
+  kubelet:
+    extraArgs: {max-pods: "150"}
+  certificates: {keyAlgorithm: ECDSA-P256}
+hosts:
+  - {name: cp1, address: 10.10.0.11, roles: [control-plane]}
+  - {name: cp2, address: 10.10.0.12, roles: [control-plane]}
+  - {name: cp3, address: 10.10.0.13, roles: [control-plane]}
+  - {name: w1, address: 10.10.0.21, roles: [worker]}
+`
+
+func renderLab(t *testing.T, state string) *Result {
+	t.Helper()
+	inv, diags := inventory.Parse("hosts.yaml", []byte(hostsYAML))
+	if err := diags.Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Render(Options{Inv: inv, StateDir: state, EtcdVersion: "3.6.5", PauseVersion: "3.10.1",
+		Now: func() time.Time { return time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func files(r *Result, host string) map[string]transport.File {
+	out := map[string]transport.File{}
+	for _, h := range r.Hosts {
+		if h.Host == host {
+			for _, f := range h.Files {
+				out[f.Path] = f
+			}
+		}
+	}
+	return out
+}
+
+func TestWhatEachHostGets(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o700)
+	r := renderLab(t, state)
+	if r.Endpoint != "https://api.lab.example:6443" {
+		t.Errorf("endpoint %s", r.Endpoint)
+	}
+	cp1, cp2, w1 := files(r, "cp1"), files(r, "cp2"), files(r, "w1")
+	for _, p := range []string{
+		"/etc/kubernetes/pki/ca.key", "/etc/kubernetes/pki/etcd/ca.key", "/etc/kubernetes/pki/front-proxy-ca.key", "/etc/kubernetes/pki/sa.key",
+		"/etc/kubernetes/pki/apiserver.crt", "/etc/kubernetes/pki/etcd/peer.key", "/etc/kubernetes/admin.conf", "/etc/kubernetes/super-admin.conf",
+		"/etc/kubernetes/controller-manager.conf", "/etc/kubernetes/scheduler.conf", "/etc/kubernetes/kubelet.conf",
+		"/etc/kubernetes/manifests/etcd.yaml", "/etc/kubernetes/manifests/kube-apiserver.yaml",
+		"/etc/kubernetes/manifests/kube-controller-manager.yaml", "/etc/kubernetes/manifests/kube-scheduler.yaml",
+		"/var/lib/kubelet/config.yaml", "/etc/containerd/config.toml",
+	} {
+		if _, ok := cp1[p]; !ok {
+			t.Errorf("cp1 lacks %s", p)
+		}
+	}
+	if _, ok := cp2["/etc/kubernetes/super-admin.conf"]; ok {
+		t.Error("super-admin.conf on a joining control-plane node (kubeadm writes it on the first only)")
+	}
+	// Workers: the CA certificate, no key, no control-plane material.
+	for p := range w1 {
+		if strings.HasSuffix(p, ".key") || strings.Contains(p, "/manifests/") || strings.HasSuffix(p, ".conf") && strings.HasPrefix(p, "/etc/kubernetes/") {
+			t.Errorf("worker gets %s", p)
+		}
+	}
+	if _, ok := w1["/etc/kubernetes/pki/ca.crt"]; !ok {
+		t.Error("worker lacks the CA certificate")
+	}
+	for host, fs := range map[string]map[string]transport.File{"cp1": cp1, "w1": w1} {
+		for p, f := range fs {
+			secret := strings.HasSuffix(p, ".key") || strings.HasSuffix(p, ".conf") && strings.HasPrefix(p, "/etc/kubernetes/") || strings.Contains(p, "/manifests/")
+			if secret && f.Mode != 0o600 || !secret && f.Mode != 0o644 {
+				t.Errorf("%s %s: mode %04o", host, p, f.Mode)
+			}
+		}
+	}
+	// Each node's certificates name it; the kubelet.conf is its own identity; the API server cert has the SANs.
+	apiserver, _ := pki.ParseCert(cp2["/etc/kubernetes/pki/apiserver.crt"].Data)
+	if !strings.Contains(strings.Join(apiserver.DNSNames, ","), "cp2,kubernetes") || !strings.Contains(strings.Join(apiserver.DNSNames, ","), "api.lab.example") {
+		t.Errorf("cp2 apiserver DNS names %v", apiserver.DNSNames)
+	}
+	kc, err := clientcmd.Load(cp2["/etc/kubernetes/kubelet.conf"].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := pki.ParseCert(kc.AuthInfos["system:node:cp2"].ClientCertificateData)
+	if cert == nil || cert.Subject.CommonName != "system:node:cp2" || cert.Subject.Organization[0] != "system:nodes" ||
+		kc.Clusters["lab"].Server != "https://api.lab.example:6443" {
+		t.Errorf("kubelet.conf: %+v", kc)
+	}
+	cm, _ := clientcmd.Load(cp2["/etc/kubernetes/controller-manager.conf"].Data)
+	if cm.Clusters["lab"].Server != "https://10.10.0.12:6443" || cm.CurrentContext != "system:kube-controller-manager@lab" {
+		t.Errorf("controller-manager.conf talks to %s (%s)", cm.Clusters["lab"].Server, cm.CurrentContext)
+	}
+	admin, _ := clientcmd.Load(r.Workstation[0].Data)
+	acert, _ := pki.ParseCert(admin.AuthInfos["kubernetes-admin"].ClientCertificateData)
+	if acert.Subject.Organization[0] != "kubeadm:cluster-admins" || acert.ExtKeyUsage[0] != x509.ExtKeyUsageClientAuth {
+		t.Errorf("admin.conf identity %v", acert.Subject)
+	}
+	// Manifests round-trip strictly into corev1.Pod; the joining etcd member knows the ones before it.
+	for p, f := range cp2 {
+		if !strings.Contains(p, "/manifests/") {
+			continue
+		}
+		var pod corev1.Pod
+		if err := yaml.UnmarshalStrict(f.Data, &pod); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	var etcd corev1.Pod
+	yaml.UnmarshalStrict(cp2["/etc/kubernetes/manifests/etcd.yaml"].Data, &etcd)
+	cmd := strings.Join(etcd.Spec.Containers[0].Command, " ")
+	if !strings.Contains(cmd, "--initial-cluster=cp1=https://10.10.0.11:2380,cp2=https://10.10.0.12:2380") || !strings.Contains(cmd, "--initial-cluster-state=existing") {
+		t.Errorf("etcd on cp2: %s", cmd)
+	}
+	var kcfg kubeletv1beta1.KubeletConfiguration
+	if err := yaml.UnmarshalStrict(w1["/var/lib/kubelet/config.yaml"].Data, &kcfg); err != nil {
+		t.Fatal(err)
+	}
+	if kcfg.ClusterDNS[0] != "10.96.0.10" || !kcfg.ServerTLSBootstrap || !kcfg.RotateCertificates || *kcfg.Authentication.Anonymous.Enabled {
+		t.Errorf("kubelet config: %+v", kcfg)
+	}
+	if got := string(w1["/var/lib/kubelet/kubeadm-flags.env"].Data); got != "KUBELET_KUBEADM_ARGS=\"--node-ip=10.10.0.21 --hostname-override=w1 --max-pods=150\"\n" {
+		t.Errorf("flags: %q", got)
+	}
+}
+
+// Golden files: what cp1 and w1 get, except keys and certificates (random), so that a change of flags,
+// paths or units shows in review.
+func TestGolden(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o700)
+	r := renderLab(t, state)
+	for _, host := range []string{"cp1", "w1"} {
+		for _, h := range r.Hosts {
+			if h.Host != host {
+				continue
+			}
+			for _, f := range h.Files {
+				if strings.HasSuffix(f.Path, ".key") || strings.HasSuffix(f.Path, ".crt") || strings.HasSuffix(f.Path, ".pub") || strings.HasSuffix(f.Path, ".conf") && strings.HasPrefix(f.Path, "/etc/kubernetes/") {
+					continue
+				}
+				golden := filepath.Join("testdata", host+strings.ReplaceAll(f.Path, "/", "_"))
+				if *update {
+					os.WriteFile(golden, f.Data, 0o644)
+					continue
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (go test ./tasks/render -update writes it)", err)
+				}
+				if !bytes.Equal(f.Data, want) {
+					t.Errorf("%s %s differs from %s:\n%s", host, f.Path, golden, f.Data)
+				}
+			}
+		}
+	}
+}
+
+func TestRenderingTwiceGivesTheSameBytes(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o700)
+	a, b := renderLab(t, state), renderLab(t, state)
+	if len(b.Changes) != 0 {
+		t.Errorf("second render changed %v", b.Changes)
+	}
+	for i := range a.Hosts {
+		for j := range a.Hosts[i].Files {
+			fa, fb := a.Hosts[i].Files[j], b.Hosts[i].Files[j]
+			if fa.Path != fb.Path || !bytes.Equal(fa.Data, fb.Data) || fa.Mode != fb.Mode {
+				t.Errorf("%s %s differs between renders", a.Hosts[i].Host, fa.Path)
+			}
+		}
+	}
+	if !bytes.Equal(a.Workstation[0].Data, b.Workstation[0].Data) {
+		t.Error("admin.conf differs between renders")
+	}
+}
