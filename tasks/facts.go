@@ -176,6 +176,7 @@ for d in`)
 while read -r k v rest; do [ "$k" = Uid: ] && f uid "$v"; done < /proc/self/status
 getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
 [ -r /run/systemd/container ] && r /run/systemd/container virt
+exit 0
 `)
 	return b.String()
 }
@@ -183,7 +184,9 @@ getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
 // GatherFacts learns everything preflight needs about a host in one command.
 func GatherFacts(ctx context.Context, h Runner, criSocket string) (*Facts, error) {
 	sent := time.Now()
-	res, err := h.Run(ctx, factsScript(criSocket), nil)
+	// The script goes to sh on stdin: whatever the login shell is, a POSIX sh runs it (dash reads /proc
+	// an order of magnitude faster than bash does).
+	res, err := h.Run(ctx, "sh -s", []byte(factsScript(criSocket)))
 	received := time.Now()
 	if err != nil {
 		return nil, err

@@ -26,7 +26,7 @@ func (e *CommandError) Error() string {
 	if e.Signal != "" {
 		status = "killed by signal " + e.Signal
 	}
-	msg := fmt.Sprintf("%s: command %q failed: %s", e.Host, e.Command, status)
+	msg := fmt.Sprintf("%s: command %q failed: %s", e.Host, shortCommand(e.Command), status)
 	if s := strings.TrimSpace(e.Stderr); s != "" {
 		msg += ": " + tail(s, 2000)
 	}
@@ -102,4 +102,16 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "..." + s[len(s)-n:]
+}
+
+// shortCommand keeps error messages readable when the command is a whole script: its first line, cut.
+func shortCommand(c string) string {
+	line, rest, multi := strings.Cut(c, "\n")
+	if len(line) > 100 {
+		line, multi = line[:100], true
+	}
+	if multi || rest != "" {
+		return line + " …"
+	}
+	return line
 }
