@@ -181,6 +181,10 @@ exit 0
 	return b.String()
 }
 
+// FactsScript is the facts script for a runtime socket, for tools that run it themselves (the fan-out
+// benchmark runs the same script with other tools).
+func FactsScript(criSocket string) string { return factsScript(criSocket) }
+
 // GatherFacts learns everything preflight needs about a host in one command.
 func GatherFacts(ctx context.Context, h Runner, criSocket string) (*Facts, error) {
 	sent := time.Now()

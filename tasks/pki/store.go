@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Store keeps the cluster's PKI in a directory of the state directory:
@@ -67,6 +70,16 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 		changes = append(changes, Change{What: "sa", Action: "created"})
 	}
 	now := st.Issuer.now()
+	type job struct {
+		node   string
+		spec   Spec
+		rel    string
+		ca     *KeyPair
+		key    crypto.Signer
+		reason string
+		out    *KeyPair
+	}
+	var jobs []job
 	for _, n := range nodes {
 		specs, err := Leaves(c, n)
 		if err != nil {
@@ -99,20 +112,32 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 			if cur != nil && matches(cur.Key, st.Issuer.Algorithm) {
 				key = cur.Key
 			}
-			kp, err := st.Issuer.NewLeaf(s, ca, key)
-			if err != nil {
-				return nil, nil, err
-			}
-			if err := st.write(rel, kp); err != nil {
-				return nil, nil, err
-			}
-			action := "reissued"
-			if reason == "missing" {
-				action, reason = "created", ""
-			}
-			changes = append(changes, Change{What: rel, Action: action, Reason: reason})
-			p.Nodes[n.Name][s.Name] = kp
+			jobs = append(jobs, job{node: n.Name, spec: s, rel: rel, ca: ca, key: key, reason: reason})
 		}
+	}
+	// Key generation dominates (RSA especially): leaves are made in parallel, then written in table order.
+	g := new(errgroup.Group)
+	g.SetLimit(runtime.NumCPU())
+	for i := range jobs {
+		g.Go(func() error {
+			kp, err := st.Issuer.NewLeaf(jobs[i].spec, jobs[i].ca, jobs[i].key)
+			jobs[i].out = kp
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	for _, j := range jobs {
+		if err := st.write(j.rel, j.out); err != nil {
+			return nil, nil, err
+		}
+		action, reason := "reissued", j.reason
+		if reason == "missing" {
+			action, reason = "created", ""
+		}
+		changes = append(changes, Change{What: j.rel, Action: action, Reason: reason})
+		p.Nodes[j.node][j.spec.Name] = j.out
 	}
 	if len(problems) > 0 {
 		sort.Strings(problems)

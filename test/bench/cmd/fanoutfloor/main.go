@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/clusterctl/clusterctl/tasks"
 )
 
 func main() {
@@ -21,7 +23,12 @@ func main() {
 	known := flag.String("known-hosts", "", "known_hosts file")
 	command := flag.String("cmd", "true", "command to run")
 	limit := flag.Int("limit", 200, "hosts at once")
+	printScript := flag.Bool("print-facts-script", false, "print clusterctl's facts script and exit")
 	flag.Parse()
+	if *printScript {
+		fmt.Print(tasks.FactsScript("unix:///run/containerd/containerd.sock"))
+		return
+	}
 	if err := run(*hostsFile, *keyFile, *known, *command, *limit); err != nil {
 		fmt.Fprintln(os.Stderr, "fanoutfloor:", err)
 		os.Exit(1)
