@@ -32,25 +32,13 @@ func (o *sshOptions) addFlags(cmd *cobra.Command) {
 
 // openEnv loads the inventory, applies --limit, prepares the state directory and the SSH dialer.
 func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.Env, string, error) {
-	inv, diags, err := g.loadInventory()
+	inv, state, err := loadWithState(g)
 	if err != nil {
 		return nil, "", err
-	}
-	for _, d := range diags {
-		if d.Severity != inventory.Error {
-			fmt.Fprintln(g.stderr, d)
-		}
-	}
-	if err := diags.Err(); err != nil {
-		return nil, "", &exitError{code: exitUsage, err: err}
 	}
 	hosts, err := inv.Limit(g.Limit)
 	if err != nil {
 		return nil, "", usageError("%v", err)
-	}
-	state := g.stateDir(inv)
-	if err := playbooks.EnsureStateDir(state); err != nil {
-		return nil, "", &exitError{code: exitUsage, err: err}
 	}
 	d, err := transport.NewDialer(transport.Options{
 		ClusterKnownHosts: filepath.Join(state, "known_hosts"),
