@@ -51,22 +51,33 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 	p := &PKI{CAs: map[string]*KeyPair{}, Nodes: map[string]map[string]*KeyPair{}, Specs: map[string][]Spec{}}
 	var changes []Change
 	var problems []string
-	for _, s := range CAs() {
-		kp, created, err := st.ensureCA(s)
-		if err != nil {
-			return nil, nil, err
-		}
-		if created {
-			changes = append(changes, Change{What: s.Path, Action: "created"})
-		}
-		p.CAs[s.Name] = kp
+	// The CAs and the service-account key are independent: made (or loaded) in parallel.
+	cas := CAs()
+	kps := make([]*KeyPair, len(cas))
+	created := make([]bool, len(cas)+1)
+	var sa crypto.Signer
+	g0 := new(errgroup.Group)
+	for i, s := range cas {
+		g0.Go(func() (err error) {
+			kps[i], created[i], err = st.ensureCA(s)
+			return err
+		})
 	}
-	sa, created, err := st.ensureSA()
-	if err != nil {
+	g0.Go(func() (err error) {
+		sa, created[len(cas)], err = st.ensureSA()
+		return err
+	})
+	if err := g0.Wait(); err != nil {
 		return nil, nil, err
 	}
+	for i, s := range cas {
+		if created[i] {
+			changes = append(changes, Change{What: s.Path, Action: "created"})
+		}
+		p.CAs[s.Name] = kps[i]
+	}
 	p.SA = sa
-	if created {
+	if created[len(cas)] {
 		changes = append(changes, Change{What: "sa", Action: "created"})
 	}
 	now := st.Issuer.now()
