@@ -49,11 +49,7 @@ FILE:LINE:COLUMN: FIELD: MESSAGE on stderr and exits 2.`,
 				}
 				return nil
 			}
-			for _, d := range diags {
-				if d.Severity != inventory.Error {
-					fmt.Fprintln(opts.stderr, d)
-				}
-			}
+			printNotices(opts.stderr, diags)
 			if err := diags.Err(); err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -122,11 +118,7 @@ Variables of an Ansible inventory that clusterctl does not use are listed at the
 			if err != nil {
 				return err
 			}
-			for _, d := range diags {
-				if d.Severity != inventory.Error {
-					fmt.Fprintln(opts.stderr, d)
-				}
-			}
+			printNotices(opts.stderr, diags)
 			if err := diags.Err(); err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -173,4 +165,13 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// printNotices writes the warnings and notices of a load; errors are the caller's to report.
+func printNotices(w io.Writer, diags inventory.Diagnostics) {
+	for _, d := range diags {
+		if d.Severity != inventory.Error {
+			fmt.Fprintln(w, d)
+		}
+	}
 }

@@ -106,11 +106,7 @@ func loadWithState(g *globalOptions) (*inventory.Inventory, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	for _, d := range diags {
-		if d.Severity != inventory.Error {
-			fmt.Fprintln(g.stderr, d)
-		}
-	}
+	printNotices(g.stderr, diags)
 	if err := diags.Err(); err != nil {
 		return nil, "", &exitError{code: exitUsage, err: err}
 	}

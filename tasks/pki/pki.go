@@ -242,15 +242,7 @@ func (is *Issuer) NewCA(s Spec) (*KeyPair, error) {
 		IsCA:                  true,
 		SubjectKeyId:          ski,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Name, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &KeyPair{Cert: cert, Key: key}, nil
+	return sign(s.Name, tmpl, tmpl, key, key)
 }
 
 // NewLeaf makes a certificate for the spec signed by ca, with a fresh key, or with key when given (renewal
@@ -284,9 +276,14 @@ func (is *Issuer) NewLeaf(s Spec, ca *KeyPair, key crypto.Signer) (*KeyPair, err
 		SubjectKeyId:          ski,
 		AuthorityKeyId:        ca.Cert.SubjectKeyId,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	return sign(s.Name, tmpl, ca.Cert, key, ca.Key)
+}
+
+// sign makes the certificate of tmpl for key, signed by parent's key.
+func sign(name string, tmpl, parent *x509.Certificate, key, parentKey crypto.Signer) (*KeyPair, error) {
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
