@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,32 @@ type Cluster struct {
 	ImageRepository          string       `yaml:"imageRepository" json:"imageRepository"`
 	ContainerRuntimeEndpoint string       `yaml:"containerRuntimeEndpoint" json:"containerRuntimeEndpoint"`
 	Certificates             Certificates `yaml:"certificates" json:"certificates"`
+	// Artifacts is a directory of Kubernetes binaries and image archives (with its manifest.json) that
+	// clusterctl pushes to hosts that cannot reach a registry; relative to the inventory's directory. Empty:
+	// hosts already have the kubelet and a container runtime from their packages, and pull images.
+	Artifacts string `yaml:"artifacts,omitempty" json:"artifacts,omitempty"`
+	// CNI is how pods on different nodes reach each other.
+	CNI CNI `yaml:"cni" json:"cni"`
+}
+
+// CNI plugins clusterctl sets up.
+const (
+	// CNIBridge is the standard bridge plugin with each node's pod range and routes between nodes: it
+	// needs no image and suits nodes on one L2 network.
+	CNIBridge = "bridge"
+	// CNIManifests applies the user's manifests (Calico, Cilium, ...) after the control plane is up.
+	CNIManifests = "manifests"
+	// CNINone leaves pod networking to the user; nodes stay NotReady until they set it up.
+	CNINone = "none"
+)
+
+// CNI says which pod network clusterctl sets up.
+type CNI struct {
+	// Plugin is bridge (default), manifests or none.
+	Plugin string `yaml:"plugin" json:"plugin"`
+	// Manifests are YAML files applied with server-side apply when Plugin is manifests; relative to the
+	// inventory's directory.
+	Manifests []string `yaml:"manifests,omitempty" json:"manifests,omitempty"`
 }
 
 // Networking holds the address ranges of the cluster.
@@ -354,4 +381,13 @@ func (inv *Inventory) MarshalNative() ([]byte, error) {
 		}
 	}
 	return b.Bytes(), nil
+}
+
+// Resolve makes a path written in the inventory (artifacts, CNI manifests) relative to the inventory's
+// directory, as Ansible resolves paths relative to the inventory.
+func (inv *Inventory) Resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) || inv.Source == "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(inv.Source), p)
 }

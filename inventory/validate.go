@@ -132,6 +132,18 @@ func (v *validator) cluster() {
 	if ep := c.ContainerRuntimeEndpoint; !strings.HasPrefix(ep, "unix:///") {
 		v.errorf("cluster.containerRuntimeEndpoint", "%q is not a CRI endpoint (example: %s)", ep, DefaultContainerRuntimeEndpoint)
 	}
+	switch c.CNI.Plugin {
+	case CNIBridge, CNINone:
+		if len(c.CNI.Manifests) > 0 {
+			v.errorf("cluster.cni.manifests", "manifests are applied only with plugin: %s", CNIManifests)
+		}
+	case CNIManifests:
+		if len(c.CNI.Manifests) == 0 {
+			v.errorf("cluster.cni.manifests", "plugin %s needs at least one manifest file", CNIManifests)
+		}
+	default:
+		v.errorf("cluster.cni.plugin", "%q is not a pod network clusterctl sets up; use %s, %s or %s", c.CNI.Plugin, CNIBridge, CNIManifests, CNINone)
+	}
 	cert := &c.Certificates
 	if !slices.Contains(KeyAlgorithms, cert.KeyAlgorithm) {
 		v.errorf("cluster.certificates.keyAlgorithm", "%q is not supported; use one of %s", cert.KeyAlgorithm, strings.Join(KeyAlgorithms, ", "))
