@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -285,4 +286,10 @@ func ShellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// DialContext opens a TCP connection from the host to addr, through the SSH connection (direct-tcpip), so
+// that the workstation reaches what the host reaches (its API server) with no route of its own.
+func (c *Conn) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return c.client.DialContext(ctx, network, addr)
 }

@@ -1,0 +1,104 @@
+// Package csr decides which kubelet serving certificate requests clusterctl approves. Upstream leaves them to
+// the cluster operator (the controller-manager approves only client certificates), because a node could
+// otherwise ask for a certificate naming another host. clusterctl knows every host, so it approves a request
+// only when it comes from an inventory node, for that node, naming nothing but that node's names and
+// addresses, for serving only.
+package csr
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Node is what the inventory says a node may put in its serving certificate.
+type Node struct {
+	Name      string   // the Node's name
+	DNSNames  []string // names it may claim (the node name, the host's name)
+	Addresses []string // IP addresses it may claim
+}
+
+// Pending reports whether a request waits for a decision.
+func Pending(r *certificatesv1.CertificateSigningRequest) bool {
+	for _, c := range r.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckServing returns "" when r is a kubelet serving request clusterctl may approve, else why it may not.
+// nodes are the inventory's nodes by Node name.
+func CheckServing(r *certificatesv1.CertificateSigningRequest, nodes map[string]Node) string {
+	if r.Spec.SignerName != certificatesv1.KubeletServingSignerName {
+		return fmt.Sprintf("signer is %s, not %s", r.Spec.SignerName, certificatesv1.KubeletServingSignerName)
+	}
+	name, ok := strings.CutPrefix(r.Spec.Username, "system:node:")
+	if !ok {
+		return fmt.Sprintf("requested by %q, not by a node", r.Spec.Username)
+	}
+	node, ok := nodes[name]
+	if !ok {
+		return fmt.Sprintf("requested by node %q, which is not in the inventory", name)
+	}
+	if !slices.Contains(r.Spec.Groups, "system:nodes") {
+		return fmt.Sprintf("requester %s is not in group system:nodes", r.Spec.Username)
+	}
+	for _, u := range r.Spec.Usages {
+		if u != certificatesv1.UsageDigitalSignature && u != certificatesv1.UsageKeyEncipherment && u != certificatesv1.UsageServerAuth {
+			return fmt.Sprintf("usage %q is not for serving", u)
+		}
+	}
+	if !slices.Contains(r.Spec.Usages, certificatesv1.UsageServerAuth) {
+		return "no server auth usage"
+	}
+	block, _ := pem.Decode(r.Spec.Request)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return "the request is not a PEM certificate request"
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return fmt.Sprintf("the request does not parse: %v", err)
+	}
+	if err := req.CheckSignature(); err != nil {
+		return fmt.Sprintf("the request's signature is wrong: %v", err)
+	}
+	if req.Subject.CommonName != r.Spec.Username {
+		return fmt.Sprintf("subject %q is not the requester %q", req.Subject.CommonName, r.Spec.Username)
+	}
+	if len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes" {
+		return fmt.Sprintf("organization %q is not [system:nodes]", req.Subject.Organization)
+	}
+	if len(req.EmailAddresses) > 0 || len(req.URIs) > 0 {
+		return "the request names e-mail addresses or URIs"
+	}
+	if len(req.DNSNames) == 0 && len(req.IPAddresses) == 0 {
+		return "the request names no DNS name or address"
+	}
+	for _, d := range req.DNSNames {
+		if !slices.Contains(node.DNSNames, d) {
+			return fmt.Sprintf("DNS name %q is not node %s's (%s)", d, name, strings.Join(node.DNSNames, ", "))
+		}
+	}
+	for _, ip := range req.IPAddresses {
+		if !slices.ContainsFunc(node.Addresses, func(a string) bool { return net.ParseIP(a).Equal(ip) }) {
+			return fmt.Sprintf("address %s is not node %s's (%s)", ip, name, strings.Join(node.Addresses, ", "))
+		}
+	}
+	return ""
+}
+
+// Approved is the condition clusterctl adds to a request it approves.
+func Approved(why string) certificatesv1.CertificateSigningRequestCondition {
+	return certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue,
+		Reason: "ClusterctlApproved", Message: why,
+	}
+}
