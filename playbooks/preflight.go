@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +21,10 @@ type PreflightOptions struct {
 	Ignore []string
 	// MaxClockSkew is the clock difference to the workstation above which a host fails (default 5s).
 	MaxClockSkew time.Duration
+	// Member is the membership mark of this cluster (see MemberMark). On a host that carries it, the files
+	// and ports clusterctl itself made are expected, not errors: that is a re-run, or the resume of an
+	// interrupted one.
+	Member string
 }
 
 // PreflightReport is what preflight found, grouped by host in inventory order.
@@ -137,6 +142,9 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 
 	for i := range report.Hosts {
 		h := &report.Hosts[i]
+		if opts.Member != "" && h.Facts != nil && h.Facts.Member == opts.Member {
+			h.Findings = slices.DeleteFunc(h.Findings, ours)
+		}
 		tasks.Ignore(h.Findings, opts.Ignore)
 		for _, f := range h.Findings {
 			switch {
@@ -153,6 +161,19 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 		}
 	}
 	return report, nil
+}
+
+// MemberPath is where clusterctl marks a host as a member of a cluster.
+const MemberPath = "/etc/kubernetes/clusterctl-cluster"
+
+// MemberMark is the mark of the cluster named name with the given CA hash.
+func MemberMark(name, caHash string) string { return "cluster=" + name + " ca=" + caHash }
+
+// ours reports whether a finding is about what clusterctl puts on a member host: its files, directories and
+// the ports of the components it runs.
+func ours(f tasks.Finding) bool {
+	return f.Severity == tasks.SevError && (strings.HasPrefix(f.Check, "Port-") || strings.HasPrefix(f.Check, "FileAvailable--") ||
+		strings.HasPrefix(f.Check, "DirAvailable--"))
 }
 
 // reachability checks that every node reaches the first control-plane host's API port, and that

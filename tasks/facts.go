@@ -64,6 +64,10 @@ type Facts struct {
 	UID           int               `json:"uid"`
 	HostResolves  bool              `json:"hostnameResolves"`
 	Virt          string            `json:"virtualization,omitempty"`
+	// CNIBinDir is where the CNI plugins are: /opt/cni/bin upstream, /usr/lib/cni on Debian. Empty: none.
+	CNIBinDir string `json:"cniBinDir,omitempty"`
+	// Member is what clusterctl wrote in /etc/kubernetes/clusterctl-cluster: the cluster the host belongs to.
+	Member string `json:"member,omitempty"`
 }
 
 // Address is one IP address of an interface.
@@ -176,6 +180,8 @@ for d in`)
 while read -r k v rest; do [ "$k" = Uid: ] && f uid "$v"; done < /proc/self/status
 getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
 [ -r /run/systemd/container ] && r /run/systemd/container virt
+r /etc/kubernetes/clusterctl-cluster member
+for d in /opt/cni/bin /usr/lib/cni /usr/libexec/cni; do [ -x "$d/bridge" ] && { f cni_bin_dir "$d"; break; }; done
 exit 0
 `)
 	return b.String()
@@ -314,6 +320,10 @@ func ParseFacts(host string, out []byte) (*Facts, error) {
 			f.HostResolves = true
 		case "virt":
 			f.Virt = val
+		case "member":
+			f.Member = val
+		case "cni_bin_dir":
+			f.CNIBinDir = val
 		}
 	}
 	if f.Hostname == "" || f.Kernel == "" {

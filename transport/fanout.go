@@ -50,6 +50,8 @@ type Event struct {
 	Status     Status    `json:"status,omitempty"`
 	DurationMS int64     `json:"duration_ms,omitempty"`
 	Error      string    `json:"error,omitempty"`
+	// Message is progress in words (EventMessage): what a long wait is waiting for.
+	Message string `json:"message,omitempty"`
 }
 
 // The event types.
@@ -58,6 +60,7 @@ const (
 	EventHostStart = "host_start"
 	EventHostDone  = "host_done"
 	EventPlayDone  = "play_done"
+	EventMessage   = "message"
 )
 
 // Sink receives events; it is called from many goroutines and must not block for long.

@@ -105,12 +105,19 @@ func (v *eventView) plain(e transport.Event) {
 		fmt.Fprintln(v.w, line)
 	case transport.EventPlayDone:
 		fmt.Fprintf(v.w, "%s play %s done in %dms\n", ts, e.Play, e.DurationMS)
+	case transport.EventMessage:
+		fmt.Fprintf(v.w, "%s %s: %s\n", ts, prefix(e), e.Message)
 	}
 }
 
 func (v *eventView) tty(e transport.Event) {
 	p := v.plays[e.Play]
 	switch e.Type {
+	case transport.EventMessage:
+		v.clearLine()
+		fmt.Fprintf(v.w, "  %s: %s\n", prefix(e), e.Message)
+		v.live = false
+		return
 	case transport.EventPlayStart:
 		p = &playState{total: e.Hosts, running: map[string]bool{}, start: e.Time}
 		v.plays[e.Play] = p
@@ -153,6 +160,14 @@ func (v *eventView) tty(e transport.Event) {
 	v.clearLine()
 	fmt.Fprintf(v.w, "%-24s %d/%d done, %d failed, running: %s", e.Play, p.done, p.total, p.failed, strings.Join(running, " "))
 	v.live = true
+}
+
+// prefix names where a message comes from: the play, and the host when there is one.
+func prefix(e transport.Event) string {
+	if e.Host != "" {
+		return e.Play + " " + e.Host
+	}
+	return e.Play
 }
 
 func (v *eventView) clearLine() {

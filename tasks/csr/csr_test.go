@@ -54,7 +54,9 @@ func TestCheckServing(t *testing.T) {
 		name   string
 		mutate func(r *certificatesv1.CertificateSigningRequest)
 	}{
-		{"other signer", func(r *certificatesv1.CertificateSigningRequest) { r.Spec.SignerName = certificatesv1.KubeAPIServerClientKubeletSignerName }},
+		{"other signer", func(r *certificatesv1.CertificateSigningRequest) {
+			r.Spec.SignerName = certificatesv1.KubeAPIServerClientKubeletSignerName
+		}},
 		{"not a node", func(r *certificatesv1.CertificateSigningRequest) { r.Spec.Username = "alice" }},
 		{"unknown node", func(r *certificatesv1.CertificateSigningRequest) {
 			r.Spec.Username = "system:node:w9"

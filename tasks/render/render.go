@@ -353,10 +353,7 @@ func hostPathType(t string) corev1.HostPathType { return corev1.HostPathType(t) 
 // Versions are the etcd and pause image versions kubeadm pairs with a Kubernetes minor version
 // (cmd/kubeadm/app/constants: DefaultEtcdVersion, PauseVersion).
 func Versions(kubernetesVersion string) (etcd, pause string) {
-	minor := 0
-	if parts := strings.Split(strings.TrimPrefix(kubernetesVersion, "v"), "."); len(parts) > 1 {
-		minor, _ = strconv.Atoi(parts[1])
-	}
+	minor := minorOf(kubernetesVersion)
 	switch {
 	case minor <= 33:
 		return "3.5.21", "3.10"
@@ -365,4 +362,22 @@ func Versions(kubernetesVersion string) (etcd, pause string) {
 	default:
 		return "3.6.6", "3.10.1"
 	}
+}
+
+// CoreDNSVersion is the CoreDNS image version kubeadm pairs with a Kubernetes minor version
+// (cmd/kubeadm/app/constants: CoreDNSVersion).
+func CoreDNSVersion(kubernetesVersion string) string {
+	minor := minorOf(kubernetesVersion)
+	if minor <= 33 {
+		return "v1.12.0"
+	}
+	return "v1.12.1"
+}
+
+func minorOf(kubernetesVersion string) int {
+	minor := 0
+	if parts := strings.Split(strings.TrimPrefix(kubernetesVersion, "v"), "."); len(parts) > 1 {
+		minor, _ = strconv.Atoi(parts[1])
+	}
+	return minor
 }

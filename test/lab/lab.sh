@@ -164,6 +164,11 @@ cmd_up() {
     ssh-keygen -q -t ed25519 -N '' -C "root@$h" -f "$up/etc/ssh/ssh_host_ed25519_key"
     printf '[Match]\nName=host0\n\n[Network]\nAddress=%s/24\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' "$addr" \
       >"$up/etc/systemd/network/10-host0.network"
+    # The boot-time preparation in use is this checkout's, whatever the cached rootfs holds.
+    install -D -m 0755 "$HERE/files/lab-prepare" "$up/usr/local/sbin/lab-prepare"
+    # A resolver, as every VM has: CoreDNS (dnsPolicy Default) refuses to start without a nameserver. The
+    # host's own address answers nothing, so lookups of outside names fail fast and go nowhere.
+    echo "nameserver $addr" >"$up/etc/resolv.conf"
     # sshd: only the ed25519 key this lab made, no DNS lookups.
     printf 'HostKey /etc/ssh/ssh_host_ed25519_key\nUseDNS no\n' >"$up/etc/ssh/sshd_config.d/lab.conf"
     install -m 0600 "$dir/id_ed25519.pub" "$up/root/.ssh/authorized_keys"

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clusterctl/clusterctl/playbooks"
+)
+
+type upOptions struct {
+	ssh          sshOptions
+	ignore       []string
+	maxClockSkew time.Duration
+	apiTimeout   time.Duration
+	nodeTimeout  time.Duration
+}
+
+func newUpCmd(g *globalOptions) *cobra.Command {
+	o := &upOptions{}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Build a cluster from the inventory's hosts: one control-plane node and any number of workers",
+		Long: `Bring up a Kubernetes cluster the way kubeadm does, driven from this workstation over SSH:
+
+  preflight      connect to every host, gather facts, kubeadm's checks for each role and across hosts
+  render         PKI, kubeconfigs, static Pods, kubelet and containerd configuration, made here, kept in
+                 the state directory
+  push           each host's files (workers get no CA key); with cluster.artifacts, the kubelet, kubectl
+                 and the image archives, imported with ctr (air-gapped installs); runtime configured
+  control-plane  the first control-plane node's kubelet starts etcd, API server, controller-manager,
+                 scheduler as static Pods
+  wait-api       until the API server is ready; the kubelet's and the static Pods' state every 10 s, the
+                 last logs if it does not come up
+  bootstrap      through the API (dialled through the control-plane host's SSH connection: no route to
+                 port 6443 needed): RBAC, a short-lived bootstrap token, cluster-info, kubeadm-config,
+                 kube-proxy and CoreDNS
+  join           workers' kubelets start and join by TLS bootstrap with the token and the pinned CA
+  network        cni.plugin bridge: each node's pod range and routes between nodes; manifests: yours
+  ready          kubelet serving certificates approved after checking the requesting node and every
+                 name and address against the inventory; all Nodes Ready; the token deleted
+
+The admin kubeconfig is left in the state directory (admin.conf). Exit codes: 0 done, 1 failed (a host,
+a command and its stderr are named), 2 bad usage or inventory, 130 interrupted.`,
+		Example: `  clusterctl up -i hosts.yaml
+  clusterctl up -i hosts.yaml --ssh-accept-new        # first contact: record the hosts' keys
+  clusterctl up -i hosts.yaml --output json | jq 'select(.type=="up_result")'
+  export KUBECONFIG=$(dirname hosts.yaml)/.clusterctl/<cluster>/admin.conf; kubectl get nodes`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runUp(cmd, g, o)
+		},
+	}
+	o.ssh.addFlags(cmd)
+	cmd.Flags().StringSliceVar(&o.ignore, "ignore-preflight-errors", nil, "preflight checks whose errors are ignored (comma-separated names, or all)")
+	cmd.Flags().DurationVar(&o.maxClockSkew, "max-clock-skew", 5*time.Second, "clock difference to this workstation above which a host fails preflight")
+	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for the first API server")
+	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for nodes to register and be Ready")
+	return cmd
+}
+
+func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
+	progress := g.stderr
+	if g.Output == "json" {
+		progress = g.stdout
+	}
+	view := newEventView(progress, g.Output)
+	env, state, err := openEnv(g, &o.ssh, view)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	start := time.Now()
+	res, err := playbooks.Up(cmd.Context(), env, playbooks.UpOptions{StateDir: state, APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
+		Preflight: playbooks.PreflightOptions{Ignore: o.ignore, MaxClockSkew: o.maxClockSkew}})
+	view.Recap()
+	if res != nil && res.Preflight != nil && (errors.Is(err, playbooks.ErrPreflight) || res.Preflight.Errors+res.Preflight.Warnings > 0) && g.Output != "json" {
+		printPreflight(g.stderr, res.Preflight)
+	}
+	if g.Output == "json" && res != nil {
+		status := "ok"
+		errText := ""
+		if err != nil {
+			status, errText = "failed", err.Error()
+		}
+		if werr := writeJSONLine(g.stdout, struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+			Error  string `json:"error,omitempty"`
+			*playbooks.UpResult
+			DurationMS int64 `json:"duration_ms"`
+		}{"up_result", status, errText, res, time.Since(start).Milliseconds()}); werr != nil {
+			return werr
+		}
+	}
+	if errors.Is(err, playbooks.ErrPreflight) {
+		return &exitError{code: exitFailed, err: errReported}
+	}
+	if err != nil {
+		return failedOnHosts(err)
+	}
+	if g.Output != "json" {
+		printUp(g.stdout, res, time.Since(start))
+	}
+	return nil
+}
+
+func printUp(w io.Writer, r *playbooks.UpResult, took time.Duration) {
+	var phases []string
+	for _, p := range r.Phases {
+		phases = append(phases, fmt.Sprintf("%s %.1fs", p.Name, float64(p.DurationMS)/1000))
+	}
+	fmt.Fprintf(w, "cluster up in %.1fs (%s)\n", took.Seconds(), strings.Join(phases, ", "))
+	for _, n := range r.Nodes {
+		ready := "Ready"
+		if !n.Ready {
+			ready = "NotReady"
+		}
+		fmt.Fprintf(w, "  %-20s %-8s %-14s %s %s\n", n.Name, ready, strings.Join(n.Roles, ","), n.Version, n.PodCIDR)
+	}
+	for name, why := range r.Unapproved {
+		fmt.Fprintf(w, "left unapproved: %s: %s\n", name, why)
+	}
+	fmt.Fprintf(w, "API server: %s\nadmin kubeconfig: %s\n  export KUBECONFIG=%s\n  kubectl get nodes\n", r.Endpoint, r.AdminKubeconfig, r.AdminKubeconfig)
+}

@@ -1,0 +1,969 @@
+package playbooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/addons"
+	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+	"github.com/clusterctl/clusterctl/tasks/cni"
+	"github.com/clusterctl/clusterctl/tasks/csr"
+	"github.com/clusterctl/clusterctl/tasks/kubelet"
+	"github.com/clusterctl/clusterctl/tasks/manifests"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/render"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// UpOptions tune `clusterctl up`.
+type UpOptions struct {
+	StateDir  string
+	Preflight PreflightOptions
+	// APITimeout bounds the wait for the first API server; NodeTimeout the wait for nodes to be Ready.
+	APITimeout  time.Duration
+	NodeTimeout time.Duration
+	// TokenTTL is the bootstrap token's lifetime; it is deleted as soon as the nodes have joined.
+	TokenTTL time.Duration
+	Now      func() time.Time
+}
+
+// UpResult is what `up` made.
+type UpResult struct {
+	Endpoint        string            `json:"endpoint"`
+	AdminKubeconfig string            `json:"adminKubeconfig"`
+	Nodes           []NodeStatus      `json:"nodes"`
+	Phases          []PhaseTiming     `json:"phases"`
+	Preflight       *PreflightReport  `json:"preflight,omitempty"`
+	Unapproved      map[string]string `json:"unapprovedCSRs,omitempty"`
+}
+
+// NodeStatus is one Node as `up` left it.
+type NodeStatus struct {
+	Name    string   `json:"name"`
+	Roles   []string `json:"roles"`
+	Ready   bool     `json:"ready"`
+	Version string   `json:"version"`
+	PodCIDR string   `json:"podCIDR,omitempty"`
+}
+
+// PhaseTiming is how long a phase of `up` took.
+type PhaseTiming struct {
+	Name       string `json:"name"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// ErrPreflight is returned when preflight found errors; the report is in the result.
+var ErrPreflight = errors.New("preflight found errors")
+
+// Paths of what up writes on hosts besides the rendered files.
+const (
+	BootstrapKubeconfigPath = "/etc/kubernetes/bootstrap-kubelet.conf"
+	imagesDir               = "/var/lib/clusterctl/images"
+	binDir                  = "/usr/local/bin"
+	tokenFile               = "bootstrap-token"
+)
+
+// up is one run of the playbook.
+type up struct {
+	e        *Env
+	o        UpOptions
+	inv      *inventory.Inventory
+	res      *UpResult
+	facts    map[string]*tasks.Facts
+	nodeIPs  map[string]string
+	rendered *render.Result
+	manifest *artifacts.Manifest
+	artDir   string
+	token    bootstrap.Token
+	cp1      *inventory.Host
+	admin    *apiclient.Client
+	// restartKubelet: hosts whose kubelet files changed in this run.
+	mu             sync.Mutex
+	restartKubelet map[string]bool
+	// approvedFor: nodes with an approved serving certificate request.
+	approvedFor map[string]bool
+	member      string
+}
+
+// Up brings up a cluster on the inventory's hosts, kubeadm's way, in phases:
+//
+//	preflight      connect, gather facts, kubeadm's checks per role and across hosts
+//	render         PKI, kubeconfigs, static Pods, kubelet and runtime configuration, made locally
+//	push           every host's files, binaries and images (air-gapped), runtime configured
+//	control-plane  the first control-plane node's kubelet starts etcd and the control plane
+//	wait-api       until the API server is ready (kubelet and static Pods reported meanwhile)
+//	bootstrap      through the API: RBAC, token, cluster-info, kubeadm-config, kube-proxy, CoreDNS
+//	join           workers' kubelets start and TLS-bootstrap with the token
+//	network        pod network: the bridge plugin with each node's range and routes, or the user's CNI
+//	ready          serving certificates approved (after checks), all Nodes Ready, token deleted
+//
+// Every phase is idempotent; the state directory holds the PKI and the token between runs.
+func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
+	if o.APITimeout == 0 {
+		o.APITimeout = 5 * time.Minute
+	}
+	if o.NodeTimeout == 0 {
+		o.NodeTimeout = 5 * time.Minute
+	}
+	if o.TokenTTL == 0 {
+		o.TokenTTL = time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	u := &up{e: e, o: o, inv: e.Inv, res: &UpResult{}, facts: map[string]*tasks.Facts{}, nodeIPs: map[string]string{},
+		restartKubelet: map[string]bool{}}
+	cps := e.Inv.ControlPlanes()
+	if len(cps) != 1 {
+		return nil, fmt.Errorf("up brings up one control-plane node; this inventory has %d (more control-plane nodes join with add-node)", len(cps))
+	}
+	u.cp1 = cps[0]
+	phases := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"preflight", u.preflight},
+		{"render", u.render},
+		{"push", u.push},
+		{"control-plane", u.startControlPlane},
+		{"wait-api", u.waitAPI},
+		{"bootstrap", u.bootstrap},
+		{"join", u.join},
+		{"network", u.network},
+		{"ready", u.ready},
+	}
+	for _, p := range phases {
+		start := time.Now()
+		err := p.fn(ctx)
+		u.res.Phases = append(u.res.Phases, PhaseTiming{Name: p.name, DurationMS: time.Since(start).Milliseconds()})
+		if err != nil {
+			return u.res, err
+		}
+	}
+	return u.res, nil
+}
+
+func (u *up) say(play, host, format string, args ...any) {
+	if u.e.Sink != nil {
+		u.e.Sink.Emit(transport.Event{Time: time.Now(), Type: transport.EventMessage, Play: play, Host: host, Message: fmt.Sprintf(format, args...)})
+	}
+}
+
+func (u *up) hostNames(hosts []*inventory.Host) []string {
+	out := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		out = append(out, h.Name)
+	}
+	return out
+}
+
+func (u *up) preflight(ctx context.Context) error {
+	// Hosts marked with this cluster's CA (kept in the state directory) are re-runs: what clusterctl made
+	// there is expected.
+	if data, err := os.ReadFile(filepath.Join(u.o.StateDir, "pki", "ca.crt")); err == nil {
+		if ca, err := pki.ParseCert(data); err == nil {
+			u.o.Preflight.Member = MemberMark(u.inv.Cluster.Name, pki.CAHash(ca))
+		}
+	}
+	report, err := Preflight(ctx, u.e, u.o.Preflight)
+	u.res.Preflight = report
+	if err != nil {
+		return err
+	}
+	if report.Failed() {
+		return ErrPreflight
+	}
+	for _, h := range report.Hosts {
+		u.facts[h.Name] = h.Facts
+		u.nodeIPs[h.Name] = NodeIP(u.inv.Host(h.Name), h.Facts)
+	}
+	return nil
+}
+
+func (u *up) render(ctx context.Context) error {
+	c := u.inv.Cluster
+	etcd, pause := render.Versions(c.KubernetesVersion)
+	kubeletPath := "/usr/bin/kubelet"
+	if c.Artifacts != "" {
+		u.artDir = u.inv.Resolve(c.Artifacts)
+		m, err := artifacts.Load(u.artDir)
+		if err != nil {
+			return fmt.Errorf("artifacts directory (cluster.artifacts): %w", err)
+		}
+		if m.KubernetesVersion != c.KubernetesVersion {
+			return fmt.Errorf("artifacts directory %s holds Kubernetes %s, the inventory asks for %s", u.artDir, m.KubernetesVersion, c.KubernetesVersion)
+		}
+		u.manifest = m
+		etcd, pause = strings.TrimPrefix(m.EtcdVersion, "v"), m.PauseVersion
+		kubeletPath = path.Join(binDir, "kubelet")
+	} else {
+		for _, h := range u.e.Hosts {
+			if f := u.facts[h.Name]; f != nil && !f.Commands["kubelet"] {
+				return fmt.Errorf("%s has no kubelet: install the kubelet from your distribution's Kubernetes packages, or name an artifacts directory (cluster.artifacts) for clusterctl to push it", h.Name)
+			}
+		}
+	}
+	containerized := map[string]bool{}
+	cniDir := ""
+	for name, f := range u.facts {
+		containerized[name] = f.Virt != ""
+		if f.CNIBinDir != "" && cniDir == "" {
+			cniDir = f.CNIBinDir
+		}
+		if c.CNI.Plugin == inventory.CNIBridge && f.CNIBinDir == "" {
+			return fmt.Errorf("%s has no CNI plugins (bridge, host-local, portmap in /opt/cni/bin or /usr/lib/cni): install your distribution's CNI plugins package (containernetworking-plugins)", name)
+		}
+	}
+	res, err := render.Render(render.Options{Inv: u.inv, StateDir: u.o.StateDir, Now: u.o.Now, EtcdVersion: etcd, PauseVersion: pause,
+		KubeletPath: kubeletPath, NodeIPs: u.nodeIPs, Containerized: containerized, CNIBinDir: cniDir})
+	if err != nil {
+		return err
+	}
+	u.rendered = res
+	u.res.Endpoint = res.Endpoint
+	u.res.AdminKubeconfig = filepath.Join(u.o.StateDir, "admin.conf")
+	if abs, err := filepath.Abs(u.res.AdminKubeconfig); err == nil {
+		u.res.AdminKubeconfig = abs
+	}
+	for _, ch := range res.Changes {
+		u.say("render", "", "%s %s", ch.Action, ch.What)
+	}
+	return u.loadToken()
+}
+
+// loadToken keeps the token of an interrupted run while it has time left, or makes a new one; it is kept in
+// the state directory (0600) so that a re-run joins with the same token.
+func (u *up) loadToken() error {
+	file := filepath.Join(u.o.StateDir, tokenFile)
+	if data, err := os.ReadFile(file); err == nil {
+		if t, err := bootstrap.ParseToken(string(data)); err == nil && t.Expires.Sub(u.o.Now()) > u.o.TokenTTL/2 {
+			u.token = t
+			return nil
+		}
+	}
+	t, err := bootstrap.NewToken(u.o.Now(), u.o.TokenTTL)
+	if err != nil {
+		return err
+	}
+	u.token = t
+	return writeSecret(file, t.Marshal())
+}
+
+func writeSecret(file string, data []byte) error {
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
+}
+
+// image is one image archive for a host.
+type image struct {
+	file, ref string
+}
+
+// push puts every host's files, and from an artifacts directory its binaries and images, then configures
+// kernel settings and the runtime. Control-plane plays stop at the first failure; workers tolerate none
+// either here, since a cluster missing a worker is not what was asked for.
+func (u *up) push(ctx context.Context) error {
+	// Artifacts are read once and shared by every host's upload.
+	art := map[string][]byte{}
+	if u.manifest != nil {
+		for _, f := range u.manifest.Files {
+			if f.Arch != "" && !u.archNeeded(f.Arch) {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(u.artDir, filepath.FromSlash(f.Path)))
+			if err != nil {
+				return err
+			}
+			art[f.Path] = data
+		}
+	}
+	caPEM := u.caPEM()
+	ca, err := pki.ParseCert(caPEM)
+	if err != nil {
+		return err
+	}
+	u.member = MemberMark(u.inv.Cluster.Name, pki.CAHash(ca))
+	byName := map[string]render.HostFiles{}
+	for _, hf := range u.rendered.Hosts {
+		byName[hf.Host] = hf
+	}
+	_, err = transport.Fanout(ctx, "push", u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
+		func(ctx context.Context, name string) (bool, error) {
+			h := u.inv.Host(name)
+			files := append(slices.Clone(byName[name].Files), transport.File{Path: MemberPath, Data: []byte(u.member + "\n"), Mode: 0o644})
+			cp := h.Has(inventory.RoleControlPlane)
+			if !cp {
+				boot, err := bootstrap.BootstrapKubeconfig(u.inv.Cluster.Name, u.rendered.Endpoint, caPEM, u.token)
+				if err != nil {
+					return false, err
+				}
+				files = append(files, transport.File{Path: BootstrapKubeconfigPath, Data: boot, Mode: 0o600})
+			}
+			var images []image
+			arch := u.facts[name].Arch
+			if u.manifest != nil {
+				for _, f := range u.manifest.Files {
+					if f.Arch != arch || !needed(f, cp) {
+						continue
+					}
+					switch f.Kind {
+					case artifacts.KindBinary:
+						files = append(files, transport.File{Path: path.Join(binDir, f.Name), Data: art[f.Path], Mode: 0o755})
+					case artifacts.KindImage:
+						p := path.Join(imagesDir, f.Name+".tar")
+						files = append(files, transport.File{Path: p, Data: art[f.Path], Mode: 0o644})
+						images = append(images, image{file: p, ref: f.Image})
+					}
+				}
+			}
+			changed, err := u.e.Conn(name).Put(ctx, files)
+			if err != nil {
+				return false, err
+			}
+			did := false
+			ch := map[string]bool{}
+			for i, f := range files {
+				if changed[i] {
+					ch[f.Path] = true
+					did = true
+				}
+			}
+			script := setupScript(ch, images)
+			res, err := u.e.Conn(name).Run(ctx, "sh -s", []byte(script))
+			if err != nil {
+				return did, err
+			}
+			if strings.Contains(string(res.Stdout), "changed") {
+				did = true
+			}
+			for p := range ch {
+				if kubeletFile(p) {
+					u.mu.Lock()
+					u.restartKubelet[name] = true
+					u.mu.Unlock()
+				}
+			}
+			return did, nil
+		})
+	return err
+}
+
+func (u *up) archNeeded(arch string) bool {
+	for _, f := range u.facts {
+		if f.Arch == arch {
+			return true
+		}
+	}
+	return false
+}
+
+// needed says whether an artifact goes to a control-plane node (cp) or a worker: workers run the kubelet,
+// kube-proxy, CoreDNS and the pause image; control-plane nodes also kubectl, etcdctl and the control plane.
+func needed(f artifacts.File, cp bool) bool {
+	switch f.Name {
+	case "kubelet", "kube-proxy", "coredns", "pause":
+		return f.Kind == artifacts.KindImage || f.Name == "kubelet"
+	case "kubectl", "etcdctl":
+		return cp && f.Kind == artifacts.KindBinary
+	case "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd":
+		return cp && f.Kind == artifacts.KindImage
+	}
+	return false
+}
+
+// kubeletFile reports whether a change to p needs the kubelet restarted.
+func kubeletFile(p string) bool {
+	switch p {
+	case kubelet.ConfigPath, kubelet.FlagsPath, kubelet.UnitPath, kubelet.DropInPath, BootstrapKubeconfigPath,
+		"/etc/kubernetes/kubelet.conf", path.Join(manifests.PKIDir, "ca.crt"), path.Join(binDir, "kubelet"):
+		return true
+	}
+	return false
+}
+
+// setupScript applies what changed: kernel modules and settings, units, the runtime's configuration, image
+// archives not yet imported. It prints "changed" when it changed anything.
+func setupScript(changed map[string]bool, images []image) string {
+	var b strings.Builder
+	b.WriteString("set -e\n")
+	if changed["/etc/modules-load.d/kubernetes.conf"] {
+		b.WriteString("modprobe -a overlay br_netfilter 2>/dev/null || true\n")
+	}
+	if changed["/etc/sysctl.d/99-kubernetes.conf"] {
+		b.WriteString("sysctl -q -p /etc/sysctl.d/99-kubernetes.conf\n")
+	}
+	if changed[kubelet.UnitPath] || changed[kubelet.DropInPath] {
+		b.WriteString("systemctl daemon-reload\n")
+	}
+	if changed["/etc/containerd/config.toml"] {
+		b.WriteString("systemctl restart containerd\necho changed\n")
+	}
+	// The runtime may have just started: wait for its socket (at most 30 s).
+	b.WriteString("i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done\n")
+	for _, im := range images {
+		q, r := transport.ShellQuote(im.file), transport.ShellQuote(im.ref)
+		if changed[im.file] {
+			fmt.Fprintf(&b, "ctr -n k8s.io images import %s >/dev/null\necho changed\n", q)
+			continue
+		}
+		fmt.Fprintf(&b, "ctr -n k8s.io images ls -q name==%s | grep -q . || { ctr -n k8s.io images import %s >/dev/null; echo changed; }\n", r, q)
+	}
+	b.WriteString("systemctl is-enabled -q kubelet || { systemctl enable -q kubelet; echo changed; }\n")
+	return b.String()
+}
+
+func (u *up) caPEM() []byte {
+	for _, hf := range u.rendered.Hosts {
+		for _, f := range hf.Files {
+			if f.Path == path.Join(manifests.PKIDir, "ca.crt") {
+				return f.Data
+			}
+		}
+	}
+	return nil
+}
+
+// startKubelet starts the kubelet on hosts, restarting it where its files changed.
+func (u *up) startKubelet(ctx context.Context, play string, hosts []string) error {
+	_, err := transport.Fanout(ctx, play, hosts, transport.Policy{Limit: u.e.Forks}, u.e.Sink,
+		func(ctx context.Context, name string) (bool, error) {
+			u.mu.Lock()
+			restart := u.restartKubelet[name]
+			u.mu.Unlock()
+			cmd := "systemctl is-active -q kubelet && echo running || { systemctl start kubelet; echo started; }"
+			if restart {
+				cmd = "systemctl restart kubelet; echo restarted"
+			}
+			res, err := u.e.Conn(name).Run(ctx, cmd, nil)
+			if err != nil {
+				return false, err
+			}
+			return strings.TrimSpace(string(res.Stdout)) != "running", nil
+		})
+	return err
+}
+
+func (u *up) startControlPlane(ctx context.Context) error {
+	return u.startKubelet(ctx, "control-plane", []string{u.cp1.Name})
+}
+
+// client is a client of the first control-plane node's API server, dialled through its SSH connection.
+func (u *up) client(kubeconfig []byte) (*apiclient.Client, error) {
+	conn := u.e.Conn(u.cp1.Name)
+	addr := fmt.Sprintf("%s:%d", u.nodeIPs[u.cp1.Name], u.inv.Cluster.APIServer.BindPort)
+	if strings.Contains(u.nodeIPs[u.cp1.Name], ":") {
+		addr = fmt.Sprintf("[%s]:%d", u.nodeIPs[u.cp1.Name], u.inv.Cluster.APIServer.BindPort)
+	}
+	return apiclient.New(kubeconfig, func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return conn.DialContext(ctx, "tcp", addr)
+	})
+}
+
+// waitAPI waits for /readyz, reporting the kubelet's and the static Pods' state every 10 s, and on timeout
+// says what the node shows.
+func (u *up) waitAPI(ctx context.Context) error {
+	superAdmin, err := os.ReadFile(filepath.Join(u.o.StateDir, "kubeconfig", "super-admin.conf"))
+	if err != nil {
+		return err
+	}
+	c, err := u.client(superAdmin)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(u.o.APITimeout)
+	lastReport := time.Now()
+	var last error
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		last = err
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the API server on %s is not ready after %s (last: %v)\n%s", u.cp1.Name, u.o.APITimeout, last, u.diagnose(ctx))
+		}
+		if time.Since(lastReport) >= 10*time.Second {
+			lastReport = time.Now()
+			u.say("wait-api", u.cp1.Name, "%s", u.nodeState(ctx))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	// admin.conf's group becomes cluster-admin; everything after is done as admin.
+	if _, err := c.Apply(ctx, bootstrap.Objects(nil, nil, nil)[0]); err != nil {
+		return err
+	}
+	admin, err := os.ReadFile(u.res.AdminKubeconfig)
+	if err != nil {
+		return err
+	}
+	u.admin, err = u.client(admin)
+	return err
+}
+
+// nodeState is a one-line summary of the kubelet and the Pods it runs on the first control-plane node.
+func (u *up) nodeState(ctx context.Context) string {
+	res, err := u.e.Conn(u.cp1.Name).Run(ctx, `printf 'kubelet %s; pods:' "$(systemctl is-active kubelet)"; `+
+		`for d in /var/log/pods/*/; do [ -d "$d" ] || continue; n=${d%/}; n=${n##*/}; n=${n#*_}; printf ' %s' "${n%_*}"; done; echo`, nil)
+	if err != nil {
+		return "cannot read the node's state: " + err.Error()
+	}
+	return strings.TrimSpace(string(res.Stdout))
+}
+
+// diagnose gathers what explains an API server that does not come up: the kubelet's state and last log
+// lines, and the last lines of etcd's and the API server's logs.
+func (u *up) diagnose(ctx context.Context) string {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	defer cancel()
+	res, err := u.e.Conn(u.cp1.Name).Run(dctx, `echo "== kubelet: $(systemctl is-active kubelet)"; journalctl -u kubelet -n 25 --no-pager 2>&1 | cut -c1-300
+for c in etcd kube-apiserver; do for f in /var/log/pods/kube-system_${c}-*/${c}/*.log; do [ -e "$f" ] || continue; echo "== $f"; tail -n 15 "$f" | cut -c1-300; done; done`, nil)
+	if err != nil {
+		return "(cannot read the node's logs: " + err.Error() + ")"
+	}
+	return strings.TrimSpace(string(res.Stdout))
+}
+
+// bootstrap creates, through the API, everything joining nodes and the cluster's addons need.
+func (u *up) bootstrap(ctx context.Context) error {
+	c := u.inv.Cluster
+	caPEM := u.caPEM()
+	var kubeletConf []byte
+	for _, hf := range u.rendered.Hosts {
+		if hf.Host == u.cp1.Name {
+			for _, f := range hf.Files {
+				if f.Path == kubelet.ConfigPath {
+					kubeletConf = f.Data
+				}
+			}
+		}
+	}
+	pairs := func(args inventory.Args) [][2]string {
+		out := make([][2]string, 0, len(args))
+		for _, a := range args {
+			out = append(out, [2]string{a.Name, a.Value})
+		}
+		return out
+	}
+	kc, err := bootstrap.KubeadmConfig(bootstrap.ClusterConfig{KubernetesVersion: c.KubernetesVersion, ClusterName: c.Name,
+		ControlPlaneEndpoint: strings.TrimPrefix(u.rendered.Endpoint, "https://"), PodSubnet: c.Networking.PodSubnet,
+		ServiceSubnet: c.Networking.ServiceSubnet, DNSDomain: c.Networking.DNSDomain, ImageRepository: c.ImageRepository,
+		EncryptionAlgorithm: c.Certificates.KeyAlgorithm, CertValidity: c.Certificates.Validity.Duration,
+		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: pairs(c.APIServer.ExtraArgs),
+		ControllerManager: pairs(c.ControllerManager.ExtraArgs), SchedulerArgs: pairs(c.Scheduler.ExtraArgs),
+		EtcdArgs: pairs(c.Etcd.ExtraArgs), CertSANs: c.APIServer.CertSANs})
+	if err != nil {
+		return err
+	}
+	infoKC, err := bootstrap.ClusterInfoKubeconfig(u.rendered.Endpoint, caPEM)
+	if err != nil {
+		return err
+	}
+	info, err := bootstrap.ClusterInfo(infoKC, u.token)
+	if err != nil {
+		return err
+	}
+	objs := append([]runtime.Object{u.token.Object()}, bootstrap.Objects(kc, bootstrap.KubeletConfig(kubeletConf), info)...)
+
+	containerized := false
+	for _, f := range u.facts {
+		containerized = containerized || f.Virt != ""
+	}
+	dnsIP, err := kubelet.NthIP(c.Networking.ServiceSubnet, 10)
+	if err != nil {
+		return err
+	}
+	p := addons.Params{Endpoint: u.rendered.Endpoint, ImageRepository: c.ImageRepository,
+		KubeProxyImage: c.ImageRepository + "/kube-proxy:" + c.KubernetesVersion,
+		CoreDNSImage:   c.ImageRepository + "/coredns/coredns:" + render.CoreDNSVersion(c.KubernetesVersion),
+		ClusterCIDR:    c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain, DNSServiceIP: dnsIP,
+		NoConntrackTuning: containerized, KubeProxyArgs: pairs(c.KubeProxy.ExtraArgs)}
+	if u.manifest != nil {
+		if f := u.manifest.Find(artifacts.KindImage, "kube-proxy", u.facts[u.cp1.Name].Arch); f != nil {
+			p.KubeProxyImage = f.Image
+		}
+		if f := u.manifest.Find(artifacts.KindImage, "coredns", u.facts[u.cp1.Name].Arch); f != nil {
+			p.CoreDNSImage = f.Image
+		}
+	}
+	proxy, err := addons.KubeProxy(p)
+	if err != nil {
+		return err
+	}
+	objs = append(objs, proxy...)
+	objs = append(objs, addons.CoreDNS(p)...)
+	applied, err := u.admin.Apply(ctx, objs...)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, a := range applied {
+		if a.Changed {
+			n++
+		}
+	}
+	u.say("bootstrap", "", "%d objects applied, %d changed", len(applied), n)
+	return u.label(ctx, u.cp1)
+}
+
+// label sets a node's role label and the inventory's labels and taints, once it is registered.
+func (u *up) label(ctx context.Context, h *inventory.Host) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := u.admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // not registered yet: the ready phase labels it
+		}
+		if err != nil {
+			return err
+		}
+		want := map[string]string{}
+		taints := []corev1.Taint{}
+		if h.Has(inventory.RoleControlPlane) {
+			want[bootstrap.ControlPlaneLabel] = ""
+			want[bootstrap.ExcludeFromLBLabel] = ""
+			if !h.Has(inventory.RoleWorker) {
+				taints = append(taints, corev1.Taint{Key: bootstrap.ControlPlaneLabel, Effect: corev1.TaintEffectNoSchedule})
+			}
+		}
+		for k, v := range h.Labels {
+			want[k] = v
+		}
+		for _, t := range h.Taints {
+			taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+		}
+		update := false
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		for k, v := range want {
+			if cur, ok := node.Labels[k]; !ok || cur != v {
+				node.Labels[k] = v
+				update = true
+			}
+		}
+		for _, t := range taints {
+			if !slices.ContainsFunc(node.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) && x.Value == t.Value }) {
+				node.Spec.Taints = append(node.Spec.Taints, t)
+				update = true
+			}
+		}
+		if !update {
+			return nil
+		}
+		_, err = u.admin.Kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: apiclient.FieldManager})
+		return err
+	})
+}
+
+// join starts the workers' kubelets, which TLS-bootstrap with the token; the controller-manager approves
+// their client certificates.
+func (u *up) join(ctx context.Context) error {
+	workers := u.hostNames(u.workers())
+	if len(workers) == 0 {
+		return nil
+	}
+	return u.startKubelet(ctx, "join", workers)
+}
+
+func (u *up) workers() []*inventory.Host {
+	var out []*inventory.Host
+	for _, h := range u.e.Hosts {
+		if !h.Has(inventory.RoleControlPlane) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// waitNodes polls the Nodes until done says they are as wanted, approving serving CSRs and labelling nodes
+// as they come.
+func (u *up) waitNodes(ctx context.Context, play string, timeout time.Duration, done func(map[string]*corev1.Node) (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	lastReport := time.Now()
+	labelled := map[string]bool{}
+	for {
+		if err := u.approve(ctx); err != nil {
+			return err
+		}
+		list, err := u.admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		nodes := map[string]*corev1.Node{}
+		for i := range list.Items {
+			nodes[list.Items[i].Name] = &list.Items[i]
+		}
+		for _, h := range u.e.Hosts {
+			if nodes[h.NodeName] != nil && !labelled[h.Name] {
+				if err := u.label(ctx, h); err != nil {
+					return err
+				}
+				labelled[h.Name] = true
+			}
+		}
+		ok, waiting := done(nodes)
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s, still waiting for %s", timeout, waiting)
+		}
+		if time.Since(lastReport) >= 10*time.Second {
+			lastReport = time.Now()
+			u.say(play, "", "waiting for %s", waiting)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// network sets up the pod network: with the bridge plugin, once every node is registered with its pod range,
+// each node's CNI configuration and routes to the others; with manifests, the user's objects.
+func (u *up) network(ctx context.Context) error {
+	switch u.inv.Cluster.CNI.Plugin {
+	case inventory.CNINone:
+		u.say("network", "", "cni.plugin is none: nodes stay NotReady until a pod network is installed")
+		return nil
+	case inventory.CNIManifests:
+		for _, m := range u.inv.Cluster.CNI.Manifests {
+			file := u.inv.Resolve(m)
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			objs, err := apiclient.Decode(data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+			if _, err := u.admin.Apply(ctx, objs...); err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+		}
+		return nil
+	}
+	var cidrs map[string]string
+	err := u.waitNodes(ctx, "network", u.o.NodeTimeout, func(nodes map[string]*corev1.Node) (bool, string) {
+		cidrs = map[string]string{}
+		var missing []string
+		for _, h := range u.e.Hosts {
+			n := nodes[h.NodeName]
+			switch {
+			case n == nil:
+				missing = append(missing, h.NodeName+" (not registered)")
+			case n.Spec.PodCIDR == "":
+				missing = append(missing, h.NodeName+" (no pod range)")
+			default:
+				cidrs[h.Name] = n.Spec.PodCIDR
+			}
+		}
+		return len(missing) == 0, "nodes: " + strings.Join(missing, ", ")
+	})
+	if err != nil {
+		return err
+	}
+	var all []cni.Node
+	for _, h := range u.e.Hosts {
+		all = append(all, cni.Node{Name: h.Name, PodCIDR: cidrs[h.Name], IP: u.nodeIPs[h.Name]})
+	}
+	_, err = transport.Fanout(ctx, "network", u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
+		func(ctx context.Context, name string) (bool, error) {
+			conf, err := cni.Config(cidrs[name])
+			if err != nil {
+				return false, err
+			}
+			unit, err := cni.RoutesUnit(name, all)
+			if err != nil {
+				return false, err
+			}
+			changed, err := u.e.Conn(name).Put(ctx, []transport.File{
+				{Path: cni.ConfigPath, Data: conf, Mode: 0o644}, {Path: cni.RoutesUnitPath, Data: unit, Mode: 0o644}})
+			if err != nil {
+				return false, err
+			}
+			cmd := "systemctl is-enabled -q " + cni.RoutesUnitName + " || systemctl enable -q " + cni.RoutesUnitName
+			if changed[1] {
+				cmd = "systemctl daemon-reload && systemctl enable -q " + cni.RoutesUnitName + " && systemctl restart " + cni.RoutesUnitName
+			}
+			if _, err := u.e.Conn(name).Run(ctx, cmd, nil); err != nil {
+				return false, err
+			}
+			return changed[0] || changed[1], nil
+		})
+	return err
+}
+
+// ready waits for every Node to be Ready with its serving certificate approved, deletes the token and
+// reports the nodes.
+func (u *up) ready(ctx context.Context) error {
+	if u.inv.Cluster.CNI.Plugin == inventory.CNINone {
+		u.say("ready", "", "not waiting for Ready nodes: no pod network")
+	} else {
+		err := u.waitNodes(ctx, "ready", u.o.NodeTimeout, func(nodes map[string]*corev1.Node) (bool, string) {
+			var waiting []string
+			for _, h := range u.e.Hosts {
+				n := nodes[h.NodeName]
+				if n == nil || !nodeReady(n) {
+					waiting = append(waiting, h.NodeName+" (not Ready)")
+				} else if !u.servingApproved(h.NodeName) {
+					waiting = append(waiting, h.NodeName+" (no serving certificate)")
+				}
+			}
+			return len(waiting) == 0, "nodes: " + strings.Join(waiting, ", ")
+		})
+		if err != nil {
+			return err
+		}
+	}
+	// The token has done its job.
+	err := u.admin.Kube.CoreV1().Secrets(bootstrap.KubeSystem).Delete(ctx, u.token.SecretName(), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := os.Remove(filepath.Join(u.o.StateDir, tokenFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	list, err := u.admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, n := range list.Items {
+		var roles []string
+		for k := range n.Labels {
+			if r, ok := strings.CutPrefix(k, "node-role.kubernetes.io/"); ok {
+				roles = append(roles, r)
+			}
+		}
+		slices.Sort(roles)
+		u.res.Nodes = append(u.res.Nodes, NodeStatus{Name: n.Name, Roles: roles, Ready: nodeReady(&n),
+			Version: n.Status.NodeInfo.KubeletVersion, PodCIDR: n.Spec.PodCIDR})
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// servingApproved reports whether the node has an approved (or issued) kubelet serving request.
+func (u *up) servingApproved(node string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.approvedFor[node]
+}
+
+// approve approves every pending kubelet serving CSR that passes csr.CheckServing; others are left pending
+// and reported once each.
+func (u *up) approve(ctx context.Context) error {
+	list, err := u.admin.Kube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	nodes := map[string]csr.Node{}
+	for i := range u.inv.Hosts {
+		h := &u.inv.Hosts[i]
+		n := csr.Node{Name: h.NodeName, DNSNames: []string{h.NodeName}}
+		if h.Name != h.NodeName {
+			n.DNSNames = append(n.DNSNames, h.Name)
+		}
+		for _, a := range []string{u.nodeIPs[h.Name], h.InternalAddress, h.Address} {
+			if a != "" && !slices.Contains(n.Addresses, a) {
+				n.Addresses = append(n.Addresses, a)
+			}
+		}
+		nodes[h.NodeName] = n
+	}
+	u.mu.Lock()
+	if u.approvedFor == nil {
+		u.approvedFor = map[string]bool{}
+	}
+	if u.res.Unapproved == nil {
+		u.res.Unapproved = map[string]string{}
+	}
+	u.mu.Unlock()
+	for i := range list.Items {
+		r := &list.Items[i]
+		if r.Spec.SignerName != certificatesv1.KubeletServingSignerName {
+			continue
+		}
+		node := strings.TrimPrefix(r.Spec.Username, "system:node:")
+		if !csr.Pending(r) {
+			if isApproved(r) && csr.CheckServing(r, nodes) == "" {
+				u.mu.Lock()
+				u.approvedFor[node] = true
+				u.mu.Unlock()
+			}
+			continue
+		}
+		if why := csr.CheckServing(r, nodes); why != "" {
+			u.mu.Lock()
+			_, seen := u.res.Unapproved[r.Name]
+			u.res.Unapproved[r.Name] = why
+			u.mu.Unlock()
+			if !seen {
+				u.say("approve", "", "left %s unapproved: %s", r.Name, why)
+			}
+			continue
+		}
+		r.Status.Conditions = append(r.Status.Conditions, csr.Approved("requester and every name and address checked against the inventory by clusterctl"))
+		if _, err := u.admin.Kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, r.Name, r, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				continue // changed meanwhile: the next round sees it
+			}
+			return err
+		}
+		u.say("approve", "", "approved serving certificate of %s (%s)", node, r.Name)
+		u.mu.Lock()
+		u.approvedFor[node] = true
+		u.mu.Unlock()
+	}
+	return nil
+}
+
+func isApproved(r *certificatesv1.CertificateSigningRequest) bool {
+	for _, c := range r.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved {
+			return true
+		}
+	}
+	return false
+}
