@@ -95,9 +95,12 @@ type up struct {
 	rendered *render.Result
 	manifest *artifacts.Manifest
 	artDir   string
-	token    bootstrap.Token
-	cp1      *inventory.Host
-	admin    *apiclient.Client
+	// token is the bootstrap token, made only when a node has yet to join (nil otherwise).
+	token *bootstrap.Token
+	// joining are the hosts whose kubelet has no credentials yet: they join with the token.
+	joining map[string]bool
+	cp1     *inventory.Host
+	admin   *apiclient.Client
 	// restartKubelet: hosts whose kubelet files changed in this run.
 	mu             sync.Mutex
 	restartKubelet map[string]bool
@@ -249,6 +252,15 @@ func (u *up) render(ctx context.Context) error {
 	for _, ch := range res.Changes {
 		u.say("render", "", "%s %s", ch.Action, ch.What)
 	}
+	u.joining = map[string]bool{}
+	for _, h := range u.e.Hosts {
+		if f := u.facts[h.Name]; f != nil && !h.Has(inventory.RoleControlPlane) && !f.Files["/etc/kubernetes/kubelet.conf"] {
+			u.joining[h.Name] = true
+		}
+	}
+	if len(u.joining) == 0 {
+		return nil
+	}
 	return u.loadToken()
 }
 
@@ -258,7 +270,7 @@ func (u *up) loadToken() error {
 	file := filepath.Join(u.o.StateDir, tokenFile)
 	if data, err := os.ReadFile(file); err == nil {
 		if t, err := bootstrap.ParseToken(string(data)); err == nil && t.Expires.Sub(u.o.Now()) > u.o.TokenTTL/2 {
-			u.token = t
+			u.token = &t
 			return nil
 		}
 	}
@@ -266,7 +278,7 @@ func (u *up) loadToken() error {
 	if err != nil {
 		return err
 	}
-	u.token = t
+	u.token = &t
 	return writeSecret(file, t.Marshal())
 }
 
@@ -316,8 +328,8 @@ func (u *up) push(ctx context.Context) error {
 			h := u.inv.Host(name)
 			files := append(slices.Clone(byName[name].Files), transport.File{Path: MemberPath, Data: []byte(u.member + "\n"), Mode: 0o644})
 			cp := h.Has(inventory.RoleControlPlane)
-			if !cp {
-				boot, err := bootstrap.BootstrapKubeconfig(u.inv.Cluster.Name, u.rendered.Endpoint, caPEM, u.token)
+			if u.joining[name] {
+				boot, err := bootstrap.BootstrapKubeconfig(u.inv.Cluster.Name, u.rendered.Endpoint, caPEM, *u.token)
 				if err != nil {
 					return false, err
 				}
@@ -591,11 +603,17 @@ func (u *up) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	info, err := bootstrap.ClusterInfo(infoKC, u.token)
+	var tokens []bootstrap.Token
+	var objs []runtime.Object
+	if u.token != nil {
+		tokens = append(tokens, *u.token)
+		objs = append(objs, u.token.Object())
+	}
+	info, err := bootstrap.ClusterInfo(infoKC, tokens...)
 	if err != nil {
 		return err
 	}
-	objs := append([]runtime.Object{u.token.Object()}, bootstrap.Objects(kc, bootstrap.KubeletConfig(kubeletConf), info)...)
+	objs = append(objs, bootstrap.Objects(kc, bootstrap.KubeletConfig(kubeletConf), info)...)
 
 	containerized := false
 	for _, f := range u.facts {
@@ -850,12 +868,14 @@ func (u *up) ready(ctx context.Context) error {
 		}
 	}
 	// The token has done its job.
-	err := u.admin.Kube.CoreV1().Secrets(bootstrap.KubeSystem).Delete(ctx, u.token.SecretName(), metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if err := os.Remove(filepath.Join(u.o.StateDir, tokenFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	if u.token != nil {
+		err := u.admin.Kube.CoreV1().Secrets(bootstrap.KubeSystem).Delete(ctx, u.token.SecretName(), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err := os.Remove(filepath.Join(u.o.StateDir, tokenFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	list, err := u.admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -1,0 +1,226 @@
+// Package e2e holds the end-to-end tests: clusterctl, built from this checkout, brings up real clusters on
+// lab hosts with the lab's Kubernetes artifacts, and the tests check them with kubectl and client-go as a
+// user would.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clusterctl/clusterctl/test/lab"
+	"github.com/clusterctl/clusterctl/test/lab/image"
+)
+
+// root is the module's directory.
+func root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Clusterctl builds bin/clusterctl from this checkout once per test binary.
+func Clusterctl(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "clusterctl-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "clusterctl")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/clusterctl")
+		cmd.Dir = root()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building clusterctl: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Cluster is a lab whose inventory names the artifacts directory, and the tools to reach it.
+type Cluster struct {
+	Lab       *lab.Lab
+	Inventory string
+	Bin       string
+	Kubectl   string
+	StateDir  string
+}
+
+// NewCluster starts a lab of hosts (controlPlanes of them control-plane) and writes its inventory for an
+// air-gapped install from the lab's artifacts. It skips when the machine cannot run a lab or has no
+// artifacts.
+func NewCluster(t *testing.T, hosts, controlPlanes int) *Cluster {
+	t.Helper()
+	artDir, m := lab.Artifacts(t)
+	l := lab.Start(t, lab.Options{Hosts: hosts, ControlPlanes: controlPlanes})
+	data, err := os.ReadFile(l.Inventory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := strings.Replace(string(data), "\n  name: "+l.Name+"\n", fmt.Sprintf("\n  name: %s\n  kubernetesVersion: %s\n  artifacts: %s\n",
+		l.Name, m.KubernetesVersion, artDir), 1)
+	path := filepath.Join(l.Dir, "cluster.yaml")
+	if err := os.WriteFile(path, []byte(inv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &Cluster{Lab: l, Inventory: path, Bin: Clusterctl(t), Kubectl: filepath.Join(artDir, "bin", "linux-"+runtime.GOARCH, "kubectl"),
+		StateDir: filepath.Join(l.Dir, ".clusterctl", l.Name)}
+}
+
+// Admin is the admin kubeconfig up leaves in the state directory.
+func (c *Cluster) Admin() string { return filepath.Join(c.StateDir, "admin.conf") }
+
+// Run runs clusterctl with args (the inventory added) and returns stdout, stderr and the exit code.
+func (c *Cluster) Run(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(c.Bin, append(args, "-i", c.Inventory)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatal(err)
+		}
+		code = ee.ExitCode()
+	}
+	t.Logf("clusterctl %s: exit %d in %s", strings.Join(args, " "), code, time.Since(start).Round(time.Millisecond))
+	return stdout.String(), stderr.String(), code
+}
+
+// UpResult is the last line of `up --output json`.
+type UpResult struct {
+	Type            string            `json:"type"`
+	Status          string            `json:"status"`
+	Error           string            `json:"error"`
+	Endpoint        string            `json:"endpoint"`
+	AdminKubeconfig string            `json:"adminKubeconfig"`
+	Unapproved      map[string]string `json:"unapprovedCSRs"`
+	Nodes           []struct {
+		Name    string   `json:"name"`
+		Roles   []string `json:"roles"`
+		Ready   bool     `json:"ready"`
+		Version string   `json:"version"`
+	} `json:"nodes"`
+	Phases []struct {
+		Name       string `json:"name"`
+		DurationMS int64  `json:"duration_ms"`
+	} `json:"phases"`
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// Up runs `clusterctl up --output json`, checks that every line is a JSON object, and returns the result.
+func (c *Cluster) Up(t testing.TB, args ...string) *UpResult {
+	t.Helper()
+	stdout, stderr, code := c.Run(t, append([]string{"up", "--output", "json"}, args...)...)
+	var res *UpResult
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var probe map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &probe); err != nil {
+			t.Fatalf("up --output json printed a line that is not JSON: %v\n%s", err, sc.Text())
+		}
+		if probe["type"] == "up_result" {
+			res = &UpResult{}
+			if err := json.Unmarshal(sc.Bytes(), res); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if res == nil || code != 0 || res.Status != "ok" {
+		t.Fatalf("up failed (exit %d)\nstderr:\n%s\nlast output:\n%s", code, stderr, tail(stdout, 30))
+	}
+	var phases []string
+	for _, p := range res.Phases {
+		phases = append(phases, fmt.Sprintf("%s=%.1fs", p.Name, float64(p.DurationMS)/1000))
+	}
+	t.Logf("up: %.1fs (%s)", float64(res.DurationMS)/1000, strings.Join(phases, " "))
+	return res
+}
+
+// K runs kubectl as the cluster's admin.
+func (c *Cluster) K(t testing.TB, stdin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(c.Kubectl, append([]string{"--kubeconfig", c.Admin(), "--request-timeout", "30s"}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// MustK runs kubectl and fails the test on error.
+func (c *Cluster) MustK(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := c.K(t, "", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// ProbeImage is the reference of the test workload's image.
+const ProbeImage = "clusterctl.local/e2e/probe:1"
+
+// LoadProbe builds testdata/probe, packs it as an image and imports it into containerd on hosts.
+func (c *Cluster) LoadProbe(t testing.TB, hosts ...string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "probe")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./test/e2e/testdata/probe")
+	build.Dir = root()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building probe: %v\n%s", err, out)
+	}
+	tar := filepath.Join(dir, "probe.tar")
+	if err := image.Write(tar, ProbeImage, []image.File{{Path: "/probe", Source: bin}},
+		image.Config{Entrypoint: []string{"/probe"}, Arch: runtime.GOARCH}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hosts {
+		f, err := os.Open(tar)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("ssh", "-F", c.Lab.SSHConfig(), h, "ctr -n k8s.io images import - >/dev/null")
+		cmd.Stdin = f
+		out, err := cmd.CombinedOutput()
+		f.Close()
+		if err != nil {
+			t.Fatalf("importing the probe image on %s: %v\n%s", h, err, out)
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

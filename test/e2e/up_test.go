@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// TestUp brings up one control-plane node and two workers from bare lab hosts, then checks what a user of the
+// cluster relies on.
+func TestUp(t *testing.T) {
+	c := NewCluster(t, 3, 1)
+	res := c.Up(t)
+
+	t.Run("all nodes Ready", func(t *testing.T) {
+		if len(res.Nodes) != 3 {
+			t.Fatalf("up reports %d nodes, want 3: %+v", len(res.Nodes), res.Nodes)
+		}
+		for _, n := range res.Nodes {
+			if !n.Ready {
+				t.Errorf("node %s is not Ready", n.Name)
+			}
+		}
+		out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.taints[*].key}{\"\\n\"}{end}")
+		if !strings.Contains(out, "cp1 node-role.kubernetes.io/control-plane") {
+			t.Errorf("the control-plane node is not tainted:\n%s", out)
+		}
+	})
+
+	t.Run("workers hold no CA key", func(t *testing.T) {
+		for _, h := range []string{"w1", "w2"} {
+			out := c.Lab.Run(t, h, "ls /etc/kubernetes/pki; find /etc/kubernetes /var/lib/kubelet -name '*.key'")
+			if strings.TrimSpace(out) != "ca.crt" {
+				t.Errorf("%s holds more than the CA certificate:\n%s", h, out)
+			}
+		}
+	})
+
+	t.Run("bootstrap token deleted", func(t *testing.T) {
+		out := c.MustK(t, "get", "secrets", "-n", "kube-system", "--field-selector", "type=bootstrap.kubernetes.io/token", "-o", "name")
+		if strings.TrimSpace(out) != "" {
+			t.Errorf("bootstrap tokens left: %s", out)
+		}
+	})
+
+	t.Run("anonymous access only to cluster-info", func(t *testing.T) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.Admin())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(cfg.CAData)
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		for path, want := range map[string]int{
+			"/api/v1/namespaces/kube-public/configmaps/cluster-info": 200,
+			"/api/v1/namespaces": 403,
+			"/api/v1/namespaces/kube-system/configmaps/kubeadm-config": 403,
+			"/api/v1/namespaces/kube-system/secrets":                   403,
+		} {
+			resp, err := client.Get(cfg.Host + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("anonymous GET %s: %d, want %d", path, resp.StatusCode, want)
+			}
+		}
+	})
+
+	t.Run("pods on both workers reach each other, a Service and DNS; logs and exec work", func(t *testing.T) {
+		c.LoadProbe(t, "w1", "w2")
+		_, err := c.K(t, probeManifest, "apply", "-f", "-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.K(t, "", "rollout", "status", "deployment/probe", "--timeout", "120s"); err != nil {
+			out, _ := c.K(t, "", "get", "pods", "-o", "wide")
+			t.Fatalf("%v\n%s", err, out)
+		}
+		out := c.MustK(t, "get", "pods", "-l", "app=probe", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.spec.nodeName}{\"\\n\"}{end}")
+		type pod struct{ name, ip, node string }
+		var pods []pod
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 3 {
+				pods = append(pods, pod{f[0], f[1], f[2]})
+			}
+		}
+		if len(pods) != 2 || pods[0].node == pods[1].node {
+			t.Fatalf("want one probe pod on each worker, got:\n%s", out)
+		}
+		exec := func(p pod, args ...string) (string, error) {
+			out, err := c.K(t, "", append([]string{"exec", p.name, "--", "/probe"}, args...)...)
+			return strings.TrimSpace(out), err
+		}
+		for i, p := range pods {
+			other := pods[1-i]
+			got, err := exec(p, "get", fmt.Sprintf("http://%s/", net.JoinHostPort(other.ip, "8080")))
+			if err != nil || got != other.name {
+				t.Errorf("pod on %s -> pod on %s: %q, %v", p.node, other.node, got, err)
+			}
+		}
+		names := []string{pods[0].name, pods[1].name}
+		for i := 0; i < 4; i++ {
+			got, err := exec(pods[i%2], "get", "http://probe.default.svc.cluster.local/")
+			if err != nil || !slices.Contains(names, got) {
+				t.Errorf("pod -> Service probe: %q, %v", got, err)
+			}
+		}
+		got, err := exec(pods[0], "resolve", "kubernetes.default")
+		if err != nil || got != "10.96.0.1" {
+			t.Errorf("kubernetes.default resolves to %q (%v), want 10.96.0.1", got, err)
+		}
+		logs := c.MustK(t, "logs", pods[1].name)
+		if !strings.Contains(logs, "serving on :8080") {
+			t.Errorf("kubectl logs: %q", logs)
+		}
+	})
+
+	t.Run("a serving CSR naming an address that is not the node's is left unapproved", func(t *testing.T) {
+		// A request made with w1's own kubelet credentials, for w1, but also naming 192.0.2.1.
+		pemData := c.Lab.Run(t, "w1", "cat /var/lib/kubelet/pki/kubelet-client-current.pem")
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.Admin())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodeCfg := &rest.Config{Host: cfg.Host, TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData,
+			CertData: []byte(pemData), KeyData: []byte(pemData)}}
+		kube, err := kubernetes.NewForConfig(nodeCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+			Subject:     pkix.Name{CommonName: "system:node:w1", Organization: []string{"system:nodes"}},
+			DNSNames:    []string{"w1"},
+			IPAddresses: []net.IP{net.ParseIP(c.Lab.Hosts[1].Address), net.ParseIP("192.0.2.1")},
+		}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		req, err := kube.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-foreign-san-"},
+			Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+				SignerName: certificatesv1.KubeletServingSignerName,
+				Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("creating a CSR as node w1: %v", err)
+		}
+		// up again: the cluster is healthy, so it only looks at what is pending.
+		again := c.Up(t)
+		if why := again.Unapproved[req.Name]; !strings.Contains(why, "192.0.2.1") {
+			t.Errorf("up did not report %s as left unapproved for its foreign address: %q (all: %v)", req.Name, why, again.Unapproved)
+		}
+		cond := c.MustK(t, "get", "csr", req.Name, "-o", "jsonpath={.status.conditions[*].type}")
+		if cond != "" {
+			t.Errorf("CSR %s has conditions %q, want none (pending)", req.Name, cond)
+		}
+	})
+}
+
+const probeManifest = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: probe
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: probe}
+  template:
+    metadata:
+      labels: {app: probe}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector:
+                matchLabels: {app: probe}
+              topologyKey: kubernetes.io/hostname
+      containers:
+        - name: probe
+          image: ` + ProbeImage + `
+          imagePullPolicy: Never
+          args: [serve]
+          ports: [{containerPort: 8080}]
+          readinessProbe:
+            httpGet: {path: /, port: 8080}
+            periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: probe
+  namespace: default
+spec:
+  selector: {app: probe}
+  ports:
+    - port: 80
+      targetPort: 8080
+`
