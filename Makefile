@@ -14,8 +14,9 @@ K8S_VERSION ?= v1.34.4
 N ?= 3
 CONTROL_PLANES ?= 1
 LAB_DIR := $(CURDIR)/.lab
+ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_VERSION)
 
-.PHONY: help build test unit lint fmt fuzz up clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout
+.PHONY: help build test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -24,7 +25,15 @@ build: ## build bin/clusterctl (static, -trimpath, version and commit injected)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/clusterctl ./cmd/clusterctl
 	@bin/clusterctl version
 
-up: build ## the main job on this machine: build, then validate the example inventories
+up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers) from bare hosts, air-gapped from the artifacts (built on first use); kubeconfig in .lab/
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES)
+	sed 's|^  name: lab$$|  name: lab\n  kubernetesVersion: $(K8S_VERSION)\n  artifacts: $(ARTIFACTS)|' $(LAB_DIR)/hosts.yaml >$(LAB_DIR)/cluster.yaml
+	bin/clusterctl up -i $(LAB_DIR)/cluster.yaml
+	@echo "kubectl: $(ARTIFACTS)/bin/linux-amd64/kubectl --kubeconfig $(LAB_DIR)/.clusterctl/lab/admin.conf get nodes"
+	@echo "remove the lab: make lab-down"
+
+validate: build ## validate the example inventories
 	bin/clusterctl inventory validate -i inventory/examples/hosts.yaml
 	bin/clusterctl inventory validate -i inventory/examples/kubespray/hosts.yaml
 	bin/clusterctl inventory validate -i inventory/examples/kubespray/inventory.ini
@@ -73,6 +82,10 @@ artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) artifacts directory (
 
 bench: ## Go benchmarks of every package (go test -bench), numbers printed
 	go test -run '^$$' -bench . -benchmem ./...
+
+bench-up: ## clusterctl up on bare lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run (root)
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/bench/up.sh
 
 bench-fanout: ## one command on N=10,100,300 loopback sshd hosts: clusterctl vs a Go floor, Ansible and pssh (root; ~30 min)
 	test/bench/fanout.sh
