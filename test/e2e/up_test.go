@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/clusterctl/clusterctl/tasks/apiclient"
 )
 
 // TestUp brings up one control-plane node and two workers from bare lab hosts, then checks what a user of the
@@ -136,6 +139,43 @@ func TestUp(t *testing.T) {
 		}
 	})
 
+	t.Run("manifests apply: a CRD and its custom resource in one stream, twice", func(t *testing.T) {
+		// What cni.plugin: manifests does with the user's files.
+		kubeconfig, err := os.ReadFile(c.Admin())
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := apiclient.New(kubeconfig, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := apiclient.Decode([]byte(crdManifest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		first, err := client.Apply(ctx, objs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, _ = apiclient.Decode([]byte(crdManifest))
+		second, err := client.Apply(ctx, objs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(first) != 3 || !first[0].Changed || !first[2].Changed {
+			t.Errorf("first apply: %+v", first)
+		}
+		for _, a := range second {
+			if a.Changed {
+				t.Errorf("second apply changed %s", a)
+			}
+		}
+		if out := c.MustK(t, "get", "widgets.e2e.clusterctl.dev", "w1", "-n", "e2e", "-o", "jsonpath={.spec.size}"); out != "3" {
+			t.Errorf("widget size %q", out)
+		}
+	})
+
 	t.Run("a serving CSR naming an address that is not the node's is left unapproved", func(t *testing.T) {
 		// A request made with w1's own kubelet credentials, for w1, but also naming 192.0.2.1.
 		pemData := c.Lab.Run(t, "w1", "cat /var/lib/kubelet/pki/kubelet-client-current.pem")
@@ -184,6 +224,41 @@ func TestUp(t *testing.T) {
 		}
 	})
 }
+
+const crdManifest = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.e2e.clusterctl.dev
+spec:
+  group: e2e.clusterctl.dev
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                size: {type: integer}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: e2e
+---
+apiVersion: e2e.clusterctl.dev/v1
+kind: Widget
+metadata:
+  name: w1
+  namespace: e2e
+spec:
+  size: 3
+`
 
 const probeManifest = `apiVersion: apps/v1
 kind: Deployment

@@ -1,0 +1,141 @@
+package bootstrap
+
+import (
+	"regexp"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	"k8s.io/cluster-bootstrap/token/jws"
+)
+
+var caPEM = []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+
+func TestTokenRoundTrip(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tok, err := NewToken(now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`).MatchString(tok.String()) {
+		t.Errorf("token %q is not in bootstrap token form", tok)
+	}
+	back, err := ParseToken(string(tok.Marshal()))
+	if err != nil || back != tok {
+		t.Errorf("round trip: %+v, %v; want %+v", back, err, tok)
+	}
+	if !back.Expires.Equal(now.Add(time.Hour)) {
+		t.Errorf("expires %v", back.Expires)
+	}
+	if _, err := ParseToken("abcdef.0123456789abcdef\nyesterday"); err == nil {
+		t.Error("a bad expiry was accepted")
+	}
+	sec := tok.Object()
+	if sec.Type != bootstrapapi.SecretTypeBootstrapToken || sec.Name != "bootstrap-token-"+tok.ID || sec.Namespace != "kube-system" ||
+		sec.StringData["auth-extra-groups"] != NodeBootstrapGroup || sec.StringData["expiration"] != "2026-01-02T04:04:05Z" {
+		t.Errorf("token Secret: %+v", sec)
+	}
+}
+
+func TestClusterInfoSignedForToken(t *testing.T) {
+	tok, _ := NewToken(time.Now(), time.Hour)
+	kc, err := ClusterInfoKubeconfig("https://10.0.0.1:6443", caPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.Load(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.AuthInfos) != 0 || cfg.Clusters[""] == nil || cfg.Clusters[""].Server != "https://10.0.0.1:6443" {
+		t.Errorf("cluster-info kubeconfig: %+v", cfg)
+	}
+	cm, err := ClusterInfo(kc, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Namespace != "kube-public" || cm.Name != "cluster-info" {
+		t.Errorf("ConfigMap %s/%s", cm.Namespace, cm.Name)
+	}
+	sig := cm.Data["jws-kubeconfig-"+tok.ID]
+	if !jws.DetachedTokenIsValid(sig, cm.Data["kubeconfig"], tok.ID, tok.Secret) {
+		t.Error("the JWS signature does not verify with the token")
+	}
+	other, _ := NewToken(time.Now(), time.Hour)
+	if jws.DetachedTokenIsValid(sig, cm.Data["kubeconfig"], other.ID, other.Secret) {
+		t.Error("the JWS signature verifies with another token")
+	}
+}
+
+func TestBootstrapKubeconfig(t *testing.T) {
+	tok, _ := NewToken(time.Now(), time.Hour)
+	data, err := BootstrapKubeconfig("prod", "https://api:6443", caPEM, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := cfg.Contexts[cfg.CurrentContext]
+	if ctx == nil || cfg.AuthInfos[ctx.AuthInfo].Token != tok.String() || string(cfg.Clusters[ctx.Cluster].CertificateAuthorityData) != string(caPEM) {
+		t.Errorf("bootstrap kubeconfig:\n%s", data)
+	}
+}
+
+func TestObjects(t *testing.T) {
+	kc, err := KubeadmConfig(ClusterConfig{KubernetesVersion: "v1.34.4", ClusterName: "prod", PodSubnet: "10.244.0.0/16",
+		APIServerArgs: [][2]string{{"audit-log-maxage", "30"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kind: ClusterConfiguration", "apiVersion: kubeadm.k8s.io/v1beta4", "podSubnet: 10.244.0.0/16",
+		"- name: audit-log-maxage\n    value: \"30\""} {
+		if !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(kc.Data["ClusterConfiguration"]) {
+			t.Errorf("kubeadm-config lacks %q:\n%s", want, kc.Data["ClusterConfiguration"])
+		}
+	}
+	info, _ := ClusterInfo([]byte("x"))
+	objs := Objects(kc, KubeletConfig([]byte("kind: KubeletConfiguration")), info)
+	bindings := map[string]rbacv1.ClusterRoleBinding{}
+	for _, o := range objs {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u["apiVersion"] == nil || u["kind"] == nil {
+			t.Errorf("%T has no apiVersion/kind", o)
+		}
+		if b, ok := o.(*rbacv1.ClusterRoleBinding); ok {
+			bindings[b.Name] = *b
+		}
+	}
+	if b := bindings["kubeadm:cluster-admins"]; b.RoleRef.Name != "cluster-admin" || b.Subjects[0].Name != ClusterAdminsGroup {
+		t.Errorf("admin binding: %+v", b)
+	}
+	if b := bindings["kubeadm:node-autoapprove-bootstrap"]; b.Subjects[0].Name != NodeBootstrapGroup {
+		t.Errorf("node client auto-approval: %+v", b)
+	}
+	if b := bindings["kubeadm:node-autoapprove-certificate-rotation"]; b.Subjects[0].Name != NodesGroup {
+		t.Errorf("client rotation auto-approval: %+v", b)
+	}
+	if _, ok := objs[0].(*rbacv1.ClusterRoleBinding); !ok {
+		t.Error("the admin binding must come first: everything after is applied as admin")
+	}
+	var anon bool
+	for _, o := range objs {
+		if rb, ok := o.(*rbacv1.RoleBinding); ok && rb.Namespace == "kube-public" {
+			anon = rb.Subjects[0].Name == "system:anonymous" && rb.RoleRef.Name == "kubeadm:bootstrap-signer-clusterinfo"
+		}
+		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == "kubeadm-config" && cm.Namespace != "kube-system" {
+			t.Error("kubeadm-config outside kube-system")
+		}
+	}
+	if !anon {
+		t.Error("anonymous clients cannot read cluster-info")
+	}
+}
