@@ -46,6 +46,9 @@ type UpOptions struct {
 	// TokenTTL is the bootstrap token's lifetime; it is deleted as soon as the nodes have joined.
 	TokenTTL time.Duration
 	Now      func() time.Time
+	// DryRun stops after render with the per-host plan: what would be uploaded, imported, started. Nothing on
+	// the hosts is changed (the PKI is made or kept in the local state directory).
+	DryRun bool
 }
 
 // UpResult is what `up` made.
@@ -56,6 +59,21 @@ type UpResult struct {
 	Phases          []PhaseTiming     `json:"phases"`
 	Preflight       *PreflightReport  `json:"preflight,omitempty"`
 	Unapproved      map[string]string `json:"unapprovedCSRs,omitempty"`
+	Plan            []HostPlan        `json:"plan,omitempty"`
+}
+
+// HostPlan is what a dry run found would change on a host.
+type HostPlan struct {
+	Host    string        `json:"host"`
+	Files   []PlannedFile `json:"files"`
+	Actions []string      `json:"actions"`
+}
+
+// PlannedFile is one file a real run would write.
+type PlannedFile struct {
+	Path   string           `json:"path"`
+	Change transport.Change `json:"change"`
+	Size   int              `json:"size"`
 }
 
 // NodeStatus is one Node as `up` left it.
@@ -107,6 +125,7 @@ type up struct {
 	// approvedFor: nodes with an approved serving certificate request.
 	approvedFor map[string]bool
 	member      string
+	art         map[string][]byte // artifact contents by manifest path
 }
 
 // Up brings up a cluster on the inventory's hosts, kubeadm's way, in phases:
@@ -156,10 +175,23 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 		{"network", u.network},
 		{"ready", u.ready},
 	}
+	if o.DryRun {
+		phases = append(phases[:2], struct {
+			name string
+			fn   func(context.Context) error
+		}{"plan", u.plan})
+	}
 	for _, p := range phases {
 		start := time.Now()
+		u.emit(transport.Event{Type: transport.EventPhaseStart, Play: p.name})
 		err := p.fn(ctx)
-		u.res.Phases = append(u.res.Phases, PhaseTiming{Name: p.name, DurationMS: time.Since(start).Milliseconds()})
+		d := time.Since(start)
+		u.res.Phases = append(u.res.Phases, PhaseTiming{Name: p.name, DurationMS: d.Milliseconds()})
+		done := transport.Event{Type: transport.EventPhaseDone, Play: p.name, DurationMS: d.Milliseconds()}
+		if err != nil {
+			done.Error = err.Error()
+		}
+		u.emit(done)
 		if err != nil {
 			return u.res, err
 		}
@@ -168,8 +200,13 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 }
 
 func (u *up) say(play, host, format string, args ...any) {
+	u.emit(transport.Event{Type: transport.EventMessage, Play: play, Host: host, Message: fmt.Sprintf(format, args...)})
+}
+
+func (u *up) emit(e transport.Event) {
 	if u.e.Sink != nil {
-		u.e.Sink.Emit(transport.Event{Time: time.Now(), Type: transport.EventMessage, Play: play, Host: host, Message: fmt.Sprintf(format, args...)})
+		e.Time = time.Now()
+		u.e.Sink.Emit(e)
 	}
 }
 
@@ -299,73 +336,33 @@ type image struct {
 // kernel settings and the runtime. Control-plane plays stop at the first failure; workers tolerate none
 // either here, since a cluster missing a worker is not what was asked for.
 func (u *up) push(ctx context.Context) error {
-	// Artifacts are read once and shared by every host's upload.
-	art := map[string][]byte{}
-	if u.manifest != nil {
-		for _, f := range u.manifest.Files {
-			if f.Arch != "" && !u.archNeeded(f.Arch) {
-				continue
-			}
-			data, err := os.ReadFile(filepath.Join(u.artDir, filepath.FromSlash(f.Path)))
-			if err != nil {
-				return err
-			}
-			art[f.Path] = data
-		}
-	}
-	caPEM := u.caPEM()
-	ca, err := pki.ParseCert(caPEM)
-	if err != nil {
+	if err := u.preparePush(); err != nil {
 		return err
 	}
-	u.member = MemberMark(u.inv.Cluster.Name, pki.CAHash(ca))
-	byName := map[string]render.HostFiles{}
-	for _, hf := range u.rendered.Hosts {
-		byName[hf.Host] = hf
-	}
-	_, err = transport.Fanout(ctx, "push", u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
+	_, err := transport.Fanout(ctx, "push", u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
 		func(ctx context.Context, name string) (bool, error) {
-			h := u.inv.Host(name)
-			files := append(slices.Clone(byName[name].Files), transport.File{Path: MemberPath, Data: []byte(u.member + "\n"), Mode: 0o644})
-			cp := h.Has(inventory.RoleControlPlane)
-			if u.joining[name] {
-				boot, err := bootstrap.BootstrapKubeconfig(u.inv.Cluster.Name, u.rendered.Endpoint, caPEM, *u.token)
-				if err != nil {
-					return false, err
-				}
-				files = append(files, transport.File{Path: BootstrapKubeconfigPath, Data: boot, Mode: 0o600})
+			files, images, err := u.hostFiles(name)
+			if err != nil {
+				return false, err
 			}
-			var images []image
-			arch := u.facts[name].Arch
-			if u.manifest != nil {
-				for _, f := range u.manifest.Files {
-					if f.Arch != arch || !needed(f, cp) {
-						continue
-					}
-					switch f.Kind {
-					case artifacts.KindBinary:
-						files = append(files, transport.File{Path: path.Join(binDir, f.Name), Data: art[f.Path], Mode: 0o755})
-					case artifacts.KindImage:
-						p := path.Join(imagesDir, f.Name+".tar")
-						files = append(files, transport.File{Path: p, Data: art[f.Path], Mode: 0o644})
-						images = append(images, image{file: p, ref: f.Image})
-					}
-				}
+			// The membership mark goes first, alone: a host holding any of clusterctl's files is marked, so
+			// that the preflight of a re-run after an interruption expects them.
+			if _, err := u.e.Conn(name).Put(ctx, files[:1]); err != nil {
+				return false, err
 			}
-			changed, err := u.e.Conn(name).Put(ctx, files)
+			changed, err := u.e.Conn(name).Put(ctx, files[1:])
 			if err != nil {
 				return false, err
 			}
 			did := false
 			ch := map[string]bool{}
-			for i, f := range files {
+			for i, f := range files[1:] {
 				if changed[i] {
 					ch[f.Path] = true
 					did = true
 				}
 			}
-			script := setupScript(ch, images)
-			res, err := u.e.Conn(name).Run(ctx, "sh -s", []byte(script))
+			res, err := u.e.Conn(name).Run(ctx, "sh -s", []byte(setupScript(ch, images)))
 			if err != nil {
 				return did, err
 			}
@@ -381,6 +378,125 @@ func (u *up) push(ctx context.Context) error {
 			}
 			return did, nil
 		})
+	return err
+}
+
+// preparePush reads the artifacts (once, shared by every host's upload) and makes the membership mark.
+func (u *up) preparePush() error {
+	u.art = map[string][]byte{}
+	if u.manifest != nil {
+		for _, f := range u.manifest.Files {
+			if f.Arch != "" && !u.archNeeded(f.Arch) {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(u.artDir, filepath.FromSlash(f.Path)))
+			if err != nil {
+				return err
+			}
+			u.art[f.Path] = data
+		}
+	}
+	ca, err := pki.ParseCert(u.caPEM())
+	if err != nil {
+		return err
+	}
+	u.member = MemberMark(u.inv.Cluster.Name, pki.CAHash(ca))
+	return nil
+}
+
+// hostFiles is everything a host receives, the membership mark first, and the image archives to import.
+func (u *up) hostFiles(name string) ([]transport.File, []image, error) {
+	h := u.inv.Host(name)
+	files := []transport.File{{Path: MemberPath, Data: []byte(u.member + "\n"), Mode: 0o644}}
+	for _, hf := range u.rendered.Hosts {
+		if hf.Host == name {
+			files = append(files, hf.Files...)
+		}
+	}
+	cp := h.Has(inventory.RoleControlPlane)
+	if u.joining[name] {
+		boot, err := bootstrap.BootstrapKubeconfig(u.inv.Cluster.Name, u.rendered.Endpoint, u.caPEM(), *u.token)
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, transport.File{Path: BootstrapKubeconfigPath, Data: boot, Mode: 0o600})
+	}
+	var images []image
+	arch := u.facts[name].Arch
+	if u.manifest != nil {
+		for _, f := range u.manifest.Files {
+			if f.Arch != arch || !needed(f, cp) {
+				continue
+			}
+			switch f.Kind {
+			case artifacts.KindBinary:
+				files = append(files, transport.File{Path: path.Join(binDir, f.Name), Data: u.art[f.Path], Mode: 0o755, SHA256: f.SHA256})
+			case artifacts.KindImage:
+				p := path.Join(imagesDir, f.Name+".tar")
+				files = append(files, transport.File{Path: p, Data: u.art[f.Path], Mode: 0o644, SHA256: f.SHA256})
+				images = append(images, image{file: p, ref: f.Image})
+			}
+		}
+	}
+	return files, images, nil
+}
+
+// plan finds, without changing anything on the hosts, what push and the phases after it would do.
+func (u *up) plan(ctx context.Context) error {
+	if err := u.preparePush(); err != nil {
+		return err
+	}
+	plans := make([]HostPlan, len(u.e.Hosts))
+	index := map[string]int{}
+	for i, h := range u.e.Hosts {
+		index[h.Name] = i
+		plans[i] = HostPlan{Host: h.Name, Files: []PlannedFile{}, Actions: []string{}}
+	}
+	_, err := transport.Fanout(ctx, "plan", u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
+		func(ctx context.Context, name string) (bool, error) {
+			files, images, err := u.hostFiles(name)
+			if err != nil {
+				return false, err
+			}
+			changes, err := u.e.Conn(name).Diff(ctx, files)
+			if err != nil {
+				return false, err
+			}
+			res, err := u.e.Conn(name).Run(ctx, "systemctl is-active kubelet 2>/dev/null; echo; ctr -n k8s.io images ls -q 2>/dev/null; true", nil)
+			if err != nil {
+				return false, err
+			}
+			state, imgs, _ := strings.Cut(string(res.Stdout), "\n\n")
+			present := strings.Fields(imgs)
+			p := &plans[index[name]]
+			ch := map[string]bool{}
+			for i, f := range files {
+				if changes[i] != transport.ChangeNone {
+					p.Files = append(p.Files, PlannedFile{Path: f.Path, Change: changes[i], Size: len(f.Data)})
+					ch[f.Path] = true
+				}
+			}
+			for _, im := range images {
+				if ch[im.file] || !slices.Contains(present, im.ref) {
+					p.Actions = append(p.Actions, "import image "+im.ref)
+				}
+			}
+			if ch["/etc/containerd/config.toml"] {
+				p.Actions = append(p.Actions, "restart containerd")
+			}
+			kubeletChanged := false
+			for f := range ch {
+				kubeletChanged = kubeletChanged || kubeletFile(f)
+			}
+			switch {
+			case strings.TrimSpace(state) != "active":
+				p.Actions = append(p.Actions, "start kubelet")
+			case kubeletChanged:
+				p.Actions = append(p.Actions, "restart kubelet")
+			}
+			return len(p.Files)+len(p.Actions) > 0, nil
+		})
+	u.res.Plan = plans
 	return err
 }
 

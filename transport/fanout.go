@@ -61,6 +61,9 @@ const (
 	EventHostDone  = "host_done"
 	EventPlayDone  = "play_done"
 	EventMessage   = "message"
+	// A playbook's phases (several plays, or work on the workstation or through the API) start and end.
+	EventPhaseStart = "phase_start"
+	EventPhaseDone  = "phase_done"
 )
 
 // Sink receives events; it is called from many goroutines and must not block for long.

@@ -27,6 +27,9 @@ type File struct {
 	Mode fs.FileMode // permission bits (default 0644)
 	UID  int         // owner (default root)
 	GID  int
+	// SHA256 is Data's digest in hex when the caller knows it (artifacts list theirs): large files are then
+	// compared without hashing them here for every host.
+	SHA256 string
 }
 
 // remoteState is what a host has at a path.
@@ -106,6 +109,49 @@ func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
 	return changed, g.Wait()
 }
 
+// Change is what Put would do to one file.
+type Change string
+
+// The changes Diff reports.
+const (
+	ChangeNone    Change = ""
+	ChangeCreate  Change = "create"
+	ChangeContent Change = "content"
+	ChangeMode    Change = "mode" // mode or owner only
+)
+
+// Diff reports what Put would change for each file, writing nothing: a dry run.
+func (c *Conn) Diff(ctx context.Context, files []File) ([]Change, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	client, err := c.SFTP(ctx)
+	if err != nil {
+		return nil, err
+	}
+	states, err := c.inspect(ctx, client, files)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Change, len(files))
+	for i, f := range files {
+		mode := f.Mode.Perm()
+		if mode == 0 {
+			mode = 0o644
+		}
+		st := states[i]
+		switch {
+		case !st.exists:
+			out[i] = ChangeCreate
+		case !st.sameContent:
+			out[i] = ChangeContent
+		case st.mode != mode || st.uid != f.UID || st.gid != f.GID:
+			out[i] = ChangeMode
+		}
+	}
+	return out, nil
+}
+
 // inspect learns what each target holds: SFTP stat for all, in parallel; small files of the right size are
 // read back and compared; large ones are hashed on the host in one command.
 func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) ([]remoteState, error) {
@@ -167,8 +213,12 @@ func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) (
 		}
 	}
 	for _, i := range large {
-		sum := sha256.Sum256(files[i].Data)
-		states[i].sameContent = remote[files[i].Path] == hex.EncodeToString(sum[:])
+		want := files[i].SHA256
+		if want == "" {
+			sum := sha256.Sum256(files[i].Data)
+			want = hex.EncodeToString(sum[:])
+		}
+		states[i].sameContent = remote[files[i].Path] == want
 	}
 	return states, nil
 }

@@ -18,6 +18,7 @@ type upOptions struct {
 	maxClockSkew time.Duration
 	apiTimeout   time.Duration
 	nodeTimeout  time.Duration
+	dryRun       bool
 }
 
 func newUpCmd(g *globalOptions) *cobra.Command {
@@ -48,6 +49,7 @@ The admin kubeconfig is left in the state directory (admin.conf). Exit codes: 0 
 a command and its stderr are named), 2 bad usage or inventory, 130 interrupted.`,
 		Example: `  clusterctl up -i hosts.yaml
   clusterctl up -i hosts.yaml --ssh-accept-new        # first contact: record the hosts' keys
+  clusterctl up -i hosts.yaml --dry-run               # what would change, per host; nothing is touched
   clusterctl up -i hosts.yaml --output json | jq 'select(.type=="up_result")'
   export KUBECONFIG=$(dirname hosts.yaml)/.clusterctl/<cluster>/admin.conf; kubectl get nodes`,
 		Args: cobra.NoArgs,
@@ -60,6 +62,7 @@ a command and its stderr are named), 2 bad usage or inventory, 130 interrupted.`
 	cmd.Flags().DurationVar(&o.maxClockSkew, "max-clock-skew", 5*time.Second, "clock difference to this workstation above which a host fails preflight")
 	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for the first API server")
 	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for nodes to register and be Ready")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "preflight and render, then print what each host would receive and which services would (re)start; change nothing on the hosts")
 	return cmd
 }
 
@@ -76,7 +79,7 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 	defer env.Close()
 	start := time.Now()
 	res, err := playbooks.Up(cmd.Context(), env, playbooks.UpOptions{StateDir: state, APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
-		Preflight: playbooks.PreflightOptions{Ignore: o.ignore, MaxClockSkew: o.maxClockSkew}})
+		DryRun: o.dryRun, Preflight: playbooks.PreflightOptions{Ignore: o.ignore, MaxClockSkew: o.maxClockSkew}})
 	view.Recap()
 	if res != nil && res.Preflight != nil && (errors.Is(err, playbooks.ErrPreflight) || res.Preflight.Errors+res.Preflight.Warnings > 0) && g.Output != "json" {
 		printPreflight(g.stderr, res.Preflight)
@@ -104,9 +107,35 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 		return failedOnHosts(err)
 	}
 	if g.Output != "json" {
-		printUp(g.stdout, res, time.Since(start))
+		if o.dryRun {
+			printPlan(g.stdout, res)
+		} else {
+			printUp(g.stdout, res, time.Since(start))
+		}
 	}
 	return nil
+}
+
+func printPlan(w io.Writer, r *playbooks.UpResult) {
+	total := 0
+	for _, p := range r.Plan {
+		if len(p.Files)+len(p.Actions) == 0 {
+			fmt.Fprintf(w, "%s: nothing to change\n", p.Host)
+			continue
+		}
+		fmt.Fprintf(w, "%s:\n", p.Host)
+		for _, f := range p.Files {
+			fmt.Fprintf(w, "  %-8s %s (%d bytes)\n", f.Change, f.Path, f.Size)
+		}
+		for _, a := range p.Actions {
+			fmt.Fprintf(w, "  %s\n", a)
+		}
+		total += len(p.Files) + len(p.Actions)
+	}
+	fmt.Fprintf(w, "dry run: %d change(s) on %d host(s); nothing was changed on the hosts\n", total, len(r.Plan))
+	if total > 0 {
+		fmt.Fprintln(w, "then, through the API: control plane started and waited for, bootstrap objects applied, workers joined, pod network, serving certificates approved")
+	}
 }
 
 func printUp(w io.Writer, r *playbooks.UpResult, took time.Duration) {

@@ -107,6 +107,14 @@ func (v *eventView) plain(e transport.Event) {
 		fmt.Fprintf(v.w, "%s play %s done in %dms\n", ts, e.Play, e.DurationMS)
 	case transport.EventMessage:
 		fmt.Fprintf(v.w, "%s %s: %s\n", ts, prefix(e), e.Message)
+	case transport.EventPhaseStart:
+		fmt.Fprintf(v.w, "%s phase %s\n", ts, e.Play)
+	case transport.EventPhaseDone:
+		line := fmt.Sprintf("%s phase %s done in %dms", ts, e.Play, e.DurationMS)
+		if e.Error != "" {
+			line += ": failed"
+		}
+		fmt.Fprintln(v.w, line)
 	}
 }
 
@@ -116,7 +124,12 @@ func (v *eventView) tty(e transport.Event) {
 	case transport.EventMessage:
 		v.clearLine()
 		fmt.Fprintf(v.w, "  %s: %s\n", prefix(e), e.Message)
-		v.live = false
+		return
+	case transport.EventPhaseStart:
+		v.clearLine()
+		fmt.Fprintf(v.w, "== %s\n", e.Play)
+		return
+	case transport.EventPhaseDone:
 		return
 	case transport.EventPlayStart:
 		p = &playState{total: e.Hosts, running: map[string]bool{}, start: e.Time}

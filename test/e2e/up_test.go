@@ -122,9 +122,19 @@ func TestUp(t *testing.T) {
 				t.Errorf("pod on %s -> pod on %s: %q, %v", p.node, other.node, got, err)
 			}
 		}
+		// Service rules follow the endpoints by a sync period of kube-proxy: a request made just after the
+		// rollout may be retried, as a client would; every request must then succeed.
 		names := []string{pods[0].name, pods[1].name}
 		for i := 0; i < 4; i++ {
-			got, err := exec(pods[i%2], "get", "http://probe.default.svc.cluster.local/")
+			var got string
+			var err error
+			for attempt := 0; attempt < 3; attempt++ {
+				if got, err = exec(pods[i%2], "get", "http://probe.default.svc.cluster.local/"); err == nil {
+					break
+				}
+				t.Logf("pod -> Service probe, attempt %d: %v", attempt+1, err)
+				time.Sleep(time.Second)
+			}
 			if err != nil || !slices.Contains(names, got) {
 				t.Errorf("pod -> Service probe: %q, %v", got, err)
 			}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+type resetOptions struct {
+	ssh         sshOptions
+	yes         bool
+	removeState bool
+}
+
+func newResetCmd(g *globalOptions) *cobra.Command {
+	o := &resetOptions{}
+	cmd := &cobra.Command{
+		Use:   "reset",
+		Short: "Tear down on every host what up made, so that the hosts can be reused",
+		Long: `Undo, on every host of the inventory (or --limit), what clusterctl up made: the kubelet stopped and
+disabled, every container of containerd's Kubernetes namespace removed, the Pods' mounts and network
+namespaces, the cni0 bridge and the routes to other nodes' pod ranges, the KUBE- iptables chains,
+clusterctl's files and units (/etc/kubernetes's manifests, PKI and kubeconfigs, the kubelet's unit,
+drop-in and configuration, containerd's configuration if clusterctl wrote it, kernel settings), the
+kubelet's and etcd's state (/var/lib/kubelet, /var/lib/etcd), and the binaries pushed from an
+artifacts directory. Other files are left alone; images imported into containerd are kept.
+
+The cluster's data (etcd) is destroyed. Without --yes, reset asks for the cluster's name on a terminal
+and refuses to run otherwise. The local state directory (PKI, admin.conf) is kept unless --remove-state:
+a later up then makes a cluster with the same CA.`,
+		Example: `  clusterctl reset -i hosts.yaml
+  clusterctl reset -i hosts.yaml --yes --remove-state    # CI: throwaway clusters
+  clusterctl reset -i hosts.yaml --limit w3 --yes`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runReset(cmd, g, o)
+		},
+	}
+	o.ssh.addFlags(cmd)
+	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&o.removeState, "remove-state", false, "also remove the local state directory (the cluster's PKI and kubeconfigs)")
+	return cmd
+}
+
+func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
+	progress := g.stderr
+	if g.Output == "json" {
+		progress = g.stdout
+	}
+	view := newEventView(progress, g.Output)
+	env, state, err := openEnv(g, &o.ssh, view)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if !o.yes {
+		if !term.IsTerminal(int(os.Stdin.Fd())) {
+			return usageError("reset destroys the cluster on %d host(s); pass --yes to confirm when not on a terminal", len(env.Hosts))
+		}
+		fmt.Fprintf(g.stderr, "reset destroys cluster %q on %d host(s) (its etcd data included). Type the cluster's name to go on: ", env.Inv.Cluster.Name, len(env.Hosts))
+		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if strings.TrimSpace(line) != env.Inv.Cluster.Name {
+			return usageError("not confirmed; nothing was changed")
+		}
+	}
+	results, err := playbooks.Reset(cmd.Context(), env)
+	view.Recap()
+	failed := 0
+	for _, r := range results {
+		if r.Status == transport.StatusFailed || r.Status == transport.StatusUnreachable {
+			failed++
+		}
+	}
+	if err != nil || failed > 0 {
+		if err == nil {
+			err = fmt.Errorf("reset failed on %d host(s); the local state directory is kept", failed)
+		}
+		return failedOnHosts(err)
+	}
+	if o.removeState {
+		if err := os.RemoveAll(state); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stdout, "reset %d host(s); removed %s\n", len(results), state)
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "reset %d host(s); the state directory %s is kept (the next up reuses its CA)\n", len(results), state)
+	return nil
+}

@@ -1,0 +1,57 @@
+# Managed by clusterctl: undo on this host what `clusterctl up` made, and nothing else.
+set -u
+# The kubelet first, so that it restarts nothing; then the pod routes.
+systemctl disable --now kubelet.service >/dev/null 2>&1
+routes=/etc/systemd/system/clusterctl-pod-routes.service
+if [ -f $routes ]; then
+  sed -n 's/^ExecStart=.*ip route replace \([^ ]*\) via .*/\1/p' $routes | while read -r dst; do ip route del "$dst" 2>/dev/null; done
+  systemctl disable --now clusterctl-pod-routes.service >/dev/null 2>&1
+fi
+# Every container of containerd's Kubernetes namespace (the Pods, static ones included).
+if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
+  for t in $(ctr -n k8s.io tasks ls -q); do ctr -n k8s.io tasks kill -a -s SIGKILL "$t" >/dev/null 2>&1; done
+  i=0
+  while [ $i -lt 20 ] && ctr -n k8s.io tasks ls 2>/dev/null | grep -q RUNNING; do sleep 0.5; i=$((i+1)); done
+  for t in $(ctr -n k8s.io tasks ls -q); do ctr -n k8s.io tasks delete -f "$t" >/dev/null 2>&1; done
+  for c in $(ctr -n k8s.io containers ls -q); do ctr -n k8s.io containers delete "$c" >/dev/null 2>&1; done
+fi
+# The kubelet's cgroup slices (systemd cgroup driver).
+for s in $(systemctl list-units --all --plain --no-legend 'kubepods*' 2>/dev/null | awk '{print $1}'); do systemctl stop "$s" >/dev/null 2>&1; done
+# Mounts the Pods left: volumes, sandboxes' network namespaces, runtime state.
+awk '$2 ~ "^(/var/lib/kubelet/|/run/containerd/io.containerd|/run/netns/cni-|/var/run/netns/cni-)" {print $2}' /proc/mounts | sort -r |
+  while read -r m; do umount -l "$m" 2>/dev/null; done
+for n in /run/netns/cni-*; do [ -e "$n" ] && ip netns delete "${n##*/}" 2>/dev/null; done
+ip link delete cni0 2>/dev/null
+# kube-proxy's and the kubelet's iptables chains and the rules that jump to them.
+for cmd in iptables ip6tables; do
+  command -v $cmd-save >/dev/null 2>&1 || continue
+  for t in nat filter mangle raw; do
+    if $cmd-save -t $t 2>/dev/null | grep -q 'KUBE-'; then
+      $cmd-save -t $t | grep -v 'KUBE-' | $cmd-restore -T $t 2>/dev/null || $cmd-save -t $t | grep -v 'KUBE-' | $cmd-restore
+    fi
+  done
+done
+# clusterctl's files, and the kubelet's and etcd's state.
+rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserver.yaml \
+  /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/manifests/kube-scheduler.yaml \
+  /etc/kubernetes/admin.conf /etc/kubernetes/super-admin.conf /etc/kubernetes/kubelet.conf \
+  /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf \
+  /etc/kubernetes/clusterctl-cluster
+rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/clusterctl /var/lib/cni/networks/clusterctl-bridge
+rmdir /etc/kubernetes/manifests /etc/kubernetes 2>/dev/null
+rm -f /etc/cni/net.d/10-clusterctl-bridge.conflist $routes /etc/systemd/system/kubelet.service \
+  /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/sysctl.d/99-kubernetes.conf /etc/modules-load.d/kubernetes.conf
+rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null
+{{- if .Binaries}}
+rm -f{{range .Binaries}} {{.}}{{end}}
+{{- end}}
+config=/etc/containerd/config.toml
+if [ -f $config ] && grep -q 'Managed by clusterctl' $config; then
+  rm -f $config
+  systemctl is-active -q containerd && systemctl restart containerd
+elif systemctl is-active -q containerd; then
+  # The CRI plugin forgets the deleted sandboxes only when it restarts.
+  systemctl restart containerd
+fi
+systemctl daemon-reload
+exit 0
