@@ -169,11 +169,12 @@ const MemberPath = "/etc/kubernetes/clusterctl-cluster"
 // MemberMark is the mark of the cluster named name with the given CA hash.
 func MemberMark(name, caHash string) string { return "cluster=" + name + " ca=" + caHash }
 
-// ours reports whether a finding is about what clusterctl puts on a member host: its files, directories and
-// the ports of the components it runs.
+// ours reports whether a finding is about what clusterctl puts on a member host: its files, directories, the
+// ports of the components it runs, and a runtime it may be restarting (an interrupted run restarts
+// containerd; the push waits for it).
 func ours(f tasks.Finding) bool {
 	return f.Severity == tasks.SevError && (strings.HasPrefix(f.Check, "Port-") || strings.HasPrefix(f.Check, "FileAvailable--") ||
-		strings.HasPrefix(f.Check, "DirAvailable--"))
+		strings.HasPrefix(f.Check, "DirAvailable--") || f.Check == "CRI")
 }
 
 // reachability checks that every node reaches the first control-plane host's API port, and that

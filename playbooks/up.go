@@ -126,6 +126,7 @@ type up struct {
 	approvedFor map[string]bool
 	member      string
 	art         map[string][]byte // artifact contents by manifest path
+	kubeletPath string
 }
 
 // Up brings up a cluster on the inventory's hosts, kubeadm's way, in phases:
@@ -264,6 +265,7 @@ func (u *up) render(ctx context.Context) error {
 			}
 		}
 	}
+	u.kubeletPath = kubeletPath
 	containerized := map[string]bool{}
 	cniDir := ""
 	for name, f := range u.facts {
@@ -535,21 +537,27 @@ func kubeletFile(p string) bool {
 
 // setupScript applies what changed: kernel modules and settings, units, the runtime's configuration, image
 // archives not yet imported. It prints "changed" when it changed anything.
+// stampFunctions keep, in /var/lib/clusterctl/applied, the digest of the files each service last started
+// with. A run killed between writing a file and restarting what reads it leaves the stamp behind the file,
+// so the next run still restarts it; a run with nothing new restarts nothing.
+const stampFunctions = `stamps=/var/lib/clusterctl/applied
+mkdir -p $stamps
+# stale NAME FILES...: the files differ from what NAME last applied (their digest is then kept for commit).
+stale() { n=$1; shift; d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ "$(cat $stamps/$n 2>/dev/null)" != "$d" ] && echo "$d" > $stamps/$n.next; }
+commit() { [ -f $stamps/$1.next ] && mv $stamps/$1.next $stamps/$1; true; }
+`
+
+// setupScript applies what the files need: kernel modules and settings, units, the runtime's configuration,
+// image archives not yet imported. It prints "changed" when it changed anything.
 func setupScript(changed map[string]bool, images []image) string {
 	var b strings.Builder
-	b.WriteString("set -e\n")
-	if changed["/etc/modules-load.d/kubernetes.conf"] {
-		b.WriteString("modprobe -a overlay br_netfilter 2>/dev/null || true\n")
-	}
-	if changed["/etc/sysctl.d/99-kubernetes.conf"] {
-		b.WriteString("sysctl -q -p /etc/sysctl.d/99-kubernetes.conf\n")
-	}
-	if changed[kubelet.UnitPath] || changed[kubelet.DropInPath] {
-		b.WriteString("systemctl daemon-reload\n")
-	}
-	if changed["/etc/containerd/config.toml"] {
-		b.WriteString("systemctl restart containerd\necho changed\n")
-	}
+	b.WriteString("set -e\n" + stampFunctions)
+	b.WriteString("if stale modules /etc/modules-load.d/kubernetes.conf; then modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; echo changed; fi\n")
+	b.WriteString("if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; echo changed; fi\n")
+	fmt.Fprintf(&b, "if stale units %s %s; then systemctl daemon-reload; commit units; fi\n", kubelet.UnitPath, kubelet.DropInPath)
+	b.WriteString("if stale containerd /etc/containerd/config.toml; then systemctl restart containerd; commit containerd; echo changed; fi\n")
+	b.WriteString("systemctl is-active -q containerd || { systemctl enable -q --now containerd; echo changed; }\n")
 	// The runtime may have just started: wait for its socket (at most 30 s).
 	b.WriteString("i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done\n")
 	for _, im := range images {
@@ -562,6 +570,17 @@ func setupScript(changed map[string]bool, images []image) string {
 	}
 	b.WriteString("systemctl is-enabled -q kubelet || { systemctl enable -q kubelet; echo changed; }\n")
 	return b.String()
+}
+
+// kubeletInputs are the files the kubelet starts with whose change needs a restart. The kubelet's own
+// kubeconfig on workers is its to write (TLS bootstrap), and the bootstrap kubeconfig matters only before
+// joining (a changed one restarts the kubelet through the run's change list).
+func kubeletInputs(controlPlane bool, binary string) []string {
+	in := []string{kubelet.ConfigPath, kubelet.FlagsPath, kubelet.UnitPath, kubelet.DropInPath, path.Join(manifests.PKIDir, "ca.crt"), binary}
+	if controlPlane {
+		in = append(in, "/etc/kubernetes/kubelet.conf")
+	}
+	return in
 }
 
 func (u *up) caPEM() []byte {
@@ -582,10 +601,12 @@ func (u *up) startKubelet(ctx context.Context, play string, hosts []string) erro
 			u.mu.Lock()
 			restart := u.restartKubelet[name]
 			u.mu.Unlock()
-			cmd := "systemctl is-active -q kubelet && echo running || { systemctl start kubelet; echo started; }"
-			if restart {
-				cmd = "systemctl restart kubelet; echo restarted"
-			}
+			// Restart when this run changed the kubelet's files, or a killed run changed them last; start
+			// when it is not running; else leave it alone.
+			h := u.inv.Host(name)
+			cmd := "set -e\n" + stampFunctions + fmt.Sprintf("if stale kubelet %s || [ %t = true ]; then systemctl restart kubelet; commit kubelet; echo restarted\n",
+				strings.Join(kubeletInputs(h.Has(inventory.RoleControlPlane), u.kubeletPath), " "), restart) +
+				"elif systemctl is-active -q kubelet; then echo running; else systemctl start kubelet; echo started; fi\n"
 			res, err := u.e.Conn(name).Run(ctx, cmd, nil)
 			if err != nil {
 				return false, err
@@ -949,14 +970,13 @@ func (u *up) network(ctx context.Context) error {
 			if err != nil {
 				return false, err
 			}
-			cmd := "systemctl is-enabled -q " + cni.RoutesUnitName + " || systemctl enable -q " + cni.RoutesUnitName
-			if changed[1] {
-				cmd = "systemctl daemon-reload && systemctl enable -q " + cni.RoutesUnitName + " && systemctl restart " + cni.RoutesUnitName
-			}
-			if _, err := u.e.Conn(name).Run(ctx, cmd, nil); err != nil {
+			cmd := "set -e\n" + stampFunctions + "if stale routes " + cni.RoutesUnitPath + "; then systemctl daemon-reload; systemctl enable -q " +
+				cni.RoutesUnitName + "; systemctl restart " + cni.RoutesUnitName + "; commit routes; echo changed; fi\n"
+			res, err := u.e.Conn(name).Run(ctx, cmd, nil)
+			if err != nil {
 				return false, err
 			}
-			return changed[0] || changed[1], nil
+			return changed[0] || changed[1] || strings.Contains(string(res.Stdout), "changed"), nil
 		})
 	return err
 }
@@ -980,6 +1000,9 @@ func (u *up) ready(ctx context.Context) error {
 			return len(waiting) == 0, "nodes: " + strings.Join(waiting, ", ")
 		})
 		if err != nil {
+			return err
+		}
+		if err := u.waitAddons(ctx); err != nil {
 			return err
 		}
 	}
@@ -1009,6 +1032,45 @@ func (u *up) ready(ctx context.Context) error {
 			Version: n.Status.NodeInfo.KubeletVersion, PodCIDR: n.Spec.PodCIDR})
 	}
 	return nil
+}
+
+// waitAddons waits for kube-proxy on every node and CoreDNS to be available: name resolution is part of a
+// working cluster.
+func (u *up) waitAddons(ctx context.Context) error {
+	deadline := time.Now().Add(u.o.NodeTimeout)
+	lastReport := time.Now()
+	for {
+		var waiting []string
+		ds, err := u.admin.Kube.AppsV1().DaemonSets(bootstrap.KubeSystem).Get(ctx, "kube-proxy", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ds.Status.DesiredNumberScheduled == 0 || ds.Status.NumberAvailable < ds.Status.DesiredNumberScheduled {
+			waiting = append(waiting, fmt.Sprintf("kube-proxy (%d/%d available)", ds.Status.NumberAvailable, ds.Status.DesiredNumberScheduled))
+		}
+		dep, err := u.admin.Kube.AppsV1().Deployments(bootstrap.KubeSystem).Get(ctx, "coredns", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if dep.Status.AvailableReplicas < 1 {
+			waiting = append(waiting, fmt.Sprintf("CoreDNS (%d/%d available)", dep.Status.AvailableReplicas, *dep.Spec.Replicas))
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s, still waiting for %s (kubectl -n kube-system get pods shows why)", u.o.NodeTimeout, strings.Join(waiting, ", "))
+		}
+		if time.Since(lastReport) >= 10*time.Second {
+			lastReport = time.Now()
+			u.say("ready", "", "waiting for %s", strings.Join(waiting, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func nodeReady(n *corev1.Node) bool {

@@ -224,3 +224,48 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// UpKilled starts `clusterctl up --output json` and kills it with SIGKILL delay after the phase starts. It
+// fails the test if up ends before that.
+func (c *Cluster) UpKilled(t testing.TB, phase string, delay time.Duration) {
+	t.Helper()
+	cmd := exec.Command(c.Bin, "up", "--output", "json", "-i", c.Inventory)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	killed := false
+	for sc.Scan() {
+		var e struct{ Type, Play string }
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == "phase_start" && e.Play == phase {
+			time.Sleep(delay)
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killed = true
+			break
+		}
+	}
+	_ = cmd.Wait()
+	if !killed {
+		t.Fatalf("up ended before phase %s started:\n%s", phase, tail(stderr.String(), 20))
+	}
+	t.Logf("clusterctl up killed (SIGKILL) %s into phase %s", delay, phase)
+}
+
+// Hash is a digest of every regular file's path and content under /etc and /var/lib on a host, leaving out
+// what a running cluster writes by itself (etcd's data, the kubelet's Pod state and certificates, CNI
+// address allocations, systemd's timers) but keeping the kubelet's configuration, which clusterctl writes.
+// One file system each (find -xdev): the containerd store, a separate mount, is left out.
+func (c *Cluster) Hash(t testing.TB, host string) string {
+	t.Helper()
+	return strings.TrimSpace(c.Lab.Run(t, host, `{ find /etc /var/lib -xdev \( -path /var/lib/etcd -o -path /var/lib/kubelet -o -path /var/lib/cni -o -path /var/lib/systemd \) -prune -o -type f -print0; `+
+		`printf '%s\0' /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env; } | sort -z | xargs -0 sha256sum 2>&1 | sha256sum`))
+}

@@ -195,7 +195,14 @@ EOC
   flock -u 8
 
   local t1; t1=$(now_ms)
-  wait_ssh "$dir" "${names[@]}" || { log "hosts did not become reachable over SSH; logs in $state/hosts/*/console.log"; exit 1; }
+  if ! wait_ssh "$dir" "${names[@]}"; then
+    # Say why here: the caller (a test's cleanup) may remove the lab, console logs included.
+    for h in "${names[@]}"; do
+      ssh -F "$dir/ssh_config" -o ConnectTimeout=2 "$h" true >/dev/null 2>&1 && continue
+      log "console of $h (last 25 lines):"; tail -n 25 "$state/hosts/$h/console.log" >&2 || true
+    done
+    log "hosts did not become reachable over SSH; logs in $state/hosts/*/console.log"; exit 1
+  fi
   local t2; t2=$(now_ms)
   printf 'prepare_ms=%d boot_to_ssh_ms=%d total_ms=%d hosts=%d\n' $((t1 - t0)) $((t2 - t1)) $((t2 - t0)) "$n" | tee "$dir/timings" >&2
   log "lab $name: $n hosts up on $br ($net.0/24); try: ssh -F $dir/ssh_config ${names[0]}"

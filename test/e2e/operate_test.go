@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOperateUp runs up as CI and operators do: a dry run that touches nothing, an up killed during the push
+// and finished by a re-run, a no-op re-run that restarts nothing, reset, and ups killed while waiting for the
+// API server and during the joins, each finished by a re-run.
+func TestOperateUp(t *testing.T) {
+	c := NewCluster(t, 3, 1)
+	hosts := []string{"cp1", "w1", "w2"}
+	hashes := func() map[string]string {
+		out := map[string]string{}
+		for _, h := range hosts {
+			out[h] = c.Hash(t, h)
+		}
+		return out
+	}
+	dryRun := func(t *testing.T) int {
+		before := hashes()
+		stdout, stderr, code := c.Run(t, "up", "--dry-run", "--output", "json")
+		if code != 0 {
+			t.Fatalf("dry run: exit %d\n%s", code, stderr)
+		}
+		var changes int
+		var found bool
+		sc := bufio.NewScanner(strings.NewReader(stdout))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var r struct {
+				Type string `json:"type"`
+				Plan []struct {
+					Host    string            `json:"host"`
+					Files   []json.RawMessage `json:"files"`
+					Actions []string          `json:"actions"`
+				} `json:"plan"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("not JSON: %v: %s", err, sc.Text())
+			}
+			if r.Type == "up_result" {
+				found = true
+				for _, p := range r.Plan {
+					changes += len(p.Files) + len(p.Actions)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no up_result line")
+		}
+		after := hashes()
+		for _, h := range hosts {
+			if before[h] != after[h] {
+				t.Errorf("the dry run changed files under /etc or /var/lib on %s", h)
+			}
+		}
+		return changes
+	}
+	healthy := func(t *testing.T, res *UpResult) {
+		if len(res.Nodes) != 3 {
+			t.Fatalf("%d nodes, want 3", len(res.Nodes))
+		}
+		for _, n := range res.Nodes {
+			if !n.Ready {
+				t.Errorf("node %s is not Ready", n.Name)
+			}
+		}
+		out := c.MustK(t, "get", "pods", "-n", "kube-system", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.phase}{\"\\n\"}{end}")
+		if strings.Count(out, " Running") != strings.Count(out, "\n") || strings.Count(out, "\n") < 9 {
+			t.Errorf("kube-system pods not all Running:\n%s", out)
+		}
+	}
+
+	t.Run("dry run on bare hosts", func(t *testing.T) {
+		if n := dryRun(t); n < 30 {
+			t.Errorf("the plan lists %d changes for bare hosts; want every file, image and service", n)
+		}
+	})
+	t.Run("up killed during the push, then re-run", func(t *testing.T) {
+		c.UpKilled(t, "push", 3*time.Second)
+		healthy(t, c.Up(t))
+	})
+	t.Run("dry run on the running cluster", func(t *testing.T) {
+		if n := dryRun(t); n != 0 {
+			t.Errorf("the plan lists %d changes for a healthy cluster", n)
+		}
+	})
+	t.Run("a second up changes nothing and restarts nothing", func(t *testing.T) {
+		starts := func() string {
+			var b strings.Builder
+			for _, h := range hosts {
+				b.WriteString(c.Lab.Run(t, h, "systemctl show -p ActiveEnterTimestampMonotonic kubelet containerd"))
+			}
+			b.WriteString(c.MustK(t, "get", "pods", "-n", "kube-system", "-o",
+				"jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].state.running.startedAt} {.status.containerStatuses[0].restartCount}{\"\\n\"}{end}"))
+			return b.String()
+		}
+		before := starts()
+		stdout, stderr, code := c.Run(t, "up", "--output", "json")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, stderr)
+		}
+		sc := bufio.NewScanner(strings.NewReader(stdout))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var e struct{ Type, Play, Host, Status, Message string }
+			_ = json.Unmarshal(sc.Bytes(), &e)
+			if e.Type == "host_done" && e.Status != "ok" {
+				t.Errorf("play %s on %s: %s", e.Play, e.Host, e.Status)
+			}
+			if e.Type == "message" && e.Play == "bootstrap" && !strings.Contains(e.Message, " 0 changed") {
+				t.Errorf("API objects changed: %s", e.Message)
+			}
+		}
+		if after := starts(); after != before {
+			t.Errorf("something restarted:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+	})
+	t.Run("reset leaves nothing of ours", func(t *testing.T) {
+		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
+			t.Fatalf("reset: exit %d\n%s", code, stderr)
+		}
+		for _, h := range hosts {
+			out, _ := c.Lab.SSH("", h, `pgrep -x kubelet; ctr -n k8s.io containers ls -q; grep -E ' /var/lib/kubelet|/run/netns/cni-' /proc/mounts; `+
+				`systemctl list-units --all --plain --no-legend | grep -E 'kubelet|kubepods|clusterctl'; iptables-save | grep KUBE-; `+
+				`ip -o link show cni0 2>/dev/null; ip route | grep ' via .*10\.244\.|^10\.244\.'; `+
+				`ls -d /etc/kubernetes /var/lib/kubelet /var/lib/etcd /etc/cni/net.d/10-clusterctl-bridge.conflist /usr/local/bin/kubelet 2>/dev/null; true`)
+			if strings.TrimSpace(out) != "" {
+				t.Errorf("%s after reset:\n%s", h, out)
+			}
+		}
+	})
+	t.Run("up killed while waiting for the API server, then re-run", func(t *testing.T) {
+		c.UpKilled(t, "wait-api", time.Second)
+		healthy(t, c.Up(t))
+	})
+	t.Run("up killed during the joins, then re-run", func(t *testing.T) {
+		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
+			t.Fatalf("reset: exit %d\n%s", code, stderr)
+		}
+		c.UpKilled(t, "join", 0)
+		healthy(t, c.Up(t))
+	})
+}
