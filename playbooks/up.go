@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/cni"
 	"github.com/clusterctl/clusterctl/tasks/csr"
+	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/pki"
@@ -158,10 +160,14 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 	u := &up{e: e, o: o, inv: e.Inv, res: &UpResult{}, facts: map[string]*tasks.Facts{}, nodeIPs: map[string]string{},
 		restartKubelet: map[string]bool{}}
 	cps := e.Inv.ControlPlanes()
-	if len(cps) != 1 {
-		return nil, fmt.Errorf("up brings up one control-plane node; this inventory has %d (more control-plane nodes join with add-node)", len(cps))
+	if len(cps) == 0 {
+		return nil, errors.New("the inventory has no control-plane host")
 	}
 	u.cp1 = cps[0]
+	// The first control-plane node is always part of the run: the API is reached through it.
+	if !slices.Contains(e.Hosts, u.cp1) {
+		e.Hosts = append([]*inventory.Host{u.cp1}, e.Hosts...)
+	}
 	phases := []struct {
 		name string
 		fn   func(context.Context) error
@@ -172,6 +178,7 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 		{"control-plane", u.startControlPlane},
 		{"wait-api", u.waitAPI},
 		{"bootstrap", u.bootstrap},
+		{"control-plane-join", u.joinControlPlanes},
 		{"join", u.join},
 		{"network", u.network},
 		{"ready", u.ready},
@@ -842,6 +849,115 @@ func (u *up) label(ctx context.Context, h *inventory.Host) error {
 	})
 }
 
+// joinControlPlanes joins the other control-plane nodes one at a time, as kubeadm join --control-plane:
+// the node's etcd member is added as a learner through the etcd API before the member starts, the node's
+// kubelet starts etcd and the control plane, the learner is promoted once it has caught up, and the node's
+// API server must be ready before the next node. Members already there are left alone.
+func (u *up) joinControlPlanes(ctx context.Context) error {
+	var joining []*inventory.Host
+	for _, h := range u.e.Hosts {
+		if h.Has(inventory.RoleControlPlane) && h != u.cp1 {
+			joining = append(joining, h)
+		}
+	}
+	if len(joining) == 0 {
+		return nil
+	}
+	ec, err := u.etcdClient()
+	if err != nil {
+		return err
+	}
+	defer ec.Close()
+	for _, h := range joining {
+		ip := u.nodeIPs[h.Name]
+		peer := "https://" + net.JoinHostPort(ip, strconv.Itoa(manifests.PortEtcdPeer))
+		m, added, err := ec.AddLearner(ctx, peer)
+		if err != nil {
+			return fmt.Errorf("%s: adding its etcd member: %w", h.Name, err)
+		}
+		if added {
+			u.say("control-plane-join", h.Name, "etcd member %x added as a learner (%s)", m.ID, peer)
+		}
+		if err := u.startKubelet(ctx, "control-plane-join", []string{h.Name}); err != nil {
+			return err
+		}
+		if m.Learner {
+			if err := ec.Promote(ctx, m.ID, u.o.APITimeout); err != nil {
+				return fmt.Errorf("%s: %w", h.Name, err)
+			}
+			u.say("control-plane-join", h.Name, "etcd member %x promoted to voting member", m.ID)
+		}
+		if err := u.waitNodeAPI(ctx, h); err != nil {
+			return err
+		}
+		members, err := ec.List(ctx)
+		if err != nil {
+			return err
+		}
+		if err := etcdmember.Quorum(members); err != nil {
+			return fmt.Errorf("after joining %s: %w", h.Name, err)
+		}
+		if err := u.label(ctx, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// etcdClient reaches the first control-plane node's etcd through its SSH connection, as its API server does.
+func (u *up) etcdClient() (*etcdmember.Client, error) {
+	pkiDir := filepath.Join(u.o.StateDir, "pki")
+	read := func(p ...string) ([]byte, error) { return os.ReadFile(filepath.Join(append([]string{pkiDir}, p...)...)) }
+	ca, err := read("etcd", "ca.crt")
+	if err != nil {
+		return nil, err
+	}
+	cert, err := read("nodes", u.cp1.NodeName, "apiserver-etcd-client.crt")
+	if err != nil {
+		return nil, err
+	}
+	key, err := read("nodes", u.cp1.NodeName, "apiserver-etcd-client.key")
+	if err != nil {
+		return nil, err
+	}
+	conn := u.e.Conn(u.cp1.Name)
+	endpoint := "https://" + net.JoinHostPort(u.nodeIPs[u.cp1.Name], strconv.Itoa(manifests.PortEtcdClient))
+	return etcdmember.New(endpoint, ca, cert, key, func(ctx context.Context, addr string) (net.Conn, error) {
+		return conn.DialContext(ctx, "tcp", addr)
+	})
+}
+
+// waitNodeAPI waits for a control-plane node's own API server to be ready, through its SSH connection.
+func (u *up) waitNodeAPI(ctx context.Context, h *inventory.Host) error {
+	admin, err := os.ReadFile(u.res.AdminKubeconfig)
+	if err != nil {
+		return err
+	}
+	conn := u.e.Conn(h.Name)
+	addr := net.JoinHostPort(u.nodeIPs[h.Name], strconv.Itoa(u.inv.Cluster.APIServer.BindPort))
+	c, err := apiclient.NewForServer(admin, "https://"+addr, func(ctx context.Context, _, _ string) (net.Conn, error) { return conn.DialContext(ctx, "tcp", addr) })
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(u.o.APITimeout)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the API server on %s is not ready after %s (last: %v)", h.Name, u.o.APITimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // join starts the workers' kubelets, which TLS-bootstrap with the token; the controller-manager approves
 // their client certificates.
 func (u *up) join(ctx context.Context) error {
@@ -951,22 +1067,56 @@ func (u *up) network(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var all []cni.Node
-	for _, h := range u.e.Hosts {
-		all = append(all, cni.Node{Name: h.Name, PodCIDR: cidrs[h.Name], IP: u.nodeIPs[h.Name]})
+	// Every node of the cluster routes to every other's range: the nodes acted on get the whole
+	// configuration, the cluster's other nodes (add-node, up --limit) only their routes unit, a file of a few
+	// hundred bytes and a oneshot unit; no Pod or kubelet restarts.
+	list, err := u.admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
 	}
-	_, err = transport.Fanout(ctx, "network", u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
+	var all []cni.Node
+	targets := map[string]bool{}
+	for _, h := range u.e.Hosts {
+		targets[h.Name] = true
+	}
+	var others []*inventory.Host
+	for i := range list.Items {
+		n := &list.Items[i]
+		ip := ""
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP && ip == "" {
+				ip = a.Address
+			}
+		}
+		all = append(all, cni.Node{Name: n.Name, PodCIDR: n.Spec.PodCIDR, IP: ip})
+		for j := range u.inv.Hosts {
+			if h := &u.inv.Hosts[j]; h.NodeName == n.Name && !targets[h.Name] {
+				others = append(others, h)
+			}
+		}
+	}
+	if len(others) > 0 {
+		if _, err := Connect(ctx, u.e, others, 0); err != nil {
+			return err
+		}
+	}
+	hosts := append(u.hostNames(u.e.Hosts), u.hostNames(others)...)
+	_, err = transport.Fanout(ctx, "network", hosts, transport.Policy{Limit: u.e.Forks}, u.e.Sink,
 		func(ctx context.Context, name string) (bool, error) {
-			conf, err := cni.Config(cidrs[name])
+			nodeName := u.inv.Host(name).NodeName
+			unit, err := cni.RoutesUnit(nodeName, all)
 			if err != nil {
 				return false, err
 			}
-			unit, err := cni.RoutesUnit(name, all)
-			if err != nil {
-				return false, err
+			files := []transport.File{{Path: cni.RoutesUnitPath, Data: unit, Mode: 0o644}}
+			if targets[name] {
+				conf, err := cni.Config(cidrs[name])
+				if err != nil {
+					return false, err
+				}
+				files = append(files, transport.File{Path: cni.ConfigPath, Data: conf, Mode: 0o644})
 			}
-			changed, err := u.e.Conn(name).Put(ctx, []transport.File{
-				{Path: cni.ConfigPath, Data: conf, Mode: 0o644}, {Path: cni.RoutesUnitPath, Data: unit, Mode: 0o644}})
+			changed, err := u.e.Conn(name).Put(ctx, files)
 			if err != nil {
 				return false, err
 			}
@@ -976,7 +1126,7 @@ func (u *up) network(ctx context.Context) error {
 			if err != nil {
 				return false, err
 			}
-			return changed[0] || changed[1] || strings.Contains(string(res.Stdout), "changed"), nil
+			return slices.Contains(changed, true) || strings.Contains(string(res.Stdout), "changed"), nil
 		})
 	return err
 }

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newAddNodeCmd(g *globalOptions) *cobra.Command {
+	o := &upOptions{}
+	cmd := &cobra.Command{
+		Use:   "add-node NAME...",
+		Short: "Join hosts of the inventory to the running cluster: workers, and control-plane nodes with stacked etcd",
+		Long: `Add the named inventory hosts to the running cluster, leaving the nodes already in it alone: facts and
+preflight (the join sets, and reachability of the API server and of etcd) on the new hosts only, their
+files pushed, a fresh bootstrap token made through the API for the workers and deleted once they have
+joined, serving certificates approved after the same checks as up.
+
+Control-plane hosts join one at a time, in inventory order: certificates for the node are made here,
+its etcd member is added through the etcd API as a learner before it starts, promoted once it has caught
+up, and the node's API server must be ready before the next one.
+
+The first control-plane host is always contacted (the API and etcd are reached through it). With the
+bridge pod network, every other node gets one small change: the route to the new node's pod range.
+up with a grown inventory does the same for every host not yet in the cluster; add-node is the explicit
+form that touches nothing else.`,
+		Example: `  clusterctl add-node -i hosts.yaml w4
+  clusterctl add-node -i hosts.yaml cp2 cp3          # grow the control plane to three (stacked etcd)`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			g.Limit = args
+			return runUp(cmd, g, o)
+		},
+	}
+	o.ssh.addFlags(cmd)
+	cmd.Flags().StringSliceVar(&o.ignore, "ignore-preflight-errors", nil, "preflight checks whose errors are ignored (comma-separated names, or all)")
+	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for each joining control plane's etcd and API server")
+	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for the new nodes to register and be Ready")
+	return cmd
+}
