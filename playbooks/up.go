@@ -907,7 +907,9 @@ func (u *up) joinControlPlanes(ctx context.Context) error {
 // etcdClient reaches the first control-plane node's etcd through its SSH connection, as its API server does.
 func (u *up) etcdClient() (*etcdmember.Client, error) {
 	pkiDir := filepath.Join(u.o.StateDir, "pki")
-	read := func(p ...string) ([]byte, error) { return os.ReadFile(filepath.Join(append([]string{pkiDir}, p...)...)) }
+	read := func(p ...string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(append([]string{pkiDir}, p...)...))
+	}
 	ca, err := read("etcd", "ca.crt")
 	if err != nil {
 		return nil, err

@@ -43,7 +43,9 @@ type Client struct {
 
 // New makes a client from a kubeconfig. With dial, every connection goes through it (the TLS server name
 // stays the kubeconfig's host, so the API server's certificate is checked as usual).
-func New(kubeconfig []byte, dial DialFunc) (*Client, error) { return NewForServer(kubeconfig, "", dial) }
+func New(kubeconfig []byte, dial DialFunc) (*Client, error) {
+	return NewForServer(kubeconfig, "", dial)
+}
 
 // NewForServer is New talking to server (https://HOST:PORT, one API server of several) instead of the
 // kubeconfig's; the certificate is checked against that host.
