@@ -269,3 +269,40 @@ func (c *Cluster) Hash(t testing.TB, host string) string {
 	return strings.TrimSpace(c.Lab.Run(t, host, `{ find /etc /var/lib -xdev \( -path /var/lib/etcd -o -path /var/lib/kubelet -o -path /var/lib/cni -o -path /var/lib/systemd \) -prune -o -type f -print0; `+
 		`printf '%s\0' /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env; } | sort -z | xargs -0 sha256sum 2>&1 | sha256sum`))
 }
+
+// Subset writes an inventory beside the cluster's with only the named hosts (same cluster, same state
+// directory) and returns a Cluster that uses it.
+func (c *Cluster) Subset(t testing.TB, name string, hosts ...string) *Cluster {
+	t.Helper()
+	data, err := os.ReadFile(c.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, list, ok := strings.Cut(string(data), "\nhosts:\n")
+	if !ok {
+		t.Fatal("the inventory has no hosts list")
+	}
+	var keep []string
+	for _, item := range strings.Split(list, "  - name: ")[1:] {
+		h, _, _ := strings.Cut(item, "\n")
+		for _, want := range hosts {
+			if h == want {
+				keep = append(keep, "  - name: "+item)
+			}
+		}
+	}
+	path := filepath.Join(filepath.Dir(c.Inventory), name+".yaml")
+	if err := os.WriteFile(path, []byte(head+"\nhosts:\n"+strings.Join(keep, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sub := *c
+	sub.Inventory = path
+	return &sub
+}
+
+// Etcdctl runs etcdctl on a control-plane host against its local member.
+func (c *Cluster) Etcdctl(t testing.TB, host, args string) string {
+	t.Helper()
+	return c.Lab.Run(t, host, "etcdctl --endpoints https://127.0.0.1:2379 --cacert /etc/kubernetes/pki/etcd/ca.crt "+
+		"--cert /etc/kubernetes/pki/apiserver-etcd-client.crt --key /etc/kubernetes/pki/apiserver-etcd-client.key "+args)
+}

@@ -193,3 +193,12 @@ func Artifacts(t testing.TB) (string, *artifacts.Manifest) {
 	}
 	return dir, m
 }
+
+// Kill powers a host off at once: every process in its cgroups is killed (a node failure). The lab's
+// cleanup still removes it.
+func (l *Lab) Kill(t testing.TB, host string) {
+	t.Helper()
+	if out, err := exec.Command(Script(), "kill", "--name", l.Name, host).CombinedOutput(); err != nil {
+		t.Fatalf("lab kill %s: %v\n%s", host, err, out)
+	}
+}

@@ -338,9 +338,27 @@ cmd_list() {
   done
 }
 
+# kill --name LAB HOST: the host loses power: every process in its cgroups is killed at once (tests of a
+# node failure). down still cleans up after it.
+cmd_kill() {
+  require_root
+  [ "${1:-}" = --name ] && [ -n "${2:-}" ] && [ -n "${3:-}" ] || die "kill: --name LAB HOST"
+  local lab=$2 h=$3 cg procs
+  [ -d "$LAB_ROOT/labs/$lab/hosts/$h" ] || die "kill: lab $lab has no host $h"
+  kill -KILL "$(cat "$LAB_ROOT/labs/$lab/hosts/$h/pid" 2>/dev/null)" 2>/dev/null || true
+  for _ in 1 2 3 4 5; do
+    procs=$(for cg in $(hierarchies); do find "$cg/$CGROUP_PARENT/$lab/$h" -name cgroup.procs -exec cat {} + 2>/dev/null; done | sort -u)
+    [ -z "$procs" ] && break
+    kill -KILL $procs 2>/dev/null || true
+    sleep 0.3
+  done
+  log "host $h of lab $lab killed"
+}
+
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
   down) shift; cmd_down "$@" ;;
+  kill) shift; cmd_kill "$@" ;;
   list) cmd_list ;;
-  *) echo "usage: $0 up|down|list (see the header of this file)" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|kill|list (see the header of this file)" >&2; exit 2 ;;
 esac

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/clusterctl/clusterctl/playbooks"
+)
+
+type removeNodeOptions struct {
+	ssh          sshOptions
+	yes          bool
+	drainTimeout time.Duration
+}
+
+func newRemoveNodeCmd(g *globalOptions) *cobra.Command {
+	o := &removeNodeOptions{}
+	cmd := &cobra.Command{
+		Use:   "remove-node NAME...",
+		Short: "Take hosts out of the cluster: cordon, drain, etcd member removed, Node deleted, host reset",
+		Long: `Remove the named inventory hosts from the running cluster, one at a time: cordon; drain (evictions,
+which respect PodDisruptionBudgets, retried until --drain-timeout; DaemonSet and static Pods stay); for a
+control-plane node, its etcd member removed through the etcd API, refused when the remaining members
+could not keep quorum; the Node deleted; then the host reset as clusterctl reset does. A host that
+cannot be reached is still removed from the cluster and reported. Remove the host from the inventory
+afterwards. The first control-plane host of the inventory is how clusterctl reaches the cluster and
+cannot be removed: put another control-plane host first.`,
+		Example: `  clusterctl remove-node -i hosts.yaml w3 --yes
+  clusterctl remove-node -i hosts.yaml cp3 --drain-timeout 5m`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRemoveNode(cmd, g, o, args)
+		},
+	}
+	o.ssh.addFlags(cmd)
+	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "how long to keep evicting the node's Pods")
+	return cmd
+}
+
+func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, names []string) error {
+	progress := g.stderr
+	if g.Output == "json" {
+		progress = g.stdout
+	}
+	view := newEventView(progress, g.Output)
+	env, state, err := openEnv(g, &o.ssh, view)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if !o.yes {
+		if !term.IsTerminal(int(os.Stdin.Fd())) {
+			return usageError("remove-node drains and resets %s; pass --yes to confirm when not on a terminal", strings.Join(names, ", "))
+		}
+		fmt.Fprintf(g.stderr, "remove %s from cluster %q (drain, delete, reset)? [y/N] ", strings.Join(names, ", "), env.Inv.Cluster.Name)
+		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			return usageError("not confirmed; nothing was changed")
+		}
+	}
+	err = playbooks.RemoveNode(cmd.Context(), env, names, playbooks.RemoveOptions{StateDir: state, DrainTimeout: o.drainTimeout})
+	view.Recap()
+	if err != nil {
+		return failedOnHosts(err)
+	}
+	fmt.Fprintf(g.stdout, "removed %s; remove it from the inventory\n", strings.Join(names, ", "))
+	return nil
+}

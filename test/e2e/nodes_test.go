@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestGrowAndShrink starts from one control-plane node and one worker, adds a worker, grows the control plane
+// to three stacked-etcd members, loses one control-plane host, removes nodes, and refuses a host that fails
+// preflight without touching the cluster.
+func TestGrowAndShrink(t *testing.T) {
+	full := NewCluster(t, 5, 3) // cp1 cp2 cp3 w1 w2
+	small := full.Subset(t, "small", "cp1", "w1")
+	small.Up(t)
+
+	t.Run("add a worker; a workload schedules there", func(t *testing.T) {
+		if _, stderr, code := full.Run(t, "add-node", "w2"); code != 0 {
+			t.Fatalf("add-node w2: exit %d\n%s", code, tail(stderr, 30))
+		}
+		full.LoadProbe(t, "w2")
+		if _, err := full.K(t, `apiVersion: v1
+kind: Pod
+metadata: {name: on-w2, namespace: default}
+spec:
+  nodeName: w2
+  containers: [{name: probe, image: `+ProbeImage+`, imagePullPolicy: Never, args: [serve]}]
+`, "apply", "-f", "-"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := full.K(t, "", "wait", "--for=condition=Ready", "pod/on-w2", "--timeout=60s"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("grow the control plane to three", func(t *testing.T) {
+		if _, stderr, code := full.Run(t, "add-node", "cp2", "cp3"); code != 0 {
+			t.Fatalf("add-node cp2 cp3: exit %d\n%s", code, tail(stderr, 30))
+		}
+		members := full.Etcdctl(t, "cp1", "member list")
+		if n := strings.Count(members, ", started, "); n != 3 || strings.Contains(members, "true") {
+			t.Errorf("want 3 started voting members:\n%s", members)
+		}
+		for _, h := range full.Lab.Hosts[:3] {
+			// Each API server by its own address, its certificate checked against it.
+			out, err := full.K(t, "", "--server", "https://"+h.Address+":6443", "--tls-server-name", h.Address, "get", "--raw", "/readyz")
+			if err != nil || out != "ok" {
+				t.Errorf("the API server on %s: %q, %v", h.Name, out, err)
+			}
+		}
+	})
+
+	t.Run("one control-plane host dies; the cluster keeps answering", func(t *testing.T) {
+		full.Lab.Kill(t, "cp3")
+		if _, err := full.K(t, "", "create", "configmap", "after-cp3", "--from-literal=k=v"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("remove the dead control-plane node, a worker and a control-plane node", func(t *testing.T) {
+		for _, names := range [][]string{{"cp3"}, {"w2"}, {"cp2"}} {
+			if _, stderr, code := full.Run(t, append([]string{"remove-node", "--yes"}, names...)...); code != 0 {
+				t.Fatalf("remove-node %v: exit %d\n%s", names, code, tail(stderr, 30))
+			}
+		}
+		nodes := full.MustK(t, "get", "nodes", "-o", "name")
+		if strings.TrimSpace(nodes) != "node/cp1\nnode/w1" {
+			t.Errorf("nodes left: %q", nodes)
+		}
+		if members := full.Etcdctl(t, "cp1", "member list"); strings.Count(members, "started") != 1 {
+			t.Errorf("etcd members left:\n%s", members)
+		}
+		for _, h := range []string{"w2", "cp2"} {
+			if out, _ := full.Lab.SSH("", h, "ls -d /etc/kubernetes /var/lib/kubelet 2>/dev/null; pgrep -x kubelet; true"); strings.TrimSpace(out) != "" {
+				t.Errorf("%s not reset: %s", h, out)
+			}
+		}
+	})
+
+	t.Run("a host that fails preflight is refused and the cluster is untouched", func(t *testing.T) {
+		// Something else holds the kubelet's port on w2.
+		full.Lab.Run(t, "w2", "systemd-run --unit squat socat TCP-LISTEN:10250,reuseaddr,fork /dev/null")
+		before := full.MustK(t, "get", "nodes,secrets", "-A", "-o", "name")
+		_, stderr, code := full.Run(t, "add-node", "w2")
+		if code != 1 || !strings.Contains(stderr, "Port-10250") {
+			t.Errorf("add-node of a host with port 10250 taken: exit %d, want 1 naming Port-10250\n%s", code, tail(stderr, 20))
+		}
+		if after := full.MustK(t, "get", "nodes,secrets", "-A", "-o", "name"); after != before {
+			t.Errorf("the cluster changed:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+		if out, _ := full.Lab.SSH("", "w2", "ls -d /etc/kubernetes 2>/dev/null; true"); strings.TrimSpace(out) != "" {
+			t.Errorf("files were pushed to w2: %s", out)
+		}
+	})
+}
