@@ -16,7 +16,7 @@ CONTROL_PLANES ?= 1
 LAB_DIR := $(CURDIR)/.lab
 ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_VERSION)
 
-.PHONY: help build test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up
+.PHONY: help build test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -86,6 +86,10 @@ bench: ## Go benchmarks of every package (go test -bench), numbers printed
 bench-up: ## clusterctl up on bare lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run (root)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/up.sh
+
+bench-add-node: ## add-node of one worker to running 1+1 and 1+5 lab clusters: time and bytes written (root)
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/bench/addnode.sh
 
 bench-fanout: ## one command on N=10,100,300 loopback sshd hosts: clusterctl vs a Go floor, Ansible and pssh (root; ~30 min)
 	test/bench/fanout.sh

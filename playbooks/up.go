@@ -62,6 +62,8 @@ type UpResult struct {
 	Preflight       *PreflightReport  `json:"preflight,omitempty"`
 	Unapproved      map[string]string `json:"unapprovedCSRs,omitempty"`
 	Plan            []HostPlan        `json:"plan,omitempty"`
+	// BytesPushed is the file content written to hosts in this run (unchanged files cost nothing here).
+	BytesPushed int64 `json:"bytesPushed"`
 }
 
 // HostPlan is what a dry run found would change on a host.
@@ -189,6 +191,13 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 			fn   func(context.Context) error
 		}{"plan", u.plan})
 	}
+	defer func() {
+		for _, h := range e.Inv.Hosts {
+			if c := e.Conn(h.Name); c != nil {
+				u.res.BytesPushed += c.BytesWritten()
+			}
+		}
+	}()
 	for _, p := range phases {
 		start := time.Now()
 		u.emit(transport.Event{Type: transport.EventPhaseStart, Play: p.name})

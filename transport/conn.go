@@ -12,6 +12,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -32,6 +33,7 @@ type Conn struct {
 	sftpSess  *ssh.Session
 	closed    chan struct{}
 	closeOnce sync.Once
+	written   atomic.Int64 // file content bytes written by Put
 }
 
 func newConn(t Target, client *ssh.Client, via []*ssh.Client, log *slog.Logger) *Conn {

@@ -109,6 +109,9 @@ func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
 	return changed, g.Wait()
 }
 
+// BytesWritten is how many bytes of file content Put has written on the host through this connection.
+func (c *Conn) BytesWritten() int64 { return c.written.Load() }
+
 // Change is what Put would do to one file.
 type Change string
 
@@ -290,6 +293,7 @@ func (c *Conn) writeAtomic(ctx context.Context, client *sftp.Client, f File, mod
 			}
 		}
 	}
+	c.written.Add(int64(len(f.Data)))
 	return nil
 }
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# addnode.sh — the add-node benchmark (make bench-add-node): one worker added to running clusters of each
+# size; the time of `clusterctl add-node` and the bytes it wrote to hosts (the new node's binaries, images
+# and files, and the other nodes' route to its pod range). Lab hosts, air-gapped from the artifacts.
+#
+#   SIZES="1+1 1+5" test/bench/addnode.sh
+set -euo pipefail
+exec 9>&-
+SIZES=${SIZES:-"1+1 1+5"}
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+K8S_VERSION=${K8S_VERSION:-v1.34.4}
+CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
+ART=$CACHE/$K8S_VERSION
+export PATH=$PATH:/usr/local/go/bin
+[ "$(id -u)" = 0 ] || { echo "bench-add-node: needs root (the lab)" >&2; exit 1; }
+[ -f "$ART/manifest.json" ] || { echo "bench-add-node: no artifacts in $ART: make artifacts" >&2; exit 1; }
+command -v jq >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null
+
+W=$(mktemp -d /tmp/clusterctl-benchadd.XXXXXX)
+lab=benchadd
+cleanup() { "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1 || true; rm -rf "$W"; }
+trap cleanup EXIT
+(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl" ./cmd/clusterctl)
+
+printf '%-6s %10s %12s %s\n' cluster add_s bytes_MB "phases (s)"
+for size in $SIZES; do
+  cps=${size%+*} workers=${size#*+}
+  n=$((cps + workers + 1))
+  dir=$W/$size
+  mkdir -p "$dir"
+  "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts "$n" --control-planes "$cps" >/dev/null 2>&1
+  sed "s|^  name: $lab\$|  name: $lab\n  kubernetesVersion: $K8S_VERSION\n  artifacts: $ART|" "$dir/hosts.yaml" >"$dir/full.yaml"
+  new=w$((workers + 1))
+  # The running cluster: every host but the new one.
+  awk -v new="$new" '/^  - name: /{skip=($3==new)} !skip' "$dir/full.yaml" >"$dir/cluster.yaml"
+  "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>&1 || { tail -3 "$dir/up.json" >&2; exit 1; }
+  "$W/clusterctl" add-node -i "$dir/full.yaml" "$new" -o json >"$dir/add.json" 2>&1 || { tail -3 "$dir/add.json" >&2; exit 1; }
+  jq -r --arg s "$size" 'select(.type=="up_result") | [$s, (.duration_ms/1000|tostring), ((.bytesPushed/1048576*10|round)/10|tostring),
+    ([.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" "))] | @tsv' "$dir/add.json" |
+    awk -F'\t' '{printf "%-6s %10.1f %12s %s\n", $1, $2, $3, $4}'
+  "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
+done
