@@ -271,3 +271,27 @@ func BenchmarkPKI(b *testing.B) {
 		})
 	}
 }
+
+// The node-independent client certificates are one pair shared by the control-plane nodes; a node added
+// later gets the same pair; the certificates that name a node differ.
+func TestSharedClientCertificates(t *testing.T) {
+	st := newStore(t, "ECDSA-P256")
+	p, _, err := st.Ensure(cluster, nodes[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, _, err := st.Ensure(cluster, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := nodes[0].Name, nodes[1].Name
+	for _, s := range p2.Specs[a] {
+		same := p2.Nodes[a][s.Name].Cert.SerialNumber.Cmp(p2.Nodes[b][s.Name].Cert.SerialNumber) == 0
+		if same == s.PerNode {
+			t.Errorf("%s: shared=%v, want shared=%v", s.Name, same, !s.PerNode)
+		}
+		if !s.PerNode && p.Nodes[a][s.Name].Cert.SerialNumber.Cmp(p2.Nodes[b][s.Name].Cert.SerialNumber) != 0 {
+			t.Errorf("%s: the node added later did not get the existing pair", s.Name)
+		}
+	}
+}

@@ -126,10 +126,34 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 			jobs = append(jobs, job{node: n.Name, spec: s, rel: rel, ca: ca, key: key, reason: reason})
 		}
 	}
+	// The node-independent client certificates (the API server's kubelet and etcd client, front-proxy
+	// client, etcd health check) name no node: control-plane nodes share one key pair each, kept in every
+	// node's directory. A node that lacks one gets another node's valid pair; one is made only when none
+	// is. Control-plane nodes hold the CA keys anyway, so sharing adds no exposure, and it saves most of
+	// the key generation for HA control planes.
+	shared := map[string]*KeyPair{}
+	for _, n := range nodes {
+		for _, spec := range p.Specs[n.Name] {
+			if kp := p.Nodes[n.Name][spec.Name]; kp != nil && !spec.PerNode && shared[spec.Name] == nil {
+				shared[spec.Name] = kp
+			}
+		}
+	}
+	first := map[string]int{} // spec name -> the job that makes the shared pair
+	for i, j := range jobs {
+		if !j.spec.PerNode && shared[j.spec.Name] == nil {
+			if _, ok := first[j.spec.Name]; !ok {
+				first[j.spec.Name] = i
+			}
+		}
+	}
 	// Key generation dominates (RSA especially): leaves are made in parallel, then written in table order.
 	g := new(errgroup.Group)
 	g.SetLimit(runtime.NumCPU())
 	for i := range jobs {
+		if !jobs[i].spec.PerNode && (shared[jobs[i].spec.Name] != nil || first[jobs[i].spec.Name] != i) {
+			continue
+		}
 		g.Go(func() error {
 			kp, err := st.Issuer.NewLeaf(jobs[i].spec, jobs[i].ca, jobs[i].key)
 			jobs[i].out = kp
@@ -138,6 +162,16 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 	}
 	if err := g.Wait(); err != nil {
 		return nil, nil, err
+	}
+	for i := range jobs {
+		if jobs[i].out != nil {
+			continue
+		}
+		if kp := shared[jobs[i].spec.Name]; kp != nil {
+			jobs[i].out = kp
+		} else {
+			jobs[i].out = jobs[first[jobs[i].spec.Name]].out
+		}
 	}
 	for _, j := range jobs {
 		if err := st.write(j.rel, j.out); err != nil {
