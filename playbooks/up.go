@@ -282,6 +282,13 @@ func (u *up) render(ctx context.Context) error {
 		}
 	}
 	u.kubeletPath = kubeletPath
+	if render.LocalProxy(u.inv) {
+		for _, h := range u.e.Hosts {
+			if f := u.facts[h.Name]; f != nil && !f.Commands["haproxy"] {
+				return fmt.Errorf("%s has no haproxy: with several control-plane nodes and no controlPlaneEndpoint, every node reaches the API servers through a node-local haproxy; install your distribution's haproxy package, or put a load balancer in front and set cluster.controlPlaneEndpoint", h.Name)
+			}
+		}
+	}
 	containerized := map[string]bool{}
 	cniDir := ""
 	for name, f := range u.facts {
@@ -380,7 +387,7 @@ func (u *up) push(ctx context.Context) error {
 					did = true
 				}
 			}
-			res, err := u.e.Conn(name).Run(ctx, "sh -s", []byte(setupScript(ch, images)))
+			res, err := u.e.Conn(name).Run(ctx, "sh -s", []byte(setupScript(ch, images, render.LocalProxy(u.inv))))
 			if err != nil {
 				return did, err
 			}
@@ -433,7 +440,7 @@ func (u *up) hostFiles(name string) ([]transport.File, []image, error) {
 	}
 	cp := h.Has(inventory.RoleControlPlane)
 	if u.joining[name] {
-		boot, err := bootstrap.BootstrapKubeconfig(u.inv.Cluster.Name, u.rendered.Endpoint, u.caPEM(), *u.token)
+		boot, err := bootstrap.BootstrapKubeconfig(u.inv.Cluster.Name, u.rendered.NodeEndpoint, u.caPEM(), *u.token)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -566,13 +573,17 @@ commit() { [ -f $stamps/$1.next ] && mv $stamps/$1.next $stamps/$1; true; }
 
 // setupScript applies what the files need: kernel modules and settings, units, the runtime's configuration,
 // image archives not yet imported. It prints "changed" when it changed anything.
-func setupScript(changed map[string]bool, images []image) string {
+func setupScript(changed map[string]bool, images []image, proxy bool) string {
 	var b strings.Builder
 	b.WriteString("set -e\n" + stampFunctions)
 	b.WriteString("if stale modules /etc/modules-load.d/kubernetes.conf; then modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; echo changed; fi\n")
 	b.WriteString("if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; echo changed; fi\n")
 	fmt.Fprintf(&b, "if stale units %s %s; then systemctl daemon-reload; commit units; fi\n", kubelet.UnitPath, kubelet.DropInPath)
 	b.WriteString("if stale containerd /etc/containerd/config.toml; then systemctl restart containerd; commit containerd; echo changed; fi\n")
+	if proxy {
+		fmt.Fprintf(&b, "if stale apiproxy %s %s; then systemctl daemon-reload; systemctl enable -q %s; systemctl restart %s; commit apiproxy; echo changed; fi\n",
+			render.LocalProxyConfigPath, render.LocalProxyUnitPath, render.LocalProxyUnitName, render.LocalProxyUnitName)
+	}
 	b.WriteString("systemctl is-active -q containerd || { systemctl enable -q --now containerd; echo changed; }\n")
 	// The runtime may have just started: wait for its socket (at most 30 s).
 	b.WriteString("i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done\n")
@@ -620,7 +631,15 @@ func (u *up) startKubelet(ctx context.Context, play string, hosts []string) erro
 			// Restart when this run changed the kubelet's files, or a killed run changed them last; start
 			// when it is not running; else leave it alone.
 			h := u.inv.Host(name)
-			cmd := "set -e\n" + stampFunctions + fmt.Sprintf("if stale kubelet %s || [ %t = true ]; then systemctl restart kubelet; commit kubelet; echo restarted\n",
+			cmd := "set -e\n" + stampFunctions
+			if !h.Has(inventory.RoleControlPlane) {
+				// A worker's kubelet.conf is the kubelet's own (TLS bootstrap); when the API endpoint nodes use
+				// changes (a control plane grown to several, behind the node-local proxy), point it there.
+				kc := "/etc/kubernetes/kubelet.conf"
+				ep := u.rendered.NodeEndpoint
+				cmd += fmt.Sprintf("if [ -f %s ] && ! grep -q '^    server: %s$' %s; then sed -i 's|^    server: .*|    server: %s|' %s; restart=true; fi\n", kc, ep, kc, ep, kc)
+			}
+			cmd += fmt.Sprintf("if stale kubelet %s || [ %t = true ] || [ \"${restart:-}\" = true ]; then systemctl restart kubelet; commit kubelet; echo restarted\n",
 				strings.Join(kubeletInputs(h.Has(inventory.RoleControlPlane), u.kubeletPath), " "), restart) +
 				"elif systemctl is-active -q kubelet; then echo running; else systemctl start kubelet; echo started; fi\n"
 			res, err := u.e.Conn(name).Run(ctx, cmd, nil)
@@ -743,7 +762,7 @@ func (u *up) bootstrap(ctx context.Context) error {
 		return out
 	}
 	kc, err := bootstrap.KubeadmConfig(bootstrap.ClusterConfig{KubernetesVersion: c.KubernetesVersion, ClusterName: c.Name,
-		ControlPlaneEndpoint: strings.TrimPrefix(u.rendered.Endpoint, "https://"), PodSubnet: c.Networking.PodSubnet,
+		ControlPlaneEndpoint: strings.TrimPrefix(u.rendered.NodeEndpoint, "https://"), PodSubnet: c.Networking.PodSubnet,
 		ServiceSubnet: c.Networking.ServiceSubnet, DNSDomain: c.Networking.DNSDomain, ImageRepository: c.ImageRepository,
 		EncryptionAlgorithm: c.Certificates.KeyAlgorithm, CertValidity: c.Certificates.Validity.Duration,
 		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: pairs(c.APIServer.ExtraArgs),
@@ -752,7 +771,7 @@ func (u *up) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	infoKC, err := bootstrap.ClusterInfoKubeconfig(u.rendered.Endpoint, caPEM)
+	infoKC, err := bootstrap.ClusterInfoKubeconfig(u.rendered.NodeEndpoint, caPEM)
 	if err != nil {
 		return err
 	}
@@ -776,7 +795,7 @@ func (u *up) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := addons.Params{Endpoint: u.rendered.Endpoint, ImageRepository: c.ImageRepository,
+	p := addons.Params{Endpoint: u.rendered.NodeEndpoint, ImageRepository: c.ImageRepository,
 		KubeProxyImage: c.ImageRepository + "/kube-proxy:" + c.KubernetesVersion,
 		CoreDNSImage:   c.ImageRepository + "/coredns/coredns:" + render.CoreDNSVersion(c.KubernetesVersion),
 		ClusterCIDR:    c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain, DNSServiceIP: dnsIP,

@@ -111,7 +111,7 @@ var (
 	}
 	factDirs     = []string{"/etc/kubernetes/manifests", "/var/lib/etcd"}
 	factCommands = []string{"conntrack", "ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc",
-		"touch", "losetup", "cp", "crictl", "ctr", "kubelet", "containerd", "runc", "systemctl", "bash", "sha256sum"}
+		"touch", "losetup", "cp", "crictl", "ctr", "kubelet", "containerd", "runc", "systemctl", "bash", "sha256sum", "haproxy"}
 )
 
 // factsScript prints one fact per line, "key<TAB>value". It runs under sh (dash or bash) as root and reads

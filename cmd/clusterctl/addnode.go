@@ -4,6 +4,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/render"
 )
 
 func newAddNodeCmd(g *globalOptions) *cobra.Command {
@@ -16,7 +19,10 @@ preflight (the join sets, and reachability of the API server and of etcd) on the
 files pushed, a fresh bootstrap token made through the API for the workers and deleted once they have
 joined, serving certificates approved after the same checks as up.
 
-Control-plane hosts join one at a time, in inventory order: certificates for the node are made here,
+Control-plane hosts join one at a time, in inventory order (with several control-plane hosts and no
+cluster.controlPlaneEndpoint, every node reaches the API servers through a node-local haproxy on
+127.0.0.1:7443 whose backends clusterctl keeps to the control-plane hosts: adding one then updates every
+node's proxy configuration, nothing else): certificates for the node are made here,
 its etcd member is added through the etcd API as a learner before it starts, promoted once it has caught
 up, and the node's API server must be ready before the next one.
 
@@ -28,7 +34,18 @@ form that touches nothing else.`,
   clusterctl add-node -i hosts.yaml cp2 cp3          # grow the control plane to three (stacked etcd)`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			inv, _, err := g.loadInventory()
+			if err != nil {
+				return err
+			}
 			g.Limit = args
+			for _, name := range args {
+				// A new control-plane node is a new backend of every node's API proxy (and may be what
+				// turns the proxy on): every host's files are checked, unchanged ones left alone.
+				if h := inv.Host(name); h != nil && h.Has(inventory.RoleControlPlane) && render.LocalProxy(inv) {
+					g.Limit = nil
+				}
+			}
 			return runUp(cmd, g, o)
 		},
 	}

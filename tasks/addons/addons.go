@@ -4,6 +4,8 @@
 package addons
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -84,6 +86,8 @@ users:
 	}
 	t := true
 	labels := map[string]string{"k8s-app": kubeProxy}
+	// kube-proxy reads its configuration at start: a changed one (a new API endpoint) rolls the Pods.
+	sum := sha256.Sum256([]byte(string(confYAML) + kubeconfig))
 	ds := &appsv1.DaemonSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
 		ObjectMeta: metav1.ObjectMeta{Name: kubeProxy, Namespace: bootstrap.KubeSystem, Labels: labels},
@@ -91,7 +95,8 @@ users:
 			Selector:       &metav1.LabelSelector{MatchLabels: labels},
 			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
+					"clusterctl.dev/config-sha256": hex.EncodeToString(sum[:])}},
 				Spec: corev1.PodSpec{
 					Containers: []corev1.Container{{
 						Name: kubeProxy, Image: image, ImagePullPolicy: corev1.PullIfNotPresent, Command: command,

@@ -53,8 +53,25 @@ type Result struct {
 	Hosts       []HostFiles
 	Workstation []transport.File
 	Changes     []pki.Change
-	// Endpoint is the URL nodes and the workstation reach the API server at.
+	// Endpoint is the URL the workstation reaches the API server at.
 	Endpoint string
+	// NodeEndpoint is the URL nodes reach it at: Endpoint, or the node-local proxy
+	// (https://127.0.0.1:7443) when several control-plane nodes have no controlPlaneEndpoint in front.
+	NodeEndpoint string
+}
+
+// Node-local API proxy: with several control-plane nodes and no controlPlaneEndpoint, every node runs
+// haproxy (from its packages) on this loopback port, forwarding to every API server that is ready.
+const (
+	LocalProxyPort       = 7443
+	LocalProxyConfigPath = "/etc/haproxy/clusterctl-apiserver.cfg"
+	LocalProxyUnitName   = "clusterctl-apiserver-proxy.service"
+	LocalProxyUnitPath   = "/etc/systemd/system/" + LocalProxyUnitName
+)
+
+// LocalProxy reports whether the inventory's nodes reach the API servers through a node-local proxy.
+func LocalProxy(inv *inventory.Inventory) bool {
+	return len(inv.ControlPlanes()) > 1 && inv.Cluster.ControlPlaneEndpoint == ""
 }
 
 // HostFiles are one host's files.
@@ -112,12 +129,20 @@ func Render(o Options) (*Result, error) {
 		}
 	}
 	res := &Result{Endpoint: "https://" + net.JoinHostPort(endpointHost, strconv.Itoa(endpointPort))}
+	res.NodeEndpoint = res.Endpoint
+	localProxy := LocalProxy(inv)
+	if localProxy {
+		res.NodeEndpoint = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(LocalProxyPort))
+	}
 
 	issuer := &pki.Issuer{Now: o.Now, Algorithm: pki.Algorithm(c.Certificates.KeyAlgorithm),
 		Validity: c.Certificates.Validity.Duration, CAValidity: c.Certificates.CAValidity.Duration}
 	sanHost := ""
-	if c.ControlPlaneEndpoint != "" {
+	switch {
+	case c.ControlPlaneEndpoint != "":
 		sanHost = endpointHost
+	case localProxy:
+		sanHost = "127.0.0.1" // the API servers are reached through each node's proxy on loopback
 	}
 	store := &pki.Store{Dir: filepath.Join(o.StateDir, "pki"), Issuer: issuer}
 	p, changes, err := store.Ensure(pki.Cluster{DNSDomain: c.Networking.DNSDomain, ServiceSubnet: c.Networking.ServiceSubnet,
@@ -192,9 +217,14 @@ func Render(o Options) (*Result, error) {
 		add("/etc/sysctl.d/99-kubernetes.conf", sysctl, modePublic)
 		add("/etc/modules-load.d/kubernetes.conf", modules, modePublic)
 		add(path.Join(manifests.PKIDir, "ca.crt"), caPEM, modePublic)
+		if localProxy {
+			if err := proxyFiles(o, add); err != nil {
+				return nil, err
+			}
+		}
 
 		if h.Has(inventory.RoleControlPlane) {
-			if err := controlPlaneFiles(o, p, h, ip, res.Endpoint, h.Name == cps[0].Name, ca, issuer, kcDir, admin, superAdmin, add, &res.Changes); err != nil {
+			if err := controlPlaneFiles(o, p, h, ip, res.NodeEndpoint, h.Name == cps[0].Name, ca, issuer, kcDir, admin, superAdmin, add, &res.Changes); err != nil {
 				return nil, err
 			}
 		}
@@ -202,6 +232,33 @@ func Render(o Options) (*Result, error) {
 		res.Hosts = append(res.Hosts, HostFiles{Host: h.Name, Files: files})
 	}
 	return res, nil
+}
+
+// proxyFiles are the node-local API proxy's configuration (every control-plane node a backend) and unit.
+func proxyFiles(o Options, add func(string, []byte, fs.FileMode)) error {
+	type backend struct{ Name, Address string }
+	var backends []backend
+	for _, cp := range o.Inv.ControlPlanes() {
+		ip := cp.InternalAddress
+		if ip == "" {
+			ip = o.NodeIPs[cp.Name]
+		}
+		if ip == "" {
+			return fmt.Errorf("control-plane host %s: its node address is not known: set internalAddress in the inventory", cp.Name)
+		}
+		backends = append(backends, backend{cp.NodeName, net.JoinHostPort(ip, strconv.Itoa(o.Inv.Cluster.APIServer.BindPort))})
+	}
+	cfg, err := templates.Render("apiserver-proxy.cfg", map[string]any{"Port": LocalProxyPort, "Backends": backends})
+	if err != nil {
+		return err
+	}
+	unit, err := templates.Render("apiserver-proxy.service", map[string]any{"Haproxy": "/usr/sbin/haproxy", "Config": LocalProxyConfigPath})
+	if err != nil {
+		return err
+	}
+	add(LocalProxyConfigPath, cfg, modePublic)
+	add(LocalProxyUnitPath, unit, modePublic)
+	return nil
 }
 
 func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint string, first bool, ca *pki.KeyPair, issuer *pki.Issuer,

@@ -39,6 +39,8 @@ rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserv
   /etc/kubernetes/clusterctl-cluster
 rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/clusterctl /var/lib/cni/networks/clusterctl-bridge
 rmdir /etc/kubernetes/manifests /etc/kubernetes 2>/dev/null
+systemctl disable --now clusterctl-apiserver-proxy.service >/dev/null 2>&1
+rm -f /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service
 rm -f /etc/cni/net.d/10-clusterctl-bridge.conflist $routes /etc/systemd/system/kubelet.service \
   /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/sysctl.d/99-kubernetes.conf /etc/modules-load.d/kubernetes.conf
 rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null

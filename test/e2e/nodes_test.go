@@ -3,6 +3,7 @@ package e2e
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestGrowAndShrink starts from one control-plane node and one worker, adds a worker, grows the control plane
@@ -49,10 +50,36 @@ spec:
 		}
 	})
 
+	t.Run("every node reaches the API servers through its node-local proxy", func(t *testing.T) {
+		for _, h := range []string{"cp1", "cp2", "cp3", "w1", "w2"} {
+			out := full.Lab.Run(t, h, "grep -h '^    server:' /etc/kubernetes/kubelet.conf; systemctl is-active clusterctl-apiserver-proxy; grep -c '^    server cp' /etc/haproxy/clusterctl-apiserver.cfg")
+			if out != "    server: https://127.0.0.1:7443\nactive\n3\n" {
+				t.Errorf("%s: %q", h, out)
+			}
+		}
+		ready := full.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{end}")
+		if ready != "TrueTrueTrueTrueTrue" {
+			t.Errorf("nodes Ready: %q", ready)
+		}
+	})
+
 	t.Run("one control-plane host dies; the cluster keeps answering", func(t *testing.T) {
 		full.Lab.Kill(t, "cp3")
+		killed := time.Now()
 		if _, err := full.K(t, "", "create", "configmap", "after-cp3", "--from-literal=k=v"); err != nil {
 			t.Fatal(err)
+		}
+		// The workers' kubelets keep renewing their leases through their proxies.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			renew := full.MustK(t, "get", "lease", "-n", "kube-node-lease", "w1", "-o", "jsonpath={.spec.renewTime}")
+			if at, err := time.Parse(time.RFC3339Nano, renew); err == nil && at.After(killed.Add(time.Second)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("w1 has not renewed its lease since cp3 died (last %s)", renew)
+			}
+			time.Sleep(2 * time.Second)
 		}
 	})
 

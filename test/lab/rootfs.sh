@@ -7,6 +7,7 @@
 #       no host keys and an empty machine-id (each host gets its own), systemd-networkd enabled, a user
 #       "lab" with password-less sudo.
 # node: a layer over base with what a Kubernetes node needs from Debian: containerd, runc, the CNI plugins,
+#       haproxy (the node-local API server proxy of multi-control-plane clusters),
 #       conntrack, socat, ethtool, ebtables; modprobe of built-in modules made to work (see lab-notes).
 # Layers live in $CACHE/rootfs/<layer> ($CACHE: $CLUSTERCTL_LAB_CACHE, else ~/.cache/clusterctl-lab) and are
 # built in a temporary directory and renamed into place, so an interrupted build leaves nothing half made.
@@ -18,7 +19,7 @@ ROOTFS=$CACHE/rootfs
 LAB=$(cd "$(dirname "$0")" && pwd)
 # Bump when the content of a layer changes, so that caches are rebuilt.
 BASE_REV=1
-NODE_REV=1
+NODE_REV=2
 BASE=$ROOTFS/base-$BASE_REV
 NODE=$ROOTFS/node-$BASE_REV.$NODE_REV
 
@@ -73,7 +74,7 @@ build_node() {
     printf "#!/bin/sh\nexit 101\n" >"$tmp/merged/usr/sbin/policy-rc.d"; chmod +x "$tmp/merged/usr/sbin/policy-rc.d"
     chroot "$tmp/merged" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     chroot "$tmp/merged" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      containerd runc containernetworking-plugins conntrack socat ethtool ebtables ipset util-linux
+      containerd runc containernetworking-plugins conntrack socat ethtool ebtables ipset util-linux haproxy
     chroot "$tmp/merged" apt-get clean
     rm -f "$tmp/merged/usr/sbin/policy-rc.d" "$tmp/merged/etc/resolv.conf"
     rm -rf "$tmp/merged/var/lib/apt/lists/"*
