@@ -391,3 +391,16 @@ func (inv *Inventory) Resolve(p string) string {
 	}
 	return filepath.Join(filepath.Dir(inv.Source), p)
 }
+
+// Set parses a command-line value (pflag.Value): Go durations, or days (d) and years (y).
+func (d *Duration) Set(s string) error {
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// Type names the value in --help.
+func (d *Duration) Type() string { return "duration" }

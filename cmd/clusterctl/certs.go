@@ -3,12 +3,18 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/tasks/certs"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 )
 
@@ -16,8 +22,9 @@ func newCertsCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "certs",
 		Short:   "Inspect the cluster's certificates",
-		Example: "  clusterctl certs ca-hash -i hosts.yaml",
+		Example: "  clusterctl certs check-expiration -i hosts.yaml --fail-within 30d\n  clusterctl certs ca-hash -i hosts.yaml",
 	}
+	cmd.AddCommand(newCheckExpirationCmd(g))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "ca-hash",
 		Short: "Print the CA pin joining nodes check (sha256 of the CA's Subject Public Key Info)",
@@ -50,4 +57,100 @@ kubeadm join's --discovery-token-ca-cert-hash, the same as this openssl pipeline
 		},
 	})
 	return cmd
+}
+
+type checkExpirationOptions struct {
+	ssh        sshOptions
+	failWithin inventory.Duration
+}
+
+func newCheckExpirationCmd(g *globalOptions) *cobra.Command {
+	o := &checkExpirationOptions{}
+	cmd := &cobra.Command{
+		Use:   "check-expiration",
+		Short: "One table of every certificate on every host, read from the hosts, with expiry and drift",
+		Long: `Read, from every host (one command each; certificates only, private keys stay on the hosts), every
+certificate under /etc/kubernetes/pki, the client certificate of each kubeconfig in /etc/kubernetes
+(admin, super-admin, controller-manager, scheduler, kubelet) and the kubelet's client and serving
+certificates; print one table with each one's expiry, residual time, issuing CA, and whether it matches
+the state directory's copy (match, differs; blank for what nodes make themselves).
+
+With --fail-within, exit 1 when anything expires sooner (for cron and CI); unreachable hosts exit 1 too.`,
+		Example: `  clusterctl certs check-expiration -i hosts.yaml
+  clusterctl certs check-expiration -i hosts.yaml --fail-within 30d
+  clusterctl certs check-expiration -i hosts.yaml -o json | jq '.certificates[] | select(.state=="differs")'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runCheckExpiration(cmd, g, o)
+		},
+	}
+	o.ssh.addFlags(cmd)
+	cmd.Flags().Var(&o.failWithin, "fail-within", "exit 1 when a certificate expires within this time (30d, 12h, 1y)")
+	return cmd
+}
+
+func runCheckExpiration(cmd *cobra.Command, g *globalOptions, o *checkExpirationOptions) error {
+	progress := g.stderr
+	view := newEventView(progress, "plain")
+	if g.Output != "json" {
+		view = newEventView(io.Discard, "plain")
+	}
+	env, state, err := openEnv(g, &o.ssh, view)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	now := time.Now()
+	list, results, err := playbooks.CheckExpiration(cmd.Context(), env, state, now)
+	failedHosts := 0
+	for _, r := range results {
+		if r.Err != nil {
+			failedHosts++
+			fmt.Fprintf(g.stderr, "%s: %v\n", r.Host, r.Err)
+		}
+	}
+	if err != nil && failedHosts == 0 {
+		return failedOnHosts(err)
+	}
+	var soon []certs.Cert
+	for _, c := range list {
+		if o.failWithin.Duration > 0 && c.Cert != nil && c.Residual < o.failWithin.Duration {
+			soon = append(soon, c)
+		}
+	}
+	if g.Output == "json" {
+		if err := writeJSONLine(g.stdout, struct {
+			Type         string       `json:"type"`
+			Certificates []certs.Cert `json:"certificates"`
+			ExpiringSoon int          `json:"expiringSoon"`
+		}{"certificates", list, len(soon)}); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "HOST\tCERTIFICATE\tEXPIRES\tRESIDUAL\tCA\tSTATE DIR")
+		for _, c := range list {
+			if c.Cert == nil {
+				fmt.Fprintf(tw, "%s\t%s\t(file %s)\t\t\t\n", c.Host, c.Path, c.Reference)
+				continue
+			}
+			st := c.State
+			if st == "" {
+				st = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Host, c.Path, c.NotAfter.UTC().Format("Jan 02, 2006 15:04 MST"),
+				certs.Residual(c.Residual), c.Issuer, st)
+		}
+		tw.Flush()
+	}
+	if len(soon) > 0 {
+		for _, c := range soon {
+			fmt.Fprintf(g.stderr, "expires within %s: %s %s (%s)\n", o.failWithin.String(), c.Host, c.Path, certs.Residual(c.Residual))
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d certificate(s) expire within %s", len(soon), o.failWithin.String())}
+	}
+	if failedHosts > 0 {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d host(s) could not be read", failedHosts)}
+	}
+	return nil
 }

@@ -70,14 +70,21 @@ type Cluster struct {
 // artifacts.
 func NewCluster(t *testing.T, hosts, controlPlanes int) *Cluster {
 	t.Helper()
+	return NewClusterWith(t, hosts, controlPlanes, "")
+}
+
+// NewClusterWith is NewCluster with more settings of the inventory's cluster section (YAML lines indented
+// by two spaces).
+func NewClusterWith(t *testing.T, hosts, controlPlanes int, settings string) *Cluster {
+	t.Helper()
 	artDir, m := lab.Artifacts(t)
 	l := lab.Start(t, lab.Options{Hosts: hosts, ControlPlanes: controlPlanes})
 	data, err := os.ReadFile(l.Inventory())
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := strings.Replace(string(data), "\n  name: "+l.Name+"\n", fmt.Sprintf("\n  name: %s\n  kubernetesVersion: %s\n  artifacts: %s\n",
-		l.Name, m.KubernetesVersion, artDir), 1)
+	inv := strings.Replace(string(data), "\n  name: "+l.Name+"\n", fmt.Sprintf("\n  name: %s\n  kubernetesVersion: %s\n  artifacts: %s\n%s",
+		l.Name, m.KubernetesVersion, artDir, settings), 1)
 	path := filepath.Join(l.Dir, "cluster.yaml")
 	if err := os.WriteFile(path, []byte(inv), 0o644); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -30,7 +31,8 @@ import (
 // TestUp brings up one control-plane node and two workers from bare lab hosts, then checks what a user of the
 // cluster relies on.
 func TestUp(t *testing.T) {
-	c := NewCluster(t, 3, 1)
+	// Leaf certificates of 30 days, so that check-expiration has something expiring soon to report.
+	c := NewClusterWith(t, 3, 1, "  certificates:\n    validity: 30d\n")
 	res := c.Up(t)
 
 	t.Run("all nodes Ready", func(t *testing.T) {
@@ -146,6 +148,45 @@ func TestUp(t *testing.T) {
 		logs := c.MustK(t, "logs", pods[1].name)
 		if !strings.Contains(logs, "serving on :8080") {
 			t.Errorf("kubectl logs: %q", logs)
+		}
+	})
+
+	t.Run("check-expiration reads the hosts, matches the local PKI, fails within a window", func(t *testing.T) {
+		stdout, stderr, code := c.Run(t, "certs", "check-expiration", "--output", "json")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, stderr)
+		}
+		var report struct {
+			Certificates []struct {
+				Host, Path, State, Issuer string
+				Residual                  time.Duration
+			} `json:"certificates"`
+		}
+		if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &report); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		seen := map[string]bool{}
+		for _, cert := range report.Certificates {
+			seen[cert.Host+":"+cert.Path] = true
+			if cert.State == "differs" {
+				t.Errorf("%s %s differs from the state directory", cert.Host, cert.Path)
+			}
+			if strings.HasPrefix(cert.Path, "/etc/kubernetes/pki/") && cert.State != "match" {
+				t.Errorf("%s %s: state %q, want match", cert.Host, cert.Path, cert.State)
+			}
+		}
+		for _, want := range []string{"cp1:/etc/kubernetes/pki/apiserver.crt", "cp1:/etc/kubernetes/pki/etcd/server.crt", "cp1:/etc/kubernetes/admin.conf",
+			"cp1:/etc/kubernetes/super-admin.conf", "w1:/etc/kubernetes/pki/ca.crt", "w1:/var/lib/kubelet/pki/kubelet-client-current.pem",
+			"w2:/var/lib/kubelet/pki/kubelet-server-current.pem"} {
+			if !seen[want] {
+				t.Errorf("not reported: %s", want)
+			}
+		}
+		if _, stderr, code := c.Run(t, "certs", "check-expiration", "--fail-within", "60d"); code != 1 || !strings.Contains(stderr, "apiserver.crt") {
+			t.Errorf("--fail-within 60d with 30-day leaves: exit %d, want 1 naming apiserver.crt\n%s", code, stderr)
+		}
+		if _, stderr, code := c.Run(t, "certs", "check-expiration", "--fail-within", "20d"); code != 0 {
+			t.Errorf("--fail-within 20d: exit %d\n%s", code, stderr)
 		}
 	})
 

@@ -1,0 +1,66 @@
+package certs
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+)
+
+func selfSigned(t *testing.T, cn string, notAfter time.Time) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: notAfter.Add(-time.Hour), NotAfter: notAfter}, &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}}, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func TestParse(t *testing.T) {
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	api := selfSigned(t, "kube-apiserver", now.Add(30*24*time.Hour))
+	admin := selfSigned(t, "kubernetes-admin", now.Add(365*24*time.Hour))
+	out := "== /etc/kubernetes/pki/apiserver.crt\n" + string(api) +
+		"== /etc/kubernetes/admin.conf\n    client-certificate-data: " + base64.StdEncoding.EncodeToString(admin) + "\n" +
+		"== /etc/kubernetes/kubelet.conf\n    client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem\n"
+	certs, err := Parse("cp1", []byte(out), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(certs) != 3 {
+		t.Fatalf("got %d certificates: %+v", len(certs), certs)
+	}
+	byPath := map[string]Cert{}
+	for _, c := range certs {
+		byPath[c.Path] = c
+	}
+	if c := byPath["/etc/kubernetes/pki/apiserver.crt"]; c.Subject != "kube-apiserver" || Residual(c.Residual) != "30d" {
+		t.Errorf("apiserver: %+v (%s)", c, Residual(c.Residual))
+	}
+	if c := byPath["/etc/kubernetes/admin.conf"]; c.Subject != "kubernetes-admin" || Residual(c.Residual) != "365d" {
+		t.Errorf("admin.conf: %+v", c)
+	}
+	if c := byPath["/etc/kubernetes/kubelet.conf"]; c.Reference != "/var/lib/kubelet/pki/kubelet-client-current.pem" || c.Cert != nil {
+		t.Errorf("kubelet.conf: %+v", c)
+	}
+	if _, err := Parse("cp1", []byte("== /etc/kubernetes/pki/x.crt\nnot pem\n"), now); err == nil || !strings.Contains(err.Error(), "x.crt") {
+		t.Errorf("garbage: %v", err)
+	}
+	for d, want := range map[time.Duration]string{-time.Hour: "expired", 5 * time.Hour: "5h", 3650 * 24 * time.Hour: "10y"} {
+		if got := Residual(d); got != want {
+			t.Errorf("Residual(%s) = %s, want %s", d, got, want)
+		}
+	}
+}
