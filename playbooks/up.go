@@ -129,6 +129,7 @@ type up struct {
 	// approvedFor: nodes with an approved serving certificate request.
 	approvedFor map[string]bool
 	member      string
+	renew       *render.Renewal // certs rotate
 	art         map[string][]byte // artifact contents by manifest path
 	kubeletPath string
 }
@@ -300,7 +301,7 @@ func (u *up) render(ctx context.Context) error {
 			return fmt.Errorf("%s has no CNI plugins (bridge, host-local, portmap in /opt/cni/bin or /usr/lib/cni): install your distribution's CNI plugins package (containernetworking-plugins)", name)
 		}
 	}
-	res, err := render.Render(render.Options{Inv: u.inv, StateDir: u.o.StateDir, Now: u.o.Now, EtcdVersion: etcd, PauseVersion: pause,
+	res, err := render.Render(render.Options{Inv: u.inv, StateDir: u.o.StateDir, Now: u.o.Now, Renew: u.renew, EtcdVersion: etcd, PauseVersion: pause,
 		KubeletPath: kubeletPath, NodeIPs: u.nodeIPs, Containerized: containerized, CNIBinDir: cniDir})
 	if err != nil {
 		return err

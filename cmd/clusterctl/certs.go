@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/playbooks"
@@ -24,7 +27,7 @@ func newCertsCmd(g *globalOptions) *cobra.Command {
 		Short:   "Inspect the cluster's certificates",
 		Example: "  clusterctl certs check-expiration -i hosts.yaml --fail-within 30d\n  clusterctl certs ca-hash -i hosts.yaml",
 	}
-	cmd.AddCommand(newCheckExpirationCmd(g))
+	cmd.AddCommand(newCheckExpirationCmd(g), newRotateCmd(g))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "ca-hash",
 		Short: "Print the CA pin joining nodes check (sha256 of the CA's Subject Public Key Info)",
@@ -151,6 +154,92 @@ func runCheckExpiration(cmd *cobra.Command, g *globalOptions, o *checkExpiration
 	}
 	if failedHosts > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%d host(s) could not be read", failedHosts)}
+	}
+	return nil
+}
+
+type rotateOptions struct {
+	ssh     sshOptions
+	yes     bool
+	newKeys bool
+	only    []string
+	fresh   time.Duration
+	timeout time.Duration
+}
+
+func newRotateCmd(g *globalOptions) *cobra.Command {
+	o := &rotateOptions{}
+	cmd := &cobra.Command{
+		Use:   "rotate",
+		Short: "Renew the control-plane certificates and kubeconfigs, one control-plane node at a time",
+		Long: `Renew, in the state directory, every control-plane leaf certificate (API server, its kubelet, etcd and
+front-proxy clients, etcd server, peer and health check) and kubeconfig (admin, super-admin,
+controller-manager, scheduler, control-plane kubelets) issued more than --fresh ago, keeping their keys
+unless --new-keys; then, one control-plane node at a time, push the node's files and wait until the
+kubelet has restarted etcd and the control plane with them (each static Pod manifest carries a digest of
+the node's certificates) and they are Ready, and the node's API server is ready, before the next node.
+A node whose certificates are already fresh is not touched; a second run right after changes nothing.
+
+Workers' kubelets renew their own client certificates (rotation is on); the CA is not changed.`,
+		Example: `  clusterctl certs rotate -i hosts.yaml --yes
+  clusterctl certs rotate -i hosts.yaml --only apiserver,admin.conf --new-keys --yes`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRotate(cmd, g, o)
+		},
+	}
+	o.ssh.addFlags(cmd)
+	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&o.newKeys, "new-keys", false, "make new private keys instead of keeping the current ones")
+	cmd.Flags().StringSliceVar(&o.only, "only", nil, "renew only these (leaf names such as apiserver, etcd-server; kubeconfig files such as admin.conf)")
+	cmd.Flags().DurationVar(&o.fresh, "fresh", 24*time.Hour, "leave certificates issued more recently than this alone (0 renews all)")
+	cmd.Flags().DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each node's static Pods may take to come back")
+	return cmd
+}
+
+func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
+	progress := g.stderr
+	if g.Output == "json" {
+		progress = g.stdout
+	}
+	view := newEventView(progress, g.Output)
+	env, state, err := openEnv(g, &o.ssh, view)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if !o.yes {
+		if !term.IsTerminal(int(os.Stdin.Fd())) {
+			return usageError("certs rotate restarts etcd and the control plane on each control-plane node in turn; pass --yes to confirm when not on a terminal")
+		}
+		fmt.Fprintf(g.stderr, "renew the certificates of cluster %q and restart its control plane node by node? [y/N] ", env.Inv.Cluster.Name)
+		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			return usageError("not confirmed; nothing was changed")
+		}
+	}
+	start := time.Now()
+	res, err := playbooks.RotateCerts(cmd.Context(), env, playbooks.RotateOptions{StateDir: state, Fresh: o.fresh, NewKeys: o.newKeys,
+		Only: o.only, Timeout: o.timeout})
+	view.Recap()
+	if err != nil {
+		return failedOnHosts(err)
+	}
+	if g.Output == "json" {
+		return writeJSONLine(g.stdout, struct {
+			Type string `json:"type"`
+			*playbooks.RotateResult
+			DurationMS int64 `json:"duration_ms"`
+		}{"rotate_result", res, time.Since(start).Milliseconds()})
+	}
+	for _, r := range res.Renewed {
+		fmt.Fprintf(g.stdout, "renewed %s\n", r)
+	}
+	for _, n := range res.Nodes {
+		fmt.Fprintf(g.stdout, "%s: control plane back with the new certificates in %.1fs\n", n.Name, float64(n.DurationMS)/1000)
+	}
+	if len(res.Renewed) == 0 {
+		fmt.Fprintln(g.stdout, "every certificate is fresh: nothing to do")
 	}
 	return nil
 }

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -24,6 +26,23 @@ import (
 type Store struct {
 	Dir    string
 	Issuer *Issuer
+	// RenewIssuedBefore asks for leaves issued before this time to be issued anew (certs rotate); their keys
+	// are kept unless NewKeys. Zero: leaves are kept while they match their spec.
+	RenewIssuedBefore time.Time
+	NewKeys           bool
+	// RenewOnly limits the renewal to these leaf names (apiserver, etcd-server, ...); empty: all.
+	RenewOnly []string
+}
+
+// renewal says why a valid leaf is to be issued anew, or "".
+func (st *Store) renewal(name string, cert *x509.Certificate) string {
+	if st.RenewIssuedBefore.IsZero() || !cert.NotBefore.Before(st.RenewIssuedBefore) {
+		return ""
+	}
+	if len(st.RenewOnly) > 0 && !slices.Contains(st.RenewOnly, name) {
+		return ""
+	}
+	return "renewal requested"
 }
 
 // PKI is the loaded or generated material.
@@ -110,6 +129,9 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 				return nil, nil, err
 			default:
 				reason = Mismatch(s, cur.Cert, ca.Cert, now)
+				if reason == "" {
+					reason = st.renewal(s.Name, cur.Cert)
+				}
 			}
 			if reason == "" {
 				p.Nodes[n.Name][s.Name] = cur
@@ -120,7 +142,7 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 				continue
 			}
 			var key crypto.Signer
-			if cur != nil && matches(cur.Key, st.Issuer.Algorithm) {
+			if cur != nil && matches(cur.Key, st.Issuer.Algorithm) && !st.NewKeys {
 				key = cur.Key
 			}
 			jobs = append(jobs, job{node: n.Name, spec: s, rel: rel, ca: ca, key: key, reason: reason})

@@ -5,6 +5,8 @@
 package render
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +36,8 @@ type Options struct {
 	Inv      *inventory.Inventory
 	StateDir string
 	Now      func() time.Time
+	// Renew issues anew, in the state directory, the leaves and kubeconfigs issued before its time.
+	Renew *Renewal
 	// EtcdVersion and PauseVersion are the image versions kubeadm pairs with the Kubernetes version (from
 	// the artifacts manifest when one is used).
 	EtcdVersion  string
@@ -47,6 +52,23 @@ type Options struct {
 	// CNIBinDir is where the CNI plugins are on hosts (/opt/cni/bin upstream, /usr/lib/cni on Debian).
 	CNIBinDir string
 }
+
+// Renewal is what certs rotate asks for: certificates issued before IssuedBefore are issued anew, with
+// new keys when NewKeys; Only limits it to these certificates (leaf names such as apiserver or
+// etcd-server, kubeconfig files such as admin.conf).
+type Renewal struct {
+	IssuedBefore time.Time
+	NewKeys      bool
+	Only         []string
+}
+
+func (r *Renewal) wants(name string, notBefore time.Time) bool {
+	return r != nil && notBefore.Before(r.IssuedBefore) && (len(r.Only) == 0 || slices.Contains(r.Only, name))
+}
+
+// PKIAnnotation on each static Pod is a digest of the node's certificates and kubeconfigs: when they change
+// (rotation), the manifest changes and the kubelet restarts the Pods with them.
+const PKIAnnotation = "clusterctl.dev/pki-sha256"
 
 // Result is every host's files, in inventory order, and the workstation's.
 type Result struct {
@@ -145,6 +167,9 @@ func Render(o Options) (*Result, error) {
 		sanHost = "127.0.0.1" // the API servers are reached through each node's proxy on loopback
 	}
 	store := &pki.Store{Dir: filepath.Join(o.StateDir, "pki"), Issuer: issuer}
+	if o.Renew != nil {
+		store.RenewIssuedBefore, store.NewKeys, store.RenewOnly = o.Renew.IssuedBefore, o.Renew.NewKeys, o.Renew.Only
+	}
 	p, changes, err := store.Ensure(pki.Cluster{DNSDomain: c.Networking.DNSDomain, ServiceSubnet: c.Networking.ServiceSubnet,
 		EndpointHost: sanHost, CertSANs: c.APIServer.CertSANs}, pkiNodes)
 	if err != nil {
@@ -183,11 +208,11 @@ func Render(o Options) (*Result, error) {
 	// The admin identities are the cluster's, kept in the state directory; the workstation gets admin.conf.
 	kcDir := filepath.Join(o.StateDir, "kubeconfig")
 	adminID := kubeconfig.Identities("", res.Endpoint, "", true)
-	admin, err := ensureKubeconfig(filepath.Join(o.StateDir, "admin.conf"), c.Name, adminID[0], ca, issuer, &res.Changes)
+	admin, err := ensureKubeconfig(filepath.Join(o.StateDir, "admin.conf"), c.Name, adminID[0], ca, issuer, o.Renew, &res.Changes)
 	if err != nil {
 		return nil, err
 	}
-	superAdmin, err := ensureKubeconfig(filepath.Join(kcDir, "super-admin.conf"), c.Name, adminID[len(adminID)-1], ca, issuer, &res.Changes)
+	superAdmin, err := ensureKubeconfig(filepath.Join(kcDir, "super-admin.conf"), c.Name, adminID[len(adminID)-1], ca, issuer, o.Renew, &res.Changes)
 	if err != nil {
 		return nil, err
 	}
@@ -262,8 +287,17 @@ func proxyFiles(o Options, add func(string, []byte, fs.FileMode)) error {
 }
 
 func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint string, first bool, ca *pki.KeyPair, issuer *pki.Issuer,
-	kcDir string, admin, superAdmin []byte, add func(string, []byte, fs.FileMode), changes *[]pki.Change) error {
+	kcDir string, admin, superAdmin []byte, addFile func(string, []byte, fs.FileMode), changes *[]pki.Change) error {
 	c := o.Inv.Cluster
+	digest := sha256.New()
+	digest.Write(ca.Cert.Raw)
+	add := func(p string, data []byte, mode fs.FileMode) {
+		if strings.HasPrefix(p, manifests.PKIDir+"/") || strings.HasSuffix(p, ".conf") {
+			digest.Write([]byte(p + "\x00"))
+			digest.Write(data)
+		}
+		addFile(p, data, mode)
+	}
 	// CAs (keys included: the controller-manager signs kubelet certificates) and the service-account keys.
 	for _, s := range pki.CAs() {
 		kp := p.CAs[s.Name]
@@ -305,7 +339,7 @@ func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint st
 	}
 	local := "https://" + net.JoinHostPort(ip, strconv.Itoa(c.APIServer.BindPort))
 	for _, id := range kubeconfig.Identities(h.NodeName, endpoint, local, false)[1:] {
-		data, err := ensureKubeconfig(filepath.Join(kcDir, h.NodeName, id.File), c.Name, id, ca, issuer, changes)
+		data, err := ensureKubeconfig(filepath.Join(kcDir, h.NodeName, id.File), c.Name, id, ca, issuer, o.Renew, changes)
 		if err != nil {
 			return err
 		}
@@ -336,8 +370,13 @@ func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint st
 	}
 	pods := manifests.All(mp)
 	names := make([]string, 0, len(pods))
-	for n := range pods {
+	sum := hex.EncodeToString(digest.Sum(nil))
+	for n, pod := range pods {
 		names = append(names, n)
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[PKIAnnotation] = sum
 	}
 	sort.Strings(names)
 	for _, n := range names {
@@ -351,13 +390,17 @@ func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint st
 }
 
 // ensureKubeconfig keeps a kubeconfig of the state directory that is still right, or makes it anew.
-func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyPair, issuer *pki.Issuer, changes *[]pki.Change) ([]byte, error) {
+func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyPair, issuer *pki.Issuer, renew *Renewal, changes *[]pki.Change) ([]byte, error) {
 	data, err := os.ReadFile(file)
 	reason := "missing"
 	if err == nil {
-		if _, why := kubeconfig.Check(data, cluster, id, ca.Cert, issuer.Now(), 0); why == "" {
+		kp, why := kubeconfig.Check(data, cluster, id, ca.Cert, issuer.Now(), 0)
+		switch {
+		case why == "" && kp != nil && renew.wants(filepath.Base(file), kp.Cert.NotBefore):
+			reason = "renewal requested"
+		case why == "":
 			return data, nil
-		} else {
+		default:
 			reason = why
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {

@@ -176,7 +176,7 @@ func TestGolden(t *testing.T) {
 				if strings.HasSuffix(f.Path, ".key") || strings.HasSuffix(f.Path, ".crt") || strings.HasSuffix(f.Path, ".pub") {
 					continue
 				}
-				if strings.HasSuffix(f.Path, ".conf") && strings.HasPrefix(f.Path, "/etc/kubernetes/") {
+				if strings.HasSuffix(f.Path, ".conf") && strings.HasPrefix(f.Path, "/etc/kubernetes/") || strings.HasPrefix(f.Path, "/etc/kubernetes/manifests/") {
 					f.Data = redactedRE.ReplaceAll(f.Data, []byte("$1: REDACTED"))
 				}
 				golden := filepath.Join("testdata", host+strings.ReplaceAll(f.Path, "/", "_"))
@@ -196,7 +196,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-var redactedRE = regexp.MustCompile(`(certificate-authority-data|client-certificate-data|client-key-data): .*`)
+var redactedRE = regexp.MustCompile(`(certificate-authority-data|client-certificate-data|client-key-data|clusterctl.dev/pki-sha256): .*`)
 
 func TestRenderingTwiceGivesTheSameBytes(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")

@@ -190,6 +190,89 @@ func TestUp(t *testing.T) {
 		}
 	})
 
+	t.Run("certs rotate renews the control plane's certificates; a second run changes nothing", func(t *testing.T) {
+		serial := func() map[string]string {
+			stdout, _, _ := c.Run(t, "certs", "check-expiration", "--output", "json")
+			var report struct {
+				Certificates []struct{ Host, Path, State, NotAfter string } `json:"certificates"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &report); err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, c := range report.Certificates {
+				out[c.Host+":"+c.Path] = c.NotAfter + " " + c.State
+			}
+			return out
+		}
+		before := serial()
+		// A client of the single API server during the rotation: its restart is unavoidable here; measure it.
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.Admin())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Timeout = 2 * time.Second
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		done := make(chan [3]int64)
+		go func() {
+			var ok, failed int64
+			var gapStart time.Time
+			var longestGap time.Duration
+			for {
+				select {
+				case <-stop:
+					done <- [3]int64{ok, failed, int64(longestGap)}
+					return
+				default:
+				}
+				_, err := kube.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{})
+				if err == nil {
+					ok++
+					if !gapStart.IsZero() {
+						if d := time.Since(gapStart); d > longestGap {
+							longestGap = d
+						}
+						gapStart = time.Time{}
+					}
+				} else {
+					failed++
+					if gapStart.IsZero() {
+						gapStart = time.Now()
+					}
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		_, stderr, code := c.Run(t, "certs", "rotate", "--yes", "--fresh", "0s")
+		close(stop)
+		stats := <-done
+		if code != 0 {
+			t.Fatalf("certs rotate: exit %d\n%s", code, tail(stderr, 30))
+		}
+		t.Logf("during the rotation of the single control-plane node: %d requests ok, %d failed, longest outage %s",
+			stats[0], stats[1], time.Duration(stats[2]).Round(10*time.Millisecond))
+		after := serial()
+		for k, v := range after {
+			if strings.Contains(k, "cp1:/etc/kubernetes/pki/apiserver.crt") && v == before[k] {
+				t.Errorf("%s not renewed: %s", k, v)
+			}
+			if strings.HasSuffix(v, " differs") {
+				t.Errorf("%s differs from the state directory after rotation", k)
+			}
+		}
+		if ready := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{end}"); ready != "TrueTrueTrue" {
+			t.Errorf("nodes Ready after rotation: %q", ready)
+		}
+		stdout, stderr, code := c.Run(t, "certs", "rotate", "--yes")
+		if code != 0 || !strings.Contains(stdout, "nothing to do") {
+			t.Errorf("second rotation: exit %d\n%s\n%s", code, stdout, tail(stderr, 10))
+		}
+	})
+
 	t.Run("manifests apply: a CRD and its custom resource in one stream, then unchanged", func(t *testing.T) {
 		// What cni.plugin: manifests does with the user's files.
 		kubeconfig, err := os.ReadFile(c.Admin())
