@@ -129,7 +129,7 @@ type up struct {
 	// approvedFor: nodes with an approved serving certificate request.
 	approvedFor map[string]bool
 	member      string
-	renew       *render.Renewal // certs rotate
+	renew       *render.Renewal   // certs rotate
 	art         map[string][]byte // artifact contents by manifest path
 	kubeletPath string
 }
