@@ -129,6 +129,11 @@ func APIServer(p *Params) *corev1.Pod {
 		{"service-account-key-file", pki("sa.pub")},
 		{"service-account-signing-key-file", pki("sa.key")},
 		{"service-cluster-ip-range", p.ServiceSubnet},
+		// Not set by kubeadm: on SIGTERM (a restart for new certificates) the API server fails /readyz
+		// but keeps serving for this long, so that load balancers and the node-local proxies (checking
+		// /readyz every 2 s) send new connections elsewhere before it stops: rolling restarts without
+		// failed requests.
+		{"shutdown-delay-duration", "10s"},
 		{"tls-cert-file", pki("apiserver.crt")},
 		{"tls-private-key-file", pki("apiserver.key")},
 	}

@@ -222,6 +222,16 @@ start_host() {
       done
     fi
   done
+  # The host's end of its veth is named after the machine. A lab just removed with the same index may
+  # still be tearing its network namespaces down: wait for (or remove) a link left with this name, or
+  # nspawn fails "Failed to add new veth interfaces: File exists".
+  local veth="vb-c$idx-$h" i
+  veth=${veth:0:15}
+  for i in $(seq 1 50); do
+    ip link show "$veth" >/dev/null 2>&1 || break
+    ip link delete "$veth" 2>/dev/null || true
+    sleep 0.2
+  done
   # shellcheck disable=SC2016
   setsid unshare --mount --propagation private bash -c '
     set -e
@@ -317,7 +327,12 @@ down_locked() {
   done
   local idx dir
   idx=$(cat "$state/index" 2>/dev/null || true)
-  [ -n "$idx" ] && ip link del "cclab$idx" 2>/dev/null || true
+  if [ -n "$idx" ]; then
+    for hd in "$state"/hosts/*/; do
+      h=$(basename "$hd"); v="vb-c$idx-$h"; ip link del "${v:0:15}" 2>/dev/null || true
+    done
+    ip link del "cclab$idx" 2>/dev/null || true
+  fi
   dir=$(cat "$state/dir" 2>/dev/null || true)
   if [ -n "$dir" ] && [ -d "$dir" ]; then
     rm -f "$dir/hosts.yaml" "$dir/known_hosts" "$dir/ssh_config" "$dir/id_ed25519" "$dir/id_ed25519.pub" "$dir/timings"
