@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -121,14 +122,26 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (*Member, bool,
 	if err := Quorum(members); err != nil {
 		return nil, false, fmt.Errorf("not adding %s: %w", peerURL, err)
 	}
-	actx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	resp, err := c.c.MemberAddAsLearner(actx, []string{peerURL})
-	if err != nil {
-		return nil, false, err
+	// etcd refuses a new member until every member has been connected to the leader for a while
+	// ("unhealthy cluster" right after the previous member joined): retry for up to a minute.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		resp, err := c.c.MemberAddAsLearner(actx, []string{peerURL})
+		cancel()
+		if err == nil {
+			m := member(resp.Member)
+			return &m, true, nil
+		}
+		if !errors.Is(err, rpctypes.ErrUnhealthy) && !strings.Contains(err.Error(), "unhealthy cluster") || time.Now().After(deadline) {
+			return nil, false, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
 	}
-	m := member(resp.Member)
-	return &m, true, nil
 }
 
 // Promote makes a learner a voting member once it has caught up with the leader, retrying until timeout.
