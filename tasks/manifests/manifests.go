@@ -131,9 +131,11 @@ func APIServer(p *Params) *corev1.Pod {
 		{"service-cluster-ip-range", p.ServiceSubnet},
 		// Not set by kubeadm: on SIGTERM (a restart for new certificates) the API server fails /readyz
 		// but keeps serving for this long, so that load balancers and the node-local proxies (checking
-		// /readyz every 2 s) send new connections elsewhere before it stops: rolling restarts without
-		// failed requests.
+		// /readyz every 2 s) send new connections elsewhere before it stops; then, while in-flight
+		// requests drain, it answers new ones on old connections with 429, Retry-After and Connection:
+		// close, which clients retry elsewhere: rolling restarts without failed requests.
 		{"shutdown-delay-duration", "10s"},
+		{"shutdown-send-retry-after", "true"},
 		{"tls-cert-file", pki("apiserver.crt")},
 		{"tls-private-key-file", pki("apiserver.key")},
 	}
