@@ -24,7 +24,7 @@ import (
 func newCertsCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "certs",
-		Short:   "Inspect the cluster's certificates",
+		Short:   "Check the certificates of every host, renew the control plane's, print the CA pin",
 		Example: "  clusterctl certs check-expiration -i hosts.yaml --fail-within 30d\n  clusterctl certs ca-hash -i hosts.yaml",
 	}
 	cmd.AddCommand(newCheckExpirationCmd(g), newRotateCmd(g))

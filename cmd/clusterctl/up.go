@@ -25,7 +25,7 @@ func newUpCmd(g *globalOptions) *cobra.Command {
 	o := &upOptions{}
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Build a cluster from the inventory's hosts: one control-plane node and any number of workers",
+		Short: "Build a cluster from the inventory's hosts: control-plane nodes (stacked etcd) and workers",
 		Long: `Bring up a Kubernetes cluster the way kubeadm does, driven from this workstation over SSH:
 
   preflight      connect to every host, gather facts, kubeadm's checks for each role and across hosts
@@ -40,13 +40,16 @@ func newUpCmd(g *globalOptions) *cobra.Command {
   bootstrap      through the API (dialled through the control-plane host's SSH connection: no route to
                  port 6443 needed): RBAC, a short-lived bootstrap token, cluster-info, kubeadm-config,
                  kube-proxy and CoreDNS
+  control-plane-join  the other control-plane nodes one at a time: etcd learner added through the etcd
+                 API, kubelet started, learner promoted, API server ready
   join           workers' kubelets start and join by TLS bootstrap with the token and the pinned CA
   network        cni.plugin bridge: each node's pod range and routes between nodes; manifests: yours
   ready          kubelet serving certificates approved after checking the requesting node and every
                  name and address against the inventory; all Nodes Ready; the token deleted
 
-The admin kubeconfig is left in the state directory (admin.conf). Exit codes: 0 done, 1 failed (a host,
-a command and its stderr are named), 2 bad usage or inventory, 130 interrupted.`,
+A re-run changes nothing that is right and finishes what an interrupted run left; --dry-run shows what
+would change. The admin kubeconfig is left in the state directory (admin.conf). Exit codes: 0 done,
+1 failed (a host, a command and its stderr are named), 2 bad usage or inventory, 130 interrupted.`,
 		Example: `  clusterctl up -i hosts.yaml
   clusterctl up -i hosts.yaml --ssh-accept-new        # first contact: record the hosts' keys
   clusterctl up -i hosts.yaml --dry-run               # what would change, per host; nothing is touched
