@@ -292,6 +292,15 @@ type Arg struct {
 // Args are flags in the order given; written in YAML as a mapping (name: value), kept in order.
 type Args []Arg
 
+// Pairs is the args as name/value pairs, in order, for packages that take flags without the inventory's types.
+func (a Args) Pairs() [][2]string {
+	out := make([][2]string, 0, len(a))
+	for _, x := range a {
+		out = append(out, [2]string{x.Name, x.Value})
+	}
+	return out
+}
+
 // MarshalYAML writes the args as an ordered mapping.
 func (a Args) MarshalYAML() (any, error) {
 	n := &yaml.Node{Kind: yaml.MappingNode}

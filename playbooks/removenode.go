@@ -148,12 +148,10 @@ func (u *up) removeOne(ctx context.Context, h *inventory.Host, o RemoveOptions) 
 // refuses, until they are gone or the timeout.
 func (u *up) drain(ctx context.Context, h *inventory.Host, ready bool, timeout time.Duration) error {
 	pods := u.admin.Kube.CoreV1().Pods("")
-	deadline := time.Now().Add(timeout)
-	lastReport := time.Now()
-	for {
+	err := u.poll(ctx, "remove-node", h.Name, timeout, func() (bool, string, error) {
 		list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + h.NodeName})
 		if err != nil {
-			return err
+			return false, "", err
 		}
 		var left []string
 		for i := range list.Items {
@@ -172,26 +170,18 @@ func (u *up) drain(ctx context.Context, h *inventory.Host, ready bool, timeout t
 			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 			err := u.admin.Kube.CoreV1().Pods(p.Namespace).EvictV1(ctx, ev)
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsTooManyRequests(err) {
-				return fmt.Errorf("evicting %s/%s: %w", p.Namespace, p.Name, err)
+				return false, "", fmt.Errorf("evicting %s/%s: %w", p.Namespace, p.Name, err)
 			}
 		}
-		if len(left) == 0 {
-			u.say("remove-node", h.Name, "drained")
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("drain: after %s, Pods still on the node (a PodDisruptionBudget may forbid their eviction): %s", timeout, strings.Join(left, ", "))
-		}
-		if time.Since(lastReport) >= 10*time.Second {
-			lastReport = time.Now()
-			u.say("remove-node", h.Name, "draining: %s", strings.Join(left, ", "))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+		return len(left) == 0, "Pods still on the node: " + strings.Join(left, ", "), nil
+	})
+	switch {
+	case err == nil:
+		u.say("remove-node", h.Name, "drained")
+	case ctx.Err() == nil:
+		err = fmt.Errorf("drain: %w (a PodDisruptionBudget may forbid their eviction)", err)
 	}
+	return err
 }
 
 // daemon reports whether a Pod stays on its node through a drain: DaemonSet Pods and static Pods.

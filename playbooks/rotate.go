@@ -142,11 +142,8 @@ func (u *up) waitStaticPods(ctx context.Context, h *inventory.Host, timeout time
 			}
 		}
 	}
-	deadline := time.Now().Add(timeout)
-	lastReport := time.Now()
-	var waiting []string
-	for {
-		waiting = waiting[:0]
+	err := u.poll(ctx, "rotate", h.Name, timeout, func() (bool, string, error) {
+		var waiting []string
 		for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 			name := c + "-" + h.NodeName
 			pod, err := u.admin.Kube.CoreV1().Pods("kube-system").Get(ctx, name, metav1.GetOptions{})
@@ -159,22 +156,12 @@ func (u *up) waitStaticPods(ctx context.Context, h *inventory.Host, timeout time
 				waiting = append(waiting, name+" (not Ready)")
 			}
 		}
-		if len(waiting) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: after %s, still waiting for %s", h.Name, timeout, strings.Join(waiting, ", "))
-		}
-		if time.Since(lastReport) >= 10*time.Second {
-			lastReport = time.Now()
-			u.say("rotate", h.Name, "waiting for %s", strings.Join(waiting, ", "))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+		return len(waiting) == 0, strings.Join(waiting, ", "), nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s: %w", h.Name, err)
 	}
+	return err
 }
 
 func podReady(p *corev1.Pod) bool {

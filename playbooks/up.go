@@ -755,20 +755,13 @@ func (u *up) bootstrap(ctx context.Context) error {
 			}
 		}
 	}
-	pairs := func(args inventory.Args) [][2]string {
-		out := make([][2]string, 0, len(args))
-		for _, a := range args {
-			out = append(out, [2]string{a.Name, a.Value})
-		}
-		return out
-	}
 	kc, err := bootstrap.KubeadmConfig(bootstrap.ClusterConfig{KubernetesVersion: c.KubernetesVersion, ClusterName: c.Name,
 		ControlPlaneEndpoint: strings.TrimPrefix(u.rendered.NodeEndpoint, "https://"), PodSubnet: c.Networking.PodSubnet,
 		ServiceSubnet: c.Networking.ServiceSubnet, DNSDomain: c.Networking.DNSDomain, ImageRepository: c.ImageRepository,
 		EncryptionAlgorithm: c.Certificates.KeyAlgorithm, CertValidity: c.Certificates.Validity.Duration,
-		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: pairs(c.APIServer.ExtraArgs),
-		ControllerManager: pairs(c.ControllerManager.ExtraArgs), SchedulerArgs: pairs(c.Scheduler.ExtraArgs),
-		EtcdArgs: pairs(c.Etcd.ExtraArgs), CertSANs: c.APIServer.CertSANs})
+		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: c.APIServer.ExtraArgs.Pairs(),
+		ControllerManager: c.ControllerManager.ExtraArgs.Pairs(), SchedulerArgs: c.Scheduler.ExtraArgs.Pairs(),
+		EtcdArgs: c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs})
 	if err != nil {
 		return err
 	}
@@ -800,7 +793,7 @@ func (u *up) bootstrap(ctx context.Context) error {
 		KubeProxyImage: c.ImageRepository + "/kube-proxy:" + c.KubernetesVersion,
 		CoreDNSImage:   c.ImageRepository + "/coredns/coredns:" + render.CoreDNSVersion(c.KubernetesVersion),
 		ClusterCIDR:    c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain, DNSServiceIP: dnsIP,
-		NoConntrackTuning: containerized, KubeProxyArgs: pairs(c.KubeProxy.ExtraArgs)}
+		NoConntrackTuning: containerized, KubeProxyArgs: c.KubeProxy.ExtraArgs.Pairs()}
 	if u.manifest != nil {
 		if f := u.manifest.Find(artifacts.KindImage, "kube-proxy", u.facts[u.cp1.Name].Arch); f != nil {
 			p.KubeProxyImage = f.Image
@@ -970,16 +963,32 @@ func (u *up) waitNodeAPI(ctx context.Context, h *inventory.Host) error {
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(u.o.APITimeout)
-	for {
+	return u.poll(ctx, "api", h.Name, u.o.APITimeout, func() (bool, string, error) {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
-		cancel()
-		if err == nil {
-			return nil
+		defer cancel()
+		if _, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx); err != nil {
+			return false, fmt.Sprintf("the API server on %s (last: %v)", h.Name, err), nil
+		}
+		return true, "", nil
+	})
+}
+
+// poll calls check every second until it is done, saying every 10 s what it waits for, and fails saying
+// so after timeout. An error from check ends the wait.
+func (u *up) poll(ctx context.Context, play, host string, timeout time.Duration, check func() (done bool, waiting string, err error)) error {
+	deadline := time.Now().Add(timeout)
+	lastReport := time.Now()
+	for {
+		done, waiting, err := check()
+		if err != nil || done {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the API server on %s is not ready after %s (last: %v)", h.Name, u.o.APITimeout, err)
+			return fmt.Errorf("after %s, still waiting for %s", timeout, waiting)
+		}
+		if time.Since(lastReport) >= 10*time.Second {
+			lastReport = time.Now()
+			u.say(play, host, "waiting for %s", waiting)
 		}
 		select {
 		case <-ctx.Done():
@@ -1012,16 +1021,14 @@ func (u *up) workers() []*inventory.Host {
 // waitNodes polls the Nodes until done says they are as wanted, approving serving CSRs and labelling nodes
 // as they come.
 func (u *up) waitNodes(ctx context.Context, play string, timeout time.Duration, done func(map[string]*corev1.Node) (bool, string)) error {
-	deadline := time.Now().Add(timeout)
-	lastReport := time.Now()
 	labelled := map[string]bool{}
-	for {
+	return u.poll(ctx, play, "", timeout, func() (bool, string, error) {
 		if err := u.approve(ctx); err != nil {
-			return err
+			return false, "", err
 		}
 		list, err := u.admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return err
+			return false, "", err
 		}
 		nodes := map[string]*corev1.Node{}
 		for i := range list.Items {
@@ -1030,28 +1037,14 @@ func (u *up) waitNodes(ctx context.Context, play string, timeout time.Duration, 
 		for _, h := range u.e.Hosts {
 			if nodes[h.NodeName] != nil && !labelled[h.Name] {
 				if err := u.label(ctx, h); err != nil {
-					return err
+					return false, "", err
 				}
 				labelled[h.Name] = true
 			}
 		}
 		ok, waiting := done(nodes)
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s, still waiting for %s", timeout, waiting)
-		}
-		if time.Since(lastReport) >= 10*time.Second {
-			lastReport = time.Now()
-			u.say(play, "", "waiting for %s", waiting)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
+		return ok, waiting, nil
+	})
 }
 
 // network sets up the pod network: with the bridge plugin, once every node is registered with its pod range,
@@ -1218,40 +1211,28 @@ func (u *up) ready(ctx context.Context) error {
 // waitAddons waits for kube-proxy on every node and CoreDNS to be available: name resolution is part of a
 // working cluster.
 func (u *up) waitAddons(ctx context.Context) error {
-	deadline := time.Now().Add(u.o.NodeTimeout)
-	lastReport := time.Now()
-	for {
+	err := u.poll(ctx, "ready", "", u.o.NodeTimeout, func() (bool, string, error) {
 		var waiting []string
 		ds, err := u.admin.Kube.AppsV1().DaemonSets(bootstrap.KubeSystem).Get(ctx, "kube-proxy", metav1.GetOptions{})
 		if err != nil {
-			return err
+			return false, "", err
 		}
 		if ds.Status.DesiredNumberScheduled == 0 || ds.Status.NumberAvailable < ds.Status.DesiredNumberScheduled {
 			waiting = append(waiting, fmt.Sprintf("kube-proxy (%d/%d available)", ds.Status.NumberAvailable, ds.Status.DesiredNumberScheduled))
 		}
 		dep, err := u.admin.Kube.AppsV1().Deployments(bootstrap.KubeSystem).Get(ctx, "coredns", metav1.GetOptions{})
 		if err != nil {
-			return err
+			return false, "", err
 		}
 		if dep.Status.AvailableReplicas < 1 {
 			waiting = append(waiting, fmt.Sprintf("CoreDNS (%d/%d available)", dep.Status.AvailableReplicas, *dep.Spec.Replicas))
 		}
-		if len(waiting) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s, still waiting for %s (kubectl -n kube-system get pods shows why)", u.o.NodeTimeout, strings.Join(waiting, ", "))
-		}
-		if time.Since(lastReport) >= 10*time.Second {
-			lastReport = time.Now()
-			u.say("ready", "", "waiting for %s", strings.Join(waiting, ", "))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+		return len(waiting) == 0, strings.Join(waiting, ", "), nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w (kubectl -n kube-system get pods shows why)", err)
 	}
+	return err
 }
 
 func nodeReady(n *corev1.Node) bool {

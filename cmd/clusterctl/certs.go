@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/playbooks"
@@ -93,10 +90,10 @@ With --fail-within, exit 1 when anything expires sooner (for cron and CI); unrea
 }
 
 func runCheckExpiration(cmd *cobra.Command, g *globalOptions, o *checkExpirationOptions) error {
-	progress := g.stderr
-	view := newEventView(progress, "plain")
-	if g.Output != "json" {
-		view = newEventView(io.Discard, "plain")
+	// The table or the JSON report is the output on stdout; with JSON, host events go to stderr as lines.
+	view := newEventView(io.Discard, "plain")
+	if g.Output == "json" {
+		view = newEventView(g.stderr, "plain")
 	}
 	env, state, err := openEnv(g, &o.ssh, view)
 	if err != nil {
@@ -198,24 +195,16 @@ Workers' kubelets renew their own client certificates (rotation is on); the CA i
 }
 
 func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
-	progress := g.stderr
-	if g.Output == "json" {
-		progress = g.stdout
-	}
-	view := newEventView(progress, g.Output)
+	view := g.progressView()
 	env, state, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
 	if !o.yes {
-		if !term.IsTerminal(int(os.Stdin.Fd())) {
-			return usageError("certs rotate restarts etcd and the control plane on each control-plane node in turn; pass --yes to confirm when not on a terminal")
-		}
-		fmt.Fprintf(g.stderr, "renew the certificates of cluster %q and restart its control plane node by node? [y/N] ", env.Inv.Cluster.Name)
-		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-			return usageError("not confirmed; nothing was changed")
+		if err := confirm(g, "certs rotate restarts etcd and the control plane on each control-plane node in turn",
+			fmt.Sprintf("renew the certificates of cluster %q and restart its control plane node by node? [y/N] ", env.Inv.Cluster.Name), yes); err != nil {
+			return err
 		}
 	}
 	start := time.Now()

@@ -48,11 +48,7 @@ their errors into ignored findings.`,
 }
 
 func runPreflight(cmd *cobra.Command, g *globalOptions, o *preflightOptions) error {
-	progress := g.stderr
-	if g.Output == "json" {
-		progress = g.stdout
-	}
-	view := newEventView(progress, g.Output)
+	view := g.progressView()
 	env, _, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/clusterctl/clusterctl/playbooks"
 )
@@ -45,24 +42,16 @@ cannot be removed: put another control-plane host first.`,
 }
 
 func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, names []string) error {
-	progress := g.stderr
-	if g.Output == "json" {
-		progress = g.stdout
-	}
-	view := newEventView(progress, g.Output)
+	view := g.progressView()
 	env, state, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
 	if !o.yes {
-		if !term.IsTerminal(int(os.Stdin.Fd())) {
-			return usageError("remove-node drains and resets %s; pass --yes to confirm when not on a terminal", strings.Join(names, ", "))
-		}
-		fmt.Fprintf(g.stderr, "remove %s from cluster %q (drain, delete, reset)? [y/N] ", strings.Join(names, ", "), env.Inv.Cluster.Name)
-		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-			return usageError("not confirmed; nothing was changed")
+		if err := confirm(g, "remove-node drains and resets "+strings.Join(names, ", "),
+			fmt.Sprintf("remove %s from cluster %q (drain, delete, reset)? [y/N] ", strings.Join(names, ", "), env.Inv.Cluster.Name), yes); err != nil {
+			return err
 		}
 	}
 	err = playbooks.RemoveNode(cmd.Context(), env, names, playbooks.RemoveOptions{StateDir: state, DrainTimeout: o.drainTimeout})

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/clusterctl/clusterctl/playbooks"
 	"github.com/clusterctl/clusterctl/transport"
@@ -50,24 +47,18 @@ a later up then makes a cluster with the same CA.`,
 }
 
 func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
-	progress := g.stderr
-	if g.Output == "json" {
-		progress = g.stdout
-	}
-	view := newEventView(progress, g.Output)
+	view := g.progressView()
 	env, state, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
 	if !o.yes {
-		if !term.IsTerminal(int(os.Stdin.Fd())) {
-			return usageError("reset destroys the cluster on %d host(s); pass --yes to confirm when not on a terminal", len(env.Hosts))
-		}
-		fmt.Fprintf(g.stderr, "reset destroys cluster %q on %d host(s) (its etcd data included). Type the cluster's name to go on: ", env.Inv.Cluster.Name, len(env.Hosts))
-		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-		if strings.TrimSpace(line) != env.Inv.Cluster.Name {
-			return usageError("not confirmed; nothing was changed")
+		name := env.Inv.Cluster.Name
+		if err := confirm(g, fmt.Sprintf("reset destroys the cluster on %d host(s)", len(env.Hosts)),
+			fmt.Sprintf("reset destroys cluster %q on %d host(s) (its etcd data included). Type the cluster's name to go on: ", name, len(env.Hosts)),
+			func(a string) bool { return a == name }); err != nil {
+			return err
 		}
 	}
 	results, err := playbooks.Reset(cmd.Context(), env)

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -114,4 +116,33 @@ func failedOnHosts(err error) error {
 		return err
 	}
 	return &exitError{code: exitFailed, err: err}
+}
+
+// progressView is where a command's events go: JSON lines on stdout with --output json, else the live or
+// plain view on stderr.
+func (g *globalOptions) progressView() *eventView {
+	if g.Output == "json" {
+		return newEventView(g.stdout, g.Output)
+	}
+	return newEventView(g.stderr, g.Output)
+}
+
+// confirm asks on the terminal before a destructive step; without a terminal the user must pass --yes.
+// what says what would happen; accept says whether the answer typed confirms.
+func confirm(g *globalOptions, what, question string, accept func(answer string) bool) error {
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return usageError("%s; pass --yes to confirm when not on a terminal", what)
+	}
+	fmt.Fprint(g.stderr, question)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	if !accept(strings.TrimSpace(line)) {
+		return usageError("not confirmed; nothing was changed")
+	}
+	return nil
+}
+
+// yes accepts y or yes.
+func yes(answer string) bool {
+	a := strings.ToLower(answer)
+	return a == "y" || a == "yes"
 }

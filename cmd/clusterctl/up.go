@@ -70,11 +70,7 @@ would change. The admin kubeconfig is left in the state directory (admin.conf). 
 }
 
 func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
-	progress := g.stderr
-	if g.Output == "json" {
-		progress = g.stdout
-	}
-	view := newEventView(progress, g.Output)
+	view := g.progressView()
 	env, state, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err

@@ -225,7 +225,7 @@ func Render(o Options) (*Result, error) {
 			files = append(files, transport.File{Path: p, Data: data, Mode: mode})
 		}
 		ip := nodeIP(h)
-		flags, err := kubelet.Flags(ip, h.NodeName, argPairs(c.Kubelet.ExtraArgs))
+		flags, err := kubelet.Flags(ip, h.NodeName, c.Kubelet.ExtraArgs.Pairs())
 		if err != nil {
 			return nil, err
 		}
@@ -436,14 +436,6 @@ func component(c inventory.Component) manifests.Component {
 	for _, v := range c.ExtraVolumes {
 		out.ExtraVolumes = append(out.ExtraVolumes, manifests.Volume{Name: v.Name, HostPath: v.HostPath, MountPath: v.MountPath,
 			ReadOnly: v.ReadOnly, Type: hostPathType(v.PathType)})
-	}
-	return out
-}
-
-func argPairs(args inventory.Args) [][2]string {
-	out := make([][2]string, 0, len(args))
-	for _, a := range args {
-		out = append(out, [2]string{a.Name, a.Value})
 	}
 	return out
 }

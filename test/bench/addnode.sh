@@ -7,21 +7,9 @@
 set -euo pipefail
 exec 9>&-
 SIZES=${SIZES:-"1+1 1+5"}
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-K8S_VERSION=${K8S_VERSION:-v1.34.4}
-CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
-ART=$CACHE/$K8S_VERSION
-export PATH=$PATH:/usr/local/go/bin
-[ "$(id -u)" = 0 ] || { echo "bench-add-node: needs root (the lab)" >&2; exit 1; }
-[ -f "$ART/manifest.json" ] || { echo "bench-add-node: no artifacts in $ART: make artifacts" >&2; exit 1; }
-command -v jq >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null
-
-W=$(mktemp -d /tmp/clusterctl-benchadd.XXXXXX)
-lab=benchadd
-cleanup() { "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1 || true; rm -rf "$W"; }
-trap cleanup EXIT
-(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl" ./cmd/clusterctl)
+NAME=benchadd
+# shellcheck source=lablib.sh
+. "$(dirname "$0")/lablib.sh"
 
 printf '%-6s %10s %12s %s\n' cluster add_s bytes_MB "phases (s)"
 for size in $SIZES; do
@@ -30,7 +18,7 @@ for size in $SIZES; do
   dir=$W/$size
   mkdir -p "$dir"
   "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts "$n" --control-planes "$cps" >/dev/null 2>&1
-  sed "s|^  name: $lab\$|  name: $lab\n  kubernetesVersion: $K8S_VERSION\n  artifacts: $ART|" "$dir/hosts.yaml" >"$dir/full.yaml"
+  lab_inventory "$dir" >"$dir/full.yaml"
   new=w$((workers + 1))
   # The running cluster: every host but the new one.
   awk -v new="$new" '/^  - name: /{skip=($3==new)} !skip' "$dir/full.yaml" >"$dir/cluster.yaml"

@@ -8,21 +8,9 @@ set -euo pipefail
 exec 9>&-
 SIZES=${SIZES:-"1+2 1+5"}
 RUNS=${RUNS:-1}
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-K8S_VERSION=${K8S_VERSION:-v1.34.4}
-CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
-ART=$CACHE/$K8S_VERSION
-export PATH=$PATH:/usr/local/go/bin
-[ "$(id -u)" = 0 ] || { echo "bench-up: needs root (the lab)" >&2; exit 1; }
-[ -f "$ART/manifest.json" ] || { echo "bench-up: no artifacts in $ART: make artifacts" >&2; exit 1; }
-command -v jq >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null
-
-W=$(mktemp -d /tmp/clusterctl-benchup.XXXXXX)
-lab=benchup
-cleanup() { "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1 || true; rm -rf "$W"; }
-trap cleanup EXIT
-(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl" ./cmd/clusterctl)
+NAME=benchup
+# shellcheck source=lablib.sh
+. "$(dirname "$0")/lablib.sh"
 
 ms() { date +%s%3N; }
 printf '%-6s %-4s %8s %8s %s\n' size run up_s rerun_s "phases of the first run (s)"
@@ -32,7 +20,7 @@ for size in $SIZES; do
     dir=$W/$size-$run
     mkdir -p "$dir"
     "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts $((cps + workers)) --control-planes "$cps" >/dev/null 2>&1
-    sed "s|^  name: $lab\$|  name: $lab\n  kubernetesVersion: $K8S_VERSION\n  artifacts: $ART|" "$dir/hosts.yaml" >"$dir/cluster.yaml"
+    lab_inventory "$dir" >"$dir/cluster.yaml"
     "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" "$dir/up.json" >&2; exit 1; }
     "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/rerun.json" 2>"$dir/rerun.err" || { tail -5 "$dir/rerun.err" "$dir/rerun.json" >&2; exit 1; }
     t0=$(ms)

@@ -1,0 +1,21 @@
+# lablib.sh — sourced by the lab benchmarks (up.sh, addnode.sh): the checks they share, a work directory
+# $W, clusterctl built from this checkout into it, and the lab $lab removed on exit. The caller sets NAME
+# (its name in messages, and the lab's).
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+K8S_VERSION=${K8S_VERSION:-v1.34.4}
+CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
+ART=$CACHE/$K8S_VERSION
+export PATH=$PATH:/usr/local/go/bin
+[ "$(id -u)" = 0 ] || { echo "$NAME: needs root (the lab)" >&2; exit 1; }
+[ -f "$ART/manifest.json" ] || { echo "$NAME: no artifacts in $ART: make artifacts" >&2; exit 1; }
+command -v jq >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null
+
+W=$(mktemp -d "/tmp/clusterctl-$NAME.XXXXXX")
+lab=$NAME
+cleanup() { "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1 || true; rm -rf "$W"; }
+trap cleanup EXIT
+(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl" ./cmd/clusterctl)
+
+# lab_inventory DIR: the inventory lab.sh wrote in DIR, for an air-gapped install from the artifacts.
+lab_inventory() { sed "s|^  name: $lab\$|  name: $lab\n  kubernetesVersion: $K8S_VERSION\n  artifacts: $ART|" "$1/hosts.yaml"; }
