@@ -64,9 +64,15 @@ func Build(clusterName string, id Identity, caPEM []byte, kp *pki.KeyPair) ([]by
 	return clientcmd.Write(*cfg)
 }
 
+// OtherTrust is Check's answer for a kubeconfig whose client certificate is right but whose CA data is not
+// caPEM: it can be rewritten with the same certificate.
+const OtherTrust = "trusts other CA data"
+
 // Check says how an existing kubeconfig differs from what it should be, or "" when it is right: the server,
-// the CA, and its client certificate (subject, signed by the CA, not expiring within the renewal window).
-func Check(data []byte, clusterName string, id Identity, ca *x509.Certificate, now time.Time, renewBefore time.Duration) (*pki.KeyPair, string) {
+// its client certificate (subject, signed by ca, not expiring within the renewal window), and the CA data it
+// trusts (caPEM: the CA, or a bundle during a CA rotation). The key pair is returned whenever the certificate
+// is right.
+func Check(data []byte, clusterName string, id Identity, ca *x509.Certificate, caPEM []byte, now time.Time, renewBefore time.Duration) (*pki.KeyPair, string) {
 	cfg, err := clientcmd.Load(data)
 	if err != nil {
 		return nil, "unreadable: " + err.Error()
@@ -77,9 +83,6 @@ func Check(data []byte, clusterName string, id Identity, ca *x509.Certificate, n
 	}
 	if cl.Server != id.Server {
 		return nil, fmt.Sprintf("server %s, want %s", cl.Server, id.Server)
-	}
-	if string(cl.CertificateAuthorityData) != string(pki.EncodeCert(ca)) {
-		return nil, "another CA"
 	}
 	ai, ok := cfg.AuthInfos[id.User]
 	if !ok {
@@ -101,5 +104,9 @@ func Check(data []byte, clusterName string, id Identity, ca *x509.Certificate, n
 	case now.Add(renewBefore).After(cert.NotAfter):
 		return nil, "client certificate expires on " + cert.NotAfter.Format(time.RFC3339)
 	}
-	return &pki.KeyPair{Cert: cert, Key: key}, ""
+	kp := &pki.KeyPair{Cert: cert, Key: key}
+	if string(cl.CertificateAuthorityData) != string(caPEM) {
+		return kp, OtherTrust
+	}
+	return kp, ""
 }

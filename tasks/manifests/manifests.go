@@ -72,6 +72,10 @@ type Params struct {
 
 	// ExternalCA: the CA key is not on the hosts; the controller-manager cannot sign.
 	ExternalCA bool
+	// Signer is the file name, under the pki directory and without extension, of the CA the
+	// controller-manager signs with: "ca" (kubeadm's ca.crt and ca.key) unless a CA rotation is under way,
+	// when ca.crt is a bundle of the old and new CAs and the signer must be a single certificate.
+	Signer string
 
 	// EtcdCluster is the members this node's etcd joins; empty for the first node (a new cluster).
 	EtcdCluster []EtcdMember
@@ -87,6 +91,13 @@ func All(p *Params) map[string]*corev1.Pod {
 		"kube-controller-manager.yaml": ControllerManager(p),
 		"kube-scheduler.yaml":          Scheduler(p),
 	}
+}
+
+func (p *Params) signer() string {
+	if p.Signer == "" {
+		return "ca"
+	}
+	return p.Signer
 }
 
 func (p *Params) image(name, tag string) string {
@@ -164,8 +175,8 @@ func ControllerManager(p *Params) *corev1.Pod {
 		{"bind-address", "127.0.0.1"},
 		{"client-ca-file", pki("ca.crt")},
 		{"cluster-name", p.ClusterName},
-		{"cluster-signing-cert-file", pki("ca.crt")},
-		{"cluster-signing-key-file", pki("ca.key")},
+		{"cluster-signing-cert-file", pki(p.signer() + ".crt")},
+		{"cluster-signing-key-file", pki(p.signer() + ".key")},
 		{"controllers", "*,bootstrapsigner,tokencleaner"},
 		{"kubeconfig", kubeconfig},
 		{"leader-elect", "true"},

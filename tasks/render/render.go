@@ -5,6 +5,7 @@
 package render
 
 import (
+	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -177,7 +178,11 @@ func Render(o Options) (*Result, error) {
 	}
 	res.Changes = changes
 	ca := p.CAs["ca"]
-	caPEM := pki.EncodeCert(ca.Cert)
+	tr, err := trustOf(store, p)
+	if err != nil {
+		return nil, err
+	}
+	caPEM := tr.bundle["ca"]
 
 	clusterDNS, err := kubelet.NthIP(c.Networking.ServiceSubnet, 10)
 	if err != nil {
@@ -208,11 +213,11 @@ func Render(o Options) (*Result, error) {
 	// The admin identities are the cluster's, kept in the state directory; the workstation gets admin.conf.
 	kcDir := filepath.Join(o.StateDir, "kubeconfig")
 	adminID := kubeconfig.Identities("", res.Endpoint, "", true)
-	admin, err := ensureKubeconfig(filepath.Join(o.StateDir, "admin.conf"), c.Name, adminID[0], ca, issuer, o.Renew, &res.Changes)
+	admin, err := ensureKubeconfig(filepath.Join(o.StateDir, "admin.conf"), c.Name, adminID[0], ca, caPEM, issuer, o.Renew, &res.Changes)
 	if err != nil {
 		return nil, err
 	}
-	superAdmin, err := ensureKubeconfig(filepath.Join(kcDir, "super-admin.conf"), c.Name, adminID[len(adminID)-1], ca, issuer, o.Renew, &res.Changes)
+	superAdmin, err := ensureKubeconfig(filepath.Join(kcDir, "super-admin.conf"), c.Name, adminID[len(adminID)-1], ca, caPEM, issuer, o.Renew, &res.Changes)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +254,7 @@ func Render(o Options) (*Result, error) {
 		}
 
 		if h.Has(inventory.RoleControlPlane) {
-			if err := controlPlaneFiles(o, p, h, ip, res.NodeEndpoint, h.Name == cps[0].Name, ca, issuer, kcDir, admin, superAdmin, add, &res.Changes); err != nil {
+			if err := controlPlaneFiles(o, p, tr, h, ip, res.NodeEndpoint, h.Name == cps[0].Name, issuer, kcDir, admin, superAdmin, add, &res.Changes); err != nil {
 				return nil, err
 			}
 		}
@@ -286,11 +291,12 @@ func proxyFiles(o Options, add func(string, []byte, fs.FileMode)) error {
 	return nil
 }
 
-func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint string, first bool, ca *pki.KeyPair, issuer *pki.Issuer,
+func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, endpoint string, first bool, issuer *pki.Issuer,
 	kcDir string, admin, superAdmin []byte, addFile func(string, []byte, fs.FileMode), changes *[]pki.Change) error {
 	c := o.Inv.Cluster
+	ca := p.CAs["ca"]
 	digest := sha256.New()
-	digest.Write(ca.Cert.Raw)
+	digest.Write(tr.bundle["ca"])
 	add := func(p string, data []byte, mode fs.FileMode) {
 		if strings.HasPrefix(p, manifests.PKIDir+"/") || strings.HasSuffix(p, ".conf") {
 			digest.Write([]byte(p + "\x00"))
@@ -302,7 +308,7 @@ func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint st
 	for _, s := range pki.CAs() {
 		kp := p.CAs[s.Name]
 		if s.Name != "ca" {
-			add(path.Join(manifests.PKIDir, s.Path+".crt"), pki.EncodeCert(kp.Cert), modePublic)
+			add(path.Join(manifests.PKIDir, s.Path+".crt"), tr.bundle[s.Name], modePublic)
 		}
 		if kp.Key != nil {
 			key, err := pki.EncodeKey(kp.Key)
@@ -312,16 +318,20 @@ func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint st
 			add(path.Join(manifests.PKIDir, s.Path+".key"), key, modeSecret)
 		}
 	}
-	saKey, err := pki.EncodeKey(p.SA)
-	if err != nil {
-		return err
+	if tr.signer != nil {
+		key, err := pki.EncodeKey(tr.signer.Key)
+		if err != nil {
+			return err
+		}
+		add(path.Join(manifests.PKIDir, pki.SignerName+".crt"), pki.EncodeCert(tr.signer.Cert), modePublic)
+		add(path.Join(manifests.PKIDir, pki.SignerName+".key"), key, modeSecret)
 	}
-	saPub, err := pki.EncodePublicKey(p.SA.Public())
+	saKey, err := pki.EncodeKey(tr.saKey)
 	if err != nil {
 		return err
 	}
 	add(path.Join(manifests.PKIDir, "sa.key"), saKey, modeSecret)
-	add(path.Join(manifests.PKIDir, "sa.pub"), saPub, modePublic)
+	add(path.Join(manifests.PKIDir, "sa.pub"), tr.saPub, modePublic)
 	for _, s := range p.Specs[h.NodeName] {
 		kp := p.Nodes[h.NodeName][s.Name]
 		key, err := pki.EncodeKey(kp.Key)
@@ -339,7 +349,7 @@ func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint st
 	}
 	local := "https://" + net.JoinHostPort(ip, strconv.Itoa(c.APIServer.BindPort))
 	for _, id := range kubeconfig.Identities(h.NodeName, endpoint, local, false)[1:] {
-		data, err := ensureKubeconfig(filepath.Join(kcDir, h.NodeName, id.File), c.Name, id, ca, issuer, o.Renew, changes)
+		data, err := ensureKubeconfig(filepath.Join(kcDir, h.NodeName, id.File), c.Name, id, ca, tr.bundle["ca"], issuer, o.Renew, changes)
 		if err != nil {
 			return err
 		}
@@ -368,6 +378,9 @@ func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint st
 				PeerURL: "https://" + net.JoinHostPort(oip, strconv.Itoa(manifests.PortEtcdPeer))})
 		}
 	}
+	if tr.signer != nil {
+		mp.Signer = pki.SignerName
+	}
 	pods := manifests.All(mp)
 	names := make([]string, 0, len(pods))
 	sum := hex.EncodeToString(digest.Sum(nil))
@@ -390,16 +403,28 @@ func controlPlaneFiles(o Options, p *pki.PKI, h *inventory.Host, ip, endpoint st
 }
 
 // ensureKubeconfig keeps a kubeconfig of the state directory that is still right, or makes it anew.
-func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyPair, issuer *pki.Issuer, renew *Renewal, changes *[]pki.Change) ([]byte, error) {
+// caPEM is the CA data it trusts (the CA, or during a CA rotation the bundle of old and new): a kubeconfig
+// whose certificate is right but whose CA data differs is rewritten with the same certificate.
+func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyPair, caPEM []byte, issuer *pki.Issuer, renew *Renewal, changes *[]pki.Change) ([]byte, error) {
 	data, err := os.ReadFile(file)
 	reason := "missing"
 	if err == nil {
-		kp, why := kubeconfig.Check(data, cluster, id, ca.Cert, issuer.Now(), 0)
+		kp, why := kubeconfig.Check(data, cluster, id, ca.Cert, caPEM, issuer.Now(), 0)
 		switch {
-		case why == "" && kp != nil && renew.wants(filepath.Base(file), kp.Cert.NotBefore):
+		case kp != nil && renew.wants(filepath.Base(file), kp.Cert.NotBefore):
 			reason = "renewal requested"
 		case why == "":
 			return data, nil
+		case why == kubeconfig.OtherTrust:
+			out, err := kubeconfig.Build(cluster, id, caPEM, kp)
+			if err != nil {
+				return nil, err
+			}
+			if err := pki.WriteFile(file, out, modeSecret); err != nil {
+				return nil, err
+			}
+			*changes = append(*changes, pki.Change{What: file, Action: "updated", Reason: why})
+			return out, nil
 		default:
 			reason = why
 		}
@@ -413,7 +438,7 @@ func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyP
 	if err != nil {
 		return nil, err
 	}
-	out, err := kubeconfig.Build(cluster, id, pki.EncodeCert(ca.Cert), kp)
+	out, err := kubeconfig.Build(cluster, id, caPEM, kp)
 	if err != nil {
 		return nil, err
 	}
@@ -426,6 +451,61 @@ func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyP
 	}
 	*changes = append(*changes, pki.Change{What: file, Action: action, Reason: reason})
 	return out, nil
+}
+
+// trust is what the hosts trust and sign with: the CAs, or during a CA rotation (see pki.StageTrust and
+// after) bundles of the old and new CAs, the signer the controller-manager uses, and the service-account
+// signing key and verification keys.
+type trust struct {
+	bundle map[string][]byte // CA spec name -> PEM, the current CA first
+	signer *pki.KeyPair      // nil: ca.crt and ca.key, as kubeadm
+	saKey  crypto.Signer
+	saPub  []byte
+}
+
+func trustOf(store *pki.Store, p *pki.PKI) (*trust, error) {
+	tr := &trust{bundle: map[string][]byte{}, saKey: p.SA}
+	for name, kp := range p.CAs {
+		tr.bundle[name] = pki.EncodeCert(kp.Cert)
+	}
+	pub, err := pki.EncodePublicKey(p.SA.Public())
+	if err != nil {
+		return nil, err
+	}
+	tr.saPub = pub
+	rot, err := store.Rotation()
+	if err != nil {
+		return nil, err
+	}
+	if rot == nil || rot.Stage < pki.StageTrust || rot.Stage >= pki.StageFinish {
+		// No rotation on the hosts (yet, or any more): the old service-account key stays accepted while
+		// tokens it signed remain (see pki.RetiredSAKeyFile).
+		retired, err := store.RetiredSAKey()
+		if err != nil {
+			return nil, err
+		}
+		tr.saPub = append(tr.saPub, retired...)
+		return tr, nil
+	}
+	others, err := store.Others(rot)
+	if err != nil {
+		return nil, err
+	}
+	for name, kp := range others.CAs {
+		tr.bundle[name] = append(tr.bundle[name], pki.EncodeCert(kp.Cert)...)
+	}
+	otherPub, err := pki.EncodePublicKey(others.SA.Public())
+	if err != nil {
+		return nil, err
+	}
+	tr.saPub = append(tr.saPub, otherPub...)
+	// Until the sign stage, the controller-manager and the token signer keep the old CA and key: the current
+	// ones before the swap, the others after it.
+	tr.signer = p.CAs["ca"]
+	if rot.Stage < pki.StageSign && rot.Swapped {
+		tr.signer, tr.saKey = others.CAs["ca"], others.SA
+	}
+	return tr, nil
 }
 
 func component(c inventory.Component) manifests.Component {

@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"crypto/x509"
+	"encoding/pem"
 	"flag"
 	"os"
 	"path/filepath"
@@ -215,5 +216,145 @@ func TestRenderingTwiceGivesTheSameBytes(t *testing.T) {
 	}
 	if !bytes.Equal(a.Workstation[0].Data, b.Workstation[0].Data) {
 		t.Error("admin.conf differs between renders")
+	}
+}
+
+// TestCARotationStages follows a CA rotation through its stages: what each host trusts, what the
+// controller-manager and the token signer sign with, and what leaves are signed by.
+func TestCARotationStages(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o700)
+	before := files(renderLab(t, state), "cp1")
+	oldCA, err := pki.ParseCert(before["/etc/kubernetes/pki/ca.crt"].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &pki.Store{Dir: filepath.Join(state, "pki"), Issuer: &pki.Issuer{Algorithm: "ECDSA-P256", CAValidity: 87600 * time.Hour,
+		Now: func() time.Time { return time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) }}}
+	rot := &pki.Rotation{Stage: pki.StageGenerate}
+	if err := store.GenerateNewCAs(); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveRotation(rot); err != nil {
+		t.Fatal(err)
+	}
+	if got := files(renderLab(t, state), "cp1"); string(got["/etc/kubernetes/pki/ca.crt"].Data) != string(before["/etc/kubernetes/pki/ca.crt"].Data) {
+		t.Error("generating the new CAs changed what hosts get")
+	}
+	certsOf := func(data []byte) []*x509.Certificate {
+		var out []*x509.Certificate
+		for rest := data; ; {
+			c, r, ok := nextCert(rest)
+			if !ok {
+				return out
+			}
+			out, rest = append(out, c), r
+		}
+	}
+	signedBy := func(f transport.File, ca *x509.Certificate) bool {
+		c, err := pki.ParseCert(f.Data)
+		return err == nil && c.CheckSignatureFrom(ca) == nil
+	}
+	cmFlag := func(fs map[string]transport.File) string {
+		m := regexp.MustCompile(`--cluster-signing-cert-file=(\S+)`).FindSubmatch(fs["/etc/kubernetes/manifests/kube-controller-manager.yaml"].Data)
+		return string(m[1])
+	}
+
+	rot.Stage = pki.StageTrust
+	store.SaveRotation(rot)
+	r := renderLab(t, state)
+	trust, w1 := files(r, "cp1"), files(r, "w1")
+	bundle := certsOf(trust["/etc/kubernetes/pki/ca.crt"].Data)
+	if len(bundle) != 2 || !bundle[0].Equal(oldCA) || string(w1["/etc/kubernetes/pki/ca.crt"].Data) != string(trust["/etc/kubernetes/pki/ca.crt"].Data) {
+		t.Fatalf("trust stage: ca.crt holds %d certificates, want the old then the new CA on every host", len(bundle))
+	}
+	newCA := bundle[1]
+	for _, f := range []string{"front-proxy-ca.crt", "etcd/ca.crt"} {
+		if n := len(certsOf(trust["/etc/kubernetes/pki/"+f].Data)); n != 2 {
+			t.Errorf("trust stage: %s holds %d certificates", f, n)
+		}
+	}
+	if n := strings.Count(string(trust["/etc/kubernetes/pki/sa.pub"].Data), "BEGIN PUBLIC KEY"); n != 2 {
+		t.Errorf("trust stage: sa.pub holds %d keys", n)
+	}
+	if cmFlag(trust) != "/etc/kubernetes/pki/ca-signer.crt" || !bytes.Equal(certsOf(trust["/etc/kubernetes/pki/ca-signer.crt"].Data)[0].Raw, oldCA.Raw) {
+		t.Error("trust stage: the controller-manager should sign with ca-signer.crt, the old CA")
+	}
+	if string(trust["/etc/kubernetes/pki/sa.key"].Data) != string(before["/etc/kubernetes/pki/sa.key"].Data) {
+		t.Error("trust stage: tokens should still be signed with the old key")
+	}
+	if !signedBy(trust["/etc/kubernetes/pki/apiserver.crt"], oldCA) {
+		t.Error("trust stage: leaves should still be the old CA's")
+	}
+	kc, err := clientcmd.Load(trust["/etc/kubernetes/controller-manager.conf"].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range kc.Clusters {
+		if string(cl.CertificateAuthorityData) != string(trust["/etc/kubernetes/pki/ca.crt"].Data) {
+			t.Error("trust stage: kubeconfigs should hold the bundle")
+		}
+	}
+
+	rot.Stage = pki.StageReissue
+	if err := store.Swap(rot); err != nil {
+		t.Fatal(err)
+	}
+	reissue := files(renderLab(t, state), "cp1")
+	if b := certsOf(reissue["/etc/kubernetes/pki/ca.crt"].Data); len(b) != 2 || !b[0].Equal(newCA) || !b[1].Equal(oldCA) {
+		t.Error("reissue stage: ca.crt should hold the new then the old CA")
+	}
+	for _, f := range []string{"apiserver.crt", "apiserver-kubelet-client.crt"} {
+		if !signedBy(reissue["/etc/kubernetes/pki/"+f], newCA) {
+			t.Errorf("reissue stage: %s not signed by the new CA", f)
+		}
+	}
+	if !bytes.Equal(certsOf(reissue["/etc/kubernetes/pki/ca-signer.crt"].Data)[0].Raw, oldCA.Raw) ||
+		string(reissue["/etc/kubernetes/pki/sa.key"].Data) != string(before["/etc/kubernetes/pki/sa.key"].Data) {
+		t.Error("reissue stage: the controller-manager and the token signer should keep the old CA and key")
+	}
+
+	rot.Stage = pki.StageSign
+	store.SaveRotation(rot)
+	sign := files(renderLab(t, state), "cp1")
+	if !bytes.Equal(certsOf(sign["/etc/kubernetes/pki/ca-signer.crt"].Data)[0].Raw, newCA.Raw) ||
+		string(sign["/etc/kubernetes/pki/sa.key"].Data) == string(before["/etc/kubernetes/pki/sa.key"].Data) {
+		t.Error("sign stage: the controller-manager and the token signer should use the new CA and key")
+	}
+	if sign["/etc/kubernetes/manifests/kube-apiserver.yaml"].Data == nil || string(sign["/etc/kubernetes/pki/apiserver.crt"].Data) != string(reissue["/etc/kubernetes/pki/apiserver.crt"].Data) {
+		t.Error("sign stage: leaves should not be issued again")
+	}
+
+	rot.Stage = pki.StageFinish
+	store.SaveRotation(rot)
+	finish := files(renderLab(t, state), "cp1")
+	if b := certsOf(finish["/etc/kubernetes/pki/ca.crt"].Data); len(b) != 1 || !b[0].Equal(newCA) {
+		t.Error("finish stage: ca.crt should be the new CA alone")
+	}
+	if _, ok := finish["/etc/kubernetes/pki/ca-signer.crt"]; ok || cmFlag(finish) != "/etc/kubernetes/pki/ca.crt" {
+		t.Error("finish stage: the controller-manager should sign with ca.crt again")
+	}
+	if err := store.EndRotation(nil); err != nil {
+		t.Fatal(err)
+	}
+	after := files(renderLab(t, state), "cp1")
+	for p, f := range finish {
+		if string(after[p].Data) != string(f.Data) {
+			t.Errorf("%s changed after the rotation ended", p)
+		}
+	}
+}
+
+func nextCert(data []byte) (*x509.Certificate, []byte, bool) {
+	for {
+		b, rest := pem.Decode(data)
+		if b == nil {
+			return nil, nil, false
+		}
+		data = rest
+		if b.Type == "CERTIFICATE" {
+			c, err := x509.ParseCertificate(b.Bytes)
+			return c, rest, err == nil
+		}
 	}
 }

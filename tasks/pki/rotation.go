@@ -1,0 +1,252 @@
+package pki
+
+import (
+	"crypto"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// The stages of a CA rotation (certs rotate --ca). Each is applied to the whole fleet before the next starts;
+// the stage being applied is recorded before anything changes on a host, so that every render (by the
+// rotation itself, by a re-run after an interruption, or by up and add-node meanwhile) makes the files of
+// that stage.
+const (
+	// StageGenerate: new CAs (cluster, front-proxy, etcd) and a new service-account key are made in the state
+	// directory. Nothing changes on the hosts.
+	StageGenerate = 1
+	// StageTrust: every trust bundle holds the old and the new CAs (ca.crt, front-proxy-ca.crt, etcd/ca.crt,
+	// kubeconfigs, cluster-info, kube-root-ca.crt through the controller-manager's root CA file), and the API
+	// server verifies service-account tokens with both keys. Everything is still signed by the old ones.
+	StageTrust = 2
+	// StageReissue: the new CAs become the state directory's current ones (the old kept aside); every leaf
+	// certificate and kubeconfig is issued anew by them, and every kubelet gets a client certificate they
+	// signed. The controller-manager and the token signer still sign with the old ones.
+	StageReissue = 3
+	// StageSign: the controller-manager signs with the new CA and the API server signs service-account
+	// tokens with the new key; kubelet serving certificates are requested anew.
+	StageSign = 4
+	// StageFinish: once nothing presents a certificate the old CAs signed, they leave every bundle.
+	StageFinish = 5
+)
+
+// StageNames name the stages in messages and results.
+var StageNames = map[int]string{StageGenerate: "generate", StageTrust: "trust", StageReissue: "reissue", StageSign: "sign", StageFinish: "finish"}
+
+// Rotation is a CA rotation under way, kept in <pki>/rotation/state.json beside the new (or, once swapped,
+// the old) CAs.
+type Rotation struct {
+	// Started is when the rotation began.
+	Started time.Time `json:"started"`
+	// Stage is the stage being applied, Done the last one completed (Stage == Done once it is).
+	Stage int `json:"stage"`
+	Done  int `json:"done"`
+	// Swapped: the new CAs and service-account key are the current ones (pki/), the old ones are in
+	// rotation/old; before, the new ones wait in rotation/new.
+	Swapped bool `json:"swapped"`
+	// TrustedAt is when every namespace's kube-root-ca.crt held both CAs: Pods started later trust both.
+	TrustedAt time.Time `json:"trustedAt,omitzero"`
+}
+
+// SignerName is the file name (under the pki directory, without extension) of the CA the
+// controller-manager signs with while a rotation is under way: ca.crt is then a bundle, and a signer must be
+// one certificate.
+const SignerName = "ca-signer"
+
+// RetiredSAKeyFile keeps, after a rotation, the old service-account public key while token Secrets it signed
+// remain: the API server keeps accepting them (sa.pub holds it too) until the next rotation finds none.
+const RetiredSAKeyFile = "sa-retired.pub"
+
+func (st *Store) rotationDir() string { return filepath.Join(st.Dir, "rotation") }
+
+// Rotation is the CA rotation under way, or nil.
+func (st *Store) Rotation() (*Rotation, error) {
+	data, err := os.ReadFile(filepath.Join(st.rotationDir(), "state.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Rotation
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(st.rotationDir(), "state.json"), err)
+	}
+	return &r, nil
+}
+
+// SaveRotation records the rotation's progress (atomically).
+func (st *Store) SaveRotation(r *Rotation) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFile(filepath.Join(st.rotationDir(), "state.json"), append(data, '\n'), 0o600)
+}
+
+// files a CA set is made of, relative to its directory.
+func caSetFiles() []string {
+	var out []string
+	for _, s := range CAs() {
+		out = append(out, s.Path+".crt", s.Path+".key")
+	}
+	return append(out, "sa.key")
+}
+
+// GenerateNewCAs makes, in rotation/new, the new CAs and service-account key; what is already there is kept,
+// so that an interrupted generation resumes.
+func (st *Store) GenerateNewCAs() error {
+	if err := checkDir(st.Dir); err != nil {
+		return err
+	}
+	dir := filepath.Join(st.rotationDir(), "new")
+	for _, s := range CAs() {
+		if _, err := os.Stat(filepath.Join(dir, s.Path+".key")); err == nil {
+			continue
+		}
+		cur, err := st.load(s.Path)
+		if err != nil {
+			return fmt.Errorf("the current %s (a CA rotation needs its key): %w", s.Name, err)
+		}
+		kp, err := st.Issuer.NewCA(Spec{Name: s.Name, CommonName: cur.Cert.Subject.CommonName, Organization: cur.Cert.Subject.Organization})
+		if err != nil {
+			return err
+		}
+		if err := (&Store{Dir: dir}).write(s.Path, kp); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sa.key")); err == nil {
+		return nil
+	}
+	key, err := GenerateKey(st.Issuer.Algorithm)
+	if err != nil {
+		return err
+	}
+	data, err := EncodeKey(key)
+	if err != nil {
+		return err
+	}
+	return WriteFile(filepath.Join(dir, "sa.key"), data, 0o600)
+}
+
+// Swap makes the new CAs and service-account key the current ones: the current set is first copied, whole,
+// to rotation/old (a temporary directory renamed into place), then the new files replace the current ones one
+// by one. Re-running an interrupted swap finishes it.
+func (st *Store) Swap(r *Rotation) error {
+	if r.Swapped {
+		return nil
+	}
+	old := filepath.Join(st.rotationDir(), "old")
+	if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {
+		tmp := old + ".tmp"
+		if err := os.RemoveAll(tmp); err != nil {
+			return err
+		}
+		for _, f := range caSetFiles() {
+			if err := copyFile(filepath.Join(st.Dir, f), filepath.Join(tmp, f)); err != nil {
+				return err
+			}
+		}
+		if err := syncDir(tmp); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, old); err != nil {
+			return err
+		}
+	}
+	for _, f := range caSetFiles() {
+		if err := copyFile(filepath.Join(st.rotationDir(), "new", f), filepath.Join(st.Dir, f)); err != nil {
+			return err
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(st.rotationDir(), "new")); err != nil {
+		return err
+	}
+	r.Swapped = true
+	return st.SaveRotation(r)
+}
+
+// Others are the CAs and service-account key on the other side of a rotation: the new ones before the swap,
+// the old ones after.
+type Others struct {
+	CAs map[string]*KeyPair
+	SA  crypto.Signer
+}
+
+// Others loads the other side of the rotation r.
+func (st *Store) Others(r *Rotation) (*Others, error) {
+	dir := filepath.Join(st.rotationDir(), "new")
+	if r.Swapped {
+		dir = filepath.Join(st.rotationDir(), "old")
+	}
+	o := &Others{CAs: map[string]*KeyPair{}}
+	sub := &Store{Dir: dir}
+	for _, s := range CAs() {
+		kp, err := sub.load(s.Path)
+		if err != nil {
+			return nil, fmt.Errorf("CA rotation: %w", err)
+		}
+		o.CAs[s.Name] = kp
+	}
+	sa, err := sub.readKey("sa.key")
+	if err != nil {
+		return nil, fmt.Errorf("CA rotation: %w", err)
+	}
+	o.SA = sa
+	return o, nil
+}
+
+// RetiredSAKey is the service-account public key kept after the last rotation, or nil.
+func (st *Store) RetiredSAKey() ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(st.Dir, RetiredSAKeyFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}
+
+// EndRotation closes a finished rotation: the old CAs and keys are deleted, and the old service-account
+// public key is kept (retiredSA, PEM) only when tokens it signed remain.
+func (st *Store) EndRotation(retiredSA []byte) error {
+	p := filepath.Join(st.Dir, RetiredSAKeyFile)
+	if retiredSA != nil {
+		if err := WriteFile(p, retiredSA, 0o644); err != nil {
+			return err
+		}
+	} else if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return os.RemoveAll(st.rotationDir())
+}
+
+// copyFile copies src to dst atomically, keeping src's mode.
+func copyFile(src, dst string) error {
+	info, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return WriteFile(dst, data, info.Mode().Perm())
+}
+
+func syncDir(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return f.Sync()
+	})
+}
