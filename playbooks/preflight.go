@@ -21,10 +21,10 @@ type PreflightOptions struct {
 	Ignore []string
 	// MaxClockSkew is the clock difference to the workstation above which a host fails (default 5s).
 	MaxClockSkew time.Duration
-	// Member is the membership mark of this cluster (see MemberMark). On a host that carries it, the files
-	// and ports clusterctl itself made are expected, not errors: that is a re-run, or the resume of an
-	// interrupted one.
-	Member string
+	// Members are the membership marks of this cluster (see MemberMark): one, or two while a CA rotation
+	// replaces the CA. On a host that carries one, the files and ports clusterctl itself made are expected,
+	// not errors: that is a re-run, or the resume of an interrupted one.
+	Members []string
 }
 
 // PreflightReport is what preflight found, grouped by host in inventory order.
@@ -142,7 +142,7 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 
 	for i := range report.Hosts {
 		h := &report.Hosts[i]
-		if opts.Member != "" && h.Facts != nil && h.Facts.Member == opts.Member {
+		if h.Facts != nil && h.Facts.Member != "" && slices.Contains(opts.Members, h.Facts.Member) {
 			h.Findings = slices.DeleteFunc(h.Findings, ours)
 		}
 		tasks.Ignore(h.Findings, opts.Ignore)

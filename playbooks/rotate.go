@@ -2,9 +2,12 @@ package playbooks
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +35,12 @@ type RotateOptions struct {
 type RotateResult struct {
 	Renewed []string      `json:"renewed"`
 	Nodes   []PhaseTiming `json:"nodes"`
+	// Serving are the nodes whose kubelet requested a new serving certificate (approved and issued).
+	Serving []string `json:"serving"`
 }
+
+// ServingName names the kubelet serving certificates in --only.
+const ServingName = "kubelet-serving"
 
 // RotateCerts renews the control-plane leaf certificates and kubeconfigs in the state directory (keys kept
 // unless NewKeys), then, one control-plane node at a time, pushes the node's files (its static Pod
@@ -51,7 +59,11 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 	if len(cps) == 0 {
 		return nil, fmt.Errorf("the inventory has no control-plane host")
 	}
-	e.Hosts = cps
+	// Every host: control-plane nodes for their files, every node for its kubelet serving certificate.
+	e.Hosts = nil
+	for i := range e.Inv.Hosts {
+		e.Hosts = append(e.Hosts, &e.Inv.Hosts[i])
+	}
 	u := &up{e: e, o: UpOptions{StateDir: o.StateDir, Now: o.Now, APITimeout: o.Timeout}, inv: e.Inv, res: &UpResult{},
 		facts: map[string]*tasks.Facts{}, nodeIPs: map[string]string{}, restartKubelet: map[string]bool{}, cp1: cps[0]}
 	if err := u.preflight(ctx); err != nil {
@@ -61,7 +73,7 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 	if err := u.render(ctx); err != nil {
 		return nil, err
 	}
-	res := &RotateResult{Renewed: []string{}}
+	res := &RotateResult{Renewed: []string{}, Serving: []string{}}
 	for _, ch := range u.rendered.Changes {
 		res.Renewed = append(res.Renewed, ch.What)
 	}
@@ -77,56 +89,82 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 	}
 	for _, h := range cps {
 		start := time.Now()
-		changed := false
-		_, err := transport.Fanout(ctx, "rotate", []string{h.Name}, transport.Policy{Limit: 1}, e.Sink,
-			func(ctx context.Context, name string) (bool, error) {
-				files, images, err := u.hostFiles(name)
-				if err != nil {
-					return false, err
-				}
-				ch, err := e.Conn(name).Put(ctx, files)
-				if err != nil {
-					return false, err
-				}
-				m := map[string]bool{}
-				for i, f := range files {
-					if ch[i] {
-						m[f.Path] = true
-						changed = true
-						if kubeletFile(f.Path) {
-							u.restartKubelet[name] = true
-						}
-					}
-				}
-				if !changed {
-					return false, nil
-				}
-				_, err = e.Conn(name).Run(ctx, "sh -s", []byte(setupScript(m, images, render.LocalProxy(u.inv))))
-				return true, err
-			})
+		changed, err := u.rollControlPlane(ctx, "rotate", h, o.Timeout)
 		if err != nil {
 			return res, err
 		}
-		if !changed {
-			continue
+		if changed {
+			res.Nodes = append(res.Nodes, PhaseTiming{Name: h.Name, DurationMS: time.Since(start).Milliseconds()})
 		}
-		if err := u.startKubelet(ctx, "rotate", []string{h.Name}); err != nil {
+	}
+	if len(o.Only) == 0 || slices.Contains(o.Only, ServingName) {
+		// Kubelet serving certificates are the controller-manager's to sign: the kubelets request them anew.
+		before := o.Now().Add(-o.Fresh)
+		if res.Serving, err = u.renewServing(ctx, "rotate", u.hostNames(e.Hosts), func(c *x509.Certificate) bool { return c.NotBefore.Before(before) }); err != nil {
 			return res, err
 		}
-		if err := u.waitStaticPods(ctx, h, o.Timeout); err != nil {
-			return res, err
-		}
-		if err := u.waitNodeAPI(ctx, h); err != nil {
-			return res, err
-		}
-		res.Nodes = append(res.Nodes, PhaseTiming{Name: h.Name, DurationMS: time.Since(start).Milliseconds()})
 	}
 	return res, nil
 }
 
+// rollControlPlane pushes a control-plane node's files and, when any changed, restarts what reads them (the
+// kubelet restarts static Pods whose manifests changed; the kubelet itself restarts if its files did), then
+// waits until its static Pods run the new manifests and are Ready and its API server is ready.
+func (u *up) rollControlPlane(ctx context.Context, play string, h *inventory.Host, timeout time.Duration) (bool, error) {
+	changed, err := u.pushHosts(ctx, play, []string{h.Name}, 1)
+	if err != nil || !changed {
+		return false, err
+	}
+	if err := u.startKubelet(ctx, play, []string{h.Name}); err != nil {
+		return true, err
+	}
+	if err := u.waitStaticPods(ctx, play, h, timeout); err != nil {
+		return true, err
+	}
+	return true, u.waitNodeAPI(ctx, h)
+}
+
+// pushHosts puts the rendered files on hosts and applies them (setupScript), reporting whether any changed;
+// the kubelet is marked for a restart where its files changed.
+func (u *up) pushHosts(ctx context.Context, play string, hosts []string, limit int) (bool, error) {
+	var mu sync.Mutex
+	any := false
+	_, err := transport.Fanout(ctx, play, hosts, transport.Policy{Limit: limit}, u.e.Sink,
+		func(ctx context.Context, name string) (bool, error) {
+			files, images, err := u.hostFiles(name)
+			if err != nil {
+				return false, err
+			}
+			ch, err := u.e.Conn(name).Put(ctx, files)
+			if err != nil {
+				return false, err
+			}
+			m := map[string]bool{}
+			for i, f := range files {
+				if ch[i] {
+					m[f.Path] = true
+					if kubeletFile(f.Path) {
+						u.mu.Lock()
+						u.restartKubelet[name] = true
+						u.mu.Unlock()
+					}
+				}
+			}
+			if len(m) == 0 {
+				return false, nil
+			}
+			mu.Lock()
+			any = true
+			mu.Unlock()
+			_, err = u.e.Conn(name).Run(ctx, "sh -s", []byte(setupScript(m, images, render.LocalProxy(u.inv))))
+			return true, err
+		})
+	return any, err
+}
+
 // waitStaticPods waits until the node's etcd and control-plane mirror Pods carry the manifests' current
 // certificate digest and are Ready. API errors while an API server restarts are retried.
-func (u *up) waitStaticPods(ctx context.Context, h *inventory.Host, timeout time.Duration) error {
+func (u *up) waitStaticPods(ctx context.Context, play string, h *inventory.Host, timeout time.Duration) error {
 	want := ""
 	for _, hf := range u.rendered.Hosts {
 		if hf.Host != h.Name {
@@ -142,7 +180,7 @@ func (u *up) waitStaticPods(ctx context.Context, h *inventory.Host, timeout time
 			}
 		}
 	}
-	err := u.poll(ctx, "rotate", h.Name, timeout, func() (bool, string, error) {
+	err := u.poll(ctx, play, h.Name, timeout, func() (bool, string, error) {
 		var waiting []string
 		for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 			name := c + "-" + h.NodeName

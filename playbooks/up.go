@@ -237,11 +237,17 @@ func (u *up) hostNames(hosts []*inventory.Host) []string {
 }
 
 func (u *up) preflight(ctx context.Context) error {
-	// Hosts marked with this cluster's CA (kept in the state directory) are re-runs: what clusterctl made
-	// there is expected.
+	// Hosts marked with this cluster's CA (kept in the state directory; during a CA rotation, the old or the
+	// new one) are re-runs: what clusterctl made there is expected.
 	if data, err := os.ReadFile(filepath.Join(u.o.StateDir, "pki", "ca.crt")); err == nil {
 		if ca, err := pki.ParseCert(data); err == nil {
-			u.o.Preflight.Member = MemberMark(u.inv.Cluster.Name, pki.CAHash(ca))
+			u.o.Preflight.Members = append(u.o.Preflight.Members, MemberMark(u.inv.Cluster.Name, pki.CAHash(ca)))
+		}
+	}
+	store := &pki.Store{Dir: filepath.Join(u.o.StateDir, "pki")}
+	if rot, err := store.Rotation(); err == nil && rot != nil && rot.Done >= pki.StageGenerate {
+		if others, err := store.Others(rot); err == nil {
+			u.o.Preflight.Members = append(u.o.Preflight.Members, MemberMark(u.inv.Cluster.Name, pki.CAHash(others.CAs["ca"].Cert)))
 		}
 	}
 	report, err := Preflight(ctx, u.e, u.o.Preflight)
@@ -636,9 +642,12 @@ func (u *up) startKubelet(ctx context.Context, play string, hosts []string) erro
 			if !h.Has(inventory.RoleControlPlane) {
 				// A worker's kubelet.conf is the kubelet's own (TLS bootstrap); when the API endpoint nodes use
 				// changes (a control plane grown to several, behind the node-local proxy), point it there.
+				// Its CA data follows ca.crt (a bundle of the old and new CAs during a CA rotation).
 				kc := "/etc/kubernetes/kubelet.conf"
 				ep := u.rendered.NodeEndpoint
 				cmd += fmt.Sprintf("if [ -f %s ] && ! grep -q '^    server: %s$' %s; then sed -i 's|^    server: .*|    server: %s|' %s; restart=true; fi\n", kc, ep, kc, ep, kc)
+				cmd += fmt.Sprintf("ca=$(base64 -w0 %s/ca.crt)\nif [ -f %s ] && ! grep -q \"^    certificate-authority-data: $ca\\$\" %s; then sed -i \"s|^    certificate-authority-data: .*|    certificate-authority-data: $ca|\" %s; restart=true; fi\n",
+					manifests.PKIDir, kc, kc, kc)
 			}
 			cmd += fmt.Sprintf("if stale kubelet %s || [ %t = true ] || [ \"${restart:-}\" = true ]; then systemctl restart kubelet; commit kubelet; echo restarted\n",
 				strings.Join(kubeletInputs(h.Has(inventory.RoleControlPlane), u.kubeletPath), " "), restart) +

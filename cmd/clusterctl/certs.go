@@ -162,13 +162,14 @@ type rotateOptions struct {
 	only    []string
 	fresh   time.Duration
 	timeout time.Duration
+	ca      bool
 }
 
 func newRotateCmd(g *globalOptions) *cobra.Command {
 	o := &rotateOptions{}
 	cmd := &cobra.Command{
 		Use:   "rotate",
-		Short: "Renew the control-plane certificates and kubeconfigs, one control-plane node at a time",
+		Short: "Renew the control-plane certificates and kubeconfigs node by node, or (--ca) replace the CAs",
 		Long: `Renew, in the state directory, every control-plane leaf certificate (API server, its kubelet, etcd and
 front-proxy clients, etcd server, peer and health check) and kubeconfig (admin, super-admin,
 controller-manager, scheduler, control-plane kubelets) issued more than --fresh ago, keeping their keys
@@ -177,9 +178,26 @@ kubelet has restarted etcd and the control plane with them (each static Pod mani
 the node's certificates) and they are Ready, and the node's API server is ready, before the next node.
 A node whose certificates are already fresh is not touched; a second run right after changes nothing.
 
-Workers' kubelets renew their own client certificates (rotation is on); the CA is not changed.`,
+Kubelet serving certificates issued more than --fresh ago are requested anew by their kubelets and
+approved after the same checks as at join (--only kubelet-serving for these alone). Workers' kubelets
+renew their own client certificates (rotation is on).
+
+With --ca, the CAs themselves are replaced (cluster, front-proxy and etcd CAs, and the service-account
+signing key), without downtime on several control-plane nodes, in five stages, each applied to the whole
+fleet and recorded in the state directory (pki/rotation) so that an interrupted run resumes:
+  1 generate  new CAs and key made in the state directory; nothing changes on hosts
+  2 trust     every trust bundle holds the old and new CAs (ca.crt, front-proxy-ca.crt, etcd/ca.crt,
+              kubeconfigs, workers' kubelet.conf, cluster-info, kube-root-ca.crt) and tokens of both keys
+              are accepted; Deployments, DaemonSets and StatefulSets whose Pods started before are rolled
+  3 reissue   every leaf certificate and kubeconfig issued by the new CAs, control-plane node by node;
+              every kubelet gets a client certificate of the new CA
+  4 sign      the controller-manager signs with the new CA and tokens with the new key; kubelets
+              request new serving certificates and get new tokens for their Pods
+  5 finish    once no host presents a certificate of the old CAs, they leave every bundle
+The old service-account key stays accepted while legacy token Secrets it signed remain (reported).`,
 		Example: `  clusterctl certs rotate -i hosts.yaml --yes
-  clusterctl certs rotate -i hosts.yaml --only apiserver,admin.conf --new-keys --yes`,
+  clusterctl certs rotate -i hosts.yaml --only apiserver,admin.conf --new-keys --yes
+  clusterctl certs rotate -i hosts.yaml --ca --yes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRotate(cmd, g, o)
@@ -190,11 +208,20 @@ Workers' kubelets renew their own client certificates (rotation is on); the CA i
 	cmd.Flags().BoolVar(&o.newKeys, "new-keys", false, "make new private keys instead of keeping the current ones")
 	cmd.Flags().StringSliceVar(&o.only, "only", nil, "renew only these (leaf names such as apiserver, etcd-server; kubeconfig files such as admin.conf)")
 	cmd.Flags().DurationVar(&o.fresh, "fresh", 24*time.Hour, "leave certificates issued more recently than this alone (0 renews all)")
-	cmd.Flags().DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each node's static Pods may take to come back")
+	cmd.Flags().DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each wait may take (a node's static Pods, rollouts, certificates)")
+	cmd.Flags().BoolVar(&o.ca, "ca", false, "replace the CAs and the service-account key, in resumable stages (see above)")
 	return cmd
 }
 
 func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
+	if o.ca {
+		for _, f := range []string{"only", "new-keys", "fresh"} {
+			if cmd.Flags().Changed(f) {
+				return usageError("--%s does not apply to --ca: a CA rotation issues every certificate anew", f)
+			}
+		}
+		return runRotateCA(cmd, g, o)
+	}
 	view := g.progressView()
 	env, state, err := openEnv(g, &o.ssh, view)
 	if err != nil {
@@ -230,5 +257,49 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 	if len(res.Renewed) == 0 {
 		fmt.Fprintln(g.stdout, "every certificate is fresh: nothing to do")
 	}
+	return nil
+}
+
+func runRotateCA(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
+	view := g.progressView()
+	env, state, err := openEnv(g, &o.ssh, view)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if !o.yes {
+		if err := confirm(g, "certs rotate --ca replaces the cluster's CAs: control planes restart node by node, kubelets restart, workloads started before are rolled",
+			fmt.Sprintf("replace the CAs of cluster %q? [y/N] ", env.Inv.Cluster.Name), yes); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	res, err := playbooks.RotateCA(cmd.Context(), env, playbooks.CARotateOptions{StateDir: state, Timeout: o.timeout})
+	view.Recap()
+	if res != nil {
+		for _, w := range res.Warnings {
+			fmt.Fprintf(g.stderr, "warning: %s\n", w)
+		}
+	}
+	if err != nil {
+		return failedOnHosts(err)
+	}
+	if g.Output == "json" {
+		return writeJSONLine(g.stdout, struct {
+			Type string `json:"type"`
+			*playbooks.CARotateResult
+			DurationMS int64 `json:"duration_ms"`
+		}{"ca_rotate_result", res, time.Since(start).Milliseconds()})
+	}
+	if res.Resumed > 0 {
+		fmt.Fprintf(g.stdout, "resumed the interrupted rotation at stage %d\n", res.Resumed)
+	}
+	for _, s := range res.Stages {
+		fmt.Fprintf(g.stdout, "%s: %.1fs\n", s.Name, float64(s.DurationMS)/1000)
+	}
+	for _, w := range res.Restarted {
+		fmt.Fprintf(g.stdout, "restarted %s\n", w)
+	}
+	fmt.Fprintf(g.stdout, "the cluster's CAs are replaced (%.0fs)\n", time.Since(start).Seconds())
 	return nil
 }

@@ -50,6 +50,8 @@ type Rotation struct {
 	Swapped bool `json:"swapped"`
 	// TrustedAt is when every namespace's kube-root-ca.crt held both CAs: Pods started later trust both.
 	TrustedAt time.Time `json:"trustedAt,omitzero"`
+	// TokensAt is when every running Pod's token file held a token of the new key.
+	TokensAt time.Time `json:"tokensAt,omitzero"`
 }
 
 // SignerName is the file name (under the pki directory, without extension) of the CA the
@@ -210,18 +212,39 @@ func (st *Store) RetiredSAKey() ([]byte, error) {
 	return data, err
 }
 
-// EndRotation closes a finished rotation: the old CAs and keys are deleted, and the old service-account
-// public key is kept (retiredSA, PEM) only when tokens it signed remain.
-func (st *Store) EndRotation(retiredSA []byte) error {
+// SetRetiredSAKey keeps (pub, PEM) or forgets (nil) the retired service-account public key.
+func (st *Store) SetRetiredSAKey(pub []byte) error {
 	p := filepath.Join(st.Dir, RetiredSAKeyFile)
-	if retiredSA != nil {
-		if err := WriteFile(p, retiredSA, 0o644); err != nil {
-			return err
-		}
-	} else if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if pub != nil {
+		return WriteFile(p, pub, 0o644)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	return nil
+}
+
+// EndRotation closes a finished rotation: the old CAs and keys are deleted.
+func (st *Store) EndRotation() error {
 	return os.RemoveAll(st.rotationDir())
+}
+
+// Load reads the current CAs and service-account key (no leaves).
+func (st *Store) Load() (*PKI, error) {
+	p := &PKI{CAs: map[string]*KeyPair{}}
+	for _, s := range CAs() {
+		kp, err := st.load(s.Path)
+		if err != nil {
+			return nil, err
+		}
+		p.CAs[s.Name] = kp
+	}
+	sa, err := st.readKey("sa.key")
+	if err != nil {
+		return nil, err
+	}
+	p.SA = sa
+	return p, nil
 }
 
 // copyFile copies src to dst atomically, keeping src's mode.

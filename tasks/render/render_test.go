@@ -334,7 +334,7 @@ func TestCARotationStages(t *testing.T) {
 	if _, ok := finish["/etc/kubernetes/pki/ca-signer.crt"]; ok || cmFlag(finish) != "/etc/kubernetes/pki/ca.crt" {
 		t.Error("finish stage: the controller-manager should sign with ca.crt again")
 	}
-	if err := store.EndRotation(nil); err != nil {
+	if err := store.EndRotation(); err != nil {
 		t.Fatal(err)
 	}
 	after := files(renderLab(t, state), "cp1")
