@@ -108,18 +108,25 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 }
 
 // rollControlPlane pushes a control-plane node's files and, when any changed, restarts what reads them (the
-// kubelet restarts static Pods whose manifests changed; the kubelet itself restarts if its files did), then
-// waits until its static Pods run the new manifests and are Ready and its API server is ready.
+// kubelet restarts static Pods whose manifests changed; the kubelet itself restarts if its files did), and
+// waits until its static Pods run the current manifests and are Ready, and its API server is ready.
 func (u *up) rollControlPlane(ctx context.Context, play string, h *inventory.Host, timeout time.Duration) (bool, error) {
 	changed, err := u.pushHosts(ctx, play, []string{h.Name}, 1)
-	if err != nil || !changed {
+	if err != nil {
 		return false, err
 	}
-	if err := u.startKubelet(ctx, play, []string{h.Name}); err != nil {
-		return true, err
+	if changed {
+		if err := u.startKubelet(ctx, play, []string{h.Name}); err != nil {
+			return true, err
+		}
 	}
+	// Also when nothing changed: a run interrupted after the push resumes here, and the node must be back
+	// with its files before the next one is touched (a check of four Pods when it is).
 	if err := u.waitStaticPods(ctx, play, h, timeout); err != nil {
-		return true, err
+		return changed, err
+	}
+	if !changed {
+		return false, nil
 	}
 	return true, u.waitNodeAPI(ctx, h)
 }

@@ -236,7 +236,14 @@ func tail(s string, n int) string {
 // fails the test if up ends before that.
 func (c *Cluster) UpKilled(t testing.TB, phase string, delay time.Duration) {
 	t.Helper()
-	cmd := exec.Command(c.Bin, "up", "--output", "json", "-i", c.Inventory)
+	c.RunKilled(t, phase, delay, "up")
+}
+
+// RunKilled starts clusterctl with args (and --output json) and kills it with SIGKILL delay after the phase
+// starts. It fails the test if clusterctl ends before that.
+func (c *Cluster) RunKilled(t testing.TB, phase string, delay time.Duration, args ...string) {
+	t.Helper()
+	cmd := exec.Command(c.Bin, append(args, "--output", "json", "-i", c.Inventory)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -262,9 +269,9 @@ func (c *Cluster) UpKilled(t testing.TB, phase string, delay time.Duration) {
 	}
 	_ = cmd.Wait()
 	if !killed {
-		t.Fatalf("up ended before phase %s started:\n%s", phase, tail(stderr.String(), 20))
+		t.Fatalf("clusterctl %s ended before phase %s started:\n%s", args[0], phase, tail(stderr.String(), 20))
 	}
-	t.Logf("clusterctl up killed (SIGKILL) %s into phase %s", delay, phase)
+	t.Logf("clusterctl %s killed (SIGKILL) %s into phase %s", strings.Join(args, " "), delay, phase)
 }
 
 // Hash is a digest of every regular file's path and content under /etc and /var/lib on a host, leaving out

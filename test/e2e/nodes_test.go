@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,40 @@ spec:
 		}
 	})
 
+	// From here on the cluster is three control-plane nodes and w1: w2 leaves, and the inventory without it
+	// is the cluster's (remove-node does not edit the user's inventory).
+	threeOne := full.Subset(t, "three-one", "cp1", "cp2", "cp3", "w1")
+	t.Run("remove a worker", func(t *testing.T) {
+		if _, stderr, code := full.Run(t, "remove-node", "--yes", "w2"); code != 0 {
+			t.Fatalf("remove-node w2: exit %d\n%s", code, tail(stderr, 30))
+		}
+	})
+
+	t.Run("CA rotation on three control-plane nodes: the workload and a token client see no failure", func(t *testing.T) {
+		threeOne.LoadProbe(t, "w1")
+		StartClients(t, threeOne, "w1")
+		oldCA := readFile(t, filepath.Join(threeOne.StateDir, "pki", "ca.crt"))
+		stdout, stderr, code := threeOne.Run(t, "certs", "rotate", "--ca", "--yes", "--output", "json")
+		if code != 0 {
+			t.Fatalf("certs rotate --ca: exit %d\n%s", code, tail(stderr, 30))
+		}
+		t.Logf("%s", lastLine(stdout))
+		time.Sleep(5 * time.Second)
+		ok, failed := ClientOutcomes(t, threeOne, "w1")
+		t.Logf("token client during the rotation: %d ok, %d failed", ok, len(failed))
+		if ok == 0 || len(failed) > 0 {
+			if len(failed) > 10 {
+				failed = failed[:10]
+			}
+			t.Errorf("the token client or the workload failed during the CA rotation:\n%s", strings.Join(failed, "\n"))
+		}
+		CheckNewCA(t, threeOne, oldCA, "cp1", "cp2", "cp3", "w1")
+		members := threeOne.Etcdctl(t, "cp1", "member list")
+		if n := strings.Count(members, ", started, "); n != 3 {
+			t.Errorf("want 3 started members after the rotation:\n%s", members)
+		}
+	})
+
 	t.Run("one control-plane host dies; the cluster keeps answering", func(t *testing.T) {
 		full.Lab.Kill(t, "cp3")
 		killed := time.Now()
@@ -174,8 +209,8 @@ spec:
 		}
 	})
 
-	t.Run("remove the dead control-plane node, a worker and a control-plane node", func(t *testing.T) {
-		for _, names := range [][]string{{"cp3"}, {"w2"}, {"cp2"}} {
+	t.Run("remove the dead control-plane node and a control-plane node", func(t *testing.T) {
+		for _, names := range [][]string{{"cp3"}, {"cp2"}} {
 			if _, stderr, code := full.Run(t, append([]string{"remove-node", "--yes"}, names...)...); code != 0 {
 				t.Fatalf("remove-node %v: exit %d\n%s", names, code, tail(stderr, 30))
 			}

@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRotateCA replaces the CAs of a cluster of one control-plane node and one worker while a workload runs
+// and a client uses its service-account token throughout; the rotation is killed in the middle and resumed.
+func TestRotateCA(t *testing.T) {
+	c := NewCluster(t, 2, 1) // cp1 w1
+	c.Up(t)
+	c.LoadProbe(t, "w1")
+	StartClients(t, c, "w1")
+	oldCA := readFile(t, filepath.Join(c.StateDir, "pki", "ca.crt"))
+
+	t.Run("killed during the reissue stage, the rotation resumes and finishes", func(t *testing.T) {
+		c.RunKilled(t, "ca-reissue", 5*time.Second, "certs", "rotate", "--ca", "--yes")
+		var st struct{ Stage, Done int }
+		if err := json.Unmarshal(readFile(t, filepath.Join(c.StateDir, "pki", "rotation", "state.json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Stage != 3 || st.Done != 2 {
+			t.Fatalf("recorded stage %d, done %d; want the reissue stage (3) under way", st.Stage, st.Done)
+		}
+		stdout, stderr, code := c.Run(t, "certs", "rotate", "--ca", "--yes", "--output", "json")
+		if code != 0 {
+			t.Fatalf("certs rotate --ca: exit %d\n%s", code, tail(stderr, 30))
+		}
+		var res struct {
+			Type      string
+			Resumed   int
+			Restarted []string
+			Stages    []struct{ Name string }
+		}
+		if err := json.Unmarshal([]byte(lastLine(stdout)), &res); err != nil {
+			t.Fatalf("%v: %s", err, stdout)
+		}
+		if res.Type != "ca_rotate_result" || res.Resumed != 3 || len(res.Stages) != 3 {
+			t.Errorf("result: %+v", res)
+		}
+		t.Logf("resumed: %s", lastLine(stdout))
+	})
+
+	t.Run("the new CA everywhere, the old one nowhere", func(t *testing.T) {
+		if _, err := os.Stat(filepath.Join(c.StateDir, "pki", "rotation")); !os.IsNotExist(err) {
+			t.Errorf("the rotation's state is still there: %v", err)
+		}
+		CheckNewCA(t, c, oldCA, "cp1", "w1")
+	})
+
+	t.Run("the workload and the token client kept working", func(t *testing.T) {
+		time.Sleep(5 * time.Second)
+		ok, failed := ClientOutcomes(t, c, "w1")
+		t.Logf("token client during the rotation: %d ok, %d failed (one control-plane node: its API server restarts)", ok, len(failed))
+		if ok == 0 {
+			t.Fatal("no request of the token client succeeded")
+		}
+		for _, f := range failed {
+			// With one API server its restarts are outages; a token refused, a certificate not trusted or
+			// the workload unreachable are failures of the rotation.
+			if strings.Contains(f, "fail web") || strings.Contains(f, "401") || strings.Contains(f, "Unauthorized") ||
+				strings.Contains(f, "x509") || strings.Contains(f, "certificate") {
+				t.Errorf("token client: %s", f)
+			}
+		}
+		if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{end}"); out != "TrueTrue" {
+			t.Errorf("nodes Ready: %q", out)
+		}
+		if _, err := c.K(t, "", "logs", "deploy/sa-client", "--tail=1"); err != nil {
+			t.Errorf("logs through the kubelet's new serving certificate: %v", err)
+		}
+	})
+}
+
+// StartClients runs, on node, a workload (Deployment web, two replicas, behind a Service) and a client of the
+// API server that uses its service-account token (Deployment sa-client, see probe api); each outcome is a
+// line in /var/log/probe on the node. It returns when the client has succeeded, with the log emptied.
+func StartClients(t testing.TB, c *Cluster, node string) {
+	t.Helper()
+	if _, err := c.K(t, `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: `+node+`}
+      containers: [{name: probe, image: `+ProbeImage+`, imagePullPolicy: Never, args: [serve], readinessProbe: {httpGet: {port: 8080}, periodSeconds: 1}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  selector: {app: web}
+  ports: [{port: 8080}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: sa-client, namespace: default}
+spec:
+  replicas: 1
+  strategy: {rollingUpdate: {maxUnavailable: 0, maxSurge: 1}}
+  selector: {matchLabels: {app: sa-client}}
+  template:
+    metadata: {labels: {app: sa-client}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: `+node+`}
+      containers:
+      - name: probe
+        image: `+ProbeImage+`
+        imagePullPolicy: Never
+        args: [api, 200ms, web, /log/$(POD_NAME).log]
+        env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
+        volumeMounts: [{name: log, mountPath: /log}]
+      volumes: [{name: log, hostPath: {path: /var/log/probe, type: DirectoryOrCreate}}]
+`, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	c.MustK(t, "rollout", "status", "deploy/web", "deploy/sa-client", "--timeout=90s")
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(c.Lab.Run(t, node, "cat /var/log/probe/*.log 2>/dev/null | tail -1; true"), " ok") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the token client has not succeeded: %s", c.Lab.Run(t, node, "tail -3 /var/log/probe/*.log; true"))
+		}
+		time.Sleep(time.Second)
+	}
+	c.Lab.Run(t, node, "truncate -s0 /var/log/probe/*.log")
+}
+
+// ClientOutcomes counts the token client's successes and lists its failures, from the logs on hosts.
+func ClientOutcomes(t testing.TB, c *Cluster, hosts ...string) (int, []string) {
+	t.Helper()
+	ok := 0
+	var failed []string
+	for _, h := range hosts {
+		for _, line := range strings.Split(c.Lab.Run(t, h, "cat /var/log/probe/*.log 2>/dev/null; true"), "\n") {
+			switch _, outcome, _ := strings.Cut(line, " "); {
+			case outcome == "ok":
+				ok++
+			case outcome != "":
+				failed = append(failed, h+" "+line)
+			}
+		}
+	}
+	return ok, failed
+}
+
+// CheckNewCA checks that hosts trust only the state directory's (new) CA, that every kubelet's client and
+// serving certificates are signed by it, and that cluster-info and kube-root-ca.crt hold it, not oldCA.
+func CheckNewCA(t testing.TB, c *Cluster, oldCA []byte, hosts ...string) {
+	t.Helper()
+	caPEM := readFile(t, filepath.Join(c.StateDir, "pki", "ca.crt"))
+	if string(caPEM) == string(oldCA) {
+		t.Fatal("the state directory's CA is the old one")
+	}
+	ca := parseCert(t, caPEM)
+	for _, h := range hosts {
+		if got := c.Lab.Run(t, h, "cat /etc/kubernetes/pki/ca.crt"); got != string(caPEM) {
+			t.Errorf("%s: ca.crt is not the new CA alone:\n%s", h, got)
+		}
+		for _, f := range []string{"/var/lib/kubelet/pki/kubelet-client-current.pem", "/var/lib/kubelet/pki/kubelet-server-current.pem"} {
+			cert := parseCert(t, []byte(c.Lab.Run(t, h, "sed -n '/BEGIN CERTIFICATE/,/END CERTIFICATE/p' "+f)))
+			if err := cert.CheckSignatureFrom(ca); err != nil {
+				t.Errorf("%s: %s is not signed by the new CA: %v", h, f, err)
+			}
+		}
+		if out := c.Lab.Run(t, h, "ls /etc/kubernetes/pki/ca-signer.crt 2>/dev/null; true"); out != "" {
+			t.Errorf("%s: the rotation's signer file is left: %s", h, out)
+		}
+	}
+	info := c.MustK(t, "get", "configmap", "-n", "kube-public", "cluster-info", "-o", "jsonpath={.data.kubeconfig}")
+	if strings.Count(info, "certificate-authority-data:") != 1 || strings.Contains(info, encodeB64(oldCA)) || !strings.Contains(info, encodeB64(caPEM)) {
+		t.Errorf("cluster-info does not hold the new CA alone:\n%s", info)
+	}
+	if root := c.MustK(t, "get", "configmap", "-n", "default", "kube-root-ca.crt", "-o", "jsonpath={.data.ca\\.crt}"); root != string(caPEM) {
+		t.Errorf("kube-root-ca.crt is not the new CA alone:\n%s", root)
+	}
+	stdout, stderr, code := c.Run(t, "certs", "check-expiration", "--output", "json")
+	if code != 0 {
+		t.Fatalf("check-expiration: exit %d\n%s", code, tail(stderr, 20))
+	}
+	var report struct{ Certificates []struct{ Host, Path, State string } }
+	if err := json.Unmarshal([]byte(lastLine(stdout)), &report); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range report.Certificates {
+		if r.State == "differs" {
+			t.Errorf("%s %s differs from the state directory", r.Host, r.Path)
+		}
+	}
+}
+
+func readFile(t testing.TB, p string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func parseCert(t testing.TB, data []byte) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(data)
+	if b == nil {
+		t.Fatalf("no certificate in %q", data)
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func encodeB64(data []byte) string { return base64.StdEncoding.EncodeToString(data) }
