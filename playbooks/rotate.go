@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/render"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -111,10 +115,15 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 // kubelet restarts static Pods whose manifests changed; the kubelet itself restarts if its files did), and
 // waits until its static Pods run the current manifests and are Ready, and its API server is ready.
 func (u *up) rollControlPlane(ctx context.Context, play string, h *inventory.Host, timeout time.Duration) (bool, error) {
+	first, err := u.restartEtcdAlone(ctx, play, h, timeout)
+	if err != nil {
+		return first, err
+	}
 	changed, err := u.pushHosts(ctx, play, []string{h.Name}, 1)
 	if err != nil {
 		return false, err
 	}
+	changed = changed || first
 	if changed {
 		if err := u.startKubelet(ctx, play, []string{h.Name}); err != nil {
 			return true, err
@@ -129,6 +138,86 @@ func (u *up) rollControlPlane(ctx context.Context, play string, h *inventory.Hos
 		return false, nil
 	}
 	return true, u.waitNodeAPI(ctx, h)
+}
+
+// restartEtcdAlone restarts a running etcd member whose manifest is about to change while the node's API
+// server is stopped: the API server talks to its local member only, and requests it holds while that member
+// restarts would hang. The node's files other than the two manifests go first (etcd and the API server
+// reload certificates themselves); then the API server's manifest is removed and the kubelet stops it
+// (gracefully: it fails /readyz, proxies and load balancers move away, it drains); then the new etcd
+// manifest, until a new etcd process answers /readyz; the API server's new manifest follows with the rest.
+// It reports whether it changed anything.
+func (u *up) restartEtcdAlone(ctx context.Context, play string, h *inventory.Host, timeout time.Duration) (bool, error) {
+	conn := u.e.Conn(h.Name)
+	files, _, err := u.hostFiles(h.Name)
+	if err != nil {
+		return false, err
+	}
+	etcdPath, apiPath := path.Join(manifests.ManifestsDir, "etcd.yaml"), path.Join(manifests.ManifestsDir, "kube-apiserver.yaml")
+	var etcdFile []transport.File
+	var rest []transport.File
+	for _, f := range files {
+		switch f.Path {
+		case etcdPath:
+			etcdFile = append(etcdFile, f)
+		case apiPath:
+		default:
+			rest = append(rest, f)
+		}
+	}
+	if len(etcdFile) == 0 {
+		return false, nil
+	}
+	diff, err := conn.Diff(ctx, etcdFile)
+	if err != nil || diff[0] != transport.ChangeContent {
+		return false, err
+	}
+	res, err := conn.Run(ctx, "pgrep -x etcd || true", nil)
+	if err != nil {
+		return false, err
+	}
+	oldPID := strings.TrimSpace(string(res.Stdout))
+	if oldPID == "" {
+		return false, nil // not running: nothing to protect
+	}
+	ch, err := conn.Put(ctx, rest)
+	if err != nil {
+		return false, err
+	}
+	for i, f := range rest {
+		if ch[i] && kubeletFile(f.Path) {
+			u.mu.Lock()
+			u.restartKubelet[h.Name] = true
+			u.mu.Unlock()
+		}
+	}
+	u.say(play, h.Name, "stopping the API server while etcd restarts")
+	if _, err := conn.Run(ctx, fmt.Sprintf("rm -f %s; i=0; while pgrep -x kube-apiserver >/dev/null; do i=$((i+1)); [ $i -lt %d ] || { echo 'the API server did not stop' >&2; exit 1; }; sleep 0.5; done",
+		apiPath, int(timeout/(500*time.Millisecond))), nil); err != nil {
+		return true, err
+	}
+	if _, err := conn.Put(ctx, etcdFile); err != nil {
+		return true, err
+	}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return conn.DialContext(ctx, "tcp", addr)
+	}}}
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", manifests.PortEtcdMetrics)
+	return true, u.poll(ctx, play, h.Name, timeout, func() (bool, string, error) {
+		res, err := conn.Run(ctx, "pgrep -x etcd || true", nil)
+		if err != nil {
+			return false, "", err
+		}
+		if pid := strings.TrimSpace(string(res.Stdout)); pid == "" || pid == oldPID {
+			return false, "etcd to restart", nil
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, "etcd to be ready (" + err.Error() + ")", nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, "etcd to be ready (" + resp.Status + ")", nil
+	})
 }
 
 // pushHosts puts the rendered files on hosts and applies them (setupScript), reporting whether any changed;

@@ -58,12 +58,13 @@ func TestRotateCA(t *testing.T) {
 
 	t.Run("the workload and the token client kept working", func(t *testing.T) {
 		time.Sleep(5 * time.Second)
-		ok, failed := ClientOutcomes(t, c, "w1")
-		t.Logf("token client during the rotation: %d ok, %d failed (one control-plane node: its API server restarts)", ok, len(failed))
-		if ok == 0 {
+		o := ClientOutcomes(t, c, "w1")
+		t.Logf("token client during the rotation: %d ok (%d retries), %d failed; outages %v (one control-plane node: its API server restarts)",
+			o.OK, o.Retried, len(o.Failed), o.Outages)
+		if o.OK == 0 {
 			t.Fatal("no request of the token client succeeded")
 		}
-		for _, f := range failed {
+		for _, f := range o.Failed {
 			// With one API server its restarts are outages; a token refused, a certificate not trusted or
 			// the workload unreachable are failures of the rotation.
 			if strings.Contains(f, "fail web") || strings.Contains(f, "401") || strings.Contains(f, "Unauthorized") ||
@@ -85,7 +86,22 @@ func TestRotateCA(t *testing.T) {
 // line in /var/log/probe on the node. It returns when the client has succeeded, with the log emptied.
 func StartClients(t testing.TB, c *Cluster, node string) {
 	t.Helper()
-	if _, err := c.K(t, `apiVersion: apps/v1
+	if _, err := c.K(t, `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: sa-client, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: sa-client, namespace: default}
+rules: [{apiGroups: [""], resources: [configmaps], resourceNames: [kube-root-ca.crt], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: sa-client, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sa-client}
+subjects: [{kind: ServiceAccount, name: sa-client, namespace: default}]
+---
+apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: default}
 spec:
@@ -114,6 +130,7 @@ spec:
   template:
     metadata: {labels: {app: sa-client}}
     spec:
+      serviceAccountName: sa-client
       nodeSelector: {kubernetes.io/hostname: `+node+`}
       containers:
       - name: probe
@@ -137,22 +154,46 @@ spec:
 	c.Lab.Run(t, node, "truncate -s0 /var/log/probe/*.log")
 }
 
-// ClientOutcomes counts the token client's successes and lists its failures, from the logs on hosts.
-func ClientOutcomes(t testing.TB, c *Cluster, hosts ...string) (int, []string) {
+// Outcomes are what the token client saw: requests that succeeded (some after a retry, as client-go
+// retries a GET whose connection a server going away closed), failures, and outages (each stretch from a
+// failure to the next success, per client Pod).
+type Outcomes struct {
+	OK, Retried int
+	Failed      []string
+	Outages     []time.Duration
+}
+
+// ClientOutcomes reads the token client's logs on hosts.
+func ClientOutcomes(t testing.TB, c *Cluster, hosts ...string) Outcomes {
 	t.Helper()
-	ok := 0
-	var failed []string
+	var o Outcomes
 	for _, h := range hosts {
-		for _, line := range strings.Split(c.Lab.Run(t, h, "cat /var/log/probe/*.log 2>/dev/null; true"), "\n") {
-			switch _, outcome, _ := strings.Cut(line, " "); {
-			case outcome == "ok":
-				ok++
-			case outcome != "":
-				failed = append(failed, h+" "+line)
+		for _, file := range strings.Fields(c.Lab.Run(t, h, "ls /var/log/probe/*.log 2>/dev/null; true")) {
+			var down time.Time
+			for _, line := range strings.Split(c.Lab.Run(t, h, "cat "+file), "\n") {
+				stamp, outcome, _ := strings.Cut(line, " ")
+				at, err := time.Parse("15:04:05.000", stamp)
+				switch {
+				case err != nil:
+					continue
+				case strings.HasPrefix(outcome, "retried"):
+					o.Retried++
+				case outcome == "ok":
+					o.OK++
+					if !down.IsZero() {
+						o.Outages = append(o.Outages, at.Sub(down))
+						down = time.Time{}
+					}
+				default:
+					o.Failed = append(o.Failed, h+" "+line)
+					if down.IsZero() {
+						down = at
+					}
+				}
 			}
 		}
 	}
-	return ok, failed
+	return o
 }
 
 // CheckNewCA checks that hosts trust only the state directory's (new) CA, that every kubelet's client and

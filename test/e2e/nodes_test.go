@@ -163,13 +163,13 @@ spec:
 		}
 		t.Logf("%s", lastLine(stdout))
 		time.Sleep(5 * time.Second)
-		ok, failed := ClientOutcomes(t, threeOne, "w1")
-		t.Logf("token client during the rotation: %d ok, %d failed", ok, len(failed))
-		if ok == 0 || len(failed) > 0 {
-			if len(failed) > 10 {
-				failed = failed[:10]
+		o := ClientOutcomes(t, threeOne, "w1")
+		t.Logf("token client during the rotation: %d ok (%d retries), %d failed; outages %v", o.OK, o.Retried, len(o.Failed), o.Outages)
+		if o.OK == 0 || len(o.Failed) > 0 {
+			if len(o.Failed) > 10 {
+				o.Failed = o.Failed[:10]
 			}
-			t.Errorf("the token client or the workload failed during the CA rotation:\n%s", strings.Join(failed, "\n"))
+			t.Errorf("the token client or the workload failed during the CA rotation:\n%s", strings.Join(o.Failed, "\n"))
 		}
 		CheckNewCA(t, threeOne, oldCA, "cp1", "cp2", "cp3", "w1")
 		members := threeOne.Etcdctl(t, "cp1", "member list")

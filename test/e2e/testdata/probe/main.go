@@ -9,12 +9,16 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -31,8 +35,22 @@ func main() {
 			fmt.Println("request from", r.RemoteAddr)
 			fmt.Fprint(w, name)
 		})
-		fmt.Fprintln(os.Stderr, http.ListenAndServe(":8080", nil))
-		os.Exit(1)
+		// As a well-behaved workload does: on SIGTERM it keeps serving while its endpoint is removed
+		// everywhere (5 s), then finishes the requests it has.
+		srv := &http.Server{Addr: ":8080"}
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		go func() {
+			<-term
+			time.Sleep(5 * time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+		}()
+		if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	case "get":
 		c := http.Client{Timeout: 5 * time.Second}
 		resp, err := c.Get(os.Args[2])
@@ -66,13 +84,20 @@ func main() {
 }
 
 // apiClient behaves as a client-go program in a Pod does: it reads the CA data once, at start, and its token
-// file again every minute; every interval it asks the API server (through the kubernetes Service) who it is
-// (a SelfSubjectReview: the token must be accepted) and GETs the workload Service named service (found
-// through the Service environment variables). Each outcome is a line appended to log:
-// "TIME ok" or "TIME fail api|web: error".
+// file again every minute; every interval it GETs, from the API server (through the kubernetes Service), the
+// kube-root-ca.crt ConfigMap of its namespace (the token must be accepted), and GETs the workload Service
+// named service (found through the Service environment variables). As client-go does for GETs, a request
+// whose connection was reset or closed by a server going away is retried (up to 3 times), and a 429 with
+// Retry-After (a server shutting down) is retried after the time it asks. Each outcome is a line appended
+// to log: "TIME ok", "TIME retried: error" (then the outcome of the retry) or "TIME fail api|web: error".
 func apiClient(interval time.Duration, service, log string) int {
 	const sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
 	caPEM, err := os.ReadFile(sa + "ca.crt")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ns, err := os.ReadFile(sa + "namespace")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -84,10 +109,17 @@ func apiClient(interval time.Duration, service, log string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	write := func(line string) {
+		line = time.Now().UTC().Format("15:04:05.000") + " " + strings.ReplaceAll(line, "\n", " ") + "\n"
+		out.WriteString(line)
+		if !strings.HasSuffix(line, " ok\n") {
+			fmt.Print(line)
+		}
+	}
 	api := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	web := &http.Client{Timeout: 5 * time.Second}
 	apiURL := "https://" + net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")) +
-		"/apis/authentication.k8s.io/v1/selfsubjectreviews"
+		"/api/v1/namespaces/" + strings.TrimSpace(string(ns)) + "/configmaps/kube-root-ca.crt"
 	env := strings.ToUpper(strings.ReplaceAll(service, "-", "_"))
 	webURL := "http://" + net.JoinHostPort(os.Getenv(env+"_SERVICE_HOST"), os.Getenv(env+"_SERVICE_PORT")) + "/"
 	var token []byte
@@ -99,17 +131,30 @@ func apiClient(interval time.Duration, service, log string) int {
 			}
 		}
 		outcome := "ok"
-		req, _ := http.NewRequest(http.MethodPost, apiURL, strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-		req.Header.Set("Content-Type", "application/json")
-		if resp, err := api.Do(req); err != nil {
-			outcome = "fail api: " + err.Error()
-		} else {
+		for attempt := 1; ; attempt++ {
+			req, _ := http.NewRequest(http.MethodGet, apiURL, nil)
+			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+			resp, err := api.Do(req)
+			if err != nil {
+				if attempt <= 3 && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+					write("retried: " + err.Error())
+					continue
+				}
+				outcome = "fail api: " + err.Error()
+				break
+			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusCreated || !strings.Contains(string(body), "system:serviceaccount:") {
+			if resp.StatusCode == http.StatusTooManyRequests && attempt <= 3 {
+				wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+				write(fmt.Sprintf("retried: %s, Retry-After %ds", resp.Status, wait))
+				time.Sleep(time.Duration(wait) * time.Second)
+				continue
+			}
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "BEGIN CERTIFICATE") {
 				outcome = fmt.Sprintf("fail api: %s %s", resp.Status, strings.TrimSpace(string(body)))
 			}
+			break
 		}
 		if outcome == "ok" {
 			if resp, err := web.Get(webURL); err != nil {
@@ -122,11 +167,7 @@ func apiClient(interval time.Duration, service, log string) int {
 				}
 			}
 		}
-		line := time.Now().UTC().Format("15:04:05.000") + " " + strings.ReplaceAll(outcome, "\n", " ") + "\n"
-		out.WriteString(line)
-		if outcome != "ok" {
-			fmt.Print(line)
-		}
+		write(outcome)
 		time.Sleep(interval)
 	}
 }
