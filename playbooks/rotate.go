@@ -252,7 +252,7 @@ func (u *up) pushHosts(ctx context.Context, play string, hosts []string, limit i
 			mu.Lock()
 			any = true
 			mu.Unlock()
-			_, err = u.e.Conn(name).Run(ctx, "sh -s", []byte(setupScript(m, images, render.LocalProxy(u.inv))))
+			_, err = u.e.Conn(name).Run(ctx, "sh -s", []byte(setupScript(m, images, u.localProxy())))
 			return true, err
 		})
 	return any, err

@@ -130,6 +130,8 @@ type up struct {
 	approvedFor map[string]bool
 	member      string
 	renew       *render.Renewal   // certs rotate
+	// cps are the control-plane hosts the cluster has or gets in this run (nil: the inventory's).
+	cps []string
 	art         map[string][]byte // artifact contents by manifest path
 	kubeletPath string
 }
@@ -265,8 +267,47 @@ func (u *up) preflight(ctx context.Context) error {
 	return nil
 }
 
+// localProxy reports whether the cluster's nodes reach the API servers through the node-local proxy.
+func (u *up) localProxy() bool { return render.LocalProxyOf(u.inv, u.cps) }
+
+// clusterControlPlanes finds, for a run on some of the hosts (add-node, --limit), the control-plane hosts
+// of the cluster: those that are Nodes already and those joining now. Others the inventory lists are not
+// part of it yet: they must not make the cluster's nodes use the node-local proxy, nor be its backends.
+// Without an answer from the API (a cluster not up yet) every control-plane host of the inventory counts.
+func (u *up) clusterControlPlanes(ctx context.Context) {
+	if len(u.e.Hosts) == len(u.inv.Hosts) {
+		return
+	}
+	admin, err := os.ReadFile(filepath.Join(u.o.StateDir, "admin.conf"))
+	if err != nil {
+		return
+	}
+	c, err := u.client(admin)
+	if err != nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	nodes, err := c.Kube.CoreV1().Nodes().List(lctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
+	if err != nil {
+		u.say("render", "", "the API does not answer (%s): every control-plane host of the inventory counts as the cluster's", firstLine(err.Error()))
+		return
+	}
+	joined := map[string]bool{}
+	for _, n := range nodes.Items {
+		joined[n.Name] = true
+	}
+	u.cps = []string{}
+	for _, h := range u.inv.ControlPlanes() {
+		if joined[h.NodeName] || slices.Contains(u.e.Hosts, h) {
+			u.cps = append(u.cps, h.Name)
+		}
+	}
+}
+
 func (u *up) render(ctx context.Context) error {
 	c := u.inv.Cluster
+	u.clusterControlPlanes(ctx)
 	etcd, pause := render.Versions(c.KubernetesVersion)
 	kubeletPath := "/usr/bin/kubelet"
 	if c.Artifacts != "" {
@@ -289,7 +330,7 @@ func (u *up) render(ctx context.Context) error {
 		}
 	}
 	u.kubeletPath = kubeletPath
-	if render.LocalProxy(u.inv) {
+	if u.localProxy() {
 		for _, h := range u.e.Hosts {
 			if f := u.facts[h.Name]; f != nil && !f.Commands["haproxy"] {
 				return fmt.Errorf("%s has no haproxy: with several control-plane nodes and no controlPlaneEndpoint, every node reaches the API servers through a node-local haproxy; install your distribution's haproxy package, or put a load balancer in front and set cluster.controlPlaneEndpoint", h.Name)
@@ -308,7 +349,7 @@ func (u *up) render(ctx context.Context) error {
 		}
 	}
 	res, err := render.Render(render.Options{Inv: u.inv, StateDir: u.o.StateDir, Now: u.o.Now, Renew: u.renew, EtcdVersion: etcd, PauseVersion: pause,
-		KubeletPath: kubeletPath, NodeIPs: u.nodeIPs, Containerized: containerized, CNIBinDir: cniDir})
+		KubeletPath: kubeletPath, NodeIPs: u.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: u.cps})
 	if err != nil {
 		return err
 	}
@@ -394,7 +435,7 @@ func (u *up) push(ctx context.Context) error {
 					did = true
 				}
 			}
-			res, err := u.e.Conn(name).Run(ctx, "sh -s", []byte(setupScript(ch, images, render.LocalProxy(u.inv))))
+			res, err := u.e.Conn(name).Run(ctx, "sh -s", []byte(setupScript(ch, images, u.localProxy())))
 			if err != nil {
 				return did, err
 			}

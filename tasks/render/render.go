@@ -52,6 +52,21 @@ type Options struct {
 	Containerized map[string]bool
 	// CNIBinDir is where the CNI plugins are on hosts (/opt/cni/bin upstream, /usr/lib/cni on Debian).
 	CNIBinDir string
+	// ControlPlanes names the control-plane hosts the cluster has or gets in this run; nil: every
+	// control-plane host of the inventory. Others (listed, not joined, not joining) are left out: they get
+	// no files and are neither proxy backends nor etcd peers.
+	ControlPlanes []string
+}
+
+// ControlPlanes are the inventory's control-plane hosts among names (all of them when names is nil).
+func ControlPlanes(inv *inventory.Inventory, names []string) []*inventory.Host {
+	var out []*inventory.Host
+	for _, h := range inv.ControlPlanes() {
+		if names == nil || slices.Contains(names, h.Name) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // Renewal is what certs rotate asks for: certificates issued before IssuedBefore are issued anew, with
@@ -93,8 +108,11 @@ const (
 )
 
 // LocalProxy reports whether the inventory's nodes reach the API servers through a node-local proxy.
-func LocalProxy(inv *inventory.Inventory) bool {
-	return len(inv.ControlPlanes()) > 1 && inv.Cluster.ControlPlaneEndpoint == ""
+func LocalProxy(inv *inventory.Inventory) bool { return LocalProxyOf(inv, nil) }
+
+// LocalProxyOf is LocalProxy for a cluster of the named control-plane hosts (see Options.ControlPlanes).
+func LocalProxyOf(inv *inventory.Inventory, controlPlanes []string) bool {
+	return len(ControlPlanes(inv, controlPlanes)) > 1 && inv.Cluster.ControlPlaneEndpoint == ""
 }
 
 // HostFiles are one host's files.
@@ -122,7 +140,7 @@ func Render(o Options) (*Result, error) {
 	if o.CNIBinDir == "" {
 		o.CNIBinDir = "/opt/cni/bin"
 	}
-	cps := inv.ControlPlanes()
+	cps := ControlPlanes(inv, o.ControlPlanes)
 	if len(cps) == 0 {
 		return nil, errors.New("no control-plane host")
 	}
@@ -153,7 +171,7 @@ func Render(o Options) (*Result, error) {
 	}
 	res := &Result{Endpoint: "https://" + net.JoinHostPort(endpointHost, strconv.Itoa(endpointPort))}
 	res.NodeEndpoint = res.Endpoint
-	localProxy := LocalProxy(inv)
+	localProxy := LocalProxyOf(inv, o.ControlPlanes)
 	if localProxy {
 		res.NodeEndpoint = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(LocalProxyPort))
 	}
@@ -225,6 +243,9 @@ func Render(o Options) (*Result, error) {
 
 	for i := range inv.Hosts {
 		h := &inv.Hosts[i]
+		if h.Has(inventory.RoleControlPlane) && !slices.Contains(cps, h) {
+			continue // not in the cluster, not joining it in this run
+		}
 		var files []transport.File
 		add := func(p string, data []byte, mode fs.FileMode) {
 			files = append(files, transport.File{Path: p, Data: data, Mode: mode})
@@ -268,7 +289,7 @@ func Render(o Options) (*Result, error) {
 func proxyFiles(o Options, add func(string, []byte, fs.FileMode)) error {
 	type backend struct{ Name, Address string }
 	var backends []backend
-	for _, cp := range o.Inv.ControlPlanes() {
+	for _, cp := range ControlPlanes(o.Inv, o.ControlPlanes) {
 		ip := cp.InternalAddress
 		if ip == "" {
 			ip = o.NodeIPs[cp.Name]
@@ -366,7 +387,7 @@ func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, 
 	}
 	if !first {
 		// A joining member: the etcd cluster of the control-plane hosts listed before it.
-		for _, other := range o.Inv.ControlPlanes() {
+		for _, other := range ControlPlanes(o.Inv, o.ControlPlanes) {
 			if other.Name == h.Name {
 				break
 			}

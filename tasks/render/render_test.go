@@ -358,3 +358,44 @@ func nextCert(data []byte) (*x509.Certificate, []byte, bool) {
 		}
 	}
 }
+
+// TestLocalProxyFollowsTheClusterControlPlanes: without a controlPlaneEndpoint, several control-plane nodes
+// put every node behind its local proxy; control-plane hosts the inventory lists but the cluster does not
+// have (not joined, not joining) count for nothing.
+func TestLocalProxyFollowsTheClusterControlPlanes(t *testing.T) {
+	inv, diags := inventory.Parse("hosts.yaml", []byte(`
+cluster: {name: lab}
+hosts:
+  - {name: cp1, address: 10.10.0.11, roles: [control-plane]}
+  - {name: cp2, address: 10.10.0.12, roles: [control-plane]}
+  - {name: cp3, address: 10.10.0.13, roles: [control-plane]}
+  - {name: w1, address: 10.10.0.21, roles: [worker]}
+`))
+	if err := diags.Err(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o700)
+	render := func(cps []string) *Result {
+		res, err := Render(Options{Inv: inv, StateDir: state, EtcdVersion: "3.6.5", PauseVersion: "3.10.1", ControlPlanes: cps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	one := render([]string{"cp1"})
+	if one.NodeEndpoint != "https://10.10.0.11:6443" || len(one.Hosts) != 2 {
+		t.Errorf("cp1 alone: endpoint %s, %d hosts rendered", one.NodeEndpoint, len(one.Hosts))
+	}
+	if _, ok := files(one, "w1")[LocalProxyConfigPath]; ok {
+		t.Error("cp1 alone: w1 got a proxy configuration")
+	}
+	two := render([]string{"cp1", "cp2"})
+	cfg := string(files(two, "w1")[LocalProxyConfigPath].Data)
+	if two.NodeEndpoint != "https://127.0.0.1:7443" || !strings.Contains(cfg, "10.10.0.12:6443") || strings.Contains(cfg, "10.10.0.13") {
+		t.Errorf("cp1 and cp2: endpoint %s, proxy:\n%s", two.NodeEndpoint, cfg)
+	}
+	if etcd := string(files(two, "cp2")["/etc/kubernetes/manifests/etcd.yaml"].Data); strings.Contains(etcd, "cp3=") {
+		t.Error("cp2's etcd names cp3 as a peer")
+	}
+}
