@@ -129,9 +129,9 @@ type up struct {
 	// approvedFor: nodes with an approved serving certificate request.
 	approvedFor map[string]bool
 	member      string
-	renew       *render.Renewal   // certs rotate
+	renew       *render.Renewal // certs rotate
 	// cps are the control-plane hosts the cluster has or gets in this run (nil: the inventory's).
-	cps []string
+	cps         []string
 	art         map[string][]byte // artifact contents by manifest path
 	kubeletPath string
 }

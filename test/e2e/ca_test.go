@@ -230,7 +230,9 @@ func CheckNewCA(t testing.TB, c *Cluster, oldCA []byte, hosts ...string) {
 	if code != 0 {
 		t.Fatalf("check-expiration: exit %d\n%s", code, tail(stderr, 20))
 	}
-	var report struct{ Certificates []struct{ Host, Path, State string } }
+	var report struct {
+		Certificates []struct{ Host, Path, State string }
+	}
 	if err := json.Unmarshal([]byte(lastLine(stdout)), &report); err != nil {
 		t.Fatal(err)
 	}
