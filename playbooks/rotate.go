@@ -258,20 +258,21 @@ func (u *up) pushHosts(ctx context.Context, play string, hosts []string, limit i
 	return any, err
 }
 
-// waitStaticPods waits until the node's etcd and control-plane mirror Pods carry the manifests' current
-// certificate digest and are Ready. API errors while an API server restarts are retried.
+// waitStaticPods waits until the node's etcd and control-plane mirror Pods carry their manifests' current
+// certificate digests and are Ready. API errors while an API server restarts are retried.
 func (u *up) waitStaticPods(ctx context.Context, play string, h *inventory.Host, timeout time.Duration) error {
-	want := ""
+	want := map[string]string{} // component -> the digest its manifest carries
 	for _, hf := range u.rendered.Hosts {
 		if hf.Host != h.Name {
 			continue
 		}
 		for _, f := range hf.Files {
-			if strings.HasSuffix(f.Path, "/kube-apiserver.yaml") {
-				for _, line := range strings.Split(string(f.Data), "\n") {
-					if v, ok := strings.CutPrefix(strings.TrimSpace(line), render.PKIAnnotation+": "); ok {
-						want = v
-					}
+			if path.Dir(f.Path) != manifests.ManifestsDir {
+				continue
+			}
+			for _, line := range strings.Split(string(f.Data), "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), render.PKIAnnotation+": "); ok {
+					want[strings.TrimSuffix(path.Base(f.Path), ".yaml")] = v
 				}
 			}
 		}
@@ -284,7 +285,7 @@ func (u *up) waitStaticPods(ctx context.Context, play string, h *inventory.Host,
 			switch {
 			case err != nil:
 				waiting = append(waiting, name+" (API: "+firstLine(err.Error())+")")
-			case pod.Annotations[render.PKIAnnotation] != want:
+			case pod.Annotations[render.PKIAnnotation] != want[c]:
 				waiting = append(waiting, name+" (old certificates)")
 			case !podReady(pod):
 				waiting = append(waiting, name+" (not Ready)")

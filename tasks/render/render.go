@@ -7,6 +7,7 @@ package render
 import (
 	"crypto"
 	"crypto/sha256"
+	"hash"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -82,8 +83,8 @@ func (r *Renewal) wants(name string, notBefore time.Time) bool {
 	return r != nil && notBefore.Before(r.IssuedBefore) && (len(r.Only) == 0 || slices.Contains(r.Only, name))
 }
 
-// PKIAnnotation on each static Pod is a digest of the node's certificates and kubeconfigs: when they change
-// (rotation), the manifest changes and the kubelet restarts the Pods with them.
+// PKIAnnotation on each static Pod is a digest of the certificates, keys and kubeconfigs it reads: when they
+// change (rotation), its manifest changes and the kubelet restarts it with them; the others stay up.
 const PKIAnnotation = "clusterctl.dev/pki-sha256"
 
 // Result is every host's files, in inventory order, and the workstation's.
@@ -316,12 +317,14 @@ func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, 
 	kcDir string, admin, superAdmin []byte, addFile func(string, []byte, fs.FileMode), changes *[]pki.Change) error {
 	c := o.Inv.Cluster
 	ca := p.CAs["ca"]
-	digest := sha256.New()
-	digest.Write(tr.bundle["ca"])
+	digests := map[string]hash.Hash{}
+	for _, n := range []string{"etcd.yaml", "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"} {
+		digests[n] = sha256.New()
+	}
 	add := func(p string, data []byte, mode fs.FileMode) {
-		if strings.HasPrefix(p, manifests.PKIDir+"/") || strings.HasSuffix(p, ".conf") {
-			digest.Write([]byte(p + "\x00"))
-			digest.Write(data)
+		for _, pod := range readers(p) {
+			digests[pod].Write([]byte(p + "\x00"))
+			digests[pod].Write(data)
 		}
 		addFile(p, data, mode)
 	}
@@ -404,13 +407,12 @@ func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, 
 	}
 	pods := manifests.All(mp)
 	names := make([]string, 0, len(pods))
-	sum := hex.EncodeToString(digest.Sum(nil))
 	for n, pod := range pods {
 		names = append(names, n)
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[PKIAnnotation] = sum
+		pod.Annotations[PKIAnnotation] = hex.EncodeToString(digests[n].Sum(nil))
 	}
 	sort.Strings(names)
 	for _, n := range names {
@@ -421,6 +423,42 @@ func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, 
 		add(path.Join(manifests.ManifestsDir, n), data, modeSecret)
 	}
 	return nil
+}
+
+// readers are the static Pods (by manifest file) that read a control-plane node's file: the digest of what
+// each reads is in its PKIAnnotation.
+func readers(p string) []string {
+	const (
+		etcd = "etcd.yaml"
+		api  = "kube-apiserver.yaml"
+		cm   = "kube-controller-manager.yaml"
+		sch  = "kube-scheduler.yaml"
+	)
+	rel, ok := strings.CutPrefix(p, manifests.PKIDir+"/")
+	if !ok {
+		switch path.Base(p) {
+		case "controller-manager.conf":
+			return []string{cm}
+		case "scheduler.conf":
+			return []string{sch}
+		}
+		return nil
+	}
+	switch {
+	case rel == "etcd/ca.crt":
+		return []string{etcd, api}
+	case strings.HasPrefix(rel, "etcd/"):
+		return []string{etcd}
+	case rel == "ca.crt", rel == "front-proxy-ca.crt":
+		return []string{api, cm}
+	case rel == "sa.key":
+		return []string{api, cm}
+	case strings.HasPrefix(rel, pki.SignerName+"."), rel == "ca.key":
+		return []string{cm}
+	case strings.HasSuffix(rel, ".key") && (strings.HasPrefix(rel, "front-proxy-ca") || strings.HasPrefix(rel, "etcd/")):
+		return nil
+	}
+	return []string{api} // apiserver*, front-proxy-client*, sa.pub
 }
 
 // ensureKubeconfig keeps a kubeconfig of the state directory that is still right, or makes it anew.

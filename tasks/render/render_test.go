@@ -321,6 +321,13 @@ func TestCARotationStages(t *testing.T) {
 		string(sign["/etc/kubernetes/pki/sa.key"].Data) == string(before["/etc/kubernetes/pki/sa.key"].Data) {
 		t.Error("sign stage: the controller-manager and the token signer should use the new CA and key")
 	}
+	if string(sign["/etc/kubernetes/manifests/etcd.yaml"].Data) != string(reissue["/etc/kubernetes/manifests/etcd.yaml"].Data) ||
+		string(sign["/etc/kubernetes/manifests/kube-scheduler.yaml"].Data) != string(reissue["/etc/kubernetes/manifests/kube-scheduler.yaml"].Data) {
+		t.Error("sign stage: etcd and the scheduler read nothing that changed, their manifests should not change")
+	}
+	if string(sign["/etc/kubernetes/manifests/kube-controller-manager.yaml"].Data) == string(reissue["/etc/kubernetes/manifests/kube-controller-manager.yaml"].Data) {
+		t.Error("sign stage: the controller-manager's manifest should change (its signer did)")
+	}
 	if sign["/etc/kubernetes/manifests/kube-apiserver.yaml"].Data == nil || string(sign["/etc/kubernetes/pki/apiserver.crt"].Data) != string(reissue["/etc/kubernetes/pki/apiserver.crt"].Data) {
 		t.Error("sign stage: leaves should not be issued again")
 	}
