@@ -98,7 +98,7 @@ func (u *up) removeOne(ctx context.Context, h *inventory.Host, o RemoveOptions) 
 		u.say("remove-node", h.Name, "cordoned")
 	}
 	if node != nil {
-		if err := u.drain(ctx, h, nodeReady(node), o.DrainTimeout); err != nil {
+		if err := u.drain(ctx, h, o.DrainTimeout); err != nil {
 			return err
 		}
 	}
@@ -144,11 +144,18 @@ func (u *up) removeOne(ctx context.Context, h *inventory.Host, o RemoveOptions) 
 	return err
 }
 
-// drain evicts the node's Pods (on a node that is not Ready, evicted Pods are not waited for) but DaemonSet and static ones, retrying evictions a PodDisruptionBudget
-// refuses, until they are gone or the timeout.
-func (u *up) drain(ctx context.Context, h *inventory.Host, ready bool, timeout time.Duration) error {
+// drain evicts the node's Pods but DaemonSet and static ones, retrying evictions a PodDisruptionBudget
+// refuses, until they are gone or the timeout. Once the node is not Ready (a dead host: the node controller
+// marks it so within its grace period, 40 s by default), evicted Pods are not waited for: its kubelet never
+// confirms, and deleting the Node removes them.
+func (u *up) drain(ctx context.Context, h *inventory.Host, timeout time.Duration) error {
 	pods := u.admin.Kube.CoreV1().Pods("")
 	err := u.poll(ctx, "remove-node", h.Name, timeout, func() (bool, string, error) {
+		node, err := u.admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		ready := nodeReady(node)
 		list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + h.NodeName})
 		if err != nil {
 			return false, "", err
