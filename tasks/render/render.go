@@ -7,10 +7,10 @@ package render
 import (
 	"crypto"
 	"crypto/sha256"
-	"hash"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io/fs"
 	"net"
 	"os"
