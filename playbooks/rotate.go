@@ -146,8 +146,13 @@ func (u *up) rollControlPlane(ctx context.Context, play string, h *inventory.Hos
 // reload certificates themselves); then the API server's manifest is removed and the kubelet stops it
 // (gracefully: it fails /readyz, proxies and load balancers move away, it drains); then the new etcd
 // manifest, until a new etcd process answers /readyz; the API server's new manifest follows with the rest.
-// It reports whether it changed anything.
+// With a single control-plane node it does nothing. It reports whether it changed anything.
 func (u *up) restartEtcdAlone(ctx context.Context, play string, h *inventory.Host, timeout time.Duration) (bool, error) {
+	if len(render.ControlPlanes(u.inv, u.cps)) < 2 {
+		// One API server: there is nowhere to move its clients, and restarting both together is the
+		// shortest outage.
+		return false, nil
+	}
 	conn := u.e.Conn(h.Name)
 	files, _, err := u.hostFiles(h.Name)
 	if err != nil {
