@@ -120,25 +120,97 @@ func (c *Conn) Run(ctx context.Context, command string, stdin []byte) (Result, e
 	if !c.become {
 		return c.runRaw(ctx, command, stdin)
 	}
-	sudo := "sudo -n"
-	if c.becomePassword != "" {
-		sudo = "sudo -S -p ''"
-		stdin = append([]byte(c.becomePassword+"\n"), stdin...)
+	if c.becomePassword == "" {
+		return c.run(ctx, command, stdin, nil, func(marked string) string {
+			return "sudo -n -- sh -c " + ShellQuote(marked)
+		})
 	}
-	return c.run(ctx, command, stdin, func(marked string) string {
-		return sudo + " -- sh -c " + ShellQuote(marked)
+	g := newSudoGate(c.becomePassword)
+	return c.run(ctx, command, stdin, g, func(marked string) string {
+		return g.wrap(marked)
 	})
+}
+
+// sudoGate lets sudo read the password only when it asks for it, and the command read its stdin only once it
+// runs: sudo prompts with a random marker on stderr (the password is written then, once), and the command
+// announces itself with another marker before anything else (its stdin follows). Where sudo does not prompt
+// (cached credentials, a NOPASSWD rule) the password is never sent. A second prompt means the password was
+// refused: stdin is closed so that sudo fails at once. Both markers are taken out of stderr.
+type sudoGate struct {
+	password      string
+	prompt, ready []byte
+	in            io.WriteCloser
+	onReady       func(in io.WriteCloser)
+	out           io.Writer
+	pending       []byte
+	passed, asked bool
+	readyCh       chan struct{}
+}
+
+func newSudoGate(password string) *sudoGate {
+	return &sudoGate{password: password, prompt: []byte("[clusterctl-sudo-" + runMarker() + "]"),
+		ready: []byte("[clusterctl-run-" + runMarker() + "]"), readyCh: make(chan struct{})}
+}
+
+// wrap is the command line that runs command through sudo behind the gate.
+func (g *sudoGate) wrap(command string) string {
+	return "sudo -S -p " + ShellQuote(string(g.prompt)) + " -- sh -c " +
+		ShellQuote("printf %s "+ShellQuote(string(g.ready))+" >&2; "+command)
+}
+
+// Write takes the session's stderr.
+func (g *sudoGate) Write(p []byte) (int, error) {
+	if g.passed {
+		return g.out.Write(p)
+	}
+	g.pending = append(g.pending, p...)
+	for {
+		if i := bytes.Index(g.pending, g.prompt); i >= 0 {
+			g.pending = append(g.pending[:i], g.pending[i+len(g.prompt):]...)
+			if !g.asked {
+				g.asked = true
+				_, _ = io.WriteString(g.in, g.password+"\n")
+			} else {
+				g.in.Close()
+			}
+			continue
+		}
+		if i := bytes.Index(g.pending, g.ready); i >= 0 {
+			rest := g.pending[i+len(g.ready):]
+			g.pending = g.pending[:i]
+			g.passed = true
+			close(g.readyCh)
+			if g.onReady != nil {
+				g.onReady(g.in)
+			}
+			if _, err := g.out.Write(g.pending); err != nil {
+				return len(p), err
+			}
+			g.pending = nil
+			_, err := g.out.Write(rest)
+			return len(p), err
+		}
+		return len(p), nil
+	}
+}
+
+// flush writes what sudo printed when the command never started (its refusal).
+func (g *sudoGate) flush() {
+	if !g.passed {
+		_, _ = g.out.Write(g.pending)
+		g.pending = nil
+	}
 }
 
 // runRaw runs a command as the login user.
 func (c *Conn) runRaw(ctx context.Context, command string, stdin []byte) (Result, error) {
-	return c.run(ctx, command, stdin, func(marked string) string { return marked })
+	return c.run(ctx, command, stdin, nil, func(marked string) string { return marked })
 }
 
 // run runs command as wrap makes it. The command carries a marker in its environment (set again inside
 // sudo, which clears the environment), so that a cancelled one can be found and ended with all its children
 // even where sshd does not deliver signals.
-func (c *Conn) run(ctx context.Context, command string, stdin []byte, wrap func(string) string) (Result, error) {
+func (c *Conn) run(ctx context.Context, command string, stdin []byte, gate *sudoGate, wrap func(string) string) (Result, error) {
 	start := time.Now()
 	sess, err := c.client.NewSession()
 	if err != nil {
@@ -148,7 +220,20 @@ func (c *Conn) run(ctx context.Context, command string, stdin []byte, wrap func(
 	// Separate buffers: a buffer shared by stdout and stderr loses output to concurrent writes.
 	var stdout, stderr bytes.Buffer
 	sess.Stdout, sess.Stderr = &stdout, &stderr
-	if stdin != nil {
+	if gate != nil {
+		in, err := sess.StdinPipe()
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: %w", c.target.Name, err)
+		}
+		gate.in, gate.out, sess.Stderr = in, &stderr, gate
+		gate.onReady = func(in io.WriteCloser) {
+			go func() {
+				_, _ = in.Write(stdin)
+				in.Close()
+			}()
+		}
+		defer gate.flush()
+	} else if stdin != nil {
 		sess.Stdin = bytes.NewReader(stdin)
 	}
 	marker := runMarker()
@@ -166,6 +251,9 @@ func (c *Conn) run(ctx context.Context, command string, stdin []byte, wrap func(
 			fmt.Errorf("%s: %q: %w", c.target.Name, command, ctx.Err())
 	case <-c.closed:
 		return Result{ExitCode: -1}, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: errors.New("connection closed")}
+	}
+	if gate != nil {
+		gate.flush()
 	}
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Duration: time.Since(start)}
 	if err == nil {
@@ -224,60 +312,92 @@ kill -KILL $pids 2>/dev/null; exit 0`
 // sftpServers are where Linux distributions put OpenSSH's sftp-server.
 var sftpServers = []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/lib/ssh/sftp-server", "/usr/libexec/sftp-server"}
 
-// SFTP returns the connection's SFTP client, opening it on first use: the sftp subsystem when the login
-// user is root, else sftp-server run through sudo, so that files are written as root either way.
+// sftpServerScript finds sftp-server and runs it with umask 077 (-u), so that what it creates is private
+// until its final mode is set; 127 when there is none.
+var sftpServerScript = func() string {
+	var b strings.Builder
+	b.WriteString("for p in")
+	for _, p := range sftpServers {
+		b.WriteString(" " + ShellQuote(p))
+	}
+	b.WriteString(`; do [ -x "$p" ] && exec "$p" -u 077; done; exit 127`)
+	return b.String()
+}()
+
+// SFTP returns the connection's SFTP client, opening it on first use: sftp-server run with a strict umask,
+// through sudo when the connection becomes root, so that files are written as root either way. A root login
+// on a host whose sftp-server is not where distributions put it gets the server's sftp subsystem instead.
 func (c *Conn) SFTP(ctx context.Context) (*sftp.Client, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sftp != nil {
 		return c.sftp, nil
 	}
+	client, sess, err := c.startSFTP(ctx, false)
+	if err != nil && !c.become {
+		client, sess, err = c.startSFTP(ctx, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.sftp, c.sftpSess = client, sess
+	return client, nil
+}
+
+func (c *Conn) startSFTP(ctx context.Context, subsystem bool) (*sftp.Client, *ssh.Session, error) {
 	sess, err := c.client.NewSession()
 	if err != nil {
-		return nil, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("opening an SFTP session: %w", err)}
+		return nil, nil, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("opening an SFTP session: %w", err)}
 	}
 	w, err := sess.StdinPipe()
 	if err != nil {
 		sess.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	r, err := sess.StdoutPipe()
 	if err != nil {
 		sess.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	if !c.become {
+	var stderr bytes.Buffer
+	switch {
+	case subsystem:
 		err = sess.RequestSubsystem("sftp")
-	} else {
-		var server string
-		probe := "for p in " + strings.Join(sftpServers, " ") + "; do [ -x \"$p\" ] && echo \"$p\" && exit 0; done; exit 1"
-		res, perr := c.runRaw(ctx, probe, nil)
-		if perr != nil {
-			sess.Close()
-			return nil, fmt.Errorf("%s: no sftp-server found in %s", c.target.Name, strings.Join(sftpServers, ", "))
-		}
-		server = strings.TrimSpace(string(res.Stdout))
-		if c.becomePassword != "" {
-			err = sess.Start("sudo -S -p '' " + server)
-			if err == nil {
-				// sudo reads the password a byte at a time up to the newline; the SFTP protocol follows.
-				_, err = io.WriteString(w, c.becomePassword+"\n")
+	case !c.become:
+		sess.Stderr = &stderr
+		err = sess.Start(sftpServerScript)
+	case c.becomePassword == "":
+		sess.Stderr = &stderr
+		err = sess.Start("sudo -n -- sh -c " + ShellQuote(sftpServerScript))
+	default:
+		g := newSudoGate(c.becomePassword)
+		g.in, g.out = w, &stderr
+		sess.Stderr = g
+		if err = sess.Start(g.wrap(sftpServerScript)); err == nil {
+			// The SFTP protocol starts only once sftp-server runs, so sudo never reads it as a password.
+			select {
+			case <-g.readyCh:
+			case <-ctx.Done():
+				err = ctx.Err()
+			case <-time.After(30 * time.Second):
+				err = errors.New("sudo did not start sftp-server")
 			}
-		} else {
-			err = sess.Start("sudo -n " + server)
 		}
 	}
-	if err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("%s: starting SFTP: %w", c.target.Name, err)
+	if err == nil {
+		var client *sftp.Client
+		if client, err = sftp.NewClientPipe(r, w, sftp.UseConcurrentWrites(true)); err == nil {
+			return client, sess, nil
+		}
 	}
-	client, err := sftp.NewClientPipe(r, w, sftp.UseConcurrentWrites(true))
-	if err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("%s: starting SFTP: %w", c.target.Name, err)
+	sess.Close()
+	if msg := strings.TrimSpace(stderr.String()); msg != "" {
+		err = fmt.Errorf("%w: %s", err, msg)
 	}
-	c.sftp, c.sftpSess = client, sess
-	return client, nil
+	if !subsystem && !c.become {
+		return nil, nil, err
+	}
+	return nil, nil, fmt.Errorf("%s: starting SFTP (sftp-server in %s): %w", c.target.Name, strings.Join(sftpServers, ", "), err)
 }
 
 // ShellQuote quotes s for a POSIX shell.

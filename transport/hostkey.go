@@ -82,6 +82,11 @@ func (hk *hostKeys) callback(name, pin string) ssh.HostKeyCallback {
 			if bytes.Equal(k.Marshal(), key.Marshal()) {
 				return nil
 			}
+			// The key accepted earlier in this run is as binding as a known_hosts line: another key now
+			// is a mismatch, final, never accepted as new.
+			return &HostKeyError{Host: name, Address: hostname, Offered: offered,
+				Expected: []string{ssh.FingerprintSHA256(k) + " (accepted earlier in this run, recorded in " + hk.own + ")"},
+				Hint:     "the host offered another key on a later connection of the same run; find out why before trusting either"}
 		}
 		var err error
 		if hk.check != nil {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -529,5 +530,86 @@ func BenchmarkPut(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// The sudo password goes to sudo only when it prompts: with cached credentials (or a NOPASSWD rule) the
+// command's stdin is exactly what the caller gave, never the password. A fake sudo on PATH stands in for
+// the real one (the in-process server runs commands on this machine).
+func TestSudoPasswordOnlyWhenAsked(t *testing.T) {
+	bin := t.TempDir()
+	cached := filepath.Join(bin, "cached")
+	fake := `#!/bin/sh
+prompt=; nonint=
+while [ $# -gt 0 ]; do
+  case "$1" in -n) nonint=1 ;; -S) ;; -p) shift; prompt=$1 ;; --) shift; break ;; *) break ;; esac
+  shift
+done
+if [ ! -e ` + cached + ` ]; then
+  [ -n "$nonint" ] && { echo "sudo: a password is required" >&2; exit 1; }
+  printf '%s' "$prompt" >&2
+  IFS= read -r pw || { echo "sudo: no password was provided" >&2; exit 1; }
+  [ "$pw" = secret ] || { echo "Sorry, try again." >&2; exit 1; }
+fi
+exec "$@"
+`
+	if err := os.WriteFile(filepath.Join(bin, "sudo"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	_, target, opts := setup(t, transporttest.Options{})
+	target.User = "alice"
+	opts.BecomePassword = func() (string, error) { return "secret", nil }
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		cache bool
+	}{{"sudo prompts", false}, {"credentials cached", true}} {
+		if tc.cache {
+			if err := os.WriteFile(cached, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := c.Run(context.Background(), "cat; echo done >&2", []byte("body\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if string(res.Stdout) != "body\n" || string(res.Stderr) != "done\n" {
+			t.Errorf("%s: the command read %q and wrote %q on stderr; want only its own stdin and stderr", tc.name, res.Stdout, res.Stderr)
+		}
+	}
+	// A refused password: sudo's refusal reaches the error, the command never runs.
+	os.Remove(cached)
+	opts.BecomePassword = func() (string, error) { return "wrong", nil }
+	if _, err := dial(t, target, opts); err == nil || !errors.Is(err, transport.ErrAuth) {
+		t.Errorf("a wrong sudo password: %v", err)
+	}
+}
+
+// Directories Put creates get 0755 whatever the umask of the server that creates them (sftp-server runs
+// with umask 077).
+func TestPutCreatesDirectoriesWithTheirMode(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	_, target, opts := setup(t, transporttest.Options{})
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a", "b", "f")
+	if _, err := c.Put(context.Background(), []transport.File{{Path: p, Data: []byte("x"), UID: os.Getuid(), GID: os.Getgid()}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(dir, "a"), filepath.Join(dir, "a", "b")} {
+		if st, err := os.Stat(d); err != nil || st.Mode().Perm() != 0o755 {
+			t.Errorf("%s: %v %v, want 0755", d, st.Mode().Perm(), err)
+		}
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o644 {
+		t.Errorf("file mode %v", st.Mode().Perm())
 	}
 }

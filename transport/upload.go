@@ -100,13 +100,42 @@ func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
 		}
 		if dir := path.Dir(f.Path); !dirs[dir] && !st.exists {
 			dirs[dir] = true
-			if err := client.MkdirAll(dir); err != nil {
+			if err := mkdirAll(client, dir); err != nil {
 				return changed, fmt.Errorf("%s: creating %s: %w", c.target.Name, dir, err)
 			}
 		}
 		g.Go(func() error { return c.writeAtomic(gctx, client, f, mode) })
 	}
 	return changed, g.Wait()
+}
+
+// dirMode is the mode of the directories Put creates (root's, readable by all, as kubeadm makes them).
+const dirMode = 0o755
+
+// mkdirAll creates dir and its missing parents, each given dirMode explicitly: sftp-server runs with umask
+// 077, and a directory is never left with a mode that depends on a host's umask.
+func mkdirAll(client *sftp.Client, dir string) error {
+	if st, err := client.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if parent := path.Dir(dir); parent != dir {
+		if err := mkdirAll(client, parent); err != nil {
+			return err
+		}
+	}
+	if err := client.Mkdir(dir); err != nil {
+		// Another upload of the same run may have made it meanwhile.
+		if st, serr := client.Stat(dir); serr != nil || !st.IsDir() {
+			return err
+		}
+		return nil
+	}
+	return client.Chmod(dir, dirMode)
 }
 
 // BytesWritten is how many bytes of file content Put has written on the host through this connection.

@@ -77,6 +77,7 @@ func TestTransportOnRealSSH(t *testing.T) {
 		if err != nil || string(got) != "key" {
 			t.Errorf("Get: %q %v", got, err)
 		}
+		privateUntilChmod(t, ctx, l, c, "w1")
 	})
 
 	t.Run("non-root user with sudo", func(t *testing.T) {
@@ -96,6 +97,7 @@ func TestTransportOnRealSSH(t *testing.T) {
 		if out := l.Run(t, "w2", "stat -c '%a %U' /root/secret"); out != "600 root\n" {
 			t.Errorf("file written through sudo: %q", out)
 		}
+		privateUntilChmod(t, ctx, l, c, "w2")
 		// Without become, the same user is refused by the remote side: the error names the host and command.
 		no := false
 		e2 := env(t, l, func(inv *inventory.Inventory) { inv.SSH.User = lab.User; inv.SSH.Become = &no })
@@ -265,4 +267,27 @@ func buildCLI(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return cliPath
+}
+
+// privateUntilChmod checks that sftp-server runs with umask 077 (what it creates with default attributes,
+// as an upload's temporary file is before its chmod, is 0600) and that Put gives the directories it creates
+// their final mode (0755) rather than one that depends on that umask.
+func privateUntilChmod(t *testing.T, ctx context.Context, l *lab.Lab, c *transport.Conn, host string) {
+	t.Helper()
+	client, err := c.SFTP(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := client.Create("/var/tmp/clusterctl-umask")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := c.Put(ctx, []transport.File{{Path: "/var/lib/clusterctl-dirs/a/b/file", Data: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	out := l.Run(t, host, "stat -c '%a' /var/tmp/clusterctl-umask /var/lib/clusterctl-dirs /var/lib/clusterctl-dirs/a/b /var/lib/clusterctl-dirs/a/b/file; rm -rf /var/tmp/clusterctl-umask /var/lib/clusterctl-dirs")
+	if out != "600\n755\n755\n644\n" {
+		t.Errorf("%s: modes of a file sftp-server created, the directories Put made, the file: %q, want 600, 755, 755, 644", host, out)
+	}
 }

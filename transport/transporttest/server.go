@@ -180,12 +180,21 @@ func (s *Server) session(nc net.Conn, ch ssh.Channel, reqs <-chan *ssh.Request) 
 			}
 			req.Reply(true, nil)
 			cmd = exec.Command("sh", "-c", payload.Command)
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = ch, ch, ch.Stderr()
+			cmd.Stdout, cmd.Stderr = ch, ch.Stderr()
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			if err := cmd.Start(); err != nil {
+			// As sshd does, the channel closes when the command exits, whether or not its stdin was read.
+			stdin, err := cmd.StdinPipe()
+			if err == nil {
+				err = cmd.Start()
+			}
+			if err != nil {
 				exitStatus(ch, 127)
 				return
 			}
+			go func() {
+				_, _ = io.Copy(stdin, ch)
+				stdin.Close()
+			}()
 			go func() {
 				err := cmd.Wait()
 				code := 0
