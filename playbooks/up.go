@@ -61,6 +61,8 @@ type UpResult struct {
 	Phases          []PhaseTiming     `json:"phases"`
 	Preflight       *PreflightReport  `json:"preflight,omitempty"`
 	Unapproved      map[string]string `json:"unapprovedCSRs,omitempty"`
+	// SkippedRoutes are the nodes whose pod routes were not written, with the reason (see cni.Vet).
+	SkippedRoutes []string `json:"skippedRoutes,omitempty"`
 	Plan            []HostPlan        `json:"plan,omitempty"`
 	// BytesPushed is the file content written to hosts in this run (unchanged files cost nothing here).
 	BytesPushed int64 `json:"bytesPushed"`
@@ -1174,6 +1176,24 @@ func (u *up) network(ctx context.Context) error {
 			return err
 		}
 	}
+	// Routes only to nodes that are the inventory's hosts at the inventory's addresses.
+	expect := map[string]string{}
+	for _, h := range append(slices.Clone(u.e.Hosts), others...) {
+		ip := NodeIP(h, u.facts[h.Name])
+		if ip == "" {
+			f, err := factsOf(ctx, u.e, h)
+			if err != nil {
+				return err
+			}
+			ip = NodeIP(h, f)
+		}
+		expect[h.NodeName] = ip
+	}
+	all, skipped := cni.Vet(all, expect, u.inv.Cluster.Networking.PodSubnet)
+	for _, msg := range skipped {
+		u.say("network", "", "%s", msg)
+	}
+	u.res.SkippedRoutes = skipped
 	hosts := append(u.hostNames(u.e.Hosts), u.hostNames(others)...)
 	_, err = transport.Fanout(ctx, "network", hosts, transport.Policy{Limit: u.e.Forks}, u.e.Sink,
 		func(ctx context.Context, name string) (bool, error) {

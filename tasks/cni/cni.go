@@ -30,23 +30,90 @@ type Route struct{ Dst, Via string }
 
 // Config is the CNI configuration of a node with pod range podCIDR.
 func Config(podCIDR string) ([]byte, error) {
-	if _, err := netip.ParsePrefix(podCIDR); err != nil {
+	if _, err := parseRange(podCIDR); err != nil {
 		return nil, fmt.Errorf("pod range %q: %w", podCIDR, err)
 	}
 	return templates.Render("cni-bridge.conflist", map[string]string{"PodCIDR": podCIDR})
 }
 
-// RoutesUnit is node self's unit routing every other node's pod range, in a stable order.
+// parseRange accepts a pod range only in its canonical form (a network address, no zone), so that what is
+// written is exactly what was checked.
+func parseRange(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, err
+	}
+	if p.Addr().Zone() != "" || p.Masked() != p || p.String() != s {
+		return p, fmt.Errorf("not a network address in canonical form (%s)", p.Masked())
+	}
+	return p, nil
+}
+
+// parseAddr accepts a plain IPv4 or IPv6 address in its canonical form: no zone, nothing else.
+func parseAddr(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return a, err
+	}
+	if a.Zone() != "" || a.String() != s || a.Is4In6() || a.IsUnspecified() || a.IsMulticast() {
+		return a, fmt.Errorf("not a plain unicast address in canonical form")
+	}
+	return a, nil
+}
+
+// Vet keeps the nodes whose routes may be written: those the inventory knows (expect: node name → the
+// address the inventory gives it), whose Node reports exactly that address, with a pod range inside the
+// cluster's pod subnet that no other node has. What a Node reports is the node's own word (NodeRestriction
+// lets a kubelet set its addresses): a node can neither draw another node's traffic nor reach a shell.
+// The rest are returned as reasons, one a node.
+func Vet(nodes []Node, expect map[string]string, podSubnet string) (ok []Node, skipped []string) {
+	subnet, err := netip.ParsePrefix(podSubnet)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("pod subnet %q: %v", podSubnet, err)}
+	}
+	owner := map[netip.Prefix]string{}
+	for _, n := range nodes {
+		want, known := expect[n.Name]
+		var reason string
+		switch p, perr := parseRange(n.PodCIDR); {
+		case n.PodCIDR == "":
+			continue // no range yet: nothing to route
+		case !known:
+			reason = "not a host of the inventory"
+		case perr != nil:
+			reason = fmt.Sprintf("pod range %q: %v", n.PodCIDR, perr)
+		case !subnet.Contains(p.Addr()) || p.Bits() < subnet.Bits():
+			reason = fmt.Sprintf("pod range %s is not inside the pod subnet %s", p, subnet)
+		case owner[p] != "":
+			reason = fmt.Sprintf("pod range %s is also node %s's", p, owner[p])
+		case n.IP != want:
+			reason = fmt.Sprintf("its InternalIP %q is not the inventory's address %q", n.IP, want)
+		default:
+			if _, err := parseAddr(n.IP); err != nil {
+				reason = fmt.Sprintf("address %q: %v", n.IP, err)
+				break
+			}
+			owner[p] = n.Name
+			ok = append(ok, n)
+			continue
+		}
+		skipped = append(skipped, fmt.Sprintf("node %s: no route written: %s", n.Name, reason))
+	}
+	return ok, skipped
+}
+
+// RoutesUnit is node self's unit routing every other node's pod range, in a stable order. Each route is an
+// ip command that systemd runs directly (no shell), with a range and an address checked to be nothing else.
 func RoutesUnit(self string, nodes []Node) ([]byte, error) {
 	var routes []Route
 	for _, n := range nodes {
 		if n.Name == self || n.PodCIDR == "" {
 			continue
 		}
-		if _, err := netip.ParsePrefix(n.PodCIDR); err != nil {
+		if _, err := parseRange(n.PodCIDR); err != nil {
 			return nil, fmt.Errorf("node %s: pod range %q: %w", n.Name, n.PodCIDR, err)
 		}
-		if _, err := netip.ParseAddr(n.IP); err != nil {
+		if _, err := parseAddr(n.IP); err != nil {
 			return nil, fmt.Errorf("node %s: address %q: %w", n.Name, n.IP, err)
 		}
 		routes = append(routes, Route{Dst: n.PodCIDR, Via: n.IP})

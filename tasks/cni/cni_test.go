@@ -41,14 +41,67 @@ func TestRoutesUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(data)
-	want := "ExecStart=/bin/sh -c 'ip route replace 10.244.0.0/24 via 10.0.0.10'\nExecStart=/bin/sh -c 'ip route replace 10.244.2.0/24 via 10.0.0.12'\n"
+	want := "ExecStart=ip route replace 10.244.0.0/24 via 10.0.0.10\nExecStart=ip route replace 10.244.2.0/24 via 10.0.0.12\n"
 	if !strings.Contains(s, want) || strings.Contains(s, "10.244.1.0") || strings.Contains(s, "10.0.0.13") {
 		t.Errorf("unit:\n%s", s)
 	}
-	if data, _ := RoutesUnit("cp1", nodes[:1]); !strings.Contains(string(data), "ExecStart=/bin/true") {
+	if data, _ := RoutesUnit("cp1", nodes[:1]); !strings.Contains(string(data), "ExecStart=true\n") {
 		t.Errorf("a lone node's unit has no command:\n%s", data)
 	}
-	if _, err := RoutesUnit("w1", []Node{{"x", "10.244.3.0/24", "10.0.0.1; reboot"}}); err == nil {
-		t.Error("an address that is not one was accepted")
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, "Exec") && !strings.HasPrefix(line, "ExecStart=ip route replace ") {
+			t.Errorf("a command other than ip: %s", line)
+		}
+	}
+	for _, bad := range []Node{
+		{"x", "10.244.3.0/24", "10.0.0.1; reboot"},
+		{"x", "10.244.3.0/24", "fe80::1%;touch${IFS}/x"}, // a zone: netip accepts any characters in it
+		{"x", "10.244.3.0/24", "fe80::1%eth0"},
+		{"x", "10.244.3.0/24", "::ffff:10.0.0.1"}, // not canonical
+		{"x", "10.244.3.0/24", "0.0.0.0"},
+		{"x", "10.244.3.1/24", "10.0.0.1"}, // not a network address
+		{"x", "10.244.3.0/24\nExecStart=/bin/x", "10.0.0.1"},
+	} {
+		if data, err := RoutesUnit("w1", []Node{bad}); err == nil {
+			t.Errorf("%q via %q accepted:\n%s", bad.PodCIDR, bad.IP, data)
+		}
+	}
+}
+
+func TestVet(t *testing.T) {
+	expect := map[string]string{"cp1": "10.0.0.10", "w1": "10.0.0.11", "w2": "10.0.0.12", "w3": "10.0.0.13", "w4": "fd00::14",
+		"w5": "10.0.0.15", "cp2": "10.0.0.20"}
+	nodes := []Node{
+		{"cp1", "10.244.0.0/24", "10.0.0.10"},
+		{"w1", "10.244.1.0/24", "10.0.0.11"},
+		{"w2", "10.244.2.0/24", "10.0.0.10"},        // claims cp1's address
+		{"w3", "10.244.1.0/24", "10.0.0.13"},        // claims w1's range
+		{"w4", "10.244.4.0/24", "fd00::14%;reboot"}, // a zone with a command
+		{"intruder", "10.244.5.0/24", "10.0.0.99"},  // not in the inventory
+		{"w5", "192.168.0.0/24", "10.0.0.15"},       // not in the inventory either
+		{"cp2", "", "10.0.0.20"},                    // no range yet
+	}
+	ok, skipped := Vet(nodes, expect, "10.244.0.0/16")
+	var names []string
+	for _, n := range ok {
+		names = append(names, n.Name)
+	}
+	if strings.Join(names, ",") != "cp1,w1" {
+		t.Errorf("kept %v, want cp1 and w1", names)
+	}
+	got := strings.Join(skipped, "\n")
+	for _, want := range []string{
+		`node w2: no route written: its InternalIP "10.0.0.10" is not the inventory's address "10.0.0.12"`,
+		"node w3: no route written: pod range 10.244.1.0/24 is also node w1's",
+		`node w4: no route written: its InternalIP "fd00::14%;reboot" is not the inventory's address "fd00::14"`,
+		"node intruder: no route written: not a host of the inventory",
+		"node w5: no route written: pod range 192.168.0.0/24 is not inside the pod subnet 10.244.0.0/16",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	if len(skipped) != 5 {
+		t.Errorf("%d skipped, want 5:\n%s", len(skipped), got)
 	}
 }
