@@ -22,6 +22,7 @@ func (inv *Inventory) validate(diags *Diagnostics) {
 		inv.pos = positions{}
 	}
 	v := &validator{inv: inv, diags: diags}
+	v.controlChars()
 	v.cluster()
 	v.ssh()
 	v.hosts()
@@ -125,12 +126,11 @@ func (v *validator) cluster() {
 	if errs := validation.IsDNS1123Subdomain(c.Networking.DNSDomain); len(errs) > 0 {
 		v.errorf("cluster.networking.dnsDomain", "%q is not a DNS domain: %s", c.Networking.DNSDomain, dnsRule)
 	}
-	repo := c.ImageRepository
-	if strings.Contains(repo, "://") || strings.HasSuffix(repo, "/") || strings.ContainsAny(repo, " \t") {
-		v.errorf("cluster.imageRepository", "%q is not an image repository (example: registry.k8s.io, without scheme or trailing slash)", repo)
+	if repo := c.ImageRepository; !repositoryRE.MatchString(repo) || len(repo) > 255 {
+		v.errorf("cluster.imageRepository", "%q is not an image repository (a registry and optional lower-case path, example: registry.k8s.io or registry.example.com:5000/k8s; no scheme, no trailing slash)", repo)
 	}
-	if ep := c.ContainerRuntimeEndpoint; !strings.HasPrefix(ep, "unix:///") {
-		v.errorf("cluster.containerRuntimeEndpoint", "%q is not a CRI endpoint (example: %s)", ep, DefaultContainerRuntimeEndpoint)
+	if ep := c.ContainerRuntimeEndpoint; !socketRE.MatchString(ep) || path.Clean(strings.TrimPrefix(ep, "unix://")) != strings.TrimPrefix(ep, "unix://") {
+		v.errorf("cluster.containerRuntimeEndpoint", "%q is not a CRI endpoint: unix:// and a clean absolute path of letters, digits, '.', '_', '+' and '-' (example: %s)", ep, DefaultContainerRuntimeEndpoint)
 	}
 	switch c.CNI.Plugin {
 	case CNIBridge, CNINone:
@@ -167,6 +167,9 @@ func (v *validator) component(key string, c *Component) {
 		if !flagRE.MatchString(a.Name) {
 			v.errorf(key+".extraArgs."+a.Name, "%q is not a flag name", a.Name)
 		}
+		if key == "cluster.kubelet" && strings.ContainsAny(a.Value, kubeletFlagUnsafe) {
+			v.errorf(key+".extraArgs."+a.Name, "%q: a kubelet flag value may not hold spaces, quotes, '\\', '$', '`' or ';' (it goes through kubeadm-flags.env)", a.Value)
+		}
 	}
 	names := map[string]bool{}
 	for i, vol := range c.ExtraVolumes {
@@ -198,6 +201,7 @@ func (v *validator) ssh() {
 	if s.User == "" {
 		v.errorf("ssh.user", "must not be empty")
 	}
+	v.user("ssh.user", s.User)
 	v.portNumber("ssh.port", s.Port)
 	v.bastions("ssh.bastions", s.Bastions)
 }
@@ -211,6 +215,7 @@ func (v *validator) bastions(key string, bs []Bastion) {
 		if b.Port != 0 {
 			v.portNumber(k+".port", b.Port)
 		}
+		v.user(k+".user", b.User)
 		if b.HostKey != "" && !fingerprintRE.MatchString(b.HostKey) {
 			v.errorf(k+".hostKey", "%q is not a SHA256 fingerprint as ssh-keygen -lf prints it (SHA256:...)", b.HostKey)
 		}
@@ -254,12 +259,15 @@ func (v *validator) hosts() {
 			}
 		}
 		if h.InternalAddress != "" && (h.InternalAddress != h.Address || v.written(k+".internalAddress")) {
-			if ip, err := netip.ParseAddr(h.InternalAddress); err != nil {
-				v.errorf(k+".internalAddress", "%q is not an IP address", h.InternalAddress)
-			} else if first, dup := internal[ip.String()]; dup {
-				v.errorf(k+".internalAddress", "%s is also the internal address of host %q", ip, inv.Hosts[first].Name)
+			if msg := checkIP(h.InternalAddress); msg != "" {
+				v.errorf(k+".internalAddress", "%q %s", h.InternalAddress, msg)
 			} else {
-				internal[ip.String()] = i
+				ip := netip.MustParseAddr(h.InternalAddress).String()
+				if first, dup := internal[ip]; dup {
+					v.errorf(k+".internalAddress", "%s is also the internal address of host %q", ip, inv.Hosts[first].Name)
+				} else {
+					internal[ip] = i
+				}
 			}
 		}
 		if errs := validation.IsDNS1123Subdomain(h.NodeName); len(errs) > 0 {
@@ -277,10 +285,19 @@ func (v *validator) hosts() {
 		if h.SSH.Port != 0 {
 			v.portNumber(k+".ssh.port", h.SSH.Port)
 		}
+		v.user(k+".ssh.user", h.SSH.User)
 		if h.SSH.HostKey != "" && !fingerprintRE.MatchString(h.SSH.HostKey) {
 			v.errorf(k+".ssh.hostKey", "%q is not a SHA256 fingerprint as ssh-keygen -lf prints it (SHA256:...)", h.SSH.HostKey)
 		}
 		v.bastions(k+".ssh.bastions", h.SSH.Bastions)
+	}
+	// A host's name may not be another host's node name: nodes are matched to hosts by both (CSR approval
+	// among them), so one node could be given a certificate naming the other.
+	for i := range inv.Hosts {
+		h := &inv.Hosts[i]
+		if j, ok := names[h.NodeName]; ok && j != i && h.NodeName != h.Name && nodeNames[h.NodeName] == i {
+			v.errorf(fmt.Sprintf("hosts[%d].nodeName", i), "node name %q is the name of host %d; names and node names must each name one host", h.NodeName, j+1)
+		}
 	}
 	rolesFailed := false
 	for i := range inv.Hosts {
@@ -435,7 +452,7 @@ func checkAddress(s string) string {
 		return "is empty; give an IP address or DNS name"
 	}
 	if _, err := netip.ParseAddr(s); err == nil {
-		return ""
+		return checkIP(s)
 	}
 	if dottedQuadRE.MatchString(s) {
 		return "is not a valid IPv4 address"

@@ -209,8 +209,8 @@ func (r *caRotation) stage(ctx context.Context, stage int) error {
 		}
 		if _, err := transport.Fanout(ctx, play, u.hostNames(u.inv.ControlPlanes()), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
 			func(ctx context.Context, name string) (bool, error) {
-				res, err := u.e.Conn(name).Run(ctx, fmt.Sprintf("cd %s && for f in %s.crt %s.key; do [ -e $f ] && rm -f $f && echo removed; done; true",
-					manifests.PKIDir, pki.SignerName, pki.SignerName), nil)
+				res, err := u.e.Conn(name).Run(ctx, transport.Cmdf("cd %s && for f in %s %s; do [ -e \"$f\" ] && rm -f \"$f\" && echo removed; done; true",
+					manifests.PKIDir, pki.SignerName+".crt", pki.SignerName+".key"), nil)
 				return err == nil && len(res.Stdout) > 0, err
 			}); err != nil {
 			return err
@@ -472,7 +472,7 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 			if _, err := conn.Put(ctx, []transport.File{{Path: path.Join(path.Dir(kubeletClientCurrent), file), Data: append(pki.EncodeCert(kp.Cert), key...), Mode: 0o600}}); err != nil {
 				return false, err
 			}
-			_, err = conn.Run(ctx, fmt.Sprintf("cd %s && ln -sfn %s .kubelet-client-current.tmp && mv -T .kubelet-client-current.tmp %s && systemctl restart kubelet",
+			_, err = conn.Run(ctx, transport.Cmdf("cd %s && ln -sfn %s .kubelet-client-current.tmp && mv -T .kubelet-client-current.tmp %s && systemctl restart kubelet",
 				path.Dir(kubeletClientCurrent), file, path.Base(kubeletClientCurrent)), nil)
 			return true, err
 		})
@@ -490,8 +490,7 @@ const (
 
 // readCert reads the certificate (never the key) of a PEM file on a host; nil when there is none.
 func readCert(ctx context.Context, conn *transport.Conn, file string) (*x509.Certificate, error) {
-	q := transport.ShellQuote(file)
-	res, err := conn.Run(ctx, fmt.Sprintf("[ -e %s ] && sed -n '/BEGIN CERTIFICATE/,/END CERTIFICATE/p' %s; true", q, q), nil)
+	res, err := conn.Run(ctx, transport.Cmdf("[ -e %[1]s ] && sed -n '/BEGIN CERTIFICATE/,/END CERTIFICATE/p' %[1]s; true", file), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -514,7 +513,7 @@ func (u *up) renewServing(ctx context.Context, play string, hosts []string, stal
 			if err != nil || cur != nil && !stale(cur) {
 				return false, err
 			}
-			if _, err := u.e.Conn(name).Run(ctx, "rm -f "+kubeletServerCurrent+" && systemctl restart kubelet", nil); err != nil {
+			if _, err := u.e.Conn(name).Run(ctx, transport.Cmdf("rm -f %s && systemctl restart kubelet", kubeletServerCurrent), nil); err != nil {
 				return false, err
 			}
 			mu.Lock()

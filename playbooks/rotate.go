@@ -197,7 +197,7 @@ func (u *up) restartEtcdAlone(ctx context.Context, play string, h *inventory.Hos
 		}
 	}
 	u.say(play, h.Name, "stopping the API server while etcd restarts")
-	if _, err := conn.Run(ctx, fmt.Sprintf("rm -f %s; i=0; while pgrep -x kube-apiserver >/dev/null; do i=$((i+1)); [ $i -lt %d ] || { echo 'the API server did not stop' >&2; exit 1; }; sleep 0.5; done",
+	if _, err := conn.Run(ctx, transport.Cmdf("rm -f %s; i=0; while pgrep -x kube-apiserver >/dev/null; do i=$((i+1)); [ $i -lt %d ] || { echo 'the API server did not stop' >&2; exit 1; }; sleep 0.5; done",
 		apiPath, int(timeout/(500*time.Millisecond))), nil); err != nil {
 		return true, err
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/cni"
 	"github.com/clusterctl/clusterctl/tasks/csr"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
+	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/pki"
@@ -628,22 +629,21 @@ func setupScript(changed map[string]bool, images []image, proxy bool) string {
 	b.WriteString("set -e\n" + stampFunctions)
 	b.WriteString("if stale modules /etc/modules-load.d/kubernetes.conf; then modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; echo changed; fi\n")
 	b.WriteString("if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; echo changed; fi\n")
-	fmt.Fprintf(&b, "if stale units %s %s; then systemctl daemon-reload; commit units; fi\n", kubelet.UnitPath, kubelet.DropInPath)
+	b.WriteString(transport.Cmdf("if stale units %s %s; then systemctl daemon-reload; commit units; fi\n", kubelet.UnitPath, kubelet.DropInPath))
 	b.WriteString("if stale containerd /etc/containerd/config.toml; then systemctl restart containerd; commit containerd; echo changed; fi\n")
 	if proxy {
-		fmt.Fprintf(&b, "if stale apiproxy %s %s; then systemctl daemon-reload; systemctl enable -q %s; systemctl restart %s; commit apiproxy; echo changed; fi\n",
-			render.LocalProxyConfigPath, render.LocalProxyUnitPath, render.LocalProxyUnitName, render.LocalProxyUnitName)
+		b.WriteString(transport.Cmdf("if stale apiproxy %s %s; then systemctl daemon-reload; systemctl enable -q %[3]s; systemctl restart %[3]s; commit apiproxy; echo changed; fi\n",
+			render.LocalProxyConfigPath, render.LocalProxyUnitPath, render.LocalProxyUnitName))
 	}
 	b.WriteString("systemctl is-active -q containerd || { systemctl enable -q --now containerd; echo changed; }\n")
 	// The runtime may have just started: wait for its socket (at most 30 s).
 	b.WriteString("i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done\n")
 	for _, im := range images {
-		q, r := transport.ShellQuote(im.file), transport.ShellQuote(im.ref)
 		if changed[im.file] {
-			fmt.Fprintf(&b, "ctr -n k8s.io images import %s >/dev/null\necho changed\n", q)
+			b.WriteString(transport.Cmdf("ctr -n k8s.io images import %s >/dev/null\necho changed\n", im.file))
 			continue
 		}
-		fmt.Fprintf(&b, "ctr -n k8s.io images ls -q name==%s | grep -q . || { ctr -n k8s.io images import %s >/dev/null; echo changed; }\n", r, q)
+		b.WriteString(transport.Cmdf("ctr -n k8s.io images ls -q %s | grep -q . || { ctr -n k8s.io images import %s >/dev/null; echo changed; }\n", "name=="+im.ref, im.file))
 	}
 	b.WriteString("systemctl is-enabled -q kubelet || { systemctl enable -q kubelet; echo changed; }\n")
 	return b.String()
@@ -681,19 +681,18 @@ func (u *up) startKubelet(ctx context.Context, play string, hosts []string) erro
 			// Restart when this run changed the kubelet's files, or a killed run changed them last; start
 			// when it is not running; else leave it alone.
 			h := u.inv.Host(name)
-			cmd := "set -e\n" + stampFunctions
 			if !h.Has(inventory.RoleControlPlane) {
 				// A worker's kubelet.conf is the kubelet's own (TLS bootstrap); when the API endpoint nodes use
 				// changes (a control plane grown to several, behind the node-local proxy), point it there.
 				// Its CA data follows ca.crt (a bundle of the old and new CAs during a CA rotation).
-				kc := "/etc/kubernetes/kubelet.conf"
-				ep := u.rendered.NodeEndpoint
-				cmd += fmt.Sprintf("if [ -f %s ] && ! grep -q '^    server: %s$' %s; then sed -i 's|^    server: .*|    server: %s|' %s; restart=true; fi\n", kc, ep, kc, ep, kc)
-				cmd += fmt.Sprintf("ca=$(base64 -w0 %s/ca.crt)\nif [ -f %s ] && ! grep -q \"^    certificate-authority-data: $ca\\$\" %s; then sed -i \"s|^    certificate-authority-data: .*|    certificate-authority-data: $ca|\" %s; restart=true; fi\n",
-					manifests.PKIDir, kc, kc, kc)
+				repointed, err := u.repointKubelet(ctx, name)
+				if err != nil {
+					return false, err
+				}
+				restart = restart || repointed
 			}
-			cmd += fmt.Sprintf("if stale kubelet %s || [ %t = true ] || [ \"${restart:-}\" = true ]; then systemctl restart kubelet; commit kubelet; echo restarted\n",
-				strings.Join(kubeletInputs(h.Has(inventory.RoleControlPlane), u.kubeletPath), " "), restart) +
+			cmd := "set -e\n" + stampFunctions + "if stale kubelet " + transport.Args(kubeletInputs(h.Has(inventory.RoleControlPlane), u.kubeletPath)...) +
+				fmt.Sprintf(" || [ %t = true ]; then systemctl restart kubelet; commit kubelet; echo restarted\n", restart) +
 				"elif systemctl is-active -q kubelet; then echo running; else systemctl start kubelet; echo started; fi\n"
 			res, err := u.e.Conn(name).Run(ctx, cmd, nil)
 			if err != nil {
@@ -702,6 +701,32 @@ func (u *up) startKubelet(ctx context.Context, play string, hosts []string) erro
 			return strings.TrimSpace(string(res.Stdout)) != "running", nil
 		})
 	return err
+}
+
+// workerKubeconfig is the kubeconfig a worker's kubelet wrote for itself at TLS bootstrap.
+const workerKubeconfig = "/etc/kubernetes/kubelet.conf"
+
+// repointKubelet points a worker's kubelet.conf at the endpoint nodes use and the cluster's CA data, and
+// reports whether it changed it. The file is read, changed and written back whole (atomically): nothing of
+// it passes through a shell.
+func (u *up) repointKubelet(ctx context.Context, name string) (bool, error) {
+	conn := u.e.Conn(name)
+	data, err := conn.Get(ctx, workerKubeconfig)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil // not joined yet: the kubelet writes it from the bootstrap kubeconfig
+	}
+	if err != nil {
+		return false, err
+	}
+	out, changed, err := kubeconfig.Repoint(data, u.rendered.NodeEndpoint, u.caPEM())
+	if err != nil {
+		return false, fmt.Errorf("%s: %s: %w", name, workerKubeconfig, err)
+	}
+	if !changed {
+		return false, nil
+	}
+	_, err = conn.Put(ctx, []transport.File{{Path: workerKubeconfig, Data: out, Mode: 0o600}})
+	return err == nil, err
 }
 
 func (u *up) startControlPlane(ctx context.Context) error {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -181,11 +182,14 @@ while read -r k v rest; do [ "$k" = Uid: ] && f uid "$v"; done < /proc/self/stat
 getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
 [ -r /run/systemd/container ] && r /run/systemd/container virt
 r /etc/kubernetes/clusterctl-cluster member
-for d in /opt/cni/bin /usr/lib/cni /usr/libexec/cni; do [ -x "$d/bridge" ] && { f cni_bin_dir "$d"; break; }; done
+for d in ` + strings.Join(cniBinDirs, " ") + `; do [ -x "$d/bridge" ] && { f cni_bin_dir "$d"; break; }; done
 exit 0
 `)
 	return b.String()
 }
+
+// cniBinDirs are where distributions put the CNI plugins.
+var cniBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni", "/usr/libexec/cni"}
 
 // FactsScript is the facts script for a runtime socket, for tools that run it themselves (the fan-out
 // benchmark runs the same script with other tools).
@@ -323,7 +327,10 @@ func ParseFacts(host string, out []byte) (*Facts, error) {
 		case "member":
 			f.Member = val
 		case "cni_bin_dir":
-			f.CNIBinDir = val
+			// Written into containerd's configuration: only one of the directories the script looks in.
+			if slices.Contains(cniBinDirs, val) {
+				f.CNIBinDir = val
+			}
 		}
 	}
 	if f.Hostname == "" || f.Kernel == "" {

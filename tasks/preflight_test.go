@@ -177,3 +177,20 @@ func BenchmarkFactsAndChecks(b *testing.B) {
 		Run(f, node)
 	}
 }
+
+// Facts are the host's word: a value that ends up in a file clusterctl writes is taken only when it is one
+// clusterctl expects.
+func TestHostileFacts(t *testing.T) {
+	out := "hostname\tcp1\nkernel\t6.1.0\ncni_bin_dir\t/tmp/x\" ]\nbin_dir = \"/tmp\n"
+	f, err := ParseFacts("cp1", []byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.CNIBinDir != "" {
+		t.Errorf("CNI directory %q taken from the host", f.CNIBinDir)
+	}
+	f, _ = ParseFacts("cp1", []byte("hostname\tcp1\nkernel\t6.1.0\ncni_bin_dir\t/usr/lib/cni\n"))
+	if f.CNIBinDir != "/usr/lib/cni" {
+		t.Errorf("a known CNI directory refused: %q", f.CNIBinDir)
+	}
+}

@@ -12,8 +12,7 @@ import (
 // the host has), waits until it listens, and returns the function that stops it. The listener also ends by
 // itself after a minute, so that nothing is left behind if clusterctl is killed.
 func Listen(ctx context.Context, h Runner, ip string, port int) (stop func(), err error) {
-	addr := transport.ShellQuote(ip)
-	script := fmt.Sprintf(`ip=%s port=%d
+	script := transport.Cmdf(`ip=%s port=%d
 if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
@@ -24,7 +23,7 @@ while True: s.accept()[0].close()' "$ip" "$port"
 elif command -v perl >/dev/null 2>&1; then exec timeout 60 perl -MIO::Socket::IP -e '
 $s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseAddr=>1) or die "listen: $@\n";
 while($c=$s->accept){close $c}' "$ip" "$port"
-else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi`, addr, port)
+else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi`, ip, port)
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -36,7 +35,7 @@ else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi`, addr, p
 		<-done
 	}
 	// Wait until the port is in LISTEN state (0A) in /proc/net/tcp{,6}.
-	wait := fmt.Sprintf(`p=$(printf ':%%04X' %d); for i in $(seq 50); do
+	wait := transport.Cmdf(`p=$(printf ':%%04X' %d); for i in $(seq 50); do
   cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v p="$p" '$2 ~ p"$" && $4=="0A" {f=1} END {exit !f}' && exit 0; sleep 0.1; done; exit 1`, port)
 	waitCtx, waitCancel := context.WithTimeout(ctx, 10*time.Second)
 	defer waitCancel()
@@ -56,9 +55,15 @@ else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi`, addr, p
 
 // Probe connects from the host to ip:port and closes the connection at once.
 func Probe(ctx context.Context, from Runner, ip string, port int) error {
-	_, err := from.Run(ctx, fmt.Sprintf("timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%d'", ip, port), nil)
+	_, err := from.Run(ctx, ProbeCommand(ip, port), nil)
 	if err != nil {
 		return fmt.Errorf("%s cannot connect to %s:%d", from.Name(), ip, port)
 	}
 	return nil
+}
+
+// ProbeCommand is the command Probe runs: bash opens /dev/tcp/IP/PORT, with the address and port given as
+// bash's positional arguments, never inside its script.
+func ProbeCommand(ip string, port int) string {
+	return transport.Cmdf(`timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe %s %d`, ip, port)
 }

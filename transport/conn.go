@@ -217,8 +217,9 @@ func (c *Conn) run(ctx context.Context, command string, stdin []byte, gate *sudo
 		return Result{}, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("opening a session: %w", err)}
 	}
 	defer sess.Close()
-	// Separate buffers: a buffer shared by stdout and stderr loses output to concurrent writes.
-	var stdout, stderr bytes.Buffer
+	// Separate buffers: a buffer shared by stdout and stderr loses output to concurrent writes. Both are
+	// bounded: what a host prints is read into memory, and a host is not trusted to print little.
+	var stdout, stderr boundedBuffer
 	sess.Stdout, sess.Stderr = &stdout, &stderr
 	if gate != nil {
 		in, err := sess.StdinPipe()
@@ -256,6 +257,9 @@ func (c *Conn) run(ctx context.Context, command string, stdin []byte, gate *sudo
 		gate.flush()
 	}
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Duration: time.Since(start)}
+	if stdout.over || stderr.over {
+		return res, fmt.Errorf("%s: %q: %w", c.target.Name, command, ErrOutputTooLarge)
+	}
 	if err == nil {
 		return res, nil
 	}
@@ -274,6 +278,32 @@ func (c *Conn) run(ctx context.Context, command string, stdin []byte, gate *sudo
 	res.ExitCode = ce.ExitCode
 	return res, ce
 }
+
+// MaxOutput is the most a command may print on stdout (and on stderr) before it fails: commands return
+// facts, certificates and lists, never bulk data (files travel over SFTP).
+const MaxOutput = 64 << 20
+
+// ErrOutputTooLarge is the error of a command that printed more than MaxOutput.
+var ErrOutputTooLarge = fmt.Errorf("the command printed more than %d MiB", MaxOutput>>20)
+
+// boundedBuffer is a bytes.Buffer that keeps at most MaxOutput bytes; past that it drops what comes (the
+// command is not left blocked on a full channel) and the run fails with ErrOutputTooLarge.
+// (Not an embedded bytes.Buffer: io.Copy would use its ReadFrom and pass Write by.)
+type boundedBuffer struct {
+	buf  bytes.Buffer
+	over bool
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if b.over || b.buf.Len()+len(p) > MaxOutput {
+		b.over = true
+		return len(p), nil
+	}
+	return b.buf.Write(p)
+}
+
+func (b *boundedBuffer) Bytes() []byte  { return b.buf.Bytes() }
+func (b *boundedBuffer) String() string { return b.buf.String() }
 
 // runEnv names the environment variable that marks the processes of one command.
 const runEnv = "CLUSTERCTL_RUN"
@@ -400,7 +430,8 @@ func (c *Conn) startSFTP(ctx context.Context, subsystem bool) (*sftp.Client, *ss
 	return nil, nil, fmt.Errorf("%s: starting SFTP (sftp-server in %s): %w", c.target.Name, strings.Join(sftpServers, ", "), err)
 }
 
-// ShellQuote quotes s for a POSIX shell.
+// ShellQuote quotes s for a POSIX shell: the one function every value put into a remote command goes
+// through (directly, or through Cmdf and Args).
 func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@+%", r))
@@ -408,6 +439,33 @@ func ShellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Cmdf renders a command line from a template, which is code, never data: each string argument becomes
+// one shell word, quoted with ShellQuote; integers and booleans are printed as they are. Any other type is
+// a programming error.
+func Cmdf(format string, args ...any) string {
+	q := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			q[i] = ShellQuote(v)
+		case int, int64, uint16, uint32, bool:
+			q[i] = v
+		default:
+			panic(fmt.Sprintf("transport.Cmdf: argument %d is a %T", i, a))
+		}
+	}
+	return fmt.Sprintf(format, q...)
+}
+
+// Args is words as shell words, each quoted with ShellQuote, separated by spaces.
+func Args(words ...string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = ShellQuote(w)
+	}
+	return strings.Join(q, " ")
 }
 
 // DialContext opens a TCP connection from the host to addr, through the SSH connection (direct-tcpip), so

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -612,4 +613,37 @@ func TestPutCreatesDirectoriesWithTheirMode(t *testing.T) {
 	if st, _ := os.Stat(p); st.Mode().Perm() != 0o644 {
 		t.Errorf("file mode %v", st.Mode().Perm())
 	}
+}
+
+// What a command prints is bounded: a host that prints without end fails the command instead of filling
+// the workstation's memory, and is not left blocked.
+func TestRunOutputIsBounded(t *testing.T) {
+	_, target, opts := setup(t, transporttest.Options{})
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Run(context.Background(), fmt.Sprintf("head -c %d /dev/zero", transport.MaxOutput+1), nil)
+	if !errors.Is(err, transport.ErrOutputTooLarge) || len(res.Stdout) > transport.MaxOutput {
+		t.Fatalf("got %d bytes, %v", len(res.Stdout), err)
+	}
+}
+
+// Every argument of Cmdf and Args reaches the command as one word, whatever it holds.
+func TestCmdfQuotesEveryArgument(t *testing.T) {
+	hostile := []string{"", "plain", "a b", "'; touch /tmp/x; '", "$(id)", "`id`", "a\nb", "fe80::1%;touch${IFS}/x",
+		`\"'\''`, "-n", "*", "~root", "x\x00"[:1] + "y"}
+	for _, v := range hostile {
+		cmd := transport.Cmdf("printf '%%s|' %s %d", v, 7) + "; printf '%s|' " + transport.Args(v, v)
+		out, err := exec.Command("sh", "-c", cmd).Output()
+		if want := v + "|7|" + v + "|" + v + "|"; err != nil || string(out) != want {
+			t.Errorf("%q: sh -c %q printed %q (%v), want %q", v, cmd, out, err, want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Cmdf took a value of a type it cannot quote")
+		}
+	}()
+	_ = transport.Cmdf("echo %v", []string{"x"})
 }

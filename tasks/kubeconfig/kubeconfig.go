@@ -110,3 +110,24 @@ func Check(data []byte, clusterName string, id Identity, ca *x509.Certificate, c
 	}
 	return kp, ""
 }
+
+// Repoint makes every cluster of a kubeconfig (a worker's kubelet.conf, which its kubelet wrote) talk to
+// server and trust caPEM, and reports whether that changed anything; an unchanged file comes back as is.
+func Repoint(data []byte, server string, caPEM []byte) ([]byte, bool, error) {
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, false, err
+	}
+	changed := false
+	for _, cl := range cfg.Clusters {
+		if cl.Server != server || !slices.Equal(cl.CertificateAuthorityData, caPEM) || cl.CertificateAuthority != "" {
+			cl.Server, cl.CertificateAuthorityData, cl.CertificateAuthority = server, caPEM, ""
+			changed = true
+		}
+	}
+	if !changed {
+		return data, false, nil
+	}
+	out, err := clientcmd.Write(*cfg)
+	return out, true, err
+}
