@@ -4,6 +4,7 @@
 package kubelet
 
 import (
+	"fmt"
 	"net"
 	"strings"
 
@@ -76,6 +77,13 @@ func Flags(nodeIP, nodeName string, extra [][2]string) ([]byte, error) {
 	args = append(args, "--hostname-override="+nodeName)
 	for _, a := range extra {
 		args = append(args, "--"+a[0]+"="+a[1])
+	}
+	// The flags go through an EnvironmentFile and systemd's word splitting: a value that could end the
+	// quoted variable, start a new line or a new word is refused here too (the inventory refuses it first).
+	for _, a := range args {
+		if strings.ContainsFunc(a, func(r rune) bool { return r < 0x20 || r == 0x7f || strings.ContainsRune(" \t\"'\\$`;", r) }) {
+			return nil, fmt.Errorf("kubelet flag %q: spaces, quotes, '\\', '$', '`', ';' and control characters cannot go into kubeadm-flags.env", a)
+		}
 	}
 	return templates.Render("kubeadm-flags.env", map[string]string{"Args": strings.Join(args, " ")})
 }
