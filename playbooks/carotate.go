@@ -242,7 +242,7 @@ func (r *caRotation) apply(ctx context.Context, play string) error {
 	if err := u.preparePush(); err != nil {
 		return err
 	}
-	admin, err := os.ReadFile(u.res.AdminKubeconfig)
+	admin, err := pki.ReadSecret(u.res.AdminKubeconfig)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
+	"github.com/clusterctl/clusterctl/tasks/pki"
 )
 
 // RemoveOptions tune remove-node.
@@ -66,7 +66,7 @@ func RemoveNode(ctx context.Context, e *Env, names []string, o RemoveOptions) er
 		}
 		u.nodeIPs[cp1.Name] = NodeIP(cp1, f)
 	}
-	admin, err := os.ReadFile(filepath.Join(o.StateDir, "admin.conf"))
+	admin, err := pki.ReadSecret(filepath.Join(o.StateDir, "admin.conf"))
 	if err != nil {
 		return err
 	}

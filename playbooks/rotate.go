@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
+	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -84,7 +84,7 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 	if err := u.preparePush(); err != nil {
 		return nil, err
 	}
-	admin, err := os.ReadFile(u.res.AdminKubeconfig)
+	admin, err := pki.ReadSecret(u.res.AdminKubeconfig)
 	if err != nil {
 		return nil, err
 	}

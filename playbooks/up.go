@@ -63,8 +63,8 @@ type UpResult struct {
 	Preflight       *PreflightReport  `json:"preflight,omitempty"`
 	Unapproved      map[string]string `json:"unapprovedCSRs,omitempty"`
 	// SkippedRoutes are the nodes whose pod routes were not written, with the reason (see cni.Vet).
-	SkippedRoutes []string `json:"skippedRoutes,omitempty"`
-	Plan            []HostPlan        `json:"plan,omitempty"`
+	SkippedRoutes []string   `json:"skippedRoutes,omitempty"`
+	Plan          []HostPlan `json:"plan,omitempty"`
 	// BytesPushed is the file content written to hosts in this run (unchanged files cost nothing here).
 	BytesPushed int64 `json:"bytesPushed"`
 }
@@ -281,7 +281,7 @@ func (u *up) clusterControlPlanes(ctx context.Context) {
 	if len(u.e.Hosts) == len(u.inv.Hosts) {
 		return
 	}
-	admin, err := os.ReadFile(filepath.Join(u.o.StateDir, "admin.conf"))
+	admin, err := pki.ReadSecret(filepath.Join(u.o.StateDir, "admin.conf"))
 	if err != nil {
 		return
 	}
@@ -748,7 +748,7 @@ func (u *up) client(kubeconfig []byte) (*apiclient.Client, error) {
 // waitAPI waits for /readyz, reporting the kubelet's and the static Pods' state every 10 s, and on timeout
 // says what the node shows.
 func (u *up) waitAPI(ctx context.Context) error {
-	superAdmin, err := os.ReadFile(filepath.Join(u.o.StateDir, "kubeconfig", "super-admin.conf"))
+	superAdmin, err := pki.ReadSecret(filepath.Join(u.o.StateDir, "kubeconfig", "super-admin.conf"))
 	if err != nil {
 		return err
 	}
@@ -787,7 +787,7 @@ func (u *up) waitAPI(ctx context.Context) error {
 	if _, err := c.Apply(ctx, bootstrap.Objects(nil, nil, nil)[0]); err != nil {
 		return err
 	}
-	admin, err := os.ReadFile(u.res.AdminKubeconfig)
+	admin, err := pki.ReadSecret(u.res.AdminKubeconfig)
 	if err != nil {
 		return err
 	}
@@ -1030,7 +1030,7 @@ func (u *up) etcdClient() (*etcdmember.Client, error) {
 
 // waitNodeAPI waits for a control-plane node's own API server to be ready, through its SSH connection.
 func (u *up) waitNodeAPI(ctx context.Context, h *inventory.Host) error {
-	admin, err := os.ReadFile(u.res.AdminKubeconfig)
+	admin, err := pki.ReadSecret(u.res.AdminKubeconfig)
 	if err != nil {
 		return err
 	}

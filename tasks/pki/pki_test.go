@@ -224,7 +224,7 @@ func TestLoosePermissionsAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(filepath.Join(st.Dir, "ca.key"), 0o644)
-	if _, _, err := st.Ensure(cluster, nodes[:1]); err == nil || !strings.Contains(err.Error(), "can be read by others") {
+	if _, _, err := st.Ensure(cluster, nodes[:1]); err == nil || !strings.Contains(err.Error(), "holds a private key others can read") {
 		t.Errorf("world-readable CA key: %v", err)
 	}
 	os.Chmod(filepath.Join(st.Dir, "ca.key"), 0o600)

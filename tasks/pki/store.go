@@ -310,14 +310,7 @@ func (st *Store) load(rel string) (*KeyPair, error) {
 // readKey reads a private key, refusing one that others can read.
 func (st *Store) readKey(rel string) (crypto.Signer, error) {
 	p := filepath.Join(st.Dir, rel)
-	info, err := os.Stat(p)
-	if err != nil {
-		return nil, err
-	}
-	if info.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("private key %s has mode %04o and can be read by others: refusing it (chmod 600 %s)", p, info.Mode().Perm(), p)
-	}
-	data, err := os.ReadFile(p)
+	data, err := ReadSecret(p)
 	if err != nil {
 		return nil, err
 	}
@@ -365,6 +358,19 @@ func WriteFile(path string, data []byte, mode fs.FileMode) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// ReadSecret reads a file of the state directory that holds a private key (a key, a kubeconfig with its
+// client key), refusing one that others can read or write, as ssh refuses a loose key.
+func ReadSecret(p string) ([]byte, error) {
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s has mode %04o and holds a private key others can read: refusing it (chmod 600 %s)", p, info.Mode().Perm(), p)
+	}
+	return os.ReadFile(p)
 }
 
 // checkDir creates the pki directory (0700) or refuses an existing one others can enter.

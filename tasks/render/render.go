@@ -13,7 +13,6 @@ import (
 	"hash"
 	"io/fs"
 	"net"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -465,7 +464,10 @@ func readers(p string) []string {
 // caPEM is the CA data it trusts (the CA, or during a CA rotation the bundle of old and new): a kubeconfig
 // whose certificate is right but whose CA data differs is rewritten with the same certificate.
 func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyPair, caPEM []byte, issuer *pki.Issuer, renew *Renewal, changes *[]pki.Change) ([]byte, error) {
-	data, err := os.ReadFile(file)
+	data, err := pki.ReadSecret(file)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	reason := "missing"
 	if err == nil {
 		kp, why := kubeconfig.Check(data, cluster, id, ca.Cert, caPEM, issuer.Now(), 0)

@@ -406,3 +406,22 @@ hosts:
 		t.Error("cp2's etcd names cp3 as a peer")
 	}
 }
+
+// A kubeconfig of the state directory holds a client key: one others can read is refused, as a key is.
+func TestLooseKubeconfigsAreRefused(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o700)
+	renderLab(t, state)
+	inv, _ := inventory.Parse("hosts.yaml", []byte(hostsYAML))
+	for _, f := range []string{"admin.conf", "kubeconfig/super-admin.conf"} {
+		p := filepath.Join(state, f)
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Render(Options{Inv: inv, StateDir: state, EtcdVersion: "3.6.5", PauseVersion: "3.10.1"})
+		if err == nil || !strings.Contains(err.Error(), "chmod 600 "+p) {
+			t.Errorf("%s at 0644: %v", f, err)
+		}
+		os.Chmod(p, 0o600)
+	}
+}
