@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -97,4 +99,37 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 		}
 	}
 	check(newRootCmd(&bytes.Buffer{}, &bytes.Buffer{}))
+}
+
+// render writes private keys: never through a symbolic link, never into a directory others can write to.
+func TestRenderOutIsSafe(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "hosts.yaml")
+	if err := os.WriteFile(inv, []byte("cluster: {name: c, certificates: {keyAlgorithm: ECDSA-P256}}\nhosts:\n  - {name: cp1, address: 10.10.0.11, roles: [control-plane]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", out); code != 0 {
+		t.Fatalf("fresh directory: %d %s", code, stderr)
+	}
+	// A link in place of a directory of the previous render.
+	os.RemoveAll(filepath.Join(out, "cp1", "etc"))
+	os.Symlink(filepath.Join(dir, "elsewhere"), filepath.Join(out, "cp1", "etc"))
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", out); code != 2 || !strings.Contains(stderr, "is a symbolic link") {
+		t.Errorf("a link inside --out: %d %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "elsewhere")); err == nil {
+		t.Error("render wrote through the link")
+	}
+	link := filepath.Join(dir, "link")
+	os.Symlink(out, link)
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", link); code != 2 || !strings.Contains(stderr, "is a symbolic link") {
+		t.Errorf("--out a link: %d %s", code, stderr)
+	}
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", open); code != 2 || !strings.Contains(stderr, "others can write into it") {
+		t.Errorf("--out world-writable: %d %s", code, stderr)
+	}
 }

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -70,16 +74,19 @@ func runRender(g *globalOptions, o *renderOptions) error {
 	written := 0
 	write := func(dir string, files []transport.File) error {
 		for _, f := range files {
-			p := filepath.Join(o.out, dir, filepath.FromSlash(f.Path))
-			if err := pki.WriteFile(p, f.Data, f.Mode); err != nil {
+			rel := filepath.Join(dir, filepath.FromSlash(f.Path))
+			if err := noLinks(o.out, rel); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if err := pki.WriteFile(filepath.Join(o.out, rel), f.Data, f.Mode); err != nil {
 				return err
 			}
 			written++
 		}
 		return nil
 	}
-	if err := os.MkdirAll(o.out, 0o700); err != nil {
-		return err
+	if err := outDir(o.out); err != nil {
+		return &exitError{code: exitUsage, err: err}
 	}
 	for _, h := range res.Hosts {
 		if err := write(h.Host, h.Files); err != nil {
@@ -115,4 +122,47 @@ func loadWithState(g *globalOptions) (*inventory.Inventory, string, error) {
 		return nil, "", &exitError{code: exitUsage, err: err}
 	}
 	return inv, state, nil
+}
+
+// outDir makes the directory render writes keys into (0700), or accepts an existing one only when it is a
+// real directory of this user that no one else can write to: nobody else may plant a link in it.
+func outDir(dir string) error {
+	st, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return os.MkdirAll(dir, 0o700)
+	}
+	if err != nil {
+		return err
+	}
+	switch sys, _ := st.Sys().(*syscall.Stat_t); {
+	case st.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("--out %s is a symbolic link: give the directory itself", dir)
+	case !st.IsDir():
+		return fmt.Errorf("--out %s is not a directory", dir)
+	case st.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("--out %s has mode %04o: others can write into it, and render writes private keys (use a new directory, or chmod go-w %s)", dir, st.Mode().Perm(), dir)
+	case sys != nil && int(sys.Uid) != os.Geteuid():
+		return fmt.Errorf("--out %s belongs to uid %d, not to you", dir, sys.Uid)
+	}
+	return nil
+}
+
+// noLinks refuses a file under root whose path passes through a symbolic link (a file of an earlier render
+// replaced by a link would otherwise send a key elsewhere).
+func noLinks(root, rel string) error {
+	p := root
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		p = filepath.Join(p, part)
+		st, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symbolic link: render does not write through links", p)
+		}
+	}
+	return nil
 }
