@@ -42,6 +42,9 @@ type ansible struct {
 	groupOrder []string
 	hosts      map[string]*ahost
 	hostOrder  []string
+	// groupHosts caches each group's members once the groups are read: asking per host made loading
+	// quadratic (20,000 hosts took minutes).
+	groupHosts map[string]map[string]bool
 }
 
 func newAnsible(file string, diags *Diagnostics) *ansible {
@@ -217,7 +220,7 @@ func (a *ansible) varFiles(base string) []avar {
 	}
 	var out []avar
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := readFile(f)
 		if err != nil {
 			a.diags.add(Error, Pos{File: f}, "%v", err)
 			continue
@@ -327,8 +330,14 @@ func (a *ansible) depths() map[string]int {
 // hostVarsOf returns the variables in force for a host, lowest precedence first.
 func (a *ansible) varsFor(host string, depth map[string]int) map[string]avar {
 	var groups []string
+	if a.groupHosts == nil {
+		a.groupHosts = map[string]map[string]bool{}
+		for _, name := range a.groupOrder {
+			a.groupHosts[name] = a.members(name, map[string]bool{})
+		}
+	}
 	for _, name := range a.groupOrder {
-		if a.members(name, map[string]bool{})[host] {
+		if a.groupHosts[name][host] {
 			groups = append(groups, name)
 		}
 	}

@@ -226,8 +226,12 @@ func expandRange(pattern string) ([]string, error) {
 		if len(parts[0]) > 1 && parts[0][0] == '0' {
 			width = len(parts[0])
 		}
-		for i := lo; i <= hi; i += step {
+		// hi-i >= step rather than i+step <= hi: the sum can overflow at the top of the int range.
+		for i := lo; ; i += step {
 			items = append(items, fmt.Sprintf("%0*d", width, i))
+			if hi-i < step {
+				break
+			}
 		}
 	case isLetter(parts[0]) && isLetter(parts[1]) && parts[0] <= parts[1]:
 		for c := parts[0][0]; c <= parts[1][0]; c += byte(step) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,12 +18,40 @@ import (
 // file with problems gives an inventory and diagnostics instead (use Diagnostics.Err). Ansible inventories
 // also read group_vars/ and host_vars/ beside the file, as Ansible does.
 func Load(path string) (*Inventory, Diagnostics, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading inventory: %w", err)
 	}
 	inv, diags := parse(path, data, filepath.Dir(path))
 	return inv, diags, nil
+}
+
+// MaxFileSize is the largest inventory or variables file read: an inventory of thousands of hosts is a few
+// MiB; a file past this (or /dev/zero, or a link to it) is refused rather than read into memory.
+const MaxFileSize = 16 << 20
+
+// readFile reads at most MaxFileSize bytes of a regular file.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s is larger than %d MiB", path, MaxFileSize>>20)
+	}
+	return data, nil
 }
 
 // Parse reads, defaults and validates an inventory held in memory; name is used in diagnostics. It does not

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Set at link time by the Makefile (-ldflags -X).
@@ -26,11 +27,28 @@ const (
 	exitInterrupted = 130 // SIGINT or SIGTERM
 )
 
+// interruptGrace is how long an interrupted run has to end by itself (its remote commands are signalled at
+// once) before the process exits anyway: CPU-bound work such as reading a huge inventory does not wait for
+// a context.
+const interruptGrace = time.Second
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, os.Args[1:], os.Stdout, os.Stderr) }()
+	select {
+	case code := <-done:
+		stop()
+		os.Exit(code)
+	case <-ctx.Done():
+	}
+	select {
+	case code := <-done:
+		os.Exit(code)
+	case <-time.After(interruptGrace):
+		fmt.Fprintln(os.Stderr, "clusterctl: interrupted")
+		os.Exit(exitInterrupted)
+	}
 }
 
 // run executes one command line and returns the exit code; the error, if any, is printed here and only here.

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -131,5 +136,40 @@ func TestRenderOutIsSafe(t *testing.T) {
 	os.Chmod(open, 0o777)
 	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", open); code != 2 || !strings.Contains(stderr, "others can write into it") {
 		t.Errorf("--out world-writable: %d %s", code, stderr)
+	}
+}
+
+func TestMain(m *testing.M) {
+	// The test binary runs as clusterctl itself when asked (for the signal test).
+	if os.Getenv("CLUSTERCTL_TEST_AS_MAIN") == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// SIGTERM ends a run that is busy with CPU-bound work (reading a large inventory) with exit code 130.
+func TestSignalEndsBusyRun(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[kube_control_plane]\ncp1 ansible_host=10.1.0.1\n[kube_node]\n")
+	for i := range 200000 {
+		fmt.Fprintf(&b, "n%d ansible_host=10.%d.%d.%d\n", i, 2+i/62500, (i/250)%250, i%250+1)
+	}
+	inv := filepath.Join(t.TempDir(), "hosts.ini")
+	if err := os.WriteFile(inv, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "inventory", "validate", "-i", inv)
+	cmd.Env = append(os.Environ(), "CLUSTERCTL_TEST_AS_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("after SIGTERM: %v, stderr %q; want exit code 130", err, stderr.String())
 	}
 }
