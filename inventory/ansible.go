@@ -24,6 +24,7 @@ type avar struct {
 type agroup struct {
 	name     string
 	hosts    []string
+	has      map[string]bool // hosts, for a membership test in constant time
 	children []string
 	vars     []avar
 	pos      Pos
@@ -74,11 +75,13 @@ func (a *ansible) host(name string, p Pos) *ahost {
 }
 
 func (g *agroup) addHost(name string) {
-	for _, h := range g.hosts {
-		if h == name {
-			return
-		}
+	if g.has[name] {
+		return
 	}
+	if g.has == nil {
+		g.has = map[string]bool{}
+	}
+	g.has[name] = true
 	g.hosts = append(g.hosts, name)
 }
 
