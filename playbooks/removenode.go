@@ -134,7 +134,7 @@ func (u *up) removeOne(ctx context.Context, h *inventory.Host, o RemoveOptions) 
 	// The host itself: as reset. A dead host is out of the cluster already; say so and go on.
 	sub := &Env{Inv: u.e.Inv, Hosts: []*inventory.Host{h}, Dialer: u.e.Dialer, Forks: 1, Sink: u.e.Sink, Log: u.e.Log}
 	defer sub.Close()
-	results, err := Reset(ctx, sub)
+	results, err := Reset(ctx, sub, ResetOptions{StateDir: o.StateDir})
 	for _, r := range results {
 		if r.Err != nil {
 			u.say("remove-node", h.Name, "could not reset the host (it is out of the cluster): %v", r.Err)

@@ -244,17 +244,7 @@ func (u *up) hostNames(hosts []*inventory.Host) []string {
 func (u *up) preflight(ctx context.Context) error {
 	// Hosts marked with this cluster's CA (kept in the state directory; during a CA rotation, the old or the
 	// new one) are re-runs: what clusterctl made there is expected.
-	if data, err := os.ReadFile(filepath.Join(u.o.StateDir, "pki", "ca.crt")); err == nil {
-		if ca, err := pki.ParseCert(data); err == nil {
-			u.o.Preflight.Members = append(u.o.Preflight.Members, MemberMark(u.inv.Cluster.Name, pki.CAHash(ca)))
-		}
-	}
-	store := &pki.Store{Dir: filepath.Join(u.o.StateDir, "pki")}
-	if rot, err := store.Rotation(); err == nil && rot != nil && rot.Done >= pki.StageGenerate {
-		if others, err := store.Others(rot); err == nil {
-			u.o.Preflight.Members = append(u.o.Preflight.Members, MemberMark(u.inv.Cluster.Name, pki.CAHash(others.CAs["ca"].Cert)))
-		}
-	}
+	u.o.Preflight.Members = append(u.o.Preflight.Members, memberMarks(u.inv.Cluster.Name, u.o.StateDir)...)
 	report, err := Preflight(ctx, u.e, u.o.Preflight)
 	u.res.Preflight = report
 	if err != nil {
@@ -514,7 +504,23 @@ func (u *up) hostFiles(name string) ([]transport.File, []image, error) {
 			}
 		}
 	}
+	for i := range files {
+		files[i].Keep = mayPreexist(files[i].Path)
+	}
 	return files, images, nil
+}
+
+// mayPreexist tells the files a host may have had before clusterctl (a runtime's configuration, kernel
+// settings, the kubelet's unit from a package, a binary in /usr/local/bin) from those that are clusterctl's
+// alone (under /etc/kubernetes, the kubelet's and clusterctl's state, names that say clusterctl). Put keeps
+// the originals of the first kind for reset to restore.
+func mayPreexist(p string) bool {
+	for _, own := range []string{"/etc/kubernetes/", "/var/lib/kubelet/", "/var/lib/clusterctl/", imagesDir + "/"} {
+		if strings.HasPrefix(p, own) {
+			return false
+		}
+	}
+	return !strings.Contains(path.Base(p), "clusterctl")
 }
 
 // plan finds, without changing anything on the hosts, what push and the phases after it would do.

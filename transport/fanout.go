@@ -22,6 +22,9 @@ const (
 	StatusSkipped     Status = "skipped" // not started: the play stopped first
 )
 
+// ErrSkipped, returned by a play's function, marks the host skipped: nothing to do there, and no failure.
+var ErrSkipped = errors.New("skipped")
+
 // HostResult is one host's outcome in a play.
 type HostResult struct {
 	Host     string
@@ -150,6 +153,8 @@ func Fanout(ctx context.Context, play string, hosts []string, policy Policy, sin
 			var de *DialError
 			var hk *HostKeyError
 			switch {
+			case errors.Is(err, ErrSkipped):
+				r.Status, err = StatusSkipped, nil
 			case err != nil && (errors.As(err, &de) || errors.As(err, &hk)):
 				r.Status, r.Err = StatusUnreachable, err
 			case err != nil:

@@ -30,7 +30,18 @@ type File struct {
 	// SHA256 is Data's digest in hex when the caller knows it (artifacts list theirs): large files are then
 	// compared without hashing them here for every host.
 	SHA256 string
+	// Keep marks a file that may have been on the host before clusterctl (a runtime's configuration, a
+	// kernel setting, a unit, a binary): the first time Put replaces or creates it, it keeps the original
+	// under BackupDir (or records that there was none), so that reset can put the host back as it was.
+	Keep bool
 }
+
+// BackupDir is where Put keeps what it replaced of a host's own files (File.Keep): BackupDir + the path,
+// or that name + AbsentSuffix when there was no file.
+const (
+	BackupDir    = "/var/lib/clusterctl/backup"
+	AbsentSuffix = ".absent"
+)
 
 // remoteState is what a host has at a path.
 type remoteState struct {
@@ -98,6 +109,11 @@ func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
 			})
 			continue
 		}
+		if f.Keep {
+			if err := keepOriginal(client, f.Path, st.exists); err != nil {
+				return changed, fmt.Errorf("%s: keeping the original of %s: %w", c.target.Name, f.Path, err)
+			}
+		}
 		if dir := path.Dir(f.Path); !dirs[dir] && !st.exists {
 			dirs[dir] = true
 			if err := mkdirAll(client, dir); err != nil {
@@ -107,6 +123,78 @@ func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
 		g.Go(func() error { return c.writeAtomic(gctx, client, f, mode) })
 	}
 	return changed, g.Wait()
+}
+
+// keepOriginal keeps what is at p before Put first writes it: a hard link to the host's own file (a copy
+// where the backup is on another file system), or an empty marker when there is none. A file clusterctl
+// wrote itself (an earlier version kept no record) counts as none.
+func keepOriginal(client *sftp.Client, p string, exists bool) error {
+	b := BackupDir + p
+	for _, q := range []string{b, b + AbsentSuffix} {
+		if _, err := client.Lstat(q); err == nil {
+			return nil // kept at an earlier write
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if err := mkdirAll(client, path.Dir(b)); err != nil {
+		return err
+	}
+	if exists {
+		data, err := readHead(client, p, len(managedMark))
+		if err != nil {
+			return err
+		}
+		exists = string(data) != managedMark
+	}
+	if !exists {
+		f, err := client.OpenFile(b+AbsentSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	if err := client.Link(p, b); err == nil {
+		return nil
+	}
+	st, err := client.Stat(p)
+	if err != nil {
+		return err
+	}
+	data, err := readAll(client, p)
+	if err != nil {
+		return err
+	}
+	w, err := client.OpenFile(b, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return err
+	}
+	if err := w.Chmod(st.Mode().Perm()); err != nil {
+		w.Close()
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+// managedMark starts every configuration file clusterctl writes.
+const managedMark = "# Managed by clusterctl"
+
+func readHead(client *sftp.Client, p string, n int) ([]byte, error) {
+	f, err := client.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	m, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b[:m], nil
 }
 
 // dirMode is the mode of the directories Put creates (root's, readable by all, as kubeadm makes them).

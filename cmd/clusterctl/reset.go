@@ -14,6 +14,7 @@ type resetOptions struct {
 	ssh         sshOptions
 	yes         bool
 	removeState bool
+	force       bool
 }
 
 func newResetCmd(g *globalOptions) *cobra.Command {
@@ -27,7 +28,17 @@ namespaces, the cni0 bridge and the routes to other nodes' pod ranges, the KUBE-
 clusterctl's files and units (/etc/kubernetes's manifests, PKI and kubeconfigs, the kubelet's unit,
 drop-in and configuration, containerd's configuration if clusterctl wrote it, kernel settings), the
 kubelet's and etcd's state (/var/lib/kubelet, /var/lib/etcd), and the binaries pushed from an
-artifacts directory. Other files are left alone; images imported into containerd are kept.
+artifacts directory. Files of the host's own that up replaced (containerd's configuration, kernel
+settings, a kubelet unit, binaries) were kept aside at the first replacement and are put back. iptables
+chains are removed by name (KUBE-*, and the rules of other chains that jump to them), in one atomic
+delta per table: other rules stay as they are. Other files are left alone; images imported into
+containerd are kept.
+
+Only hosts that carry this cluster's mark (/etc/kubernetes/clusterctl-cluster, written by up with the
+cluster's name and CA hash from the state directory) are reset. A host without a mark has nothing of
+clusterctl's and is left alone; a host marked by another cluster is refused. --force resets them all
+the same: everything listed above is removed from them, whoever made it (/etc/kubernetes/pki,
+/var/lib/kubelet, /var/lib/etcd, every container of containerd's k8s.io namespace, the KUBE- chains).
 
 The cluster's data (etcd) is destroyed. Without --yes, reset asks for the cluster's name on a terminal
 and refuses to run otherwise. The local state directory (PKI, admin.conf) is kept unless --remove-state:
@@ -43,6 +54,7 @@ a later up then makes a cluster with the same CA.`,
 	o.ssh.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&o.removeState, "remove-state", false, "also remove the local state directory (the cluster's PKI and kubeconfigs)")
+	cmd.Flags().BoolVar(&o.force, "force", false, "also reset hosts without this cluster's mark: removes /etc/kubernetes/pki, /var/lib/kubelet, /var/lib/etcd, every k8s.io container and the KUBE- iptables chains there, whoever made them")
 	return cmd
 }
 
@@ -61,7 +73,7 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 			return err
 		}
 	}
-	results, err := playbooks.Reset(cmd.Context(), env)
+	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{StateDir: state, Force: o.force})
 	view.Recap()
 	failed := 0
 	for _, r := range results {

@@ -22,13 +22,17 @@ awk '$2 ~ "^(/var/lib/kubelet/|/run/containerd/io.containerd|/run/netns/cni-|/va
   while read -r m; do umount -l "$m" 2>/dev/null; done
 for n in /run/netns/cni-*; do [ -e "$n" ] && ip netns delete "${n##*/}" 2>/dev/null; done
 ip link delete cni0 2>/dev/null
-# kube-proxy's and the kubelet's iptables chains and the rules that jump to them.
+# kube-proxy's and the kubelet's iptables chains (KUBE-*) and the rules of other chains that jump to them,
+# removed by name in one delta per table (iptables-restore --noflush commits it atomically): nothing else of
+# the tables is touched, and no rule is written back.
 for cmd in iptables ip6tables; do
   command -v $cmd-save >/dev/null 2>&1 || continue
   for t in nat filter mangle raw; do
-    if $cmd-save -t $t 2>/dev/null | grep -q 'KUBE-'; then
-      $cmd-save -t $t | grep -v 'KUBE-' | $cmd-restore -T $t 2>/dev/null || $cmd-save -t $t | grep -v 'KUBE-' | $cmd-restore
-    fi
+    delta=$($cmd-save -t $t 2>/dev/null | awk '
+      /^:KUBE-/ { n++; chain[n] = substr($1, 2) }
+      /^-A / && $2 !~ /^KUBE-/ && / -[jg] KUBE-/ { print "-D" substr($0, 3) }
+      END { for (i = 1; i <= n; i++) print "-F " chain[i]; for (i = 1; i <= n; i++) print "-X " chain[i] }')
+    if [ -n "$delta" ]; then printf '*%s\n%s\nCOMMIT\n' "$t" "$delta" | $cmd-restore --noflush; fi
   done
 done
 # clusterctl's files, and the kubelet's and etcd's state.
@@ -37,7 +41,7 @@ rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserv
   /etc/kubernetes/admin.conf /etc/kubernetes/super-admin.conf /etc/kubernetes/kubelet.conf \
   /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf \
   /etc/kubernetes/clusterctl-cluster
-rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/clusterctl /var/lib/cni/networks/clusterctl-bridge
+rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/cni/networks/clusterctl-bridge
 rmdir /etc/kubernetes/manifests /etc/kubernetes 2>/dev/null
 systemctl disable --now clusterctl-apiserver-proxy.service >/dev/null 2>&1
 rm -f /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service
@@ -45,15 +49,26 @@ rm -f /etc/cni/net.d/10-clusterctl-bridge.conflist $routes /etc/systemd/system/k
   /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/sysctl.d/99-kubernetes.conf /etc/modules-load.d/kubernetes.conf
 rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null
 {{- if .Binaries}}
-rm -f{{range .Binaries}} {{.}}{{end}}
+rm -f {{.Binaries}}
 {{- end}}
 config=/etc/containerd/config.toml
 if [ -f $config ] && grep -q 'Managed by clusterctl' $config; then
   rm -f $config
-  systemctl is-active -q containerd && systemctl restart containerd
-elif systemctl is-active -q containerd; then
-  # The CRI plugin forgets the deleted sandboxes only when it restarts.
-  systemctl restart containerd
 fi
+# The host's own files that up replaced, kept aside at the first replacement, put back; where a marker says
+# there was none, up's file is removed.
+backup={{.Backup}}
+if [ -d $backup ]; then
+  find $backup -type f | while IFS= read -r kept; do
+    target=${kept#$backup}
+    case $target in
+      *{{.Absent}}) rm -f "${target%{{.Absent}}}" ;;
+      *) mkdir -p "${target%/*}" && mv -f "$kept" "$target" ;;
+    esac
+  done
+fi
+rm -rf /var/lib/clusterctl
+# The CRI plugin forgets the deleted sandboxes only when it restarts; it also reads its configuration again.
+systemctl is-active -q containerd && systemctl restart containerd
 systemctl daemon-reload
 exit 0

@@ -76,6 +76,17 @@ func TestOperateUp(t *testing.T) {
 		}
 	}
 
+	// Files and rules of the hosts' own, made before clusterctl came: reset must leave them as they were.
+	const own = `printf '# the host's own containerd configuration\nversion = 2\n' >/etc/containerd/config.toml
+printf '# the host own\nvm.swappiness = 10\n' >/etc/sysctl.d/99-kubernetes.conf
+iptables -N FOREIGN && iptables -A FOREIGN -s 10.9.0.0/16 -j ACCEPT && iptables -A INPUT -m comment --comment KUBE-lookalike -j FOREIGN`
+	const ownState = `sha256sum /etc/containerd/config.toml /etc/sysctl.d/99-kubernetes.conf; iptables-save -t filter | grep -E 'FOREIGN|lookalike'`
+	ownBefore := map[string]string{}
+	for _, h := range hosts {
+		c.Lab.Run(t, h, own)
+		ownBefore[h] = c.Lab.Run(t, h, ownState)
+	}
+
 	t.Run("dry run on bare hosts", func(t *testing.T) {
 		if n := dryRun(t); n < 30 {
 			t.Errorf("the plan lists %d changes for bare hosts; want every file, image and service", n)
@@ -127,12 +138,41 @@ func TestOperateUp(t *testing.T) {
 		}
 		for _, h := range hosts {
 			out, _ := c.Lab.SSH("", h, `pgrep -x kubelet; ctr -n k8s.io containers ls -q; grep -E ' /var/lib/kubelet|/run/netns/cni-' /proc/mounts; `+
-				`systemctl list-units --all --plain --no-legend | grep -E 'kubelet|kubepods|clusterctl'; iptables-save | grep KUBE-; `+
+				`systemctl list-units --all --plain --no-legend | grep -E 'kubelet|kubepods|clusterctl'; iptables-save | grep -E '^:KUBE-|-[jg] KUBE-'; `+
 				`ip -o link show cni0 2>/dev/null; ip route | grep ' via .*10\.244\.|^10\.244\.'; `+
 				`ls -d /etc/kubernetes /var/lib/kubelet /var/lib/etcd /etc/cni/net.d/10-clusterctl-bridge.conflist /usr/local/bin/kubelet 2>/dev/null; true`)
 			if strings.TrimSpace(out) != "" {
 				t.Errorf("%s after reset:\n%s", h, out)
 			}
+			if got := c.Lab.Run(t, h, ownState); got != ownBefore[h] {
+				t.Errorf("%s: the host's own files and rules after up and reset:\n%s\nbefore up:\n%s", h, got, ownBefore[h])
+			}
+		}
+	})
+	t.Run("reset touches only this cluster's hosts", func(t *testing.T) {
+		// No mark: nothing of clusterctl's, left alone.
+		c.Lab.Run(t, "w1", "mkdir -p /var/lib/etcd/foreign")
+		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
+			t.Fatalf("reset of unmarked hosts: exit %d\n%s", code, stderr)
+		}
+		if out, _ := c.Lab.SSH("", "w1", "ls -d /var/lib/etcd/foreign"); strings.TrimSpace(out) != "/var/lib/etcd/foreign" {
+			t.Errorf("reset removed what an unmarked host had: %q", out)
+		}
+		// Another cluster's mark: refused, named.
+		c.Lab.Run(t, "w1", "mkdir -p /etc/kubernetes && echo 'cluster=other ca=sha256:00' >/etc/kubernetes/clusterctl-cluster")
+		_, stderr, code := c.Run(t, "reset", "--yes")
+		if code != 1 || !strings.Contains(stderr, "w1: not a host of this cluster") || !strings.Contains(stderr, `"cluster=other ca=sha256:00"`) {
+			t.Errorf("reset of another cluster's host: exit %d\n%s", code, stderr)
+		}
+		if out, _ := c.Lab.SSH("", "w1", "ls -d /var/lib/etcd/foreign"); strings.TrimSpace(out) != "/var/lib/etcd/foreign" {
+			t.Errorf("reset removed what another cluster's host had: %q", out)
+		}
+		// --force resets it all the same.
+		if _, stderr, code := c.Run(t, "reset", "--yes", "--force"); code != 0 {
+			t.Fatalf("reset --force: exit %d\n%s", code, stderr)
+		}
+		if out, _ := c.Lab.SSH("", "w1", "ls -d /var/lib/etcd /etc/kubernetes/clusterctl-cluster 2>/dev/null; true"); strings.TrimSpace(out) != "" {
+			t.Errorf("reset --force left %q", out)
 		}
 	})
 	t.Run("up killed while waiting for the API server, then re-run", func(t *testing.T) {
