@@ -75,10 +75,13 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 	}
 	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{StateDir: state, Force: o.force})
 	view.Recap()
-	failed := 0
+	failed, skipped := 0, 0
 	for _, r := range results {
-		if r.Status == transport.StatusFailed || r.Status == transport.StatusUnreachable {
+		switch r.Status {
+		case transport.StatusFailed, transport.StatusUnreachable:
 			failed++
+		case transport.StatusSkipped:
+			skipped++
 		}
 	}
 	if err != nil || failed > 0 {
@@ -91,9 +94,16 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 		if err := os.RemoveAll(state); err != nil {
 			return err
 		}
-		fmt.Fprintf(g.stdout, "reset %d host(s); removed %s\n", len(results), state)
+		fmt.Fprintf(g.stdout, "reset %d host(s)%s; removed %s\n", len(results)-skipped, leftAlone(skipped), state)
 		return nil
 	}
-	fmt.Fprintf(g.stdout, "reset %d host(s); the state directory %s is kept (the next up reuses its CA)\n", len(results), state)
+	fmt.Fprintf(g.stdout, "reset %d host(s)%s; the state directory %s is kept (the next up reuses its CA)\n", len(results)-skipped, leftAlone(skipped), state)
 	return nil
+}
+
+func leftAlone(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d without this cluster's mark left alone)", n)
 }

@@ -77,7 +77,7 @@ func TestOperateUp(t *testing.T) {
 	}
 
 	// Files and rules of the hosts' own, made before clusterctl came: reset must leave them as they were.
-	const own = `printf '# the host's own containerd configuration\nversion = 2\n' >/etc/containerd/config.toml
+	const own = `printf '# the host own containerd configuration\nversion = 2\n' >/etc/containerd/config.toml
 printf '# the host own\nvm.swappiness = 10\n' >/etc/sysctl.d/99-kubernetes.conf
 iptables -N FOREIGN && iptables -A FOREIGN -s 10.9.0.0/16 -j ACCEPT && iptables -A INPUT -m comment --comment KUBE-lookalike -j FOREIGN`
 	const ownState = `sha256sum /etc/containerd/config.toml /etc/sysctl.d/99-kubernetes.conf; iptables-save -t filter | grep -E 'FOREIGN|lookalike'`
