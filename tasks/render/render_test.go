@@ -425,3 +425,16 @@ func TestLooseKubeconfigsAreRefused(t *testing.T) {
 		os.Chmod(p, 0o600)
 	}
 }
+
+// Render does not rely on validation alone for what would change the shape of a file: a kubelet flag value
+// with a newline (a new line of kubeadm-flags.env) is refused even in an inventory that skipped validation.
+func TestRenderRefusesHostileKubeletFlags(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o700)
+	inv, _ := inventory.Parse("hosts.yaml", []byte(hostsYAML))
+	inv.Cluster.Kubelet.ExtraArgs = inventory.Args{{Name: "v", Value: "2\nLD_PRELOAD=/tmp/x.so"}}
+	_, err := Render(Options{Inv: inv, StateDir: state, EtcdVersion: "3.6.5", PauseVersion: "3.10.1"})
+	if err == nil || !strings.Contains(err.Error(), "kubeadm-flags.env") {
+		t.Errorf("got %v", err)
+	}
+}
