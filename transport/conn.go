@@ -233,7 +233,6 @@ func (c *Conn) run(ctx context.Context, command string, stdin []byte, gate *sudo
 				in.Close()
 			}()
 		}
-		defer gate.flush()
 	} else if stdin != nil {
 		sess.Stdin = bytes.NewReader(stdin)
 	}
@@ -339,6 +338,24 @@ kill -KILL $pids 2>/dev/null; exit 0`
 	}
 }
 
+// lockedBuffer is a bytes.Buffer safe to read while another goroutine writes into it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // sftpServers are where Linux distributions put OpenSSH's sftp-server.
 var sftpServers = []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/lib/ssh/sftp-server", "/usr/libexec/sftp-server"}
 
@@ -389,7 +406,8 @@ func (c *Conn) startSFTP(ctx context.Context, subsystem bool) (*sftp.Client, *ss
 		sess.Close()
 		return nil, nil, err
 	}
-	var stderr bytes.Buffer
+	// Locked: on failure it is read while the session may still be copying into it.
+	var stderr lockedBuffer
 	switch {
 	case subsystem:
 		err = sess.RequestSubsystem("sftp")
