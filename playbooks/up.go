@@ -515,7 +515,7 @@ func (u *up) hostFiles(name string) ([]transport.File, []image, error) {
 // alone (under /etc/kubernetes, the kubelet's and clusterctl's state, names that say clusterctl). Put keeps
 // the originals of the first kind for reset to restore.
 func mayPreexist(p string) bool {
-	for _, own := range []string{"/etc/kubernetes/", "/var/lib/kubelet/", "/var/lib/clusterctl/", imagesDir + "/"} {
+	for _, own := range []string{"/etc/kubernetes/", "/var/lib/kubelet/", "/var/lib/clusterctl/"} {
 		if strings.HasPrefix(p, own) {
 			return false
 		}

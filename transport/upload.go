@@ -109,18 +109,21 @@ func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
 			})
 			continue
 		}
-		if f.Keep {
-			if err := keepOriginal(client, f.Path, st.exists); err != nil {
-				return changed, fmt.Errorf("%s: keeping the original of %s: %w", c.target.Name, f.Path, err)
-			}
-		}
 		if dir := path.Dir(f.Path); !dirs[dir] && !st.exists {
 			dirs[dir] = true
 			if err := mkdirAll(client, dir); err != nil {
 				return changed, fmt.Errorf("%s: creating %s: %w", c.target.Name, dir, err)
 			}
 		}
-		g.Go(func() error { return c.writeAtomic(gctx, client, f, mode) })
+		g.Go(func() error {
+			// The original is kept by the same goroutine that replaces it, in parallel with the other files.
+			if f.Keep {
+				if err := keepOriginal(client, f.Path, st.exists); err != nil {
+					return fmt.Errorf("%s: keeping the original of %s: %w", c.target.Name, f.Path, err)
+				}
+			}
+			return c.writeAtomic(gctx, client, f, mode)
+		})
 	}
 	return changed, g.Wait()
 }
