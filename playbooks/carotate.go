@@ -25,7 +25,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/certs"
-	"github.com/clusterctl/clusterctl/tasks/manifests"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -210,7 +210,7 @@ func (r *caRotation) stage(ctx context.Context, stage int) error {
 		if _, err := transport.Fanout(ctx, play, u.hostNames(u.inv.ControlPlanes()), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
 			func(ctx context.Context, name string) (bool, error) {
 				res, err := u.e.Conn(name).Run(ctx, transport.Cmdf("cd %s && for f in %s %s; do [ -e \"$f\" ] && rm -f \"$f\" && echo removed; done; true",
-					manifests.PKIDir, pki.SignerName+".crt", pki.SignerName+".key"), nil)
+					kubeadm.PKIDir, pki.SignerName+".crt", pki.SignerName+".key"), nil)
 				return err == nil && len(res.Stdout) > 0, err
 			}); err != nil {
 			return err
@@ -451,7 +451,7 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 	_, err = transport.Fanout(ctx, play, u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
 		func(ctx context.Context, name string) (bool, error) {
 			conn := u.e.Conn(name)
-			cur, err := readCert(ctx, conn, kubeletClientCurrent)
+			cur, err := readCert(ctx, conn, kubeadm.KubeletClientCurrent)
 			if err != nil {
 				return false, err
 			}
@@ -469,11 +469,11 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 				return false, err
 			}
 			file := fmt.Sprintf("kubelet-client-%s.pem", time.Now().UTC().Format("2006-01-02-15-04-05"))
-			if _, err := conn.Put(ctx, []transport.File{{Path: path.Join(path.Dir(kubeletClientCurrent), file), Data: append(pki.EncodeCert(kp.Cert), key...), Mode: 0o600}}); err != nil {
+			if _, err := conn.Put(ctx, []transport.File{{Path: path.Join(path.Dir(kubeadm.KubeletClientCurrent), file), Data: append(pki.EncodeCert(kp.Cert), key...), Mode: 0o600}}); err != nil {
 				return false, err
 			}
 			_, err = conn.Run(ctx, transport.Cmdf("cd %s && ln -sfn %s .kubelet-client-current.tmp && mv -T .kubelet-client-current.tmp %s && systemctl restart kubelet",
-				path.Dir(kubeletClientCurrent), file, path.Base(kubeletClientCurrent)), nil)
+				path.Dir(kubeadm.KubeletClientCurrent), file, path.Base(kubeadm.KubeletClientCurrent)), nil)
 			return true, err
 		})
 	return err
@@ -482,11 +482,6 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 // tokenReread is how long after the token files are renewed every client has read them: client-go reads its
 // token file again every minute; a margin is added.
 const tokenReread = 75 * time.Second
-
-const (
-	kubeletClientCurrent = "/var/lib/kubelet/pki/kubelet-client-current.pem"
-	kubeletServerCurrent = "/var/lib/kubelet/pki/kubelet-server-current.pem"
-)
 
 // readCert reads the certificate (never the key) of a PEM file on a host; nil when there is none.
 func readCert(ctx context.Context, conn *transport.Conn, file string) (*x509.Certificate, error) {
@@ -509,11 +504,11 @@ func (u *up) renewServing(ctx context.Context, play string, hosts []string, stal
 	var renewing []string
 	_, err := transport.Fanout(ctx, play, hosts, transport.Policy{Limit: u.e.Forks}, u.e.Sink,
 		func(ctx context.Context, name string) (bool, error) {
-			cur, err := readCert(ctx, u.e.Conn(name), kubeletServerCurrent)
+			cur, err := readCert(ctx, u.e.Conn(name), kubeadm.KubeletServerCurrent)
 			if err != nil || cur != nil && !stale(cur) {
 				return false, err
 			}
-			if _, err := u.e.Conn(name).Run(ctx, transport.Cmdf("rm -f %s && systemctl restart kubelet", kubeletServerCurrent), nil); err != nil {
+			if _, err := u.e.Conn(name).Run(ctx, transport.Cmdf("rm -f %s && systemctl restart kubelet", kubeadm.KubeletServerCurrent), nil); err != nil {
 				return false, err
 			}
 			mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clusterctl/clusterctl/tasks/certs"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -69,9 +70,9 @@ func CheckExpiration(ctx context.Context, e *Env, stateDir string, now time.Time
 // statePath is where the state directory keeps the copy of a host file, or "".
 func statePath(stateDir, node, p string) string {
 	switch {
-	case p == "/etc/kubernetes/admin.conf":
+	case p == kubeadm.AdminKubeconfig:
 		return filepath.Join(stateDir, "admin.conf")
-	case p == "/etc/kubernetes/super-admin.conf":
+	case p == kubeadm.SuperAdminConfig:
 		return filepath.Join(stateDir, "kubeconfig", "super-admin.conf")
 	case strings.HasPrefix(p, "/etc/kubernetes/pki/"):
 		rel := strings.TrimPrefix(p, "/etc/kubernetes/pki/")

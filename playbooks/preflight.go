@@ -12,6 +12,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -163,9 +164,6 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 	return report, nil
 }
 
-// MemberPath is where clusterctl marks a host as a member of a cluster.
-const MemberPath = "/etc/kubernetes/clusterctl-cluster"
-
 // MemberMark is the mark of the cluster named name with the given CA hash.
 func MemberMark(name, caHash string) string { return "cluster=" + name + " ca=" + caHash }
 
@@ -209,7 +207,7 @@ func reachability(ctx context.Context, e *Env, byHost map[string]*PreflightHost,
 			}
 		}
 		if ready(t.Name) && len(from) > 0 {
-			probes = append(probes, probe{"EtcdReachable", t.Name, tasks.PortEtcdClient, from}, probe{"EtcdReachable", t.Name, tasks.PortEtcdPeer, from})
+			probes = append(probes, probe{"EtcdReachable", t.Name, kubeadm.PortEtcdClient, from}, probe{"EtcdReachable", t.Name, kubeadm.PortEtcdPeer, from})
 		}
 	}
 	for _, p := range probes {

@@ -18,7 +18,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
-	"github.com/clusterctl/clusterctl/tasks/manifests"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 )
 
@@ -116,7 +116,7 @@ func (u *up) removeOne(ctx context.Context, h *inventory.Host, o RemoveOptions) 
 		if err != nil {
 			return err
 		}
-		removed, err := ec.Remove(ctx, "https://"+net.JoinHostPort(ip, strconv.Itoa(manifests.PortEtcdPeer)))
+		removed, err := ec.Remove(ctx, "https://"+net.JoinHostPort(ip, strconv.Itoa(kubeadm.PortEtcdPeer)))
 		ec.Close()
 		if err != nil {
 			return err

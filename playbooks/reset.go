@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/templates"
 	"github.com/clusterctl/clusterctl/transport"
@@ -52,7 +52,7 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 	var binaries []string
 	if e.Inv.Cluster.Artifacts != "" {
 		for _, b := range []string{"kubelet", "kubectl", "etcdctl"} {
-			binaries = append(binaries, path.Join(binDir, b))
+			binaries = append(binaries, kubeadm.Binary(b))
 		}
 	}
 	script, err := templates.Render("reset.sh", map[string]any{"Binaries": transport.Args(binaries...), "Backup": transport.BackupDir,
@@ -63,19 +63,19 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 	out, err := transport.Fanout(ctx, "reset", reachable, transport.Policy{Limit: e.Forks, MaxFail: 1}, e.Sink,
 		func(ctx context.Context, name string) (bool, error) {
 			conn := e.Conn(name)
-			mark, err := conn.Get(ctx, MemberPath)
+			mark, err := conn.Get(ctx, kubeadm.MemberPath)
 			switch {
 			case errors.Is(err, fs.ErrNotExist) && !o.Force:
 				if e.Sink != nil {
 					e.Sink.Emit(transport.Event{Time: time.Now(), Type: transport.EventMessage, Play: "reset", Host: name,
-						Message: "no " + MemberPath + ": clusterctl made nothing here; left alone (--force resets it anyway)"})
+						Message: "no " + kubeadm.MemberPath + ": clusterctl made nothing here; left alone (--force resets it anyway)"})
 				}
 				return false, transport.ErrSkipped
 			case err != nil && !errors.Is(err, fs.ErrNotExist):
 				return false, err
 			case err == nil && !slices.Contains(marks, strings.TrimSpace(string(mark))) && !o.Force:
 				return false, fmt.Errorf("%s: %w: its mark %s says %q, and this cluster's is %s; reset only touches hosts this cluster's up marked (--force resets it anyway)",
-					name, ErrNotMember, MemberPath, strings.TrimSpace(string(mark)), strings.Join(quoteAll(marks), " or "))
+					name, ErrNotMember, kubeadm.MemberPath, strings.TrimSpace(string(mark)), strings.Join(quoteAll(marks), " or "))
 			}
 			_, err = conn.Run(ctx, "sh -s", script)
 			return err == nil, err

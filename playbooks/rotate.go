@@ -17,7 +17,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
-	"github.com/clusterctl/clusterctl/tasks/manifests"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
 	"github.com/clusterctl/clusterctl/transport"
@@ -158,7 +158,7 @@ func (u *up) restartEtcdAlone(ctx context.Context, play string, h *inventory.Hos
 	if err != nil {
 		return false, err
 	}
-	etcdPath, apiPath := path.Join(manifests.ManifestsDir, "etcd.yaml"), path.Join(manifests.ManifestsDir, "kube-apiserver.yaml")
+	etcdPath, apiPath := path.Join(kubeadm.ManifestsDir, "etcd.yaml"), path.Join(kubeadm.ManifestsDir, "kube-apiserver.yaml")
 	var etcdFile []transport.File
 	var rest []transport.File
 	for _, f := range files {
@@ -207,7 +207,7 @@ func (u *up) restartEtcdAlone(ctx context.Context, play string, h *inventory.Hos
 	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 		return conn.DialContext(ctx, "tcp", addr)
 	}}}
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", manifests.PortEtcdMetrics)
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", kubeadm.PortEtcdMetrics)
 	return true, u.poll(ctx, play, h.Name, timeout, func() (bool, string, error) {
 		res, err := conn.Run(ctx, "pgrep -x etcd || true", nil)
 		if err != nil {
@@ -272,7 +272,7 @@ func (u *up) waitStaticPods(ctx context.Context, play string, h *inventory.Host,
 			continue
 		}
 		for _, f := range hf.Files {
-			if path.Dir(f.Path) != manifests.ManifestsDir {
+			if path.Dir(f.Path) != kubeadm.ManifestsDir {
 				continue
 			}
 			for _, line := range strings.Split(string(f.Data), "\n") {

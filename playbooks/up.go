@@ -31,9 +31,10 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/cni"
 	"github.com/clusterctl/clusterctl/tasks/csr"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
+	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
-	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
 	"github.com/clusterctl/clusterctl/transport"
@@ -101,13 +102,8 @@ type PhaseTiming struct {
 // ErrPreflight is returned when preflight found errors; the report is in the result.
 var ErrPreflight = errors.New("preflight found errors")
 
-// Paths of what up writes on hosts besides the rendered files.
-const (
-	BootstrapKubeconfigPath = "/etc/kubernetes/bootstrap-kubelet.conf"
-	imagesDir               = "/var/lib/clusterctl/images"
-	binDir                  = "/usr/local/bin"
-	tokenFile               = "bootstrap-token"
-)
+// tokenFile keeps, in the state directory, the bootstrap token of a run until its nodes have joined.
+const tokenFile = "bootstrap-token"
 
 // up is one run of the playbook.
 type up struct {
@@ -135,6 +131,7 @@ type up struct {
 	renew       *render.Renewal // certs rotate
 	// cps are the control-plane hosts the cluster has or gets in this run (nil: the inventory's).
 	cps         []string
+	images      images.Set
 	art         map[string][]byte // artifact contents by manifest path
 	kubeletPath string
 }
@@ -301,7 +298,7 @@ func (u *up) clusterControlPlanes(ctx context.Context) {
 func (u *up) render(ctx context.Context) error {
 	c := u.inv.Cluster
 	u.clusterControlPlanes(ctx)
-	etcd, pause := render.Versions(c.KubernetesVersion)
+	u.images = images.For(c.ImageRepository, c.KubernetesVersion)
 	kubeletPath := "/usr/bin/kubelet"
 	if c.Artifacts != "" {
 		u.artDir = u.inv.Resolve(c.Artifacts)
@@ -313,8 +310,8 @@ func (u *up) render(ctx context.Context) error {
 			return fmt.Errorf("artifacts directory %s holds Kubernetes %s, the inventory asks for %s", u.artDir, m.KubernetesVersion, c.KubernetesVersion)
 		}
 		u.manifest = m
-		etcd, pause = strings.TrimPrefix(m.EtcdVersion, "v"), m.PauseVersion
-		kubeletPath = path.Join(binDir, "kubelet")
+		u.images = u.images.WithManifest(m, u.facts[u.cp1.Name].Arch)
+		kubeletPath = kubeadm.Binary("kubelet")
 	} else {
 		for _, h := range u.e.Hosts {
 			if f := u.facts[h.Name]; f != nil && !f.Commands["kubelet"] {
@@ -341,7 +338,7 @@ func (u *up) render(ctx context.Context) error {
 			return fmt.Errorf("%s has no CNI plugins (bridge, host-local, portmap in /opt/cni/bin or /usr/lib/cni): install your distribution's CNI plugins package (containernetworking-plugins)", name)
 		}
 	}
-	res, err := render.Render(render.Options{Inv: u.inv, StateDir: u.o.StateDir, Now: u.o.Now, Renew: u.renew, EtcdVersion: etcd, PauseVersion: pause,
+	res, err := render.Render(render.Options{Inv: u.inv, StateDir: u.o.StateDir, Now: u.o.Now, Renew: u.renew, Images: u.images,
 		KubeletPath: kubeletPath, NodeIPs: u.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: u.cps})
 	if err != nil {
 		return err
@@ -357,7 +354,7 @@ func (u *up) render(ctx context.Context) error {
 	}
 	u.joining = map[string]bool{}
 	for _, h := range u.e.Hosts {
-		if f := u.facts[h.Name]; f != nil && !h.Has(inventory.RoleControlPlane) && !f.Files["/etc/kubernetes/kubelet.conf"] {
+		if f := u.facts[h.Name]; f != nil && !h.Has(inventory.RoleControlPlane) && !f.Files[kubeadm.KubeletKubeconfig] {
 			u.joining[h.Name] = true
 		}
 	}
@@ -473,7 +470,7 @@ func (u *up) preparePush() error {
 // hostFiles is everything a host receives, the membership mark first, and the image archives to import.
 func (u *up) hostFiles(name string) ([]transport.File, []image, error) {
 	h := u.inv.Host(name)
-	files := []transport.File{{Path: MemberPath, Data: []byte(u.member + "\n"), Mode: 0o644}}
+	files := []transport.File{{Path: kubeadm.MemberPath, Data: []byte(u.member + "\n"), Mode: 0o644}}
 	for _, hf := range u.rendered.Hosts {
 		if hf.Host == name {
 			files = append(files, hf.Files...)
@@ -485,7 +482,7 @@ func (u *up) hostFiles(name string) ([]transport.File, []image, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		files = append(files, transport.File{Path: BootstrapKubeconfigPath, Data: boot, Mode: 0o600})
+		files = append(files, transport.File{Path: kubeadm.BootstrapKubeconfig, Data: boot, Mode: 0o600})
 	}
 	var images []image
 	arch := u.facts[name].Arch
@@ -496,9 +493,9 @@ func (u *up) hostFiles(name string) ([]transport.File, []image, error) {
 			}
 			switch f.Kind {
 			case artifacts.KindBinary:
-				files = append(files, transport.File{Path: path.Join(binDir, f.Name), Data: u.art[f.Path], Mode: 0o755, SHA256: f.SHA256})
+				files = append(files, transport.File{Path: kubeadm.Binary(f.Name), Data: u.art[f.Path], Mode: 0o755, SHA256: f.SHA256})
 			case artifacts.KindImage:
-				p := path.Join(imagesDir, f.Name+".tar")
+				p := path.Join(kubeadm.ImagesDir, f.Name+".tar")
 				files = append(files, transport.File{Path: p, Data: u.art[f.Path], Mode: 0o644, SHA256: f.SHA256})
 				images = append(images, image{file: p, ref: f.Image})
 			}
@@ -563,7 +560,7 @@ func (u *up) plan(ctx context.Context) error {
 					p.Actions = append(p.Actions, "import image "+im.ref)
 				}
 			}
-			if ch["/etc/containerd/config.toml"] {
+			if ch[kubeadm.ContainerdConfig] {
 				p.Actions = append(p.Actions, "restart containerd")
 			}
 			kubeletChanged := false
@@ -608,8 +605,8 @@ func needed(f artifacts.File, cp bool) bool {
 // kubeletFile reports whether a change to p needs the kubelet restarted.
 func kubeletFile(p string) bool {
 	switch p {
-	case kubelet.ConfigPath, kubelet.FlagsPath, kubelet.UnitPath, kubelet.DropInPath, BootstrapKubeconfigPath,
-		"/etc/kubernetes/kubelet.conf", path.Join(manifests.PKIDir, "ca.crt"), path.Join(binDir, "kubelet"):
+	case kubeadm.KubeletConfig, kubeadm.KubeletFlags, kubeadm.KubeletUnit, kubeadm.KubeletDropIn, kubeadm.BootstrapKubeconfig,
+		kubeadm.KubeletKubeconfig, kubeadm.CACert, kubeadm.Binary("kubelet"):
 		return true
 	}
 	return false
@@ -635,7 +632,7 @@ func setupScript(changed map[string]bool, images []image, proxy bool) string {
 	b.WriteString("set -e\n" + stampFunctions)
 	b.WriteString("if stale modules /etc/modules-load.d/kubernetes.conf; then modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; echo changed; fi\n")
 	b.WriteString("if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; echo changed; fi\n")
-	b.WriteString(transport.Cmdf("if stale units %s %s; then systemctl daemon-reload; commit units; fi\n", kubelet.UnitPath, kubelet.DropInPath))
+	b.WriteString(transport.Cmdf("if stale units %s %s; then systemctl daemon-reload; commit units; fi\n", kubeadm.KubeletUnit, kubeadm.KubeletDropIn))
 	b.WriteString("if stale containerd /etc/containerd/config.toml; then systemctl restart containerd; commit containerd; echo changed; fi\n")
 	if proxy {
 		b.WriteString(transport.Cmdf("if stale apiproxy %s %s; then systemctl daemon-reload; systemctl enable -q %[3]s; systemctl restart %[3]s; commit apiproxy; echo changed; fi\n",
@@ -659,9 +656,9 @@ func setupScript(changed map[string]bool, images []image, proxy bool) string {
 // kubeconfig on workers is its to write (TLS bootstrap), and the bootstrap kubeconfig matters only before
 // joining (a changed one restarts the kubelet through the run's change list).
 func kubeletInputs(controlPlane bool, binary string) []string {
-	in := []string{kubelet.ConfigPath, kubelet.FlagsPath, kubelet.UnitPath, kubelet.DropInPath, path.Join(manifests.PKIDir, "ca.crt"), binary}
+	in := []string{kubeadm.KubeletConfig, kubeadm.KubeletFlags, kubeadm.KubeletUnit, kubeadm.KubeletDropIn, kubeadm.CACert, binary}
 	if controlPlane {
-		in = append(in, "/etc/kubernetes/kubelet.conf")
+		in = append(in, kubeadm.KubeletKubeconfig)
 	}
 	return in
 }
@@ -669,7 +666,7 @@ func kubeletInputs(controlPlane bool, binary string) []string {
 func (u *up) caPEM() []byte {
 	for _, hf := range u.rendered.Hosts {
 		for _, f := range hf.Files {
-			if f.Path == path.Join(manifests.PKIDir, "ca.crt") {
+			if f.Path == kubeadm.CACert {
 				return f.Data
 			}
 		}
@@ -709,15 +706,12 @@ func (u *up) startKubelet(ctx context.Context, play string, hosts []string) erro
 	return err
 }
 
-// workerKubeconfig is the kubeconfig a worker's kubelet wrote for itself at TLS bootstrap.
-const workerKubeconfig = "/etc/kubernetes/kubelet.conf"
-
 // repointKubelet points a worker's kubelet.conf at the endpoint nodes use and the cluster's CA data, and
 // reports whether it changed it. The file is read, changed and written back whole (atomically): nothing of
 // it passes through a shell.
 func (u *up) repointKubelet(ctx context.Context, name string) (bool, error) {
 	conn := u.e.Conn(name)
-	data, err := conn.Get(ctx, workerKubeconfig)
+	data, err := conn.Get(ctx, kubeadm.KubeletKubeconfig)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil // not joined yet: the kubelet writes it from the bootstrap kubeconfig
 	}
@@ -726,12 +720,12 @@ func (u *up) repointKubelet(ctx context.Context, name string) (bool, error) {
 	}
 	out, changed, err := kubeconfig.Repoint(data, u.rendered.NodeEndpoint, u.caPEM())
 	if err != nil {
-		return false, fmt.Errorf("%s: %s: %w", name, workerKubeconfig, err)
+		return false, fmt.Errorf("%s: %s: %w", name, kubeadm.KubeletKubeconfig, err)
 	}
 	if !changed {
 		return false, nil
 	}
-	_, err = conn.Put(ctx, []transport.File{{Path: workerKubeconfig, Data: out, Mode: 0o600}})
+	_, err = conn.Put(ctx, []transport.File{{Path: kubeadm.KubeletKubeconfig, Data: out, Mode: 0o600}})
 	return err == nil, err
 }
 
@@ -832,7 +826,7 @@ func (u *up) bootstrap(ctx context.Context) error {
 	for _, hf := range u.rendered.Hosts {
 		if hf.Host == u.cp1.Name {
 			for _, f := range hf.Files {
-				if f.Path == kubelet.ConfigPath {
+				if f.Path == kubeadm.KubeletConfig {
 					kubeletConf = f.Data
 				}
 			}
@@ -873,18 +867,9 @@ func (u *up) bootstrap(ctx context.Context) error {
 		return err
 	}
 	p := addons.Params{Endpoint: u.rendered.NodeEndpoint, ImageRepository: c.ImageRepository,
-		KubeProxyImage: c.ImageRepository + "/kube-proxy:" + c.KubernetesVersion,
-		CoreDNSImage:   c.ImageRepository + "/coredns/coredns:" + render.CoreDNSVersion(c.KubernetesVersion),
-		ClusterCIDR:    c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain, DNSServiceIP: dnsIP,
+		KubeProxyImage: u.images.Ref(images.Proxy), CoreDNSImage: u.images.Ref(images.CoreDNS),
+		ClusterCIDR: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain, DNSServiceIP: dnsIP,
 		NoConntrackTuning: containerized, KubeProxyArgs: c.KubeProxy.ExtraArgs.Pairs()}
-	if u.manifest != nil {
-		if f := u.manifest.Find(artifacts.KindImage, "kube-proxy", u.facts[u.cp1.Name].Arch); f != nil {
-			p.KubeProxyImage = f.Image
-		}
-		if f := u.manifest.Find(artifacts.KindImage, "coredns", u.facts[u.cp1.Name].Arch); f != nil {
-			p.CoreDNSImage = f.Image
-		}
-	}
 	proxy, err := addons.KubeProxy(p)
 	if err != nil {
 		return err
@@ -975,7 +960,7 @@ func (u *up) joinControlPlanes(ctx context.Context) error {
 	defer ec.Close()
 	for _, h := range joining {
 		ip := u.nodeIPs[h.Name]
-		peer := "https://" + net.JoinHostPort(ip, strconv.Itoa(manifests.PortEtcdPeer))
+		peer := "https://" + net.JoinHostPort(ip, strconv.Itoa(kubeadm.PortEtcdPeer))
 		m, added, err := ec.AddLearner(ctx, peer)
 		if err != nil {
 			return fmt.Errorf("%s: adding its etcd member: %w", h.Name, err)
@@ -1028,7 +1013,7 @@ func (u *up) etcdClient() (*etcdmember.Client, error) {
 		return nil, err
 	}
 	conn := u.e.Conn(u.cp1.Name)
-	endpoint := "https://" + net.JoinHostPort(u.nodeIPs[u.cp1.Name], strconv.Itoa(manifests.PortEtcdClient))
+	endpoint := "https://" + net.JoinHostPort(u.nodeIPs[u.cp1.Name], strconv.Itoa(kubeadm.PortEtcdClient))
 	return etcdmember.New(endpoint, ca, cert, key, func(ctx context.Context, addr string) (net.Conn, error) {
 		return conn.DialContext(ctx, "tcp", addr)
 	})

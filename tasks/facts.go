@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -106,11 +107,11 @@ func (f *Facts) HasAddress(ip string) bool {
 // The paths whose existence or emptiness preflight checks look at.
 var (
 	factFiles = []string{
-		"/etc/kubernetes/manifests/kube-apiserver.yaml", "/etc/kubernetes/manifests/kube-controller-manager.yaml",
-		"/etc/kubernetes/manifests/kube-scheduler.yaml", "/etc/kubernetes/manifests/etcd.yaml",
-		"/etc/kubernetes/kubelet.conf", "/etc/kubernetes/bootstrap-kubelet.conf", "/etc/kubernetes/pki/ca.crt",
+		kubeadm.Manifest("kube-apiserver"), kubeadm.Manifest("kube-controller-manager"),
+		kubeadm.Manifest("kube-scheduler"), kubeadm.Manifest("etcd"),
+		kubeadm.KubeletKubeconfig, kubeadm.BootstrapKubeconfig, kubeadm.CACert,
 	}
-	factDirs     = []string{"/etc/kubernetes/manifests", "/var/lib/etcd"}
+	factDirs     = []string{kubeadm.ManifestsDir, kubeadm.EtcdDataDir}
 	factCommands = []string{"conntrack", "ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc",
 		"touch", "losetup", "cp", "crictl", "ctr", "kubelet", "containerd", "runc", "systemctl", "bash", "sha256sum", "haproxy"}
 )

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 )
 
 // Severity of a preflight finding.
@@ -58,14 +60,7 @@ type Checker struct {
 	Check func(f *Facts, n *Node) (warnings, errors []string)
 }
 
-// The ports of current Kubernetes (no insecure ports any more): kubelet, scheduler, controller-manager, etcd.
 const (
-	PortKubelet           = 10250
-	PortScheduler         = 10259
-	PortControllerManager = 10257
-	PortEtcdClient        = 2379
-	PortEtcdPeer          = 2380
-
 	controlPlaneCPUs  = 2
 	controlPlaneMemMB = 1700
 )
@@ -83,34 +78,34 @@ func Checks(set CheckSet, apiPort int) []Checker {
 			Checker{"NumCPU", checkNumCPU},
 			Checker{"Mem", checkMem},
 			Checker{"Firewalld", checkFirewalld},
-			portCheck(apiPort), portCheck(PortScheduler), portCheck(PortControllerManager),
-			fileAvailable("/etc/kubernetes/manifests/kube-apiserver.yaml"),
-			fileAvailable("/etc/kubernetes/manifests/kube-controller-manager.yaml"),
-			fileAvailable("/etc/kubernetes/manifests/kube-scheduler.yaml"),
-			fileAvailable("/etc/kubernetes/manifests/etcd.yaml"),
+			portCheck(apiPort), portCheck(kubeadm.PortScheduler), portCheck(kubeadm.PortControllerManager),
+			fileAvailable(kubeadm.Manifest("kube-apiserver")),
+			fileAvailable(kubeadm.Manifest("kube-controller-manager")),
+			fileAvailable(kubeadm.Manifest("kube-scheduler")),
+			fileAvailable(kubeadm.Manifest("etcd")),
 			Checker{"HTTPProxy", checkHTTPProxy},
 			Checker{"HTTPProxyCIDR", checkHTTPProxyCIDR},
 		)
 		if set == SetControlPlaneJoin {
-			checks = append(checks, dirAvailable("/etc/kubernetes/manifests"),
-				fileAvailable("/etc/kubernetes/kubelet.conf"), fileAvailable("/etc/kubernetes/bootstrap-kubelet.conf"))
+			checks = append(checks, dirAvailable(kubeadm.ManifestsDir),
+				fileAvailable(kubeadm.KubeletKubeconfig), fileAvailable(kubeadm.BootstrapKubeconfig))
 		}
 	case SetJoin:
 		// DirAvailable--etc-kubernetes-manifests is in the seed documents' join set; current kubeadm dropped it,
 		// but a joining node with static Pod manifests already in place is not what anyone wants.
 		checks = append(checks,
-			dirAvailable("/etc/kubernetes/manifests"),
-			fileAvailable("/etc/kubernetes/kubelet.conf"),
-			fileAvailable("/etc/kubernetes/bootstrap-kubelet.conf"),
+			dirAvailable(kubeadm.ManifestsDir),
+			fileAvailable(kubeadm.KubeletKubeconfig),
+			fileAvailable(kubeadm.BootstrapKubeconfig),
 		)
 	}
 	checks = append(checks, commonChecks()...)
 	if set == SetJoin {
-		checks = append(checks, fileAvailable("/etc/kubernetes/pki/ca.crt"), Checker{"HTTPProxy", checkHTTPProxy})
+		checks = append(checks, fileAvailable(kubeadm.CACert), Checker{"HTTPProxy", checkHTTPProxy})
 	}
 	checks = append(checks, Checker{"FileContent--proc-sys-net-ipv4-ip_forward", checkIPForward}, Checker{"BridgeNetfilter", checkBrNetfilter})
 	if set != SetJoin {
-		checks = append(checks, portCheck(PortEtcdClient), portCheck(PortEtcdPeer), dirAvailable("/var/lib/etcd"))
+		checks = append(checks, portCheck(kubeadm.PortEtcdClient), portCheck(kubeadm.PortEtcdPeer), dirAvailable(kubeadm.EtcdDataDir))
 	}
 	return checks
 }
@@ -125,7 +120,7 @@ func commonChecks() []Checker {
 		{"Hostname", checkHostname},
 		{"KubeletVersion", checkKubeletVersion},
 		{"Service-Kubelet", checkKubeletService},
-		portCheck(PortKubelet),
+		portCheck(kubeadm.PortKubelet),
 	}
 }
 
@@ -197,7 +192,7 @@ func checkMem(f *Facts, _ *Node) ([]string, []string) {
 func checkFirewalld(f *Facts, n *Node) ([]string, []string) {
 	if f.Firewalld {
 		return []string{fmt.Sprintf("firewalld is active, please ensure ports [%d %d] are open or your cluster may not function correctly",
-			n.APIServerPort, PortKubelet)}, nil
+			n.APIServerPort, kubeadm.PortKubelet)}, nil
 	}
 	return nil, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
 	"github.com/clusterctl/clusterctl/transport"
@@ -60,14 +61,14 @@ func runRender(g *globalOptions, o *renderOptions) error {
 	if err != nil {
 		return err
 	}
-	etcd, pause := render.Versions(inv.Cluster.KubernetesVersion)
+	set := images.For(inv.Cluster.ImageRepository, inv.Cluster.KubernetesVersion)
 	if o.etcdVersion != "" {
-		etcd = o.etcdVersion
+		set.Etcd = o.etcdVersion
 	}
 	if o.pauseVersion != "" {
-		pause = o.pauseVersion
+		set.Pause = o.pauseVersion
 	}
-	res, err := render.Render(render.Options{Inv: inv, StateDir: state, EtcdVersion: etcd, PauseVersion: pause, KubeletPath: o.kubeletPath})
+	res, err := render.Render(render.Options{Inv: inv, StateDir: state, Images: set, KubeletPath: o.kubeletPath})
 	if err != nil {
 		return failedOnHosts(err)
 	}

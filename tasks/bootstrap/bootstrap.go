@@ -20,6 +20,8 @@ import (
 	"k8s.io/cluster-bootstrap/token/jws"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	"sigs.k8s.io/yaml"
+
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 )
 
 // Names kubeadm gives the groups, roles and bindings; kept identical so that kubeadm's tooling and operators'
@@ -161,7 +163,7 @@ func KubeadmConfig(c ClusterConfig) (*corev1.ConfigMap, error) {
 		"kubernetesVersion":           c.KubernetesVersion,
 		"clusterName":                 c.ClusterName,
 		"controlPlaneEndpoint":        c.ControlPlaneEndpoint,
-		"certificatesDir":             "/etc/kubernetes/pki",
+		"certificatesDir":             kubeadm.PKIDir,
 		"imageRepository":             c.ImageRepository,
 		"encryptionAlgorithm":         c.EncryptionAlgorithm,
 		"certificateValidityPeriod":   metav1.Duration{Duration: c.CertValidity},
@@ -170,7 +172,7 @@ func KubeadmConfig(c ClusterConfig) (*corev1.ConfigMap, error) {
 		"apiServer":                   map[string]any{"extraArgs": args(c.APIServerArgs), "certSANs": c.CertSANs},
 		"controllerManager":           map[string]any{"extraArgs": args(c.ControllerManager)},
 		"scheduler":                   map[string]any{"extraArgs": args(c.SchedulerArgs)},
-		"etcd":                        map[string]any{"local": map[string]any{"dataDir": "/var/lib/etcd", "extraArgs": args(c.EtcdArgs)}},
+		"etcd":                        map[string]any{"local": map[string]any{"dataDir": kubeadm.EtcdDataDir, "extraArgs": args(c.EtcdArgs)}},
 		"dns":                         map[string]any{},
 		"proxy":                       map[string]any{},
 	}

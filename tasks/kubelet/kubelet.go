@@ -12,16 +12,8 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/templates"
-)
-
-// Paths of the kubelet's files.
-const (
-	ConfigPath   = "/var/lib/kubelet/config.yaml"
-	FlagsPath    = "/var/lib/kubelet/kubeadm-flags.env"
-	UnitPath     = "/etc/systemd/system/kubelet.service"
-	DropInPath   = "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"
-	ClientCAPath = "/etc/kubernetes/pki/ca.crt"
 )
 
 // Params are the cluster-wide settings of every kubelet.
@@ -41,7 +33,7 @@ func Config(p Params) *kubeletv1beta1.KubeletConfiguration {
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "kubelet.config.k8s.io/v1beta1", Kind: "KubeletConfiguration"},
 		Authentication: kubeletv1beta1.KubeletAuthentication{
-			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: ClientCAPath},
+			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: kubeadm.CACert},
 			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: &t, CacheTTL: zero},
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &f},
 		},
@@ -57,7 +49,7 @@ func Config(p Params) *kubeletv1beta1.KubeletConfiguration {
 		HealthzPort:              ptr(int32(10248)),
 		RotateCertificates:       true,
 		ServerTLSBootstrap:       true,
-		StaticPodPath:            "/etc/kubernetes/manifests",
+		StaticPodPath:            kubeadm.ManifestsDir,
 	}
 }
 

@@ -16,21 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 )
 
-// Paths on the hosts, as kubeadm lays them out.
 const (
-	KubernetesDir = "/etc/kubernetes"
-	PKIDir        = "/etc/kubernetes/pki"
-	ManifestsDir  = "/etc/kubernetes/manifests"
-	EtcdDataDir   = "/var/lib/etcd"
-
-	PortControllerManager = 10257
-	PortScheduler         = 10259
-	PortEtcdClient        = 2379
-	PortEtcdPeer          = 2380
-	PortEtcdMetrics       = 2381
-
 	// healthCheckTimeout is how long startup probes give a component (kubeadm's default, 4 minutes).
 	healthCheckTimeout = 240
 )
@@ -56,10 +47,8 @@ type EtcdMember struct{ Name, PeerURL string }
 
 // Params is everything the manifests of one control-plane node depend on.
 type Params struct {
-	ClusterName       string
-	KubernetesVersion string
-	ImageRepository   string
-	EtcdVersion       string // 3.6.5, as the etcd image is tagged (with -0)
+	ClusterName string
+	Images      images.Set
 
 	NodeName         string
 	AdvertiseAddress string
@@ -100,10 +89,6 @@ func (p *Params) signer() string {
 	return p.Signer
 }
 
-func (p *Params) image(name, tag string) string {
-	return p.ImageRepository + "/" + name + ":" + tag
-}
-
 func (p *Params) loopback() string {
 	if ip := net.ParseIP(p.AdvertiseAddress); ip != nil && ip.To4() == nil {
 		return "::1"
@@ -113,7 +98,7 @@ func (p *Params) loopback() string {
 
 // APIServer is kube-apiserver's static Pod.
 func APIServer(p *Params) *corev1.Pod {
-	pki := func(f string) string { return path.Join(PKIDir, f) }
+	pki := func(f string) string { return path.Join(kubeadm.PKIDir, f) }
 	args := []Arg{
 		{"advertise-address", p.AdvertiseAddress},
 		{"allow-privileged", "true"},
@@ -124,7 +109,7 @@ func APIServer(p *Params) *corev1.Pod {
 		{"etcd-cafile", pki("etcd/ca.crt")},
 		{"etcd-certfile", pki("apiserver-etcd-client.crt")},
 		{"etcd-keyfile", pki("apiserver-etcd-client.key")},
-		{"etcd-servers", "https://" + net.JoinHostPort(p.loopback(), strconv.Itoa(PortEtcdClient))},
+		{"etcd-servers", "https://" + net.JoinHostPort(p.loopback(), strconv.Itoa(kubeadm.PortEtcdClient))},
 		{"kubelet-client-certificate", pki("apiserver-kubelet-client.crt")},
 		{"kubelet-client-key", pki("apiserver-kubelet-client.key")},
 		{"kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},
@@ -151,12 +136,12 @@ func APIServer(p *Params) *corev1.Pod {
 		{"tls-private-key-file", pki("apiserver.key")},
 	}
 	port := int32(p.BindPort)
-	c := container("kube-apiserver", p.image("kube-apiserver", p.KubernetesVersion), merge(args, p.APIServer.ExtraArgs), "250m")
+	c := container("kube-apiserver", p.Images.Ref(images.APIServer), merge(args, p.APIServer.ExtraArgs), "250m")
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: port, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, 15, 8, 10)
 	c.ReadinessProbe = probe(p.AdvertiseAddress, "/readyz", corev1.URISchemeHTTPS, 0, 15, 3, 1)
 	c.StartupProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, 15, healthCheckTimeout/10, 10)
-	vols := append(caVolumes(), Volume{Name: "k8s-certs", HostPath: PKIDir, MountPath: PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate})
+	vols := append(caVolumes(), Volume{Name: "k8s-certs", HostPath: kubeadm.PKIDir, MountPath: kubeadm.PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate})
 	pod := podFor(c, merged(vols, p.APIServer.ExtraVolumes))
 	pod.Annotations = map[string]string{
 		"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": net.JoinHostPort(p.AdvertiseAddress, strconv.Itoa(p.BindPort)),
@@ -167,8 +152,8 @@ func APIServer(p *Params) *corev1.Pod {
 // ControllerManager is kube-controller-manager's static Pod: it signs kubelet certificates with the cluster
 // CA, runs the bootstrap-token signer and cleaner, and allocates node pod ranges when a pod subnet is set.
 func ControllerManager(p *Params) *corev1.Pod {
-	pki := func(f string) string { return path.Join(PKIDir, f) }
-	kubeconfig := path.Join(KubernetesDir, "controller-manager.conf")
+	pki := func(f string) string { return path.Join(kubeadm.PKIDir, f) }
+	kubeconfig := path.Join(kubeadm.KubernetesDir, "controller-manager.conf")
 	args := []Arg{
 		{"authentication-kubeconfig", kubeconfig},
 		{"authorization-kubeconfig", kubeconfig},
@@ -197,12 +182,12 @@ func ControllerManager(p *Params) *corev1.Pod {
 			args = setArg(args, "node-cidr-mask-size", strconv.Itoa(p.NodeCIDRMaskSize))
 		}
 	}
-	c := container("kube-controller-manager", p.image("kube-controller-manager", p.KubernetesVersion), merge(args, p.ControllerManager.ExtraArgs), "200m")
-	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: PortControllerManager, Protocol: corev1.ProtocolTCP}}
+	c := container("kube-controller-manager", p.Images.Ref(images.ControllerManager), merge(args, p.ControllerManager.ExtraArgs), "200m")
+	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortControllerManager, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 15, 8, 10)
 	c.StartupProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 15, healthCheckTimeout/10, 10)
 	vols := append(caVolumes(),
-		Volume{Name: "k8s-certs", HostPath: PKIDir, MountPath: PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate},
+		Volume{Name: "k8s-certs", HostPath: kubeadm.PKIDir, MountPath: kubeadm.PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate},
 		Volume{Name: "kubeconfig", HostPath: kubeconfig, MountPath: kubeconfig, ReadOnly: true, Type: corev1.HostPathFileOrCreate},
 		Volume{Name: "flexvolume-dir", HostPath: "/usr/libexec/kubernetes/kubelet-plugins/volume/exec",
 			MountPath: "/usr/libexec/kubernetes/kubelet-plugins/volume/exec", Type: corev1.HostPathDirectoryOrCreate},
@@ -212,7 +197,7 @@ func ControllerManager(p *Params) *corev1.Pod {
 
 // Scheduler is kube-scheduler's static Pod.
 func Scheduler(p *Params) *corev1.Pod {
-	kubeconfig := path.Join(KubernetesDir, "scheduler.conf")
+	kubeconfig := path.Join(kubeadm.KubernetesDir, "scheduler.conf")
 	args := []Arg{
 		{"authentication-kubeconfig", kubeconfig},
 		{"authorization-kubeconfig", kubeconfig},
@@ -220,8 +205,8 @@ func Scheduler(p *Params) *corev1.Pod {
 		{"kubeconfig", kubeconfig},
 		{"leader-elect", "true"},
 	}
-	c := container("kube-scheduler", p.image("kube-scheduler", p.KubernetesVersion), merge(args, p.Scheduler.ExtraArgs), "100m")
-	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: PortScheduler, Protocol: corev1.ProtocolTCP}}
+	c := container("kube-scheduler", p.Images.Ref(images.Scheduler), merge(args, p.Scheduler.ExtraArgs), "100m")
+	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortScheduler, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, 15, 8, 10)
 	c.ReadinessProbe = probe("127.0.0.1", "/readyz", corev1.URISchemeHTTPS, 0, 15, 3, 1)
 	c.StartupProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, 15, healthCheckTimeout/10, 10)
@@ -233,22 +218,22 @@ func Scheduler(p *Params) *corev1.Pod {
 // loopback, and the initial cluster (itself for the first node, the existing members plus itself for a
 // joining one).
 func Etcd(p *Params) *corev1.Pod {
-	pki := func(f string) string { return path.Join(PKIDir, "etcd", f) }
+	pki := func(f string) string { return path.Join(kubeadm.PKIDir, "etcd", f) }
 	host := p.AdvertiseAddress
-	clientURL := "https://" + net.JoinHostPort(host, strconv.Itoa(PortEtcdClient))
-	peerURL := "https://" + net.JoinHostPort(host, strconv.Itoa(PortEtcdPeer))
+	clientURL := "https://" + net.JoinHostPort(host, strconv.Itoa(kubeadm.PortEtcdClient))
+	peerURL := "https://" + net.JoinHostPort(host, strconv.Itoa(kubeadm.PortEtcdPeer))
 	lo := p.loopback()
 	args := []Arg{
 		{"advertise-client-urls", clientURL},
 		{"cert-file", pki("server.crt")},
 		{"client-cert-auth", "true"},
-		{"data-dir", EtcdDataDir},
+		{"data-dir", kubeadm.EtcdDataDir},
 		{"feature-gates", "InitialCorruptCheck=true"},
 		{"initial-advertise-peer-urls", peerURL},
 		{"initial-cluster", p.NodeName + "=" + peerURL},
 		{"key-file", pki("server.key")},
-		{"listen-client-urls", "https://" + net.JoinHostPort(lo, strconv.Itoa(PortEtcdClient)) + "," + clientURL},
-		{"listen-metrics-urls", "http://" + net.JoinHostPort(lo, strconv.Itoa(PortEtcdMetrics))},
+		{"listen-client-urls", "https://" + net.JoinHostPort(lo, strconv.Itoa(kubeadm.PortEtcdClient)) + "," + clientURL},
+		{"listen-metrics-urls", "http://" + net.JoinHostPort(lo, strconv.Itoa(kubeadm.PortEtcdMetrics))},
 		{"listen-peer-urls", peerURL},
 		{"name", p.NodeName},
 		{"peer-cert-file", pki("peer.crt")},
@@ -268,15 +253,15 @@ func Etcd(p *Params) *corev1.Pod {
 		args = setArg(args, "initial-cluster", strings.Join(members, ","))
 		args = setArg(args, "initial-cluster-state", "existing")
 	}
-	c := container("etcd", p.image("etcd", p.EtcdVersion+"-0"), merge(args, p.Etcd.ExtraArgs), "100m")
+	c := container("etcd", p.Images.Ref(images.Etcd), merge(args, p.Etcd.ExtraArgs), "100m")
 	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("100Mi")
-	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: PortEtcdMetrics, Protocol: corev1.ProtocolTCP}}
+	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortEtcdMetrics, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe(lo, "/livez", corev1.URISchemeHTTP, 10, 15, 8, 10)
 	c.ReadinessProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 0, 15, 3, 1)
 	c.StartupProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 10, 15, healthCheckTimeout/10, 10)
 	vols := []Volume{
-		{Name: "etcd-certs", HostPath: path.Join(PKIDir, "etcd"), MountPath: path.Join(PKIDir, "etcd"), Type: corev1.HostPathDirectoryOrCreate},
-		{Name: "etcd-data", HostPath: EtcdDataDir, MountPath: EtcdDataDir, Type: corev1.HostPathDirectoryOrCreate},
+		{Name: "etcd-certs", HostPath: path.Join(kubeadm.PKIDir, "etcd"), MountPath: path.Join(kubeadm.PKIDir, "etcd"), Type: corev1.HostPathDirectoryOrCreate},
+		{Name: "etcd-data", HostPath: kubeadm.EtcdDataDir, MountPath: kubeadm.EtcdDataDir, Type: corev1.HostPathDirectoryOrCreate},
 	}
 	pod := podFor(c, merged(vols, p.Etcd.ExtraVolumes))
 	pod.Annotations = map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": clientURL}

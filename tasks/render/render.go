@@ -24,6 +24,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
@@ -39,10 +41,9 @@ type Options struct {
 	Now      func() time.Time
 	// Renew issues anew, in the state directory, the leaves and kubeconfigs issued before its time.
 	Renew *Renewal
-	// EtcdVersion and PauseVersion are the image versions kubeadm pairs with the Kubernetes version (from
-	// the artifacts manifest when one is used).
-	EtcdVersion  string
-	PauseVersion string
+	// Images are the cluster's images (images.For the inventory's version when empty; an artifacts
+	// directory's own when one is used).
+	Images images.Set
 	// KubeletPath is where the kubelet binary is on hosts: /usr/bin/kubelet from packages,
 	// /usr/local/bin/kubelet when clusterctl pushes it from an artifacts directory.
 	KubeletPath string
@@ -133,6 +134,9 @@ func Render(o Options) (*Result, error) {
 	c := inv.Cluster
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Images.Repository == "" {
+		o.Images = images.For(o.Inv.Cluster.ImageRepository, o.Inv.Cluster.KubernetesVersion)
 	}
 	if o.KubeletPath == "" {
 		o.KubeletPath = "/usr/bin/kubelet"
@@ -256,18 +260,18 @@ func Render(o Options) (*Result, error) {
 			return nil, err
 		}
 		containerd, err := templates.Render("containerd-config.toml", map[string]any{
-			"SandboxImage": c.ImageRepository + "/pause:" + o.PauseVersion, "RestrictOOMScoreAdj": o.Containerized[h.Name], "CNIBinDir": o.CNIBinDir})
+			"SandboxImage": o.Images.Ref(images.Pause), "RestrictOOMScoreAdj": o.Containerized[h.Name], "CNIBinDir": o.CNIBinDir})
 		if err != nil {
 			return nil, err
 		}
-		add(kubelet.ConfigPath, kcfg, modePublic)
-		add(kubelet.FlagsPath, flags, modePublic)
-		add(kubelet.UnitPath, unit, modePublic)
-		add(kubelet.DropInPath, dropIn, modePublic)
-		add("/etc/containerd/config.toml", containerd, modePublic)
-		add("/etc/sysctl.d/99-kubernetes.conf", sysctl, modePublic)
-		add("/etc/modules-load.d/kubernetes.conf", modules, modePublic)
-		add(path.Join(manifests.PKIDir, "ca.crt"), caPEM, modePublic)
+		add(kubeadm.KubeletConfig, kcfg, modePublic)
+		add(kubeadm.KubeletFlags, flags, modePublic)
+		add(kubeadm.KubeletUnit, unit, modePublic)
+		add(kubeadm.KubeletDropIn, dropIn, modePublic)
+		add(kubeadm.ContainerdConfig, containerd, modePublic)
+		add(kubeadm.SysctlConfig, sysctl, modePublic)
+		add(kubeadm.ModulesConfig, modules, modePublic)
+		add(kubeadm.CACert, caPEM, modePublic)
 		if localProxy {
 			if err := proxyFiles(o, add); err != nil {
 				return nil, err
@@ -331,14 +335,14 @@ func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, 
 	for _, s := range pki.CAs() {
 		kp := p.CAs[s.Name]
 		if s.Name != "ca" {
-			add(path.Join(manifests.PKIDir, s.Path+".crt"), tr.bundle[s.Name], modePublic)
+			add(path.Join(kubeadm.PKIDir, s.Path+".crt"), tr.bundle[s.Name], modePublic)
 		}
 		if kp.Key != nil {
 			key, err := pki.EncodeKey(kp.Key)
 			if err != nil {
 				return err
 			}
-			add(path.Join(manifests.PKIDir, s.Path+".key"), key, modeSecret)
+			add(path.Join(kubeadm.PKIDir, s.Path+".key"), key, modeSecret)
 		}
 	}
 	if tr.signer != nil {
@@ -346,29 +350,29 @@ func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, 
 		if err != nil {
 			return err
 		}
-		add(path.Join(manifests.PKIDir, pki.SignerName+".crt"), pki.EncodeCert(tr.signer.Cert), modePublic)
-		add(path.Join(manifests.PKIDir, pki.SignerName+".key"), key, modeSecret)
+		add(path.Join(kubeadm.PKIDir, pki.SignerName+".crt"), pki.EncodeCert(tr.signer.Cert), modePublic)
+		add(path.Join(kubeadm.PKIDir, pki.SignerName+".key"), key, modeSecret)
 	}
 	saKey, err := pki.EncodeKey(tr.saKey)
 	if err != nil {
 		return err
 	}
-	add(path.Join(manifests.PKIDir, "sa.key"), saKey, modeSecret)
-	add(path.Join(manifests.PKIDir, "sa.pub"), tr.saPub, modePublic)
+	add(path.Join(kubeadm.PKIDir, "sa.key"), saKey, modeSecret)
+	add(path.Join(kubeadm.PKIDir, "sa.pub"), tr.saPub, modePublic)
 	for _, s := range p.Specs[h.NodeName] {
 		kp := p.Nodes[h.NodeName][s.Name]
 		key, err := pki.EncodeKey(kp.Key)
 		if err != nil {
 			return err
 		}
-		add(path.Join(manifests.PKIDir, s.Path+".crt"), pki.EncodeCert(kp.Cert), modePublic)
-		add(path.Join(manifests.PKIDir, s.Path+".key"), key, modeSecret)
+		add(path.Join(kubeadm.PKIDir, s.Path+".crt"), pki.EncodeCert(kp.Cert), modePublic)
+		add(path.Join(kubeadm.PKIDir, s.Path+".key"), key, modeSecret)
 	}
 	// Kubeconfigs: admin.conf for kubectl on the node, super-admin.conf on the first control-plane node only
 	// (as kubeadm init), the node's own for the controller-manager, scheduler and kubelet.
-	add(path.Join(manifests.KubernetesDir, "admin.conf"), admin, modeSecret)
+	add(path.Join(kubeadm.KubernetesDir, "admin.conf"), admin, modeSecret)
 	if first {
-		add(path.Join(manifests.KubernetesDir, "super-admin.conf"), superAdmin, modeSecret)
+		add(path.Join(kubeadm.KubernetesDir, "super-admin.conf"), superAdmin, modeSecret)
 	}
 	local := "https://" + net.JoinHostPort(ip, strconv.Itoa(c.APIServer.BindPort))
 	for _, id := range kubeconfig.Identities(h.NodeName, endpoint, local, false)[1:] {
@@ -376,11 +380,11 @@ func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, 
 		if err != nil {
 			return err
 		}
-		add(path.Join(manifests.KubernetesDir, id.File), data, modeSecret)
+		add(path.Join(kubeadm.KubernetesDir, id.File), data, modeSecret)
 	}
 	// Static Pods.
 	mp := &manifests.Params{
-		ClusterName: c.Name, KubernetesVersion: c.KubernetesVersion, ImageRepository: c.ImageRepository, EtcdVersion: o.EtcdVersion,
+		ClusterName: c.Name, Images: o.Images,
 		NodeName: h.NodeName, AdvertiseAddress: ip, BindPort: c.APIServer.BindPort,
 		ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain,
 		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, ExternalCA: ca.Key == nil,
@@ -398,7 +402,7 @@ func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, 
 				oip = o.NodeIPs[other.Name]
 			}
 			mp.EtcdCluster = append(mp.EtcdCluster, manifests.EtcdMember{Name: other.NodeName,
-				PeerURL: "https://" + net.JoinHostPort(oip, strconv.Itoa(manifests.PortEtcdPeer))})
+				PeerURL: "https://" + net.JoinHostPort(oip, strconv.Itoa(kubeadm.PortEtcdPeer))})
 		}
 	}
 	if tr.signer != nil {
@@ -419,7 +423,7 @@ func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, 
 		if err != nil {
 			return err
 		}
-		add(path.Join(manifests.ManifestsDir, n), data, modeSecret)
+		add(path.Join(kubeadm.ManifestsDir, n), data, modeSecret)
 	}
 	return nil
 }
@@ -433,7 +437,7 @@ func readers(p string) []string {
 		cm   = "kube-controller-manager.yaml"
 		sch  = "kube-scheduler.yaml"
 	)
-	rel, ok := strings.CutPrefix(p, manifests.PKIDir+"/")
+	rel, ok := strings.CutPrefix(p, kubeadm.PKIDir+"/")
 	if !ok {
 		switch path.Base(p) {
 		case "controller-manager.conf":
@@ -582,35 +586,3 @@ func component(c inventory.Component) manifests.Component {
 }
 
 func hostPathType(t string) corev1.HostPathType { return corev1.HostPathType(t) }
-
-// Versions are the etcd and pause image versions kubeadm pairs with a Kubernetes minor version
-// (cmd/kubeadm/app/constants: DefaultEtcdVersion, PauseVersion).
-func Versions(kubernetesVersion string) (etcd, pause string) {
-	minor := minorOf(kubernetesVersion)
-	switch {
-	case minor <= 33:
-		return "3.5.21", "3.10"
-	case minor == 34:
-		return "3.6.5", "3.10.1"
-	default:
-		return "3.6.6", "3.10.1"
-	}
-}
-
-// CoreDNSVersion is the CoreDNS image version kubeadm pairs with a Kubernetes minor version
-// (cmd/kubeadm/app/constants: CoreDNSVersion).
-func CoreDNSVersion(kubernetesVersion string) string {
-	minor := minorOf(kubernetesVersion)
-	if minor <= 33 {
-		return "v1.12.0"
-	}
-	return "v1.12.1"
-}
-
-func minorOf(kubernetesVersion string) int {
-	minor := 0
-	if parts := strings.Split(strings.TrimPrefix(kubernetesVersion, "v"), "."); len(parts) > 1 {
-		minor, _ = strconv.Atoi(parts[1])
-	}
-	return minor
-}

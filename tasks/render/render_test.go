@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -51,7 +53,7 @@ func renderLab(t *testing.T, state string) *Result {
 	if err := diags.Err(); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Render(Options{Inv: inv, StateDir: state, EtcdVersion: "3.6.5", PauseVersion: "3.10.1",
+	res, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv),
 		Now: func() time.Time { return time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) }})
 	if err != nil {
 		t.Fatal(err)
@@ -81,17 +83,17 @@ func TestWhatEachHostGets(t *testing.T) {
 	cp1, cp2, w1 := files(r, "cp1"), files(r, "cp2"), files(r, "w1")
 	for _, p := range []string{
 		"/etc/kubernetes/pki/ca.key", "/etc/kubernetes/pki/etcd/ca.key", "/etc/kubernetes/pki/front-proxy-ca.key", "/etc/kubernetes/pki/sa.key",
-		"/etc/kubernetes/pki/apiserver.crt", "/etc/kubernetes/pki/etcd/peer.key", "/etc/kubernetes/admin.conf", "/etc/kubernetes/super-admin.conf",
-		"/etc/kubernetes/controller-manager.conf", "/etc/kubernetes/scheduler.conf", "/etc/kubernetes/kubelet.conf",
+		"/etc/kubernetes/pki/apiserver.crt", "/etc/kubernetes/pki/etcd/peer.key", kubeadm.AdminKubeconfig, kubeadm.SuperAdminConfig,
+		"/etc/kubernetes/controller-manager.conf", "/etc/kubernetes/scheduler.conf", kubeadm.KubeletKubeconfig,
 		"/etc/kubernetes/manifests/etcd.yaml", "/etc/kubernetes/manifests/kube-apiserver.yaml",
 		"/etc/kubernetes/manifests/kube-controller-manager.yaml", "/etc/kubernetes/manifests/kube-scheduler.yaml",
-		"/var/lib/kubelet/config.yaml", "/etc/containerd/config.toml",
+		"/var/lib/kubelet/config.yaml", kubeadm.ContainerdConfig,
 	} {
 		if _, ok := cp1[p]; !ok {
 			t.Errorf("cp1 lacks %s", p)
 		}
 	}
-	if _, ok := cp2["/etc/kubernetes/super-admin.conf"]; ok {
+	if _, ok := cp2[kubeadm.SuperAdminConfig]; ok {
 		t.Error("super-admin.conf on a joining control-plane node (kubeadm writes it on the first only)")
 	}
 	// Workers: the CA certificate, no key, no control-plane material.
@@ -100,7 +102,7 @@ func TestWhatEachHostGets(t *testing.T) {
 			t.Errorf("worker gets %s", p)
 		}
 	}
-	if _, ok := w1["/etc/kubernetes/pki/ca.crt"]; !ok {
+	if _, ok := w1[kubeadm.CACert]; !ok {
 		t.Error("worker lacks the CA certificate")
 	}
 	for host, fs := range map[string]map[string]transport.File{"cp1": cp1, "w1": w1} {
@@ -116,7 +118,7 @@ func TestWhatEachHostGets(t *testing.T) {
 	if !strings.Contains(strings.Join(apiserver.DNSNames, ","), "cp2,kubernetes") || !strings.Contains(strings.Join(apiserver.DNSNames, ","), "api.lab.example") {
 		t.Errorf("cp2 apiserver DNS names %v", apiserver.DNSNames)
 	}
-	kc, err := clientcmd.Load(cp2["/etc/kubernetes/kubelet.conf"].Data)
+	kc, err := clientcmd.Load(cp2[kubeadm.KubeletKubeconfig].Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +227,7 @@ func TestCARotationStages(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	os.MkdirAll(state, 0o700)
 	before := files(renderLab(t, state), "cp1")
-	oldCA, err := pki.ParseCert(before["/etc/kubernetes/pki/ca.crt"].Data)
+	oldCA, err := pki.ParseCert(before[kubeadm.CACert].Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +240,7 @@ func TestCARotationStages(t *testing.T) {
 	if err := store.SaveRotation(rot); err != nil {
 		t.Fatal(err)
 	}
-	if got := files(renderLab(t, state), "cp1"); string(got["/etc/kubernetes/pki/ca.crt"].Data) != string(before["/etc/kubernetes/pki/ca.crt"].Data) {
+	if got := files(renderLab(t, state), "cp1"); string(got[kubeadm.CACert].Data) != string(before[kubeadm.CACert].Data) {
 		t.Error("generating the new CAs changed what hosts get")
 	}
 	certsOf := func(data []byte) []*x509.Certificate {
@@ -264,8 +266,8 @@ func TestCARotationStages(t *testing.T) {
 	store.SaveRotation(rot)
 	r := renderLab(t, state)
 	trust, w1 := files(r, "cp1"), files(r, "w1")
-	bundle := certsOf(trust["/etc/kubernetes/pki/ca.crt"].Data)
-	if len(bundle) != 2 || !bundle[0].Equal(oldCA) || string(w1["/etc/kubernetes/pki/ca.crt"].Data) != string(trust["/etc/kubernetes/pki/ca.crt"].Data) {
+	bundle := certsOf(trust[kubeadm.CACert].Data)
+	if len(bundle) != 2 || !bundle[0].Equal(oldCA) || string(w1[kubeadm.CACert].Data) != string(trust[kubeadm.CACert].Data) {
 		t.Fatalf("trust stage: ca.crt holds %d certificates, want the old then the new CA on every host", len(bundle))
 	}
 	newCA := bundle[1]
@@ -291,7 +293,7 @@ func TestCARotationStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cl := range kc.Clusters {
-		if string(cl.CertificateAuthorityData) != string(trust["/etc/kubernetes/pki/ca.crt"].Data) {
+		if string(cl.CertificateAuthorityData) != string(trust[kubeadm.CACert].Data) {
 			t.Error("trust stage: kubeconfigs should hold the bundle")
 		}
 	}
@@ -301,7 +303,7 @@ func TestCARotationStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	reissue := files(renderLab(t, state), "cp1")
-	if b := certsOf(reissue["/etc/kubernetes/pki/ca.crt"].Data); len(b) != 2 || !b[0].Equal(newCA) || !b[1].Equal(oldCA) {
+	if b := certsOf(reissue[kubeadm.CACert].Data); len(b) != 2 || !b[0].Equal(newCA) || !b[1].Equal(oldCA) {
 		t.Error("reissue stage: ca.crt should hold the new then the old CA")
 	}
 	for _, f := range []string{"apiserver.crt", "apiserver-kubelet-client.crt"} {
@@ -335,10 +337,10 @@ func TestCARotationStages(t *testing.T) {
 	rot.Stage = pki.StageFinish
 	store.SaveRotation(rot)
 	finish := files(renderLab(t, state), "cp1")
-	if b := certsOf(finish["/etc/kubernetes/pki/ca.crt"].Data); len(b) != 1 || !b[0].Equal(newCA) {
+	if b := certsOf(finish[kubeadm.CACert].Data); len(b) != 1 || !b[0].Equal(newCA) {
 		t.Error("finish stage: ca.crt should be the new CA alone")
 	}
-	if _, ok := finish["/etc/kubernetes/pki/ca-signer.crt"]; ok || cmFlag(finish) != "/etc/kubernetes/pki/ca.crt" {
+	if _, ok := finish["/etc/kubernetes/pki/ca-signer.crt"]; ok || cmFlag(finish) != kubeadm.CACert {
 		t.Error("finish stage: the controller-manager should sign with ca.crt again")
 	}
 	if err := store.EndRotation(); err != nil {
@@ -384,7 +386,7 @@ hosts:
 	state := filepath.Join(t.TempDir(), "state")
 	os.MkdirAll(state, 0o700)
 	render := func(cps []string) *Result {
-		res, err := Render(Options{Inv: inv, StateDir: state, EtcdVersion: "3.6.5", PauseVersion: "3.10.1", ControlPlanes: cps})
+		res, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv), ControlPlanes: cps})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -418,7 +420,7 @@ func TestLooseKubeconfigsAreRefused(t *testing.T) {
 		if err := os.Chmod(p, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Render(Options{Inv: inv, StateDir: state, EtcdVersion: "3.6.5", PauseVersion: "3.10.1"})
+		_, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv)})
 		if err == nil || !strings.Contains(err.Error(), "chmod 600 "+p) {
 			t.Errorf("%s at 0644: %v", f, err)
 		}
@@ -433,8 +435,15 @@ func TestRenderRefusesHostileKubeletFlags(t *testing.T) {
 	os.MkdirAll(state, 0o700)
 	inv, _ := inventory.Parse("hosts.yaml", []byte(hostsYAML))
 	inv.Cluster.Kubelet.ExtraArgs = inventory.Args{{Name: "v", Value: "2\nLD_PRELOAD=/tmp/x.so"}}
-	_, err := Render(Options{Inv: inv, StateDir: state, EtcdVersion: "3.6.5", PauseVersion: "3.10.1"})
+	_, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv)})
 	if err == nil || !strings.Contains(err.Error(), "kubeadm-flags.env") {
 		t.Errorf("got %v", err)
 	}
+}
+
+// testImages pins the etcd and pause versions the goldens were made with.
+func testImages(inv *inventory.Inventory) images.Set {
+	s := images.For(inv.Cluster.ImageRepository, inv.Cluster.KubernetesVersion)
+	s.Etcd, s.Pause = "3.6.5", "3.10.1"
+	return s
 }

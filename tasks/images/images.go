@@ -1,0 +1,94 @@
+// Package images resolves a Kubernetes version to every image reference a cluster runs, with the etcd,
+// CoreDNS and pause versions kubeadm pairs with it (cmd/kubeadm/app/constants: DefaultEtcdVersion,
+// PauseVersion, CoreDNSVersion). An artifacts directory overrides both: its manifest names the exact
+// images it holds.
+package images
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+)
+
+// The images of a cluster, by the name artifacts manifests use.
+const (
+	APIServer         = "kube-apiserver"
+	ControllerManager = "kube-controller-manager"
+	Scheduler         = "kube-scheduler"
+	Proxy             = "kube-proxy"
+	Etcd              = "etcd"
+	CoreDNS           = "coredns"
+	Pause             = "pause"
+)
+
+// Names are every image a cluster runs.
+var Names = []string{APIServer, ControllerManager, Scheduler, Proxy, Etcd, CoreDNS, Pause}
+
+// Set is the images of one cluster.
+type Set struct {
+	Repository string // registry.k8s.io or a mirror
+	Kubernetes string // v1.34.4
+	Etcd       string // 3.6.5: the image is tagged 3.6.5-0
+	Pause      string // 3.10.1
+	CoreDNS    string // v1.12.1
+	// exact references, by name, from an artifacts manifest
+	exact map[string]string
+}
+
+// For is the set kubeadm runs for a Kubernetes version from a repository.
+func For(repository, kubernetesVersion string) Set {
+	s := Set{Repository: repository, Kubernetes: kubernetesVersion}
+	switch minor := minorOf(kubernetesVersion); {
+	case minor <= 33:
+		s.Etcd, s.Pause, s.CoreDNS = "3.5.21", "3.10", "v1.12.0"
+	case minor == 34:
+		s.Etcd, s.Pause, s.CoreDNS = "3.6.5", "3.10.1", "v1.12.1"
+	default:
+		s.Etcd, s.Pause, s.CoreDNS = "3.6.6", "3.10.1", "v1.12.1"
+	}
+	return s
+}
+
+// WithManifest is the set an artifacts directory holds for an architecture: its versions, and the exact
+// references of its images (they are imported on the hosts, never pulled).
+func (s Set) WithManifest(m *artifacts.Manifest, arch string) Set {
+	s.Etcd = strings.TrimPrefix(m.EtcdVersion, "v")
+	if m.PauseVersion != "" {
+		s.Pause = m.PauseVersion
+	}
+	if m.CoreDNSVersion != "" {
+		s.CoreDNS = m.CoreDNSVersion
+	}
+	s.exact = map[string]string{}
+	for _, name := range Names {
+		if f := m.Find(artifacts.KindImage, name, arch); f != nil {
+			s.exact[name] = f.Image
+		}
+	}
+	return s
+}
+
+// Ref is the reference of an image of the set.
+func (s Set) Ref(name string) string {
+	if ref := s.exact[name]; ref != "" {
+		return ref
+	}
+	switch name {
+	case Etcd:
+		return s.Repository + "/etcd:" + s.Etcd + "-0"
+	case Pause:
+		return s.Repository + "/pause:" + s.Pause
+	case CoreDNS:
+		return s.Repository + "/coredns/coredns:" + s.CoreDNS
+	}
+	return s.Repository + "/" + name + ":" + s.Kubernetes
+}
+
+func minorOf(kubernetesVersion string) int {
+	minor := 0
+	if parts := strings.Split(strings.TrimPrefix(kubernetesVersion, "v"), "."); len(parts) > 1 {
+		minor, _ = strconv.Atoi(parts[1])
+	}
+	return minor
+}

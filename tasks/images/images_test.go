@@ -1,0 +1,48 @@
+package images
+
+import (
+	"testing"
+
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+)
+
+func TestFor(t *testing.T) {
+	s := For("registry.k8s.io", "v1.34.4")
+	for name, want := range map[string]string{
+		APIServer: "registry.k8s.io/kube-apiserver:v1.34.4",
+		Proxy:     "registry.k8s.io/kube-proxy:v1.34.4",
+		Etcd:      "registry.k8s.io/etcd:3.6.5-0",
+		CoreDNS:   "registry.k8s.io/coredns/coredns:v1.12.1",
+		Pause:     "registry.k8s.io/pause:3.10.1",
+	} {
+		if got := s.Ref(name); got != want {
+			t.Errorf("%s: %s, want %s", name, got, want)
+		}
+	}
+	if s := For("mirror.example:5000/k8s", "v1.33.2"); s.Ref(Etcd) != "mirror.example:5000/k8s/etcd:3.5.21-0" || s.Pause != "3.10" {
+		t.Errorf("1.33: %+v", s)
+	}
+	if s := For("r", "v1.37.0"); s.Etcd != "3.6.6" || s.CoreDNS != "v1.12.1" {
+		t.Errorf("1.37: %+v", s)
+	}
+}
+
+// An artifacts directory's images are imported, never pulled: their exact references win, for its
+// architecture only.
+func TestWithManifest(t *testing.T) {
+	m := &artifacts.Manifest{KubernetesVersion: "v1.34.4", EtcdVersion: "v3.6.4", PauseVersion: "3.10", CoreDNSVersion: "v1.12.0",
+		Files: []artifacts.File{
+			{Kind: artifacts.KindImage, Name: Proxy, Arch: "amd64", Image: "lab.local/kube-proxy:v1.34.4"},
+			{Kind: artifacts.KindImage, Name: Proxy, Arch: "arm64", Image: "lab.local/kube-proxy-arm:v1.34.4"},
+		}}
+	s := For("registry.k8s.io", "v1.34.4").WithManifest(m, "amd64")
+	if got := s.Ref(Proxy); got != "lab.local/kube-proxy:v1.34.4" {
+		t.Errorf("kube-proxy: %s", got)
+	}
+	if got := s.Ref(Etcd); got != "registry.k8s.io/etcd:3.6.4-0" {
+		t.Errorf("etcd: %s", got)
+	}
+	if got := s.Ref(Pause); got != "registry.k8s.io/pause:3.10" {
+		t.Errorf("pause: %s", got)
+	}
+}

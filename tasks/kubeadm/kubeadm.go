@@ -1,0 +1,78 @@
+// Package kubeadm holds the layout of a node as kubeadm makes it, in one place: directories, file names and
+// ports (cmd/kubeadm/app/constants upstream), and the files clusterctl adds beside them. Every package that
+// writes, reads or checks one of these names it from here.
+package kubeadm
+
+import "path"
+
+// Directories.
+const (
+	KubernetesDir = "/etc/kubernetes"
+	PKIDir        = KubernetesDir + "/pki"
+	ManifestsDir  = KubernetesDir + "/manifests"
+	EtcdDataDir   = "/var/lib/etcd"
+	KubeletDir    = "/var/lib/kubelet"
+	// KubeletPKIDir is where the kubelet keeps the certificates it requests (TLS bootstrap, serving).
+	KubeletPKIDir = KubeletDir + "/pki"
+	// BinDir is where binaries from an artifacts directory go; packages put theirs in /usr/bin.
+	BinDir = "/usr/local/bin"
+	// StateDir is clusterctl's own directory on a host: image archives, the applied-file stamps.
+	StateDir = "/var/lib/clusterctl"
+)
+
+// Files.
+const (
+	// KubeletKubeconfig is the kubelet's credentials: written by clusterctl on control-plane nodes, by the
+	// kubelet itself on workers (TLS bootstrap).
+	KubeletKubeconfig   = KubernetesDir + "/kubelet.conf"
+	BootstrapKubeconfig = KubernetesDir + "/bootstrap-kubelet.conf"
+	AdminKubeconfig     = KubernetesDir + "/admin.conf"
+	SuperAdminConfig    = KubernetesDir + "/super-admin.conf"
+	CACert              = PKIDir + "/ca.crt"
+
+	KubeletConfig = KubeletDir + "/config.yaml"
+	KubeletFlags  = KubeletDir + "/kubeadm-flags.env"
+	KubeletUnit   = "/etc/systemd/system/kubelet.service"
+	KubeletDropIn = "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"
+	// KubeletClientCurrent and KubeletServerCurrent are the kubelet's current client and serving pairs.
+	KubeletClientCurrent = KubeletPKIDir + "/kubelet-client-current.pem"
+	KubeletServerCurrent = KubeletPKIDir + "/kubelet-server-current.pem"
+
+	ContainerdConfig = "/etc/containerd/config.toml"
+	SysctlConfig     = "/etc/sysctl.d/99-kubernetes.conf"
+	ModulesConfig    = "/etc/modules-load.d/kubernetes.conf"
+
+	// MemberPath marks a host as a node of one cluster: its name and the hash of its CA.
+	MemberPath = KubernetesDir + "/clusterctl-cluster"
+	// ImagesDir holds the image archives pushed from an artifacts directory.
+	ImagesDir = StateDir + "/images"
+	// StampsDir holds, per service, the digest of the files it last started with.
+	StampsDir = StateDir + "/applied"
+)
+
+// Ports of current Kubernetes (no insecure ports any more).
+const (
+	PortKubelet           = 10250
+	PortControllerManager = 10257
+	PortScheduler         = 10259
+	PortEtcdClient        = 2379
+	PortEtcdPeer          = 2380
+	PortEtcdMetrics       = 2381
+)
+
+// The control-plane components, as their static Pods, manifests and images are named.
+const (
+	Etcd              = "etcd"
+	APIServer         = "kube-apiserver"
+	ControllerManager = "kube-controller-manager"
+	Scheduler         = "kube-scheduler"
+)
+
+// ControlPlaneComponents are the static Pods of a control-plane node, etcd first.
+var ControlPlaneComponents = []string{Etcd, APIServer, ControllerManager, Scheduler}
+
+// Manifest is the path of a component's static Pod manifest.
+func Manifest(component string) string { return path.Join(ManifestsDir, component+".yaml") }
+
+// Binary is the path of a binary pushed from an artifacts directory.
+func Binary(name string) string { return path.Join(BinDir, name) }
