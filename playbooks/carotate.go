@@ -27,6 +27,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/certs"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -635,7 +636,7 @@ func (r *caRotation) checkPresented(ctx context.Context, play string) error {
 	var old []string
 	_, err = transport.Fanout(ctx, play, u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
 		func(ctx context.Context, name string) (bool, error) {
-			out, err := u.e.Conn(name).Run(ctx, "sh -s", []byte(certs.Script))
+			out, err := u.e.Conn(name).Run(ctx, "sh -s", []byte(scripts.Certs()))
 			if err != nil {
 				return false, err
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks/certs"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -38,7 +39,7 @@ func CheckExpiration(ctx context.Context, e *Env, stateDir string, now time.Time
 	byHost := map[string][]certs.Cert{}
 	res, err := transport.Fanout(ctx, "certificates", reachable, transport.Policy{Limit: e.Forks, MaxFail: 1}, e.Sink,
 		func(ctx context.Context, name string) (bool, error) {
-			out, err := e.Conn(name).Run(ctx, "sh -s", []byte(certs.Script))
+			out, err := e.Conn(name).Run(ctx, "sh -s", []byte(scripts.Certs()))
 			if err != nil {
 				return false, err
 			}

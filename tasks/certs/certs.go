@@ -17,15 +17,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Script prints, for each certificate-bearing file, a line "== PATH" followed by its certificates (PEM)
-// or, for a kubeconfig, its client-certificate-data line.
-const Script = `for f in $(find /etc/kubernetes/pki -name '*.crt' 2>/dev/null | sort) /var/lib/kubelet/pki/kubelet-client-current.pem /var/lib/kubelet/pki/kubelet-server-current.pem; do
-  [ -f "$f" ] || continue; echo "== $f"; sed -n '/BEGIN CERTIFICATE/,/END CERTIFICATE/p' "$f"; done
-for f in /etc/kubernetes/admin.conf /etc/kubernetes/super-admin.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf /etc/kubernetes/kubelet.conf; do
-  [ -f "$f" ] || continue; echo "== $f"; grep -E '^ *client-certificate(-data)?:' "$f"; done
-exit 0
-`
-
 // Cert is one certificate found on a host.
 type Cert struct {
 	Host     string        `json:"host"`
@@ -43,7 +34,7 @@ type Cert struct {
 	Reference string `json:"reference,omitempty"`
 }
 
-// Parse reads Script's output from one host.
+// Parse reads the output of scripts.Certs from one host.
 func Parse(host string, out []byte, now time.Time) ([]Cert, error) {
 	var certs []Cert
 	var cur string

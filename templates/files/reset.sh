@@ -49,7 +49,7 @@ rm -f /etc/cni/net.d/10-clusterctl-bridge.conflist $routes /etc/systemd/system/k
   /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/sysctl.d/99-kubernetes.conf /etc/modules-load.d/kubernetes.conf
 rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null
 {{- if .Binaries}}
-rm -f {{.Binaries}}
+rm -f {{args .Binaries}}
 {{- end}}
 config=/etc/containerd/config.toml
 if [ -f $config ] && grep -q 'Managed by clusterctl' $config; then
@@ -57,7 +57,7 @@ if [ -f $config ] && grep -q 'Managed by clusterctl' $config; then
 fi
 # The host's own files that up replaced, kept aside at the first replacement, put back; where a marker says
 # there was none, up's file is removed.
-backup={{.Backup}}
+backup={{q .Backup}}
 if [ -d $backup ]; then
   find $backup -type f | while IFS= read -r kept; do
     target=${kept#$backup}

@@ -1,0 +1,165 @@
+// Package scripts builds every command clusterctl runs on hosts, from the templates' *.sh files: one
+// typed function per script, values quoted by the templates' q and args (transport.ShellQuote) and never
+// pasted. Golden files of each, for representative inventories, are in testdata.
+package scripts
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/templates"
+)
+
+func render(name string, data any) string {
+	out, err := templates.Render(name, data)
+	if err != nil {
+		// The templates are embedded and their data typed here: a failure is a bug, found by the goldens.
+		panic(fmt.Sprintf("script %s: %v", name, err))
+	}
+	return string(out)
+}
+
+// stamps is what every script using the applied-file stamps needs.
+type stamps struct {
+	Stamps      string
+	Dry         bool
+	ChangedList string
+}
+
+func newStamps(changed []string, dry bool) stamps {
+	list := "\n"
+	for _, c := range changed {
+		list += c + "\n"
+	}
+	return stamps{Stamps: kubeadm.StampsDir, Dry: dry, ChangedList: list}
+}
+
+// Image is an image archive on a host and the reference it holds.
+type Image struct{ File, Ref string }
+
+// Setup applies what a node's files need: kernel modules and settings, units, the runtime's configuration,
+// the node-local API proxy (proxy), image archives not imported yet. changed are the files this run writes:
+// what reads them is restarted even if a stamp says otherwise. It prints "action: WHAT" for each thing it
+// does, or in a dry run would do.
+func Setup(changed []string, images []Image, proxy, dry bool, proxyFiles []string, proxyUnit string) string {
+	return render("setup.sh", struct {
+		stamps
+		Modules, Sysctl, ContainerdConfig string
+		Units, ProxyFiles                 []string
+		Proxy                             bool
+		ProxyUnit                         string
+		Images                            []Image
+	}{newStamps(changed, dry), kubeadm.ModulesConfig, kubeadm.SysctlConfig, kubeadm.ContainerdConfig,
+		[]string{kubeadm.KubeletUnit, kubeadm.KubeletDropIn}, proxyFiles, proxy, proxyUnit, images})
+}
+
+// Kubelet restarts the kubelet when its inputs changed since it last started with them, or restart is set;
+// starts it when it is not running; else leaves it. It prints "action: restart kubelet", "action: start
+// kubelet" or "running".
+func Kubelet(inputs []string, restart, dry bool) string {
+	return render("kubelet.sh", struct {
+		stamps
+		Inputs  []string
+		Restart bool
+	}{newStamps(nil, dry), inputs, restart})
+}
+
+// Routes restarts the pod routes unit when its file changed.
+func Routes(unitPath, unitName string) string {
+	return render("routes.sh", struct {
+		stamps
+		Unit, Name string
+	}{newStamps(nil, false), unitPath, unitName})
+}
+
+// NodeState is one line: the kubelet's state and the Pods it runs.
+func NodeState() string { return render("node-state.sh", nil) }
+
+// Diagnose prints the kubelet's state and log, and etcd's and the API server's last log lines.
+func Diagnose() string { return render("diagnose.sh", nil) }
+
+// EtcdPID prints etcd's process ID, or nothing.
+func EtcdPID() string { return render("etcd-pid.sh", nil) }
+
+// StopAPIServer removes the API server's manifest and waits, polling every half second at most tries
+// times, for the kubelet to stop it.
+func StopAPIServer(tries int) string {
+	return render("stop-apiserver.sh", struct {
+		Manifest string
+		Tries    int
+	}{kubeadm.Manifest(kubeadm.APIServer), tries})
+}
+
+// RemoveFiles removes files, printing "removed" for each that was there.
+func RemoveFiles(files ...string) string {
+	return render("remove-files.sh", struct{ Files []string }{files})
+}
+
+// ReadCert prints the certificates of a PEM file (never its key), or nothing.
+func ReadCert(file string) string { return render("read-cert.sh", struct{ File string }{file}) }
+
+// SwitchKubeletClient points kubelet-client-current.pem at file, beside it, and restarts the kubelet.
+func SwitchKubeletClient(file string) string {
+	return render("switch-kubelet-client.sh", struct{ Dir, File, Link string }{kubeadm.KubeletPKIDir, file,
+		strings.TrimPrefix(kubeadm.KubeletClientCurrent, kubeadm.KubeletPKIDir+"/")})
+}
+
+// RenewServing removes the kubelet's serving pair and restarts it: it requests a new one.
+func RenewServing() string {
+	return render("renew-serving.sh", struct{ File string }{kubeadm.KubeletServerCurrent})
+}
+
+// PodTokens prints each Pod's service-account token file and the header of its token.
+func PodTokens() string {
+	return render("pod-tokens.sh", struct{ PodsDir string }{kubeadm.KubeletDir + "/pods"})
+}
+
+// Certs prints every certificate-bearing file: "== PATH", then its certificates, or a kubeconfig's client
+// certificate line.
+func Certs() string {
+	return render("certs.sh", struct {
+		PKIDir             string
+		Pairs, Kubeconfigs []string
+	}{kubeadm.PKIDir, []string{kubeadm.KubeletClientCurrent, kubeadm.KubeletServerCurrent},
+		[]string{kubeadm.AdminKubeconfig, kubeadm.SuperAdminConfig, kubeadm.KubernetesDir + "/controller-manager.conf",
+			kubeadm.KubernetesDir + "/scheduler.conf", kubeadm.KubeletKubeconfig}})
+}
+
+// FactsParams say what the facts script looks for.
+type FactsParams struct {
+	Socket                            string // the runtime's socket path
+	Commands, Files, Dirs, CNIBinDirs []string
+	MemberPath                        string
+}
+
+// Facts prints one fact per line, "key<TAB>value".
+func Facts(p FactsParams) string { return render("facts.sh", p) }
+
+// Listen runs a TCP listener at ip:port for at most a minute.
+func Listen(ip string, port int) string {
+	return render("listen.sh", struct {
+		IP   string
+		Port int
+	}{ip, port})
+}
+
+// ListenWait waits (5 s at most) until port is listening.
+func ListenWait(port int) string { return render("listen-wait.sh", struct{ Port int }{port}) }
+
+// Probe connects to ip:port and closes the connection.
+func Probe(ip string, port int) string {
+	return render("probe.sh", struct {
+		IP   string
+		Port int
+	}{ip, port})
+}
+
+// Reset undoes what up made on a host (see playbooks.Reset); binaries are those pushed from an artifacts
+// directory.
+func Reset(binaries []string, backupDir, absentSuffix string) string {
+	return render("reset.sh", struct {
+		Binaries       []string
+		Backup, Absent string
+	}{binaries, backupDir, absentSuffix})
+}
