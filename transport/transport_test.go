@@ -24,6 +24,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/transport"
 	"github.com/clusterctl/clusterctl/transport/transporttest"
+	"github.com/clusterctl/clusterctl/transport/transporttest/conntest"
 )
 
 // setup starts a server that accepts the returned client key, with a known_hosts file that trusts it.
@@ -33,26 +34,7 @@ func setupB(b *testing.B) (*transporttest.Server, transport.Target, transport.Op
 
 func setup(t testing.TB, opts transporttest.Options) (*transporttest.Server, transport.Target, transport.Options) {
 	t.Helper()
-	dir := t.TempDir()
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(dir, "id_ed25519")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts.AuthorizedKeys = append(opts.AuthorizedKeys, signer.PublicKey())
-	srv := transporttest.NewServer(t, opts)
-	kh := filepath.Join(dir, "known_hosts")
-	srv.WriteKnownHosts(t, kh, srv.HostKey.PublicKey())
-	host, port, _ := net.SplitHostPort(srv.Addr)
-	p, _ := strconv.Atoi(port)
-	target := transport.Target{Name: "h1", Address: host, Port: p, User: "root", IdentityFiles: []string{keyFile}}
-	return srv, target, transport.Options{ClusterKnownHosts: kh, KnownHosts: []string{}, SSHConfig: "none",
-		ConnectTimeout: 2 * time.Second, RetryDelay: 10 * time.Millisecond, Retries: 2}
+	return conntest.Setup(t, opts)
 }
 
 func dial(t *testing.T, target transport.Target, opts transport.Options) (*transport.Conn, error) {

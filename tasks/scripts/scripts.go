@@ -27,42 +27,62 @@ type stamps struct {
 	ChangedList string
 }
 
-func newStamps(changed []string, dry bool) stamps {
+func newStamps(dir string, changed []string, dry bool) stamps {
 	list := "\n"
 	for _, c := range changed {
 		list += c + "\n"
 	}
-	return stamps{Stamps: kubeadm.StampsDir, Dry: dry, ChangedList: list}
+	if dir == "" {
+		dir = kubeadm.StampsDir
+	}
+	return stamps{Stamps: dir, Dry: dry, ChangedList: list}
 }
 
 // Image is an image archive on a host and the reference it holds.
 type Image struct{ File, Ref string }
 
+// SetupParams say what Setup applies.
+type SetupParams struct {
+	// Changed are the files this run writes: what reads them is restarted even if a stamp says otherwise.
+	Changed []string
+	Images  []Image
+	// ProxyFiles and ProxyUnit are the node-local API proxy's files and unit, when the node runs one.
+	ProxyFiles []string
+	ProxyUnit  string
+	Dry        bool
+	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty).
+	Stamps string
+}
+
 // Setup applies what a node's files need: kernel modules and settings, units, the runtime's configuration,
-// the node-local API proxy (proxy), image archives not imported yet. changed are the files this run writes:
-// what reads them is restarted even if a stamp says otherwise. It prints "action: WHAT" for each thing it
+// the node-local API proxy, image archives not imported yet. It prints "action: WHAT" for each thing it
 // does, or in a dry run would do.
-func Setup(changed []string, images []Image, proxy, dry bool, proxyFiles []string, proxyUnit string) string {
+func Setup(p SetupParams) string {
 	return render("setup.sh", struct {
 		stamps
-		Modules, Sysctl, ContainerdConfig string
-		Units, ProxyFiles                 []string
-		Proxy                             bool
-		ProxyUnit                         string
-		Images                            []Image
-	}{newStamps(changed, dry), kubeadm.ModulesConfig, kubeadm.SysctlConfig, kubeadm.ContainerdConfig,
-		[]string{kubeadm.KubeletUnit, kubeadm.KubeletDropIn}, proxyFiles, proxy, proxyUnit, images})
+		Images                                       []Image
+		ProxyFiles, Units                            []string
+		ProxyUnit, Modules, Sysctl, ContainerdConfig string
+	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, p.ProxyFiles, []string{kubeadm.KubeletUnit, kubeadm.KubeletDropIn},
+		p.ProxyUnit, kubeadm.ModulesConfig, kubeadm.SysctlConfig, kubeadm.ContainerdConfig})
 }
 
 // Kubelet restarts the kubelet when its inputs changed since it last started with them, or restart is set;
 // starts it when it is not running; else leaves it. It prints "action: restart kubelet", "action: start
 // kubelet" or "running".
-func Kubelet(inputs []string, restart, dry bool) string {
+func Kubelet(p KubeletParams) string {
 	return render("kubelet.sh", struct {
 		stamps
 		Inputs  []string
 		Restart bool
-	}{newStamps(nil, dry), inputs, restart})
+	}{newStamps(p.Stamps, nil, p.Dry), p.Inputs, p.Restart})
+}
+
+// KubeletParams say when Kubelet restarts the kubelet.
+type KubeletParams struct {
+	Inputs       []string
+	Restart, Dry bool
+	Stamps       string // kubeadm.StampsDir when empty
 }
 
 // Routes restarts the pod routes unit when its file changed.
@@ -70,7 +90,7 @@ func Routes(unitPath, unitName string) string {
 	return render("routes.sh", struct {
 		stamps
 		Unit, Name string
-	}{newStamps(nil, false), unitPath, unitName})
+	}{newStamps("", nil, false), unitPath, unitName})
 }
 
 // NodeState is one line: the kubelet's state and the Pods it runs.

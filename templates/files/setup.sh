@@ -6,7 +6,7 @@ if stale modules {{q .Modules}}; then act "load kernel modules" modprobe -a over
 if stale sysctl {{q .Sysctl}}; then act "apply kernel settings" sysctl -q -p {{q .Sysctl}}; commit sysctl; fi
 if stale units {{args .Units}}; then quiet systemctl daemon-reload; commit units; fi
 if stale containerd {{q .ContainerdConfig}}; then act "restart containerd" systemctl restart containerd; commit containerd; fi
-{{- if .Proxy}}
+{{- if .ProxyUnit}}
 if stale apiproxy {{args .ProxyFiles}}; then quiet systemctl daemon-reload; quiet systemctl enable -q {{q .ProxyUnit}}; act "restart the node-local API proxy" systemctl restart {{q .ProxyUnit}}; commit apiproxy; fi
 {{- end}}
 systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd

@@ -1,0 +1,110 @@
+package playbooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []transport.Event
+}
+
+func (l *eventLog) Emit(e transport.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) lines() []string {
+	var out []string
+	for _, e := range l.events {
+		s := e.Type + " " + e.Play
+		if e.Error != "" {
+			s += " error=" + e.Error
+		}
+		if e.Message != "" {
+			s += " " + e.Message
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestRunStepsOrderSkipResume(t *testing.T) {
+	var ran []string
+	step := func(name string) Step {
+		return Step{Name: name, Run: func(context.Context) error { ran = append(ran, name); return nil }}
+	}
+	nothing := step("c")
+	nothing.Skip = func() string { return "nothing to join" }
+	dry := step("b")
+	dry.Dry = true
+	steps := []Step{step("a"), dry, nothing, step("d")}
+
+	log := &eventLog{}
+	var before, after []int
+	timings, err := runSteps(context.Background(), runOptions{Sink: log, From: 1,
+		Before: func(i int) error { before = append(before, i); return nil },
+		After:  func(i int) error { after = append(after, i); return nil }}, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ran, []string{"b", "d"}) || !slices.Equal(before, []int{1, 3}) || !slices.Equal(after, []int{1, 3}) {
+		t.Errorf("ran %v, before %v, after %v", ran, before, after)
+	}
+	if len(timings) != 2 || timings[0].Name != "b" || timings[1].Name != "d" {
+		t.Errorf("timings %+v", timings)
+	}
+	want := []string{"phase_start b", "phase_done b", "message c skipped: nothing to join", "phase_start d", "phase_done d"}
+	if got := log.lines(); !slices.Equal(got, want) {
+		t.Errorf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// A dry run runs the dry steps only.
+	ran = nil
+	if _, err := runSteps(context.Background(), runOptions{DryRun: true}, steps); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ran, []string{"b"}) {
+		t.Errorf("dry run ran %v", ran)
+	}
+}
+
+func TestRunStepsStopsAtFailureAndCancel(t *testing.T) {
+	var ran []string
+	boom := errors.New("boom")
+	ctx, cancel := context.WithCancel(context.Background())
+	steps := []Step{
+		{Name: "a", Run: func(context.Context) error { ran = append(ran, "a"); return nil }},
+		{Name: "b", Run: func(context.Context) error { ran = append(ran, "b"); return boom }},
+		{Name: "c", Run: func(context.Context) error { ran = append(ran, "c"); return nil }},
+	}
+	log := &eventLog{}
+	var after []int
+	timings, err := runSteps(ctx, runOptions{Sink: log, After: func(i int) error { after = append(after, i); return nil },
+		Wrap: func(i int, err error) error { return fmt.Errorf("step %d: %w", i, err) }}, steps)
+	if !errors.Is(err, boom) || err.Error() != "step 1: boom" {
+		t.Errorf("error %v", err)
+	}
+	if !slices.Equal(ran, []string{"a", "b"}) || !slices.Equal(after, []int{0}) || len(timings) != 2 {
+		t.Errorf("ran %v, after %v (a failed step is not done), timings %v", ran, after, timings)
+	}
+	if got := log.lines(); got[len(got)-1] != "phase_done b error=boom" {
+		t.Errorf("last event %q", got[len(got)-1])
+	}
+
+	// A cancelled context ends the run between steps.
+	ran = nil
+	steps[0].Run = func(context.Context) error { ran = append(ran, "a"); cancel(); return nil }
+	if _, err := runSteps(ctx, runOptions{}, steps); !errors.Is(err, context.Canceled) || !slices.Equal(ran, []string{"a"}) {
+		t.Errorf("after cancel: %v, ran %v", err, ran)
+	}
+}

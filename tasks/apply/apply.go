@@ -1,0 +1,212 @@
+// Package apply is clusterctl's work on one host's files and services: put a node's files (or, in a dry
+// run, find which would change), apply what they need (kernel settings, units, the runtime, images) with
+// restart stamps, start or restart the kubelet, point a worker's kubelet at the API endpoint, install the
+// pod routes. Each function takes the narrow Host it needs; transport.Conn is one.
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// Host is what the work needs of a host.
+type Host interface {
+	Name() string
+	Run(ctx context.Context, command string, stdin []byte) (transport.Result, error)
+	Put(ctx context.Context, files []transport.File) ([]bool, error)
+	Diff(ctx context.Context, files []transport.File) ([]transport.Change, error)
+	Get(ctx context.Context, path string) ([]byte, error)
+}
+
+var _ Host = (*transport.Conn)(nil)
+
+// FileChange is one file a run writes, or in a dry run would write.
+type FileChange struct {
+	Path   string           `json:"path"`
+	Change transport.Change `json:"change"`
+	Size   int              `json:"size"`
+}
+
+// Outcome is what a unit of work changed on a host, or in a dry run would change.
+type Outcome struct {
+	Files   []FileChange
+	Actions []string
+}
+
+// Changed reports whether anything changed.
+func (o *Outcome) Changed() bool { return len(o.Files)+len(o.Actions) > 0 }
+
+// Add adds another outcome's changes.
+func (o *Outcome) Add(other Outcome) {
+	o.Files = append(o.Files, other.Files...)
+	o.Actions = append(o.Actions, other.Actions...)
+}
+
+// Changed paths of the outcome.
+func (o *Outcome) Paths() []string {
+	out := make([]string, len(o.Files))
+	for i, f := range o.Files {
+		out[i] = f.Path
+	}
+	return out
+}
+
+// Files writes files that differ (atomically, see transport.Conn.Put) or, in a dry run, only finds them.
+func Files(ctx context.Context, h Host, files []transport.File, dry bool) (Outcome, error) {
+	var out Outcome
+	if len(files) == 0 {
+		return out, nil
+	}
+	if dry {
+		changes, err := h.Diff(ctx, files)
+		if err != nil {
+			return out, err
+		}
+		for i, f := range files {
+			if changes[i] != transport.ChangeNone {
+				out.Files = append(out.Files, FileChange{Path: f.Path, Change: changes[i], Size: len(f.Data)})
+			}
+		}
+		return out, nil
+	}
+	changed, err := h.Put(ctx, files)
+	if err != nil {
+		return out, err
+	}
+	for i, f := range files {
+		if changed[i] {
+			out.Files = append(out.Files, FileChange{Path: f.Path, Change: transport.ChangeContent, Size: len(f.Data)})
+		}
+	}
+	return out, nil
+}
+
+// Node is one node's push: its files, the membership mark first (written alone, so that a host holding any
+// of clusterctl's files is marked, and a re-run after an interruption expects them), the image archives
+// among them, and whether it runs the node-local API proxy.
+type Node struct {
+	Mark   transport.File
+	Files  []transport.File
+	Images []scripts.Image
+	// ProxyFiles and ProxyUnit: the node-local API proxy's files and unit, when it runs one.
+	ProxyFiles []string
+	ProxyUnit  string
+	Dry        bool
+	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty).
+	Stamps string
+}
+
+// Push puts a node's files and applies what they need (templates/files/setup.sh).
+func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
+	out, err := Files(ctx, h, []transport.File{n.Mark}, n.Dry)
+	if err != nil {
+		return out, err
+	}
+	rest, err := Files(ctx, h, n.Files, n.Dry)
+	if err != nil {
+		return out, err
+	}
+	out.Add(rest)
+	actions, err := run(ctx, h, scripts.Setup(scripts.SetupParams{Changed: rest.Paths(), Images: n.Images, ProxyFiles: n.ProxyFiles,
+		ProxyUnit: n.ProxyUnit, Dry: n.Dry, Stamps: n.Stamps}))
+	out.Actions = append(out.Actions, actions...)
+	return out, err
+}
+
+// Kubelet starts the kubelet, or restarts it when its inputs changed since it last started with them or
+// restart says so; a running kubelet with nothing new is left alone.
+func Kubelet(ctx context.Context, h Host, p scripts.KubeletParams) (Outcome, error) {
+	actions, err := run(ctx, h, scripts.Kubelet(p))
+	return Outcome{Actions: actions}, err
+}
+
+// Routes puts the pod routes unit (and the node's CNI configuration, when given) and restarts the unit
+// when it changed.
+func Routes(ctx context.Context, h Host, files []transport.File, unitPath, unitName string) (Outcome, error) {
+	out, err := Files(ctx, h, files, false)
+	if err != nil {
+		return out, err
+	}
+	actions, err := run(ctx, h, scripts.Routes(unitPath, unitName))
+	out.Actions = append(out.Actions, actions...)
+	return out, err
+}
+
+// Repoint points a worker's kubelet.conf (its own, from TLS bootstrap) at the endpoint nodes use and the
+// cluster's CA data, and reports whether it changed it. The file is read, changed and written back whole
+// (atomically): nothing of it passes through a shell. A worker not joined yet has none: nothing to do.
+func Repoint(ctx context.Context, h Host, endpoint string, caPEM []byte, dry bool) (Outcome, error) {
+	data, err := h.Get(ctx, kubeadm.KubeletKubeconfig)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Outcome{}, nil
+	}
+	if err != nil {
+		return Outcome{}, err
+	}
+	out, changed, err := kubeconfig.Repoint(data, endpoint, caPEM)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%s: %s: %w", h.Name(), kubeadm.KubeletKubeconfig, err)
+	}
+	if !changed {
+		return Outcome{}, nil
+	}
+	return Files(ctx, h, []transport.File{{Path: kubeadm.KubeletKubeconfig, Data: out, Mode: 0o600}}, dry)
+}
+
+// run runs a script and returns the actions it reports ("action: WHAT" lines).
+func run(ctx context.Context, h Host, script string) ([]string, error) {
+	res, err := h.Run(ctx, "sh -s", []byte(script))
+	if err != nil {
+		return nil, err
+	}
+	var actions []string
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		if a, ok := strings.CutPrefix(line, "action: "); ok {
+			actions = append(actions, a)
+		}
+	}
+	return actions, nil
+}
+
+// KubeletFile reports whether a change to p needs the kubelet restarted.
+func KubeletFile(p string) bool {
+	switch p {
+	case kubeadm.KubeletConfig, kubeadm.KubeletFlags, kubeadm.KubeletUnit, kubeadm.KubeletDropIn, kubeadm.BootstrapKubeconfig,
+		kubeadm.KubeletKubeconfig, kubeadm.CACert, kubeadm.Binary("kubelet"):
+		return true
+	}
+	return false
+}
+
+// KubeletInputs are the files the kubelet starts with whose change needs a restart. The kubelet's own
+// kubeconfig on workers is its to write (TLS bootstrap), and the bootstrap kubeconfig matters only before
+// joining (a changed one restarts the kubelet through the run's change list).
+func KubeletInputs(controlPlane bool, binary string) []string {
+	in := []string{kubeadm.KubeletConfig, kubeadm.KubeletFlags, kubeadm.KubeletUnit, kubeadm.KubeletDropIn, kubeadm.CACert, binary}
+	if controlPlane {
+		in = append(in, kubeadm.KubeletKubeconfig)
+	}
+	return in
+}
+
+// MayPreexist tells the files a host may have had before clusterctl (a runtime's configuration, kernel
+// settings, the kubelet's unit from a package, a binary in /usr/local/bin) from those that are clusterctl's
+// alone (under /etc/kubernetes, the kubelet's and clusterctl's state, names that say clusterctl). Put keeps
+// the originals of the first kind for reset to restore.
+func MayPreexist(p string) bool {
+	for _, own := range []string{kubeadm.KubernetesDir + "/", kubeadm.KubeletDir + "/", kubeadm.StateDir + "/"} {
+		if strings.HasPrefix(p, own) {
+			return false
+		}
+	}
+	return !strings.Contains(path.Base(p), "clusterctl")
+}

@@ -1,0 +1,140 @@
+package apply
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/transport"
+	"github.com/clusterctl/clusterctl/transport/transporttest/conntest"
+)
+
+// fakes puts recording fakes of the commands the scripts run first on PATH (the in-process SSH server's
+// commands inherit it) and returns the log they write: one line per call, arguments separated by |.
+func fakes(t *testing.T, active bool) string {
+	bin := t.TempDir()
+	log := filepath.Join(bin, "log")
+	rec := "#!/bin/sh\nprintf '%s|' \"$(basename \"$0\")\" \"$@\" >>" + log + "; echo >>" + log + "\n"
+	for _, name := range []string{"ctr", "modprobe", "sysctl"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(rec), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := "exit 0"
+	if !active {
+		state = `case "$1" in is-active|is-enabled) exit 3;; esac; exit 0`
+	}
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(rec+state+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	return log
+}
+
+func calls(t *testing.T, log string) string {
+	data, err := os.ReadFile(log)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// A dry run finds what a real run then does, and changes nothing; a second real run does nothing. Image
+// names and archive paths reach ctr as one argument each, whatever they hold.
+func TestPushDryThenReal(t *testing.T) {
+	ctx := context.Background()
+	log := fakes(t, false)
+	conn := conntest.Connect(t)
+	dir := t.TempDir()
+	archive := filepath.Join(dir, "pause.tar; touch "+filepath.Join(dir, "pwned"))
+	n := Node{
+		Mark:   transport.File{Path: filepath.Join(dir, "mark"), Data: []byte("cluster=x\n"), Mode: 0o644},
+		Files:  []transport.File{{Path: archive, Data: []byte("tar"), Mode: 0o644}, {Path: filepath.Join(dir, "kubelet.yaml"), Data: []byte("k"), Mode: 0o644}},
+		Images: []scripts.Image{{File: archive, Ref: "registry.k8s.io/pause:3.10'$(id)'"}},
+		Stamps: filepath.Join(dir, "stamps"),
+		Dry:    true,
+	}
+	dry, err := Push(ctx, conn, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dry.Files) != 3 || !slices.Contains(dry.Actions, "import image registry.k8s.io/pause:3.10'$(id)'") || !slices.Contains(dry.Actions, "start containerd") {
+		t.Errorf("dry run: %+v", dry)
+	}
+	if got := calls(t, log); strings.Contains(got, "|import|") || strings.Contains(got, "|enable|") || strings.Contains(got, "modprobe") {
+		t.Errorf("a dry run ran commands that change the host:\n%s", got)
+	}
+	if _, err := os.Stat(n.Mark.Path); err == nil {
+		t.Error("a dry run wrote a file")
+	}
+
+	n.Dry = false
+	real, err := Push(ctx, conn, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(real.Actions, dry.Actions) || len(real.Files) != len(dry.Files) {
+		t.Errorf("the real run did\n%+v\nthe dry run said\n%+v", real, dry)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+		t.Fatal("an archive path ran a command")
+	}
+	if got := calls(t, log); !strings.Contains(got, "ctr|-n|k8s.io|images|import|"+archive+"|") {
+		t.Errorf("ctr did not get the archive as one argument:\n%s", got)
+	}
+
+	// Nothing new: files, kernel settings and units stay; only what the fakes report as not running is
+	// started again.
+	again, err := Push(ctx, conn, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Files) != 0 || slices.ContainsFunc(again.Actions, func(a string) bool { return strings.HasPrefix(a, "apply") || strings.HasPrefix(a, "load") }) {
+		t.Errorf("a re-run changed %+v", again)
+	}
+}
+
+// The kubelet restarts when its inputs changed since it last started, or when told to; a running kubelet
+// with nothing new is left alone.
+func TestKubelet(t *testing.T) {
+	ctx := context.Background()
+	fakes(t, true)
+	conn := conntest.Connect(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := scripts.KubeletParams{Inputs: []string{cfg}, Stamps: filepath.Join(dir, "stamps")}
+	for i, want := range []string{"restart kubelet", "", "restart kubelet"} {
+		if i == 2 {
+			if err := os.WriteFile(cfg, []byte("b"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, err := Kubelet(ctx, conn, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(out.Actions, ","); got != want {
+			t.Errorf("run %d: %q, want %q", i, got, want)
+		}
+	}
+	p.Restart = true
+	if out, err := Kubelet(ctx, conn, p); err != nil || len(out.Actions) != 1 {
+		t.Errorf("told to restart: %+v %v", out, err)
+	}
+}
+
+func TestMayPreexist(t *testing.T) {
+	for p, want := range map[string]bool{"/etc/containerd/config.toml": true, "/usr/local/bin/kubelet": true,
+		"/etc/kubernetes/admin.conf": false, "/var/lib/clusterctl/images/x.tar": false, "/etc/systemd/system/clusterctl-pod-routes.service": false} {
+		if MayPreexist(p) != want {
+			t.Errorf("%s: %v", p, !want)
+		}
+	}
+}

@@ -1,0 +1,283 @@
+// Package nodes is clusterctl's work on Nodes and their Pods through the API: role labels and the
+// inventory's labels and taints, readiness, draining, static Pods running their current manifests, the
+// addons and rollouts a run waits for. Each function takes a kubernetes.Interface.
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+)
+
+// Label sets a host's Node role labels (control-plane nodes as kubeadm marks them, tainted unless they are
+// workers too) and the inventory's labels and taints, once the Node is registered. It adds, never removes.
+func Label(ctx context.Context, kube kubernetes.Interface, h *inventory.Host) error {
+	want := map[string]string{}
+	taints := []corev1.Taint{}
+	if h.Has(inventory.RoleControlPlane) {
+		want[bootstrap.ControlPlaneLabel] = ""
+		want[bootstrap.ExcludeFromLBLabel] = ""
+		if !h.Has(inventory.RoleWorker) {
+			taints = append(taints, corev1.Taint{Key: bootstrap.ControlPlaneLabel, Effect: corev1.TaintEffectNoSchedule})
+		}
+	}
+	for k, v := range h.Labels {
+		want[k] = v
+	}
+	for _, t := range h.Taints {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // not registered yet: labelled when it is
+		}
+		if err != nil {
+			return err
+		}
+		update := false
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		for k, v := range want {
+			if cur, ok := node.Labels[k]; !ok || cur != v {
+				node.Labels[k] = v
+				update = true
+			}
+		}
+		for _, t := range taints {
+			if !slices.ContainsFunc(node.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) && x.Value == t.Value }) {
+				node.Spec.Taints = append(node.Spec.Taints, t)
+				update = true
+			}
+		}
+		if !update {
+			return nil
+		}
+		_, err = kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: apiclient.FieldManager})
+		return err
+	})
+}
+
+// Ready reports whether a Node's Ready condition is true.
+func Ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// InternalIP is a Node's first InternalIP address, or "".
+func InternalIP(n *corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// Roles are a Node's roles, from its node-role.kubernetes.io/ labels, sorted.
+func Roles(n *corev1.Node) []string {
+	var roles []string
+	for k := range n.Labels {
+		if r, ok := strings.CutPrefix(k, "node-role.kubernetes.io/"); ok {
+			roles = append(roles, r)
+		}
+	}
+	slices.Sort(roles)
+	return roles
+}
+
+// Cordon marks a Node unschedulable; it reports whether it changed it.
+func Cordon(ctx context.Context, kube kubernetes.Interface, node *corev1.Node) (bool, error) {
+	if node.Spec.Unschedulable {
+		return false, nil
+	}
+	node.Spec.Unschedulable = true
+	if _, err := kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: apiclient.FieldManager}); err != nil {
+		return false, fmt.Errorf("cordon: %w", err)
+	}
+	return true, nil
+}
+
+// DrainRound is one round of a drain: it evicts the Node's Pods but DaemonSet and static ones (an eviction
+// a PodDisruptionBudget refuses is tried again next round) and says which are left. Once the Node is not
+// Ready (a dead host), Pods being deleted are not waited for: its kubelet never confirms, and deleting the
+// Node removes them.
+func DrainRound(ctx context.Context, kube kubernetes.Interface, nodeName string) (left []string, err error) {
+	node, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ready := Ready(node)
+	list, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if Daemon(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if p.DeletionTimestamp != nil {
+			if ready {
+				left = append(left, p.Namespace+"/"+p.Name)
+			}
+			continue
+		}
+		left = append(left, p.Namespace+"/"+p.Name)
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+		err := kube.CoreV1().Pods(p.Namespace).EvictV1(ctx, ev)
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsTooManyRequests(err) {
+			return nil, fmt.Errorf("evicting %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	return left, nil
+}
+
+// Daemon reports whether a Pod stays on its node through a drain: DaemonSet Pods and static Pods.
+func Daemon(p *corev1.Pod) bool {
+	if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		return true
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// PodReady reports whether a Pod's Ready condition is true.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// StaticPodsWaiting lists a node's control-plane mirror Pods that do not yet run their manifests' current
+// annotation (want: component → value of annotation) or are not Ready. API errors are waited out (an API
+// server restarting).
+func StaticPodsWaiting(ctx context.Context, kube kubernetes.Interface, nodeName, annotation string, want map[string]string, components []string) []string {
+	var waiting []string
+	for _, c := range components {
+		name := c + "-" + nodeName
+		pod, err := kube.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			waiting = append(waiting, name+" (API: "+firstLine(err.Error())+")")
+		case pod.Annotations[annotation] != want[c]:
+			waiting = append(waiting, name+" (old certificates)")
+		case !PodReady(pod):
+			waiting = append(waiting, name+" (not Ready)")
+		}
+	}
+	return waiting
+}
+
+// AddonsWaiting lists what of kube-proxy (on every node) and CoreDNS is not available yet.
+func AddonsWaiting(ctx context.Context, kube kubernetes.Interface) ([]string, error) {
+	var waiting []string
+	ds, err := kube.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if ds.Status.DesiredNumberScheduled == 0 || ds.Status.NumberAvailable < ds.Status.DesiredNumberScheduled {
+		waiting = append(waiting, fmt.Sprintf("kube-proxy (%d/%d available)", ds.Status.NumberAvailable, ds.Status.DesiredNumberScheduled))
+	}
+	dep, err := kube.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if dep.Status.AvailableReplicas < 1 {
+		want := int32(1)
+		if dep.Spec.Replicas != nil {
+			want = *dep.Spec.Replicas
+		}
+		waiting = append(waiting, fmt.Sprintf("CoreDNS (%d/%d available)", dep.Status.AvailableReplicas, want))
+	}
+	return waiting, nil
+}
+
+// RolledOut reports whether a workload's rollout is complete, as kubectl rollout status judges it.
+func RolledOut(ctx context.Context, kube kubernetes.Interface, ns, kind, name string) (bool, error) {
+	apps := kube.AppsV1()
+	switch kind {
+	case "Deployment":
+		d, err := apps.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		want := replicas(d.Spec.Replicas)
+		s := d.Status
+		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want, nil
+	case "DaemonSet":
+		d, err := apps.DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s := d.Status
+		return s.ObservedGeneration >= d.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled, nil
+	case "StatefulSet":
+		st, err := apps.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s := st.Status
+		return s.ObservedGeneration >= st.Generation && s.UpdateRevision == s.CurrentRevision && s.ReadyReplicas == replicas(st.Spec.Replicas), nil
+	}
+	return true, nil
+}
+
+func replicas(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
+}
+
+// Controller is the workload (Deployment, DaemonSet, StatefulSet) that owns a Pod, or kind "" when there
+// is none clusterctl can roll.
+func Controller(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (kind, name string, err error) {
+	ref := metav1.GetControllerOf(p)
+	if ref == nil {
+		return "", "", nil
+	}
+	switch ref.Kind {
+	case "ReplicaSet":
+		rs, err := kube.AppsV1().ReplicaSets(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", "", err
+		}
+		if d := metav1.GetControllerOf(rs); d != nil && d.Kind == "Deployment" {
+			return "Deployment", d.Name, nil
+		}
+	case "DaemonSet", "StatefulSet":
+		return ref.Kind, ref.Name, nil
+	}
+	return "", "", nil
+}
+
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

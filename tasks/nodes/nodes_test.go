@@ -1,0 +1,106 @@
+package nodes
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+)
+
+func node(name string, ready bool) *corev1.Node {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}},
+		Addresses:  []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}, {Type: corev1.NodeInternalIP, Address: "fd00::5"}}}}
+}
+
+func TestLabel(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset(node("cp1", true), node("w1.example.com", true))
+	cp := &inventory.Host{Name: "cp1", NodeName: "cp1", Roles: []inventory.Role{inventory.RoleControlPlane}}
+	w := &inventory.Host{Name: "w1", NodeName: "w1.example.com", Roles: []inventory.Role{inventory.RoleWorker},
+		Labels: map[string]string{"disk": "ssd"}, Taints: []inventory.Taint{{Key: "gpu", Value: "yes", Effect: "NoSchedule"}}}
+	for _, h := range []*inventory.Host{cp, w, {Name: "w9", NodeName: "w9", Roles: []inventory.Role{inventory.RoleWorker}}} {
+		if err := Label(ctx, kube, h); err != nil {
+			t.Fatalf("%s: %v", h.Name, err)
+		}
+	}
+	n, _ := kube.CoreV1().Nodes().Get(ctx, "cp1", metav1.GetOptions{})
+	if _, ok := n.Labels[bootstrap.ControlPlaneLabel]; !ok || len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != bootstrap.ControlPlaneLabel {
+		t.Errorf("cp1: labels %v taints %v", n.Labels, n.Spec.Taints)
+	}
+	if got := Roles(n); !slices.Equal(got, []string{"control-plane"}) {
+		t.Errorf("roles %v", got)
+	}
+	n, _ = kube.CoreV1().Nodes().Get(ctx, "w1.example.com", metav1.GetOptions{})
+	if n.Labels["disk"] != "ssd" || len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Value != "yes" || InternalIP(n) != "fd00::5" {
+		t.Errorf("w1: %v %v", n.Labels, n.Spec.Taints)
+	}
+	// Again: nothing to update.
+	kube.ClearActions()
+	if err := Label(ctx, kube, w); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "update" {
+			t.Errorf("a second Label updated the Node: %v", a)
+		}
+	}
+}
+
+func TestDrainRound(t *testing.T) {
+	ctx := context.Background()
+	pod := func(name string, mod func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "w1"},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if mod != nil {
+			mod(p)
+		}
+		return p
+	}
+	now := metav1.Now()
+	objs := []any{
+		node("w1", false),
+		pod("app", nil),
+		pod("ds", func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "x"}} }),
+		pod("static", func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }),
+		pod("done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+		pod("going", func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.Finalizers = []string{"x"} }),
+	}
+	kube := fake.NewClientset()
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.Node:
+			_, _ = kube.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.Pod:
+			_, _ = kube.CoreV1().Pods("default").Create(ctx, o, metav1.CreateOptions{})
+		}
+	}
+	left, err := DrainRound(ctx, kube, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fake lists every Pod (no field selectors): each is judged as on w1. The Node is not Ready, so
+	// the Pod being deleted is not waited for.
+	if !slices.Equal(left, []string{"default/app"}) {
+		t.Errorf("left %v", left)
+	}
+	evicted := 0
+	for _, a := range kube.Actions() {
+		if a.GetSubresource() == "eviction" {
+			evicted++
+		}
+	}
+	if evicted != 1 {
+		t.Errorf("%d evictions, want 1", evicted)
+	}
+}

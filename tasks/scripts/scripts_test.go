@@ -1,0 +1,62 @@
+package scripts
+
+import (
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// Every script, for representative values (an IPv6 address, dotted host names, a registry with a port,
+// a value with quotes and a command substitution in it), is compared with its golden file and checked by
+// sh -n: what runs on hosts is reviewed here, exactly.
+func TestGolden(t *testing.T) {
+	hostile := "registry.example.com:5000/k8s/pause:3.10'$(id)'"
+	cases := map[string]string{
+		"setup":             Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}}),
+		"setup-proxy-dry":   Setup(SetupParams{ProxyFiles: []string{"/etc/haproxy/clusterctl-apiserver.cfg", "/etc/systemd/system/clusterctl-apiserver-proxy.service"}, ProxyUnit: "clusterctl-apiserver-proxy.service", Dry: true}),
+		"kubelet-worker":    Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.Binary("kubelet")}}),
+		"kubelet-restart":   Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.KubeletKubeconfig}, Restart: true, Dry: true}),
+		"routes":            Routes("/etc/systemd/system/clusterctl-pod-routes.service", "clusterctl-pod-routes.service"),
+		"node-state":        NodeState(),
+		"diagnose":          Diagnose(),
+		"etcd-pid":          EtcdPID(),
+		"stop-apiserver":    StopAPIServer(600),
+		"remove-files":      RemoveFiles(kubeadm.PKIDir+"/ca-signer.crt", kubeadm.PKIDir+"/ca-signer.key"),
+		"read-cert":         ReadCert(kubeadm.KubeletServerCurrent),
+		"switch-client":     SwitchKubeletClient("kubelet-client-2026-11-23-15-40-00.pem"),
+		"renew-serving":     RenewServing(),
+		"pod-tokens":        PodTokens(),
+		"certs":             Certs(),
+		"facts":             Facts(FactsParams{Socket: "/run/containerd/containerd.sock", Commands: []string{"ip", "kubelet"}, Files: []string{kubeadm.KubeletKubeconfig}, Dirs: []string{kubeadm.EtcdDataDir}, CNIBinDirs: []string{"/opt/cni/bin"}, MemberPath: kubeadm.MemberPath}),
+		"listen-ipv6":       Listen("fd00:10::11", 2380),
+		"listen-wait":       ListenWait(6443),
+		"probe-ipv6":        Probe("fd00:10::11", 6443),
+		"probe-dotted-name": Probe("cp1.lab.example.com", 7443),
+		"reset":             Reset([]string{kubeadm.Binary("kubelet"), kubeadm.Binary("kubectl")}, "/var/lib/clusterctl/backup", ".absent"),
+	}
+	for name, script := range cases {
+		file := filepath.Join("testdata", name+".sh")
+		if *update {
+			if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatalf("%v (go test ./tasks/scripts -update writes it)", err)
+		}
+		if string(want) != script {
+			t.Errorf("%s differs from %s (go test ./tasks/scripts -update rewrites it; review the diff):\n%s", name, file, script)
+		}
+		if out, err := exec.Command("sh", "-n", "-c", script).CombinedOutput(); err != nil {
+			t.Errorf("%s: sh -n: %v: %s", name, err, out)
+		}
+	}
+}

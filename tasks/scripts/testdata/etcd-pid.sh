@@ -1,0 +1,1 @@
+pgrep -x etcd || true

@@ -1,0 +1,49 @@
+export LC_ALL=C PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
+f() { printf '%s\t%s\n' "$1" "$2"; }
+r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
+f clock "$(date +%s.%N)"
+r /proc/sys/kernel/hostname hostname; hn=$v
+if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
+r /proc/sys/kernel/osrelease kernel
+f arch "$(uname -m)"
+if [ -r /sys/fs/cgroup/cgroup.controllers ]; then f cgroupfs cgroup2fs; r /sys/fs/cgroup/cgroup.controllers cgroup_controllers
+else f cgroupfs tmpfs; c=; for d in /sys/fs/cgroup/*/; do d=${d%/}; c="$c ${d##*/}"; done; f cgroup_controllers "$c"; fi
+n=-1; while read -r l; do n=$((n+1)); done < /proc/swaps; f swap_devices $n
+f cpus "$(nproc 2>/dev/null)"
+while read -r k v u; do case $k in MemTotal:) f mem_kb $v;; SwapTotal:) f swap_kb $v;; esac; done < /proc/meminfo
+ip -o addr show 2>/dev/null | while read -r i iface fam cidr rest; do f addr "$iface $cidr"; done
+ip route show default 2>/dev/null | while read -r l; do f default_route "$l"; done
+for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" && f mac "${d##*/} $m"; done
+r /sys/class/dmi/id/product_uuid product_uuid
+r /etc/machine-id machine_id
+r /proc/sys/kernel/random/boot_id boot_id
+for t in /proc/net/tcp /proc/net/tcp6; do [ -r $t ] && while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done < $t; done
+for c in ip kubelet; do command -v $c >/dev/null 2>&1 && f command "$c"; done
+for c in kubelet containerd crictl runc; do command -v $c >/dev/null 2>&1 && { v=$($c --version 2>&1); f version "$c ${v%%
+*}"; }; done
+sock=/run/containerd/containerd.sock
+if [ -S "$sock" ]; then f cri_socket yes
+  if command -v crictl >/dev/null 2>&1; then crictl --runtime-endpoint "unix://$sock" --timeout 3s version >/dev/null 2>&1 && f cri_answers ok || f cri_answers fail
+  elif command -v ctr >/dev/null 2>&1; then timeout 5 ctr --address "$sock" version >/dev/null 2>&1 && f cri_answers ok || f cri_answers fail
+  else f cri_answers unknown; fi
+else f cri_socket no; fi
+if [ -r /proc/sys/net/bridge/bridge-nf-call-iptables ]; then f br_netfilter yes; r /proc/sys/net/bridge/bridge-nf-call-iptables bridge_nf_call; else f br_netfilter no; fi
+r /proc/sys/net/ipv4/ip_forward ip_forward
+r /proc/sys/net/ipv6/conf/default/forwarding ipv6_forward
+command -v systemctl >/dev/null 2>&1 && systemctl show -p Id -p ActiveState -p UnitFileState firewalld.service kubelet.service 2>/dev/null | while IFS== read -r k v; do f "unit_$k" "$v"; done
+for v in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
+  eval "val=\${$v:-}"
+  if [ -z "$val" ] && [ -r /etc/environment ]; then
+    while IFS== read -r k x; do [ "$k" = "$v" ] && val=$x; done < /etc/environment
+    val=${val#\"}; val=${val%\"}
+  fi
+  [ -n "$val" ] && f proxy "$v $val"
+done
+for p in /etc/kubernetes/kubelet.conf; do [ -e "$p" ] && f file "$p"; done
+for d in /var/lib/etcd; do [ -d "$d" ] || continue; n=0; for e in "$d"/* "$d"/.[!.]*; do [ -e "$e" ] && n=$((n+1)); done; f dir "$d $n"; done
+while read -r k v rest; do [ "$k" = Uid: ] && f uid "$v"; done < /proc/self/status
+getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
+[ -r /run/systemd/container ] && r /run/systemd/container virt
+r /etc/kubernetes/clusterctl-cluster member
+for d in /opt/cni/bin; do [ -x "$d/bridge" ] && { f cni_bin_dir "$d"; break; }; done
+exit 0

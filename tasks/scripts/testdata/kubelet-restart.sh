@@ -1,0 +1,29 @@
+# Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
+# with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
+# "action: restart kubelet", "action: start kubelet", or "running".
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=1
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale kubelet /var/lib/kubelet/config.yaml /etc/kubernetes/kubelet.conf || true; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+elif systemctl is-active -q kubelet; then echo running
+else act "start kubelet" systemctl start kubelet; fi

@@ -1,0 +1,72 @@
+# Managed by clusterctl: undo on this host what `clusterctl up` made, and nothing else.
+set -u
+# The kubelet first, so that it restarts nothing; then the pod routes.
+systemctl disable --now kubelet.service >/dev/null 2>&1
+routes=/etc/systemd/system/clusterctl-pod-routes.service
+if [ -f $routes ]; then
+  sed -n 's/^ExecStart=.*ip route replace \([^ ]*\) via .*/\1/p' $routes | while read -r dst; do ip route del "$dst" 2>/dev/null; done
+  systemctl disable --now clusterctl-pod-routes.service >/dev/null 2>&1
+fi
+# Every container of containerd's Kubernetes namespace (the Pods, static ones included).
+if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
+  for t in $(ctr -n k8s.io tasks ls -q); do ctr -n k8s.io tasks kill -a -s SIGKILL "$t" >/dev/null 2>&1; done
+  i=0
+  while [ $i -lt 20 ] && ctr -n k8s.io tasks ls 2>/dev/null | grep -q RUNNING; do sleep 0.5; i=$((i+1)); done
+  for t in $(ctr -n k8s.io tasks ls -q); do ctr -n k8s.io tasks delete -f "$t" >/dev/null 2>&1; done
+  for c in $(ctr -n k8s.io containers ls -q); do ctr -n k8s.io containers delete "$c" >/dev/null 2>&1; done
+fi
+# The kubelet's cgroup slices (systemd cgroup driver).
+for s in $(systemctl list-units --all --plain --no-legend 'kubepods*' 2>/dev/null | awk '{print $1}'); do systemctl stop "$s" >/dev/null 2>&1; done
+# Mounts the Pods left: volumes, sandboxes' network namespaces, runtime state.
+awk '$2 ~ "^(/var/lib/kubelet/|/run/containerd/io.containerd|/run/netns/cni-|/var/run/netns/cni-)" {print $2}' /proc/mounts | sort -r |
+  while read -r m; do umount -l "$m" 2>/dev/null; done
+for n in /run/netns/cni-*; do [ -e "$n" ] && ip netns delete "${n##*/}" 2>/dev/null; done
+ip link delete cni0 2>/dev/null
+# kube-proxy's and the kubelet's iptables chains (KUBE-*) and the rules of other chains that jump to them,
+# removed by name in one delta per table (iptables-restore --noflush commits it atomically): nothing else of
+# the tables is touched, and no rule is written back.
+for cmd in iptables ip6tables; do
+  command -v $cmd-save >/dev/null 2>&1 || continue
+  for t in nat filter mangle raw; do
+    delta=$($cmd-save -t $t 2>/dev/null | awk '
+      /^:KUBE-/ { n++; chain[n] = substr($1, 2) }
+      /^-A / && $2 !~ /^KUBE-/ && / -[jg] KUBE-/ { print "-D" substr($0, 3) }
+      END { for (i = 1; i <= n; i++) print "-F " chain[i]; for (i = 1; i <= n; i++) print "-X " chain[i] }')
+    if [ -n "$delta" ]; then printf '*%s\n%s\nCOMMIT\n' "$t" "$delta" | $cmd-restore --noflush; fi
+  done
+done
+# clusterctl's files, and the kubelet's and etcd's state.
+rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserver.yaml \
+  /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/manifests/kube-scheduler.yaml \
+  /etc/kubernetes/admin.conf /etc/kubernetes/super-admin.conf /etc/kubernetes/kubelet.conf \
+  /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf \
+  /etc/kubernetes/clusterctl-cluster
+rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/cni/networks/clusterctl-bridge
+rmdir /etc/kubernetes/manifests /etc/kubernetes 2>/dev/null
+systemctl disable --now clusterctl-apiserver-proxy.service >/dev/null 2>&1
+rm -f /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service
+rm -f /etc/cni/net.d/10-clusterctl-bridge.conflist $routes /etc/systemd/system/kubelet.service \
+  /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/sysctl.d/99-kubernetes.conf /etc/modules-load.d/kubernetes.conf
+rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null
+rm -f /usr/local/bin/kubelet /usr/local/bin/kubectl
+config=/etc/containerd/config.toml
+if [ -f $config ] && grep -q 'Managed by clusterctl' $config; then
+  rm -f $config
+fi
+# The host's own files that up replaced, kept aside at the first replacement, put back; where a marker says
+# there was none, up's file is removed.
+backup=/var/lib/clusterctl/backup
+if [ -d $backup ]; then
+  find $backup -type f | while IFS= read -r kept; do
+    target=${kept#$backup}
+    case $target in
+      *.absent) rm -f "${target%.absent}" ;;
+      *) mkdir -p "${target%/*}" && mv -f "$kept" "$target" ;;
+    esac
+  done
+fi
+rm -rf /var/lib/clusterctl
+# The CRI plugin forgets the deleted sandboxes only when it restarts; it also reads its configuration again.
+systemctl is-active -q containerd && systemctl restart containerd
+systemctl daemon-reload
+exit 0
