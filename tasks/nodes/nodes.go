@@ -276,7 +276,6 @@ func Controller(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (
 	return "", "", nil
 }
 
-
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
