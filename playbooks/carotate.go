@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -22,10 +21,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/certs"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
@@ -67,18 +66,12 @@ func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, 
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	cps := e.Inv.ControlPlanes()
-	if len(cps) == 0 {
-		return nil, errors.New("the inventory has no control-plane host")
+	d, err := newDeployment(e, allHosts(e.Inv), deployOptions{Now: o.Now, Timeout: o.Timeout})
+	if err != nil {
+		return nil, err
 	}
-	e.Hosts = nil
-	for i := range e.Inv.Hosts {
-		e.Hosts = append(e.Hosts, &e.Inv.Hosts[i])
-	}
-	u := &up{e: e, o: UpOptions{StateDir: o.StateDir, Now: o.Now, APITimeout: o.Timeout}, inv: e.Inv, res: &UpResult{},
-		facts: map[string]*tasks.Facts{}, nodeIPs: map[string]string{}, restartKubelet: map[string]bool{}, cp1: cps[0]}
 	c := e.Inv.Cluster
-	store := &pki.Store{Dir: filepath.Join(o.StateDir, "pki"), Issuer: &pki.Issuer{Now: o.Now, Algorithm: pki.Algorithm(c.Certificates.KeyAlgorithm),
+	store := &pki.Store{Dir: filepath.Join(e.StateDir, "pki"), Issuer: &pki.Issuer{Now: o.Now, Algorithm: pki.Algorithm(c.Certificates.KeyAlgorithm),
 		Validity: c.Certificates.Validity.Duration, CAValidity: c.Certificates.CAValidity.Duration}}
 	if _, err := os.Stat(filepath.Join(store.Dir, "ca.key")); err != nil {
 		return nil, fmt.Errorf("%s: a CA rotation needs the CA keys in the state directory (external CA mode cannot rotate here): %w",
@@ -93,176 +86,177 @@ func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, 
 		rot = &pki.Rotation{Started: o.Now().UTC()}
 	} else {
 		res.Resumed = rot.Done + 1
-		u.say("ca", "", "resuming the CA rotation started %s at stage %d (%s)", rot.Started.Format(time.RFC3339), rot.Done+1, pki.StageNames[rot.Done+1])
+		e.say("ca", "", "resuming the CA rotation started %s at stage %d (%s)", rot.Started.Format(time.RFC3339), rot.Done+1, pki.StageNames[rot.Done+1])
 	}
-	if err := u.preflight(ctx); err != nil {
+	if _, err := d.preflight(ctx, PreflightOptions{}); err != nil {
 		return res, err
 	}
-	r := &caRotation{u: u, o: o, store: store, rot: rot, res: res}
-	for stage := rot.Done + 1; stage <= pki.StageFinish; stage++ {
-		rot.Stage = stage
-		if err := store.SaveRotation(rot); err != nil {
-			return res, err
-		}
-		name := "ca-" + pki.StageNames[stage]
-		start := time.Now()
-		u.emit(transport.Event{Type: transport.EventPhaseStart, Play: name})
-		err := r.stage(ctx, stage)
-		d := time.Since(start)
-		res.Stages = append(res.Stages, PhaseTiming{Name: name, DurationMS: d.Milliseconds()})
-		done := transport.Event{Type: transport.EventPhaseDone, Play: name, DurationMS: d.Milliseconds()}
-		if err != nil {
-			done.Error = err.Error()
-		}
-		u.emit(done)
-		if err != nil {
-			return res, fmt.Errorf("CA rotation, stage %d (%s): %w\n(the rotation is recorded in %s: run certs rotate --ca again to resume it)",
-				stage, pki.StageNames[stage], err, filepath.Join(store.Dir, "rotation"))
-		}
-		rot.Done = stage
-		if stage == pki.StageFinish {
-			return res, store.EndRotation()
-		}
-		if err := store.SaveRotation(rot); err != nil {
-			return res, err
-		}
+	r := &caRotation{d: d, o: o, store: store, rot: rot, res: res}
+	// The stages, in pki's order (pki.StageGenerate is the first): each applied to the whole fleet, the
+	// rotation recorded before and after each.
+	stages := []Step{
+		{Name: "ca-generate", Run: r.generate},
+		{Name: "ca-trust", Run: r.trust},
+		{Name: "ca-reissue", Run: r.reissue},
+		{Name: "ca-sign", Run: r.sign},
+		{Name: "ca-finish", Run: r.finish},
 	}
-	return res, nil
+	stage := func(i int) int { return pki.StageGenerate + i }
+	res.Stages, err = runSteps(ctx, runOptions{Sink: e.Sink, From: rot.Done,
+		Before: func(i int) error { rot.Stage = stage(i); return store.SaveRotation(rot) },
+		After: func(i int) error {
+			rot.Done = stage(i)
+			if rot.Done == pki.StageFinish {
+				return store.EndRotation()
+			}
+			return store.SaveRotation(rot)
+		},
+		Wrap: func(i int, err error) error {
+			return fmt.Errorf("CA rotation, stage %d (%s): %w\n(the rotation is recorded in %s: run certs rotate --ca again to resume it)",
+				stage(i), pki.StageNames[stage(i)], err, filepath.Join(store.Dir, "rotation"))
+		}}, stages)
+	return res, err
 }
 
 type caRotation struct {
-	u     *up
+	d     *deployment
 	o     CARotateOptions
 	store *pki.Store
 	rot   *pki.Rotation
 	res   *CARotateResult
 }
 
-func (r *caRotation) stage(ctx context.Context, stage int) error {
-	u := r.u
-	play := "ca-" + pki.StageNames[stage]
-	switch stage {
-	case pki.StageGenerate:
-		return r.store.GenerateNewCAs()
-	case pki.StageTrust:
-		if err := r.apply(ctx, play); err != nil {
-			return err
-		}
-		if err := r.clusterInfo(ctx); err != nil {
-			return err
-		}
-		if err := r.waitRootCA(ctx, play); err != nil {
-			return err
-		}
-		if r.rot.TrustedAt.IsZero() {
-			r.rot.TrustedAt = time.Now().UTC()
-			if err := r.store.SaveRotation(r.rot); err != nil {
-				return err
-			}
-		}
-		return r.restartWorkloads(ctx, play, r.rot.TrustedAt)
-	case pki.StageReissue:
-		if err := r.store.Swap(r.rot); err != nil {
-			return err
-		}
-		if err := r.apply(ctx, play); err != nil {
-			return err
-		}
-		return r.kubeletClientCerts(ctx, play)
-	case pki.StageSign:
-		if err := r.apply(ctx, play); err != nil {
-			return err
-		}
-		ca, err := r.currentCA()
-		if err != nil {
-			return err
-		}
-		if _, err := u.renewServing(ctx, play, u.hostNames(u.e.Hosts), func(c *x509.Certificate) bool { return c.CheckSignatureFrom(ca) != nil }); err != nil {
-			return err
-		}
-		if err := r.waitTokens(ctx, play); err != nil {
-			return err
-		}
-		if r.rot.TokensAt.IsZero() {
-			r.rot.TokensAt = time.Now().UTC()
-			return r.store.SaveRotation(r.rot)
-		}
-		return nil
-	case pki.StageFinish:
-		if err := r.checkPresented(ctx, play); err != nil {
-			return err
-		}
-		// Clients read their token file again periodically (client-go every minute): the old key stays
-		// accepted until they all have.
-		if wait := time.Until(r.rot.TokensAt.Add(tokenReread)); wait > 0 {
-			u.say(play, "", "waiting %s for clients to read their new service-account tokens", wait.Round(time.Second))
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
-			}
-		}
-		if err := r.retireSAKey(ctx, play); err != nil {
-			return err
-		}
-		if err := r.apply(ctx, play); err != nil {
-			return err
-		}
-		if _, err := transport.Fanout(ctx, play, u.hostNames(u.inv.ControlPlanes()), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
-			func(ctx context.Context, name string) (bool, error) {
-				res, err := u.e.Conn(name).Run(ctx, transport.Cmdf("cd %s && for f in %s %s; do [ -e \"$f\" ] && rm -f \"$f\" && echo removed; done; true",
-					kubeadm.PKIDir, pki.SignerName+".crt", pki.SignerName+".key"), nil)
-				return err == nil && len(res.Stdout) > 0, err
-			}); err != nil {
-			return err
-		}
-		if err := r.clusterInfo(ctx); err != nil {
-			return err
-		}
-		return r.waitRootCA(ctx, play)
+// generate makes the new CAs and service-account key in the state directory.
+func (r *caRotation) generate(context.Context) error { return r.store.GenerateNewCAs() }
+
+// trust puts both CAs in every trust bundle, publishes them, and rolls the workloads whose Pods started
+// before: their new Pods trust both.
+func (r *caRotation) trust(ctx context.Context) error {
+	const play = "ca-trust"
+	if err := r.apply(ctx, play); err != nil {
+		return err
 	}
-	return fmt.Errorf("unknown stage %d", stage)
+	if err := r.clusterInfo(ctx); err != nil {
+		return err
+	}
+	if err := r.waitRootCA(ctx, play); err != nil {
+		return err
+	}
+	if r.rot.TrustedAt.IsZero() {
+		r.rot.TrustedAt = time.Now().UTC()
+		if err := r.store.SaveRotation(r.rot); err != nil {
+			return err
+		}
+	}
+	return r.restartWorkloads(ctx, play, r.rot.TrustedAt)
+}
+
+// reissue makes the new CAs current and issues every leaf from them; kubelets get new client certificates.
+func (r *caRotation) reissue(ctx context.Context) error {
+	const play = "ca-reissue"
+	if err := r.store.Swap(r.rot); err != nil {
+		return err
+	}
+	if err := r.apply(ctx, play); err != nil {
+		return err
+	}
+	return r.kubeletClientCerts(ctx, play)
+}
+
+// sign has the controller-manager sign, and the API server sign tokens, with the new CA and key; kubelets
+// request new serving certificates and new tokens for their Pods.
+func (r *caRotation) sign(ctx context.Context) error {
+	const play = "ca-sign"
+	d := r.d
+	if err := r.apply(ctx, play); err != nil {
+		return err
+	}
+	ca, err := r.currentCA()
+	if err != nil {
+		return err
+	}
+	if _, err := d.renewServing(ctx, play, names(d.hosts), func(c *x509.Certificate) bool { return c.CheckSignatureFrom(ca) != nil }); err != nil {
+		return err
+	}
+	if err := r.waitTokens(ctx, play); err != nil {
+		return err
+	}
+	if r.rot.TokensAt.IsZero() {
+		r.rot.TokensAt = time.Now().UTC()
+		return r.store.SaveRotation(r.rot)
+	}
+	return nil
+}
+
+// finish takes the old CAs out of every bundle once nothing presents a certificate they signed, and
+// retires the old service-account key unless token Secrets it signed remain.
+func (r *caRotation) finish(ctx context.Context) error {
+	const play = "ca-finish"
+	d := r.d
+	if err := r.checkPresented(ctx, play); err != nil {
+		return err
+	}
+	// Clients read their token file again periodically (client-go every minute): the old key stays
+	// accepted until they all have.
+	if wait := time.Until(r.rot.TokensAt.Add(tokenReread)); wait > 0 {
+		d.e.say(play, "", "waiting %s for clients to read their new service-account tokens", wait.Round(time.Second))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	if err := r.retireSAKey(ctx, play); err != nil {
+		return err
+	}
+	if err := r.apply(ctx, play); err != nil {
+		return err
+	}
+	remove := scripts.RemoveFiles(path.Join(kubeadm.PKIDir, pki.SignerName+".crt"), path.Join(kubeadm.PKIDir, pki.SignerName+".key"))
+	if _, err := d.e.play(ctx, play, names(d.e.Inv.ControlPlanes()), 0, func(ctx context.Context, name string) (bool, error) {
+		res, err := d.e.Conn(name).Run(ctx, remove, nil)
+		return err == nil && len(res.Stdout) > 0, err
+	}); err != nil {
+		return err
+	}
+	if err := r.clusterInfo(ctx); err != nil {
+		return err
+	}
+	return r.waitRootCA(ctx, play)
 }
 
 // apply renders the stage's files and puts them on every host: control-plane nodes one at a time (static
 // Pods restarted and Ready, API server ready, before the next), then the workers together (their kubelets
 // restarted where ca.crt changed, their kubelet.conf's CA data following it).
 func (r *caRotation) apply(ctx context.Context, play string) error {
-	u := r.u
-	if err := u.render(ctx); err != nil {
+	d := r.d
+	if err := d.render(ctx); err != nil {
 		return err
 	}
-	if len(u.joining) > 0 {
+	if len(d.joining) > 0 {
 		var names []string
-		for n := range u.joining {
+		for n := range d.joining {
 			names = append(names, n)
 		}
 		sort.Strings(names)
 		return fmt.Errorf("%s not part of the cluster yet (no kubelet.conf): run clusterctl up or add-node first, or leave them out of the inventory", strings.Join(names, ", "))
 	}
-	if err := u.preparePush(); err != nil {
+	if err := d.prepare(); err != nil {
 		return err
 	}
-	admin, err := pki.ReadSecret(u.res.AdminKubeconfig)
-	if err != nil {
-		return err
-	}
-	if u.admin, err = u.client(admin); err != nil {
-		return err
-	}
-	for _, h := range u.inv.ControlPlanes() {
-		if _, err := u.rollControlPlane(ctx, play, h, r.o.Timeout); err != nil {
+	for _, h := range d.e.Inv.ControlPlanes() {
+		if _, err := d.rollControlPlane(ctx, play, h); err != nil {
 			return err
 		}
 	}
-	workers := u.hostNames(u.workers())
+	workers := names(d.workers())
 	if len(workers) == 0 {
 		return nil
 	}
-	if _, err := u.pushHosts(ctx, play, workers, u.e.Forks); err != nil {
+	if _, err := d.push(ctx, play, workers, d.e.Forks); err != nil {
 		return err
 	}
-	return u.startKubelet(ctx, play, workers)
+	return d.startKubelet(ctx, play, workers)
 }
 
 func (r *caRotation) currentCA() (*x509.Certificate, error) {
@@ -276,8 +270,12 @@ func (r *caRotation) currentCA() (*x509.Certificate, error) {
 // clusterInfo publishes the CA data of ca.crt in kube-public/cluster-info, which joining nodes trust; the
 // controller-manager adds the signatures of the bootstrap tokens.
 func (r *caRotation) clusterInfo(ctx context.Context) error {
-	u := r.u
-	kc, err := bootstrap.ClusterInfoKubeconfig(u.rendered.NodeEndpoint, u.caPEM())
+	d := r.d
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	kc, err := bootstrap.ClusterInfoKubeconfig(d.rendered.NodeEndpoint, d.caPEM())
 	if err != nil {
 		return err
 	}
@@ -285,17 +283,21 @@ func (r *caRotation) clusterInfo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = u.admin.Apply(ctx, info)
+	_, err = admin.Apply(ctx, info)
 	return err
 }
 
 // waitRootCA waits until every namespace's kube-root-ca.crt, which Pods mount as their CA data, is ca.crt
 // (the controller-manager publishes its root CA file there).
 func (r *caRotation) waitRootCA(ctx context.Context, play string) error {
-	u := r.u
-	want := string(u.caPEM())
-	return u.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
-		list, err := u.admin.Kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=kube-root-ca.crt"})
+	d := r.d
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	want := string(d.caPEM())
+	return d.e.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
+		list, err := admin.Kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=kube-root-ca.crt"})
 		if err != nil {
 			return false, "the API (" + firstLine(err.Error()) + ")", nil
 		}
@@ -313,8 +315,12 @@ func (r *caRotation) waitRootCA(ctx context.Context, play string) error {
 // was trusted and talk to the API (they mount a service-account token), as kubectl rollout restart does, and
 // waits for the rollouts: their new Pods trust both CAs. Pods without such a controller are reported.
 func (r *caRotation) restartWorkloads(ctx context.Context, play string, trustedAt time.Time) error {
-	u := r.u
-	kube := u.admin.Kube
+	d := r.d
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	kube := admin.Kube
 	pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -347,7 +353,7 @@ func (r *caRotation) restartWorkloads(ctx context.Context, play string, trustedA
 			msg := fmt.Sprintf("Pod %s/%s started before the new CA was trusted and has no controller clusterctl can roll: if it reads its CA data only at start, restart it before the reissue stage", p.Namespace, p.Name)
 			if !slices.Contains(r.res.Warnings, msg) {
 				r.res.Warnings = append(r.res.Warnings, msg)
-				u.say(play, "", "%s", msg)
+				d.e.say(play, "", "%s", msg)
 			}
 			continue
 		}
@@ -371,12 +377,12 @@ func (r *caRotation) restartWorkloads(ctx context.Context, play string, trustedA
 			return fmt.Errorf("restarting %s %s/%s: %w", w.kind, w.ns, w.name, err)
 		}
 		r.res.Restarted = append(r.res.Restarted, w.ns+"/"+w.kind+"/"+w.name)
-		u.say(play, "", "restarting %s %s/%s: its Pods started before the new CA was trusted", w.kind, w.ns, w.name)
+		d.e.say(play, "", "restarting %s %s/%s: its Pods started before the new CA was trusted", w.kind, w.ns, w.name)
 	}
-	return u.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
+	return d.e.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
 		var waiting []string
 		for _, w := range todo {
-			done, err := rolledOut(ctx, u, w.ns, w.kind, w.name)
+			done, err := nodes.RolledOut(ctx, kube, w.ns, w.kind, w.name)
 			if err != nil {
 				return false, "", err
 			}
@@ -401,57 +407,20 @@ func mountsToken(p *corev1.Pod) bool {
 	return false
 }
 
-// rolledOut reports whether a workload's rollout is complete, as kubectl rollout status judges it.
-func rolledOut(ctx context.Context, u *up, ns, kind, name string) (bool, error) {
-	apps := u.admin.Kube.AppsV1()
-	switch kind {
-	case "Deployment":
-		d, err := apps.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
-		s := d.Status
-		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want, nil
-	case "DaemonSet":
-		d, err := apps.DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		s := d.Status
-		return s.ObservedGeneration >= d.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled, nil
-	case "StatefulSet":
-		st, err := apps.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		want := int32(1)
-		if st.Spec.Replicas != nil {
-			want = *st.Spec.Replicas
-		}
-		s := st.Status
-		return s.ObservedGeneration >= st.Generation && s.UpdateRevision == s.CurrentRevision && s.ReadyReplicas == want, nil
-	}
-	return true, nil
-}
-
 // kubeletClientCerts gives every kubelet a client certificate signed by the new CA (system:node:<name> in
 // system:nodes, as its own requests get), unless it has one: a new kubelet-client-<time>.pem beside the old,
 // kubelet-client-current.pem moved to it, the kubelet restarted. Key and certificate are made on the
 // workstation and only the node's own go to it.
 func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error {
-	u := r.u
+	d := r.d
 	p, err := r.store.Load()
 	if err != nil {
 		return err
 	}
 	ca := p.CAs["ca"]
-	_, err = transport.Fanout(ctx, play, u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
+	_, err = d.e.play(ctx, play, names(d.hosts), 0,
 		func(ctx context.Context, name string) (bool, error) {
-			conn := u.e.Conn(name)
+			conn := d.e.Conn(name)
 			cur, err := readCert(ctx, conn, kubeadm.KubeletClientCurrent)
 			if err != nil {
 				return false, err
@@ -459,7 +428,7 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 			if cur != nil && cur.CheckSignatureFrom(ca.Cert) == nil {
 				return false, nil
 			}
-			node := u.inv.Host(name).NodeName
+			node := d.e.Inv.Host(name).NodeName
 			kp, err := r.store.Issuer.NewLeaf(pki.Spec{Name: "kubelet-client", CA: "ca", CommonName: "system:node:" + node,
 				Organization: []string{pki.NodesGroup}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, nil)
 			if err != nil {
@@ -470,11 +439,10 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 				return false, err
 			}
 			file := fmt.Sprintf("kubelet-client-%s.pem", time.Now().UTC().Format("2006-01-02-15-04-05"))
-			if _, err := conn.Put(ctx, []transport.File{{Path: path.Join(path.Dir(kubeadm.KubeletClientCurrent), file), Data: append(pki.EncodeCert(kp.Cert), key...), Mode: 0o600}}); err != nil {
+			if _, err := conn.Put(ctx, []transport.File{{Path: path.Join(kubeadm.KubeletPKIDir, file), Data: append(pki.EncodeCert(kp.Cert), key...), Mode: 0o600}}); err != nil {
 				return false, err
 			}
-			_, err = conn.Run(ctx, transport.Cmdf("cd %s && ln -sfn %s .kubelet-client-current.tmp && mv -T .kubelet-client-current.tmp %s && systemctl restart kubelet",
-				path.Dir(kubeadm.KubeletClientCurrent), file, path.Base(kubeadm.KubeletClientCurrent)), nil)
+			_, err = conn.Run(ctx, scripts.SwitchKubeletClient(file), nil)
 			return true, err
 		})
 	return err
@@ -483,67 +451,6 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 // tokenReread is how long after the token files are renewed every client has read them: client-go reads its
 // token file again every minute; a margin is added.
 const tokenReread = 75 * time.Second
-
-// readCert reads the certificate (never the key) of a PEM file on a host; nil when there is none.
-func readCert(ctx context.Context, conn *transport.Conn, file string) (*x509.Certificate, error) {
-	res, err := conn.Run(ctx, transport.Cmdf("[ -e %[1]s ] && sed -n '/BEGIN CERTIFICATE/,/END CERTIFICATE/p' %[1]s; true", file), nil)
-	if err != nil {
-		return nil, err
-	}
-	if len(strings.TrimSpace(string(res.Stdout))) == 0 {
-		return nil, nil
-	}
-	return pki.ParseCert(res.Stdout)
-}
-
-// renewServing has the kubelets of hosts whose serving certificate is stale (or missing) request a new one:
-// the current one is removed and the kubelet restarted; the request is approved after csr.CheckServing, and
-// the wait ends when each node's new certificate is issued.
-func (u *up) renewServing(ctx context.Context, play string, hosts []string, stale func(*x509.Certificate) bool) ([]string, error) {
-	since := time.Now().Add(-time.Second)
-	var mu sync.Mutex
-	var renewing []string
-	_, err := transport.Fanout(ctx, play, hosts, transport.Policy{Limit: u.e.Forks}, u.e.Sink,
-		func(ctx context.Context, name string) (bool, error) {
-			cur, err := readCert(ctx, u.e.Conn(name), kubeadm.KubeletServerCurrent)
-			if err != nil || cur != nil && !stale(cur) {
-				return false, err
-			}
-			if _, err := u.e.Conn(name).Run(ctx, transport.Cmdf("rm -f %s && systemctl restart kubelet", kubeadm.KubeletServerCurrent), nil); err != nil {
-				return false, err
-			}
-			mu.Lock()
-			renewing = append(renewing, u.inv.Host(name).NodeName)
-			mu.Unlock()
-			return true, nil
-		})
-	if err != nil || len(renewing) == 0 {
-		return renewing, err
-	}
-	sort.Strings(renewing)
-	return renewing, u.poll(ctx, play, "", u.o.APITimeout, func() (bool, string, error) {
-		if err := u.approve(ctx); err != nil {
-			return false, "", err
-		}
-		list, err := u.admin.Kube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "the API (" + firstLine(err.Error()) + ")", nil
-		}
-		issued := map[string]bool{}
-		for _, c := range list.Items {
-			if c.CreationTimestamp.Time.After(since) && len(c.Status.Certificate) > 0 {
-				issued[strings.TrimPrefix(c.Spec.Username, "system:node:")] = true
-			}
-		}
-		var waiting []string
-		for _, n := range renewing {
-			if !issued[n] {
-				waiting = append(waiting, n)
-			}
-		}
-		return len(waiting) == 0, "the serving certificates of " + strings.Join(waiting, ", "), nil
-	})
-}
 
 // keyID is the key ID the API server puts in the tokens it signs with a key (its "kid" header):
 // base64url(SHA-256(PKIX DER of the public key)).
@@ -575,7 +482,11 @@ func tokenKeyID(token string) string {
 // waitTokens waits until every running Pod's service-account token, as its kubelet wrote it, is signed with
 // the new key: a restarted kubelet requests new tokens for its Pods. Only the tokens' headers are read.
 func (r *caRotation) waitTokens(ctx context.Context, play string) error {
-	u := r.u
+	d := r.d
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
 	p, err := r.store.Load()
 	if err != nil {
 		return err
@@ -584,9 +495,9 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 	if err != nil {
 		return err
 	}
-	const script = `for f in /var/lib/kubelet/pods/*/volumes/kubernetes.io~projected/*/token; do [ -f "$f" ] && echo "$f $(cut -d. -f1 "$f")"; done; true`
-	return u.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
-		pods, err := u.admin.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	script := scripts.PodTokens()
+	return d.e.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
+		pods, err := admin.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "the API (" + firstLine(err.Error()) + ")", nil
 		}
@@ -598,15 +509,15 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 		}
 		var mu sync.Mutex
 		var waiting []string
-		_, err = transport.Fanout(ctx, play, u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, nil,
+		_, err = transport.Fanout(ctx, play, names(d.hosts), transport.Policy{Limit: d.e.Forks}, nil,
 			func(ctx context.Context, name string) (bool, error) {
-				res, err := u.e.Conn(name).Run(ctx, script, nil)
+				res, err := d.e.Conn(name).Run(ctx, script, nil)
 				if err != nil {
 					return false, err
 				}
 				for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
 					file, header, ok := strings.Cut(line, " ")
-					uid := strings.Split(strings.TrimPrefix(file, "/var/lib/kubelet/pods/"), "/")[0]
+					uid := strings.Split(strings.TrimPrefix(file, kubeadm.KubeletDir+"/pods/"), "/")[0]
 					if pod, run := running[uid]; ok && run && tokenKeyID(header+".") != want {
 						mu.Lock()
 						waiting = append(waiting, pod)
@@ -627,16 +538,16 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 // bundles: every certificate on every host (control-plane files, kubeconfigs, kubelet client and serving
 // certificates) must be signed by a current CA.
 func (r *caRotation) checkPresented(ctx context.Context, play string) error {
-	u := r.u
+	d := r.d
 	p, err := r.store.Load()
 	if err != nil {
 		return err
 	}
 	var mu sync.Mutex
 	var old []string
-	_, err = transport.Fanout(ctx, play, u.hostNames(u.e.Hosts), transport.Policy{Limit: u.e.Forks}, u.e.Sink,
+	_, err = d.e.play(ctx, play, names(d.hosts), 0,
 		func(ctx context.Context, name string) (bool, error) {
-			out, err := u.e.Conn(name).Run(ctx, "sh -s", []byte(scripts.Certs()))
+			out, err := d.e.Conn(name).Run(ctx, "sh -s", []byte(scripts.Certs()))
 			if err != nil {
 				return false, err
 			}
@@ -673,7 +584,11 @@ func (r *caRotation) checkPresented(ctx context.Context, play string) error {
 // retireSAKey decides whether the old service-account key stays accepted after the rotation: while token
 // Secrets (long-lived, legacy) it signed remain, their holders would otherwise be locked out.
 func (r *caRotation) retireSAKey(ctx context.Context, play string) error {
-	u := r.u
+	d := r.d
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
 	others, err := r.store.Others(r.rot)
 	if err != nil {
 		return err
@@ -682,7 +597,7 @@ func (r *caRotation) retireSAKey(ctx context.Context, play string) error {
 	if err != nil {
 		return err
 	}
-	secrets, err := u.admin.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeServiceAccountToken)})
+	secrets, err := admin.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeServiceAccountToken)})
 	if err != nil {
 		return err
 	}
@@ -702,6 +617,6 @@ func (r *caRotation) retireSAKey(ctx context.Context, play string) error {
 	msg := fmt.Sprintf("the old service-account key stays accepted: token Secrets it signed remain (%s); delete them (or recreate them, which signs them anew) and run certs rotate --ca again later to retire it",
 		strings.Join(signed, ", "))
 	r.res.Warnings = append(r.res.Warnings, msg)
-	u.say(play, "", "%s", msg)
+	d.e.say(play, "", "%s", msg)
 	return r.store.SetRetiredSAKey(pub)
 }

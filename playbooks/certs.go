@@ -24,7 +24,7 @@ import (
 
 // CheckExpiration reads every certificate from every host (one command each, certificates only) and
 // compares each with the state directory's copy where there is one.
-func CheckExpiration(ctx context.Context, e *Env, stateDir string, now time.Time) ([]certs.Cert, []transport.HostResult, error) {
+func CheckExpiration(ctx context.Context, e *Env, now time.Time) ([]certs.Cert, []transport.HostResult, error) {
 	results, err := Connect(ctx, e, e.Hosts, 1)
 	if err != nil {
 		return nil, results, err
@@ -37,7 +37,7 @@ func CheckExpiration(ctx context.Context, e *Env, stateDir string, now time.Time
 	}
 	var mu sync.Mutex
 	byHost := map[string][]certs.Cert{}
-	res, err := transport.Fanout(ctx, "certificates", reachable, transport.Policy{Limit: e.Forks, MaxFail: 1}, e.Sink,
+	res, err := e.play(ctx, "certificates", reachable, 1,
 		func(ctx context.Context, name string) (bool, error) {
 			out, err := e.Conn(name).Run(ctx, "sh -s", []byte(scripts.Certs()))
 			if err != nil {
@@ -49,7 +49,7 @@ func CheckExpiration(ctx context.Context, e *Env, stateDir string, now time.Time
 			}
 			node := e.Inv.Host(name).NodeName
 			for i := range list {
-				list[i].State = compareWithState(stateDir, node, &list[i])
+				list[i].State = compareWithState(e.StateDir, node, &list[i])
 			}
 			mu.Lock()
 			byHost[name] = list
@@ -75,14 +75,14 @@ func statePath(stateDir, node, p string) string {
 		return filepath.Join(stateDir, "admin.conf")
 	case p == kubeadm.SuperAdminConfig:
 		return filepath.Join(stateDir, "kubeconfig", "super-admin.conf")
-	case strings.HasPrefix(p, "/etc/kubernetes/pki/"):
-		rel := strings.TrimPrefix(p, "/etc/kubernetes/pki/")
+	case strings.HasPrefix(p, kubeadm.PKIDir+"/"):
+		rel := strings.TrimPrefix(p, kubeadm.PKIDir+"/")
 		switch rel {
 		case "ca.crt", "front-proxy-ca.crt", "etcd/ca.crt":
 			return filepath.Join(stateDir, "pki", filepath.FromSlash(rel))
 		}
 		return filepath.Join(stateDir, "pki", "nodes", node, filepath.FromSlash(rel))
-	case path.Dir(p) == "/etc/kubernetes" && strings.HasSuffix(p, ".conf"):
+	case path.Dir(p) == kubeadm.KubernetesDir && strings.HasSuffix(p, ".conf"):
 		return filepath.Join(stateDir, "kubeconfig", node, path.Base(p))
 	}
 	return ""

@@ -1,33 +1,59 @@
-// Package playbooks sequences clusterctl's work: each playbook is an ordered list of plays, and a play says
-// which hosts, how many at once, what failure it tolerates, and which task runs on each.
+// Package playbooks sequences clusterctl's work: each playbook is a list of steps (runSteps), a step runs
+// plays (which hosts, how many at once, what failure they tolerate) of the tasks that do the work. The
+// session (Env) holds what the playbooks share: the inventory, connections, facts, the API client.
 package playbooks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/etcdmember"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/wait"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
-// Env is what every play works with: the inventory, the hosts acted on, connections, and where events go.
-type Env struct {
-	Inv    *inventory.Inventory
-	Hosts  []*inventory.Host // the hosts acted on (--limit), in inventory order
+// EnvConfig is what a session is made of.
+type EnvConfig struct {
+	Inv *inventory.Inventory
+	// Hosts are the hosts acted on (--limit), in inventory order. Playbooks read it, never change it.
+	Hosts  []*inventory.Host
 	Dialer *transport.Dialer
 	Forks  int
 	Sink   transport.Sink
 	Log    *slog.Logger
-
-	mu    sync.Mutex
-	conns map[string]*transport.Conn
+	// StateDir holds the cluster's PKI, kubeconfigs, known_hosts and resume points.
+	StateDir string
 }
+
+// Env is one session: the configuration, and what is made from it on first use and shared by the
+// playbooks of the session (connections, facts, the admin API client). A playbook's own state is its own.
+type Env struct {
+	EnvConfig
+
+	mu        sync.Mutex
+	conns     map[string]*transport.Conn
+	facts     map[string]*tasks.Facts
+	admin     *apiclient.Client
+	adminConf []byte
+}
+
+// NewEnv makes a session; nothing is connected yet.
+func NewEnv(c EnvConfig) *Env { return &Env{EnvConfig: c} }
 
 // Conn returns the open connection to a host, or nil.
 func (e *Env) Conn(name string) *transport.Conn {
@@ -90,25 +116,186 @@ func Connect(ctx context.Context, e *Env, hosts []*inventory.Host, maxFail float
 	}
 	e.mu.Unlock()
 	byName := map[string]*inventory.Host{}
-	names := make([]string, 0, len(hosts))
 	for _, h := range hosts {
 		byName[h.Name] = h
-		names = append(names, h.Name)
 	}
-	return transport.Fanout(ctx, "connect", names, transport.Policy{Limit: e.Forks, MaxFail: maxFail}, e.Sink,
-		func(ctx context.Context, name string) (bool, error) {
-			if e.Conn(name) != nil {
-				return false, nil
-			}
-			c, err := e.Dialer.Dial(ctx, TargetFor(e.Inv, byName[name]))
-			if err != nil {
-				return false, err
-			}
-			e.mu.Lock()
-			e.conns[name] = c
-			e.mu.Unlock()
+	return e.play(ctx, "connect", names(hosts), maxFail, func(ctx context.Context, name string) (bool, error) {
+		if e.Conn(name) != nil {
 			return false, nil
-		})
+		}
+		c, err := e.Dialer.Dial(ctx, TargetFor(e.Inv, byName[name]))
+		if err != nil {
+			return false, err
+		}
+		e.mu.Lock()
+		e.conns[name] = c
+		e.mu.Unlock()
+		return false, nil
+	})
+}
+
+// play runs fn on hosts, at most Forks at once, tolerating maxFail of them failing (0: none; 1: all, each
+// reported).
+func (e *Env) play(ctx context.Context, name string, hosts []string, maxFail float64, fn func(context.Context, string) (bool, error)) ([]transport.HostResult, error) {
+	return transport.Fanout(ctx, name, hosts, transport.Policy{Limit: e.Forks, MaxFail: maxFail}, e.Sink, fn)
+}
+
+func (e *Env) say(play, host, format string, args ...any) { say(e.Sink, play, host, format, args...) }
+
+// poll waits for check (every second), saying every 10 s what it waits for.
+func (e *Env) poll(ctx context.Context, play, host string, timeout time.Duration, check wait.Check) error {
+	return wait.Poll(ctx, wait.Options{Timeout: timeout, Report: func(w string) { e.say(play, host, "waiting for %s", w) }}, check)
+}
+
+// setFacts keeps a host's facts for the session (preflight gathers them for every host at once).
+func (e *Env) setFacts(name string, f *tasks.Facts) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.facts == nil {
+		e.facts = map[string]*tasks.Facts{}
+	}
+	e.facts[name] = f
+}
+
+// Facts are a host's facts, gathered on first use (connecting to it if need be).
+func (e *Env) Facts(ctx context.Context, h *inventory.Host) (*tasks.Facts, error) {
+	e.mu.Lock()
+	f := e.facts[h.Name]
+	e.mu.Unlock()
+	if f != nil {
+		return f, nil
+	}
+	if _, err := Connect(ctx, e, []*inventory.Host{h}, 0); err != nil {
+		return nil, err
+	}
+	f, err := tasks.GatherFacts(ctx, e.Conn(h.Name), e.Inv.Cluster.ContainerRuntimeEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	e.setFacts(h.Name, f)
+	return f, nil
+}
+
+// NodeIP is a host's address in the cluster: the inventory's internal address, else the one its facts show
+// (see tasks.Facts.NodeIP), gathered on first use.
+func (e *Env) NodeIP(ctx context.Context, h *inventory.Host) (string, error) {
+	if h.InternalAddress != "" {
+		return h.InternalAddress, nil
+	}
+	f, err := e.Facts(ctx, h)
+	if err != nil {
+		return "", err
+	}
+	if ip := f.NodeIP(); ip != "" {
+		return ip, nil
+	}
+	return "", fmt.Errorf("%s: cannot tell the host's node address: set internalAddress in the inventory", h.Name)
+}
+
+// firstControlPlane is the inventory's first control-plane host, through which clusterctl reaches the API
+// server and etcd.
+func (e *Env) firstControlPlane() (*inventory.Host, error) {
+	cps := e.Inv.ControlPlanes()
+	if len(cps) == 0 {
+		return nil, errors.New("the inventory has no control-plane host")
+	}
+	return cps[0], nil
+}
+
+// dialVia dials addresses from a control-plane host, through its SSH connection: the workstation needs no
+// route to the cluster's ports.
+func (e *Env) dialVia(ctx context.Context, h *inventory.Host, port int) (string, func(context.Context, string, string) (net.Conn, error), error) {
+	if _, err := Connect(ctx, e, []*inventory.Host{h}, 0); err != nil {
+		return "", nil, err
+	}
+	ip, err := e.NodeIP(ctx, h)
+	if err != nil {
+		return "", nil, err
+	}
+	conn := e.Conn(h.Name)
+	return net.JoinHostPort(ip, strconv.Itoa(port)), func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return conn.DialContext(ctx, "tcp", addr)
+	}, nil
+}
+
+// client is a client of the first control-plane node's API server with a kubeconfig's credentials.
+func (e *Env) client(ctx context.Context, kubeconfig []byte) (*apiclient.Client, error) {
+	cp1, err := e.firstControlPlane()
+	if err != nil {
+		return nil, err
+	}
+	addr, dial, err := e.dialVia(ctx, cp1, e.Inv.Cluster.APIServer.BindPort)
+	if err != nil {
+		return nil, err
+	}
+	return apiclient.New(kubeconfig, func(ctx context.Context, network, _ string) (net.Conn, error) { return dial(ctx, network, addr) })
+}
+
+// nodeClient is a client of a control-plane node's own API server, as the cluster's admin.
+func (e *Env) nodeClient(ctx context.Context, h *inventory.Host) (*apiclient.Client, error) {
+	admin, err := pki.ReadSecret(e.adminKubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	addr, dial, err := e.dialVia(ctx, h, e.Inv.Cluster.APIServer.BindPort)
+	if err != nil {
+		return nil, err
+	}
+	return apiclient.NewForServer(admin, "https://"+addr, func(ctx context.Context, network, _ string) (net.Conn, error) { return dial(ctx, network, addr) })
+}
+
+// Admin is the session's client as the cluster's admin (admin.conf from the state directory), made on
+// first use and again whenever admin.conf changed (a rotation renews it).
+func (e *Env) Admin(ctx context.Context) (*apiclient.Client, error) {
+	admin, err := pki.ReadSecret(e.adminKubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	c, same := e.admin, bytes.Equal(e.adminConf, admin)
+	e.mu.Unlock()
+	if c != nil && same {
+		return c, nil
+	}
+	if c, err = e.client(ctx, admin); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.admin, e.adminConf = c, admin
+	e.mu.Unlock()
+	return c, nil
+}
+
+func (e *Env) adminKubeconfig() string { return filepath.Join(e.StateDir, "admin.conf") }
+
+// etcd reaches the first control-plane node's etcd through its SSH connection, with the API server's
+// client certificate, as its API server does. The caller closes it.
+func (e *Env) etcd(ctx context.Context) (*etcdmember.Client, error) {
+	cp1, err := e.firstControlPlane()
+	if err != nil {
+		return nil, err
+	}
+	pkiDir := filepath.Join(e.StateDir, "pki")
+	read := func(p ...string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(append([]string{pkiDir}, p...)...))
+	}
+	ca, err := read("etcd", "ca.crt")
+	if err != nil {
+		return nil, err
+	}
+	cert, err := read("nodes", cp1.NodeName, "apiserver-etcd-client.crt")
+	if err != nil {
+		return nil, err
+	}
+	key, err := read("nodes", cp1.NodeName, "apiserver-etcd-client.key")
+	if err != nil {
+		return nil, err
+	}
+	addr, dial, err := e.dialVia(ctx, cp1, kubeadm.PortEtcdClient)
+	if err != nil {
+		return nil, err
+	}
+	return etcdmember.New("https://"+addr, ca, cert, key, func(ctx context.Context, a string) (net.Conn, error) { return dial(ctx, "tcp", a) })
 }
 
 // EnsureStateDir creates the state directory (0700) or checks an existing one. A directory that others can
@@ -131,4 +318,12 @@ func EnsureStateDir(dir string) error {
 		return fmt.Errorf("state directory %s has mode %04o: it holds the cluster's private keys and must not be accessible by others (chmod 700 %s)", dir, st.Mode().Perm(), dir)
 	}
 	return nil
+}
+
+func names(hosts []*inventory.Host) []string {
+	out := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		out = append(out, h.Name)
+	}
+	return out
 }

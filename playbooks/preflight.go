@@ -3,9 +3,7 @@ package playbooks
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
-	"github.com/clusterctl/clusterctl/transport"
 )
 
 // PreflightOptions tune the preflight playbook.
@@ -26,6 +23,8 @@ type PreflightOptions struct {
 	// replaces the CA. On a host that carries one, the files and ports clusterctl itself made are expected,
 	// not errors: that is a re-run, or the resume of an interrupted one.
 	Members []string
+	// Hosts are the hosts checked (the session's when nil).
+	Hosts []*inventory.Host
 }
 
 // PreflightReport is what preflight found, grouped by host in inventory order.
@@ -61,10 +60,14 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 	if opts.MaxClockSkew == 0 {
 		opts.MaxClockSkew = 5 * time.Second
 	}
+	if opts.Hosts == nil {
+		opts.Hosts = e.Hosts
+	}
+	hosts := opts.Hosts
 	report := &PreflightReport{}
 	byHost := map[string]*PreflightHost{}
 	cp := e.Inv.ControlPlanes()
-	for _, h := range e.Hosts {
+	for _, h := range hosts {
 		set := tasks.SetJoin
 		if h.Has(inventory.RoleControlPlane) {
 			set = tasks.SetControlPlaneJoin
@@ -88,7 +91,7 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 		}
 	}
 
-	results, err := Connect(ctx, e, e.Hosts, 1)
+	results, err := Connect(ctx, e, hosts, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -102,18 +105,18 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 	}
 
 	c := e.Inv.Cluster
-	_, err = transport.Fanout(ctx, "facts", reachable, transport.Policy{Limit: e.Forks, MaxFail: 1}, e.Sink,
-		func(ctx context.Context, name string) (bool, error) {
-			f, err := tasks.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint)
-			if err != nil {
-				add(tasks.Finding{Host: name, Check: "Facts", Severity: tasks.SevError, Message: err.Error()})
-				return false, err
-			}
-			mu.Lock()
-			byHost[name].Facts = f
-			mu.Unlock()
-			return false, nil
-		})
+	_, err = e.play(ctx, "facts", reachable, 1, func(ctx context.Context, name string) (bool, error) {
+		f, err := tasks.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint)
+		if err != nil {
+			add(tasks.Finding{Host: name, Check: "Facts", Severity: tasks.SevError, Message: err.Error()})
+			return false, err
+		}
+		e.setFacts(name, f)
+		mu.Lock()
+		byHost[name].Facts = f
+		mu.Unlock()
+		return false, nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +128,7 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 		apiHost = cp[0].Address
 	}
 	var all []*tasks.Facts
-	for _, h := range e.Hosts {
+	for _, h := range hosts {
 		ph := byHost[h.Name]
 		if ph.Facts == nil {
 			continue
@@ -137,7 +140,7 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 	}
 	add(tasks.CrossHostChecks(all, opts.MaxClockSkew)...)
 
-	if err := reachability(ctx, e, byHost, add); err != nil {
+	if err := reachability(ctx, e, hosts, byHost, add); err != nil {
 		return nil, err
 	}
 
@@ -178,7 +181,7 @@ func ours(f tasks.Finding) bool {
 // reachability checks that every node reaches the first control-plane host's API port, and that
 // control-plane hosts reach each other's etcd ports. Where nothing listens yet, a short-lived listener is
 // started on the target for the probes and stopped afterwards.
-func reachability(ctx context.Context, e *Env, byHost map[string]*PreflightHost, add func(...tasks.Finding)) error {
+func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost map[string]*PreflightHost, add func(...tasks.Finding)) error {
 	type probe struct {
 		check  string
 		target string
@@ -190,7 +193,7 @@ func reachability(ctx context.Context, e *Env, byHost map[string]*PreflightHost,
 	ready := func(name string) bool { h, ok := byHost[name]; return ok && h.Facts != nil }
 	if len(cps) > 0 && ready(cps[0].Name) {
 		var from []string
-		for _, h := range e.Hosts {
+		for _, h := range hosts {
 			if h.Name != cps[0].Name && ready(h.Name) {
 				from = append(from, h.Name)
 			}
@@ -212,7 +215,7 @@ func reachability(ctx context.Context, e *Env, byHost map[string]*PreflightHost,
 	}
 	for _, p := range probes {
 		target := byHost[p.target]
-		ip := NodeIP(e.Inv.Host(p.target), target.Facts)
+		ip := nodeIP(e.Inv.Host(p.target), target.Facts)
 		if ip == "" {
 			add(tasks.Finding{Host: p.target, Check: p.check, Severity: tasks.SevError, Message: "cannot tell the host's node address: set internalAddress in the inventory"})
 			continue
@@ -227,7 +230,7 @@ func reachability(ctx context.Context, e *Env, byHost map[string]*PreflightHost,
 			defer stop()
 		}
 		play := fmt.Sprintf("reach %s:%d", p.target, p.port)
-		_, err := transport.Fanout(ctx, play, p.from, transport.Policy{Limit: e.Forks, MaxFail: 1}, e.Sink,
+		_, err := e.play(ctx, play, p.from, 1,
 			func(ctx context.Context, name string) (bool, error) {
 				if err := tasks.Probe(ctx, e.Conn(name), ip, p.port); err != nil {
 					add(tasks.Finding{Host: name, Check: p.check, Severity: tasks.SevError,
@@ -241,37 +244,4 @@ func reachability(ctx context.Context, e *Env, byHost map[string]*PreflightHost,
 		}
 	}
 	return nil
-}
-
-// NodeIP is the host's address in the cluster: the inventory's internal address, else the IP of the
-// interface that holds the default route (IPv4 first), else the first global address.
-func NodeIP(h *inventory.Host, f *tasks.Facts) string {
-	if h != nil && h.InternalAddress != "" {
-		return h.InternalAddress
-	}
-	if f == nil {
-		return ""
-	}
-	var candidates []netip.Addr
-	for _, a := range f.Addresses {
-		p, err := netip.ParsePrefix(a.CIDR)
-		if err != nil || p.Addr().IsLoopback() || p.Addr().IsLinkLocalUnicast() {
-			continue
-		}
-		if f.DefaultIface == "" || a.Iface == f.DefaultIface {
-			candidates = append(candidates, p.Addr())
-		}
-	}
-	if len(candidates) == 0 {
-		for _, a := range f.Addresses {
-			if p, err := netip.ParsePrefix(a.CIDR); err == nil && p.Addr().IsGlobalUnicast() {
-				candidates = append(candidates, p.Addr())
-			}
-		}
-	}
-	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].Is4() && !candidates[j].Is4() })
-	if len(candidates) == 0 {
-		return ""
-	}
-	return candidates[0].String()
 }

@@ -9,18 +9,18 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
-	"github.com/clusterctl/clusterctl/templates"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
 // ResetOptions tune reset.
 type ResetOptions struct {
-	// StateDir holds the cluster's CA, whose hash is in the mark of the hosts that are the cluster's.
-	StateDir string
+	// Hosts are the hosts reset (the session's when nil).
+	Hosts []*inventory.Host
 	// Force resets hosts that do not carry this cluster's mark (another cluster's, or none).
 	Force bool
 }
@@ -38,7 +38,10 @@ var ErrNotMember = errors.New("not a host of this cluster")
 // with another cluster's mark is refused; Force resets both. An unreachable host is reported and the others
 // are reset.
 func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult, error) {
-	results, err := Connect(ctx, e, e.Hosts, 1)
+	if o.Hosts == nil {
+		o.Hosts = e.Hosts
+	}
+	results, err := Connect(ctx, e, o.Hosts, 1)
 	if err != nil {
 		return results, err
 	}
@@ -48,28 +51,21 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 			reachable = append(reachable, r.Host)
 		}
 	}
-	marks := memberMarks(e.Inv.Cluster.Name, o.StateDir)
+	marks := memberMarks(e.Inv.Cluster.Name, e.StateDir)
 	var binaries []string
 	if e.Inv.Cluster.Artifacts != "" {
 		for _, b := range []string{"kubelet", "kubectl", "etcdctl"} {
 			binaries = append(binaries, kubeadm.Binary(b))
 		}
 	}
-	script, err := templates.Render("reset.sh", map[string]any{"Binaries": transport.Args(binaries...), "Backup": transport.BackupDir,
-		"Absent": transport.AbsentSuffix})
-	if err != nil {
-		return nil, err
-	}
-	out, err := transport.Fanout(ctx, "reset", reachable, transport.Policy{Limit: e.Forks, MaxFail: 1}, e.Sink,
+	script := []byte(scripts.Reset(binaries, transport.BackupDir, transport.AbsentSuffix))
+	out, err := e.play(ctx, "reset", reachable, 1,
 		func(ctx context.Context, name string) (bool, error) {
 			conn := e.Conn(name)
 			mark, err := conn.Get(ctx, kubeadm.MemberPath)
 			switch {
 			case errors.Is(err, fs.ErrNotExist) && !o.Force:
-				if e.Sink != nil {
-					e.Sink.Emit(transport.Event{Time: time.Now(), Type: transport.EventMessage, Play: "reset", Host: name,
-						Message: "no " + kubeadm.MemberPath + ": clusterctl made nothing here; left alone (--force resets it anyway)"})
-				}
+				e.say("reset", name, "no %s: clusterctl made nothing here; left alone (--force resets it anyway)", kubeadm.MemberPath)
 				return false, transport.ErrSkipped
 			case err != nil && !errors.Is(err, fs.ErrNotExist):
 				return false, err

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterctl/clusterctl/templates"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -14,11 +14,7 @@ import (
 // the delta removes the KUBE- chains and the rules of other chains that jump to them, and nothing else
 // (a foreign rule that merely mentions KUBE- in a comment stays).
 func TestResetIptablesDelta(t *testing.T) {
-	script, err := templates.Render("reset.sh", map[string]any{"Binaries": "", "Backup": transport.BackupDir, "Absent": transport.AbsentSuffix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(script)
+	s := scripts.Reset(nil, transport.BackupDir, transport.AbsentSuffix)
 	start := strings.Index(s, "for cmd in iptables ip6tables")
 	end := strings.Index(s[start:], "\ndone\n") + start + len("\ndone\n")
 	part := s[start:end]

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -334,4 +335,35 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// NodeIP is the host's address in the cluster as its facts show it: the IP of the interface that holds the
+// default route (IPv4 first), else the first global address; "" when there is none. An inventory's
+// internalAddress, when set, comes first (see playbooks.Env.NodeIP).
+func (f *Facts) NodeIP() string {
+	if f == nil {
+		return ""
+	}
+	var candidates []netip.Addr
+	for _, a := range f.Addresses {
+		p, err := netip.ParsePrefix(a.CIDR)
+		if err != nil || p.Addr().IsLoopback() || p.Addr().IsLinkLocalUnicast() {
+			continue
+		}
+		if f.DefaultIface == "" || a.Iface == f.DefaultIface {
+			candidates = append(candidates, p.Addr())
+		}
+	}
+	if len(candidates) == 0 {
+		for _, a := range f.Addresses {
+			if p, err := netip.ParsePrefix(a.CIDR); err == nil && p.Addr().IsGlobalUnicast() {
+				candidates = append(candidates, p.Addr())
+			}
+		}
+	}
+	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].Is4() && !candidates[j].Is4() })
+	if len(candidates) == 0 {
+		return ""
+	}
+	return candidates[0].String()
 }

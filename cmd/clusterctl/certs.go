@@ -95,13 +95,13 @@ func runCheckExpiration(cmd *cobra.Command, g *globalOptions, o *checkExpiration
 	if g.Output == "json" {
 		view = newEventView(g.stderr, "plain")
 	}
-	env, state, err := openEnv(g, &o.ssh, view)
+	env, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
 	now := time.Now()
-	list, results, err := playbooks.CheckExpiration(cmd.Context(), env, state, now)
+	list, results, err := playbooks.CheckExpiration(cmd.Context(), env, now)
 	failedHosts := 0
 	for _, r := range results {
 		if r.Err != nil {
@@ -223,7 +223,7 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 		return runRotateCA(cmd, g, o)
 	}
 	view := g.progressView()
-	env, state, err := openEnv(g, &o.ssh, view)
+	env, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
@@ -235,7 +235,7 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 		}
 	}
 	start := time.Now()
-	res, err := playbooks.RotateCerts(cmd.Context(), env, playbooks.RotateOptions{StateDir: state, Fresh: o.fresh, NewKeys: o.newKeys,
+	res, err := playbooks.RotateCerts(cmd.Context(), env, playbooks.RotateOptions{Fresh: o.fresh, NewKeys: o.newKeys,
 		Only: o.only, Timeout: o.timeout})
 	view.Recap()
 	if err != nil {
@@ -262,7 +262,7 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 
 func runRotateCA(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 	view := g.progressView()
-	env, state, err := openEnv(g, &o.ssh, view)
+	env, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func runRotateCA(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 		}
 	}
 	start := time.Now()
-	res, err := playbooks.RotateCA(cmd.Context(), env, playbooks.CARotateOptions{StateDir: state, Timeout: o.timeout})
+	res, err := playbooks.RotateCA(cmd.Context(), env, playbooks.CARotateOptions{Timeout: o.timeout})
 	view.Recap()
 	if res != nil {
 		for _, w := range res.Warnings {

@@ -48,7 +48,7 @@ type execResult struct {
 }
 
 func runExec(ctx context.Context, g *globalOptions, o *execOptions, command string) error {
-	env, _, err := openEnv(g, &o.ssh, nil)
+	env, err := openEnv(g, &o.ssh, nil)
 	if err != nil {
 		return err
 	}

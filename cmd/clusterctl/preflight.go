@@ -49,7 +49,7 @@ their errors into ignored findings.`,
 
 func runPreflight(cmd *cobra.Command, g *globalOptions, o *preflightOptions) error {
 	view := g.progressView()
-	env, _, err := openEnv(g, &o.ssh, view)
+	env, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ cannot be removed: put another control-plane host first.`,
 
 func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, names []string) error {
 	view := g.progressView()
-	env, state, err := openEnv(g, &o.ssh, view)
+	env, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, n
 			return err
 		}
 	}
-	err = playbooks.RemoveNode(cmd.Context(), env, names, playbooks.RemoveOptions{StateDir: state, DrainTimeout: o.drainTimeout})
+	err = playbooks.RemoveNode(cmd.Context(), env, names, playbooks.RemoveOptions{DrainTimeout: o.drainTimeout})
 	view.Recap()
 	if err != nil {
 		return failedOnHosts(err)

@@ -60,7 +60,7 @@ a later up then makes a cluster with the same CA.`,
 
 func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 	view := g.progressView()
-	env, state, err := openEnv(g, &o.ssh, view)
+	env, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 			return err
 		}
 	}
-	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{StateDir: state, Force: o.force})
+	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{Force: o.force})
 	view.Recap()
 	failed, skipped := 0, 0
 	for _, r := range results {
@@ -91,13 +91,13 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 		return failedOnHosts(err)
 	}
 	if o.removeState {
-		if err := os.RemoveAll(state); err != nil {
+		if err := os.RemoveAll(env.StateDir); err != nil {
 			return err
 		}
-		fmt.Fprintf(g.stdout, "reset %d host(s)%s; removed %s\n", len(results)-skipped, leftAlone(skipped), state)
+		fmt.Fprintf(g.stdout, "reset %d host(s)%s; removed %s\n", len(results)-skipped, leftAlone(skipped), env.StateDir)
 		return nil
 	}
-	fmt.Fprintf(g.stdout, "reset %d host(s)%s; the state directory %s is kept (the next up reuses its CA)\n", len(results)-skipped, leftAlone(skipped), state)
+	fmt.Fprintf(g.stdout, "reset %d host(s)%s; the state directory %s is kept (the next up reuses its CA)\n", len(results)-skipped, leftAlone(skipped), env.StateDir)
 	return nil
 }
 

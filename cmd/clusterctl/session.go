@@ -33,14 +33,14 @@ func (o *sshOptions) addFlags(cmd *cobra.Command) {
 }
 
 // openEnv loads the inventory, applies --limit, prepares the state directory and the SSH dialer.
-func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.Env, string, error) {
+func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.Env, error) {
 	inv, state, err := loadWithState(g)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	hosts, err := inv.Limit(g.Limit)
 	if err != nil {
-		return nil, "", usageError("%v", err)
+		return nil, usageError("%v", err)
 	}
 	d, err := transport.NewDialer(transport.Options{
 		ClusterKnownHosts: filepath.Join(state, "known_hosts"),
@@ -55,9 +55,9 @@ func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.E
 		Log:               g.log,
 	})
 	if err != nil {
-		return nil, "", &exitError{code: exitUsage, err: err}
+		return nil, &exitError{code: exitUsage, err: err}
 	}
-	return &playbooks.Env{Inv: inv, Hosts: hosts, Dialer: d, Forks: g.Forks, Sink: sink, Log: g.log}, state, nil
+	return playbooks.NewEnv(playbooks.EnvConfig{Inv: inv, Hosts: hosts, Dialer: d, Forks: g.Forks, Sink: sink, Log: g.log, StateDir: state}), nil
 }
 
 // stateDir is --state-dir, else .clusterctl/<cluster name> beside the inventory.

@@ -71,13 +71,13 @@ would change. The admin kubeconfig is left in the state directory (admin.conf). 
 
 func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 	view := g.progressView()
-	env, state, err := openEnv(g, &o.ssh, view)
+	env, err := openEnv(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
 	start := time.Now()
-	res, err := playbooks.Up(cmd.Context(), env, playbooks.UpOptions{StateDir: state, APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
+	res, err := playbooks.Up(cmd.Context(), env, playbooks.UpOptions{APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
 		DryRun: o.dryRun, Preflight: playbooks.PreflightOptions{Ignore: o.ignore, MaxClockSkew: o.maxClockSkew}})
 	view.Recap()
 	if res != nil && res.Preflight != nil && (errors.Is(err, playbooks.ErrPreflight) || res.Preflight.Errors+res.Preflight.Warnings > 0) && g.Output != "json" {

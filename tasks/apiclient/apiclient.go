@@ -209,3 +209,11 @@ func Decode(data []byte) ([]runtime.Object, error) {
 		out = append(out, u)
 	}
 }
+
+// Ready asks the API server's /readyz, waiting at most 5 s for the answer.
+func (c *Client) Ready(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+	return err
+}

@@ -34,7 +34,7 @@ func env(t *testing.T, l *lab.Lab, edit func(*inventory.Inventory)) *playbooks.E
 		t.Fatal(err)
 	}
 	hosts, _ := inv.Limit(nil)
-	e := &playbooks.Env{Inv: inv, Hosts: hosts, Dialer: d, Forks: 10}
+	e := playbooks.NewEnv(playbooks.EnvConfig{Inv: inv, Hosts: hosts, Dialer: d, Forks: 10})
 	t.Cleanup(e.Close)
 	return e
 }

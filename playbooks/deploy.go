@@ -1,0 +1,681 @@
+package playbooks
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+	"github.com/clusterctl/clusterctl/tasks/csr"
+	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/nodes"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/render"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// deployment is one run's view of what the hosts should hold, and the work of putting it there: render
+// locally, push each host's files and apply them, start or restart kubelets, roll control-plane nodes one
+// at a time. Up, RotateCerts and RotateCA each make one (newDeployment); what it changes on hosts goes
+// through record, so that a dry run reports exactly what a real run does.
+type deployment struct {
+	e     *Env
+	hosts []*inventory.Host // the hosts acted on, the first control-plane host among them
+	cp1   *inventory.Host
+	o     deployOptions
+
+	facts       map[string]*tasks.Facts
+	nodeIPs     map[string]string
+	cps         []string // the cluster's control-plane hosts (nil: the inventory's)
+	rendered    *render.Result
+	manifest    *artifacts.Manifest
+	artDir      string
+	art         map[string][]byte // artifact contents by manifest path
+	images      images.Set
+	kubeletPath string
+	member      string
+	token       *bootstrap.Token // made only when a node has yet to join
+	joining     map[string]bool  // hosts whose kubelet has no credentials yet: they join with the token
+	approver    *csr.Approver
+
+	mu             sync.Mutex
+	restartKubelet map[string]bool // hosts whose kubelet files changed in this run
+	outcomes       map[string]*apply.Outcome
+}
+
+type deployOptions struct {
+	Now      func() time.Time
+	DryRun   bool
+	Renew    *render.Renewal // certs rotate
+	TokenTTL time.Duration
+	// Timeout bounds each wait for an API server, a node's static Pods, serving certificates.
+	Timeout time.Duration
+}
+
+// newDeployment makes a run's deployment on hosts; the first control-plane host is always part of it: the
+// API is reached through it.
+func newDeployment(e *Env, hosts []*inventory.Host, o deployOptions) (*deployment, error) {
+	cp1, err := e.firstControlPlane()
+	if err != nil {
+		return nil, err
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if !slices.Contains(hosts, cp1) {
+		hosts = append([]*inventory.Host{cp1}, hosts...)
+	}
+	return &deployment{e: e, hosts: hosts, cp1: cp1, o: o, facts: map[string]*tasks.Facts{}, nodeIPs: map[string]string{},
+		restartKubelet: map[string]bool{}, outcomes: map[string]*apply.Outcome{}}, nil
+}
+
+// allHosts are every inventory host: rotations act on the whole fleet.
+func allHosts(inv *inventory.Inventory) []*inventory.Host {
+	out := make([]*inventory.Host, len(inv.Hosts))
+	for i := range inv.Hosts {
+		out[i] = &inv.Hosts[i]
+	}
+	return out
+}
+
+// preflight runs the preflight playbook on the deployment's hosts and keeps their facts. Hosts marked with
+// this cluster's CA are re-runs: what clusterctl made there is expected.
+func (d *deployment) preflight(ctx context.Context, o PreflightOptions) (*PreflightReport, error) {
+	o.Hosts = d.hosts
+	o.Members = append(o.Members, memberMarks(d.e.Inv.Cluster.Name, d.e.StateDir)...)
+	report, err := Preflight(ctx, d.e, o)
+	if err != nil {
+		return report, err
+	}
+	if report.Failed() {
+		return report, ErrPreflight
+	}
+	for _, h := range report.Hosts {
+		d.facts[h.Name] = h.Facts
+		d.nodeIPs[h.Name] = nodeIP(d.e.Inv.Host(h.Name), h.Facts)
+	}
+	d.approver = &csr.Approver{Nodes: csr.InventoryNodes(d.e.Inv, d.nodeIPs), Say: func(f string, a ...any) { d.e.say("approve", "", f, a...) }}
+	return report, nil
+}
+
+func nodeIP(h *inventory.Host, f *tasks.Facts) string {
+	if h.InternalAddress != "" {
+		return h.InternalAddress
+	}
+	return f.NodeIP()
+}
+
+// localProxy reports whether the cluster's nodes reach the API servers through the node-local proxy.
+func (d *deployment) localProxy() bool { return render.LocalProxyOf(d.e.Inv, d.cps) }
+
+// clusterControlPlanes finds, for a run on some of the hosts (add-node, --limit), the control-plane hosts
+// of the cluster: those that are Nodes already and those joining now. Others the inventory lists are not
+// part of it yet: they must not make the cluster's nodes use the node-local proxy, nor be its backends.
+// Without an answer from the API (a cluster not up yet) every control-plane host of the inventory counts.
+func (d *deployment) clusterControlPlanes(ctx context.Context) {
+	if len(d.hosts) == len(d.e.Inv.Hosts) {
+		return
+	}
+	c, err := d.e.Admin(ctx)
+	if err != nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	list, err := c.Kube.CoreV1().Nodes().List(lctx, metav1.ListOptions{LabelSelector: bootstrap.ControlPlaneLabel})
+	if err != nil {
+		d.e.say("render", "", "the API does not answer (%s): every control-plane host of the inventory counts as the cluster's", firstLine(err.Error()))
+		return
+	}
+	joined := map[string]bool{}
+	for _, n := range list.Items {
+		joined[n.Name] = true
+	}
+	d.cps = []string{}
+	for _, h := range d.e.Inv.ControlPlanes() {
+		if joined[h.NodeName] || slices.Contains(d.hosts, h) {
+			d.cps = append(d.cps, h.Name)
+		}
+	}
+}
+
+// render makes, in the state directory and in memory, every file of every host: PKI, kubeconfigs, static
+// Pods, kubelet and runtime configuration; and the token when a node has yet to join.
+func (d *deployment) render(ctx context.Context) error {
+	d.clusterControlPlanes(ctx)
+	if err := d.artifacts(); err != nil {
+		return err
+	}
+	if err := d.hostsHaveWhatTheyNeed(); err != nil {
+		return err
+	}
+	containerized := map[string]bool{}
+	cniDir := ""
+	for name, f := range d.facts {
+		containerized[name] = f.Virt != ""
+		if f.CNIBinDir != "" && cniDir == "" {
+			cniDir = f.CNIBinDir
+		}
+	}
+	res, err := render.Render(render.Options{Inv: d.e.Inv, StateDir: d.e.StateDir, Now: d.o.Now, Renew: d.o.Renew, Images: d.images,
+		KubeletPath: d.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: d.cps})
+	if err != nil {
+		return err
+	}
+	d.rendered = res
+	for _, ch := range res.Changes {
+		d.e.say("render", "", "%s %s", ch.Action, ch.What)
+	}
+	d.joining = map[string]bool{}
+	for _, h := range d.hosts {
+		if f := d.facts[h.Name]; f != nil && !h.Has(inventory.RoleControlPlane) && !f.Files[kubeadm.KubeletKubeconfig] {
+			d.joining[h.Name] = true
+		}
+	}
+	if len(d.joining) == 0 {
+		return nil
+	}
+	return d.loadToken()
+}
+
+// artifacts reads the artifacts directory's manifest, when the inventory names one: its images and binaries
+// are pushed, and it says which images the cluster runs.
+func (d *deployment) artifacts() error {
+	c := d.e.Inv.Cluster
+	d.images = images.For(c.ImageRepository, c.KubernetesVersion)
+	d.kubeletPath = "/usr/bin/kubelet"
+	if c.Artifacts == "" {
+		return nil
+	}
+	d.artDir = d.e.Inv.Resolve(c.Artifacts)
+	m, err := artifacts.Load(d.artDir)
+	if err != nil {
+		return fmt.Errorf("artifacts directory (cluster.artifacts): %w", err)
+	}
+	if m.KubernetesVersion != c.KubernetesVersion {
+		return fmt.Errorf("artifacts directory %s holds Kubernetes %s, the inventory asks for %s", d.artDir, m.KubernetesVersion, c.KubernetesVersion)
+	}
+	d.manifest = m
+	d.images = d.images.WithManifest(m, d.facts[d.cp1.Name].Arch)
+	d.kubeletPath = kubeadm.Binary("kubelet")
+	return nil
+}
+
+// hostsHaveWhatTheyNeed checks that hosts have what clusterctl does not push: the kubelet (without
+// artifacts), haproxy (for the node-local proxy), the CNI plugins (for the bridge network).
+func (d *deployment) hostsHaveWhatTheyNeed() error {
+	for _, h := range d.hosts {
+		f := d.facts[h.Name]
+		switch {
+		case f == nil:
+		case d.manifest == nil && !f.Commands["kubelet"]:
+			return fmt.Errorf("%s has no kubelet: install the kubelet from your distribution's Kubernetes packages, or name an artifacts directory (cluster.artifacts) for clusterctl to push it", h.Name)
+		case d.localProxy() && !f.Commands["haproxy"]:
+			return fmt.Errorf("%s has no haproxy: with several control-plane nodes and no controlPlaneEndpoint, every node reaches the API servers through a node-local haproxy; install your distribution's haproxy package, or put a load balancer in front and set cluster.controlPlaneEndpoint", h.Name)
+		}
+	}
+	for name, f := range d.facts {
+		if d.e.Inv.Cluster.CNI.Plugin == inventory.CNIBridge && f.CNIBinDir == "" {
+			return fmt.Errorf("%s has no CNI plugins (bridge, host-local, portmap in /opt/cni/bin or /usr/lib/cni): install your distribution's CNI plugins package (containernetworking-plugins)", name)
+		}
+	}
+	return nil
+}
+
+// loadToken keeps the token of an interrupted run while it has time left, or makes a new one; it is kept in
+// the state directory (0600) so that a re-run joins with the same token.
+func (d *deployment) loadToken() error {
+	file := filepath.Join(d.e.StateDir, tokenFile)
+	if data, err := os.ReadFile(file); err == nil {
+		if t, err := bootstrap.ParseToken(string(data)); err == nil && t.Expires.Sub(d.o.Now()) > d.o.TokenTTL/2 {
+			d.token = &t
+			return nil
+		}
+	}
+	t, err := bootstrap.NewToken(d.o.Now(), d.o.TokenTTL)
+	if err != nil {
+		return err
+	}
+	d.token = &t
+	return writeSecret(file, t.Marshal())
+}
+
+func writeSecret(file string, data []byte) error {
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
+}
+
+// prepare reads the artifacts (once, shared by every host's upload) and makes the membership mark.
+func (d *deployment) prepare() error {
+	d.art = map[string][]byte{}
+	if d.manifest != nil {
+		for _, f := range d.manifest.Files {
+			if f.Arch != "" && !d.archNeeded(f.Arch) {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(d.artDir, filepath.FromSlash(f.Path)))
+			if err != nil {
+				return err
+			}
+			d.art[f.Path] = data
+		}
+	}
+	ca, err := pki.ParseCert(d.caPEM())
+	if err != nil {
+		return err
+	}
+	d.member = MemberMark(d.e.Inv.Cluster.Name, pki.CAHash(ca))
+	return nil
+}
+
+func (d *deployment) archNeeded(arch string) bool {
+	for _, f := range d.facts {
+		if f.Arch == arch {
+			return true
+		}
+	}
+	return false
+}
+
+// node is everything a host receives: the membership mark, its rendered files, the bootstrap kubeconfig
+// when it joins, and from an artifacts directory its binaries and image archives.
+func (d *deployment) node(name string) (apply.Node, error) {
+	h := d.e.Inv.Host(name)
+	n := apply.Node{Mark: transport.File{Path: kubeadm.MemberPath, Data: []byte(d.member + "\n"), Mode: 0o644}, Dry: d.o.DryRun}
+	for _, hf := range d.rendered.Hosts {
+		if hf.Host == name {
+			n.Files = append(n.Files, hf.Files...)
+		}
+	}
+	if d.joining[name] {
+		boot, err := bootstrap.BootstrapKubeconfig(d.e.Inv.Cluster.Name, d.rendered.NodeEndpoint, d.caPEM(), *d.token)
+		if err != nil {
+			return n, err
+		}
+		n.Files = append(n.Files, transport.File{Path: kubeadm.BootstrapKubeconfig, Data: boot, Mode: 0o600})
+	}
+	if d.manifest != nil {
+		cp := h.Has(inventory.RoleControlPlane)
+		for _, f := range d.manifest.Files {
+			if f.Arch != d.facts[name].Arch || !needed(f, cp) {
+				continue
+			}
+			switch f.Kind {
+			case artifacts.KindBinary:
+				n.Files = append(n.Files, transport.File{Path: kubeadm.Binary(f.Name), Data: d.art[f.Path], Mode: 0o755, SHA256: f.SHA256})
+			case artifacts.KindImage:
+				p := path.Join(kubeadm.ImagesDir, f.Name+".tar")
+				n.Files = append(n.Files, transport.File{Path: p, Data: d.art[f.Path], Mode: 0o644, SHA256: f.SHA256})
+				n.Images = append(n.Images, scripts.Image{File: p, Ref: f.Image})
+			}
+		}
+	}
+	for i := range n.Files {
+		n.Files[i].Keep = apply.MayPreexist(n.Files[i].Path)
+	}
+	if d.localProxy() {
+		n.ProxyFiles, n.ProxyUnit = []string{render.LocalProxyConfigPath, render.LocalProxyUnitPath}, render.LocalProxyUnitName
+	}
+	return n, nil
+}
+
+// needed says whether an artifact goes to a control-plane node (cp) or a worker: workers run the kubelet,
+// kube-proxy, CoreDNS and the pause image; control-plane nodes also kubectl, etcdctl and the control plane.
+func needed(f artifacts.File, cp bool) bool {
+	switch f.Name {
+	case "kubelet", images.Proxy, images.CoreDNS, images.Pause:
+		return f.Kind == artifacts.KindImage || f.Name == "kubelet"
+	case "kubectl", "etcdctl":
+		return cp && f.Kind == artifacts.KindBinary
+	case images.APIServer, images.ControllerManager, images.Scheduler, images.Etcd:
+		return cp && f.Kind == artifacts.KindImage
+	}
+	return false
+}
+
+// record keeps what a unit of work changed on a host, or in a dry run would change: the run's plan. A
+// changed kubelet file marks the host's kubelet for a restart.
+func (d *deployment) record(host string, o apply.Outcome) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cur := d.outcomes[host]
+	if cur == nil {
+		cur = &apply.Outcome{}
+		d.outcomes[host] = cur
+	}
+	cur.Add(o)
+	for _, f := range o.Files {
+		if apply.KubeletFile(f.Path) {
+			d.restartKubelet[host] = true
+		}
+	}
+}
+
+// plan is what the run changed, or would change, on each of its hosts.
+func (d *deployment) plan() []HostPlan {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]HostPlan, 0, len(d.hosts))
+	for _, h := range d.hosts {
+		p := HostPlan{Host: h.Name, Files: []PlannedFile{}, Actions: []string{}}
+		if o := d.outcomes[h.Name]; o != nil {
+			p.Files = append(p.Files, o.Files...)
+			p.Actions = append(p.Actions, o.Actions...)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// push puts hosts' files and applies them, limit hosts at once; it reports whether anything changed.
+func (d *deployment) push(ctx context.Context, play string, hosts []string, limit int) (bool, error) {
+	var mu sync.Mutex
+	changed := false
+	_, err := transport.Fanout(ctx, play, hosts, transport.Policy{Limit: limit}, d.e.Sink,
+		func(ctx context.Context, name string) (bool, error) {
+			n, err := d.node(name)
+			if err != nil {
+				return false, err
+			}
+			out, err := apply.Push(ctx, d.e.Conn(name), n)
+			d.record(name, out)
+			mu.Lock()
+			changed = changed || out.Changed()
+			mu.Unlock()
+			return out.Changed(), err
+		})
+	return changed, err
+}
+
+// startKubelet starts the kubelet on hosts, restarting it where its files changed in this run or since it
+// last started; a worker's kubelet.conf is pointed at the endpoint nodes use first.
+func (d *deployment) startKubelet(ctx context.Context, play string, hosts []string) error {
+	_, err := transport.Fanout(ctx, play, hosts, transport.Policy{Limit: d.e.Forks}, d.e.Sink,
+		func(ctx context.Context, name string) (bool, error) {
+			h := d.e.Inv.Host(name)
+			conn := d.e.Conn(name)
+			cp := h.Has(inventory.RoleControlPlane)
+			if !cp {
+				// A worker's kubelet.conf is the kubelet's own (TLS bootstrap); when the API endpoint nodes use
+				// changes (a control plane grown to several, behind the node-local proxy), point it there. Its
+				// CA data follows ca.crt (a bundle of the old and new CAs during a CA rotation).
+				out, err := apply.Repoint(ctx, conn, d.rendered.NodeEndpoint, d.caPEM(), d.o.DryRun)
+				if err != nil {
+					return false, err
+				}
+				d.record(name, out)
+			}
+			d.mu.Lock()
+			restart := d.restartKubelet[name]
+			d.mu.Unlock()
+			out, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, d.kubeletPath), Restart: restart, Dry: d.o.DryRun})
+			d.record(name, out)
+			return out.Changed(), err
+		})
+	return err
+}
+
+func (d *deployment) caPEM() []byte {
+	for _, hf := range d.rendered.Hosts {
+		for _, f := range hf.Files {
+			if f.Path == kubeadm.CACert {
+				return f.Data
+			}
+		}
+	}
+	return nil
+}
+
+// workers are the run's hosts that are not control-plane nodes.
+func (d *deployment) workers() []*inventory.Host {
+	var out []*inventory.Host
+	for _, h := range d.hosts {
+		if !h.Has(inventory.RoleControlPlane) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// rollControlPlane pushes a control-plane node's files and, when any changed, restarts what reads them (the
+// kubelet restarts static Pods whose manifests changed; the kubelet itself restarts if its files did), and
+// waits until its static Pods run the current manifests and are Ready, and its API server is ready.
+func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inventory.Host) (bool, error) {
+	first, err := d.restartEtcdAlone(ctx, play, h)
+	if err != nil {
+		return first, err
+	}
+	changed, err := d.push(ctx, play, []string{h.Name}, 1)
+	if err != nil {
+		return false, err
+	}
+	changed = changed || first
+	if changed {
+		if err := d.startKubelet(ctx, play, []string{h.Name}); err != nil {
+			return true, err
+		}
+	}
+	// Also when nothing changed: a run interrupted after the push resumes here, and the node must be back
+	// with its files before the next one is touched (a check of four Pods when it is).
+	if err := d.waitStaticPods(ctx, play, h); err != nil {
+		return changed, err
+	}
+	if !changed {
+		return false, nil
+	}
+	return true, d.waitNodeAPI(ctx, h)
+}
+
+// restartEtcdAlone restarts a running etcd member whose manifest is about to change while the node's API
+// server is stopped: the API server talks to its local member only, and requests it holds while that member
+// restarts would hang. The node's files other than the two manifests go first (etcd and the API server
+// reload certificates themselves); then the API server's manifest is removed and the kubelet stops it
+// (gracefully: it fails /readyz, proxies and load balancers move away, it drains); then the new etcd
+// manifest, until a new etcd process answers /readyz; the API server's new manifest follows with the rest.
+// With a single control-plane node it does nothing. It reports whether it changed anything.
+func (d *deployment) restartEtcdAlone(ctx context.Context, play string, h *inventory.Host) (bool, error) {
+	if len(render.ControlPlanes(d.e.Inv, d.cps)) < 2 {
+		// One API server: there is nowhere to move its clients, and restarting both together is the
+		// shortest outage.
+		return false, nil
+	}
+	conn := d.e.Conn(h.Name)
+	n, err := d.node(h.Name)
+	if err != nil {
+		return false, err
+	}
+	var etcdFile, rest []transport.File
+	for _, f := range n.Files {
+		switch f.Path {
+		case kubeadm.Manifest(kubeadm.Etcd):
+			etcdFile = append(etcdFile, f)
+		case kubeadm.Manifest(kubeadm.APIServer):
+		default:
+			rest = append(rest, f)
+		}
+	}
+	if len(etcdFile) == 0 {
+		return false, nil
+	}
+	diff, err := conn.Diff(ctx, etcdFile)
+	if err != nil || diff[0] != transport.ChangeContent {
+		return false, err
+	}
+	res, err := conn.Run(ctx, scripts.EtcdPID(), nil)
+	if err != nil {
+		return false, err
+	}
+	oldPID := strings.TrimSpace(string(res.Stdout))
+	if oldPID == "" {
+		return false, nil // not running: nothing to protect
+	}
+	out, err := apply.Files(ctx, conn, rest, false)
+	d.record(h.Name, out)
+	if err != nil {
+		return false, err
+	}
+	d.e.say(play, h.Name, "stopping the API server while etcd restarts")
+	if _, err := conn.Run(ctx, scripts.StopAPIServer(int(d.o.Timeout/(500*time.Millisecond))), nil); err != nil {
+		return true, err
+	}
+	out, err = apply.Files(ctx, conn, etcdFile, false)
+	d.record(h.Name, out)
+	if err != nil {
+		return true, err
+	}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: conn.DialContext}}
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", kubeadm.PortEtcdMetrics)
+	return true, d.e.poll(ctx, play, h.Name, d.o.Timeout, func() (bool, string, error) {
+		res, err := conn.Run(ctx, scripts.EtcdPID(), nil)
+		if err != nil {
+			return false, "", err
+		}
+		if pid := strings.TrimSpace(string(res.Stdout)); pid == "" || pid == oldPID {
+			return false, "etcd to restart", nil
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, "etcd to be ready (" + err.Error() + ")", nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, "etcd to be ready (" + resp.Status + ")", nil
+	})
+}
+
+// waitStaticPods waits until the node's etcd and control-plane mirror Pods carry their manifests' current
+// certificate digests and are Ready. API errors while an API server restarts are retried.
+func (d *deployment) waitStaticPods(ctx context.Context, play string, h *inventory.Host) error {
+	want := map[string]string{} // component -> the digest its manifest carries
+	for _, hf := range d.rendered.Hosts {
+		if hf.Host != h.Name {
+			continue
+		}
+		for _, f := range hf.Files {
+			if path.Dir(f.Path) != kubeadm.ManifestsDir {
+				continue
+			}
+			for _, line := range strings.Split(string(f.Data), "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), render.PKIAnnotation+": "); ok {
+					want[strings.TrimSuffix(path.Base(f.Path), ".yaml")] = v
+				}
+			}
+		}
+	}
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	err = d.e.poll(ctx, play, h.Name, d.o.Timeout, func() (bool, string, error) {
+		waiting := nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, render.PKIAnnotation, want, kubeadm.ControlPlaneComponents)
+		return len(waiting) == 0, strings.Join(waiting, ", "), nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s: %w", h.Name, err)
+	}
+	return err
+}
+
+// waitNodeAPI waits for a control-plane node's own API server to be ready, through its SSH connection.
+func (d *deployment) waitNodeAPI(ctx context.Context, h *inventory.Host) error {
+	c, err := d.e.nodeClient(ctx, h)
+	if err != nil {
+		return err
+	}
+	return d.e.poll(ctx, "api", h.Name, d.o.Timeout, func() (bool, string, error) {
+		if err := c.Ready(ctx); err != nil {
+			return false, fmt.Sprintf("the API server on %s (last: %v)", h.Name, err), nil
+		}
+		return true, "", nil
+	})
+}
+
+// renewServing has the kubelets of hosts whose serving certificate is stale (or missing) request a new one:
+// the current one is removed and the kubelet restarted; the request is approved after csr.CheckServing, and
+// the wait ends when each node's new certificate is issued.
+func (d *deployment) renewServing(ctx context.Context, play string, hosts []string, stale func(*x509.Certificate) bool) ([]string, error) {
+	since := time.Now().Add(-time.Second)
+	var mu sync.Mutex
+	var renewing []string
+	_, err := transport.Fanout(ctx, play, hosts, transport.Policy{Limit: d.e.Forks}, d.e.Sink,
+		func(ctx context.Context, name string) (bool, error) {
+			cur, err := readCert(ctx, d.e.Conn(name), kubeadm.KubeletServerCurrent)
+			if err != nil || cur != nil && !stale(cur) {
+				return false, err
+			}
+			if _, err := d.e.Conn(name).Run(ctx, scripts.RenewServing(), nil); err != nil {
+				return false, err
+			}
+			mu.Lock()
+			renewing = append(renewing, d.e.Inv.Host(name).NodeName)
+			mu.Unlock()
+			return true, nil
+		})
+	if err != nil || len(renewing) == 0 {
+		return renewing, err
+	}
+	sort.Strings(renewing)
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return renewing, err
+	}
+	d.approver.Kube = admin.Kube
+	return renewing, d.e.poll(ctx, play, "", d.o.Timeout, func() (bool, string, error) {
+		if err := d.approver.Round(ctx); err != nil {
+			return false, "", err
+		}
+		list, err := admin.Kube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "the API (" + firstLine(err.Error()) + ")", nil
+		}
+		issued := map[string]bool{}
+		for _, c := range list.Items {
+			if c.CreationTimestamp.After(since) && len(c.Status.Certificate) > 0 {
+				issued[strings.TrimPrefix(c.Spec.Username, "system:node:")] = true
+			}
+		}
+		var waiting []string
+		for _, n := range renewing {
+			if !issued[n] {
+				waiting = append(waiting, n)
+			}
+		}
+		return len(waiting) == 0, "the serving certificates of " + strings.Join(waiting, ", "), nil
+	})
+}
+
+// readCert reads the certificate (never the key) of a PEM file on a host; nil when there is none.
+func readCert(ctx context.Context, conn *transport.Conn, file string) (*x509.Certificate, error) {
+	res, err := conn.Run(ctx, scripts.ReadCert(file), nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(strings.TrimSpace(string(res.Stdout))) == 0 {
+		return nil, nil
+	}
+	return pki.ParseCert(res.Stdout)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

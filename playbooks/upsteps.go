@@ -1,0 +1,438 @@
+package playbooks
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/addons"
+	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+	"github.com/clusterctl/clusterctl/tasks/cni"
+	"github.com/clusterctl/clusterctl/tasks/etcdmember"
+	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/kubelet"
+	"github.com/clusterctl/clusterctl/tasks/nodes"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/tasks/wait"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// waitAPI waits for /readyz, reporting the kubelet's and the static Pods' state every 10 s, and on timeout
+// says what the node shows. Then admin.conf's group becomes cluster-admin: everything after is done as
+// admin.
+func (u *upRun) waitAPI(ctx context.Context) error {
+	superAdmin, err := pki.ReadSecret(filepath.Join(u.e.StateDir, "kubeconfig", "super-admin.conf"))
+	if err != nil {
+		return err
+	}
+	c, err := u.e.client(ctx, superAdmin)
+	if err != nil {
+		return err
+	}
+	conn := u.e.Conn(u.cp1.Name)
+	err = wait.Poll(ctx, wait.Options{Timeout: u.o.APITimeout, Report: func(string) { u.e.say("wait-api", u.cp1.Name, "%s", u.nodeState(ctx, conn)) }},
+		func() (bool, string, error) {
+			if err := c.Ready(ctx); err != nil {
+				return false, fmt.Sprintf("the API server on %s (last: %v)", u.cp1.Name, err), nil
+			}
+			return true, "", nil
+		})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w\n%s", err, u.diagnose(ctx, conn))
+	}
+	_, err = c.Apply(ctx, bootstrap.Objects(nil, nil, nil)[0])
+	return err
+}
+
+// nodeState is a one-line summary of the kubelet and the Pods it runs.
+func (u *upRun) nodeState(ctx context.Context, conn *transport.Conn) string {
+	res, err := conn.Run(ctx, scripts.NodeState(), nil)
+	if err != nil {
+		return "cannot read the node's state: " + err.Error()
+	}
+	return strings.TrimSpace(string(res.Stdout))
+}
+
+// diagnose gathers what explains an API server that does not come up.
+func (u *upRun) diagnose(ctx context.Context, conn *transport.Conn) string {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	defer cancel()
+	res, err := conn.Run(dctx, scripts.Diagnose(), nil)
+	if err != nil {
+		return "(cannot read the node's logs: " + err.Error() + ")"
+	}
+	return strings.TrimSpace(string(res.Stdout))
+}
+
+// bootstrap creates, through the API, everything joining nodes and the cluster's addons need.
+func (u *upRun) bootstrap(ctx context.Context) error {
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	objs, err := u.bootstrapObjects()
+	if err != nil {
+		return err
+	}
+	applied, err := admin.Apply(ctx, objs...)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, a := range applied {
+		if a.Changed {
+			n++
+		}
+	}
+	u.e.say("bootstrap", "", "%d objects applied, %d changed", len(applied), n)
+	return nodes.Label(ctx, admin.Kube, u.cp1)
+}
+
+// bootstrapObjects are the token, cluster-info, kubeadm-config, kubelet-config, the RBAC of joining nodes,
+// kube-proxy and CoreDNS.
+func (u *upRun) bootstrapObjects() ([]runtime.Object, error) {
+	c := u.e.Inv.Cluster
+	var kubeletConf []byte
+	for _, hf := range u.rendered.Hosts {
+		if hf.Host == u.cp1.Name {
+			for _, f := range hf.Files {
+				if f.Path == kubeadm.KubeletConfig {
+					kubeletConf = f.Data
+				}
+			}
+		}
+	}
+	kc, err := bootstrap.KubeadmConfig(bootstrap.ClusterConfig{KubernetesVersion: c.KubernetesVersion, ClusterName: c.Name,
+		ControlPlaneEndpoint: strings.TrimPrefix(u.rendered.NodeEndpoint, "https://"), PodSubnet: c.Networking.PodSubnet,
+		ServiceSubnet: c.Networking.ServiceSubnet, DNSDomain: c.Networking.DNSDomain, ImageRepository: c.ImageRepository,
+		EncryptionAlgorithm: c.Certificates.KeyAlgorithm, CertValidity: c.Certificates.Validity.Duration,
+		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: c.APIServer.ExtraArgs.Pairs(),
+		ControllerManager: c.ControllerManager.ExtraArgs.Pairs(), SchedulerArgs: c.Scheduler.ExtraArgs.Pairs(),
+		EtcdArgs: c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs})
+	if err != nil {
+		return nil, err
+	}
+	infoKC, err := bootstrap.ClusterInfoKubeconfig(u.rendered.NodeEndpoint, u.caPEM())
+	if err != nil {
+		return nil, err
+	}
+	var tokens []bootstrap.Token
+	var objs []runtime.Object
+	if u.token != nil {
+		tokens = append(tokens, *u.token)
+		objs = append(objs, u.token.Object())
+	}
+	info, err := bootstrap.ClusterInfo(infoKC, tokens...)
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, bootstrap.Objects(kc, bootstrap.KubeletConfig(kubeletConf), info)...)
+	containerized := false
+	for _, f := range u.facts {
+		containerized = containerized || f.Virt != ""
+	}
+	dnsIP, err := kubelet.NthIP(c.Networking.ServiceSubnet, 10)
+	if err != nil {
+		return nil, err
+	}
+	p := addons.Params{Endpoint: u.rendered.NodeEndpoint, ImageRepository: c.ImageRepository,
+		KubeProxyImage: u.images.Ref(images.Proxy), CoreDNSImage: u.images.Ref(images.CoreDNS),
+		ClusterCIDR: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain, DNSServiceIP: dnsIP,
+		NoConntrackTuning: containerized, KubeProxyArgs: c.KubeProxy.ExtraArgs.Pairs()}
+	proxy, err := addons.KubeProxy(p)
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, proxy...)
+	return append(objs, addons.CoreDNS(p)...), nil
+}
+
+// controlPlaneJoins are the run's control-plane hosts but the first.
+func (u *upRun) controlPlaneJoins() []*inventory.Host {
+	var out []*inventory.Host
+	for _, h := range u.hosts {
+		if h.Has(inventory.RoleControlPlane) && h != u.cp1 {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func (u *upRun) noControlPlaneJoins() string {
+	if len(u.controlPlaneJoins()) == 0 {
+		return "no other control-plane host in this run"
+	}
+	return ""
+}
+
+// joinControlPlanes joins the other control-plane nodes one at a time, as kubeadm join --control-plane:
+// the node's etcd member is added as a learner through the etcd API before the member starts, the node's
+// kubelet starts etcd and the control plane, the learner is promoted once it has caught up, and the node's
+// API server must be ready before the next node. Members already there are left alone. A dry run records
+// what their kubelets would do.
+func (u *upRun) joinControlPlanes(ctx context.Context) error {
+	joining := u.controlPlaneJoins()
+	if u.o.DryRun {
+		return u.startKubelet(ctx, "control-plane-join", names(joining))
+	}
+	ec, err := u.e.etcd(ctx)
+	if err != nil {
+		return err
+	}
+	defer ec.Close()
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range joining {
+		peer := "https://" + net.JoinHostPort(u.nodeIPs[h.Name], strconv.Itoa(kubeadm.PortEtcdPeer))
+		m, added, err := ec.AddLearner(ctx, peer)
+		if err != nil {
+			return fmt.Errorf("%s: adding its etcd member: %w", h.Name, err)
+		}
+		if added {
+			u.e.say("control-plane-join", h.Name, "etcd member %x added as a learner (%s)", m.ID, peer)
+		}
+		if err := u.startKubelet(ctx, "control-plane-join", []string{h.Name}); err != nil {
+			return err
+		}
+		if m.Learner {
+			if err := ec.Promote(ctx, m.ID, u.o.APITimeout); err != nil {
+				return fmt.Errorf("%s: %w", h.Name, err)
+			}
+			u.e.say("control-plane-join", h.Name, "etcd member %x promoted to voting member", m.ID)
+		}
+		if err := u.waitNodeAPI(ctx, h); err != nil {
+			return err
+		}
+		members, err := ec.List(ctx)
+		if err != nil {
+			return err
+		}
+		if err := etcdmember.Quorum(members); err != nil {
+			return fmt.Errorf("after joining %s: %w", h.Name, err)
+		}
+		if err := nodes.Label(ctx, admin.Kube, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitNodes polls the Nodes until done says they are as wanted, approving serving CSRs and labelling nodes
+// as they come.
+func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string]*corev1.Node) (bool, string)) error {
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	u.approver.Kube = admin.Kube
+	labelled := map[string]bool{}
+	return u.e.poll(ctx, play, "", u.o.NodeTimeout, func() (bool, string, error) {
+		if err := u.approver.Round(ctx); err != nil {
+			return false, "", err
+		}
+		list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		byName := map[string]*corev1.Node{}
+		for i := range list.Items {
+			byName[list.Items[i].Name] = &list.Items[i]
+		}
+		for _, h := range u.hosts {
+			if byName[h.NodeName] != nil && !labelled[h.Name] {
+				if err := nodes.Label(ctx, admin.Kube, h); err != nil {
+					return false, "", err
+				}
+				labelled[h.Name] = true
+			}
+		}
+		ok, waiting := done(byName)
+		return ok, waiting, nil
+	})
+}
+
+// network sets up the pod network: with the bridge plugin, once every node is registered with its pod range,
+// each node's CNI configuration and routes to the others; with manifests, the user's objects.
+func (u *upRun) network(ctx context.Context) error {
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	switch u.e.Inv.Cluster.CNI.Plugin {
+	case inventory.CNINone:
+		u.e.say("network", "", "cni.plugin is none: nodes stay NotReady until a pod network is installed")
+		return nil
+	case inventory.CNIManifests:
+		for _, m := range u.e.Inv.Cluster.CNI.Manifests {
+			file := u.e.Inv.Resolve(m)
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			objs, err := apiclient.Decode(data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+			if _, err := admin.Apply(ctx, objs...); err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+		}
+		return nil
+	}
+	cidrs := map[string]string{}
+	err = u.waitNodes(ctx, "network", func(byName map[string]*corev1.Node) (bool, string) {
+		var missing []string
+		for _, h := range u.hosts {
+			n := byName[h.NodeName]
+			switch {
+			case n == nil:
+				missing = append(missing, h.NodeName+" (not registered)")
+			case n.Spec.PodCIDR == "":
+				missing = append(missing, h.NodeName+" (no pod range)")
+			default:
+				cidrs[h.Name] = n.Spec.PodCIDR
+			}
+		}
+		return len(missing) == 0, "nodes: " + strings.Join(missing, ", ")
+	})
+	if err != nil {
+		return err
+	}
+	return u.routes(ctx, admin, cidrs)
+}
+
+// routes gives every node of the cluster routes to every other's range: the nodes acted on get the whole
+// configuration, the cluster's other nodes (add-node, up --limit) only their routes unit, a file of a few
+// hundred bytes and a oneshot unit; no Pod or kubelet restarts. Routes go only to nodes that are the
+// inventory's hosts at the inventory's addresses (cni.Vet).
+func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[string]string) error {
+	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var all []cni.Node
+	others := []*inventory.Host{}
+	for i := range list.Items {
+		n := &list.Items[i]
+		all = append(all, cni.Node{Name: n.Name, PodCIDR: n.Spec.PodCIDR, IP: nodes.InternalIP(n)})
+		for j := range u.e.Inv.Hosts {
+			if h := &u.e.Inv.Hosts[j]; h.NodeName == n.Name && !slices.Contains(u.hosts, h) {
+				others = append(others, h)
+			}
+		}
+	}
+	if _, err := Connect(ctx, u.e, others, 0); err != nil {
+		return err
+	}
+	expect := map[string]string{}
+	for _, h := range append(slices.Clone(u.hosts), others...) {
+		ip, err := u.e.NodeIP(ctx, h)
+		if err != nil {
+			return err
+		}
+		expect[h.NodeName] = ip
+	}
+	all, skipped := cni.Vet(all, expect, u.e.Inv.Cluster.Networking.PodSubnet)
+	for _, msg := range skipped {
+		u.e.say("network", "", "%s", msg)
+	}
+	u.res.SkippedRoutes = skipped
+	_, err = u.e.play(ctx, "network", append(names(u.hosts), names(others)...), 0, func(ctx context.Context, name string) (bool, error) {
+		unit, err := cni.RoutesUnit(u.e.Inv.Host(name).NodeName, all)
+		if err != nil {
+			return false, err
+		}
+		files := []transport.File{{Path: cni.RoutesUnitPath, Data: unit, Mode: 0o644}}
+		if cidr, ok := cidrs[name]; ok {
+			conf, err := cni.Config(cidr)
+			if err != nil {
+				return false, err
+			}
+			files = append(files, transport.File{Path: cni.ConfigPath, Data: conf, Mode: 0o644})
+		}
+		out, err := apply.Routes(ctx, u.e.Conn(name), files, cni.RoutesUnitPath, cni.RoutesUnitName)
+		u.record(name, out)
+		return out.Changed(), err
+	})
+	return err
+}
+
+// ready waits for every Node to be Ready with its serving certificate approved, deletes the token and
+// reports the nodes.
+func (u *upRun) ready(ctx context.Context) error {
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	if u.e.Inv.Cluster.CNI.Plugin == inventory.CNINone {
+		u.e.say("ready", "", "not waiting for Ready nodes: no pod network")
+	} else {
+		err := u.waitNodes(ctx, "ready", func(byName map[string]*corev1.Node) (bool, string) {
+			var waiting []string
+			for _, h := range u.hosts {
+				n := byName[h.NodeName]
+				if n == nil || !nodes.Ready(n) {
+					waiting = append(waiting, h.NodeName+" (not Ready)")
+				} else if !u.approver.Approved(h.NodeName) {
+					waiting = append(waiting, h.NodeName+" (no serving certificate)")
+				}
+			}
+			return len(waiting) == 0, "nodes: " + strings.Join(waiting, ", ")
+		})
+		u.res.Unapproved = u.approver.Unapproved()
+		if err != nil {
+			return err
+		}
+		err = u.e.poll(ctx, "ready", "", u.o.NodeTimeout, func() (bool, string, error) {
+			waiting, err := nodes.AddonsWaiting(ctx, admin.Kube)
+			return len(waiting) == 0, strings.Join(waiting, ", "), err
+		})
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w (kubectl -n kube-system get pods shows why)", err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	// The token has done its job.
+	if u.token != nil {
+		err := admin.Kube.CoreV1().Secrets(bootstrap.KubeSystem).Delete(ctx, u.token.SecretName(), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err := os.Remove(filepath.Join(u.e.StateDir, tokenFile)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range list.Items {
+		n := &list.Items[i]
+		u.res.Nodes = append(u.res.Nodes, NodeStatus{Name: n.Name, Roles: nodes.Roles(n), Ready: nodes.Ready(n),
+			Version: n.Status.NodeInfo.KubeletVersion, PodCIDR: n.Spec.PodCIDR})
+	}
+	return nil
+}
