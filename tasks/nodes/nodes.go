@@ -217,65 +217,6 @@ func AddonsWaiting(ctx context.Context, kube kubernetes.Interface) ([]string, er
 	return waiting, nil
 }
 
-// RolledOut reports whether a workload's rollout is complete, as kubectl rollout status judges it.
-func RolledOut(ctx context.Context, kube kubernetes.Interface, ns, kind, name string) (bool, error) {
-	apps := kube.AppsV1()
-	switch kind {
-	case "Deployment":
-		d, err := apps.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		want := replicas(d.Spec.Replicas)
-		s := d.Status
-		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want, nil
-	case "DaemonSet":
-		d, err := apps.DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		s := d.Status
-		return s.ObservedGeneration >= d.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled, nil
-	case "StatefulSet":
-		st, err := apps.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		s := st.Status
-		return s.ObservedGeneration >= st.Generation && s.UpdateRevision == s.CurrentRevision && s.ReadyReplicas == replicas(st.Spec.Replicas), nil
-	}
-	return true, nil
-}
-
-func replicas(r *int32) int32 {
-	if r == nil {
-		return 1
-	}
-	return *r
-}
-
-// Controller is the workload (Deployment, DaemonSet, StatefulSet) that owns a Pod, or kind "" when there
-// is none clusterctl can roll.
-func Controller(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (kind, name string, err error) {
-	ref := metav1.GetControllerOf(p)
-	if ref == nil {
-		return "", "", nil
-	}
-	switch ref.Kind {
-	case "ReplicaSet":
-		rs, err := kube.AppsV1().ReplicaSets(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		if err != nil {
-			return "", "", err
-		}
-		if d := metav1.GetControllerOf(rs); d != nil && d.Kind == "Deployment" {
-			return "Deployment", d.Name, nil
-		}
-	case "DaemonSet", "StatefulSet":
-		return ref.Kind, ref.Name, nil
-	}
-	return "", "", nil
-}
-
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
