@@ -199,10 +199,10 @@ func (r *caRotation) finish(ctx context.Context) error {
 		return err
 	}
 	remove := scripts.RemoveFiles(path.Join(kubeadm.PKIDir, pki.SignerName+".crt"), path.Join(kubeadm.PKIDir, pki.SignerName+".key"))
-	if _, err := d.e.play(ctx, play, names(d.e.Inv.ControlPlanes()), 0, func(ctx context.Context, name string) (bool, error) {
+	if _, err := d.e.play(ctx, Play{Name: play, Hosts: names(d.e.Inv.ControlPlanes()), Run: func(ctx context.Context, name string) (bool, error) {
 		res, err := d.e.Conn(name).Run(ctx, remove, nil)
 		return err == nil && len(res.Stdout) > 0, err
-	}); err != nil {
+	}}); err != nil {
 		return err
 	}
 	if err := r.clusterInfo(ctx); err != nil {

@@ -113,33 +113,32 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 		return err
 	}
 	ca := p.CAs["ca"]
-	_, err = d.e.play(ctx, play, names(d.hosts), 0,
-		func(ctx context.Context, name string) (bool, error) {
-			conn := d.e.Conn(name)
-			cur, err := readCert(ctx, conn, kubeadm.KubeletClientCurrent)
-			if err != nil {
-				return false, err
-			}
-			if cur != nil && cur.CheckSignatureFrom(ca.Cert) == nil {
-				return false, nil
-			}
-			node := d.e.Inv.Host(name).NodeName
-			kp, err := r.store.Issuer.NewLeaf(pki.Spec{Name: "kubelet-client", CA: "ca", CommonName: "system:node:" + node,
-				Organization: []string{pki.NodesGroup}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, nil)
-			if err != nil {
-				return false, err
-			}
-			key, err := pki.EncodeKey(kp.Key)
-			if err != nil {
-				return false, err
-			}
-			file := fmt.Sprintf("kubelet-client-%s.pem", time.Now().UTC().Format("2006-01-02-15-04-05"))
-			if _, err := conn.Put(ctx, []transport.File{{Path: path.Join(kubeadm.KubeletPKIDir, file), Data: append(pki.EncodeCert(kp.Cert), key...), Mode: 0o600}}); err != nil {
-				return false, err
-			}
-			_, err = conn.Run(ctx, scripts.SwitchKubeletClient(file), nil)
-			return true, err
-		})
+	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.hosts), Run: func(ctx context.Context, name string) (bool, error) {
+		conn := d.e.Conn(name)
+		cur, err := readCert(ctx, conn, kubeadm.KubeletClientCurrent)
+		if err != nil {
+			return false, err
+		}
+		if cur != nil && cur.CheckSignatureFrom(ca.Cert) == nil {
+			return false, nil
+		}
+		node := d.e.Inv.Host(name).NodeName
+		kp, err := r.store.Issuer.NewLeaf(pki.Spec{Name: "kubelet-client", CA: "ca", CommonName: "system:node:" + node,
+			Organization: []string{pki.NodesGroup}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, nil)
+		if err != nil {
+			return false, err
+		}
+		key, err := pki.EncodeKey(kp.Key)
+		if err != nil {
+			return false, err
+		}
+		file := fmt.Sprintf("kubelet-client-%s.pem", time.Now().UTC().Format("2006-01-02-15-04-05"))
+		if _, err := conn.Put(ctx, []transport.File{{Path: path.Join(kubeadm.KubeletPKIDir, file), Data: append(pki.EncodeCert(kp.Cert), key...), Mode: 0o600}}); err != nil {
+			return false, err
+		}
+		_, err = conn.Run(ctx, scripts.SwitchKubeletClient(file), nil)
+		return true, err
+	}})
 	return err
 }
 
@@ -177,23 +176,22 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 		}
 		var mu sync.Mutex
 		var waiting []string
-		_, err = transport.Fanout(ctx, play, names(d.hosts), transport.Policy{Limit: d.e.Forks}, nil,
-			func(ctx context.Context, name string) (bool, error) {
-				res, err := d.e.Conn(name).Run(ctx, script, nil)
-				if err != nil {
-					return false, err
+		_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.hosts), Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
+			res, err := d.e.Conn(name).Run(ctx, script, nil)
+			if err != nil {
+				return false, err
+			}
+			for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+				file, header, ok := strings.Cut(line, " ")
+				uid := strings.Split(strings.TrimPrefix(file, kubeadm.KubeletDir+"/pods/"), "/")[0]
+				if pod, run := running[uid]; ok && run && workloads.TokenKeyID(header+".") != want {
+					mu.Lock()
+					waiting = append(waiting, pod)
+					mu.Unlock()
 				}
-				for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
-					file, header, ok := strings.Cut(line, " ")
-					uid := strings.Split(strings.TrimPrefix(file, kubeadm.KubeletDir+"/pods/"), "/")[0]
-					if pod, run := running[uid]; ok && run && workloads.TokenKeyID(header+".") != want {
-						mu.Lock()
-						waiting = append(waiting, pod)
-						mu.Unlock()
-					}
-				}
-				return false, nil
-			})
+			}
+			return false, nil
+		}})
 		if err != nil {
 			return false, "", err
 		}
@@ -213,32 +211,31 @@ func (r *caRotation) checkPresented(ctx context.Context, play string) error {
 	}
 	var mu sync.Mutex
 	var old []string
-	_, err = d.e.play(ctx, play, names(d.hosts), 0,
-		func(ctx context.Context, name string) (bool, error) {
-			out, err := d.e.Conn(name).Run(ctx, "sh -s", []byte(scripts.Certs()))
-			if err != nil {
-				return false, err
+	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.hosts), Run: func(ctx context.Context, name string) (bool, error) {
+		out, err := d.e.Conn(name).Run(ctx, "sh -s", []byte(scripts.Certs()))
+		if err != nil {
+			return false, err
+		}
+		list, err := certs.Parse(name, out.Stdout, time.Now())
+		if err != nil {
+			return false, err
+		}
+		for _, c := range list {
+			if c.Cert == nil || c.Cert.IsCA {
+				continue
 			}
-			list, err := certs.Parse(name, out.Stdout, time.Now())
-			if err != nil {
-				return false, err
+			ok := false
+			for _, ca := range p.CAs {
+				ok = ok || c.Cert.CheckSignatureFrom(ca.Cert) == nil
 			}
-			for _, c := range list {
-				if c.Cert == nil || c.Cert.IsCA {
-					continue
-				}
-				ok := false
-				for _, ca := range p.CAs {
-					ok = ok || c.Cert.CheckSignatureFrom(ca.Cert) == nil
-				}
-				if !ok {
-					mu.Lock()
-					old = append(old, name+":"+c.Path)
-					mu.Unlock()
-				}
+			if !ok {
+				mu.Lock()
+				old = append(old, name+":"+c.Path)
+				mu.Unlock()
 			}
-			return false, nil
-		})
+		}
+		return false, nil
+	}})
 	if err != nil {
 		return err
 	}

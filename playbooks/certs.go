@@ -37,25 +37,24 @@ func CheckExpiration(ctx context.Context, e *Env, now time.Time) ([]certs.Cert, 
 	}
 	var mu sync.Mutex
 	byHost := map[string][]certs.Cert{}
-	res, err := e.play(ctx, "certificates", reachable, 1,
-		func(ctx context.Context, name string) (bool, error) {
-			out, err := e.Conn(name).Run(ctx, "sh -s", []byte(scripts.Certs()))
-			if err != nil {
-				return false, err
-			}
-			list, err := certs.Parse(name, out.Stdout, now)
-			if err != nil {
-				return false, err
-			}
-			node := e.Inv.Host(name).NodeName
-			for i := range list {
-				list[i].State = compareWithState(e.StateDir, node, &list[i])
-			}
-			mu.Lock()
-			byHost[name] = list
-			mu.Unlock()
-			return false, nil
-		})
+	res, err := e.play(ctx, Play{Name: "certificates", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
+		out, err := e.Conn(name).Run(ctx, "sh -s", []byte(scripts.Certs()))
+		if err != nil {
+			return false, err
+		}
+		list, err := certs.Parse(name, out.Stdout, now)
+		if err != nil {
+			return false, err
+		}
+		node := e.Inv.Host(name).NodeName
+		for i := range list {
+			list[i].State = compareWithState(e.StateDir, node, &list[i])
+		}
+		mu.Lock()
+		byHost[name] = list
+		mu.Unlock()
+		return false, nil
+	}})
 	for _, r := range results {
 		if r.Err != nil {
 			res = append(res, r)

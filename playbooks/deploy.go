@@ -387,47 +387,45 @@ func (d *deployment) plan() []HostPlan {
 func (d *deployment) push(ctx context.Context, play string, hosts []string, limit int) (bool, error) {
 	var mu sync.Mutex
 	changed := false
-	_, err := transport.Fanout(ctx, play, hosts, transport.Policy{Limit: limit}, d.e.Sink,
-		func(ctx context.Context, name string) (bool, error) {
-			n, err := d.node(name)
-			if err != nil {
-				return false, err
-			}
-			out, err := apply.Push(ctx, d.e.Conn(name), n)
-			d.record(name, out)
-			mu.Lock()
-			changed = changed || out.Changed()
-			mu.Unlock()
-			return out.Changed(), err
-		})
+	_, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Policy: transport.Policy{Limit: limit}, Run: func(ctx context.Context, name string) (bool, error) {
+		n, err := d.node(name)
+		if err != nil {
+			return false, err
+		}
+		out, err := apply.Push(ctx, d.e.Conn(name), n)
+		d.record(name, out)
+		mu.Lock()
+		changed = changed || out.Changed()
+		mu.Unlock()
+		return out.Changed(), err
+	}})
 	return changed, err
 }
 
 // startKubelet starts the kubelet on hosts, restarting it where its files changed in this run or since it
 // last started; a worker's kubelet.conf is pointed at the endpoint nodes use first.
 func (d *deployment) startKubelet(ctx context.Context, play string, hosts []string) error {
-	_, err := transport.Fanout(ctx, play, hosts, transport.Policy{Limit: d.e.Forks}, d.e.Sink,
-		func(ctx context.Context, name string) (bool, error) {
-			h := d.e.Inv.Host(name)
-			conn := d.e.Conn(name)
-			cp := h.Has(inventory.RoleControlPlane)
-			if !cp {
-				// A worker's kubelet.conf is the kubelet's own (TLS bootstrap); when the API endpoint nodes use
-				// changes (a control plane grown to several, behind the node-local proxy), point it there. Its
-				// CA data follows ca.crt (a bundle of the old and new CAs during a CA rotation).
-				out, err := apply.Repoint(ctx, conn, d.rendered.NodeEndpoint, d.caPEM(), d.o.DryRun)
-				if err != nil {
-					return false, err
-				}
-				d.record(name, out)
+	_, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
+		h := d.e.Inv.Host(name)
+		conn := d.e.Conn(name)
+		cp := h.Has(inventory.RoleControlPlane)
+		if !cp {
+			// A worker's kubelet.conf is the kubelet's own (TLS bootstrap); when the API endpoint nodes use
+			// changes (a control plane grown to several, behind the node-local proxy), point it there. Its
+			// CA data follows ca.crt (a bundle of the old and new CAs during a CA rotation).
+			out, err := apply.Repoint(ctx, conn, d.rendered.NodeEndpoint, d.caPEM(), d.o.DryRun)
+			if err != nil {
+				return false, err
 			}
-			d.mu.Lock()
-			restart := d.restartKubelet[name]
-			d.mu.Unlock()
-			out, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, d.kubeletPath), Restart: restart, Dry: d.o.DryRun})
 			d.record(name, out)
-			return out.Changed(), err
-		})
+		}
+		d.mu.Lock()
+		restart := d.restartKubelet[name]
+		d.mu.Unlock()
+		out, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, d.kubeletPath), Restart: restart, Dry: d.o.DryRun})
+		d.record(name, out)
+		return out.Changed(), err
+	}})
 	return err
 }
 

@@ -119,7 +119,7 @@ func Connect(ctx context.Context, e *Env, hosts []*inventory.Host, maxFail float
 	for _, h := range hosts {
 		byName[h.Name] = h
 	}
-	return e.play(ctx, "connect", names(hosts), maxFail, func(ctx context.Context, name string) (bool, error) {
+	return e.play(ctx, Play{Name: "connect", Hosts: names(hosts), Policy: transport.Policy{MaxFail: maxFail}, Run: func(ctx context.Context, name string) (bool, error) {
 		if e.Conn(name) != nil {
 			return false, nil
 		}
@@ -131,13 +131,33 @@ func Connect(ctx context.Context, e *Env, hosts []*inventory.Host, maxFail float
 		e.conns[name] = c
 		e.mu.Unlock()
 		return false, nil
-	})
+	}})
 }
 
-// play runs fn on hosts, at most Forks at once, tolerating maxFail of them failing (0: none; 1: all, each
-// reported).
-func (e *Env) play(ctx context.Context, name string, hosts []string, maxFail float64, fn func(context.Context, string) (bool, error)) ([]transport.HostResult, error) {
-	return transport.Fanout(ctx, name, hosts, transport.Policy{Limit: e.Forks, MaxFail: maxFail}, e.Sink, fn)
+// Play is work on hosts: which, how many at once and what failure it tolerates, and what runs on each.
+type Play struct {
+	Name  string
+	Hosts []string
+	// Policy: Limit 0 is the session's forks; MaxFail is the fraction of hosts that may fail before the
+	// play stops starting new ones (0: none, control-plane and most plays; 1: every host tried and each
+	// failure reported, as preflight, reset and certificate checks do).
+	Policy transport.Policy
+	// Run does the work on one host and reports whether it changed anything.
+	Run func(ctx context.Context, host string) (changed bool, err error)
+	// Quiet plays emit no events (a check repeated by a wait).
+	Quiet bool
+}
+
+// play runs a play, its events to the session's sink.
+func (e *Env) play(ctx context.Context, p Play) ([]transport.HostResult, error) {
+	if p.Policy.Limit == 0 {
+		p.Policy.Limit = e.Forks
+	}
+	sink := e.Sink
+	if p.Quiet {
+		sink = nil
+	}
+	return transport.Fanout(ctx, p.Name, p.Hosts, p.Policy, sink, p.Run)
 }
 
 func (e *Env) say(play, host, format string, args ...any) { say(e.Sink, play, host, format, args...) }

@@ -11,6 +11,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 // PreflightOptions tune the preflight playbook.
@@ -105,7 +106,7 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 	}
 
 	c := e.Inv.Cluster
-	_, err = e.play(ctx, "facts", reachable, 1, func(ctx context.Context, name string) (bool, error) {
+	_, err = e.play(ctx, Play{Name: "facts", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
 		f, err := tasks.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint)
 		if err != nil {
 			add(tasks.Finding{Host: name, Check: "Facts", Severity: tasks.SevError, Message: err.Error()})
@@ -116,7 +117,7 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 		byHost[name].Facts = f
 		mu.Unlock()
 		return false, nil
-	})
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -230,15 +231,14 @@ func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost m
 			defer stop()
 		}
 		play := fmt.Sprintf("reach %s:%d", p.target, p.port)
-		_, err := e.play(ctx, play, p.from, 1,
-			func(ctx context.Context, name string) (bool, error) {
-				if err := tasks.Probe(ctx, e.Conn(name), ip, p.port); err != nil {
-					add(tasks.Finding{Host: name, Check: p.check, Severity: tasks.SevError,
-						Message: fmt.Sprintf("cannot reach %s at %s:%d: check firewalls and routes between the hosts", p.target, ip, p.port)})
-					return false, err
-				}
-				return false, nil
-			})
+		_, err := e.play(ctx, Play{Name: play, Hosts: p.from, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
+			if err := tasks.Probe(ctx, e.Conn(name), ip, p.port); err != nil {
+				add(tasks.Finding{Host: name, Check: p.check, Severity: tasks.SevError,
+					Message: fmt.Sprintf("cannot reach %s at %s:%d: check firewalls and routes between the hosts", p.target, ip, p.port)})
+				return false, err
+			}
+			return false, nil
+		}})
 		if err != nil {
 			return err
 		}

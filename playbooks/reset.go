@@ -59,23 +59,22 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 		}
 	}
 	script := []byte(scripts.Reset(binaries, transport.BackupDir, transport.AbsentSuffix))
-	out, err := e.play(ctx, "reset", reachable, 1,
-		func(ctx context.Context, name string) (bool, error) {
-			conn := e.Conn(name)
-			mark, err := conn.Get(ctx, kubeadm.MemberPath)
-			switch {
-			case errors.Is(err, fs.ErrNotExist) && !o.Force:
-				e.say("reset", name, "no %s: clusterctl made nothing here; left alone (--force resets it anyway)", kubeadm.MemberPath)
-				return false, transport.ErrSkipped
-			case err != nil && !errors.Is(err, fs.ErrNotExist):
-				return false, err
-			case err == nil && !slices.Contains(marks, strings.TrimSpace(string(mark))) && !o.Force:
-				return false, fmt.Errorf("%s: %w: its mark %s says %q, and this cluster's is %s; reset only touches hosts this cluster's up marked (--force resets it anyway)",
-					name, ErrNotMember, kubeadm.MemberPath, strings.TrimSpace(string(mark)), strings.Join(quoteAll(marks), " or "))
-			}
-			_, err = conn.Run(ctx, "sh -s", script)
-			return err == nil, err
-		})
+	out, err := e.play(ctx, Play{Name: "reset", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
+		conn := e.Conn(name)
+		mark, err := conn.Get(ctx, kubeadm.MemberPath)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && !o.Force:
+			e.say("reset", name, "no %s: clusterctl made nothing here; left alone (--force resets it anyway)", kubeadm.MemberPath)
+			return false, transport.ErrSkipped
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return false, err
+		case err == nil && !slices.Contains(marks, strings.TrimSpace(string(mark))) && !o.Force:
+			return false, fmt.Errorf("%s: %w: its mark %s says %q, and this cluster's is %s; reset only touches hosts this cluster's up marked (--force resets it anyway)",
+				name, ErrNotMember, kubeadm.MemberPath, strings.TrimSpace(string(mark)), strings.Join(quoteAll(marks), " or "))
+		}
+		_, err = conn.Run(ctx, "sh -s", script)
+		return err == nil, err
+	}})
 	for _, r := range results {
 		if r.Err != nil {
 			out = append(out, r)

@@ -182,20 +182,19 @@ func (d *deployment) renewServing(ctx context.Context, play string, hosts []stri
 	since := time.Now().Add(-time.Second)
 	var mu sync.Mutex
 	var renewing []string
-	_, err := transport.Fanout(ctx, play, hosts, transport.Policy{Limit: d.e.Forks}, d.e.Sink,
-		func(ctx context.Context, name string) (bool, error) {
-			cur, err := readCert(ctx, d.e.Conn(name), kubeadm.KubeletServerCurrent)
-			if err != nil || cur != nil && !stale(cur) {
-				return false, err
-			}
-			if _, err := d.e.Conn(name).Run(ctx, scripts.RenewServing(), nil); err != nil {
-				return false, err
-			}
-			mu.Lock()
-			renewing = append(renewing, d.e.Inv.Host(name).NodeName)
-			mu.Unlock()
-			return true, nil
-		})
+	_, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
+		cur, err := readCert(ctx, d.e.Conn(name), kubeadm.KubeletServerCurrent)
+		if err != nil || cur != nil && !stale(cur) {
+			return false, err
+		}
+		if _, err := d.e.Conn(name).Run(ctx, scripts.RenewServing(), nil); err != nil {
+			return false, err
+		}
+		mu.Lock()
+		renewing = append(renewing, d.e.Inv.Host(name).NodeName)
+		mu.Unlock()
+		return true, nil
+	}})
 	if err != nil || len(renewing) == 0 {
 		return renewing, err
 	}

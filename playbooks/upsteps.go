@@ -358,7 +358,7 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 		u.e.say("network", "", "%s", msg)
 	}
 	u.res.SkippedRoutes = skipped
-	_, err = u.e.play(ctx, "network", append(names(u.hosts), names(others)...), 0, func(ctx context.Context, name string) (bool, error) {
+	_, err = u.e.play(ctx, Play{Name: "network", Hosts: append(names(u.hosts), names(others)...), Run: func(ctx context.Context, name string) (bool, error) {
 		unit, err := cni.RoutesUnit(u.e.Inv.Host(name).NodeName, all)
 		if err != nil {
 			return false, err
@@ -374,7 +374,7 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 		out, err := apply.Routes(ctx, u.e.Conn(name), files, cni.RoutesUnitPath, cni.RoutesUnitName)
 		u.record(name, out)
 		return out.Changed(), err
-	})
+	}})
 	return err
 }
 
