@@ -14,6 +14,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 // CARotateOptions tune certs rotate --ca.
@@ -78,17 +79,28 @@ func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, 
 		return res, err
 	}
 	r := &caRotation{d: d, o: o, store: store, rot: rot, res: res}
-	// The stages, in pki's order (pki.StageGenerate is the first): each applied to the whole fleet, the
-	// rotation recorded before and after each.
-	stages := []Step{
+	res.Stages, err = runSteps(ctx, rotationResume(e.Sink, store, rot), r.stages())
+	return res, err
+}
+
+// stages are the CA rotation's stages, in pki's order (pki.StageGenerate first): each applied to the whole
+// fleet.
+func (r *caRotation) stages() []Step {
+	return []Step{
 		{Name: "ca-generate", Run: r.generate},
 		{Name: "ca-trust", Run: r.trust},
 		{Name: "ca-reissue", Run: r.reissue},
 		{Name: "ca-sign", Run: r.sign},
 		{Name: "ca-finish", Run: r.finish},
 	}
+}
+
+// rotationResume runs the stages from the first not done, recording in the state directory the stage under
+// way before it and the stage done after it (the rotation ends with the last), so that a run interrupted
+// anywhere resumes where it stopped.
+func rotationResume(sink transport.Sink, store *pki.Store, rot *pki.Rotation) runOptions {
 	stage := func(i int) int { return pki.StageGenerate + i }
-	res.Stages, err = runSteps(ctx, runOptions{Sink: e.Sink, From: rot.Done,
+	return runOptions{Sink: sink, From: rot.Done,
 		Before: func(i int) error { rot.Stage = stage(i); return store.SaveRotation(rot) },
 		After: func(i int) error {
 			rot.Done = stage(i)
@@ -100,8 +112,7 @@ func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, 
 		Wrap: func(i int, err error) error {
 			return fmt.Errorf("CA rotation, stage %d (%s): %w\n(the rotation is recorded in %s: run certs rotate --ca again to resume it)",
 				stage(i), pki.StageNames[stage(i)], err, filepath.Join(store.Dir, "rotation"))
-		}}, stages)
-	return res, err
+		}}
 }
 
 type caRotation struct {

@@ -95,28 +95,6 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 		return nil, err
 	}
 	u := &upRun{deployment: d, o: o, res: &UpResult{}}
-	steps := []Step{
-		// connect, gather facts, kubeadm's checks per role and across hosts
-		{Name: "preflight", Run: u.preflightStep, Dry: true},
-		// PKI, kubeconfigs, static Pods, kubelet and runtime configuration, made locally
-		{Name: "render", Run: u.renderStep, Dry: true},
-		// every host's files, binaries and images (air-gapped), the runtime configured
-		{Name: "push", Run: u.pushStep, Dry: true},
-		// the first control-plane node's kubelet starts etcd and the control plane
-		{Name: "control-plane", Run: u.startControlPlane, Dry: true},
-		// until the API server is ready (the kubelet and static Pods reported meanwhile)
-		{Name: "wait-api", Run: u.waitAPI},
-		// through the API: RBAC, token, cluster-info, kubeadm-config, kube-proxy, CoreDNS
-		{Name: "bootstrap", Run: u.bootstrap},
-		// the other control-plane nodes one at a time: etcd learner, static Pods, promotion
-		{Name: "control-plane-join", Run: u.joinControlPlanes, Skip: u.noControlPlaneJoins, Dry: true},
-		// workers' kubelets start and TLS-bootstrap with the token
-		{Name: "join", Run: u.join, Skip: u.noWorkers, Dry: true},
-		// pod network: the bridge plugin with each node's range and routes, or the user's CNI
-		{Name: "network", Run: u.network},
-		// serving certificates approved (after checks), all Nodes Ready, addons available, token deleted
-		{Name: "ready", Run: u.ready},
-	}
 	defer func() {
 		for _, h := range e.Inv.Hosts {
 			if c := e.Conn(h.Name); c != nil {
@@ -127,7 +105,7 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 			u.res.Plan = u.plan()
 		}
 	}()
-	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, steps)
+	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, u.steps())
 	return u.res, err
 }
 
@@ -171,4 +149,30 @@ func (u *upRun) noWorkers() string {
 		return "no worker in this run"
 	}
 	return ""
+}
+
+// steps are Up's steps, in order.
+func (u *upRun) steps() []Step {
+	return []Step{
+		// connect, gather facts, kubeadm's checks per role and across hosts
+		{Name: "preflight", Run: u.preflightStep, Dry: true},
+		// PKI, kubeconfigs, static Pods, kubelet and runtime configuration, made locally
+		{Name: "render", Run: u.renderStep, Dry: true},
+		// every host's files, binaries and images (air-gapped), the runtime configured
+		{Name: "push", Run: u.pushStep, Dry: true},
+		// the first control-plane node's kubelet starts etcd and the control plane
+		{Name: "control-plane", Run: u.startControlPlane, Dry: true},
+		// until the API server is ready (the kubelet and static Pods reported meanwhile)
+		{Name: "wait-api", Run: u.waitAPI},
+		// through the API: RBAC, token, cluster-info, kubeadm-config, kube-proxy, CoreDNS
+		{Name: "bootstrap", Run: u.bootstrap},
+		// the other control-plane nodes one at a time: etcd learner, static Pods, promotion
+		{Name: "control-plane-join", Run: u.joinControlPlanes, Skip: u.noControlPlaneJoins, Dry: true},
+		// workers' kubelets start and TLS-bootstrap with the token
+		{Name: "join", Run: u.join, Skip: u.noWorkers, Dry: true},
+		// pod network: the bridge plugin with each node's range and routes, or the user's CNI
+		{Name: "network", Run: u.network},
+		// serving certificates approved (after checks), all Nodes Ready, addons available, token deleted
+		{Name: "ready", Run: u.ready},
+	}
 }

@@ -1,0 +1,127 @@
+package playbooks
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+)
+
+func testEnv(roles ...[]inventory.Role) *Env {
+	inv := &inventory.Inventory{}
+	for i, r := range roles {
+		name := []string{"cp1", "cp2", "w1", "w2"}[i]
+		inv.Hosts = append(inv.Hosts, inventory.Host{Name: name, NodeName: name + ".example.com", Roles: r})
+	}
+	return NewEnv(EnvConfig{Inv: inv, StateDir: "/nonexistent"})
+}
+
+var (
+	cp     = []inventory.Role{inventory.RoleControlPlane}
+	worker = []inventory.Role{inventory.RoleWorker}
+)
+
+func stepNames(steps []Step) []string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// Up's steps in kubeadm's order; which run in a dry run; what a run on some hosts skips. The first
+// control-plane host joins every run: the API is reached through it.
+func TestUpSteps(t *testing.T) {
+	e := testEnv(cp, cp, worker)
+	d, err := newDeployment(e, []*inventory.Host{e.Inv.Host("w1")}, deployOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upRun{deployment: d, res: &UpResult{}}
+	steps := u.steps()
+	want := []string{"preflight", "render", "push", "control-plane", "wait-api", "bootstrap", "control-plane-join", "join", "network", "ready"}
+	if got := stepNames(steps); !slices.Equal(got, want) {
+		t.Fatalf("steps %v", got)
+	}
+	var dry []string
+	skip := map[string]string{}
+	for _, s := range steps {
+		if s.Dry {
+			dry = append(dry, s.Name)
+		}
+		if s.Skip != nil {
+			skip[s.Name] = s.Skip()
+		}
+	}
+	if !slices.Equal(dry, []string{"preflight", "render", "push", "control-plane", "control-plane-join", "join"}) {
+		t.Errorf("dry steps %v", dry)
+	}
+	if names(d.hosts)[0] != "cp1" || len(d.hosts) != 2 {
+		t.Errorf("hosts %v", names(d.hosts))
+	}
+	// add-node w1: cp2 is not part of this run, w1 is.
+	if skip["control-plane-join"] == "" || skip["join"] != "" {
+		t.Errorf("skips %v", skip)
+	}
+	if len(e.Hosts) != 0 {
+		t.Errorf("the session's hosts changed: %v", names(e.Hosts))
+	}
+
+	// A single control-plane host: nothing to join.
+	e = testEnv(cp)
+	d, _ = newDeployment(e, nil, deployOptions{})
+	u = &upRun{deployment: d, res: &UpResult{}}
+	if u.noControlPlaneJoins() == "" || u.noWorkers() == "" {
+		t.Error("a one-host cluster has other control-plane hosts or workers to join")
+	}
+	if _, err := newDeployment(testEnv(worker), nil, deployOptions{}); err == nil {
+		t.Error("an inventory without a control-plane host")
+	}
+}
+
+// A CA rotation records the stage under way before it and the stage done after it: one that fails stops
+// there, and the next run resumes at that stage, never redoing a finished one; the last one ends the
+// rotation.
+func TestRotationResume(t *testing.T) {
+	store := &pki.Store{Dir: t.TempDir()}
+	var ran []string
+	boom := errors.New("boom")
+	failAt := "ca-sign"
+	r := &caRotation{}
+	steps := r.stages()
+	for i := range steps {
+		name := steps[i].Name
+		steps[i].Run = func(context.Context) error {
+			ran = append(ran, name)
+			if name == failAt {
+				return boom
+			}
+			return nil
+		}
+	}
+	rot := &pki.Rotation{}
+	_, err := runSteps(context.Background(), rotationResume(nil, store, rot), steps)
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "stage 4 (sign)") || !strings.Contains(err.Error(), "run certs rotate --ca again") {
+		t.Fatalf("error %v", err)
+	}
+	saved, err := store.Rotation()
+	if err != nil || saved == nil || saved.Done != pki.StageReissue || saved.Stage != pki.StageSign {
+		t.Fatalf("saved %+v %v", saved, err)
+	}
+
+	ran, failAt = nil, ""
+	timings, err := runSteps(context.Background(), rotationResume(nil, store, saved), steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ran, []string{"ca-sign", "ca-finish"}) || len(timings) != 2 {
+		t.Errorf("resumed with %v", ran)
+	}
+	if rot, err := store.Rotation(); rot != nil || err != nil {
+		t.Errorf("the finished rotation is still recorded: %+v %v", rot, err)
+	}
+}
