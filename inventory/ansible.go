@@ -114,15 +114,15 @@ func (a *ansible) pos(n *yaml.Node, path string) Pos {
 	return Pos{File: a.file, Line: n.Line, Col: n.Column, Path: path}
 }
 
-func (a *ansible) yamlGroup(key, body *yaml.Node, path string) *agroup {
+func (a *ansible) yamlGroup(key, body *yaml.Node, path string) {
 	g := a.group(key.Value, a.pos(key, path))
 	body = resolve(body)
 	if isNull(body) {
-		return g
+		return
 	}
 	if body.Kind != yaml.MappingNode {
 		a.diags.add(Error, a.pos(body, path), "expected a group (a mapping with hosts, children or vars), got %s", kindName(body))
-		return g
+		return
 	}
 	for i := 0; i+1 < len(body.Content); i += 2 {
 		k, v := body.Content[i], resolve(body.Content[i+1])
@@ -162,7 +162,6 @@ func (a *ansible) yamlGroup(key, body *yaml.Node, path string) *agroup {
 			a.diags.add(Warning, a.pos(k, p), "unexpected key in a group (expected hosts, children or vars); Ansible skips it, and so does clusterctl")
 		}
 	}
-	return g
 }
 
 func (a *ansible) yamlVars(n *yaml.Node, path string) []avar {

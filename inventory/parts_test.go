@@ -173,8 +173,8 @@ func TestDetect(t *testing.T) {
 
 func TestSuggest(t *testing.T) {
 	known := fieldsOf(reflect.TypeOf(Host{}))
-	if got := suggest("adress", known); got != `; did you mean "address"?` {
-		t.Errorf("suggest(adress) = %q", got)
+	if got := suggest("adress", known); got != `; did you mean "address"?` { //nolint:misspell // the misspelling is the test's input
+		t.Errorf("suggest(adress) = %q", got) //nolint:misspell // the misspelling is the test's input
 	}
 	if got := suggest("zzzzzzzz", known); !strings.HasPrefix(got, "; known fields: address,") {
 		t.Errorf("suggest(zzzzzzzz) = %q", got)

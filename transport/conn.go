@@ -332,7 +332,7 @@ kill -KILL $pids 2>/dev/null; exit 0`
 	}
 	sess.Close()
 	select {
-	case <-done:
+	case _ = <-done: // the command's error is its caller's; here only its end matters
 	case <-time.After(5 * time.Second):
 		c.log.Warn("a cancelled command did not end", "marker", marker)
 	}
@@ -451,9 +451,10 @@ func (c *Conn) startSFTP(ctx context.Context, subsystem bool) (*sftp.Client, *ss
 // ShellQuote quotes s for a POSIX shell: the one function every value put into a remote command goes
 // through (directly, or through Cmdf and Args).
 func ShellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@+%", r))
-	}) < 0 {
+	unsafe := func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("-_./=:,@+%", r)
+	}
+	if s != "" && strings.IndexFunc(s, unsafe) < 0 {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

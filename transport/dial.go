@@ -221,11 +221,7 @@ func (d *Dialer) handshake(ctx context.Context, via []*ssh.Client, name, addr st
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := d.clientConfig(name, addr, hop)
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
+	cfg := d.clientConfig(name, addr, hop)
 	type result struct {
 		c     ssh.Conn
 		chans <-chan ssh.NewChannel
@@ -242,7 +238,7 @@ func (d *Dialer) handshake(ctx context.Context, via []*ssh.Client, name, addr st
 		if r.err != nil {
 			conn.Close()
 			if strings.Contains(r.err.Error(), "unable to authenticate") {
-				return nil, fmt.Errorf("%w as %s: %v", ErrAuth, cfg.User, r.err)
+				return nil, fmt.Errorf("%w as %s: %w", ErrAuth, cfg.User, r.err)
 			}
 			return nil, r.err
 		}
@@ -257,7 +253,7 @@ func (d *Dialer) handshake(ctx context.Context, via []*ssh.Client, name, addr st
 	}
 }
 
-func (d *Dialer) clientConfig(name, addr string, hop Hop) (*ssh.ClientConfig, error) {
+func (d *Dialer) clientConfig(name, addr string, hop Hop) *ssh.ClientConfig {
 	user := hop.User
 	if user == "" {
 		user = "root"
@@ -291,7 +287,7 @@ func (d *Dialer) clientConfig(name, addr string, hop Hop) (*ssh.ClientConfig, er
 				return answers, nil
 			}))
 	}
-	return cfg, nil
+	return cfg
 }
 
 // signersFor returns the agent's keys and those of the identity files, each file loaded once.

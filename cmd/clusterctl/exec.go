@@ -116,7 +116,7 @@ func runExec(ctx context.Context, g *globalOptions, o *execOptions, command stri
 		} else if e.Error != "" && e.ExitCode <= 0 {
 			b.WriteString(e.Error + "\n")
 		}
-		g.stdout.Write(b.Bytes())
+		fmt.Fprint(g.stdout, b.String())
 	}
 	if failed > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("the command failed on %d of %d host(s)", failed, len(results))}

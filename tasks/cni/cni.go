@@ -49,16 +49,16 @@ func parseRange(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-// parseAddr accepts a plain IPv4 or IPv6 address in its canonical form: no zone, nothing else.
-func parseAddr(s string) (netip.Addr, error) {
+// checkAddr accepts a plain IPv4 or IPv6 address in its canonical form: no zone, nothing else.
+func checkAddr(s string) error {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return a, err
+		return err
 	}
 	if a.Zone() != "" || a.String() != s || a.Is4In6() || a.IsUnspecified() || a.IsMulticast() {
-		return a, fmt.Errorf("not a plain unicast address in canonical form")
+		return fmt.Errorf("not a plain unicast address in canonical form")
 	}
-	return a, nil
+	return nil
 }
 
 // Vet keeps the nodes whose routes may be written: those the inventory knows (expect: node name → the
@@ -89,7 +89,7 @@ func Vet(nodes []Node, expect map[string]string, podSubnet string) (ok []Node, s
 		case n.IP != want:
 			reason = fmt.Sprintf("its InternalIP %q is not the inventory's address %q", n.IP, want)
 		default:
-			if _, err := parseAddr(n.IP); err != nil {
+			if err := checkAddr(n.IP); err != nil {
 				reason = fmt.Sprintf("address %q: %v", n.IP, err)
 				break
 			}
@@ -113,7 +113,7 @@ func RoutesUnit(self string, nodes []Node) ([]byte, error) {
 		if _, err := parseRange(n.PodCIDR); err != nil {
 			return nil, fmt.Errorf("node %s: pod range %q: %w", n.Name, n.PodCIDR, err)
 		}
-		if _, err := parseAddr(n.IP); err != nil {
+		if err := checkAddr(n.IP); err != nil {
 			return nil, fmt.Errorf("node %s: address %q: %w", n.Name, n.IP, err)
 		}
 		routes = append(routes, Route{Dst: n.PodCIDR, Via: n.IP})

@@ -138,9 +138,9 @@ func APIServer(p *Params) *corev1.Pod {
 	port := int32(p.BindPort)
 	c := container("kube-apiserver", p.Images.Ref(images.APIServer), merge(args, p.APIServer.ExtraArgs), "250m")
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: port, Protocol: corev1.ProtocolTCP}}
-	c.LivenessProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, 15, 8, 10)
-	c.ReadinessProbe = probe(p.AdvertiseAddress, "/readyz", corev1.URISchemeHTTPS, 0, 15, 3, 1)
-	c.StartupProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, 15, healthCheckTimeout/10, 10)
+	c.LivenessProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, 8, 10)
+	c.ReadinessProbe = probe(p.AdvertiseAddress, "/readyz", corev1.URISchemeHTTPS, 0, 3, 1)
+	c.StartupProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, healthCheckTimeout/10, 10)
 	vols := append(caVolumes(), Volume{Name: "k8s-certs", HostPath: kubeadm.PKIDir, MountPath: kubeadm.PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate})
 	pod := podFor(c, merged(vols, p.APIServer.ExtraVolumes))
 	pod.Annotations = map[string]string{
@@ -184,8 +184,8 @@ func ControllerManager(p *Params) *corev1.Pod {
 	}
 	c := container("kube-controller-manager", p.Images.Ref(images.ControllerManager), merge(args, p.ControllerManager.ExtraArgs), "200m")
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortControllerManager, Protocol: corev1.ProtocolTCP}}
-	c.LivenessProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 15, 8, 10)
-	c.StartupProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 15, healthCheckTimeout/10, 10)
+	c.LivenessProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 8, 10)
+	c.StartupProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, healthCheckTimeout/10, 10)
 	vols := append(caVolumes(),
 		Volume{Name: "k8s-certs", HostPath: kubeadm.PKIDir, MountPath: kubeadm.PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate},
 		Volume{Name: "kubeconfig", HostPath: kubeconfig, MountPath: kubeconfig, ReadOnly: true, Type: corev1.HostPathFileOrCreate},
@@ -207,9 +207,9 @@ func Scheduler(p *Params) *corev1.Pod {
 	}
 	c := container("kube-scheduler", p.Images.Ref(images.Scheduler), merge(args, p.Scheduler.ExtraArgs), "100m")
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortScheduler, Protocol: corev1.ProtocolTCP}}
-	c.LivenessProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, 15, 8, 10)
-	c.ReadinessProbe = probe("127.0.0.1", "/readyz", corev1.URISchemeHTTPS, 0, 15, 3, 1)
-	c.StartupProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, 15, healthCheckTimeout/10, 10)
+	c.LivenessProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, 8, 10)
+	c.ReadinessProbe = probe("127.0.0.1", "/readyz", corev1.URISchemeHTTPS, 0, 3, 1)
+	c.StartupProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, healthCheckTimeout/10, 10)
 	vols := []Volume{{Name: "kubeconfig", HostPath: kubeconfig, MountPath: kubeconfig, ReadOnly: true, Type: corev1.HostPathFileOrCreate}}
 	return podFor(c, merged(vols, p.Scheduler.ExtraVolumes))
 }
@@ -256,9 +256,9 @@ func Etcd(p *Params) *corev1.Pod {
 	c := container("etcd", p.Images.Ref(images.Etcd), merge(args, p.Etcd.ExtraArgs), "100m")
 	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("100Mi")
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortEtcdMetrics, Protocol: corev1.ProtocolTCP}}
-	c.LivenessProbe = probe(lo, "/livez", corev1.URISchemeHTTP, 10, 15, 8, 10)
-	c.ReadinessProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 0, 15, 3, 1)
-	c.StartupProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 10, 15, healthCheckTimeout/10, 10)
+	c.LivenessProbe = probe(lo, "/livez", corev1.URISchemeHTTP, 10, 8, 10)
+	c.ReadinessProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 0, 3, 1)
+	c.StartupProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 10, healthCheckTimeout/10, 10)
 	vols := []Volume{
 		{Name: "etcd-certs", HostPath: path.Join(kubeadm.PKIDir, "etcd"), MountPath: path.Join(kubeadm.PKIDir, "etcd"), Type: corev1.HostPathDirectoryOrCreate},
 		{Name: "etcd-data", HostPath: kubeadm.EtcdDataDir, MountPath: kubeadm.EtcdDataDir, Type: corev1.HostPathDirectoryOrCreate},
@@ -334,12 +334,13 @@ func container(name, image string, args []string, cpu string) corev1.Container {
 	}
 }
 
-func probe(host, p string, scheme corev1.URIScheme, delay, timeout, failures, period int32) *corev1.Probe {
+// probe is an HTTP probe of the component's probe-port, with kubeadm's 15 s timeout.
+func probe(host, p string, scheme corev1.URIScheme, delay, failures, period int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 			Host: host, Path: p, Port: intstr.FromString("probe-port"), Scheme: scheme,
 		}},
-		InitialDelaySeconds: delay, TimeoutSeconds: timeout, FailureThreshold: failures, PeriodSeconds: period,
+		InitialDelaySeconds: delay, TimeoutSeconds: 15, FailureThreshold: failures, PeriodSeconds: period,
 	}
 }
 

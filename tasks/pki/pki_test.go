@@ -259,7 +259,7 @@ func TestCAHashMatchesOpenSSL(t *testing.T) {
 
 // BenchmarkPKI generates the PKI of three control-plane nodes (3 CAs, the service-account key, 21 leaves).
 func BenchmarkPKI(b *testing.B) {
-	three := append(nodes, Node{Name: "cp3", IP: net.ParseIP("10.0.0.13")})
+	three := append(slices.Clone(nodes), Node{Name: "cp3", IP: net.ParseIP("10.0.0.13")})
 	for _, alg := range []Algorithm{"RSA-2048", "RSA-3072", "RSA-4096", "ECDSA-P256"} {
 		b.Run(string(alg), func(b *testing.B) {
 			for b.Loop() {

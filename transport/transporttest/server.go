@@ -211,7 +211,7 @@ func (s *Server) session(nc net.Conn, ch ssh.Channel, reqs <-chan *ssh.Request) 
 			_ = ssh.Unmarshal(req.Payload, &payload)
 			s.signals <- payload.Signal
 			if cmd != nil && cmd.Process != nil {
-				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // gone already: nothing to kill
 			}
 		case "subsystem":
 			var payload struct{ Name string }
