@@ -38,10 +38,11 @@ validate: build ## validate the example inventories
 	bin/clusterctl inventory validate -i inventory/examples/kubespray/hosts.yaml
 	bin/clusterctl inventory validate -i inventory/examples/kubespray/inventory.ini
 
-test: ## everything CI runs: formatting, vet, then every tier this machine allows (unit, lab), with -race
+test: ## everything CI runs: formatting, vet, golangci-lint, then every tier this machine allows (unit, lab), with -race
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted" >&2; exit 1; fi
 	go vet ./...
+	$(MAKE) --no-print-directory lint
 	@reason=$$(test/lab/check.sh); \
 	if [ -z "$$reason" ]; then \
 	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs and Kubernetes $(K8S_VERSION) artifacts if not cached"; \

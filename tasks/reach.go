@@ -21,7 +21,7 @@ func Listen(ctx context.Context, h Runner, ip string, port int) (stop func(), er
 	}()
 	stop = func() {
 		cancel()
-		_ = <-done // the listener ends with the context: its error says only that
+		<-done //nolint:errcheck // the listener ends with the context: its error says only that
 	}
 	// Wait until the port is in LISTEN state (0A) in /proc/net/tcp{,6}.
 	wait := scripts.ListenWait(port)

@@ -332,7 +332,7 @@ kill -KILL $pids 2>/dev/null; exit 0`
 	}
 	sess.Close()
 	select {
-	case _ = <-done: // the command's error is its caller's; here only its end matters
+	case <-done: //nolint:errcheck // the command's error is its caller's; here only its end matters
 	case <-time.After(5 * time.Second):
 		c.log.Warn("a cancelled command did not end", "marker", marker)
 	}
