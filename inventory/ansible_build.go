@@ -1,0 +1,400 @@
+package inventory
+
+// This file builds the Inventory from an Ansible inventory's groups, hosts and variables (kubespray's
+// names); ansible.go reads them.
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func (a *ansible) build(format Format) *Inventory {
+	inv := &Inventory{Format: format, pos: positions{}}
+	inv.pos[""] = Pos{File: a.file, Line: 1, Col: 1}
+	depth := a.depths()
+	cp := a.membersOf(controlPlaneGroups...)
+	nodes := a.membersOf(nodeGroups...)
+	bastions := a.membersOf("bastion")
+	if _, ok := a.groups["etcd"]; ok {
+		etcd := a.membersOf("etcd")
+		for _, name := range a.hostOrder {
+			switch {
+			case etcd[name] && !cp[name]:
+				a.diags.add(Error, a.hosts[name].pos, "host is in group etcd but not in kube_control_plane: clusterctl runs etcd stacked on the control-plane hosts, so the two groups must be equal")
+			case cp[name] && !etcd[name] && len(etcd) > 0:
+				a.diags.add(Error, a.hosts[name].pos, "control-plane host is not in group etcd: clusterctl runs etcd stacked on the control-plane hosts, so the two groups must be equal")
+			}
+		}
+	}
+	used := map[string]bool{}
+	vars := map[string]map[string]avar{}
+	var first string
+	for _, name := range a.hostOrder {
+		vars[name] = a.varsFor(name, depth)
+		if bastions[name] {
+			inv.SSH.Bastions = append(inv.SSH.Bastions, a.bastion(name, vars[name], used))
+			continue
+		}
+		if !cp[name] && !nodes[name] {
+			a.diags.add(Notice, a.hosts[name].pos, "host is in no kube_control_plane or kube_node group; it is not part of the cluster")
+			continue
+		}
+		if first == "" || (cp[name] && !cp[first]) {
+			first = name
+		}
+		a.addHost(inv, name, cp[name], nodes[name], vars[name], used)
+	}
+	if len(inv.Hosts) > 0 {
+		inv.pos["hosts"] = a.hosts[inv.Hosts[0].Name].pos
+	} else {
+		inv.pos["hosts"] = Pos{File: a.file, Line: 1, Col: 1, Path: "all.hosts"}
+	}
+	if first != "" {
+		a.clusterSettings(inv, first, vars, used)
+	}
+	liftSSH(inv)
+	a.listIgnored(inv, used)
+	return inv
+}
+
+// liftSSH moves SSH settings that every host shares (typically set in all:vars) to the inventory's ssh
+// section, so that the normalized inventory reads as a person would write it.
+func liftSSH(inv *Inventory) {
+	if len(inv.Hosts) == 0 {
+		return
+	}
+	h0 := inv.Hosts[0].SSH
+	same := func(eq func(a, b HostSSH) bool) bool {
+		for _, h := range inv.Hosts[1:] {
+			if !eq(h0, h.SSH) {
+				return false
+			}
+		}
+		return true
+	}
+	if h0.User != "" && same(func(a, b HostSSH) bool { return a.User == b.User }) {
+		inv.SSH.User = h0.User
+		for i := range inv.Hosts {
+			inv.Hosts[i].SSH.User = ""
+		}
+	}
+	if h0.Port != 0 && same(func(a, b HostSSH) bool { return a.Port == b.Port }) {
+		inv.SSH.Port = h0.Port
+		for i := range inv.Hosts {
+			inv.Hosts[i].SSH.Port = 0
+		}
+	}
+	if h0.Become != nil && same(func(a, b HostSSH) bool { return b.Become != nil && *a.Become == *b.Become }) {
+		inv.SSH.Become = h0.Become
+		for i := range inv.Hosts {
+			inv.Hosts[i].SSH.Become = nil
+		}
+	}
+	if len(h0.IdentityFiles) == 1 && same(func(a, b HostSSH) bool { return len(b.IdentityFiles) == 1 && a.IdentityFiles[0] == b.IdentityFiles[0] }) {
+		inv.SSH.IdentityFiles = h0.IdentityFiles
+		for i := range inv.Hosts {
+			inv.Hosts[i].SSH.IdentityFiles = nil
+		}
+	}
+}
+
+func (a *ansible) bastion(name string, vars map[string]avar, used map[string]bool) Bastion {
+	b := Bastion{Address: name}
+	if v, ok := a.str(vars, used, "ansible_host", "ansible_ssh_host"); ok {
+		b.Address = v
+	}
+	if v, ok := a.str(vars, used, "ansible_user", "ansible_ssh_user"); ok {
+		b.User = v
+	}
+	if v, ok := a.integer(vars, used, "ansible_port", "ansible_ssh_port"); ok {
+		b.Port = v
+	}
+	if v, ok := a.str(vars, used, "ansible_ssh_private_key_file", "ansible_private_key_file"); ok {
+		b.IdentityFiles = []string{v}
+	}
+	return b
+}
+
+func (a *ansible) addHost(inv *Inventory, name string, cp, node bool, vars map[string]avar, used map[string]bool) {
+	i := len(inv.Hosts)
+	k := fmt.Sprintf("hosts[%d]", i)
+	hp := a.hosts[name].pos
+	h := Host{Name: name}
+	inv.pos[k] = hp
+	inv.pos[k+".name"] = hp
+	inv.pos[k+".nodeName"] = hp
+	inv.pos[k+".roles"] = hp
+	if cp {
+		h.Roles = append(h.Roles, RoleControlPlane)
+	}
+	if node {
+		h.Roles = append(h.Roles, RoleWorker)
+	}
+	set := func(field string, names ...string) (string, bool) {
+		v, ok := a.str(vars, used, names...)
+		if ok {
+			inv.pos[k+"."+field] = a.posOf(vars, names...)
+		}
+		return v, ok
+	}
+	if v, ok := set("address", "ansible_host", "ansible_ssh_host"); ok {
+		h.Address = v
+	}
+	if v, ok := set("internalAddress", "ip"); ok {
+		h.InternalAddress = v
+		if acc, ok := a.str(vars, used, "access_ip"); ok && acc != v {
+			a.diags.add(Notice, vars["access_ip"].pos, "access_ip %s differs from ip %s: clusterctl uses ip as the node's address", acc, v)
+		}
+	} else if v, ok := set("internalAddress", "access_ip"); ok {
+		h.InternalAddress = v
+	}
+	if v, ok := set("ssh.user", "ansible_user", "ansible_ssh_user"); ok {
+		h.SSH.User = v
+	}
+	if v, ok := a.integer(vars, used, "ansible_port", "ansible_ssh_port"); ok {
+		inv.pos[k+".ssh.port"] = a.posOf(vars, "ansible_port", "ansible_ssh_port")
+		h.SSH.Port = v
+	}
+	if v, ok := set("ssh.identityFiles", "ansible_ssh_private_key_file", "ansible_private_key_file"); ok {
+		h.SSH.IdentityFiles = []string{v}
+	}
+	if v, ok := vars["ansible_become"]; ok && a.scalar(v) {
+		used[v.name] = true
+		b, valid := parseBool(v.value.Value)
+		if !valid {
+			a.diags.add(Error, v.pos, "%q is not true or false", v.value.Value)
+		}
+		h.SSH.Become = &b
+	}
+	if v, ok := vars["node_labels"]; ok {
+		used[v.name] = true
+		inv.pos[k+".labels"] = v.pos
+		h.Labels = a.labels(v, inv.pos, k+".labels")
+	}
+	if v, ok := vars["node_taints"]; ok {
+		used[v.name] = true
+		inv.pos[k+".taints"] = v.pos
+		h.Taints = a.taints(v, inv.pos, k+".taints")
+	}
+	inv.Hosts = append(inv.Hosts, h)
+}
+
+func (a *ansible) labels(v avar, pos positions, key string) map[string]string {
+	if v.value.Kind != yaml.MappingNode {
+		a.diags.add(Error, v.pos, "expected a mapping of label names to values, got %s", kindName(v.value))
+		return nil
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(v.value.Content); i += 2 {
+		lk, lv := v.value.Content[i], resolve(v.value.Content[i+1])
+		pos[key+"."+lk.Value] = Pos{File: v.pos.File, Line: lk.Line, Col: lk.Column, Path: join(v.pos.Path, lk.Value)}
+		out[lk.Value] = lv.Value
+	}
+	return out
+}
+
+// taints reads kubespray's node_taints: a list of "key=value:Effect" or "key:Effect".
+func (a *ansible) taints(v avar, pos positions, key string) []Taint {
+	if v.value.Kind != yaml.SequenceNode {
+		a.diags.add(Error, v.pos, "expected a list of taints (\"key=value:NoSchedule\"), got %s", kindName(v.value))
+		return nil
+	}
+	var out []Taint
+	for i, item := range v.value.Content {
+		item = resolve(item)
+		tk := fmt.Sprintf("%s[%d]", key, i)
+		p := Pos{File: v.pos.File, Line: item.Line, Col: item.Column, Path: fmt.Sprintf("%s[%d]", v.pos.Path, i)}
+		pos[tk+".key"], pos[tk+".value"], pos[tk+".effect"] = p, p, p
+		kv, effect, ok := strings.Cut(item.Value, ":")
+		if item.Kind != yaml.ScalarNode || !ok {
+			a.diags.add(Error, p, "%q is not a taint (\"key=value:NoSchedule\")", item.Value)
+			continue
+		}
+		k, val, _ := strings.Cut(kv, "=")
+		out = append(out, Taint{Key: k, Value: val, Effect: effect})
+	}
+	return out
+}
+
+func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]map[string]avar, used map[string]bool) {
+	fv := vars[first]
+	c := &inv.Cluster
+	str := func(key string, dst *string, names ...string) bool {
+		v, ok := a.str(fv, used, names...)
+		if ok {
+			*dst = v
+			inv.pos[key] = a.posOf(fv, names...)
+		}
+		return ok
+	}
+	str("cluster.kubernetesVersion", &c.KubernetesVersion, "kube_version")
+	str("cluster.networking.podSubnet", &c.Networking.PodSubnet, "kube_pods_subnet")
+	str("cluster.networking.serviceSubnet", &c.Networking.ServiceSubnet, "kube_service_addresses")
+	if !str("cluster.networking.dnsDomain", &c.Networking.DNSDomain, "dns_domain") {
+		str("cluster.networking.dnsDomain", &c.Networking.DNSDomain, "cluster_name")
+	}
+	if v, ok := a.integer(fv, used, "kube_network_node_prefix"); ok {
+		c.Networking.NodeCIDRMaskSize = v
+		inv.pos["cluster.networking.nodeCIDRMaskSize"] = fv["kube_network_node_prefix"].pos
+	}
+	if v, ok := a.integer(fv, used, "kube_apiserver_port"); ok {
+		c.APIServer.BindPort = v
+		inv.pos["cluster.apiServer.bindPort"] = fv["kube_apiserver_port"].pos
+	}
+	if v, ok := fv["supplementary_addresses_in_ssl_keys"]; ok {
+		used[v.name] = true
+		if v.value.Kind != yaml.SequenceNode {
+			a.diags.add(Error, v.pos, "expected a list of names and addresses, got %s", kindName(v.value))
+		}
+		for i, item := range v.value.Content {
+			c.APIServer.CertSANs = append(c.APIServer.CertSANs, resolve(item).Value)
+			inv.pos[fmt.Sprintf("cluster.apiServer.certSANs[%d]", i)] = Pos{File: v.pos.File, Line: item.Line, Col: item.Column, Path: fmt.Sprintf("%s[%d]", v.pos.Path, i)}
+		}
+	}
+	// The endpoint: kubespray's load balancer (its domain name if given, else its address) and port.
+	var host, port string
+	if v, ok := fv["loadbalancer_apiserver"]; ok {
+		used[v.name] = true
+		inv.pos["cluster.controlPlaneEndpoint"] = v.pos
+		if v.value.Kind != yaml.MappingNode {
+			a.diags.add(Error, v.pos, "expected a mapping with address and port, got %s", kindName(v.value))
+		}
+		for i := 0; i+1 < len(v.value.Content); i += 2 {
+			switch v.value.Content[i].Value {
+			case "address":
+				host = v.value.Content[i+1].Value
+			case "port":
+				port = v.value.Content[i+1].Value
+			}
+		}
+	}
+	if v, ok := a.str(fv, used, "apiserver_loadbalancer_domain_name"); ok {
+		host = v
+		inv.pos["cluster.controlPlaneEndpoint"] = fv["apiserver_loadbalancer_domain_name"].pos
+	}
+	if host != "" {
+		if port == "" {
+			port = strconv.Itoa(DefaultAPIServerPort)
+			if c.APIServer.BindPort != 0 {
+				port = strconv.Itoa(c.APIServer.BindPort)
+			}
+		}
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		c.ControlPlaneEndpoint = host + ":" + port
+	}
+	// A cluster setting given differently to different hosts cannot be honoured: say which value wins.
+	warned := map[Pos]bool{}
+	for _, name := range a.hostOrder {
+		for vn := range clusterVars {
+			mine, ok1 := vars[name][vn]
+			theirs, ok2 := fv[vn]
+			if ok1 && ok2 && mine.pos != theirs.pos && !warned[mine.pos] && !sameValue(mine.value, theirs.value) {
+				warned[mine.pos] = true
+				a.diags.add(Warning, mine.pos, "%s is a cluster-wide setting; the value for host %s (%s) is used", vn, first, theirs.pos.location())
+			}
+		}
+	}
+}
+
+func sameValue(x, y *yaml.Node) bool {
+	bx, _ := yaml.Marshal(x)
+	by, _ := yaml.Marshal(y)
+	return string(bx) == string(by)
+}
+
+// str returns the first of the named variables that is set, as a string. Jinja templates cannot be
+// evaluated here: such a value is reported and treated as unset.
+func (a *ansible) str(vars map[string]avar, used map[string]bool, names ...string) (string, bool) {
+	for _, n := range names {
+		v, ok := vars[n]
+		if !ok {
+			continue
+		}
+		used[n] = true
+		if !a.scalar(v) || isNull(v.value) {
+			return "", false
+		}
+		return v.value.Value, true
+	}
+	return "", false
+}
+
+func (a *ansible) integer(vars map[string]avar, used map[string]bool, names ...string) (int, bool) {
+	s, ok := a.str(vars, used, names...)
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s)
+	if err != nil {
+		a.diags.add(Error, a.posOf(vars, names...), "%q is not a whole number", s)
+		return 0, false
+	}
+	return i, true
+}
+
+func (a *ansible) scalar(v avar) bool {
+	if v.value.Kind != yaml.ScalarNode {
+		a.diags.add(Error, v.pos, "expected a single value, got %s", kindName(v.value))
+		return false
+	}
+	if strings.Contains(v.value.Value, "{{") {
+		a.diags.add(Warning, v.pos, "%q is a Jinja template, which clusterctl cannot evaluate; the variable is ignored", v.value.Value)
+		return false
+	}
+	return true
+}
+
+func (a *ansible) posOf(vars map[string]avar, names ...string) Pos {
+	for _, n := range names {
+		if v, ok := vars[n]; ok {
+			return v.pos
+		}
+	}
+	return Pos{}
+}
+
+// listIgnored records every variable clusterctl did not use, once per name and place.
+func (a *ansible) listIgnored(inv *Inventory, used map[string]bool) {
+	seen := map[Pos]bool{}
+	add := func(vs []avar) {
+		for _, v := range vs {
+			if used[v.name] || hostVars[v.name] || clusterVars[v.name] || seen[v.pos] {
+				continue
+			}
+			seen[v.pos] = true
+			inv.Ignored = append(inv.Ignored, v.pos)
+		}
+	}
+	for _, name := range a.groupOrder {
+		add(a.groups[name].vars)
+	}
+	for _, name := range a.hostOrder {
+		add(a.hosts[name].vars)
+	}
+	sort.SliceStable(inv.Ignored, func(i, j int) bool {
+		x, y := inv.Ignored[i], inv.Ignored[j]
+		if x.File != y.File {
+			return x.File < y.File
+		}
+		return x.Line < y.Line || (x.Line == y.Line && x.Col < y.Col)
+	})
+	if n := len(inv.Ignored); n > 0 {
+		names := make([]string, 0, n)
+		for _, p := range inv.Ignored {
+			names = append(names, p.Path)
+		}
+		const most = 8
+		list := strings.Join(names[:min(n, most)], ", ")
+		if n > most {
+			list += fmt.Sprintf(" and %d more (clusterctl inventory show lists them all)", n-most)
+		}
+		a.diags.add(Notice, Pos{File: inv.Ignored[0].File, Line: inv.Ignored[0].Line, Col: inv.Ignored[0].Col},
+			"%d variable%s clusterctl does not use, ignored: %s", n, plural(n), list)
+	}
+}
