@@ -64,11 +64,37 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 	if opts.Hosts == nil {
 		opts.Hosts = e.Hosts
 	}
-	hosts := opts.Hosts
-	report := &PreflightReport{}
-	byHost := map[string]*PreflightHost{}
+	p := newPreflightRun(e, opts)
+	reachable, err := p.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.gather(ctx, reachable); err != nil {
+		return nil, err
+	}
+	p.check()
+	if err := reachability(ctx, e, opts.Hosts, p.byHost, p.add); err != nil {
+		return nil, err
+	}
+	p.tally()
+	return p.report, nil
+}
+
+// preflightRun is one run of Preflight: the report, by host, filled by concurrent plays.
+type preflightRun struct {
+	e      *Env
+	opts   PreflightOptions
+	report *PreflightReport
+	byHost map[string]*PreflightHost
+	mu     sync.Mutex
+}
+
+// newPreflightRun gives each host its kubeadm check set: init for the first control-plane host,
+// control-plane-join for the others, join for workers.
+func newPreflightRun(e *Env, opts PreflightOptions) *preflightRun {
+	p := &preflightRun{e: e, opts: opts, report: &PreflightReport{}, byHost: map[string]*PreflightHost{}}
 	cp := e.Inv.ControlPlanes()
-	for _, h := range hosts {
+	for _, h := range opts.Hosts {
 		set := tasks.SetJoin
 		if h.Has(inventory.RoleControlPlane) {
 			set = tasks.SetControlPlaneJoin
@@ -76,96 +102,104 @@ func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightRe
 				set = tasks.SetInit
 			}
 		}
-		report.Hosts = append(report.Hosts, PreflightHost{Name: h.Name, Set: set})
+		p.report.Hosts = append(p.report.Hosts, PreflightHost{Name: h.Name, Set: set})
 	}
-	for i := range report.Hosts {
-		byHost[report.Hosts[i].Name] = &report.Hosts[i]
+	for i := range p.report.Hosts {
+		p.byHost[p.report.Hosts[i].Name] = &p.report.Hosts[i]
 	}
-	var mu sync.Mutex
-	add := func(fs ...tasks.Finding) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, f := range fs {
-			if h, ok := byHost[f.Host]; ok {
-				h.Findings = append(h.Findings, f)
-			}
+	return p
+}
+
+func (p *preflightRun) add(fs ...tasks.Finding) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range fs {
+		if h, ok := p.byHost[f.Host]; ok {
+			h.Findings = append(h.Findings, f)
 		}
 	}
+}
 
-	results, err := Connect(ctx, e, hosts, 1)
+// connect connects to every host; an unreachable one is a finding, and the others go on.
+func (p *preflightRun) connect(ctx context.Context) ([]string, error) {
+	results, err := Connect(ctx, p.e, p.opts.Hosts, 1)
 	if err != nil {
 		return nil, err
 	}
 	var reachable []string
 	for _, r := range results {
 		if r.Err != nil {
-			add(tasks.Finding{Host: r.Host, Check: "SSH", Severity: tasks.SevError, Message: r.Err.Error()})
+			p.add(tasks.Finding{Host: r.Host, Check: "SSH", Severity: tasks.SevError, Message: r.Err.Error()})
 			continue
 		}
 		reachable = append(reachable, r.Host)
 	}
+	return reachable, nil
+}
 
-	c := e.Inv.Cluster
-	_, err = e.play(ctx, Play{Name: "facts", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
-		f, err := tasks.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint)
+// gather learns every reachable host's facts, one command each, and keeps them in the session.
+func (p *preflightRun) gather(ctx context.Context, reachable []string) error {
+	_, err := p.e.play(ctx, Play{Name: "facts", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
+		f, err := tasks.GatherFacts(ctx, p.e.Conn(name), p.e.Inv.Cluster.ContainerRuntimeEndpoint)
 		if err != nil {
-			add(tasks.Finding{Host: name, Check: "Facts", Severity: tasks.SevError, Message: err.Error()})
+			p.add(tasks.Finding{Host: name, Check: "Facts", Severity: tasks.SevError, Message: err.Error()})
 			return false, err
 		}
-		e.setFacts(name, f)
-		mu.Lock()
-		byHost[name].Facts = f
-		mu.Unlock()
+		p.e.setFacts(name, f)
+		p.mu.Lock()
+		p.byHost[name].Facts = f
+		p.mu.Unlock()
 		return false, nil
 	}})
-	if err != nil {
-		return nil, err
-	}
+	return err
+}
 
+// check runs each host's checks on the workstation, then the checks across hosts.
+func (p *preflightRun) check() {
+	c := p.e.Inv.Cluster
 	apiHost := c.ControlPlaneEndpoint
 	if apiHost != "" {
 		apiHost, _, _ = strings.Cut(apiHost, ":")
-	} else if len(cp) > 0 {
+	} else if cp := p.e.Inv.ControlPlanes(); len(cp) > 0 {
 		apiHost = cp[0].Address
 	}
 	var all []*tasks.Facts
-	for _, h := range hosts {
-		ph := byHost[h.Name]
+	for _, h := range p.opts.Hosts {
+		ph := p.byHost[h.Name]
 		if ph.Facts == nil {
 			continue
 		}
 		all = append(all, ph.Facts)
-		add(tasks.Run(ph.Facts, &tasks.Node{Set: ph.Set, NodeName: h.NodeName, KubernetesVersion: c.KubernetesVersion,
+		p.add(tasks.Run(ph.Facts, &tasks.Node{Set: ph.Set, NodeName: h.NodeName, KubernetesVersion: c.KubernetesVersion,
 			APIServerPort: c.APIServer.BindPort, CRISocket: c.ContainerRuntimeEndpoint,
 			ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, APIHost: apiHost})...)
 	}
-	add(tasks.CrossHostChecks(all, opts.MaxClockSkew)...)
+	p.add(tasks.CrossHostChecks(all, p.opts.MaxClockSkew)...)
+}
 
-	if err := reachability(ctx, e, hosts, byHost, add); err != nil {
-		return nil, err
-	}
-
-	for i := range report.Hosts {
-		h := &report.Hosts[i]
-		if h.Facts != nil && h.Facts.Member != "" && slices.Contains(opts.Members, h.Facts.Member) {
+// tally drops, on this cluster's members, what clusterctl made there itself; applies --ignore; counts.
+func (p *preflightRun) tally() {
+	r := p.report
+	for i := range r.Hosts {
+		h := &r.Hosts[i]
+		if h.Facts != nil && h.Facts.Member != "" && slices.Contains(p.opts.Members, h.Facts.Member) {
 			h.Findings = slices.DeleteFunc(h.Findings, ours)
 		}
-		tasks.Ignore(h.Findings, opts.Ignore)
+		tasks.Ignore(h.Findings, p.opts.Ignore)
 		for _, f := range h.Findings {
 			switch {
 			case f.Ignored:
-				report.Ignored++
+				r.Ignored++
 			case f.Severity == tasks.SevError:
-				report.Errors++
+				r.Errors++
 			default:
-				report.Warnings++
+				r.Warnings++
 			}
 		}
 		if h.Findings == nil {
 			h.Findings = []tasks.Finding{}
 		}
 	}
-	return report, nil
 }
 
 // MemberMark is the mark of the cluster named name with the given CA hash.
