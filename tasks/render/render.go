@@ -130,8 +130,6 @@ const (
 
 // Render makes or loads the PKI in the state directory and computes every host's files.
 func Render(o Options) (*Result, error) {
-	inv := o.Inv
-	c := inv.Cluster
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -144,25 +142,62 @@ func Render(o Options) (*Result, error) {
 	if o.CNIBinDir == "" {
 		o.CNIBinDir = "/opt/cni/bin"
 	}
-	cps := ControlPlanes(inv, o.ControlPlanes)
-	if len(cps) == 0 {
+	r := &renderer{o: o, c: o.Inv.Cluster, cps: ControlPlanes(o.Inv, o.ControlPlanes)}
+	if len(r.cps) == 0 {
 		return nil, errors.New("no control-plane host")
 	}
-	nodeIP := func(h *inventory.Host) string {
-		if h.InternalAddress != "" {
-			return h.InternalAddress
-		}
-		return o.NodeIPs[h.Name]
+	sanHost, err := r.endpoints()
+	if err != nil {
+		return nil, err
 	}
-	var pkiNodes []pki.Node
-	for _, h := range cps {
-		ip := net.ParseIP(nodeIP(h))
-		if ip == nil {
-			return nil, fmt.Errorf("control-plane host %s: its node address is not known: set internalAddress in the inventory", h.Name)
-		}
-		pkiNodes = append(pkiNodes, pki.Node{Name: h.NodeName, IP: ip})
+	if err := r.ensurePKI(sanHost); err != nil {
+		return nil, err
 	}
-	endpointHost, endpointPort := nodeIP(cps[0]), c.APIServer.BindPort
+	if err := r.common(); err != nil {
+		return nil, err
+	}
+	for i := range o.Inv.Hosts {
+		h := &o.Inv.Hosts[i]
+		if h.Has(inventory.RoleControlPlane) && !slices.Contains(r.cps, h) {
+			continue // not in the cluster, not joining it in this run
+		}
+		files, err := r.hostFiles(h)
+		if err != nil {
+			return nil, err
+		}
+		r.res.Hosts = append(r.res.Hosts, HostFiles{Host: h.Name, Files: files})
+	}
+	return r.res, nil
+}
+
+// renderer is one Render: what every host's files are made from.
+type renderer struct {
+	o          Options
+	c          inventory.Cluster
+	cps        []*inventory.Host
+	res        *Result
+	localProxy bool
+	issuer     *pki.Issuer
+	pki        *pki.PKI
+	tr         *trust
+	// files every node gets the same, and the admin kubeconfigs control-plane nodes get
+	kubeletConfig, unit, dropIn, sysctl, modules []byte
+	admin, superAdmin                            []byte
+}
+
+func (r *renderer) nodeIP(h *inventory.Host) string {
+	if h.InternalAddress != "" {
+		return h.InternalAddress
+	}
+	return r.o.NodeIPs[h.Name]
+}
+
+// endpoints are the API endpoint (controlPlaneEndpoint, else the first control-plane node) and the one
+// nodes use (the node-local proxy's, with several API servers and no endpoint); it returns the host the API
+// server's certificate must name besides the nodes.
+func (r *renderer) endpoints() (sanHost string, err error) {
+	c := r.c
+	endpointHost, endpointPort := r.nodeIP(r.cps[0]), c.APIServer.BindPort
 	if c.ControlPlaneEndpoint != "" {
 		host, port, err := net.SplitHostPort(c.ControlPlaneEndpoint)
 		if err != nil {
@@ -173,120 +208,122 @@ func Render(o Options) (*Result, error) {
 			endpointPort, _ = strconv.Atoi(port)
 		}
 	}
-	res := &Result{Endpoint: "https://" + net.JoinHostPort(endpointHost, strconv.Itoa(endpointPort))}
-	res.NodeEndpoint = res.Endpoint
-	localProxy := LocalProxyOf(inv, o.ControlPlanes)
-	if localProxy {
-		res.NodeEndpoint = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(LocalProxyPort))
+	r.res = &Result{Endpoint: "https://" + net.JoinHostPort(endpointHost, strconv.Itoa(endpointPort))}
+	r.res.NodeEndpoint = r.res.Endpoint
+	r.localProxy = LocalProxyOf(r.o.Inv, r.o.ControlPlanes)
+	if r.localProxy {
+		r.res.NodeEndpoint = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(LocalProxyPort))
 	}
-
-	issuer := &pki.Issuer{Now: o.Now, Algorithm: pki.Algorithm(c.Certificates.KeyAlgorithm),
-		Validity: c.Certificates.Validity.Duration, CAValidity: c.Certificates.CAValidity.Duration}
-	sanHost := ""
 	switch {
 	case c.ControlPlaneEndpoint != "":
-		sanHost = endpointHost
-	case localProxy:
-		sanHost = "127.0.0.1" // the API servers are reached through each node's proxy on loopback
+		return endpointHost, nil
+	case r.localProxy:
+		return "127.0.0.1", nil // the API servers are reached through each node's proxy on loopback
 	}
-	store := &pki.Store{Dir: filepath.Join(o.StateDir, "pki"), Issuer: issuer}
-	if o.Renew != nil {
-		store.RenewIssuedBefore, store.NewKeys, store.RenewOnly = o.Renew.IssuedBefore, o.Renew.NewKeys, o.Renew.Only
+	return "", nil
+}
+
+// ensurePKI makes or keeps, in the state directory, the CAs and every control-plane node's certificates.
+func (r *renderer) ensurePKI(sanHost string) error {
+	c := r.c
+	var pkiNodes []pki.Node
+	for _, h := range r.cps {
+		ip := net.ParseIP(r.nodeIP(h))
+		if ip == nil {
+			return fmt.Errorf("control-plane host %s: its node address is not known: set internalAddress in the inventory", h.Name)
+		}
+		pkiNodes = append(pkiNodes, pki.Node{Name: h.NodeName, IP: ip})
+	}
+	r.issuer = &pki.Issuer{Now: r.o.Now, Algorithm: pki.Algorithm(c.Certificates.KeyAlgorithm),
+		Validity: c.Certificates.Validity.Duration, CAValidity: c.Certificates.CAValidity.Duration}
+	store := &pki.Store{Dir: filepath.Join(r.o.StateDir, "pki"), Issuer: r.issuer}
+	if o := r.o.Renew; o != nil {
+		store.RenewIssuedBefore, store.NewKeys, store.RenewOnly = o.IssuedBefore, o.NewKeys, o.Only
 	}
 	p, changes, err := store.Ensure(pki.Cluster{DNSDomain: c.Networking.DNSDomain, ServiceSubnet: c.Networking.ServiceSubnet,
 		EndpointHost: sanHost, CertSANs: c.APIServer.CertSANs}, pkiNodes)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res.Changes = changes
-	ca := p.CAs["ca"]
-	tr, err := trustOf(store, p)
-	if err != nil {
-		return nil, err
-	}
-	caPEM := tr.bundle["ca"]
+	r.pki, r.res.Changes = p, changes
+	r.tr, err = trustOf(store, p)
+	return err
+}
 
+// common makes the files every node gets the same, and the admin kubeconfigs: the admin identities are the
+// cluster's, kept in the state directory; the workstation gets admin.conf.
+func (r *renderer) common() error {
+	c, o := r.c, r.o
 	clusterDNS, err := kubelet.NthIP(c.Networking.ServiceSubnet, 10)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	kcfg, err := kubelet.Marshal(kubelet.Config(kubelet.Params{ClusterDNS: clusterDNS, ClusterDomain: c.Networking.DNSDomain,
-		ContainerRuntimeEndpoint: c.ContainerRuntimeEndpoint}))
-	if err != nil {
-		return nil, err
+	if r.kubeletConfig, err = kubelet.Marshal(kubelet.Config(kubelet.Params{ClusterDNS: clusterDNS, ClusterDomain: c.Networking.DNSDomain,
+		ContainerRuntimeEndpoint: c.ContainerRuntimeEndpoint})); err != nil {
+		return err
 	}
-	unit, err := kubelet.Unit(o.KubeletPath)
-	if err != nil {
-		return nil, err
+	if r.unit, err = kubelet.Unit(o.KubeletPath); err != nil {
+		return err
 	}
-	dropIn, err := kubelet.DropIn(o.KubeletPath)
-	if err != nil {
-		return nil, err
+	if r.dropIn, err = kubelet.DropIn(o.KubeletPath); err != nil {
+		return err
 	}
-	sysctl, err := templates.Render("sysctl.conf", nil)
-	if err != nil {
-		return nil, err
+	if r.sysctl, err = templates.Render("sysctl.conf", nil); err != nil {
+		return err
 	}
-	modules, err := templates.Render("modules.conf", nil)
-	if err != nil {
-		return nil, err
+	if r.modules, err = templates.Render("modules.conf", nil); err != nil {
+		return err
 	}
+	ca, caPEM := r.pki.CAs["ca"], r.tr.bundle["ca"]
+	adminID := kubeconfig.Identities("", r.res.Endpoint, "", true)
+	if r.admin, err = ensureKubeconfig(filepath.Join(o.StateDir, "admin.conf"), c.Name, adminID[0], ca, caPEM, r.issuer, o.Renew, &r.res.Changes); err != nil {
+		return err
+	}
+	if r.superAdmin, err = ensureKubeconfig(filepath.Join(o.StateDir, "kubeconfig", "super-admin.conf"), c.Name, adminID[len(adminID)-1], ca, caPEM, r.issuer, o.Renew, &r.res.Changes); err != nil {
+		return err
+	}
+	r.res.Workstation = []transport.File{{Path: "/admin.conf", Data: r.admin, Mode: modeSecret}}
+	return nil
+}
 
-	// The admin identities are the cluster's, kept in the state directory; the workstation gets admin.conf.
-	kcDir := filepath.Join(o.StateDir, "kubeconfig")
-	adminID := kubeconfig.Identities("", res.Endpoint, "", true)
-	admin, err := ensureKubeconfig(filepath.Join(o.StateDir, "admin.conf"), c.Name, adminID[0], ca, caPEM, issuer, o.Renew, &res.Changes)
+// hostFiles are one host's files, sorted by path.
+func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
+	c, o := r.c, r.o
+	var files []transport.File
+	add := func(p string, data []byte, mode fs.FileMode) {
+		files = append(files, transport.File{Path: p, Data: data, Mode: mode})
+	}
+	ip := r.nodeIP(h)
+	flags, err := kubelet.Flags(ip, h.NodeName, c.Kubelet.ExtraArgs.Pairs())
 	if err != nil {
 		return nil, err
 	}
-	superAdmin, err := ensureKubeconfig(filepath.Join(kcDir, "super-admin.conf"), c.Name, adminID[len(adminID)-1], ca, caPEM, issuer, o.Renew, &res.Changes)
+	containerd, err := templates.Render("containerd-config.toml", map[string]any{
+		"SandboxImage": o.Images.Ref(images.Pause), "RestrictOOMScoreAdj": o.Containerized[h.Name], "CNIBinDir": o.CNIBinDir})
 	if err != nil {
 		return nil, err
 	}
-	res.Workstation = []transport.File{{Path: "/admin.conf", Data: admin, Mode: modeSecret}}
-
-	for i := range inv.Hosts {
-		h := &inv.Hosts[i]
-		if h.Has(inventory.RoleControlPlane) && !slices.Contains(cps, h) {
-			continue // not in the cluster, not joining it in this run
-		}
-		var files []transport.File
-		add := func(p string, data []byte, mode fs.FileMode) {
-			files = append(files, transport.File{Path: p, Data: data, Mode: mode})
-		}
-		ip := nodeIP(h)
-		flags, err := kubelet.Flags(ip, h.NodeName, c.Kubelet.ExtraArgs.Pairs())
-		if err != nil {
+	add(kubeadm.KubeletConfig, r.kubeletConfig, modePublic)
+	add(kubeadm.KubeletFlags, flags, modePublic)
+	add(kubeadm.KubeletUnit, r.unit, modePublic)
+	add(kubeadm.KubeletDropIn, r.dropIn, modePublic)
+	add(kubeadm.ContainerdConfig, containerd, modePublic)
+	add(kubeadm.SysctlConfig, r.sysctl, modePublic)
+	add(kubeadm.ModulesConfig, r.modules, modePublic)
+	add(kubeadm.CACert, r.tr.bundle["ca"], modePublic)
+	if r.localProxy {
+		if err := proxyFiles(o, add); err != nil {
 			return nil, err
 		}
-		containerd, err := templates.Render("containerd-config.toml", map[string]any{
-			"SandboxImage": o.Images.Ref(images.Pause), "RestrictOOMScoreAdj": o.Containerized[h.Name], "CNIBinDir": o.CNIBinDir})
-		if err != nil {
+	}
+	if h.Has(inventory.RoleControlPlane) {
+		if err := controlPlaneFiles(o, r.pki, r.tr, h, ip, r.res.NodeEndpoint, h.Name == r.cps[0].Name, r.issuer,
+			filepath.Join(o.StateDir, "kubeconfig"), r.admin, r.superAdmin, add, &r.res.Changes); err != nil {
 			return nil, err
 		}
-		add(kubeadm.KubeletConfig, kcfg, modePublic)
-		add(kubeadm.KubeletFlags, flags, modePublic)
-		add(kubeadm.KubeletUnit, unit, modePublic)
-		add(kubeadm.KubeletDropIn, dropIn, modePublic)
-		add(kubeadm.ContainerdConfig, containerd, modePublic)
-		add(kubeadm.SysctlConfig, sysctl, modePublic)
-		add(kubeadm.ModulesConfig, modules, modePublic)
-		add(kubeadm.CACert, caPEM, modePublic)
-		if localProxy {
-			if err := proxyFiles(o, add); err != nil {
-				return nil, err
-			}
-		}
-
-		if h.Has(inventory.RoleControlPlane) {
-			if err := controlPlaneFiles(o, p, tr, h, ip, res.NodeEndpoint, h.Name == cps[0].Name, issuer, kcDir, admin, superAdmin, add, &res.Changes); err != nil {
-				return nil, err
-			}
-		}
-		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-		res.Hosts = append(res.Hosts, HostFiles{Host: h.Name, Files: files})
 	}
-	return res, nil
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, nil
 }
 
 // proxyFiles are the node-local API proxy's configuration (every control-plane node a backend) and unit.
