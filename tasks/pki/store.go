@@ -68,27 +68,57 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 		return nil, nil, err
 	}
 	p := &PKI{CAs: map[string]*KeyPair{}, Nodes: map[string]map[string]*KeyPair{}, Specs: map[string][]Spec{}}
-	var changes []Change
-	var problems []string
-	// The CAs and the service-account key are independent: made (or loaded) in parallel.
+	changes, err := st.ensureCAs(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	jobs, problems, err := st.planLeaves(c, nodes, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.makeLeaves(nodes, p, jobs); err != nil {
+		return nil, nil, err
+	}
+	for _, j := range jobs {
+		if err := st.write(j.rel, j.out); err != nil {
+			return nil, nil, err
+		}
+		action, reason := "reissued", j.reason
+		if reason == "missing" {
+			action, reason = "created", ""
+		}
+		changes = append(changes, Change{What: j.rel, Action: action, Reason: reason})
+		p.Nodes[j.node][j.spec.Name] = j.out
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return nil, nil, fmt.Errorf("external CA mode (a CA certificate without its key in %s): these certificates must be provided and valid:\n  %s",
+			st.Dir, strings.Join(problems, "\n  "))
+	}
+	return p, changes, nil
+}
+
+// ensureCAs makes or loads the CAs and the service-account key; they are independent, so in parallel.
+func (st *Store) ensureCAs(p *PKI) ([]Change, error) {
 	cas := CAs()
 	kps := make([]*KeyPair, len(cas))
 	created := make([]bool, len(cas)+1)
 	var sa crypto.Signer
-	g0 := new(errgroup.Group)
+	g := new(errgroup.Group)
 	for i, s := range cas {
-		g0.Go(func() (err error) {
+		g.Go(func() (err error) {
 			kps[i], created[i], err = st.ensureCA(s)
 			return err
 		})
 	}
-	g0.Go(func() (err error) {
+	g.Go(func() (err error) {
 		sa, created[len(cas)], err = st.ensureSA()
 		return err
 	})
-	if err := g0.Wait(); err != nil {
-		return nil, nil, err
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
+	var changes []Change
 	for i, s := range cas {
 		if created[i] {
 			changes = append(changes, Change{What: s.Path, Action: "created"})
@@ -99,17 +129,24 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 	if created[len(cas)] {
 		changes = append(changes, Change{What: "sa", Action: "created"})
 	}
+	return changes, nil
+}
+
+// leafJob is a leaf certificate to (re)issue, and why.
+type leafJob struct {
+	node   string
+	spec   Spec
+	rel    string
+	ca     *KeyPair
+	key    crypto.Signer // kept from the current pair, or nil for a new key
+	reason string
+	out    *KeyPair
+}
+
+// planLeaves keeps every node's valid leaves in p and lists those to issue; with an external CA (no key),
+// those it cannot issue are problems.
+func (st *Store) planLeaves(c Cluster, nodes []Node, p *PKI) (jobs []leafJob, problems []string, err error) {
 	now := st.Issuer.now()
-	type job struct {
-		node   string
-		spec   Spec
-		rel    string
-		ca     *KeyPair
-		key    crypto.Signer
-		reason string
-		out    *KeyPair
-	}
-	var jobs []job
 	for _, n := range nodes {
 		specs, err := Leaves(c, n)
 		if err != nil {
@@ -145,14 +182,19 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 			if cur != nil && matches(cur.Key, st.Issuer.Algorithm) && !st.NewKeys {
 				key = cur.Key
 			}
-			jobs = append(jobs, job{node: n.Name, spec: s, rel: rel, ca: ca, key: key, reason: reason})
+			jobs = append(jobs, leafJob{node: n.Name, spec: s, rel: rel, ca: ca, key: key, reason: reason})
 		}
 	}
-	// The node-independent client certificates (the API server's kubelet and etcd client, front-proxy
-	// client, etcd health check) name no node: control-plane nodes share one key pair each, kept in every
-	// node's directory. A node that lacks one gets another node's valid pair; one is made only when none
-	// is. Control-plane nodes hold the CA keys anyway, so sharing adds no exposure, and it saves most of
-	// the key generation for HA control planes.
+	return jobs, problems, nil
+}
+
+// makeLeaves issues the jobs' leaves. The node-independent client certificates (the API server's kubelet
+// and etcd client, front-proxy client, etcd health check) name no node: control-plane nodes share one key
+// pair each, kept in every node's directory. A node that lacks one gets another node's valid pair; one is
+// made only when none is. Control-plane nodes hold the CA keys anyway, so sharing adds no exposure, and it
+// saves most of the key generation for HA control planes. Key generation dominates (RSA especially): leaves
+// are made in parallel.
+func (st *Store) makeLeaves(nodes []Node, p *PKI, jobs []leafJob) error {
 	shared := map[string]*KeyPair{}
 	for _, n := range nodes {
 		for _, spec := range p.Specs[n.Name] {
@@ -169,7 +211,6 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 			}
 		}
 	}
-	// Key generation dominates (RSA especially): leaves are made in parallel, then written in table order.
 	g := new(errgroup.Group)
 	g.SetLimit(runtime.NumCPU())
 	for i := range jobs {
@@ -183,7 +224,7 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, nil, err
+		return err
 	}
 	for i := range jobs {
 		if jobs[i].out != nil {
@@ -195,23 +236,7 @@ func (st *Store) Ensure(c Cluster, nodes []Node) (*PKI, []Change, error) {
 			jobs[i].out = jobs[first[jobs[i].spec.Name]].out
 		}
 	}
-	for _, j := range jobs {
-		if err := st.write(j.rel, j.out); err != nil {
-			return nil, nil, err
-		}
-		action, reason := "reissued", j.reason
-		if reason == "missing" {
-			action, reason = "created", ""
-		}
-		changes = append(changes, Change{What: j.rel, Action: action, Reason: reason})
-		p.Nodes[j.node][j.spec.Name] = j.out
-	}
-	if len(problems) > 0 {
-		sort.Strings(problems)
-		return nil, nil, fmt.Errorf("external CA mode (a CA certificate without its key in %s): these certificates must be provided and valid:\n  %s",
-			st.Dir, strings.Join(problems, "\n  "))
-	}
-	return p, changes, nil
+	return nil
 }
 
 func (st *Store) ensureCA(s Spec) (*KeyPair, bool, error) {
