@@ -6,14 +6,10 @@ package render
 
 import (
 	"crypto"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io/fs"
 	"net"
-	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,14 +17,11 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
-	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/templates"
 	"github.com/clusterctl/clusterctl/transport"
@@ -317,8 +310,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 		}
 	}
 	if h.Has(inventory.RoleControlPlane) {
-		if err := controlPlaneFiles(o, r.pki, r.tr, h, ip, r.res.NodeEndpoint, h.Name == r.cps[0].Name, r.issuer,
-			filepath.Join(o.StateDir, "kubeconfig"), r.admin, r.superAdmin, add, &r.res.Changes); err != nil {
+		if err := r.controlPlaneFiles(h, ip, h.Name == r.cps[0].Name, add); err != nil {
 			return nil, err
 		}
 	}
@@ -351,154 +343,6 @@ func proxyFiles(o Options, add func(string, []byte, fs.FileMode)) error {
 	add(LocalProxyConfigPath, cfg, modePublic)
 	add(LocalProxyUnitPath, unit, modePublic)
 	return nil
-}
-
-func controlPlaneFiles(o Options, p *pki.PKI, tr *trust, h *inventory.Host, ip, endpoint string, first bool, issuer *pki.Issuer,
-	kcDir string, admin, superAdmin []byte, addFile func(string, []byte, fs.FileMode), changes *[]pki.Change) error {
-	c := o.Inv.Cluster
-	ca := p.CAs["ca"]
-	digests := map[string]hash.Hash{}
-	for _, n := range []string{"etcd.yaml", "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"} {
-		digests[n] = sha256.New()
-	}
-	add := func(p string, data []byte, mode fs.FileMode) {
-		for _, pod := range readers(p) {
-			digests[pod].Write([]byte(p + "\x00"))
-			digests[pod].Write(data)
-		}
-		addFile(p, data, mode)
-	}
-	// CAs (keys included: the controller-manager signs kubelet certificates) and the service-account keys.
-	for _, s := range pki.CAs() {
-		kp := p.CAs[s.Name]
-		if s.Name != "ca" {
-			add(path.Join(kubeadm.PKIDir, s.Path+".crt"), tr.bundle[s.Name], modePublic)
-		}
-		if kp.Key != nil {
-			key, err := pki.EncodeKey(kp.Key)
-			if err != nil {
-				return err
-			}
-			add(path.Join(kubeadm.PKIDir, s.Path+".key"), key, modeSecret)
-		}
-	}
-	if tr.signer != nil {
-		key, err := pki.EncodeKey(tr.signer.Key)
-		if err != nil {
-			return err
-		}
-		add(path.Join(kubeadm.PKIDir, pki.SignerName+".crt"), pki.EncodeCert(tr.signer.Cert), modePublic)
-		add(path.Join(kubeadm.PKIDir, pki.SignerName+".key"), key, modeSecret)
-	}
-	saKey, err := pki.EncodeKey(tr.saKey)
-	if err != nil {
-		return err
-	}
-	add(path.Join(kubeadm.PKIDir, "sa.key"), saKey, modeSecret)
-	add(path.Join(kubeadm.PKIDir, "sa.pub"), tr.saPub, modePublic)
-	for _, s := range p.Specs[h.NodeName] {
-		kp := p.Nodes[h.NodeName][s.Name]
-		key, err := pki.EncodeKey(kp.Key)
-		if err != nil {
-			return err
-		}
-		add(path.Join(kubeadm.PKIDir, s.Path+".crt"), pki.EncodeCert(kp.Cert), modePublic)
-		add(path.Join(kubeadm.PKIDir, s.Path+".key"), key, modeSecret)
-	}
-	// Kubeconfigs: admin.conf for kubectl on the node, super-admin.conf on the first control-plane node only
-	// (as kubeadm init), the node's own for the controller-manager, scheduler and kubelet.
-	add(path.Join(kubeadm.KubernetesDir, "admin.conf"), admin, modeSecret)
-	if first {
-		add(path.Join(kubeadm.KubernetesDir, "super-admin.conf"), superAdmin, modeSecret)
-	}
-	local := "https://" + net.JoinHostPort(ip, strconv.Itoa(c.APIServer.BindPort))
-	for _, id := range kubeconfig.Identities(h.NodeName, endpoint, local, false)[1:] {
-		data, err := ensureKubeconfig(filepath.Join(kcDir, h.NodeName, id.File), c.Name, id, ca, tr.bundle["ca"], issuer, o.Renew, changes)
-		if err != nil {
-			return err
-		}
-		add(path.Join(kubeadm.KubernetesDir, id.File), data, modeSecret)
-	}
-	// Static Pods.
-	mp := &manifests.Params{
-		ClusterName: c.Name, Images: o.Images,
-		NodeName: h.NodeName, AdvertiseAddress: ip, BindPort: c.APIServer.BindPort,
-		ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain,
-		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, ExternalCA: ca.Key == nil,
-		APIServer: component(c.APIServer.Component), ControllerManager: component(c.ControllerManager),
-		Scheduler: component(c.Scheduler), Etcd: component(c.Etcd),
-	}
-	if !first {
-		// A joining member: the etcd cluster of the control-plane hosts listed before it.
-		for _, other := range ControlPlanes(o.Inv, o.ControlPlanes) {
-			if other.Name == h.Name {
-				break
-			}
-			oip := other.InternalAddress
-			if oip == "" {
-				oip = o.NodeIPs[other.Name]
-			}
-			mp.EtcdCluster = append(mp.EtcdCluster, manifests.EtcdMember{Name: other.NodeName,
-				PeerURL: "https://" + net.JoinHostPort(oip, strconv.Itoa(kubeadm.PortEtcdPeer))})
-		}
-	}
-	if tr.signer != nil {
-		mp.Signer = pki.SignerName
-	}
-	pods := manifests.All(mp)
-	names := make([]string, 0, len(pods))
-	for n, pod := range pods {
-		names = append(names, n)
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
-		}
-		pod.Annotations[PKIAnnotation] = hex.EncodeToString(digests[n].Sum(nil))
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		data, err := manifests.Marshal(pods[n])
-		if err != nil {
-			return err
-		}
-		add(path.Join(kubeadm.ManifestsDir, n), data, modeSecret)
-	}
-	return nil
-}
-
-// readers are the static Pods (by manifest file) that read a control-plane node's file: the digest of what
-// each reads is in its PKIAnnotation.
-func readers(p string) []string {
-	const (
-		etcd = "etcd.yaml"
-		api  = "kube-apiserver.yaml"
-		cm   = "kube-controller-manager.yaml"
-		sch  = "kube-scheduler.yaml"
-	)
-	rel, ok := strings.CutPrefix(p, kubeadm.PKIDir+"/")
-	if !ok {
-		switch path.Base(p) {
-		case "controller-manager.conf":
-			return []string{cm}
-		case "scheduler.conf":
-			return []string{sch}
-		}
-		return nil
-	}
-	switch {
-	case rel == "etcd/ca.crt":
-		return []string{etcd, api}
-	case strings.HasPrefix(rel, "etcd/"):
-		return []string{etcd}
-	case rel == "ca.crt", rel == "front-proxy-ca.crt":
-		return []string{api, cm}
-	case rel == "sa.key":
-		return []string{api, cm}
-	case strings.HasPrefix(rel, pki.SignerName+"."), rel == "ca.key":
-		return []string{cm}
-	case strings.HasSuffix(rel, ".key") && (strings.HasPrefix(rel, "front-proxy-ca") || strings.HasPrefix(rel, "etcd/")):
-		return nil
-	}
-	return []string{api} // apiserver*, front-proxy-client*, sa.pub
 }
 
 // ensureKubeconfig keeps a kubeconfig of the state directory that is still right, or makes it anew.
@@ -609,17 +453,3 @@ func trustOf(store *pki.Store, p *pki.PKI) (*trust, error) {
 	}
 	return tr, nil
 }
-
-func component(c inventory.Component) manifests.Component {
-	var out manifests.Component
-	for _, a := range c.ExtraArgs {
-		out.ExtraArgs = append(out.ExtraArgs, manifests.Arg{Name: a.Name, Value: a.Value})
-	}
-	for _, v := range c.ExtraVolumes {
-		out.ExtraVolumes = append(out.ExtraVolumes, manifests.Volume{Name: v.Name, HostPath: v.HostPath, MountPath: v.MountPath,
-			ReadOnly: v.ReadOnly, Type: hostPathType(v.PathType)})
-	}
-	return out
-}
-
-func hostPathType(t string) corev1.HostPathType { return corev1.HostPathType(t) }

@@ -1,0 +1,203 @@
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"io/fs"
+	"net"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
+	"github.com/clusterctl/clusterctl/tasks/manifests"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+)
+
+// controlPlaneFiles are what a control-plane node has beyond every node's files: its PKI, kubeconfigs and
+// static Pods.
+func (r *renderer) controlPlaneFiles(h *inventory.Host, ip string, first bool, addFile func(string, []byte, fs.FileMode)) error {
+	digests := map[string]hash.Hash{}
+	for _, c := range kubeadm.ControlPlaneComponents {
+		digests[c+".yaml"] = sha256.New()
+	}
+	add := func(p string, data []byte, mode fs.FileMode) {
+		for _, pod := range readers(p) {
+			digests[pod].Write([]byte(p + "\x00"))
+			digests[pod].Write(data)
+		}
+		addFile(p, data, mode)
+	}
+	if err := r.controlPlanePKI(h, add); err != nil {
+		return err
+	}
+	if err := r.controlPlaneKubeconfigs(h, ip, first, add); err != nil {
+		return err
+	}
+	return r.staticPods(h, ip, first, digests, add)
+}
+
+// controlPlanePKI: the CAs (keys included: the controller-manager signs kubelet certificates), the
+// service-account keys, and the node's leaves.
+func (r *renderer) controlPlanePKI(h *inventory.Host, add func(string, []byte, fs.FileMode)) error {
+	p, tr := r.pki, r.tr
+	for _, s := range pki.CAs() {
+		kp := p.CAs[s.Name]
+		if s.Name != "ca" {
+			add(path.Join(kubeadm.PKIDir, s.Path+".crt"), tr.bundle[s.Name], modePublic)
+		}
+		if kp.Key != nil {
+			key, err := pki.EncodeKey(kp.Key)
+			if err != nil {
+				return err
+			}
+			add(path.Join(kubeadm.PKIDir, s.Path+".key"), key, modeSecret)
+		}
+	}
+	if tr.signer != nil {
+		key, err := pki.EncodeKey(tr.signer.Key)
+		if err != nil {
+			return err
+		}
+		add(path.Join(kubeadm.PKIDir, pki.SignerName+".crt"), pki.EncodeCert(tr.signer.Cert), modePublic)
+		add(path.Join(kubeadm.PKIDir, pki.SignerName+".key"), key, modeSecret)
+	}
+	saKey, err := pki.EncodeKey(tr.saKey)
+	if err != nil {
+		return err
+	}
+	add(path.Join(kubeadm.PKIDir, "sa.key"), saKey, modeSecret)
+	add(path.Join(kubeadm.PKIDir, "sa.pub"), tr.saPub, modePublic)
+	for _, s := range p.Specs[h.NodeName] {
+		kp := p.Nodes[h.NodeName][s.Name]
+		key, err := pki.EncodeKey(kp.Key)
+		if err != nil {
+			return err
+		}
+		add(path.Join(kubeadm.PKIDir, s.Path+".crt"), pki.EncodeCert(kp.Cert), modePublic)
+		add(path.Join(kubeadm.PKIDir, s.Path+".key"), key, modeSecret)
+	}
+	return nil
+}
+
+// controlPlaneKubeconfigs: admin.conf for kubectl on the node, super-admin.conf on the first control-plane
+// node only (as kubeadm init), the node's own for the controller-manager, scheduler and kubelet.
+func (r *renderer) controlPlaneKubeconfigs(h *inventory.Host, ip string, first bool, add func(string, []byte, fs.FileMode)) error {
+	c := r.c
+	add(kubeadm.AdminKubeconfig, r.admin, modeSecret)
+	if first {
+		add(kubeadm.SuperAdminConfig, r.superAdmin, modeSecret)
+	}
+	local := "https://" + net.JoinHostPort(ip, strconv.Itoa(c.APIServer.BindPort))
+	kcDir := filepath.Join(r.o.StateDir, "kubeconfig")
+	for _, id := range kubeconfig.Identities(h.NodeName, r.res.NodeEndpoint, local, false)[1:] {
+		data, err := ensureKubeconfig(filepath.Join(kcDir, h.NodeName, id.File), c.Name, id, r.pki.CAs["ca"], r.tr.bundle["ca"], r.issuer, r.o.Renew, &r.res.Changes)
+		if err != nil {
+			return err
+		}
+		add(path.Join(kubeadm.KubernetesDir, id.File), data, modeSecret)
+	}
+	return nil
+}
+
+// staticPods are the node's etcd and control plane, each carrying the digest of the files it reads
+// (PKIAnnotation), so that the kubelet restarts it when they change.
+func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests map[string]hash.Hash, add func(string, []byte, fs.FileMode)) error {
+	c, o := r.c, r.o
+	mp := &manifests.Params{
+		ClusterName: c.Name, Images: o.Images,
+		NodeName: h.NodeName, AdvertiseAddress: ip, BindPort: c.APIServer.BindPort,
+		ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain,
+		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, ExternalCA: r.pki.CAs["ca"].Key == nil,
+		APIServer: component(c.APIServer.Component), ControllerManager: component(c.ControllerManager),
+		Scheduler: component(c.Scheduler), Etcd: component(c.Etcd),
+	}
+	if !first {
+		// A joining member: the etcd cluster of the control-plane hosts listed before it.
+		for _, other := range r.cps {
+			if other.Name == h.Name {
+				break
+			}
+			mp.EtcdCluster = append(mp.EtcdCluster, manifests.EtcdMember{Name: other.NodeName,
+				PeerURL: "https://" + net.JoinHostPort(r.nodeIP(other), strconv.Itoa(kubeadm.PortEtcdPeer))})
+		}
+	}
+	if r.tr.signer != nil {
+		mp.Signer = pki.SignerName
+	}
+	pods := manifests.All(mp)
+	names := make([]string, 0, len(pods))
+	for n, pod := range pods {
+		names = append(names, n)
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[PKIAnnotation] = hex.EncodeToString(digests[n].Sum(nil))
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		data, err := manifests.Marshal(pods[n])
+		if err != nil {
+			return err
+		}
+		add(path.Join(kubeadm.ManifestsDir, n), data, modeSecret)
+	}
+	return nil
+}
+
+// readers are the static Pods (by manifest file) that read a control-plane node's file: the digest of what
+// each reads is in its PKIAnnotation.
+func readers(p string) []string {
+	const (
+		etcd = "etcd.yaml"
+		api  = "kube-apiserver.yaml"
+		cm   = "kube-controller-manager.yaml"
+		sch  = "kube-scheduler.yaml"
+	)
+	rel, ok := strings.CutPrefix(p, kubeadm.PKIDir+"/")
+	if !ok {
+		switch path.Base(p) {
+		case "controller-manager.conf":
+			return []string{cm}
+		case "scheduler.conf":
+			return []string{sch}
+		}
+		return nil
+	}
+	switch {
+	case rel == "etcd/ca.crt":
+		return []string{etcd, api}
+	case strings.HasPrefix(rel, "etcd/"):
+		return []string{etcd}
+	case rel == "ca.crt", rel == "front-proxy-ca.crt":
+		return []string{api, cm}
+	case rel == "sa.key":
+		return []string{api, cm}
+	case strings.HasPrefix(rel, pki.SignerName+"."), rel == "ca.key":
+		return []string{cm}
+	case strings.HasSuffix(rel, ".key") && (strings.HasPrefix(rel, "front-proxy-ca") || strings.HasPrefix(rel, "etcd/")):
+		return nil
+	}
+	return []string{api} // apiserver*, front-proxy-client*, sa.pub
+}
+
+func component(c inventory.Component) manifests.Component {
+	var out manifests.Component
+	for _, a := range c.ExtraArgs {
+		out.ExtraArgs = append(out.ExtraArgs, manifests.Arg{Name: a.Name, Value: a.Value})
+	}
+	for _, v := range c.ExtraVolumes {
+		out.ExtraVolumes = append(out.ExtraVolumes, manifests.Volume{Name: v.Name, HostPath: v.HostPath, MountPath: v.MountPath,
+			ReadOnly: v.ReadOnly, Type: hostPathType(v.PathType)})
+	}
+	return out
+}
+
+func hostPathType(t string) corev1.HostPathType { return corev1.HostPathType(t) }
