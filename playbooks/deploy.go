@@ -413,7 +413,7 @@ func (d *deployment) startKubelet(ctx context.Context, play string, hosts []stri
 			// A worker's kubelet.conf is the kubelet's own (TLS bootstrap); when the API endpoint nodes use
 			// changes (a control plane grown to several, behind the node-local proxy), point it there. Its
 			// CA data follows ca.crt (a bundle of the old and new CAs during a CA rotation).
-			out, err := apply.Repoint(ctx, conn, d.rendered.NodeEndpoint, d.caPEM(), d.o.DryRun)
+			out, err := apply.Repoint(ctx, conn, kubeadm.KubeletKubeconfig, d.rendered.NodeEndpoint, d.caPEM(), d.o.DryRun)
 			if err != nil {
 				return false, err
 			}

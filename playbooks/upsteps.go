@@ -371,7 +371,7 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 			}
 			files = append(files, transport.File{Path: cni.ConfigPath, Data: conf, Mode: 0o644})
 		}
-		out, err := apply.Routes(ctx, u.e.Conn(name), files, cni.RoutesUnitPath, cni.RoutesUnitName)
+		out, err := apply.Routes(ctx, u.e.Conn(name), apply.RoutesUnit{Files: files, UnitPath: cni.RoutesUnitPath, UnitName: cni.RoutesUnitName})
 		u.record(name, out)
 		return out.Changed(), err
 	}})

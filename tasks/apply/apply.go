@@ -129,23 +129,29 @@ func Kubelet(ctx context.Context, h Host, p scripts.KubeletParams) (Outcome, err
 	return Outcome{Actions: actions}, err
 }
 
-// Routes puts the pod routes unit (and the node's CNI configuration, when given) and restarts the unit
-// when it changed.
-func Routes(ctx context.Context, h Host, files []transport.File, unitPath, unitName string) (Outcome, error) {
-	out, err := Files(ctx, h, files, false)
+// RoutesUnit is a node's pod routes unit and the files that go with it.
+type RoutesUnit struct {
+	Files              []transport.File // the unit's file, and the node's CNI configuration when it gets one
+	UnitPath, UnitName string
+	Stamps             string // kubeadm.StampsDir when empty
+}
+
+// Routes puts the pod routes unit's files and restarts the unit when it changed.
+func Routes(ctx context.Context, h Host, u RoutesUnit) (Outcome, error) {
+	out, err := Files(ctx, h, u.Files, false)
 	if err != nil {
 		return out, err
 	}
-	actions, err := run(ctx, h, scripts.Routes(unitPath, unitName))
+	actions, err := run(ctx, h, scripts.Routes(u.UnitPath, u.UnitName, u.Stamps))
 	out.Actions = append(out.Actions, actions...)
 	return out, err
 }
 
-// Repoint points a worker's kubelet.conf (its own, from TLS bootstrap) at the endpoint nodes use and the
-// cluster's CA data, and reports whether it changed it. The file is read, changed and written back whole
-// (atomically): nothing of it passes through a shell. A worker not joined yet has none: nothing to do.
-func Repoint(ctx context.Context, h Host, endpoint string, caPEM []byte, dry bool) (Outcome, error) {
-	data, err := h.Get(ctx, kubeadm.KubeletKubeconfig)
+// Repoint points a worker's kubelet.conf (file: its own, from TLS bootstrap) at the endpoint nodes use and
+// the cluster's CA data, and reports whether it changed it. The file is read, changed and written back
+// whole (atomically): nothing of it passes through a shell. A worker not joined yet has none: nothing to do.
+func Repoint(ctx context.Context, h Host, file, endpoint string, caPEM []byte, dry bool) (Outcome, error) {
+	data, err := h.Get(ctx, file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Outcome{}, nil
 	}
@@ -154,12 +160,12 @@ func Repoint(ctx context.Context, h Host, endpoint string, caPEM []byte, dry boo
 	}
 	out, changed, err := kubeconfig.Repoint(data, endpoint, caPEM)
 	if err != nil {
-		return Outcome{}, fmt.Errorf("%s: %s: %w", h.Name(), kubeadm.KubeletKubeconfig, err)
+		return Outcome{}, fmt.Errorf("%s: %s: %w", h.Name(), file, err)
 	}
 	if !changed {
 		return Outcome{}, nil
 	}
-	return Files(ctx, h, []transport.File{{Path: kubeadm.KubeletKubeconfig, Data: out, Mode: 0o600}}, dry)
+	return Files(ctx, h, []transport.File{{Path: file, Data: out, Mode: 0o600}}, dry)
 }
 
 // run runs a script and returns the actions it reports ("action: WHAT" lines).

@@ -138,3 +138,62 @@ func TestMayPreexist(t *testing.T) {
 		}
 	}
 }
+
+// The routes unit restarts when its file changed, and only then.
+func TestRoutes(t *testing.T) {
+	ctx := context.Background()
+	log := fakes(t, true)
+	conn := conntest.Connect(t)
+	dir := t.TempDir()
+	u := RoutesUnit{UnitPath: filepath.Join(dir, "routes.service"), UnitName: "clusterctl-pod-routes.service", Stamps: filepath.Join(dir, "stamps")}
+	for i, data := range []string{"a", "a", "b"} {
+		u.Files = []transport.File{{Path: u.UnitPath, Data: []byte(data), Mode: 0o644}}
+		out, err := Routes(ctx, conn, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i != 1; out.Changed() != want || want && !slices.Equal(out.Actions, []string{"restart the pod routes"}) {
+			t.Errorf("run %d: %+v", i, out)
+		}
+	}
+	if got := calls(t, log); strings.Count(got, "systemctl|restart|clusterctl-pod-routes.service|") != 2 {
+		t.Errorf("restarts:\n%s", got)
+	}
+}
+
+// A worker's kubelet.conf is pointed at the endpoint and CA data whole, its other content kept; one not
+// written yet (a worker not joined) is left to the kubelet.
+func TestRepoint(t *testing.T) {
+	ctx := context.Background()
+	conn := conntest.Connect(t)
+	file := filepath.Join(t.TempDir(), "kubelet.conf")
+	if out, err := Repoint(ctx, conn, file, "https://127.0.0.1:7443", []byte("CA"), false); err != nil || out.Changed() {
+		t.Fatalf("no file: %+v %v", out, err)
+	}
+	conf := `apiVersion: v1
+kind: Config
+clusters:
+- cluster: {server: "https://[fd00::10]:6443", certificate-authority-data: T0xE}
+  name: default-cluster
+contexts:
+- context: {cluster: default-cluster, user: default-auth}
+  name: default-context
+current-context: default-context
+users:
+- name: default-auth
+  user: {client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem}
+`
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		out, err := Repoint(ctx, conn, file, "https://127.0.0.1:7443", []byte("CA"), false)
+		if err != nil || out.Changed() != want {
+			t.Fatalf("run %d: %+v %v", i, out, err)
+		}
+	}
+	data, _ := os.ReadFile(file)
+	if !strings.Contains(string(data), "server: https://127.0.0.1:7443") || !strings.Contains(string(data), "kubelet-client-current.pem") {
+		t.Errorf("kubelet.conf:\n%s", data)
+	}
+}

@@ -86,11 +86,11 @@ type KubeletParams struct {
 }
 
 // Routes restarts the pod routes unit when its file changed.
-func Routes(unitPath, unitName string) string {
+func Routes(unitPath, unitName, stampsDir string) string {
 	return render("routes.sh", struct {
 		stamps
 		Unit, Name string
-	}{newStamps("", nil, false), unitPath, unitName})
+	}{newStamps(stampsDir, nil, false), unitPath, unitName})
 }
 
 // NodeState is one line: the kubelet's state and the Pods it runs.

@@ -22,7 +22,7 @@ func TestGolden(t *testing.T) {
 		"setup-proxy-dry":   Setup(SetupParams{ProxyFiles: []string{"/etc/haproxy/clusterctl-apiserver.cfg", "/etc/systemd/system/clusterctl-apiserver-proxy.service"}, ProxyUnit: "clusterctl-apiserver-proxy.service", Dry: true}),
 		"kubelet-worker":    Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.Binary("kubelet")}}),
 		"kubelet-restart":   Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.KubeletKubeconfig}, Restart: true, Dry: true}),
-		"routes":            Routes("/etc/systemd/system/clusterctl-pod-routes.service", "clusterctl-pod-routes.service"),
+		"routes":            Routes("/etc/systemd/system/clusterctl-pod-routes.service", "clusterctl-pod-routes.service", ""),
 		"node-state":        NodeState(),
 		"diagnose":          Diagnose(),
 		"etcd-pid":          EtcdPID(),
