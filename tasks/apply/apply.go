@@ -116,10 +116,15 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 		return out, err
 	}
 	out.Add(rest)
-	actions, err := run(ctx, h, scripts.Setup(scripts.SetupParams{Changed: rest.Paths(), Images: n.Images, ProxyFiles: n.ProxyFiles,
-		ProxyUnit: n.ProxyUnit, Dry: n.Dry, Stamps: n.Stamps}))
+	actions, err := run(ctx, h, SetupScript(n, rest.Paths()))
 	out.Actions = append(out.Actions, actions...)
 	return out, err
+}
+
+// SetupScript is the script Push runs after writing a node's files, changed those it wrote.
+func SetupScript(n Node, changed []string) string {
+	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, ProxyFiles: n.ProxyFiles,
+		ProxyUnit: n.ProxyUnit, Dry: n.Dry, Stamps: n.Stamps})
 }
 
 // Kubelet starts the kubelet, or restarts it when its inputs changed since it last started with them or

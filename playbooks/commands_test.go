@@ -1,0 +1,91 @@
+package playbooks
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// The exact commands up runs on each host of representative inventories (IPv6 addresses, dotted names, an
+// endpoint with a port, a registry with a port; the node-local proxy of three control-plane nodes): the
+// preflight probes, the setup after the first push (every file new), the kubelet's start. Each is checked by
+// sh -n too. go test ./playbooks -update rewrites testdata/commands; review the diff.
+func TestCommandsGolden(t *testing.T) {
+	for _, name := range []string{"ipv6-endpoint", "three-local-proxy"} {
+		t.Run(name, func(t *testing.T) {
+			inv, diags, err := inventory.Load(filepath.Join("testdata", name+".yaml"))
+			if err != nil || diags.HasErrors() {
+				t.Fatalf("%v %v", err, diags)
+			}
+			e := NewEnv(EnvConfig{Inv: inv, Hosts: allHosts(inv), StateDir: t.TempDir()})
+			d, err := newDeployment(e, e.Hosts, deployOptions{Now: func() time.Time { return time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) }, TokenTTL: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range d.hosts {
+				d.facts[h.Name] = &tasks.Facts{Arch: "amd64", CNIBinDir: "/opt/cni/bin", Files: map[string]bool{}, DefaultIface: "eth0",
+					Commands: map[string]bool{"kubelet": true, "haproxy": true}, Addresses: []tasks.Address{{Iface: "eth0", CIDR: h.Address + "/64"}}}
+				d.nodeIPs[h.Name] = nodeIP(h, d.facts[h.Name])
+			}
+			if err := d.render(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.prepare(); err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			cp1IP := d.nodeIPs[d.cp1.Name]
+			for _, h := range d.hosts {
+				n, err := d.node(h.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var paths []string
+				for _, f := range append(n.Files, n.Mark) {
+					paths = append(paths, f.Path)
+				}
+				cp := h.Has(inventory.RoleControlPlane)
+				cmds := []struct{ what, cmd string }{
+					{"preflight: the API server's port, from this host", tasks.ProbeCommand(cp1IP, inv.Cluster.APIServer.BindPort)},
+					{"preflight: a listener on this host's etcd peer port", scripts.Listen(d.nodeIPs[h.Name], kubeadm.PortEtcdPeer)},
+					{"push: setup after the first push", apply.SetupScript(n, paths)},
+					{"start the kubelet", scripts.Kubelet(scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, d.kubeletPath)})},
+				}
+				for _, c := range cmds {
+					if out, err := exec.Command("sh", "-n", "-c", c.cmd).CombinedOutput(); err != nil {
+						t.Errorf("%s: %s: sh -n: %v: %s", h.Name, c.what, err, out)
+					}
+					fmt.Fprintf(&b, "######## %s: %s\n%s\n", h.Name, c.what, strings.TrimRight(c.cmd, "\n"))
+				}
+			}
+			file := filepath.Join("testdata", "commands", name+".sh")
+			if *update {
+				if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (go test ./playbooks -update writes it)", err)
+			}
+			if string(want) != b.String() {
+				t.Errorf("the commands for %s differ from %s (go test ./playbooks -update rewrites it; review the diff)", name, file)
+			}
+		})
+	}
+}

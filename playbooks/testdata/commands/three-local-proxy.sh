@@ -1,0 +1,453 @@
+######## cp1: preflight: the API server's port, from this host
+timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
+######## cp1: preflight: a listener on this host's etcd peer port
+ip=10.250.1.10 port=2380
+if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
+import socket,sys
+s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+s.bind((sys.argv[1],int(sys.argv[2]))); s.listen(64)
+while True: s.accept()[0].close()' "$ip" "$port"
+elif command -v perl >/dev/null 2>&1; then exec timeout 60 perl -MIO::Socket::IP -e '
+$s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseAddr=>1) or die "listen: $@\n";
+while($c=$s->accept){close $c}' "$ip" "$port"
+else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
+######## cp1: push: setup after the first push
+# Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
+# runtime's configuration, image archives not yet imported), each only when its files changed.
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+/etc/containerd/config.toml
+/etc/haproxy/clusterctl-apiserver.cfg
+/etc/kubernetes/admin.conf
+/etc/kubernetes/controller-manager.conf
+/etc/kubernetes/kubelet.conf
+/etc/kubernetes/manifests/etcd.yaml
+/etc/kubernetes/manifests/kube-apiserver.yaml
+/etc/kubernetes/manifests/kube-controller-manager.yaml
+/etc/kubernetes/manifests/kube-scheduler.yaml
+/etc/kubernetes/pki/apiserver-etcd-client.crt
+/etc/kubernetes/pki/apiserver-etcd-client.key
+/etc/kubernetes/pki/apiserver-kubelet-client.crt
+/etc/kubernetes/pki/apiserver-kubelet-client.key
+/etc/kubernetes/pki/apiserver.crt
+/etc/kubernetes/pki/apiserver.key
+/etc/kubernetes/pki/ca.crt
+/etc/kubernetes/pki/ca.key
+/etc/kubernetes/pki/etcd/ca.crt
+/etc/kubernetes/pki/etcd/ca.key
+/etc/kubernetes/pki/etcd/healthcheck-client.crt
+/etc/kubernetes/pki/etcd/healthcheck-client.key
+/etc/kubernetes/pki/etcd/peer.crt
+/etc/kubernetes/pki/etcd/peer.key
+/etc/kubernetes/pki/etcd/server.crt
+/etc/kubernetes/pki/etcd/server.key
+/etc/kubernetes/pki/front-proxy-ca.crt
+/etc/kubernetes/pki/front-proxy-ca.key
+/etc/kubernetes/pki/front-proxy-client.crt
+/etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/sa.key
+/etc/kubernetes/pki/sa.pub
+/etc/kubernetes/scheduler.conf
+/etc/kubernetes/super-admin.conf
+/etc/modules-load.d/kubernetes.conf
+/etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/system/clusterctl-apiserver-proxy.service
+/etc/systemd/system/kubelet.service
+/etc/systemd/system/kubelet.service.d/10-kubeadm.conf
+/var/lib/kubelet/config.yaml
+/var/lib/kubelet/kubeadm-flags.env
+/etc/kubernetes/clusterctl-cluster
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
+if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
+if stale containerd /etc/containerd/config.toml; then act "restart containerd" systemctl restart containerd; commit containerd; fi
+if stale apiproxy /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service; then quiet systemctl daemon-reload; quiet systemctl enable -q clusterctl-apiserver-proxy.service; act "restart the node-local API proxy" systemctl restart clusterctl-apiserver-proxy.service; commit apiproxy; fi
+systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+# The runtime may have just started: wait for its socket (at most 30 s).
+i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+######## cp1: start the kubelet
+# Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
+# with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
+# "action: restart kubelet", "action: start kubelet", or "running".
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+elif systemctl is-active -q kubelet; then echo running
+else act "start kubelet" systemctl start kubelet; fi
+######## cp2: preflight: the API server's port, from this host
+timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
+######## cp2: preflight: a listener on this host's etcd peer port
+ip=10.250.1.11 port=2380
+if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
+import socket,sys
+s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+s.bind((sys.argv[1],int(sys.argv[2]))); s.listen(64)
+while True: s.accept()[0].close()' "$ip" "$port"
+elif command -v perl >/dev/null 2>&1; then exec timeout 60 perl -MIO::Socket::IP -e '
+$s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseAddr=>1) or die "listen: $@\n";
+while($c=$s->accept){close $c}' "$ip" "$port"
+else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
+######## cp2: push: setup after the first push
+# Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
+# runtime's configuration, image archives not yet imported), each only when its files changed.
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+/etc/containerd/config.toml
+/etc/haproxy/clusterctl-apiserver.cfg
+/etc/kubernetes/admin.conf
+/etc/kubernetes/controller-manager.conf
+/etc/kubernetes/kubelet.conf
+/etc/kubernetes/manifests/etcd.yaml
+/etc/kubernetes/manifests/kube-apiserver.yaml
+/etc/kubernetes/manifests/kube-controller-manager.yaml
+/etc/kubernetes/manifests/kube-scheduler.yaml
+/etc/kubernetes/pki/apiserver-etcd-client.crt
+/etc/kubernetes/pki/apiserver-etcd-client.key
+/etc/kubernetes/pki/apiserver-kubelet-client.crt
+/etc/kubernetes/pki/apiserver-kubelet-client.key
+/etc/kubernetes/pki/apiserver.crt
+/etc/kubernetes/pki/apiserver.key
+/etc/kubernetes/pki/ca.crt
+/etc/kubernetes/pki/ca.key
+/etc/kubernetes/pki/etcd/ca.crt
+/etc/kubernetes/pki/etcd/ca.key
+/etc/kubernetes/pki/etcd/healthcheck-client.crt
+/etc/kubernetes/pki/etcd/healthcheck-client.key
+/etc/kubernetes/pki/etcd/peer.crt
+/etc/kubernetes/pki/etcd/peer.key
+/etc/kubernetes/pki/etcd/server.crt
+/etc/kubernetes/pki/etcd/server.key
+/etc/kubernetes/pki/front-proxy-ca.crt
+/etc/kubernetes/pki/front-proxy-ca.key
+/etc/kubernetes/pki/front-proxy-client.crt
+/etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/sa.key
+/etc/kubernetes/pki/sa.pub
+/etc/kubernetes/scheduler.conf
+/etc/modules-load.d/kubernetes.conf
+/etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/system/clusterctl-apiserver-proxy.service
+/etc/systemd/system/kubelet.service
+/etc/systemd/system/kubelet.service.d/10-kubeadm.conf
+/var/lib/kubelet/config.yaml
+/var/lib/kubelet/kubeadm-flags.env
+/etc/kubernetes/clusterctl-cluster
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
+if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
+if stale containerd /etc/containerd/config.toml; then act "restart containerd" systemctl restart containerd; commit containerd; fi
+if stale apiproxy /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service; then quiet systemctl daemon-reload; quiet systemctl enable -q clusterctl-apiserver-proxy.service; act "restart the node-local API proxy" systemctl restart clusterctl-apiserver-proxy.service; commit apiproxy; fi
+systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+# The runtime may have just started: wait for its socket (at most 30 s).
+i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+######## cp2: start the kubelet
+# Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
+# with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
+# "action: restart kubelet", "action: start kubelet", or "running".
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+elif systemctl is-active -q kubelet; then echo running
+else act "start kubelet" systemctl start kubelet; fi
+######## cp3: preflight: the API server's port, from this host
+timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
+######## cp3: preflight: a listener on this host's etcd peer port
+ip=10.250.1.12 port=2380
+if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
+import socket,sys
+s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+s.bind((sys.argv[1],int(sys.argv[2]))); s.listen(64)
+while True: s.accept()[0].close()' "$ip" "$port"
+elif command -v perl >/dev/null 2>&1; then exec timeout 60 perl -MIO::Socket::IP -e '
+$s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseAddr=>1) or die "listen: $@\n";
+while($c=$s->accept){close $c}' "$ip" "$port"
+else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
+######## cp3: push: setup after the first push
+# Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
+# runtime's configuration, image archives not yet imported), each only when its files changed.
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+/etc/containerd/config.toml
+/etc/haproxy/clusterctl-apiserver.cfg
+/etc/kubernetes/admin.conf
+/etc/kubernetes/controller-manager.conf
+/etc/kubernetes/kubelet.conf
+/etc/kubernetes/manifests/etcd.yaml
+/etc/kubernetes/manifests/kube-apiserver.yaml
+/etc/kubernetes/manifests/kube-controller-manager.yaml
+/etc/kubernetes/manifests/kube-scheduler.yaml
+/etc/kubernetes/pki/apiserver-etcd-client.crt
+/etc/kubernetes/pki/apiserver-etcd-client.key
+/etc/kubernetes/pki/apiserver-kubelet-client.crt
+/etc/kubernetes/pki/apiserver-kubelet-client.key
+/etc/kubernetes/pki/apiserver.crt
+/etc/kubernetes/pki/apiserver.key
+/etc/kubernetes/pki/ca.crt
+/etc/kubernetes/pki/ca.key
+/etc/kubernetes/pki/etcd/ca.crt
+/etc/kubernetes/pki/etcd/ca.key
+/etc/kubernetes/pki/etcd/healthcheck-client.crt
+/etc/kubernetes/pki/etcd/healthcheck-client.key
+/etc/kubernetes/pki/etcd/peer.crt
+/etc/kubernetes/pki/etcd/peer.key
+/etc/kubernetes/pki/etcd/server.crt
+/etc/kubernetes/pki/etcd/server.key
+/etc/kubernetes/pki/front-proxy-ca.crt
+/etc/kubernetes/pki/front-proxy-ca.key
+/etc/kubernetes/pki/front-proxy-client.crt
+/etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/sa.key
+/etc/kubernetes/pki/sa.pub
+/etc/kubernetes/scheduler.conf
+/etc/modules-load.d/kubernetes.conf
+/etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/system/clusterctl-apiserver-proxy.service
+/etc/systemd/system/kubelet.service
+/etc/systemd/system/kubelet.service.d/10-kubeadm.conf
+/var/lib/kubelet/config.yaml
+/var/lib/kubelet/kubeadm-flags.env
+/etc/kubernetes/clusterctl-cluster
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
+if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
+if stale containerd /etc/containerd/config.toml; then act "restart containerd" systemctl restart containerd; commit containerd; fi
+if stale apiproxy /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service; then quiet systemctl daemon-reload; quiet systemctl enable -q clusterctl-apiserver-proxy.service; act "restart the node-local API proxy" systemctl restart clusterctl-apiserver-proxy.service; commit apiproxy; fi
+systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+# The runtime may have just started: wait for its socket (at most 30 s).
+i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+######## cp3: start the kubelet
+# Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
+# with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
+# "action: restart kubelet", "action: start kubelet", or "running".
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+elif systemctl is-active -q kubelet; then echo running
+else act "start kubelet" systemctl start kubelet; fi
+######## w1: preflight: the API server's port, from this host
+timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
+######## w1: preflight: a listener on this host's etcd peer port
+ip=10.250.2.20 port=2380
+if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
+import socket,sys
+s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+s.bind((sys.argv[1],int(sys.argv[2]))); s.listen(64)
+while True: s.accept()[0].close()' "$ip" "$port"
+elif command -v perl >/dev/null 2>&1; then exec timeout 60 perl -MIO::Socket::IP -e '
+$s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseAddr=>1) or die "listen: $@\n";
+while($c=$s->accept){close $c}' "$ip" "$port"
+else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
+######## w1: push: setup after the first push
+# Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
+# runtime's configuration, image archives not yet imported), each only when its files changed.
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+/etc/containerd/config.toml
+/etc/haproxy/clusterctl-apiserver.cfg
+/etc/kubernetes/pki/ca.crt
+/etc/modules-load.d/kubernetes.conf
+/etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/system/clusterctl-apiserver-proxy.service
+/etc/systemd/system/kubelet.service
+/etc/systemd/system/kubelet.service.d/10-kubeadm.conf
+/var/lib/kubelet/config.yaml
+/var/lib/kubelet/kubeadm-flags.env
+/etc/kubernetes/bootstrap-kubelet.conf
+/etc/kubernetes/clusterctl-cluster
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
+if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
+if stale containerd /etc/containerd/config.toml; then act "restart containerd" systemctl restart containerd; commit containerd; fi
+if stale apiproxy /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service; then quiet systemctl daemon-reload; quiet systemctl enable -q clusterctl-apiserver-proxy.service; act "restart the node-local API proxy" systemctl restart clusterctl-apiserver-proxy.service; commit apiproxy; fi
+systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+# The runtime may have just started: wait for its socket (at most 30 s).
+i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+######## w1: start the kubelet
+# Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
+# with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
+# "action: restart kubelet", "action: start kubelet", or "running".
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/bin/kubelet; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+elif systemctl is-active -q kubelet; then echo running
+else act "start kubelet" systemctl start kubelet; fi
