@@ -9,6 +9,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 func testEnv(roles ...[]inventory.Role) *Env {
@@ -125,3 +126,35 @@ func TestRotationResume(t *testing.T) {
 		t.Errorf("the finished rotation is still recorded: %+v %v", rot, err)
 	}
 }
+
+// A play's policy: with MaxFail 0 (control-plane plays, push) the first failure stops new hosts from
+// starting and fails the play; with 1 (preflight, reset, certificate checks) every host is tried, each
+// failure reported in the results, and the play goes on.
+func TestPlayPolicies(t *testing.T) {
+	e := NewEnv(EnvConfig{Inv: &inventory.Inventory{}, Forks: 1})
+	hosts := []string{"a", "b", "c", "d"}
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		maxFail float64
+		ran     int
+		fails   bool
+	}{{0, 1, true}, {1, 4, false}} {
+		ran := 0
+		res, err := e.play(context.Background(), Play{Name: "p", Hosts: hosts, Policy: transportPolicy(tc.maxFail),
+			Run: func(context.Context, string) (bool, error) { ran++; return false, boom }})
+		if (err != nil) != tc.fails || ran != tc.ran {
+			t.Errorf("MaxFail %v: ran %d hosts (want %d), err %v", tc.maxFail, ran, tc.ran, err)
+		}
+		failed := 0
+		for _, r := range res {
+			if r.Err != nil {
+				failed++
+			}
+		}
+		if failed != tc.ran {
+			t.Errorf("MaxFail %v: %d failures reported, want %d", tc.maxFail, failed, tc.ran)
+		}
+	}
+}
+
+func transportPolicy(maxFail float64) transport.Policy { return transport.Policy{MaxFail: maxFail} }
