@@ -212,11 +212,7 @@ func (r *caRotation) checkPresented(ctx context.Context, play string) error {
 	var mu sync.Mutex
 	var old []string
 	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.hosts), Run: func(ctx context.Context, name string) (bool, error) {
-		out, err := d.e.Conn(name).Run(ctx, "sh -s", []byte(scripts.Certs()))
-		if err != nil {
-			return false, err
-		}
-		list, err := certs.Parse(name, out.Stdout, time.Now())
+		list, err := certs.Read(ctx, d.e.Conn(name), time.Now())
 		if err != nil {
 			return false, err
 		}

@@ -7,14 +7,24 @@ package certs
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 // Cert is one certificate found on a host.
@@ -121,4 +131,85 @@ func Residual(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
+}
+
+// statePath is where the state directory keeps the copy of a host file, or "".
+func statePath(stateDir, node, p string) string {
+	switch {
+	case p == kubeadm.AdminKubeconfig:
+		return filepath.Join(stateDir, "admin.conf")
+	case p == kubeadm.SuperAdminConfig:
+		return filepath.Join(stateDir, "kubeconfig", "super-admin.conf")
+	case strings.HasPrefix(p, kubeadm.PKIDir+"/"):
+		rel := strings.TrimPrefix(p, kubeadm.PKIDir+"/")
+		switch rel {
+		case "ca.crt", "front-proxy-ca.crt", "etcd/ca.crt":
+			return filepath.Join(stateDir, "pki", filepath.FromSlash(rel))
+		}
+		return filepath.Join(stateDir, "pki", "nodes", node, filepath.FromSlash(rel))
+	case path.Dir(p) == kubeadm.KubernetesDir && strings.HasSuffix(p, ".conf"):
+		return filepath.Join(stateDir, "kubeconfig", node, path.Base(p))
+	}
+	return ""
+}
+
+// CompareWithState says how a certificate found on a node compares with the state directory's copy: match,
+// differs, unreadable, or "" when the state directory has none (a worker's kubelet.conf, made on the node).
+func CompareWithState(stateDir, node string, c *Cert) string {
+	if c.Cert == nil {
+		return ""
+	}
+	sp := statePath(stateDir, node, c.Path)
+	if sp == "" {
+		return ""
+	}
+	data, err := os.ReadFile(sp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "" // made on the node (a worker's kubelet.conf)
+	}
+	if err != nil {
+		return "unreadable"
+	}
+	want := firstCert(data)
+	if want == nil {
+		return "unreadable"
+	}
+	if bytes.Equal(want.Raw, c.Cert.Raw) {
+		return "match"
+	}
+	return "differs"
+}
+
+// firstCert is the first certificate of a PEM file, or a kubeconfig's first client certificate.
+func firstCert(data []byte) *x509.Certificate {
+	if cfg, err := clientcmd.Load(data); err == nil && len(cfg.AuthInfos) > 0 {
+		for _, u := range cfg.AuthInfos {
+			data = u.ClientCertificateData
+			break
+		}
+	}
+	b, _ := pem.Decode(data)
+	if b == nil {
+		return nil
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// Runner runs a command on a host.
+type Runner interface {
+	Name() string
+	Run(ctx context.Context, command string, stdin []byte) (transport.Result, error)
+}
+
+// Read reads every certificate a host holds (scripts.Certs: certificates only, never keys).
+func Read(ctx context.Context, h Runner, now time.Time) ([]Cert, error) {
+	out, err := h.Run(ctx, "sh -s", []byte(scripts.Certs()))
+	if err != nil {
+		return nil, err
+	}
+	return Parse(h.Name(), out.Stdout, now)
 }

@@ -9,6 +9,8 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +63,45 @@ func TestParse(t *testing.T) {
 	for d, want := range map[time.Duration]string{-time.Hour: "expired", 5 * time.Hour: "5h", 3650 * 24 * time.Hour: "10y"} {
 		if got := Residual(d); got != want {
 			t.Errorf("Residual(%s) = %s, want %s", d, got, want)
+		}
+	}
+}
+
+// A node's certificate is compared with the state directory's copy of the same file: the cluster CA at the
+// top of pki/, a node's leaves and kubeconfigs under its own directory; a file the state directory has no
+// copy of (a worker's kubelet.conf) is not compared.
+func TestCompareWithState(t *testing.T) {
+	state := t.TempDir()
+	now := time.Now()
+	ca, leaf, other := selfSigned(t, "kubernetes", now.Add(time.Hour)), selfSigned(t, "kube-apiserver", now.Add(time.Hour)), selfSigned(t, "x", now.Add(time.Hour))
+	for file, data := range map[string][]byte{"pki/ca.crt": ca, "pki/nodes/cp1/apiserver.crt": leaf} {
+		p := filepath.Join(state, filepath.FromSlash(file))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parse := func(path string, data []byte) *Cert {
+		list, err := Parse("cp1", []byte("== "+path+"\n"+string(data)), now)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("%v %v", list, err)
+		}
+		return &list[0]
+	}
+	for _, tc := range []struct {
+		path string
+		data []byte
+		want string
+	}{
+		{"/etc/kubernetes/pki/ca.crt", ca, "match"},
+		{"/etc/kubernetes/pki/apiserver.crt", leaf, "match"},
+		{"/etc/kubernetes/pki/apiserver.crt", other, "differs"},
+		{"/etc/kubernetes/pki/front-proxy-ca.crt", other, ""},
+	} {
+		if got := CompareWithState(state, "cp1", parse(tc.path, tc.data)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.path, got, tc.want)
 		}
 	}
 }
