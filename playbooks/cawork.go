@@ -4,23 +4,19 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
-	"path"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/certs"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/tasks/workloads"
-	"github.com/clusterctl/clusterctl/transport"
 )
 
 // clusterInfo publishes the CA data of ca.crt in kube-public/cluster-info, which joining nodes trust; the
@@ -132,12 +128,7 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 		if err != nil {
 			return false, err
 		}
-		file := fmt.Sprintf("kubelet-client-%s.pem", time.Now().UTC().Format("2006-01-02-15-04-05"))
-		if _, err := conn.Put(ctx, []transport.File{{Path: path.Join(kubeadm.KubeletPKIDir, file), Data: append(pki.EncodeCert(kp.Cert), key...), Mode: 0o600}}); err != nil {
-			return false, err
-		}
-		_, err = conn.Run(ctx, scripts.SwitchKubeletClient(file), nil)
-		return true, err
+		return true, apply.SwitchKubeletClient(ctx, conn, append(pki.EncodeCert(kp.Cert), key...), time.Now())
 	}})
 	return err
 }
@@ -164,15 +155,9 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 	}
 	script := scripts.PodTokens()
 	return d.e.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
-		pods, err := admin.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		running, err := workloads.RunningPods(ctx, admin.Kube)
 		if err != nil {
 			return false, "the API (" + firstLine(err.Error()) + ")", nil
-		}
-		running := map[string]string{}
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running[string(p.UID)] = p.Namespace + "/" + p.Name
-			}
 		}
 		var mu sync.Mutex
 		var waiting []string
@@ -181,15 +166,10 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 			if err != nil {
 				return false, err
 			}
-			for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
-				file, header, ok := strings.Cut(line, " ")
-				uid := strings.Split(strings.TrimPrefix(file, kubeadm.KubeletDir+"/pods/"), "/")[0]
-				if pod, run := running[uid]; ok && run && workloads.TokenKeyID(header+".") != want {
-					mu.Lock()
-					waiting = append(waiting, pod)
-					mu.Unlock()
-				}
-			}
+			old := workloads.OldTokens(res.Stdout, kubeadm.KubeletDir+"/pods", running, want)
+			mu.Lock()
+			waiting = append(waiting, old...)
+			mu.Unlock()
 			return false, nil
 		}})
 		if err != nil {
@@ -209,6 +189,10 @@ func (r *caRotation) checkPresented(ctx context.Context, play string) error {
 	if err != nil {
 		return err
 	}
+	var cas []*x509.Certificate
+	for _, ca := range p.CAs {
+		cas = append(cas, ca.Cert)
+	}
 	var mu sync.Mutex
 	var old []string
 	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.hosts), Run: func(ctx context.Context, name string) (bool, error) {
@@ -216,20 +200,10 @@ func (r *caRotation) checkPresented(ctx context.Context, play string) error {
 		if err != nil {
 			return false, err
 		}
-		for _, c := range list {
-			if c.Cert == nil || c.Cert.IsCA {
-				continue
-			}
-			ok := false
-			for _, ca := range p.CAs {
-				ok = ok || c.Cert.CheckSignatureFrom(ca.Cert) == nil
-			}
-			if !ok {
-				mu.Lock()
-				old = append(old, name+":"+c.Path)
-				mu.Unlock()
-			}
-		}
+		notNew := certs.NotSignedBy(list, cas)
+		mu.Lock()
+		old = append(old, notNew...)
+		mu.Unlock()
 		return false, nil
 	}})
 	if err != nil {

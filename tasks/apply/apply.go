@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
@@ -220,4 +221,16 @@ func MayPreexist(p string) bool {
 		}
 	}
 	return !strings.Contains(path.Base(p), "clusterctl")
+}
+
+// SwitchKubeletClient gives a kubelet a new client pair (certificate and key, PEM): a new
+// kubelet-client-<time>.pem beside the current one, kubelet-client-current.pem pointed at it, the kubelet
+// restarted.
+func SwitchKubeletClient(ctx context.Context, h Host, pair []byte, at time.Time) error {
+	file := fmt.Sprintf("kubelet-client-%s.pem", at.UTC().Format("2006-01-02-15-04-05"))
+	if _, err := h.Put(ctx, []transport.File{{Path: path.Join(kubeadm.KubeletPKIDir, file), Data: pair, Mode: 0o600}}); err != nil {
+		return err
+	}
+	_, err := h.Run(ctx, scripts.SwitchKubeletClient(file), nil)
+	return err
 }

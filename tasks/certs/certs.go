@@ -213,3 +213,21 @@ func Read(ctx context.Context, h Runner, now time.Time) ([]Cert, error) {
 	}
 	return Parse(h.Name(), out.Stdout, now)
 }
+
+// NotSignedBy lists the leaf certificates (host:path) none of cas signed.
+func NotSignedBy(list []Cert, cas []*x509.Certificate) []string {
+	var out []string
+	for _, c := range list {
+		if c.Cert == nil || c.Cert.IsCA {
+			continue
+		}
+		ok := false
+		for _, ca := range cas {
+			ok = ok || c.Cert.CheckSignatureFrom(ca) == nil
+		}
+		if !ok {
+			out = append(out, c.Host+":"+c.Path)
+		}
+	}
+	return out
+}

@@ -105,3 +105,14 @@ func TestCompareWithState(t *testing.T) {
 		}
 	}
 }
+
+func TestNotSignedBy(t *testing.T) {
+	now := time.Now()
+	list, err := Parse("cp1", []byte("== /etc/kubernetes/pki/apiserver.crt\n"+string(selfSigned(t, "kube-apiserver", now.Add(time.Hour)))), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := NotSignedBy(list, nil); len(got) != 1 || got[0] != "cp1:/etc/kubernetes/pki/apiserver.crt" {
+		t.Errorf("%v", got)
+	}
+}

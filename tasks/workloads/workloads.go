@@ -207,3 +207,32 @@ func SecretsSignedBy(ctx context.Context, kube kubernetes.Interface, kid string)
 	}
 	return signed, nil
 }
+
+// RunningPods are the running Pods by UID (namespace/name).
+func RunningPods(ctx context.Context, kube kubernetes.Interface) (map[string]string, error) {
+	pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	running := map[string]string{}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning {
+			running[string(p.UID)] = p.Namespace + "/" + p.Name
+		}
+	}
+	return running, nil
+}
+
+// OldTokens reads a node's token listing (scripts.PodTokens: each token file under podsDir and its token's
+// header) and lists the running Pods whose token a key other than kid signed.
+func OldTokens(listing []byte, podsDir string, running map[string]string, kid string) []string {
+	var old []string
+	for _, line := range strings.Split(strings.TrimSpace(string(listing)), "\n") {
+		file, header, ok := strings.Cut(line, " ")
+		uid := strings.Split(strings.TrimPrefix(file, podsDir+"/"), "/")[0]
+		if pod, run := running[uid]; ok && run && TokenKeyID(header+".") != kid {
+			old = append(old, pod)
+		}
+	}
+	return old
+}

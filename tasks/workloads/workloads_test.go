@@ -100,3 +100,19 @@ func TestStaleRootCA(t *testing.T) {
 		t.Errorf("%v %v", stale, err)
 	}
 }
+
+func TestOldTokens(t *testing.T) {
+	header := func(kid string) string {
+		return base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"RS256","kid":"` + kid + `"}`))
+	}
+	listing := "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~projected/kube-api-access-a/token " + header("new") + "\n" +
+		"/var/lib/kubelet/pods/u2/volumes/kubernetes.io~projected/kube-api-access-b/token " + header("old") + "\n" +
+		"/var/lib/kubelet/pods/u3/volumes/kubernetes.io~projected/kube-api-access-c/token " + header("old") + "\n"
+	running := map[string]string{"u1": "app/a", "u2": "app/b"} // u3 is gone
+	if got := OldTokens([]byte(listing), "/var/lib/kubelet/pods", running, "new"); len(got) != 1 || got[0] != "app/b" {
+		t.Errorf("old tokens %v", got)
+	}
+	if got := OldTokens(nil, "/var/lib/kubelet/pods", running, "new"); len(got) != 0 {
+		t.Errorf("no listing: %v", got)
+	}
+}
