@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
-	"net/http"
 	"path"
 	"sort"
 	"strings"
@@ -52,80 +51,22 @@ func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inven
 	return true, d.waitNodeAPI(ctx, h)
 }
 
-// restartEtcdAlone restarts a running etcd member whose manifest is about to change while the node's API
-// server is stopped: the API server talks to its local member only, and requests it holds while that member
-// restarts would hang. The node's files other than the two manifests go first (etcd and the API server
-// reload certificates themselves); then the API server's manifest is removed and the kubelet stops it
-// (gracefully: it fails /readyz, proxies and load balancers move away, it drains); then the new etcd
-// manifest, until a new etcd process answers /readyz; the API server's new manifest follows with the rest.
-// With a single control-plane node it does nothing. It reports whether it changed anything.
+// restartEtcdAlone restarts a node's etcd with its API server stopped when etcd's manifest changes (see
+// apply.RestartEtcdAlone); with a single control-plane node it does nothing. It reports whether it did.
 func (d *deployment) restartEtcdAlone(ctx context.Context, play string, h *inventory.Host) (bool, error) {
 	if len(render.ControlPlanes(d.e.Inv, d.cps)) < 2 {
 		// One API server: there is nowhere to move its clients, and restarting both together is the
 		// shortest outage.
 		return false, nil
 	}
-	conn := d.e.Conn(h.Name)
 	n, err := d.node(h.Name)
 	if err != nil {
 		return false, err
 	}
-	var etcdFile, rest []transport.File
-	for _, f := range n.Files {
-		switch f.Path {
-		case kubeadm.Manifest(kubeadm.Etcd):
-			etcdFile = append(etcdFile, f)
-		case kubeadm.Manifest(kubeadm.APIServer):
-		default:
-			rest = append(rest, f)
-		}
-	}
-	if len(etcdFile) == 0 {
-		return false, nil
-	}
-	diff, err := conn.Diff(ctx, etcdFile)
-	if err != nil || diff[0] != transport.ChangeContent {
-		return false, err
-	}
-	res, err := conn.Run(ctx, scripts.EtcdPID(), nil)
-	if err != nil {
-		return false, err
-	}
-	oldPID := strings.TrimSpace(string(res.Stdout))
-	if oldPID == "" {
-		return false, nil // not running: nothing to protect
-	}
-	out, err := apply.Files(ctx, conn, rest, false)
+	out, restarted, err := apply.RestartEtcdAlone(ctx, d.e.Conn(h.Name), n.Files, d.o.Timeout,
+		func(f string, a ...any) { d.e.say(play, h.Name, f, a...) })
 	d.record(h.Name, out)
-	if err != nil {
-		return false, err
-	}
-	d.e.say(play, h.Name, "stopping the API server while etcd restarts")
-	if _, err := conn.Run(ctx, scripts.StopAPIServer(int(d.o.Timeout/(500*time.Millisecond))), nil); err != nil {
-		return true, err
-	}
-	out, err = apply.Files(ctx, conn, etcdFile, false)
-	d.record(h.Name, out)
-	if err != nil {
-		return true, err
-	}
-	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: conn.DialContext}}
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", kubeadm.PortEtcdMetrics)
-	return true, d.e.poll(ctx, play, h.Name, d.o.Timeout, func() (bool, string, error) {
-		res, err := conn.Run(ctx, scripts.EtcdPID(), nil)
-		if err != nil {
-			return false, "", err
-		}
-		if pid := strings.TrimSpace(string(res.Stdout)); pid == "" || pid == oldPID {
-			return false, "etcd to restart", nil
-		}
-		resp, err := client.Get(url)
-		if err != nil {
-			return false, "etcd to be ready (" + err.Error() + ")", nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, "etcd to be ready (" + resp.Status + ")", nil
-	})
+	return restarted, err
 }
 
 // waitStaticPods waits until the node's etcd and control-plane mirror Pods carry their manifests' current

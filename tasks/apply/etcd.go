@@ -1,0 +1,91 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/tasks/wait"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// ControlPlaneHost is a control-plane host, whose local ports (etcd's metrics) are reached through it.
+type ControlPlaneHost interface {
+	Host
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// RestartEtcdAlone restarts a running etcd member whose manifest is about to change while the node's API
+// server is stopped: the API server talks to its local member only, and requests it holds while that member
+// restarts would hang. The node's files (files) other than the two manifests go first (etcd and the API
+// server reload certificates themselves); then the API server's manifest is removed and the kubelet stops
+// it (gracefully: it fails /readyz, proxies and load balancers move away, it drains); then the new etcd
+// manifest, until a new etcd process answers /readyz. The API server's new manifest is left to the caller's
+// push. It reports what it wrote and whether it restarted etcd (nothing when etcd's manifest is unchanged
+// or etcd is not running).
+func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport.File, timeout time.Duration, say func(string, ...any)) (Outcome, bool, error) {
+	var out Outcome
+	var etcdFile, rest []transport.File
+	for _, f := range files {
+		switch f.Path {
+		case kubeadm.Manifest(kubeadm.Etcd):
+			etcdFile = append(etcdFile, f)
+		case kubeadm.Manifest(kubeadm.APIServer):
+		default:
+			rest = append(rest, f)
+		}
+	}
+	if len(etcdFile) == 0 {
+		return out, false, nil
+	}
+	diff, err := h.Diff(ctx, etcdFile)
+	if err != nil || diff[0] != transport.ChangeContent {
+		return out, false, err
+	}
+	oldPID, err := etcdPID(ctx, h)
+	if err != nil || oldPID == "" {
+		return out, false, err // not running: nothing to protect
+	}
+	if out, err = Files(ctx, h, rest, false); err != nil {
+		return out, false, err
+	}
+	say("stopping the API server while etcd restarts")
+	if _, err := h.Run(ctx, scripts.StopAPIServer(int(timeout/(500*time.Millisecond))), nil); err != nil {
+		return out, true, err
+	}
+	etcdOut, err := Files(ctx, h, etcdFile, false)
+	out.Add(etcdOut)
+	if err != nil {
+		return out, true, err
+	}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: h.DialContext}}
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", kubeadm.PortEtcdMetrics)
+	return out, true, wait.Poll(ctx, wait.Options{Timeout: timeout, Report: func(w string) { say("waiting for %s", w) }}, func() (bool, string, error) {
+		pid, err := etcdPID(ctx, h)
+		if err != nil {
+			return false, "", err
+		}
+		if pid == "" || pid == oldPID {
+			return false, "etcd to restart", nil
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, "etcd to be ready (" + err.Error() + ")", nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, "etcd to be ready (" + resp.Status + ")", nil
+	})
+}
+
+func etcdPID(ctx context.Context, h Host) (string, error) {
+	res, err := h.Run(ctx, scripts.EtcdPID(), nil)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(res.Stdout)), nil
+}
