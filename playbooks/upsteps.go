@@ -23,9 +23,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/cni"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
-	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
-	"github.com/clusterctl/clusterctl/tasks/kubelet"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
@@ -107,10 +105,8 @@ func (u *upRun) bootstrap(ctx context.Context) error {
 	return nodes.Label(ctx, admin.Kube, u.cp1)
 }
 
-// bootstrapObjects are the token, cluster-info, kubeadm-config, kubelet-config, the RBAC of joining nodes,
-// kube-proxy and CoreDNS.
+// bootstrapObjects are what bootstrap applies (addons.ClusterObjects).
 func (u *upRun) bootstrapObjects() ([]runtime.Object, error) {
-	c := u.e.Inv.Cluster
 	var kubeletConf []byte
 	for _, hf := range u.rendered.Hosts {
 		if hf.Host == u.cp1.Name {
@@ -121,49 +117,12 @@ func (u *upRun) bootstrapObjects() ([]runtime.Object, error) {
 			}
 		}
 	}
-	kc, err := bootstrap.KubeadmConfig(bootstrap.ClusterConfig{KubernetesVersion: c.KubernetesVersion, ClusterName: c.Name,
-		ControlPlaneEndpoint: strings.TrimPrefix(u.rendered.NodeEndpoint, "https://"), PodSubnet: c.Networking.PodSubnet,
-		ServiceSubnet: c.Networking.ServiceSubnet, DNSDomain: c.Networking.DNSDomain, ImageRepository: c.ImageRepository,
-		EncryptionAlgorithm: c.Certificates.KeyAlgorithm, CertValidity: c.Certificates.Validity.Duration,
-		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: c.APIServer.ExtraArgs.Pairs(),
-		ControllerManager: c.ControllerManager.ExtraArgs.Pairs(), SchedulerArgs: c.Scheduler.ExtraArgs.Pairs(),
-		EtcdArgs: c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs})
-	if err != nil {
-		return nil, err
-	}
-	infoKC, err := bootstrap.ClusterInfoKubeconfig(u.rendered.NodeEndpoint, u.caPEM())
-	if err != nil {
-		return nil, err
-	}
-	var tokens []bootstrap.Token
-	var objs []runtime.Object
-	if u.token != nil {
-		tokens = append(tokens, *u.token)
-		objs = append(objs, u.token.Object())
-	}
-	info, err := bootstrap.ClusterInfo(infoKC, tokens...)
-	if err != nil {
-		return nil, err
-	}
-	objs = append(objs, bootstrap.Objects(kc, bootstrap.KubeletConfig(kubeletConf), info)...)
 	containerized := false
 	for _, f := range u.facts {
 		containerized = containerized || f.Virt != ""
 	}
-	dnsIP, err := kubelet.NthIP(c.Networking.ServiceSubnet, 10)
-	if err != nil {
-		return nil, err
-	}
-	p := addons.Params{Endpoint: u.rendered.NodeEndpoint, ImageRepository: c.ImageRepository,
-		KubeProxyImage: u.images.Ref(images.Proxy), CoreDNSImage: u.images.Ref(images.CoreDNS),
-		ClusterCIDR: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain, DNSServiceIP: dnsIP,
-		NoConntrackTuning: containerized, KubeProxyArgs: c.KubeProxy.ExtraArgs.Pairs()}
-	proxy, err := addons.KubeProxy(p)
-	if err != nil {
-		return nil, err
-	}
-	objs = append(objs, proxy...)
-	return append(objs, addons.CoreDNS(p)...), nil
+	return addons.ClusterObjects(addons.ClusterParams{Cluster: u.e.Inv.Cluster, NodeEndpoint: u.rendered.NodeEndpoint, CAPEM: u.caPEM(),
+		KubeletConfig: kubeletConf, Token: u.token, Images: u.images, Containerized: containerized})
 }
 
 // controlPlaneJoins are the run's control-plane hosts but the first.

@@ -3,9 +3,14 @@ package addons
 import (
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+	"github.com/clusterctl/clusterctl/tasks/images"
 )
 
 func TestKubeProxy(t *testing.T) {
@@ -61,5 +66,53 @@ func TestCoreDNS(t *testing.T) {
 	}
 	if f := Corefile("corp.local"); !strings.Contains(f, "kubernetes corp.local in-addr.arpa ip6.arpa") || strings.Contains(f, "DOMAIN") {
 		t.Errorf("Corefile:\n%s", f)
+	}
+}
+
+// A new cluster's objects: the token (when a node joins) with cluster-info signed by it, kubeadm's
+// ConfigMaps, and the addons with the set's images.
+func TestClusterObjects(t *testing.T) {
+	inv, diags := inventory.Parse("hosts.yaml", []byte("cluster: {name: c1, kubernetesVersion: v1.34.4}\nhosts:\n  - {name: cp1, address: 10.0.0.1, roles: [control-plane]}\n"))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	token, err := bootstrap.NewToken(time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := images.For("registry.k8s.io", "v1.34.4")
+	for _, tok := range []*bootstrap.Token{&token, nil} {
+		objs, err := ClusterObjects(ClusterParams{Cluster: inv.Cluster, NodeEndpoint: "https://10.0.0.1:6443", CAPEM: []byte("CA"),
+			KubeletConfig: []byte("kind: KubeletConfiguration\n"), Token: tok, Images: set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := map[string]bool{}
+		for _, o := range objs {
+			switch x := o.(type) {
+			case *corev1.Secret:
+				found["secret "+x.Name] = true
+			case *corev1.ConfigMap:
+				found["configmap "+x.Name] = true
+				if x.Name == "cluster-info" && (tok != nil) != (len(x.Data) > 1) {
+					t.Errorf("cluster-info with token %v: %v", tok != nil, x.Data)
+				}
+			case *appsv1.DaemonSet:
+				if img := x.Spec.Template.Spec.Containers[0].Image; img != set.Ref(images.Proxy) {
+					t.Errorf("kube-proxy image %s", img)
+				}
+				found["daemonset "+x.Name] = true
+			case *appsv1.Deployment:
+				found["deployment "+x.Name] = true
+			}
+		}
+		for _, want := range []string{"configmap cluster-info", "configmap kubeadm-config", "configmap kubelet-config", "daemonset kube-proxy", "deployment coredns"} {
+			if !found[want] {
+				t.Errorf("token %v: no %s in %v", tok != nil, want, found)
+			}
+		}
+		if found["secret "+token.SecretName()] != (tok != nil) {
+			t.Errorf("token secret with token %v: %v", tok != nil, found)
+		}
 	}
 }

@@ -1,0 +1,72 @@
+package addons
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/kubelet"
+)
+
+// ClusterParams are what the objects of a new cluster depend on.
+type ClusterParams struct {
+	Cluster      inventory.Cluster
+	NodeEndpoint string // the API endpoint nodes use
+	CAPEM        []byte
+	// KubeletConfig is the kubelet configuration every node runs (kubelet-config).
+	KubeletConfig []byte
+	// Token is the bootstrap token joining nodes use, or nil when none joins.
+	Token  *bootstrap.Token
+	Images images.Set
+	// Containerized hosts cannot tune conntrack: kube-proxy leaves it alone.
+	Containerized bool
+}
+
+// ClusterObjects are the objects up applies through the API once the first API server answers, as kubeadm
+// init's upload-config, bootstrap-token and addon phases: the token, cluster-info (signed with it),
+// kubeadm-config, kubelet-config, the RBAC of joining nodes, kube-proxy and CoreDNS.
+func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
+	c := p.Cluster
+	kc, err := bootstrap.KubeadmConfig(bootstrap.ClusterConfig{KubernetesVersion: c.KubernetesVersion, ClusterName: c.Name,
+		ControlPlaneEndpoint: strings.TrimPrefix(p.NodeEndpoint, "https://"), PodSubnet: c.Networking.PodSubnet,
+		ServiceSubnet: c.Networking.ServiceSubnet, DNSDomain: c.Networking.DNSDomain, ImageRepository: c.ImageRepository,
+		EncryptionAlgorithm: c.Certificates.KeyAlgorithm, CertValidity: c.Certificates.Validity.Duration,
+		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: c.APIServer.ExtraArgs.Pairs(),
+		ControllerManager: c.ControllerManager.ExtraArgs.Pairs(), SchedulerArgs: c.Scheduler.ExtraArgs.Pairs(),
+		EtcdArgs: c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs})
+	if err != nil {
+		return nil, err
+	}
+	infoKC, err := bootstrap.ClusterInfoKubeconfig(p.NodeEndpoint, p.CAPEM)
+	if err != nil {
+		return nil, err
+	}
+	var tokens []bootstrap.Token
+	var objs []runtime.Object
+	if p.Token != nil {
+		tokens = append(tokens, *p.Token)
+		objs = append(objs, p.Token.Object())
+	}
+	info, err := bootstrap.ClusterInfo(infoKC, tokens...)
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, bootstrap.Objects(kc, bootstrap.KubeletConfig(p.KubeletConfig), info)...)
+	dnsIP, err := kubelet.NthIP(c.Networking.ServiceSubnet, 10)
+	if err != nil {
+		return nil, err
+	}
+	ap := Params{Endpoint: p.NodeEndpoint, ImageRepository: c.ImageRepository,
+		KubeProxyImage: p.Images.Ref(images.Proxy), CoreDNSImage: p.Images.Ref(images.CoreDNS),
+		ClusterCIDR: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain, DNSServiceIP: dnsIP,
+		NoConntrackTuning: p.Containerized, KubeProxyArgs: c.KubeProxy.ExtraArgs.Pairs()}
+	proxy, err := KubeProxy(ap)
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, proxy...)
+	return append(objs, CoreDNS(ap)...), nil
+}
