@@ -313,7 +313,7 @@ func (d *deployment) node(name string) (apply.Node, error) {
 	if d.manifest != nil {
 		cp := h.Has(inventory.RoleControlPlane)
 		for _, f := range d.manifest.Files {
-			if f.Arch != d.facts[name].Arch || !needed(f, cp) {
+			if f.Arch != d.facts[name].Arch || !f.NeededBy(cp) {
 				continue
 			}
 			switch f.Kind {
@@ -333,20 +333,6 @@ func (d *deployment) node(name string) (apply.Node, error) {
 		n.ProxyFiles, n.ProxyUnit = []string{render.LocalProxyConfigPath, render.LocalProxyUnitPath}, render.LocalProxyUnitName
 	}
 	return n, nil
-}
-
-// needed says whether an artifact goes to a control-plane node (cp) or a worker: workers run the kubelet,
-// kube-proxy, CoreDNS and the pause image; control-plane nodes also kubectl, etcdctl and the control plane.
-func needed(f artifacts.File, cp bool) bool {
-	switch f.Name {
-	case "kubelet", images.Proxy, images.CoreDNS, images.Pause:
-		return f.Kind == artifacts.KindImage || f.Name == "kubelet"
-	case "kubectl", "etcdctl":
-		return cp && f.Kind == artifacts.KindBinary
-	case images.APIServer, images.ControllerManager, images.Scheduler, images.Etcd:
-		return cp && f.Kind == artifacts.KindImage
-	}
-	return false
 }
 
 // record keeps what a unit of work changed on a host, or in a dry run would change: the run's plan. A

@@ -147,3 +147,18 @@ func HashFile(path string) (string, int64, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
+
+// NeededBy says whether the file goes to a control-plane node (controlPlane) or a worker: workers run the
+// kubelet, kube-proxy, CoreDNS and the pause image; control-plane nodes also kubectl, etcdctl and the
+// control plane.
+func (f File) NeededBy(controlPlane bool) bool {
+	switch f.Name {
+	case "kubelet", "kube-proxy", "coredns", "pause":
+		return f.Kind == KindImage || f.Name == "kubelet"
+	case "kubectl", "etcdctl":
+		return controlPlane && f.Kind == KindBinary
+	case "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd":
+		return controlPlane && f.Kind == KindImage
+	}
+	return false
+}
