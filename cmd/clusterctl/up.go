@@ -65,7 +65,7 @@ would change. The admin kubeconfig is left in the state directory (admin.conf). 
 	cmd.Flags().DurationVar(&o.maxClockSkew, "max-clock-skew", 5*time.Second, "clock difference to this workstation above which a host fails preflight")
 	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for the first API server")
 	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for nodes to register and be Ready")
-	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "preflight and render, then print what each host would receive and which services would (re)start; change nothing on the hosts")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "go through the steps up to the kubelets' start recording, not making, each change: print what each host would receive and which services would (re)start; change nothing on the hosts")
 	return cmd
 }
 
