@@ -139,11 +139,7 @@ func Render(o Options) (*Result, error) {
 	if len(r.cps) == 0 {
 		return nil, errors.New("no control-plane host")
 	}
-	sanHost, err := r.endpoints()
-	if err != nil {
-		return nil, err
-	}
-	if err := r.ensurePKI(sanHost); err != nil {
+	if err := r.ensurePKI(r.endpoints()); err != nil {
 		return nil, err
 	}
 	if err := r.common(); err != nil {
@@ -188,7 +184,7 @@ func (r *renderer) nodeIP(h *inventory.Host) string {
 // endpoints are the API endpoint (controlPlaneEndpoint, else the first control-plane node) and the one
 // nodes use (the node-local proxy's, with several API servers and no endpoint); it returns the host the API
 // server's certificate must name besides the nodes.
-func (r *renderer) endpoints() (sanHost string, err error) {
+func (r *renderer) endpoints() (sanHost string) {
 	c := r.c
 	endpointHost, endpointPort := r.nodeIP(r.cps[0]), c.APIServer.BindPort
 	if c.ControlPlaneEndpoint != "" {
@@ -209,11 +205,11 @@ func (r *renderer) endpoints() (sanHost string, err error) {
 	}
 	switch {
 	case c.ControlPlaneEndpoint != "":
-		return endpointHost, nil
+		return endpointHost
 	case r.localProxy:
-		return "127.0.0.1", nil // the API servers are reached through each node's proxy on loopback
+		return "127.0.0.1" // the API servers are reached through each node's proxy on loopback
 	}
-	return "", nil
+	return ""
 }
 
 // ensurePKI makes or keeps, in the state directory, the CAs and every control-plane node's certificates.
