@@ -196,7 +196,7 @@ func (d *deployment) render(ctx context.Context) error {
 func (d *deployment) artifacts() error {
 	c := d.e.Inv.Cluster
 	d.images = images.For(c.ImageRepository, c.KubernetesVersion)
-	d.kubeletPath = "/usr/bin/kubelet"
+	d.kubeletPath = kubeadm.PackagedKubelet
 	if c.Artifacts == "" {
 		return nil
 	}

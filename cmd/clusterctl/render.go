@@ -14,6 +14,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/playbooks"
 	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
 	"github.com/clusterctl/clusterctl/transport"
@@ -51,7 +52,7 @@ Hosts without internalAddress in the inventory need it for this command (up lear
 	cmd.Flags().StringVar(&o.out, "out", "", "directory to write into (created; files already there are replaced)")
 	cmd.Flags().StringVar(&o.etcdVersion, "etcd-version", "", "etcd image version (default: the one kubeadm pairs with the Kubernetes version)")
 	cmd.Flags().StringVar(&o.pauseVersion, "pause-version", "", "pause image version (default: the one kubeadm pairs with the Kubernetes version)")
-	cmd.Flags().StringVar(&o.kubeletPath, "kubelet-path", "/usr/bin/kubelet", "where the kubelet binary is on the hosts")
+	cmd.Flags().StringVar(&o.kubeletPath, "kubelet-path", kubeadm.PackagedKubelet, "where the kubelet binary is on the hosts")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }

@@ -16,6 +16,8 @@ const (
 	KubeletPKIDir = KubeletDir + "/pki"
 	// BinDir is where binaries from an artifacts directory go; packages put theirs in /usr/bin.
 	BinDir = "/usr/local/bin"
+	// PackagedKubelet is where distributions' Kubernetes packages install the kubelet.
+	PackagedKubelet = "/usr/bin/kubelet"
 	// StateDir is clusterctl's own directory on a host: image archives, the applied-file stamps.
 	StateDir = "/var/lib/clusterctl"
 )

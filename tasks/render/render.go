@@ -130,7 +130,7 @@ func Render(o Options) (*Result, error) {
 		o.Images = images.For(o.Inv.Cluster.ImageRepository, o.Inv.Cluster.KubernetesVersion)
 	}
 	if o.KubeletPath == "" {
-		o.KubeletPath = "/usr/bin/kubelet"
+		o.KubeletPath = kubeadm.PackagedKubelet
 	}
 	if o.CNIBinDir == "" {
 		o.CNIBinDir = "/opt/cni/bin"
