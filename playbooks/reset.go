@@ -3,14 +3,11 @@ package playbooks
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
@@ -26,7 +23,7 @@ type ResetOptions struct {
 }
 
 // ErrNotMember is the error of a host reset refuses: it carries another cluster's mark.
-var ErrNotMember = errors.New("not a host of this cluster")
+var ErrNotMember = apply.ErrNotMember
 
 // Reset undoes what Up made on each host that carries this cluster's membership mark, the hosts in
 // parallel: kubelet stopped and disabled, every container of the Kubernetes namespace removed, mounts,
@@ -41,16 +38,47 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 	if o.Hosts == nil {
 		o.Hosts = e.Hosts
 	}
-	results, err := Connect(ctx, e, o.Hosts, 1)
-	if err != nil {
-		return results, err
+	r := &resetRun{e: e, o: o}
+	steps := []Step{
+		// every host at once; one that cannot be reached is reported, and the others are reset
+		{Name: "connect", Run: r.connect},
+		// each host that carries this cluster's mark (see apply.CheckMember), in parallel
+		{Name: "reset", Run: r.reset, Skip: r.noneReachable},
 	}
-	var reachable []string
-	for _, r := range results {
-		if r.Err == nil {
-			reachable = append(reachable, r.Host)
+	_, err := runSteps(ctx, runOptions{Sink: e.Sink}, steps)
+	return append(r.results, r.unreachable...), err
+}
+
+// resetRun is one run of Reset.
+type resetRun struct {
+	e           *Env
+	o           ResetOptions
+	reachable   []string
+	unreachable []transport.HostResult
+	results     []transport.HostResult
+}
+
+func (r *resetRun) connect(ctx context.Context) error {
+	results, err := Connect(ctx, r.e, r.o.Hosts, 1)
+	for _, res := range results {
+		if res.Err == nil {
+			r.reachable = append(r.reachable, res.Host)
+		} else {
+			r.unreachable = append(r.unreachable, res)
 		}
 	}
+	return err
+}
+
+func (r *resetRun) noneReachable() string {
+	if len(r.reachable) == 0 {
+		return "no host reachable"
+	}
+	return ""
+}
+
+func (r *resetRun) reset(ctx context.Context) error {
+	e := r.e
 	marks := memberMarks(e.Inv.Cluster.Name, e.StateDir)
 	var binaries []string
 	if e.Inv.Cluster.Artifacts != "" {
@@ -59,28 +87,19 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 		}
 	}
 	script := []byte(scripts.Reset(binaries, transport.BackupDir, transport.AbsentSuffix))
-	out, err := e.play(ctx, Play{Name: "reset", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
+	var err error
+	r.results, err = e.play(ctx, Play{Name: "reset", Hosts: r.reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
 		conn := e.Conn(name)
-		mark, err := conn.Get(ctx, kubeadm.MemberPath)
-		switch {
-		case errors.Is(err, fs.ErrNotExist) && !o.Force:
-			e.say("reset", name, "no %s: clusterctl made nothing here; left alone (--force resets it anyway)", kubeadm.MemberPath)
-			return false, transport.ErrSkipped
-		case err != nil && !errors.Is(err, fs.ErrNotExist):
+		if err := apply.CheckMember(ctx, conn, marks, r.o.Force); err != nil {
+			if errors.Is(err, transport.ErrSkipped) {
+				e.say("reset", name, "no %s: clusterctl made nothing here; left alone (--force resets it anyway)", kubeadm.MemberPath)
+			}
 			return false, err
-		case err == nil && !slices.Contains(marks, strings.TrimSpace(string(mark))) && !o.Force:
-			return false, fmt.Errorf("%s: %w: its mark %s says %q, and this cluster's is %s; reset only touches hosts this cluster's up marked (--force resets it anyway)",
-				name, ErrNotMember, kubeadm.MemberPath, strings.TrimSpace(string(mark)), strings.Join(quoteAll(marks), " or "))
 		}
-		_, err = conn.Run(ctx, "sh -s", script)
+		_, err := conn.Run(ctx, "sh -s", script)
 		return err == nil, err
 	}})
-	for _, r := range results {
-		if r.Err != nil {
-			out = append(out, r)
-		}
-	}
-	return out, err
+	return err
 }
 
 // memberMarks are the marks of this cluster's hosts: with its CA from the state directory, and during a CA
@@ -99,15 +118,4 @@ func memberMarks(cluster, stateDir string) []string {
 		}
 	}
 	return marks
-}
-
-func quoteAll(ss []string) []string {
-	if len(ss) == 0 {
-		return []string{"unknown (no CA in the state directory)"}
-	}
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = fmt.Sprintf("%q", s)
-	}
-	return out
 }
