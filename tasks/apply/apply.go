@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
@@ -21,8 +22,7 @@ import (
 
 // Host is what the work needs of a host.
 type Host interface {
-	Name() string
-	Run(ctx context.Context, command string, stdin []byte) (transport.Result, error)
+	tasks.Runner
 	Put(ctx context.Context, files []transport.File) ([]bool, error)
 	Diff(ctx context.Context, files []transport.File) ([]transport.Change, error)
 	Get(ctx context.Context, path string) ([]byte, error)

@@ -22,9 +22,9 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
-	"github.com/clusterctl/clusterctl/transport"
 )
 
 // Cert is one certificate found on a host.
@@ -199,14 +199,8 @@ func firstCert(data []byte) *x509.Certificate {
 	return c
 }
 
-// Runner runs a command on a host.
-type Runner interface {
-	Name() string
-	Run(ctx context.Context, command string, stdin []byte) (transport.Result, error)
-}
-
 // Read reads every certificate a host holds (scripts.Certs: certificates only, never keys).
-func Read(ctx context.Context, h Runner, now time.Time) ([]Cert, error) {
+func Read(ctx context.Context, h tasks.Runner, now time.Time) ([]Cert, error) {
 	out, err := h.Run(ctx, "sh -s", []byte(scripts.Certs()))
 	if err != nil {
 		return nil, err
