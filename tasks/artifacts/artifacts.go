@@ -6,7 +6,11 @@
 //
 //	manifest.json
 //	bin/linux-<arch>/<name>              kubelet, kubectl, kube-proxy, ... (static binaries)
+//	bin/linux-<arch>/<name>              also etcdctl, etcdutl (from etcd's release archive)
+//	runtime/linux-<arch>/<name>          containerd, containerd-shim-runc-v2, ctr, runc, crictl
+//	cni/linux-<arch>/<name>              the CNI plugins (bridge, host-local, loopback, portmap)
 //	images/linux-<arch>/<name>.tar       image archives, as `ctr images import` takes them
+//	downloads/                           the release archives the files above were taken from (pull's cache)
 package artifacts
 
 import (
@@ -29,6 +33,10 @@ const ManifestFile = "manifest.json"
 const (
 	KindBinary = "binary"
 	KindImage  = "image"
+	// KindRuntime is the container runtime: containerd and its shim, ctr, runc, crictl.
+	KindRuntime = "runtime"
+	// KindCNI is a CNI plugin.
+	KindCNI = "cni"
 )
 
 // Manifest describes an artifacts directory.
@@ -37,6 +45,10 @@ type Manifest struct {
 	EtcdVersion       string `json:"etcdVersion"`
 	CoreDNSVersion    string `json:"corednsVersion"`
 	PauseVersion      string `json:"pauseVersion"`
+	ContainerdVersion string `json:"containerdVersion,omitempty"`
+	RuncVersion       string `json:"runcVersion,omitempty"`
+	CNIPluginsVersion string `json:"cniPluginsVersion,omitempty"`
+	CrictlVersion     string `json:"crictlVersion,omitempty"`
 	Files             []File `json:"files"`
 }
 
@@ -52,6 +64,10 @@ type File struct {
 	Arch string `json:"arch"`
 	// Image is the reference an image archive is tagged with (registry.k8s.io/pause:3.10.1).
 	Image string `json:"image,omitempty"`
+	// Digest is an image's manifest digest in its registry, as pulled.
+	Digest string `json:"digest,omitempty"`
+	// Source is the URL (or image reference) the file was taken from.
+	Source string `json:"source,omitempty"`
 }
 
 // Load reads the manifest of dir.

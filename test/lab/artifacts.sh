@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # artifacts.sh — make (once per version) the lab's Kubernetes artifacts directory: binaries built from the Go
-# module proxy (build-k8s.sh), image archives packed from them (labartifacts), a manifest with SHA-256 sums.
-# It is the layout clusterctl takes for air-gapped installs; the lab is its first user.
+# module proxy (build-k8s.sh), the runtime (build-runtime.sh; runc from Debian), image archives packed from
+# them (labartifacts), a manifest with SHA-256 sums. It is the layout `clusterctl artifacts pull` makes and
+# `clusterctl up` takes; the lab's mirror (labmirror) serves it in the upstream download layouts.
 #
 #   test/lab/artifacts.sh [VERSION]      prints the directory on stdout
 set -euo pipefail
@@ -20,20 +21,24 @@ eval "$("$HERE/rootfs.sh" paths)"
 tools=$(mktemp -d "${TMPDIR:-/tmp}/clusterctl-artifacts.XXXXXX")
 trap 'rm -rf "$tools"' EXIT
 (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$tools/" ./test/lab/cmd/labartifacts ./test/lab/cmd/pause)
+eval "$("$tools/labartifacts" -versions "$VERSION")"
+RUNTIME=$("$HERE/build-runtime.sh" "$CONTAINERD_VERSION" "$CNI_PLUGINS_VERSION" "$CRICTL_VERSION")
 
 # Up to date when the manifest verifies and names the versions built.
 if [ -f "$DIR/manifest.json" ] && "$tools/labartifacts" -dir "$DIR" -verify >&2 \
    && grep -q "\"kubernetesVersion\": \"$VERSION\"" "$DIR/manifest.json" \
+   && grep -q "\"containerdVersion\": \"$CONTAINERD_VERSION\"" "$DIR/manifest.json" \
+   && grep -q '"name": "apiserver-proxy"' "$DIR/manifest.json" \
    && [ "$DIR/manifest.json" -nt "$DIR/bin/versions.env" ]; then
   echo "$DIR"
   exit 0
 fi
 
-# kube-proxy's image takes iptables from the node root filesystem: mount base+node in a private namespace.
+# kube-proxy's image takes iptables, the proxy's haproxy, and runc from the node root filesystem: mount base+node in a private namespace.
 unshare --mount --propagation private bash -euc '
-  merged=$1 lower=$2 tool=$3 dir=$4 pause=$5
+  merged=$1 lower=$2 tool=$3 dir=$4 pause=$5 runtime=$6
   mount -t overlay overlay -o "lowerdir=$lower" "$merged"
-  "$tool" -dir "$dir" -pause "$pause" -rootfs "$merged"
-' _ "$tools/merged" "$NODE:$BASE" "$tools/labartifacts" "$DIR" "$tools/pause" >&2 < <(mkdir -p "$tools/merged")
+  "$tool" -dir "$dir" -pause "$pause" -rootfs "$merged" -runtime "$runtime"
+' _ "$tools/merged" "$NODE:$BASE" "$tools/labartifacts" "$DIR" "$tools/pause" "$RUNTIME" >&2 < <(mkdir -p "$tools/merged")
 "$tools/labartifacts" -dir "$DIR" -verify >&2
 echo "$DIR"

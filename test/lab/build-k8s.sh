@@ -5,7 +5,7 @@
 #   test/lab/build-k8s.sh [VERSION]        (default: $K8S_VERSION, else the lab's pinned version)
 #
 # Output: $CACHE/<version>/bin/linux-<arch>/{kube-apiserver,kube-controller-manager,kube-scheduler,
-# kubelet,kube-proxy,kubectl,etcd,etcdctl,coredns} and $CACHE/<version>/bin/versions.env (the versions built). A version whose
+# kubelet,kube-proxy,kubectl,etcd,etcdctl,etcdutl,coredns} and $CACHE/<version>/bin/versions.env (the versions built). A version whose
 # binaries are all present is not rebuilt. $CACHE is $CLUSTERCTL_LAB_CACHE, else ~/.cache/clusterctl-lab.
 #
 # `go install k8s.io/kubernetes/cmd/...@v` does not work (the module has replace directives), so a wrapper
@@ -39,12 +39,12 @@ gover=$(awk '$1=="go"{print $2; exit}' "$upmod")
 [ "$ETCD" != v ] && [ -n "$COREDNS" ] && [ -n "$PAUSE" ] || { echo "build-k8s: cannot read versions from $consts" >&2; exit 1; }
 
 components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
-want=("${components[@]}" etcd etcdctl coredns)
+want=("${components[@]}" etcd etcdctl etcdutl coredns)
 missing=()
 for b in "${want[@]}"; do [ -x "$OUT/$b" ] || missing+=("$b"); done
 # A binary built at another version than kubeadm's choice is rebuilt.
 built() { grep -qx "$1=$2" "$OUT/../versions.env" 2>/dev/null; }
-built ETCD_VERSION "$ETCD" || missing+=(etcd etcdctl)
+built ETCD_VERSION "$ETCD" || missing+=(etcd etcdctl etcdutl)
 built COREDNS_VERSION "$COREDNS" || missing+=(coredns)
 if [ ${#missing[@]} -eq 0 ] && built PAUSE_VERSION "$PAUSE"; then
   echo "build-k8s: $VERSION binaries cached in $OUT"
@@ -84,13 +84,14 @@ if need "${components[@]}"; then
   (cd "$work/k8s" && go mod download k8s.io/kubernetes && go build -trimpath -ldflags "$ldflags" -o "$OUT/" "${pkgs[@]}")
 fi
 
-if need etcd etcdctl; then
+if need etcd etcdctl etcdutl; then
   echo "build-k8s: building etcd $ETCD"
-  printf 'module clusterctl.local/etcdbuild\ngo %s\nrequire (\n\tgo.etcd.io/etcd/server/v3 %s\n\tgo.etcd.io/etcd/etcdctl/v3 %s\n)\n' \
-    "$gover" "$ETCD" "$ETCD" >"$work/etcd/go.mod"
+  printf 'module clusterctl.local/etcdbuild\ngo %s\nrequire (\n\tgo.etcd.io/etcd/server/v3 %s\n\tgo.etcd.io/etcd/etcdctl/v3 %s\n\tgo.etcd.io/etcd/etcdutl/v3 %s\n)\n' \
+    "$gover" "$ETCD" "$ETCD" "$ETCD" >"$work/etcd/go.mod"
   echo 'package etcdbuild' >"$work/etcd/doc.go"
   (cd "$work/etcd" && go build -trimpath -ldflags "-s -w" -o "$OUT/etcd" go.etcd.io/etcd/server/v3 \
-    && go build -trimpath -ldflags "-s -w" -o "$OUT/etcdctl" go.etcd.io/etcd/etcdctl/v3)
+    && go build -trimpath -ldflags "-s -w" -o "$OUT/etcdctl" go.etcd.io/etcd/etcdctl/v3 \
+    && go build -trimpath -ldflags "-s -w" -o "$OUT/etcdutl" go.etcd.io/etcd/etcdutl/v3)
 fi
 
 if need coredns; then

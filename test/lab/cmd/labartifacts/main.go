@@ -1,10 +1,13 @@
-// Command labartifacts turns the binaries build-k8s.sh made into an artifacts directory that clusterctl
-// accepts for air-gapped installs: it packs the control-plane, etcd, kube-proxy, CoreDNS and pause images as
-// archives (no registry involved) and writes manifest.json with every file's SHA-256. With -verify it only
-// checks an existing directory.
+// Command labartifacts turns the binaries build-k8s.sh and build-runtime.sh made into an artifacts directory
+// in the layout `clusterctl artifacts pull` makes: it packs the control-plane, etcd, kube-proxy, CoreDNS,
+// pause and node-local proxy (haproxy) images as archives (no registry involved), lays out the runtime
+// (containerd, its shim, ctr, crictl, Debian's runc) and the CNI plugins, and writes manifest.json with
+// every file's SHA-256. With -verify it only checks an existing directory; with -versions it prints the
+// versions clusterctl pairs with a Kubernetes version, as shell assignments.
 //
-//	labartifacts -dir ~/.cache/clusterctl-lab/v1.34.4 -pause PAUSE_BINARY -rootfs MERGED_NODE_ROOTFS
+//	labartifacts -dir ~/.cache/clusterctl-lab/v1.34.4 -pause PAUSE_BINARY -rootfs MERGED_NODE_ROOTFS -runtime RUNTIME_DIR
 //	labartifacts -dir ~/.cache/clusterctl-lab/v1.34.4 -verify
+//	labartifacts -versions v1.34.4
 package main
 
 import (
@@ -15,9 +18,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
 	"github.com/clusterctl/clusterctl/test/lab/image"
 )
 
@@ -25,15 +30,26 @@ func main() {
 	dir := flag.String("dir", "", "the version directory (holds bin/linux-<arch>/ and bin/versions.env)")
 	pause := flag.String("pause", "", "the pause binary to pack")
 	rootfs := flag.String("rootfs", "", "a node root filesystem to take iptables from, for the kube-proxy image")
+	runtimeDir := flag.String("runtime", "", "the runtime build-runtime.sh made (containerd, shim, ctr, crictl, CNI plugins)")
 	verify := flag.Bool("verify", false, "only verify the directory against its manifest")
+	versions := flag.String("versions", "", "print the versions paired with this Kubernetes version and exit")
 	flag.Parse()
-	if err := run(*dir, *pause, *rootfs, *verify); err != nil {
+	if *versions != "" {
+		v, err := pull.VersionsFor(*versions)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "labartifacts:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("CONTAINERD_VERSION=%s\nRUNC_VERSION=%s\nCNI_PLUGINS_VERSION=%s\nCRICTL_VERSION=%s\n", v.Containerd, v.Runc, v.CNIPlugins, v.Crictl)
+		return
+	}
+	if err := run(*dir, *pause, *rootfs, *runtimeDir, *verify); err != nil {
 		fmt.Fprintln(os.Stderr, "labartifacts:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, pause, rootfs string, verifyOnly bool) error {
+func run(dir, pause, rootfs, runtimeDir string, verifyOnly bool) error {
 	if dir == "" {
 		return errors.New("-dir is required")
 	}
@@ -48,16 +64,21 @@ func run(dir, pause, rootfs string, verifyOnly bool) error {
 		fmt.Printf("labartifacts: %s verified: Kubernetes %s, %d files\n", dir, m.KubernetesVersion, len(m.Files))
 		return nil
 	}
-	if pause == "" || rootfs == "" {
-		return errors.New("-pause and -rootfs are required")
+	if pause == "" || rootfs == "" || runtimeDir == "" {
+		return errors.New("-pause, -rootfs and -runtime are required")
 	}
 	arch := runtime.GOARCH
 	vers, err := readEnv(filepath.Join(dir, "bin", "versions.env"))
 	if err != nil {
 		return err
 	}
+	paired, err := pull.VersionsFor(vers["KUBERNETES_VERSION"])
+	if err != nil {
+		return err
+	}
 	m := &artifacts.Manifest{KubernetesVersion: vers["KUBERNETES_VERSION"], EtcdVersion: vers["ETCD_VERSION"],
-		CoreDNSVersion: vers["COREDNS_VERSION"], PauseVersion: vers["PAUSE_VERSION"]}
+		CoreDNSVersion: vers["COREDNS_VERSION"], PauseVersion: vers["PAUSE_VERSION"],
+		ContainerdVersion: paired.Containerd, RuncVersion: paired.Runc, CNIPluginsVersion: paired.CNIPlugins, CrictlVersion: paired.Crictl}
 	for k, v := range map[string]string{"KUBERNETES_VERSION": m.KubernetesVersion, "ETCD_VERSION": m.EtcdVersion,
 		"COREDNS_VERSION": m.CoreDNSVersion, "PAUSE_VERSION": m.PauseVersion} {
 		if v == "" {
@@ -75,6 +96,10 @@ func run(dir, pause, rootfs string, verifyOnly bool) error {
 	if err != nil {
 		return fmt.Errorf("collecting iptables for the kube-proxy image: %w", err)
 	}
+	haproxy, err := collect(rootfs, haproxyFiles)
+	if err != nil {
+		return fmt.Errorf("collecting haproxy for the node-local proxy image: %w", err)
+	}
 	const repo = "registry.k8s.io"
 	images := []struct {
 		name, ref string
@@ -90,6 +115,7 @@ func run(dir, pause, rootfs string, verifyOnly bool) error {
 			image.Config{Entrypoint: []string{"/coredns"}}},
 		{"pause", repo + "/pause:" + m.PauseVersion, []image.File{{Path: "/pause", Source: pause, Mode: 0o755}},
 			image.Config{Entrypoint: []string{"/pause"}}},
+		{"apiserver-proxy", pull.ProxyImage, haproxy, image.Config{Cmd: []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"}}},
 	}
 	for _, img := range images {
 		rel := imgRel + "/" + img.name + ".tar"
@@ -114,10 +140,46 @@ func run(dir, pause, rootfs string, verifyOnly bool) error {
 			}
 		}
 	}
+	if err := layRuntime(m, dir, arch, runtimeDir, rootfs); err != nil {
+		return err
+	}
 	if err := m.Write(dir); err != nil {
 		return err
 	}
 	fmt.Printf("labartifacts: %s: Kubernetes %s, %d files\n", dir, m.KubernetesVersion, len(m.Files))
+	return nil
+}
+
+// layRuntime copies the runtime into runtime/ and cni/ as `clusterctl artifacts pull` lays them out: the
+// binaries build-runtime.sh made, and runc from the node root filesystem (Debian's; it links libseccomp,
+// which every systemd host has).
+func layRuntime(m *artifacts.Manifest, dir, arch, runtimeDir, rootfs string) error {
+	type file struct{ kind, layout, name, src string }
+	var files []file
+	for _, n := range append(slices.Clone(pull.ContainerdBinaries), "crictl") {
+		files = append(files, file{artifacts.KindRuntime, "runtime", n, filepath.Join(runtimeDir, n)})
+	}
+	files = append(files, file{artifacts.KindRuntime, "runtime", "runc", filepath.Join(rootfs, "usr/sbin/runc")})
+	for _, n := range pull.CNIPlugins {
+		files = append(files, file{artifacts.KindCNI, "cni", n, filepath.Join(runtimeDir, n)})
+	}
+	for _, f := range files {
+		rel := f.layout + "/linux-" + arch + "/" + f.name
+		data, err := os.ReadFile(f.src)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, data, 0o755); err != nil {
+			return err
+		}
+		if err := m.Add(dir, artifacts.File{Path: rel, Kind: f.kind, Name: f.name, Arch: arch}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -26,6 +26,9 @@ var iptablesFiles = []string{
 	"/etc/protocols", "/etc/services", "/etc/ld.so.cache",
 }
 
+// haproxyFiles are the node-local API proxy's image: Debian's haproxy and what it reads.
+var haproxyFiles = []string{"/usr/sbin/haproxy", "/etc/ld.so.cache", "/etc/protocols", "/etc/services"}
+
 // libDirs are where the dynamic loader looks for libraries on Debian.
 var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
 

@@ -1,0 +1,236 @@
+package pull
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits on what a server may send.
+const (
+	// maxSumFile bounds a checksum file (SHA256SUMS of a release lists a few dozen files).
+	maxSumFile = 1 << 20
+	// maxDownload bounds one file (the largest, a CNI plugins archive or the kubelet, is under 100 MB).
+	maxDownload = 1 << 30
+)
+
+// ChecksumError is a file whose content is not what its project published.
+type ChecksumError struct {
+	File, URL, Want, Got string
+}
+
+func (e *ChecksumError) Error() string {
+	return fmt.Sprintf("%s: checksum mismatch for %s: expected sha256 %s, received %s; the download was removed", e.File, e.URL, e.Want, e.Got)
+}
+
+var hexSumRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// fetchSum reads a published checksum file and returns the SHA-256 it gives for name: a file of one
+// "<sum>" or "<sum>  <name>" line, or a list of such lines (SHA256SUMS).
+func (p *puller) fetchSum(ctx context.Context, sumURL, name string) (string, error) {
+	data, err := p.get(ctx, sumURL, maxSumFile)
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	var lone []string
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		sum := strings.ToLower(fields[0])
+		if !hexSumRE.MatchString(sum) {
+			continue
+		}
+		switch {
+		case len(fields) == 1:
+			lone = append(lone, sum)
+		case path.Base(strings.TrimPrefix(fields[len(fields)-1], "*")) == name:
+			return sum, nil
+		}
+	}
+	if len(lone) == 1 {
+		return lone[0], nil
+	}
+	return "", fmt.Errorf("%s: no SHA-256 for %s in it", sumURL, name)
+}
+
+// get reads a small file whole.
+func (p *puller) get(ctx context.Context, u string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("GET %s: larger than %d bytes", u, limit)
+	}
+	return data, nil
+}
+
+// download fetches u into dest, continuing dest's partial file (dest.part) with a Range request, and
+// renames it into place only when its SHA-256 is want. A file already in place with that sum is kept.
+func (p *puller) download(ctx context.Context, u, dest, want string) error {
+	rel := p.rel(dest)
+	if sum, _, err := hashFile(dest); err == nil && sum == want {
+		p.emit(Event{Type: EventFileDone, File: rel, URL: u, Cached: true})
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return err
+	}
+	part := dest + ".part"
+	h := sha256.New()
+	var have int64
+	if f, err := os.Open(part); err == nil {
+		have, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	if have > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: GET %s: %w", rel, u, err)
+	}
+	defer resp.Body.Close()
+	flags := os.O_WRONLY | os.O_CREATE
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && have > 0 && strings.HasPrefix(resp.Header.Get("Content-Range"), fmt.Sprintf("bytes %d-", have)):
+		flags |= os.O_APPEND
+	case resp.StatusCode == http.StatusOK:
+		// The server ignored the range (or there was nothing to continue): start again.
+		flags |= os.O_TRUNC
+		h.Reset()
+		have = 0
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+		// The partial file is complete or longer than the file: start again next time.
+		_ = os.Remove(part)
+		return fmt.Errorf("%s: GET %s: %s (a partial download was removed; run again)", rel, u, resp.Status)
+	default:
+		return fmt.Errorf("%s: GET %s: %s", rel, u, resp.Status)
+	}
+	total := int64(-1)
+	if resp.ContentLength >= 0 {
+		total = have + resp.ContentLength
+	}
+	f, err := os.OpenFile(part, flags, 0o644)
+	if err != nil {
+		return err
+	}
+	pr := &progress{p: p, file: rel, url: u, done: have, total: total, start: time.Now(), startBytes: have}
+	pr.report(true)
+	n, err := io.Copy(io.MultiWriter(f, h, pr), io.LimitReader(resp.Body, maxDownload-have+1))
+	if err == nil && have+n > maxDownload {
+		err = fmt.Errorf("larger than %d bytes", int64(maxDownload))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// Kept: the next run continues it.
+		return fmt.Errorf("%s: GET %s: %w (%d bytes kept to continue)", rel, u, err, have+n)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		_ = os.Remove(part)
+		return &ChecksumError{File: rel, URL: u, Want: want, Got: got}
+	}
+	if err := os.Rename(part, dest); err != nil {
+		return err
+	}
+	p.emit(Event{Type: EventFileDone, File: rel, URL: u, Bytes: have + n, Total: have + n, DurationMS: time.Since(pr.start).Milliseconds()})
+	return nil
+}
+
+// progress reports a download's bytes at most every half second.
+type progress struct {
+	p                 *puller
+	file, url         string
+	done, total       int64
+	start, last       time.Time
+	startBytes        int64
+}
+
+func (pr *progress) Write(b []byte) (int, error) {
+	pr.done += int64(len(b))
+	pr.report(false)
+	return len(b), nil
+}
+
+func (pr *progress) report(force bool) {
+	now := time.Now()
+	if !force && now.Sub(pr.last) < 500*time.Millisecond {
+		return
+	}
+	pr.last = now
+	e := Event{Type: EventProgress, File: pr.file, URL: pr.url, Bytes: pr.done, Total: pr.total}
+	if secs := now.Sub(pr.start).Seconds(); secs > 0.2 {
+		e.Rate = int64(float64(pr.done-pr.startBytes) / secs)
+		if e.Rate > 0 && pr.total > 0 {
+			e.ETAMS = (pr.total - pr.done) * 1000 / e.Rate
+		}
+	}
+	pr.p.emit(e)
+}
+
+// hashFile returns a file's hex SHA-256 and size.
+func hashFile(file string) (string, int64, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// errBadArchive is an archive entry clusterctl refuses to unpack.
+var errBadArchive = errors.New("unexpected archive entry")
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	case n >= 1<<10:
+		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}

@@ -1,0 +1,438 @@
+package pull
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/images"
+)
+
+// Options say what to pull, from where, into which directory.
+type Options struct {
+	KubernetesVersion string
+	// Arches are GOARCH names (amd64, arm64).
+	Arches []string
+	Dir    string
+	// Sources are the download bases (DefaultSources overridden by the user's).
+	Sources Sources
+	// ImageRepository names the Kubernetes images (registry.k8s.io).
+	ImageRepository string
+	// ExtraImages are full references pulled beside the cluster's (the user's CNI, ...).
+	ExtraImages []string
+	// Parallel is how many downloads run at once (default 4).
+	Parallel int
+	// Client makes the HTTP requests (default: one that honours HTTP(S)_PROXY/NO_PROXY).
+	Client *http.Client
+	// Events receives progress; it may be nil. It is called from many goroutines.
+	Events func(Event)
+}
+
+// Event is progress of a pull.
+type Event struct {
+	Type  string `json:"type"` // progress, file_done, pull_done
+	File  string `json:"file,omitempty"`
+	URL   string `json:"url,omitempty"`
+	Bytes int64  `json:"bytes,omitempty"`
+	// Total is the file's size, -1 when the server does not say.
+	Total      int64 `json:"total,omitempty"`
+	Rate       int64 `json:"bytes_per_second,omitempty"`
+	ETAMS      int64 `json:"eta_ms,omitempty"`
+	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Cached: the file was in place and verified; nothing was downloaded.
+	Cached bool `json:"cached,omitempty"`
+}
+
+// Event types.
+const (
+	EventProgress = "progress"
+	EventFileDone = "file_done"
+)
+
+// ProxyImage is the image of the node-local API proxy (a static Pod on every node of a cluster with
+// several control-plane nodes and no load balancer).
+const ProxyImage = "docker.io/library/haproxy:3.2"
+
+var archRE = regexp.MustCompile(`^(amd64|arm64)$`)
+
+type puller struct {
+	o      Options
+	v      Versions
+	client *http.Client
+	mu     sync.Mutex
+	m      *artifacts.Manifest
+}
+
+// Pull downloads, verifies and lays out everything nodes of the given architectures need, and writes the
+// manifest last: a directory with a manifest is complete. Files already in place and verified are kept.
+func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
+	v, err := VersionsFor(o.KubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.Sources.Validate(); err != nil {
+		return nil, err
+	}
+	if len(o.Arches) == 0 {
+		return nil, errors.New("no architecture to pull for")
+	}
+	for _, a := range o.Arches {
+		if !archRE.MatchString(a) {
+			return nil, fmt.Errorf("architecture %q: want amd64 or arm64", a)
+		}
+	}
+	if o.ImageRepository == "" {
+		o.ImageRepository = "registry.k8s.io"
+	}
+	if _, err := name.NewRepository(o.ImageRepository+"/pause", name.StrictValidation); err != nil {
+		return nil, fmt.Errorf("image repository %q: %w", o.ImageRepository, err)
+	}
+	for _, ref := range o.ExtraImages {
+		if _, err := name.NewTag(ref, name.StrictValidation); err != nil {
+			return nil, fmt.Errorf("extra image %q: want registry/repository:tag: %w", ref, err)
+		}
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	p := &puller{o: o, v: v, client: o.Client,
+		m: &artifacts.Manifest{KubernetesVersion: v.Kubernetes, EtcdVersion: v.Etcd, CoreDNSVersion: v.CoreDNS, PauseVersion: v.Pause,
+			ContainerdVersion: v.Containerd, RuncVersion: v.Runc, CNIPluginsVersion: v.CNIPlugins, CrictlVersion: v.Crictl}}
+	if p.client == nil {
+		p.client = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ResponseHeaderTimeout: time.Minute, TLSHandshakeTimeout: 30 * time.Second}}
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.Parallel)
+	var errs []error
+	var emu sync.Mutex
+	run := func(f func(context.Context) error) {
+		g.Go(func() error {
+			if err := f(gctx); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+				// A checksum mismatch does not stop the other downloads: every bad file is named.
+				var ce *ChecksumError
+				if !errors.As(err, &ce) {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	for _, arch := range o.Arches {
+		for _, b := range KubernetesBinaries {
+			run(func(ctx context.Context) error { return p.kubernetesBinary(ctx, arch, b) })
+		}
+		run(func(ctx context.Context) error { return p.etcd(ctx, arch) })
+		run(func(ctx context.Context) error { return p.containerd(ctx, arch) })
+		run(func(ctx context.Context) error { return p.runc(ctx, arch) })
+		run(func(ctx context.Context) error { return p.cni(ctx, arch) })
+		run(func(ctx context.Context) error { return p.crictl(ctx, arch) })
+		for _, img := range p.images() {
+			run(func(ctx context.Context) error { return p.image(ctx, arch, img) })
+		}
+	}
+	_ = g.Wait()
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := p.m.Write(o.Dir); err != nil {
+		return nil, err
+	}
+	return p.m, nil
+}
+
+// downloadsDir keeps the release archives (verified), so that a second pull downloads nothing.
+const downloadsDir = "downloads"
+
+func (p *puller) emit(e Event) {
+	if p.o.Events != nil {
+		p.o.Events(e)
+	}
+}
+
+func (p *puller) rel(file string) string {
+	r, err := filepath.Rel(p.o.Dir, file)
+	if err != nil {
+		return file
+	}
+	return filepath.ToSlash(r)
+}
+
+func (p *puller) add(f artifacts.File) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m.Add(p.o.Dir, f)
+}
+
+func (p *puller) kubernetesBinary(ctx context.Context, arch, bin string) error {
+	u := p.o.Sources.kubernetesURL(p.v.Kubernetes, arch, bin)
+	sum, err := p.fetchSum(ctx, u+".sha256", bin)
+	if err != nil {
+		return err
+	}
+	rel := path.Join("bin", "linux-"+arch, bin)
+	if err := p.download(ctx, u, filepath.Join(p.o.Dir, filepath.FromSlash(rel)), sum); err != nil {
+		return err
+	}
+	return p.add(artifacts.File{Path: rel, Kind: artifacts.KindBinary, Name: bin, Arch: arch, Source: u})
+}
+
+// archive downloads a release archive checked against its published sum, and unpacks the named members
+// (matched by base name) into dir/<layout>/linux-<arch>/.
+func (p *puller) archive(ctx context.Context, archiveURL, sumURL, arch, kind, layout string, members []string) error {
+	base := path.Base(archiveURL)
+	sum, err := p.fetchSum(ctx, sumURL, base)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(p.o.Dir, downloadsDir, base)
+	if err := p.download(ctx, archiveURL, file, sum); err != nil {
+		return err
+	}
+	outDir := path.Join(layout, "linux-"+arch)
+	found, err := unpack(file, filepath.Join(p.o.Dir, filepath.FromSlash(outDir)), members)
+	if err != nil {
+		return fmt.Errorf("%s (%s): %w", p.rel(file), archiveURL, err)
+	}
+	for _, m := range members {
+		if !found[m] {
+			return fmt.Errorf("%s (%s): has no %s", p.rel(file), archiveURL, m)
+		}
+		if err := p.add(artifacts.File{Path: path.Join(outDir, m), Kind: kind, Name: m, Arch: arch, Source: archiveURL}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *puller) etcd(ctx context.Context, arch string) error {
+	a, sums := p.o.Sources.etcdURL(p.v.Etcd, arch)
+	return p.archive(ctx, a, sums, arch, artifacts.KindBinary, "bin", EtcdBinaries)
+}
+
+func (p *puller) containerd(ctx context.Context, arch string) error {
+	a, sum := p.o.Sources.containerdURL(p.v.Containerd, arch)
+	return p.archive(ctx, a, sum, arch, artifacts.KindRuntime, "runtime", ContainerdBinaries)
+}
+
+func (p *puller) cni(ctx context.Context, arch string) error {
+	a, sum := p.o.Sources.cniURL(p.v.CNIPlugins, arch)
+	return p.archive(ctx, a, sum, arch, artifacts.KindCNI, "cni", CNIPlugins)
+}
+
+func (p *puller) crictl(ctx context.Context, arch string) error {
+	a, sum := p.o.Sources.crictlURL(p.v.Crictl, arch)
+	return p.archive(ctx, a, sum, arch, artifacts.KindRuntime, "runtime", []string{"crictl"})
+}
+
+func (p *puller) runc(ctx context.Context, arch string) error {
+	u, sums := p.o.Sources.runcURL(p.v.Runc, arch)
+	sum, err := p.fetchSum(ctx, sums, path.Base(u))
+	if err != nil {
+		return err
+	}
+	rel := path.Join("runtime", "linux-"+arch, "runc")
+	if err := p.download(ctx, u, filepath.Join(p.o.Dir, filepath.FromSlash(rel)), sum); err != nil {
+		return err
+	}
+	return p.add(artifacts.File{Path: rel, Kind: artifacts.KindRuntime, Name: "runc", Arch: arch, Source: u})
+}
+
+// unpack writes the regular-file members of a .tar.gz whose base names are wanted into dir (mode 0755),
+// each through a temporary file renamed into place; nothing else of the archive is written.
+func unpack(archive, dir string, wanted []string) (map[string]bool, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	tr := tar.NewReader(zr)
+	found := map[string]bool{}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return found, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		base := path.Base(hdr.Name)
+		if hdr.Typeflag != tar.TypeReg || !slices.Contains(wanted, base) {
+			continue
+		}
+		if found[base] {
+			return nil, fmt.Errorf("%w: %s twice", errBadArchive, base)
+		}
+		if hdr.Size > maxDownload {
+			return nil, fmt.Errorf("%w: %s is %d bytes", errBadArchive, hdr.Name, hdr.Size)
+		}
+		tmp := filepath.Join(dir, "."+base+".tmp")
+		out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+		if err != nil {
+			return nil, err
+		}
+		_, err = io.Copy(out, io.LimitReader(tr, hdr.Size))
+		if err == nil {
+			err = out.Sync()
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp, filepath.Join(dir, base))
+		}
+		if err != nil {
+			_ = os.Remove(tmp)
+			return nil, err
+		}
+		found[base] = true
+	}
+}
+
+// image is one image to pull: its name in the manifest and its reference.
+type image struct{ name, ref string }
+
+// images are the cluster's images, the node-local proxy's, and the extra ones.
+func (p *puller) images() []image {
+	set := images.For(p.o.ImageRepository, p.v.Kubernetes)
+	var out []image
+	for _, n := range images.Names {
+		out = append(out, image{n, set.Ref(n)})
+	}
+	out = append(out, image{"apiserver-proxy", ProxyImage})
+	for _, ref := range p.o.ExtraImages {
+		out = append(out, image{ExtraImageName(ref), ref})
+	}
+	return out
+}
+
+var unsafeNameRE = regexp.MustCompile(`[^a-z0-9._-]+`)
+
+// ExtraImageName is the manifest name of an extra image: its reference made a file name.
+func ExtraImageName(ref string) string {
+	return "extra-" + strings.Trim(unsafeNameRE.ReplaceAllString(strings.ToLower(ref), "_"), "_")
+}
+
+// image pulls one image for an architecture (from the mirror when one is set) and saves it as an archive
+// `ctr images import` takes, tagged with its reference; the manifest records its digest.
+func (p *puller) image(ctx context.Context, arch string, img image) error {
+	rel := path.Join("images", "linux-"+arch, img.name+".tar")
+	dest := filepath.Join(p.o.Dir, filepath.FromSlash(rel))
+	tag, err := name.NewTag(img.ref, name.StrictValidation)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", img.ref, err)
+	}
+	from := p.o.Sources.mirrored(img.ref)
+	src, err := name.NewTag(from)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", from, err)
+	}
+	start := time.Now()
+	remoteImg, err := remote.Image(src, remote.WithContext(ctx), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: arch}),
+		remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithTransport(p.client.Transport))
+	if err != nil {
+		return fmt.Errorf("image %s (from %s): %w", img.ref, from, err)
+	}
+	digest, err := remoteImg.Digest()
+	if err != nil {
+		return fmt.Errorf("image %s (from %s): %w", img.ref, from, err)
+	}
+	if old := p.cachedImage(rel, img.ref, digest.String()); old {
+		p.emit(Event{Type: EventFileDone, File: rel, URL: from, Cached: true})
+		return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Source: from})
+	}
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return err
+	}
+	tmp := dest + ".part"
+	// Layers are verified against their digests as they are read; the archive is renamed into place only
+	// when all are.
+	updates := make(chan v1.Update, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pr := &progress{p: p, file: rel, url: from, total: -1, start: start}
+		for u := range updates {
+			pr.done, pr.total = u.Complete, u.Total
+			pr.report(false)
+		}
+	}()
+	err = tarball.WriteToFile(tmp, tag, remoteImg, tarball.WithProgress(updates))
+	<-done
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("image %s (from %s): %w", img.ref, from, err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return err
+	}
+	_, size, _ := hashFile(dest)
+	p.emit(Event{Type: EventFileDone, File: rel, URL: from, Bytes: size, Total: size, DurationMS: time.Since(start).Milliseconds()})
+	return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Source: from})
+}
+
+// cachedImage: the directory's manifest already records this image at this digest, and its archive is
+// intact.
+func (p *puller) cachedImage(rel, ref, digest string) bool {
+	old, err := artifacts.Load(p.o.Dir)
+	if err != nil {
+		return false
+	}
+	for _, f := range old.Files {
+		if f.Path == rel && f.Image == ref && f.Digest == digest {
+			sum, size, err := hashFile(filepath.Join(p.o.Dir, filepath.FromSlash(rel)))
+			return err == nil && sum == f.SHA256 && size == f.Size
+		}
+	}
+	return false
+}
+
+func syncFile(file string) error {
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
