@@ -61,12 +61,43 @@ type Cluster struct {
 	ImageRepository          string       `yaml:"imageRepository" json:"imageRepository"`
 	ContainerRuntimeEndpoint string       `yaml:"containerRuntimeEndpoint" json:"containerRuntimeEndpoint"`
 	Certificates             Certificates `yaml:"certificates" json:"certificates"`
-	// Artifacts is a directory of Kubernetes binaries and image archives (with its manifest.json) that
-	// clusterctl pushes to hosts that cannot reach a registry; relative to the inventory's directory. Empty:
-	// hosts already have the kubelet and a container runtime from their packages, and pull images.
+	// Artifacts is a directory of Kubernetes binaries, the container runtime and image archives (with its
+	// manifest.json, as `clusterctl artifacts pull` makes it) that clusterctl pushes to hosts; relative to
+	// the inventory's directory. Empty: up pulls the version's artifacts into the workstation's cache
+	// (once) and pushes from there; hosts need no internet access.
 	Artifacts string `yaml:"artifacts,omitempty" json:"artifacts,omitempty"`
+	// Downloads are the base URLs artifacts are pulled from, for mirrors of the upstream layouts; empty
+	// fields are upstream's.
+	Downloads Downloads `yaml:"downloads,omitempty" json:"downloads,omitzero"`
+	// ExtraImages are images (registry/repository:tag) pulled into the artifacts beside the cluster's and
+	// imported on every node: the images of the user's CNI manifests, for example.
+	ExtraImages []string `yaml:"extraImages,omitempty" json:"extraImages,omitempty"`
+	// ContainerRuntime is where containerd comes from: artifacts (default; clusterctl installs containerd,
+	// runc, the CNI plugins and crictl from the artifacts, and reset removes them) or host (the host's own,
+	// installed and running).
+	ContainerRuntime string `yaml:"containerRuntime" json:"containerRuntime"`
 	// CNI is how pods on different nodes reach each other.
 	CNI CNI `yaml:"cni" json:"cni"`
+}
+
+// Where the container runtime comes from.
+const (
+	RuntimeArtifacts = "artifacts"
+	RuntimeHost      = "host"
+)
+
+// Downloads are base URLs of the upstream download layouts (or mirrors of them).
+type Downloads struct {
+	// Release is Kubernetes' release bucket: <release>/release/<version>/bin/linux/<arch>/<name>.
+	Release    string `yaml:"release,omitempty" json:"release,omitempty"`
+	Etcd       string `yaml:"etcd,omitempty" json:"etcd,omitempty"`
+	Containerd string `yaml:"containerd,omitempty" json:"containerd,omitempty"`
+	Runc       string `yaml:"runc,omitempty" json:"runc,omitempty"`
+	CNI        string `yaml:"cni,omitempty" json:"cni,omitempty"`
+	Crictl     string `yaml:"crictl,omitempty" json:"crictl,omitempty"`
+	// RegistryMirror is a registry (host[:port][/path]) to fetch images from in place of the registry their
+	// references name.
+	RegistryMirror string `yaml:"registryMirror,omitempty" json:"registryMirror,omitempty"`
 }
 
 // CNI plugins clusterctl sets up.

@@ -3,6 +3,7 @@ package inventory
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -132,6 +133,27 @@ func (v *validator) cluster() {
 	if ep := c.ContainerRuntimeEndpoint; !socketRE.MatchString(ep) || path.Clean(strings.TrimPrefix(ep, "unix://")) != strings.TrimPrefix(ep, "unix://") {
 		v.errorf("cluster.containerRuntimeEndpoint", "%q is not a CRI endpoint: unix:// and a clean absolute path of letters, digits, '.', '_', '+' and '-' (example: %s)", ep, DefaultContainerRuntimeEndpoint)
 	}
+	if c.ContainerRuntime != RuntimeArtifacts && c.ContainerRuntime != RuntimeHost {
+		v.errorf("cluster.containerRuntime", "%q: use %s (clusterctl installs containerd from the artifacts) or %s (the host's own)", c.ContainerRuntime, RuntimeArtifacts, RuntimeHost)
+	}
+	d := c.Downloads
+	for _, u := range []struct{ key, v string }{{"release", d.Release}, {"etcd", d.Etcd}, {"containerd", d.Containerd},
+		{"runc", d.Runc}, {"cni", d.CNI}, {"crictl", d.Crictl}} {
+		if u.v == "" {
+			continue
+		}
+		if p, err := url.Parse(u.v); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || p.User != nil || p.RawQuery != "" || p.Fragment != "" {
+			v.errorf("cluster.downloads."+u.key, "%q is not a download base URL: http(s)://host[:port][/path], without credentials, query or fragment", u.v)
+		}
+	}
+	if m := d.RegistryMirror; m != "" && (!repositoryRE.MatchString(m) || len(m) > 255) {
+		v.errorf("cluster.downloads.registryMirror", "%q is not a registry (host[:port][/path]; no scheme)", m)
+	}
+	for i, ref := range c.ExtraImages {
+		if !imageRefRE.MatchString(ref) || len(ref) > 512 {
+			v.errorf(fmt.Sprintf("cluster.extraImages[%d]", i), "%q is not an image reference with a registry and a tag (example: quay.io/calico/node:v3.30.3)", ref)
+		}
+	}
 	switch c.CNI.Plugin {
 	case CNIBridge, CNINone:
 		if len(c.CNI.Manifests) > 0 {
@@ -159,6 +181,9 @@ func (v *validator) cluster() {
 			cert.Validity, cert.CAValidity)
 	}
 }
+
+// imageRefRE is registry/path:tag: an image repository (repositoryRE) and a tag.
+var imageRefRE = regexp.MustCompile(repositoryRE.String()[:len(repositoryRE.String())-1] + `:[\w][\w.-]{0,127}$`)
 
 var flagRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
 

@@ -178,11 +178,11 @@ func (p *puller) download(ctx context.Context, u, dest, want string) error {
 
 // progress reports a download's bytes at most every half second.
 type progress struct {
-	p                 *puller
-	file, url         string
-	done, total       int64
-	start, last       time.Time
-	startBytes        int64
+	p           *puller
+	file, url   string
+	done, total int64
+	start, last time.Time
+	startBytes  int64
 }
 
 func (pr *progress) Write(b []byte) (int, error) {

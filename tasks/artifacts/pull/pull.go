@@ -393,6 +393,7 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 		}
 	}()
 	err = tarball.WriteToFile(tmp, tag, remoteImg, tarball.WithProgress(updates))
+	close(updates) // go-containerregistry does not close it
 	<-done
 	if err != nil {
 		_ = os.Remove(tmp)

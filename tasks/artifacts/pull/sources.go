@@ -7,10 +7,13 @@ package pull
 import (
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/images"
 )
 
@@ -43,6 +46,21 @@ func DefaultSources() Sources {
 		CNI:        "https://github.com/containernetworking/plugins/releases/download",
 		Crictl:     "https://github.com/kubernetes-sigs/cri-tools/releases/download",
 	}
+}
+
+// SourcesOf are an inventory's download bases (cluster.downloads) as sources.
+func SourcesOf(d inventory.Downloads) Sources {
+	return Sources{Release: d.Release, Etcd: d.Etcd, Containerd: d.Containerd, Runc: d.Runc, CNI: d.CNI, Crictl: d.Crictl, RegistryMirror: d.RegistryMirror}
+}
+
+// CacheDir is the per-version artifacts cache on this workstation: <user cache dir>/clusterctl/artifacts/<version>
+// ($XDG_CACHE_HOME or ~/.cache on Linux, ~/Library/Caches on macOS).
+func CacheDir(kubernetesVersion string) (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory for artifacts (give one with --out, or cluster.artifacts): %w", err)
+	}
+	return filepath.Join(base, "clusterctl", "artifacts", kubernetesVersion), nil
 }
 
 // Override returns s with every non-empty field of o in place of its own.

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+)
+
+type pullOptions struct {
+	version, out, imageRepository string
+	arches, extraImages           []string
+	parallel                      int
+	sources                       pull.Sources
+}
+
+func newArtifactsCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "artifacts",
+		Short: "Download, verify and list what nodes need: Kubernetes binaries, the runtime, images",
+		Long: `An artifacts directory holds everything a node needs for one Kubernetes version, so that hosts
+need no internet access: the kubelet and kubectl, etcdctl and etcdutl, containerd, runc, the CNI plugins
+and crictl, and the images (control plane, kube-proxy, etcd, CoreDNS, pause, the node-local API proxy, and
+the inventory's extraImages) as archives ctr imports. Its manifest.json lists every file with its SHA-256.
+
+clusterctl up pulls one into the cache by itself when the inventory names none (cluster.artifacts).`,
+		Example: `  clusterctl artifacts pull --kubernetes-version v1.34.4
+  clusterctl artifacts pull -i hosts.yaml --arch amd64,arm64 --out ./artifacts
+  clusterctl artifacts verify ./artifacts
+  clusterctl artifacts list ./artifacts -o json`,
+	}
+	cmd.AddCommand(newArtifactsPullCmd(g), newArtifactsVerifyCmd(g), newArtifactsListCmd(g))
+	return cmd
+}
+
+func newArtifactsPullCmd(g *globalOptions) *cobra.Command {
+	o := &pullOptions{}
+	cmd := &cobra.Command{
+		Use:   "pull",
+		Short: "Download and verify a version's artifacts into a directory (default: the per-version cache)",
+		Long: `Download everything nodes of the given architectures need for one Kubernetes version, check every
+file against the checksum its project publishes, and lay it out as clusterctl up takes it:
+
+  kubelet, kubectl   <release-url>/release/<version>/bin/linux/<arch>/<name>, checked against <name>.sha256
+  etcdctl, etcdutl   etcd's release archive, checked against its SHA256SUMS
+  containerd         containerd's static release archive (containerd, containerd-shim-runc-v2, ctr)
+  runc, CNI plugins, crictl   their release files, each checked against its published sum
+  images             from the image repository (or --registry-mirror), saved as archives, digests recorded
+
+Versions of etcd, CoreDNS and pause follow kubeadm's pairing; containerd, runc, the CNI plugins and
+crictl clusterctl's (clusterctl artifacts list shows them). Downloads run in parallel and continue where an
+interrupted run stopped (Range requests); a file is renamed into place only once verified, and a checksum
+mismatch is an error naming the file, the URL, and both digests, with nothing of the file kept. Proxies are
+taken from HTTPS_PROXY/HTTP_PROXY/NO_PROXY; registry credentials from the Docker config
+(~/.docker/config.json), never from the inventory.
+
+With -i, the inventory gives the version, imageRepository, extraImages and cluster.downloads; flags win.
+The manifest is written last: a directory with a manifest.json is complete.`,
+		Example: `  clusterctl artifacts pull --kubernetes-version v1.34.4
+  clusterctl artifacts pull -i hosts.yaml --out /srv/k8s-artifacts
+  clusterctl artifacts pull --kubernetes-version v1.34.4 --release-url https://mirror.example/k8s \
+      --registry-mirror registry.example:5000 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPull(cmd, g, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.version, "kubernetes-version", "", "Kubernetes version (default: the inventory's, else "+inventory.DefaultKubernetesVersion+")")
+	f.StringSliceVar(&o.arches, "arch", []string{"amd64"}, "node architectures (amd64, arm64; comma-separated)")
+	f.StringVar(&o.out, "out", "", "directory to fill (default: the per-version cache, "+displayCache()+")")
+	f.StringVar(&o.imageRepository, "image-repository", "", "registry and path of the Kubernetes images (default: the inventory's, else registry.k8s.io)")
+	f.StringSliceVar(&o.extraImages, "extra-image", nil, "more images to pull (registry/repository:tag; added to the inventory's extraImages)")
+	f.IntVar(&o.parallel, "parallel", 4, "downloads at once")
+	f.StringVar(&o.sources.Release, "release-url", "", "Kubernetes release base URL (default https://dl.k8s.io)")
+	f.StringVar(&o.sources.Etcd, "etcd-url", "", "etcd release download base URL")
+	f.StringVar(&o.sources.Containerd, "containerd-url", "", "containerd release download base URL")
+	f.StringVar(&o.sources.Runc, "runc-url", "", "runc release download base URL")
+	f.StringVar(&o.sources.CNI, "cni-url", "", "CNI plugins release download base URL")
+	f.StringVar(&o.sources.Crictl, "crictl-url", "", "crictl (cri-tools) release download base URL")
+	f.StringVar(&o.sources.RegistryMirror, "registry-mirror", "", "registry (host[:port][/path]) to fetch images from instead of the one each reference names")
+	return cmd
+}
+
+func displayCache() string {
+	d, err := pull.CacheDir("<version>")
+	if err != nil {
+		return "the user cache directory"
+	}
+	return d
+}
+
+// pullRequest is what to pull, from the inventory (when -i is given) and the flags.
+func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
+	req := pull.Options{KubernetesVersion: o.version, Arches: o.arches, Dir: o.out, ImageRepository: o.imageRepository, Parallel: o.parallel}
+	sources := pull.DefaultSources()
+	if g.Inventory != "" {
+		inv, _, err := g.loadInventory()
+		if err != nil {
+			return req, err
+		}
+		c := inv.Cluster
+		if req.KubernetesVersion == "" {
+			req.KubernetesVersion = c.KubernetesVersion
+		}
+		if req.ImageRepository == "" {
+			req.ImageRepository = c.ImageRepository
+		}
+		req.ExtraImages = append(req.ExtraImages, c.ExtraImages...)
+		sources = sources.Override(pull.SourcesOf(c.Downloads))
+	}
+	req.ExtraImages = append(req.ExtraImages, o.extraImages...)
+	req.Sources = sources.Override(o.sources)
+	if req.KubernetesVersion == "" {
+		req.KubernetesVersion = inventory.DefaultKubernetesVersion
+	}
+	if err := req.Sources.Validate(); err != nil {
+		return req, usageError("%v", err)
+	}
+	if _, err := pull.VersionsFor(req.KubernetesVersion); err != nil {
+		return req, usageError("%v", err)
+	}
+	if req.Dir == "" {
+		d, err := pull.CacheDir(req.KubernetesVersion)
+		if err != nil {
+			return req, err
+		}
+		req.Dir = d
+	}
+	return req, nil
+}
+
+func runPull(cmd *cobra.Command, g *globalOptions, o *pullOptions) error {
+	req, err := pullRequest(g, o)
+	if err != nil {
+		return err
+	}
+	view := newPullView(g.stderr, g.Output)
+	if g.Output == "json" {
+		view = newPullView(g.stdout, g.Output)
+	}
+	req.Events = view.event
+	start := time.Now()
+	m, err := pull.Pull(cmd.Context(), req)
+	view.finish()
+	if err != nil {
+		return err
+	}
+	if g.Output == "json" {
+		return json.NewEncoder(g.stdout).Encode(map[string]any{"type": "pull_result", "dir": req.Dir, "kubernetesVersion": m.KubernetesVersion,
+			"files": len(m.Files), "duration_ms": time.Since(start).Milliseconds(), "downloaded_bytes": view.downloaded})
+	}
+	fmt.Fprintf(g.stdout, "%s: Kubernetes %s for %s, %d files verified (%s downloaded) in %s\n", req.Dir, m.KubernetesVersion,
+		strings.Join(req.Arches, ","), len(m.Files), formatSize(view.downloaded), time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// pullView shows a pull's progress: on a terminal a line per active download (bytes, rate, ETA) redrawn in
+// place and a line per finished file; plain lines per finished file otherwise; JSON lines with -o json.
+type pullView struct {
+	mu         sync.Mutex
+	w          io.Writer
+	mode       string
+	enc        *json.Encoder
+	active     map[string]pull.Event
+	drawn      int
+	last       time.Time
+	downloaded int64
+}
+
+func newPullView(w io.Writer, output string) *pullView {
+	v := &pullView{w: w, active: map[string]pull.Event{}, mode: "plain"}
+	switch {
+	case output == "json":
+		v.mode, v.enc = "json", json.NewEncoder(w)
+	case isTerminal(w):
+		v.mode = "tty"
+	}
+	return v
+}
+
+func (v *pullView) event(e pull.Event) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if e.Type == pull.EventFileDone && !e.Cached {
+		v.downloaded += e.Bytes
+	}
+	switch v.mode {
+	case "json":
+		_ = v.enc.Encode(e)
+	case "plain":
+		if e.Type == pull.EventFileDone {
+			fmt.Fprintln(v.w, doneLine(e))
+		}
+	default:
+		if e.Type == pull.EventFileDone {
+			delete(v.active, e.File)
+			v.clear()
+			fmt.Fprintln(v.w, doneLine(e))
+			v.draw()
+			return
+		}
+		v.active[e.File] = e
+		if time.Since(v.last) > 200*time.Millisecond {
+			v.clear()
+			v.draw()
+		}
+	}
+}
+
+func doneLine(e pull.Event) string {
+	if e.Cached {
+		return fmt.Sprintf("  %-48s cached, verified", e.File)
+	}
+	return fmt.Sprintf("  %-48s %9s in %s, verified", e.File, formatSize(e.Bytes), (time.Duration(e.DurationMS) * time.Millisecond).Round(10*time.Millisecond))
+}
+
+func (v *pullView) clear() {
+	for ; v.drawn > 0; v.drawn-- {
+		fmt.Fprint(v.w, "\033[1A\r\033[K")
+	}
+}
+
+func (v *pullView) draw() {
+	files := make([]string, 0, len(v.active))
+	for f := range v.active {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		e := v.active[f]
+		total, eta := "?", "?"
+		if e.Total > 0 {
+			total = formatSize(e.Total)
+		}
+		if e.ETAMS > 0 {
+			eta = (time.Duration(e.ETAMS) * time.Millisecond).Round(time.Second).String()
+		}
+		fmt.Fprintf(v.w, "  %-48s %9s / %-9s %9s/s  ETA %s\n", f, formatSize(e.Bytes), total, formatSize(e.Rate), eta)
+		v.drawn++
+	}
+	v.last = time.Now()
+}
+
+func (v *pullView) finish() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.mode == "tty" {
+		v.clear()
+	}
+}
+
+func formatSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func newArtifactsVerifyCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:     "verify DIR",
+		Short:   "Check every file of an artifacts directory against its manifest (size and SHA-256)",
+		Example: "  clusterctl artifacts verify ~/.cache/clusterctl/artifacts/v1.34.4",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			m, err := artifacts.Load(args[0])
+			if err != nil {
+				return err
+			}
+			if err := m.Verify(args[0]); err != nil {
+				return fmt.Errorf("%s does not match its manifest:\n%w", args[0], err)
+			}
+			if g.Output == "json" {
+				return json.NewEncoder(g.stdout).Encode(map[string]any{"dir": args[0], "kubernetesVersion": m.KubernetesVersion, "files": len(m.Files), "verified": true})
+			}
+			_, err = fmt.Fprintf(g.stdout, "%s: Kubernetes %s, %d files verified\n", args[0], m.KubernetesVersion, len(m.Files))
+			return err
+		},
+	}
+}
+
+func newArtifactsListCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list DIR",
+		Short:   "List an artifacts directory: versions, and every file with its kind, architecture, size and digest",
+		Example: "  clusterctl artifacts list ~/.cache/clusterctl/artifacts/v1.34.4\n  clusterctl artifacts list ./artifacts -o json | jq '.files[] | select(.kind==\"image\") | .image'",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			m, err := artifacts.Load(args[0])
+			if err != nil {
+				return err
+			}
+			if g.Output == "json" {
+				return json.NewEncoder(g.stdout).Encode(m)
+			}
+			fmt.Fprintf(g.stdout, "Kubernetes %s, etcd %s, CoreDNS %s, pause %s, containerd %s, runc %s, CNI plugins %s, crictl %s\n\n",
+				m.KubernetesVersion, m.EtcdVersion, m.CoreDNSVersion, m.PauseVersion, m.ContainerdVersion, m.RuncVersion, m.CNIPluginsVersion, m.CrictlVersion)
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KIND\tNAME\tARCH\tSIZE\tSHA256\tIMAGE")
+			for _, f := range m.Files {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Kind, f.Name, f.Arch, formatSize(f.Size), f.SHA256[:min(12, len(f.SHA256))], f.Image)
+			}
+			return tw.Flush()
+		},
+	}
+}

@@ -1,0 +1,50 @@
+// Command labmirror serves the lab's artifacts directory in the upstream download layouts and a registry
+// (package mirror) on loopback while it runs a command, to which it appends the flags that point
+// `clusterctl artifacts pull` (or `clusterctl up`) at the mirror; it exits with the command's status.
+//
+//	labmirror -artifacts ~/.cache/clusterctl-lab/v1.34.4 -- bin/clusterctl artifacts pull --kubernetes-version v1.34.4
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"github.com/clusterctl/clusterctl/test/lab/mirror"
+)
+
+func main() {
+	dir := flag.String("artifacts", "", "the lab's artifacts directory (test/lab/artifacts.sh prints it)")
+	flag.Parse()
+	if *dir == "" || flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: labmirror -artifacts DIR -- COMMAND [ARGS...]")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m, err := mirror.Start(ctx, *dir, os.TempDir())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "labmirror:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "labmirror: serving %s at %s (registry %s)\n", *dir, m.URL, m.Registry)
+	args := append(flag.Args()[1:], m.Flags()...)
+	cmd := exec.CommandContext(ctx, flag.Arg(0), args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	err = cmd.Run()
+	_ = m.Close()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		os.Exit(exit.ExitCode())
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "labmirror:", err)
+		os.Exit(1)
+	}
+}

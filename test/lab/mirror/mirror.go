@@ -1,0 +1,307 @@
+// Package mirror serves the lab's artifacts directory in the upstream download layouts, so that `clusterctl
+// artifacts pull` runs its real code offline: the Kubernetes release bucket (binaries with .sha256 files),
+// etcd's, containerd's, runc's, the CNI plugins' and crictl's release archives shaped as theirs are, with
+// their checksum files, and an OCI registry (go-containerregistry's) holding the images. It listens on
+// loopback only.
+package mirror
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+)
+
+// Mirror is a running mirror.
+type Mirror struct {
+	// Root is the directory served (a copy: tests may corrupt files in it).
+	Root string
+	// URL is the base URL, http://127.0.0.1:PORT.
+	URL string
+	// Registry is the registry's host:port.
+	Registry string
+	srv      *http.Server
+}
+
+// Sources are the pull sources that point at the mirror.
+func (m *Mirror) Sources() pull.Sources {
+	return pull.Sources{Release: m.URL, Etcd: m.URL + "/etcd", Containerd: m.URL + "/containerd", Runc: m.URL + "/runc",
+		CNI: m.URL + "/cni", Crictl: m.URL + "/crictl", RegistryMirror: m.Registry}
+}
+
+// Flags are the `clusterctl artifacts pull` (and `up`) flags that point at the mirror.
+func (m *Mirror) Flags() []string {
+	s := m.Sources()
+	return []string{"--release-url", s.Release, "--etcd-url", s.Etcd, "--containerd-url", s.Containerd, "--runc-url", s.Runc,
+		"--cni-url", s.CNI, "--crictl-url", s.Crictl, "--registry-mirror", s.RegistryMirror}
+}
+
+// Close stops the mirror and removes its directory.
+func (m *Mirror) Close() error {
+	err := m.srv.Close()
+	_ = os.RemoveAll(m.Root)
+	return err
+}
+
+// Start lays out the artifacts directory dir (its manifest's files) in the upstream layouts under a new
+// directory in tmp, and serves it with the images in a registry, on 127.0.0.1.
+func Start(ctx context.Context, dir, tmp string) (*Mirror, error) {
+	man, err := artifacts.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := man.Verify(dir); err != nil {
+		return nil, err
+	}
+	root, err := os.MkdirTemp(tmp, "clusterctl-mirror-")
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = os.RemoveAll(root)
+		}
+	}()
+	if err := layout(man, dir, root); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	files := http.FileServer(http.Dir(root))
+	mux := http.NewServeMux()
+	mux.Handle("/v2/", reg)
+	mux.Handle("/", files)
+	m := &Mirror{Root: root, URL: "http://" + ln.Addr().String(), Registry: ln.Addr().String(), srv: &http.Server{Handler: mux}}
+	go func() { _ = m.srv.Serve(ln) }()
+	if err := m.pushImages(ctx, man, dir); err != nil {
+		_ = m.srv.Close()
+		return nil, err
+	}
+	ok = true
+	return m, nil
+}
+
+// pushImages puts every image archive into the registry under its reference's repository path.
+func (m *Mirror) pushImages(ctx context.Context, man *artifacts.Manifest, dir string) error {
+	for _, f := range man.Files {
+		if f.Kind != artifacts.KindImage {
+			continue
+		}
+		tag, err := name.NewTag(f.Image)
+		if err != nil {
+			return err
+		}
+		img, err := tarball.ImageFromPath(filepath.Join(dir, filepath.FromSlash(f.Path)), &tag)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Path, err)
+		}
+		repo := tag.RepositoryStr()
+		dst, err := name.NewTag(m.Registry + "/" + repo + ":" + tag.TagStr())
+		if err != nil {
+			return err
+		}
+		if err := remote.Write(dst, img, remote.WithContext(ctx)); err != nil {
+			return fmt.Errorf("push %s: %w", dst, err)
+		}
+	}
+	return nil
+}
+
+// layout writes the release layouts of the manifest's files under root.
+func layout(man *artifacts.Manifest, dir, root string) error {
+	v, err := pull.VersionsFor(man.KubernetesVersion)
+	if err != nil {
+		return err
+	}
+	src := func(kind, name, arch string) (string, error) {
+		f := man.Find(kind, name, arch)
+		if f == nil {
+			return "", fmt.Errorf("the artifacts have no %s %s for %s", kind, name, arch)
+		}
+		return filepath.Join(dir, filepath.FromSlash(f.Path)), nil
+	}
+	arches := map[string]bool{}
+	for _, f := range man.Files {
+		if f.Arch != "" {
+			arches[f.Arch] = true
+		}
+	}
+	etcdSums := map[string]string{}
+	for arch := range arches {
+		// Kubernetes: one file and one .sha256 (the sum alone) per binary.
+		for _, b := range pull.KubernetesBinaries {
+			s, err := src(artifacts.KindBinary, b, arch)
+			if err != nil {
+				return err
+			}
+			dst := filepath.Join(root, "release", man.KubernetesVersion, "bin", "linux", arch, b)
+			sum, err := copyFile(s, dst)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst+".sha256", []byte(sum), 0o644); err != nil {
+				return err
+			}
+		}
+		// etcd: etcd-<V>-linux-<arch>/{etcd,etcdctl,etcdutl} in a .tar.gz, SHA256SUMS beside.
+		etcdName := fmt.Sprintf("etcd-%s-linux-%s", v.Etcd, arch)
+		var members []member
+		for _, b := range []string{"etcd", "etcdctl", "etcdutl"} {
+			s, err := src(artifacts.KindBinary, b, arch)
+			if err != nil {
+				return err
+			}
+			members = append(members, member{etcdName + "/" + b, s})
+		}
+		sum, err := tarGz(filepath.Join(root, "etcd", v.Etcd, etcdName+".tar.gz"), members)
+		if err != nil {
+			return err
+		}
+		etcdSums[etcdName+".tar.gz"] = sum
+		// containerd's static archive: bin/<name>; "<sum>  <file>" in .sha256sum.
+		members = nil
+		for _, b := range pull.ContainerdBinaries {
+			s, err := src(artifacts.KindRuntime, b, arch)
+			if err != nil {
+				return err
+			}
+			members = append(members, member{"bin/" + b, s})
+		}
+		if err := archiveWithSum(filepath.Join(root, "containerd", "v"+v.Containerd, fmt.Sprintf("containerd-static-%s-linux-%s.tar.gz", v.Containerd, arch)), members, ".sha256sum", true); err != nil {
+			return err
+		}
+		// runc: runc.<arch>, and runc.sha256sum listing them.
+		s, err := src(artifacts.KindRuntime, "runc", arch)
+		if err != nil {
+			return err
+		}
+		runcSum, err := copyFile(s, filepath.Join(root, "runc", "v"+v.Runc, "runc."+arch))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(root, "runc", "v"+v.Runc, "runc.sha256sum"), []byte(runcSum+"  runc."+arch+"\n"), 0o644); err != nil {
+			return err
+		}
+		// CNI plugins: ./<plugin> in a .tgz; "<sum>  <file>" in .sha256.
+		members = nil
+		for _, b := range pull.CNIPlugins {
+			s, err := src(artifacts.KindCNI, b, arch)
+			if err != nil {
+				return err
+			}
+			members = append(members, member{"./" + b, s})
+		}
+		if err := archiveWithSum(filepath.Join(root, "cni", "v"+v.CNIPlugins, fmt.Sprintf("cni-plugins-linux-%s-v%s.tgz", arch, v.CNIPlugins)), members, ".sha256", true); err != nil {
+			return err
+		}
+		// crictl: crictl in a .tar.gz; the sum alone in .sha256.
+		s, err = src(artifacts.KindRuntime, "crictl", arch)
+		if err != nil {
+			return err
+		}
+		if err := archiveWithSum(filepath.Join(root, "crictl", "v"+v.Crictl, fmt.Sprintf("crictl-v%s-linux-%s.tar.gz", v.Crictl, arch)), []member{{"crictl", s}}, ".sha256", false); err != nil {
+			return err
+		}
+	}
+	var sums strings.Builder
+	for file, sum := range etcdSums {
+		fmt.Fprintf(&sums, "%s  %s\n", sum, file)
+	}
+	return os.WriteFile(filepath.Join(root, "etcd", v.Etcd, "SHA256SUMS"), []byte(sums.String()), 0o644)
+}
+
+type member struct{ name, src string }
+
+func archiveWithSum(dst string, members []member, suffix string, withName bool) error {
+	sum, err := tarGz(dst, members)
+	if err != nil {
+		return err
+	}
+	line := sum
+	if withName {
+		line += "  " + path.Base(dst)
+	}
+	return os.WriteFile(dst+suffix, []byte(line+"\n"), 0o644)
+}
+
+func tarGz(dst string, members []member) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.Create(dst)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	zw := gzip.NewWriter(io.MultiWriter(f, h))
+	tw := tar.NewWriter(zw)
+	for _, m := range members {
+		if err := addMember(tw, m); err != nil {
+			f.Close()
+			return "", err
+		}
+	}
+	err = errors.Join(tw.Close(), zw.Close(), f.Close())
+	return hex.EncodeToString(h.Sum(nil)), err
+}
+
+func addMember(tw *tar.Writer, m member) error {
+	in, err := os.Open(m.src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: m.name, Mode: 0o755, Size: st.Size(), Typeflag: tar.TypeReg, ModTime: st.ModTime()}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, in)
+	return err
+}
+
+func copyFile(src, dst string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(out, h), in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return hex.EncodeToString(h.Sum(nil)), err
+}
