@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +15,57 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
+
+// fakeArtifacts is an artifacts directory of every kind of file up pushes, each a few bytes.
+func fakeArtifacts(t *testing.T, version string) string {
+	t.Helper()
+	dir := t.TempDir()
+	v, err := pull.VersionsFor(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &artifacts.Manifest{KubernetesVersion: version, EtcdVersion: v.Etcd, CoreDNSVersion: v.CoreDNS, PauseVersion: v.Pause, ContainerdVersion: v.Containerd}
+	add := func(layout, kind, name, image string) {
+		rel := layout + "/linux-amd64/" + name
+		if kind == artifacts.KindImage {
+			rel += ".tar"
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, rel), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Add(dir, artifacts.File{Path: rel, Kind: kind, Name: name, Arch: "amd64", Image: image}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range append(slices.Clone(pull.KubernetesBinaries), pull.EtcdBinaries...) {
+		add("bin", artifacts.KindBinary, b, "")
+	}
+	for _, b := range append(slices.Clone(pull.ContainerdBinaries), "runc", "crictl") {
+		add("runtime", artifacts.KindRuntime, b, "")
+	}
+	for _, b := range pull.CNIPlugins {
+		add("cni", artifacts.KindCNI, b, "")
+	}
+	set := images.For("registry.k8s.io", version)
+	for _, n := range images.Names {
+		add("images", artifacts.KindImage, n, set.Ref(n))
+	}
+	if err := m.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
 
 // The exact commands up runs on each host of representative inventories (IPv6 addresses, dotted names, an
 // endpoint with a port, a registry with a port; the node-local proxy of three control-plane nodes): the
@@ -31,6 +78,7 @@ func TestCommandsGolden(t *testing.T) {
 			if err != nil || diags.HasErrors() {
 				t.Fatalf("%v %v", err, diags)
 			}
+			inv.Cluster.Artifacts = fakeArtifacts(t, inv.Cluster.KubernetesVersion)
 			e := NewEnv(EnvConfig{Inv: inv, Hosts: allHosts(inv), StateDir: t.TempDir()})
 			d, err := newDeployment(e, e.Hosts, deployOptions{Now: func() time.Time { return time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) }, TokenTTL: time.Hour})
 			if err != nil {

@@ -2,6 +2,8 @@ package playbooks
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path"
@@ -17,6 +19,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/csr"
 	"github.com/clusterctl/clusterctl/tasks/images"
@@ -156,7 +159,7 @@ func (d *deployment) clusterControlPlanes(ctx context.Context) {
 // Pods, kubelet and runtime configuration; and the token when a node has yet to join.
 func (d *deployment) render(ctx context.Context) error {
 	d.clusterControlPlanes(ctx)
-	if err := d.artifacts(); err != nil {
+	if err := d.artifacts(ctx); err != nil {
 		return err
 	}
 	if err := d.hostsHaveWhatTheyNeed(); err != nil {
@@ -170,8 +173,12 @@ func (d *deployment) render(ctx context.Context) error {
 			cniDir = f.CNIBinDir
 		}
 	}
+	if d.installRuntime() {
+		cniDir = kubeadm.CNIBinDir
+	}
 	res, err := render.Render(render.Options{Inv: d.e.Inv, StateDir: d.e.StateDir, Now: d.o.Now, Renew: d.o.Renew, Images: d.images,
-		KubeletPath: d.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: d.cps})
+		KubeletPath: d.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: d.cps,
+		InstallRuntime: d.installRuntime()})
 	if err != nil {
 		return err
 	}
@@ -191,22 +198,47 @@ func (d *deployment) render(ctx context.Context) error {
 	return d.loadToken()
 }
 
-// artifacts reads the artifacts directory's manifest, when the inventory names one: its images and binaries
-// are pushed, and it says which images the cluster runs.
-func (d *deployment) artifacts() error {
+// artifacts reads the artifacts directory's manifest: the inventory's (cluster.artifacts), or the
+// per-version cache on this workstation, pulled there first when it lacks what the hosts need. Its images
+// and binaries are pushed, and it says which images the cluster runs.
+func (d *deployment) artifacts(ctx context.Context) error {
 	c := d.e.Inv.Cluster
 	d.images = images.For(c.ImageRepository, c.KubernetesVersion)
-	d.kubeletPath = kubeadm.PackagedKubelet
-	if c.Artifacts == "" {
-		return nil
+	arches := d.arches()
+	if c.Artifacts != "" {
+		d.artDir = d.e.Inv.Resolve(c.Artifacts)
+	} else {
+		dir, err := pull.CacheDir(c.KubernetesVersion)
+		if err != nil {
+			return err
+		}
+		d.artDir = dir
 	}
-	d.artDir = d.e.Inv.Resolve(c.Artifacts)
 	m, err := artifacts.Load(d.artDir)
+	if c.Artifacts == "" && (err != nil || d.lacks(m, arches) != "") {
+		if m != nil {
+			arches = unionArches(arches, m)
+		}
+		d.e.say("artifacts", "", "pulling Kubernetes %s for %s into %s", c.KubernetesVersion, strings.Join(arches, ","), d.artDir)
+		m, err = pull.Pull(ctx, pull.Options{KubernetesVersion: c.KubernetesVersion, Arches: arches, Dir: d.artDir,
+			Sources: pull.DefaultSources().Override(pull.SourcesOf(c.Downloads)), ImageRepository: c.ImageRepository,
+			ExtraImages: c.ExtraImages, Events: func(ev pull.Event) {
+				if ev.Type == pull.EventFileDone && !ev.Cached {
+					d.e.say("artifacts", "", "%s: %d bytes in %dms, verified", ev.File, ev.Bytes, ev.DurationMS)
+				}
+			}})
+		if err != nil {
+			return fmt.Errorf("pulling the artifacts (clusterctl artifacts pull does the same, with progress): %w", err)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("artifacts directory (cluster.artifacts): %w", err)
 	}
 	if m.KubernetesVersion != c.KubernetesVersion {
 		return fmt.Errorf("artifacts directory %s holds Kubernetes %s, the inventory asks for %s", d.artDir, m.KubernetesVersion, c.KubernetesVersion)
+	}
+	if why := d.lacks(m, arches); why != "" {
+		return fmt.Errorf("artifacts directory %s %s: clusterctl artifacts pull --out %s fills it", d.artDir, why, d.artDir)
 	}
 	d.manifest = m
 	d.images = d.images.WithManifest(m, d.facts[d.cp1.Name].Arch)
@@ -214,22 +246,76 @@ func (d *deployment) artifacts() error {
 	return nil
 }
 
-// hostsHaveWhatTheyNeed checks that hosts have what clusterctl does not push: the kubelet (without
-// artifacts), haproxy (for the node-local proxy), the CNI plugins (for the bridge network).
-func (d *deployment) hostsHaveWhatTheyNeed() error {
-	for _, h := range d.hosts {
-		f := d.facts[h.Name]
-		switch {
-		case f == nil:
-		case d.manifest == nil && !f.Commands["kubelet"]:
-			return fmt.Errorf("%s has no kubelet: install the kubelet from your distribution's Kubernetes packages, or name an artifacts directory (cluster.artifacts) for clusterctl to push it", h.Name)
-		case d.localProxy() && !f.Commands["haproxy"]:
-			return fmt.Errorf("%s has no haproxy: with several control-plane nodes and no controlPlaneEndpoint, every node reaches the API servers through a node-local haproxy; install your distribution's haproxy package, or put a load balancer in front and set cluster.controlPlaneEndpoint", h.Name)
+// arches are the architectures of the run's hosts (amd64 when none is known yet).
+func (d *deployment) arches() []string {
+	var out []string
+	for _, f := range d.facts {
+		if f.Arch != "" && !slices.Contains(out, f.Arch) {
+			out = append(out, f.Arch)
 		}
+	}
+	if len(out) == 0 {
+		out = []string{"amd64"}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func unionArches(arches []string, m *artifacts.Manifest) []string {
+	for _, f := range m.Files {
+		if f.Arch != "" && !slices.Contains(arches, f.Arch) {
+			arches = append(arches, f.Arch)
+		}
+	}
+	slices.Sort(arches)
+	return arches
+}
+
+// lacks says what the manifest misses for these architectures ("" when nothing): the kubelet, the images,
+// the runtime when clusterctl installs it, the inventory's extra images.
+func (d *deployment) lacks(m *artifacts.Manifest, arches []string) string {
+	if m.KubernetesVersion != d.e.Inv.Cluster.KubernetesVersion {
+		return "holds Kubernetes " + m.KubernetesVersion
+	}
+	for _, arch := range arches {
+		need := []struct{ kind, name string }{{artifacts.KindBinary, "kubelet"}, {artifacts.KindBinary, "kubectl"}}
+		for _, n := range images.Names {
+			need = append(need, struct{ kind, name string }{artifacts.KindImage, n})
+		}
+		if d.installRuntime() {
+			for _, n := range append(slices.Clone(pull.ContainerdBinaries), "runc") {
+				need = append(need, struct{ kind, name string }{artifacts.KindRuntime, n})
+			}
+			for _, n := range pull.CNIPlugins {
+				need = append(need, struct{ kind, name string }{artifacts.KindCNI, n})
+			}
+		}
+		for _, ref := range d.e.Inv.Cluster.ExtraImages {
+			need = append(need, struct{ kind, name string }{artifacts.KindImage, pull.ExtraImageName(ref)})
+		}
+		for _, n := range need {
+			if m.Find(n.kind, n.name, arch) == nil {
+				return fmt.Sprintf("has no %s %s for %s", n.kind, n.name, arch)
+			}
+		}
+	}
+	return ""
+}
+
+// installRuntime: clusterctl installs containerd, runc, the CNI plugins and crictl from the artifacts.
+func (d *deployment) installRuntime() bool {
+	return d.e.Inv.Cluster.ContainerRuntime != inventory.RuntimeHost
+}
+
+// hostsHaveWhatTheyNeed checks that hosts have what clusterctl does not install: with the host's own
+// runtime, the CNI plugins (for the bridge network).
+func (d *deployment) hostsHaveWhatTheyNeed() error {
+	if d.installRuntime() {
+		return nil
 	}
 	for name, f := range d.facts {
 		if d.e.Inv.Cluster.CNI.Plugin == inventory.CNIBridge && f.CNIBinDir == "" {
-			return fmt.Errorf("%s has no CNI plugins (bridge, host-local, portmap in /opt/cni/bin or /usr/lib/cni): install your distribution's CNI plugins package (containernetworking-plugins)", name)
+			return fmt.Errorf("%s has no CNI plugins (bridge, host-local, portmap in /opt/cni/bin or /usr/lib/cni): install your distribution's CNI plugins package (containernetworking-plugins), or let clusterctl install them (cluster.containerRuntime: artifacts)", name)
 		}
 	}
 	return nil
@@ -269,9 +355,17 @@ func (d *deployment) prepare() error {
 			if f.Arch != "" && !d.archNeeded(f.Arch) {
 				continue
 			}
+			if !d.neededByAny(f) {
+				continue
+			}
 			data, err := os.ReadFile(filepath.Join(d.artDir, filepath.FromSlash(f.Path)))
 			if err != nil {
 				return err
+			}
+			// What goes to hosts is what the manifest says: a file changed since it was verified is refused.
+			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != f.SHA256 {
+				return fmt.Errorf("artifacts directory %s: %s does not match its manifest (sha256 %x, manifest says %s); clusterctl artifacts verify %s lists every such file",
+					d.artDir, f.Path, sum, f.SHA256, d.artDir)
 			}
 			d.art[f.Path] = data
 		}
@@ -282,6 +376,25 @@ func (d *deployment) prepare() error {
 	}
 	d.member = MemberMark(d.e.Inv.Cluster.Name, pki.CAHash(ca))
 	return nil
+}
+
+// needed says whether a file of the artifacts goes to a node: what File.NeededBy says, the runtime when
+// clusterctl installs it, the node-local proxy's image when nodes run it, and the inventory's extra images.
+func (d *deployment) needed(f artifacts.File, controlPlane bool) bool {
+	switch {
+	case f.Kind == artifacts.KindRuntime || f.Kind == artifacts.KindCNI:
+		return d.installRuntime()
+	case f.Kind == artifacts.KindImage && f.Name == images.APIServerProxy:
+		return d.localProxy()
+	case f.Kind == artifacts.KindImage && slices.ContainsFunc(d.e.Inv.Cluster.ExtraImages, func(ref string) bool { return pull.ExtraImageName(ref) == f.Name }):
+		return true
+	}
+	return f.NeededBy(controlPlane)
+}
+
+// neededByAny: some host of the run receives the file.
+func (d *deployment) neededByAny(f artifacts.File) bool {
+	return d.needed(f, true) || d.needed(f, false)
 }
 
 func (d *deployment) archNeeded(arch string) bool {
@@ -313,12 +426,20 @@ func (d *deployment) node(name string) (apply.Node, error) {
 	if d.manifest != nil {
 		cp := h.Has(inventory.RoleControlPlane)
 		for _, f := range d.manifest.Files {
-			if f.Arch != d.facts[name].Arch || !f.NeededBy(cp) {
+			if f.Arch != d.facts[name].Arch || !d.needed(f, cp) {
 				continue
 			}
 			switch f.Kind {
 			case artifacts.KindBinary:
 				n.Files = append(n.Files, transport.File{Path: kubeadm.Binary(f.Name), Data: d.art[f.Path], Mode: 0o755, SHA256: f.SHA256})
+			case artifacts.KindRuntime:
+				p := kubeadm.RuntimeBinary(f.Name)
+				n.Files = append(n.Files, transport.File{Path: p, Data: d.art[f.Path], Mode: 0o755, SHA256: f.SHA256})
+				if f.Name != "ctr" && f.Name != "crictl" {
+					n.Runtime = append(n.Runtime, p)
+				}
+			case artifacts.KindCNI:
+				n.Files = append(n.Files, transport.File{Path: kubeadm.CNIPlugin(f.Name), Data: d.art[f.Path], Mode: 0o755, SHA256: f.SHA256})
 			case artifacts.KindImage:
 				p := path.Join(kubeadm.ImagesDir, f.Name+".tar")
 				n.Files = append(n.Files, transport.File{Path: p, Data: d.art[f.Path], Mode: 0o644, SHA256: f.SHA256})
@@ -328,9 +449,6 @@ func (d *deployment) node(name string) (apply.Node, error) {
 	}
 	for i := range n.Files {
 		n.Files[i].Keep = apply.MayPreexist(n.Files[i].Path)
-	}
-	if d.localProxy() {
-		n.ProxyFiles, n.ProxyUnit = []string{render.LocalProxyConfigPath, render.LocalProxyUnitPath}, render.LocalProxyUnitName
 	}
 	return n, nil
 }

@@ -172,7 +172,8 @@ func (p *preflightRun) check() {
 		all = append(all, ph.Facts)
 		p.add(tasks.Run(ph.Facts, &tasks.Node{Set: ph.Set, NodeName: h.NodeName, KubernetesVersion: c.KubernetesVersion,
 			APIServerPort: c.APIServer.BindPort, CRISocket: c.ContainerRuntimeEndpoint,
-			ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, APIHost: apiHost})...)
+			ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, APIHost: apiHost,
+			InstallsRuntime: c.ContainerRuntime != inventory.RuntimeHost})...)
 	}
 	p.add(tasks.CrossHostChecks(all, p.opts.MaxClockSkew)...)
 }

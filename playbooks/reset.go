@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
@@ -80,13 +82,20 @@ func (r *resetRun) noneReachable() string {
 func (r *resetRun) reset(ctx context.Context) error {
 	e := r.e
 	marks := memberMarks(e.Inv.Cluster.Name, e.StateDir)
-	var binaries []string
-	if e.Inv.Cluster.Artifacts != "" {
-		for _, b := range []string{"kubelet", "kubectl", "etcdctl"} {
-			binaries = append(binaries, kubeadm.Binary(b))
-		}
+	var binaries, runtime []string
+	for _, b := range append(slices.Clone(pull.KubernetesBinaries), pull.EtcdBinaries...) {
+		binaries = append(binaries, kubeadm.Binary(b))
 	}
-	script := []byte(scripts.Reset(binaries, transport.BackupDir, transport.AbsentSuffix))
+	if e.Inv.Cluster.ContainerRuntime != inventory.RuntimeHost {
+		for _, b := range append(slices.Clone(pull.ContainerdBinaries), "runc", "crictl") {
+			runtime = append(runtime, kubeadm.RuntimeBinary(b))
+		}
+		for _, p := range pull.CNIPlugins {
+			runtime = append(runtime, kubeadm.CNIPlugin(p))
+		}
+		runtime = append(runtime, kubeadm.ContainerdUnit)
+	}
+	script := []byte(scripts.Reset(binaries, runtime, transport.BackupDir, transport.AbsentSuffix))
 	var err error
 	r.results, err = e.play(ctx, Play{Name: "reset", Hosts: r.reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
 		conn := e.Conn(name)

@@ -14,7 +14,7 @@ import (
 // the delta removes the KUBE- chains and the rules of other chains that jump to them, and nothing else
 // (a foreign rule that merely mentions KUBE- in a comment stays).
 func TestResetIptablesDelta(t *testing.T) {
-	s := scripts.Reset(nil, transport.BackupDir, transport.AbsentSuffix)
+	s := scripts.Reset(nil, nil, transport.BackupDir, transport.AbsentSuffix)
 	start := strings.Index(s, "for cmd in iptables ip6tables")
 	end := strings.Index(s[start:], "\ndone\n") + start + len("\ndone\n")
 	part := s[start:end]

@@ -115,7 +115,7 @@ var (
 	}
 	factDirs     = []string{kubeadm.ManifestsDir, kubeadm.EtcdDataDir}
 	factCommands = []string{"conntrack", "ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc",
-		"touch", "losetup", "cp", "crictl", "ctr", "kubelet", "containerd", "runc", "systemctl", "bash", "sha256sum", "haproxy"}
+		"touch", "losetup", "cp", "crictl", "ctr", "kubelet", "containerd", "runc", "systemctl", "bash", "sha256sum", "modprobe"}
 )
 
 // factsScript is the facts script (templates/files/facts.sh) for a runtime socket.

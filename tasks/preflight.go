@@ -52,6 +52,9 @@ type Node struct {
 	PodSubnet         string
 	// APIHost is the address nodes reach the API server at (HTTPProxy check).
 	APIHost string
+	// InstallsRuntime: clusterctl installs containerd on the host; the CRI check then does not ask for
+	// a running one.
+	InstallsRuntime bool
 }
 
 // Checker is one named check, as kubeadm's preflight.Checker: it returns warnings and errors separately.
@@ -115,7 +118,7 @@ func commonChecks() []Checker {
 		{"IsPrivilegedUser", checkPrivileged},
 		{"CRI", checkCRI},
 		{"Swap", checkSwap},
-		inPath("losetup"), inPath("mount"), inPath("cp"),
+		required("losetup"), required("mount"), required("cp"), required("iptables"), required("ip"), required("sha256sum"),
 		{"SystemVerification", checkSystem},
 		{"Hostname", checkHostname},
 		{"KubeletVersion", checkKubeletVersion},
@@ -166,10 +169,49 @@ func dirAvailable(path string) Checker {
 	}}
 }
 
-func inPath(cmd string) Checker {
+// hostPackages are the packages that provide the commands a host must have (clusterctl installs the
+// Kubernetes binaries and the runtime, not these), by package manager.
+var hostPackages = map[string]map[string]string{
+	"losetup":   {"apt": "mount", "dnf": "util-linux", "zypper": "util-linux"},
+	"mount":     {"apt": "mount", "dnf": "util-linux", "zypper": "util-linux"},
+	"cp":        {"apt": "coreutils", "dnf": "coreutils", "zypper": "coreutils"},
+	"sha256sum": {"apt": "coreutils", "dnf": "coreutils", "zypper": "coreutils"},
+	"iptables":  {"apt": "iptables", "dnf": "iptables-nft", "zypper": "iptables"},
+	"ip":        {"apt": "iproute2", "dnf": "iproute", "zypper": "iproute2"},
+	"modprobe":  {"apt": "kmod", "dnf": "kmod", "zypper": "kmod"},
+}
+
+// PackageManager is the host's package manager by its os-release ID: apt, dnf or zypper; "" unknown.
+func (f *Facts) PackageManager() string {
+	switch f.OS {
+	case "debian", "ubuntu", "raspbian", "linuxmint", "pop":
+		return "apt"
+	case "rhel", "centos", "rocky", "almalinux", "fedora", "ol", "amzn":
+		return "dnf"
+	case "sles", "opensuse-leap", "opensuse-tumbleweed", "sle-micro":
+		return "zypper"
+	}
+	return ""
+}
+
+// InstallHint is the command that installs what provides cmd on the host, or a sentence when its
+// distribution is unknown.
+func (f *Facts) InstallHint(cmd string) string {
+	pkgs := hostPackages[cmd]
+	switch pm := f.PackageManager(); pm {
+	case "apt":
+		return "apt-get install -y " + pkgs[pm]
+	case "dnf", "zypper":
+		return pm + " install -y " + pkgs[pm]
+	}
+	return "install your distribution's package that provides " + cmd
+}
+
+// required is kubeadm's FileExisting check for a command, with the command that installs it.
+func required(cmd string) Checker {
 	return Checker{"FileExisting-" + cmd, func(f *Facts, _ *Node) ([]string, []string) {
 		if !f.Commands[cmd] {
-			return nil, []string{cmd + " not found in system path"}
+			return nil, []string{fmt.Sprintf("%s not found in system path; install it: %s", cmd, f.InstallHint(cmd))}
 		}
 		return nil, nil
 	}}
@@ -206,6 +248,9 @@ func checkPrivileged(f *Facts, _ *Node) ([]string, []string) {
 
 func checkCRI(f *Facts, n *Node) ([]string, []string) {
 	switch {
+	case n.InstallsRuntime:
+		// clusterctl installs containerd before anything needs it.
+		return nil, nil
 	case !f.CRISocket:
 		return nil, []string{fmt.Sprintf("container runtime is not running: no socket at %s", n.CRISocket)}
 	case f.CRIAnswers == "fail":
@@ -229,6 +274,9 @@ func checkIPForward(f *Facts, _ *Node) ([]string, []string) {
 }
 
 func checkBrNetfilter(f *Facts, _ *Node) ([]string, []string) {
+	if !f.BrNetfilter && !f.Commands["modprobe"] {
+		return nil, []string{"br_netfilter is not loaded and there is no modprobe to load it; install it: " + f.InstallHint("modprobe")}
+	}
 	if !f.BrNetfilter {
 		return []string{"br_netfilter is not loaded (/proc/sys/net/bridge/bridge-nf-call-iptables is missing); clusterctl up loads it"}, nil
 	}

@@ -194,3 +194,19 @@ func TestHostileFacts(t *testing.T) {
 		t.Errorf("a known CNI directory refused: %q", f.CNIBinDir)
 	}
 }
+
+// A missing command is named with the command that installs it, for the host's package manager.
+func TestRequiredCommandsNameTheirFix(t *testing.T) {
+	for os, want := range map[string]string{
+		"debian": "iptables not found in system path; install it: apt-get install -y iptables",
+		"rocky":  "iptables not found in system path; install it: dnf install -y iptables-nft",
+		"sles":   "iptables not found in system path; install it: zypper install -y iptables",
+		"plan9":  "iptables not found in system path; install it: install your distribution's package that provides iptables",
+	} {
+		f := &Facts{OS: os, Commands: map[string]bool{}}
+		_, errs := required("iptables").Check(f, &Node{})
+		if len(errs) != 1 || errs[0] != want {
+			t.Errorf("%s: %q, want %q", os, errs, want)
+		}
+	}
+}

@@ -93,15 +93,15 @@ func Files(ctx context.Context, h Host, files []transport.File, dry bool) (Outco
 
 // Node is one node's push: its files, the membership mark first (written alone, so that a host holding any
 // of clusterctl's files is marked, and a re-run after an interruption expects them), the image archives
-// among them, and whether it runs the node-local API proxy.
+// among them, and the runtime's binaries when clusterctl installs them.
 type Node struct {
 	Mark   transport.File
 	Files  []transport.File
 	Images []scripts.Image
-	// ProxyFiles and ProxyUnit: the node-local API proxy's files and unit, when it runs one.
-	ProxyFiles []string
-	ProxyUnit  string
-	Dry        bool
+	// Runtime are the runtime's binaries clusterctl installs (containerd, its shim, runc): containerd
+	// restarts when one changes. Empty: the host's own containerd.
+	Runtime []string
+	Dry     bool
 	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty).
 	Stamps string
 }
@@ -124,8 +124,7 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 
 // SetupScript is the script Push runs after writing a node's files, changed those it wrote.
 func SetupScript(n Node, changed []string) string {
-	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, ProxyFiles: n.ProxyFiles,
-		ProxyUnit: n.ProxyUnit, Dry: n.Dry, Stamps: n.Stamps})
+	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps})
 }
 
 // Kubelet starts the kubelet, or restarts it when its inputs changed since it last started with them or

@@ -171,7 +171,7 @@ func (f File) NeededBy(controlPlane bool) bool {
 	switch f.Name {
 	case "kubelet", "kube-proxy", "coredns", "pause":
 		return f.Kind == KindImage || f.Name == "kubelet"
-	case "kubectl", "etcdctl":
+	case "kubectl", "etcdctl", "etcdutl":
 		return controlPlane && f.Kind == KindBinary
 	case "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd":
 		return controlPlane && f.Kind == KindImage

@@ -20,10 +20,16 @@ const (
 	Etcd              = "etcd"
 	CoreDNS           = "coredns"
 	Pause             = "pause"
+	// APIServerProxy is the node-local API proxy (haproxy) of clusters with several control-plane nodes and
+	// no controlPlaneEndpoint.
+	APIServerProxy = "apiserver-proxy"
 )
 
+// ProxyImage is the node-local API proxy's image.
+const ProxyImage = "docker.io/library/haproxy:3.2"
+
 // Names are every image a cluster runs.
-var Names = []string{APIServer, ControllerManager, Scheduler, Proxy, Etcd, CoreDNS, Pause}
+var Names = []string{APIServer, ControllerManager, Scheduler, Proxy, Etcd, CoreDNS, Pause, APIServerProxy}
 
 // Set is the images of one cluster.
 type Set struct {
@@ -81,6 +87,8 @@ func (s Set) Ref(name string) string {
 		return s.Repository + "/pause:" + s.Pause
 	case CoreDNS:
 		return s.Repository + "/coredns/coredns:" + s.CoreDNS
+	case APIServerProxy:
+		return ProxyImage
 	}
 	return s.Repository + "/" + name + ":" + s.Kubernetes
 }

@@ -41,6 +41,15 @@ const (
 	KubeletServerCurrent = KubeletPKIDir + "/kubelet-server-current.pem"
 
 	ContainerdConfig = "/etc/containerd/config.toml"
+	// ContainerdUnit is the unit of the containerd clusterctl installs (it takes precedence over a
+	// distribution's /lib/systemd/system/containerd.service).
+	ContainerdUnit = "/etc/systemd/system/containerd.service"
+	// CNIBinDir is where clusterctl installs the CNI plugins (upstream's place).
+	CNIBinDir = "/opt/cni/bin"
+	// Runc is where clusterctl installs runc (upstream's place); containerd is told its path.
+	Runc = "/usr/local/sbin/runc"
+	// APIServerProxyConfig is the node-local API proxy's configuration (haproxy's), read by its static Pod.
+	APIServerProxyConfig = KubernetesDir + "/clusterctl-apiserver-proxy.cfg"
 	SysctlConfig     = "/etc/sysctl.d/99-kubernetes.conf"
 	ModulesConfig    = "/etc/modules-load.d/kubernetes.conf"
 
@@ -78,3 +87,18 @@ func Manifest(component string) string { return path.Join(ManifestsDir, componen
 
 // Binary is the path of a binary pushed from an artifacts directory.
 func Binary(name string) string { return path.Join(BinDir, name) }
+
+// APIServerProxy is the node-local API proxy's static Pod name.
+const APIServerProxy = "clusterctl-apiserver-proxy"
+
+// RuntimeBinary is where a runtime binary from an artifacts directory is installed: runc in /usr/local/sbin,
+// the others (containerd, its shim, ctr, crictl) in /usr/local/bin.
+func RuntimeBinary(name string) string {
+	if name == "runc" {
+		return Runc
+	}
+	return path.Join(BinDir, name)
+}
+
+// CNIPlugin is where a CNI plugin from an artifacts directory is installed.
+func CNIPlugin(name string) string { return path.Join(CNIBinDir, name) }

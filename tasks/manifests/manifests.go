@@ -269,6 +269,31 @@ func Etcd(p *Params) *corev1.Pod {
 }
 
 // caVolumes are the system trust stores control-plane components read (Debian and RHEL layouts).
+// APIServerProxy is the node-local proxy to every API server (haproxy), a static Pod on every node of a
+// cluster with several control-plane nodes and no controlPlaneEndpoint: as kubespray's and KubeKey's, it
+// needs no package on the host, and the kubelet runs it before it can reach any API server. Its
+// configuration is a host file; the Pod restarts when the file changes (the manifest carries its digest).
+func APIServerProxy(image, config, configDigest string, port int) *corev1.Pod {
+	const mount = "/usr/local/etc/haproxy/haproxy.cfg"
+	c := corev1.Container{
+		Name:            kubeadm.APIServerProxy,
+		Image:           image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"haproxy", "-f", mount},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("25m"), corev1.ResourceMemory: resource.MustParse("32M"),
+		}},
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: "127.0.0.1", Port: intstr.FromInt32(int32(port))}},
+			InitialDelaySeconds: 10, TimeoutSeconds: 5, PeriodSeconds: 10, FailureThreshold: 3,
+		},
+	}
+	pod := podFor(c, []Volume{{Name: "config", HostPath: config, MountPath: mount, ReadOnly: true, Type: corev1.HostPathFile}})
+	pod.Labels = map[string]string{"component": kubeadm.APIServerProxy, "tier": "node"}
+	pod.Annotations = map[string]string{"clusterctl.io/config-sha256": configDigest}
+	return pod
+}
+
 func caVolumes() []Volume {
 	ro := func(name, p string) Volume {
 		return Volume{Name: name, HostPath: p, MountPath: p, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate}

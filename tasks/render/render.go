@@ -6,6 +6,8 @@ package render
 
 import (
 	"crypto"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,6 +24,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
+	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/templates"
 	"github.com/clusterctl/clusterctl/transport"
@@ -46,6 +49,10 @@ type Options struct {
 	Containerized map[string]bool
 	// CNIBinDir is where the CNI plugins are on hosts (/opt/cni/bin upstream, /usr/lib/cni on Debian).
 	CNIBinDir string
+	// InstallRuntime: clusterctl installs containerd 2 (and runc, the CNI plugins) from the artifacts;
+	// its unit and a configuration of containerd 2's format are rendered. Otherwise the host's own
+	// containerd (1.6 or later) gets a configuration of the format every version reads.
+	InstallRuntime bool
 	// ControlPlanes names the control-plane hosts the cluster has or gets in this run; nil: every
 	// control-plane host of the inventory. Others (listed, not joined, not joining) are left out: they get
 	// no files and are neither proxy backends nor etcd peers.
@@ -92,14 +99,10 @@ type Result struct {
 	NodeEndpoint string
 }
 
-// Node-local API proxy: with several control-plane nodes and no controlPlaneEndpoint, every node runs
-// haproxy (from its packages) on this loopback port, forwarding to every API server that is ready.
-const (
-	LocalProxyPort       = 7443
-	LocalProxyConfigPath = "/etc/haproxy/clusterctl-apiserver.cfg"
-	LocalProxyUnitName   = "clusterctl-apiserver-proxy.service"
-	LocalProxyUnitPath   = "/etc/systemd/system/" + LocalProxyUnitName
-)
+// LocalProxyPort is the node-local API proxy's loopback port: with several control-plane nodes and no
+// controlPlaneEndpoint, every node runs haproxy as a static Pod (image from the artifacts) on this port,
+// forwarding to every API server that is ready.
+const LocalProxyPort = 7443
 
 // LocalProxy reports whether the inventory's nodes reach the API servers through a node-local proxy.
 func LocalProxy(inv *inventory.Inventory) bool { return LocalProxyOf(inv, nil) }
@@ -170,7 +173,7 @@ type renderer struct {
 	pki        *pki.PKI
 	tr         *trust
 	// files every node gets the same, and the admin kubeconfigs control-plane nodes get
-	kubeletConfig, unit, dropIn, sysctl, modules []byte
+	kubeletConfig, unit, dropIn, sysctl, modules, containerdUnit []byte
 	admin, superAdmin                            []byte
 }
 
@@ -263,6 +266,9 @@ func (r *renderer) common() error {
 	if r.modules, err = templates.Render("modules.conf", nil); err != nil {
 		return err
 	}
+	if r.containerdUnit, err = templates.Render("containerd.service", map[string]any{"Containerd": kubeadm.RuntimeBinary("containerd")}); err != nil {
+		return err
+	}
 	ca, caPEM := r.pki.CAs["ca"], r.tr.bundle["ca"]
 	adminID := kubeconfig.Identities("", r.res.Endpoint, "", true)
 	if r.admin, err = ensureKubeconfig(filepath.Join(o.StateDir, "admin.conf"), c.Name, adminID[0], ca, caPEM, r.issuer, o.Renew, &r.res.Changes); err != nil {
@@ -287,8 +293,13 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	containerd, err := templates.Render("containerd-config.toml", map[string]any{
-		"SandboxImage": o.Images.Ref(images.Pause), "RestrictOOMScoreAdj": o.Containerized[h.Name], "CNIBinDir": o.CNIBinDir})
+	containerdTemplate := "containerd-config.toml"
+	if o.InstallRuntime {
+		containerdTemplate = "containerd-config-v3.toml"
+		add(kubeadm.ContainerdUnit, r.containerdUnit, modePublic)
+	}
+	containerd, err := templates.Render(containerdTemplate, map[string]any{
+		"SandboxImage": o.Images.Ref(images.Pause), "RestrictOOMScoreAdj": o.Containerized[h.Name], "CNIBinDir": o.CNIBinDir, "Runc": kubeadm.Runc})
 	if err != nil {
 		return nil, err
 	}
@@ -332,12 +343,13 @@ func proxyFiles(o Options, add func(string, []byte, fs.FileMode)) error {
 	if err != nil {
 		return err
 	}
-	unit, err := templates.Render("apiserver-proxy.service", map[string]any{"Haproxy": "/usr/sbin/haproxy", "Config": LocalProxyConfigPath})
+	sum := sha256.Sum256(cfg)
+	pod, err := manifests.Marshal(manifests.APIServerProxy(o.Images.Ref(images.APIServerProxy), kubeadm.APIServerProxyConfig, hex.EncodeToString(sum[:]), LocalProxyPort))
 	if err != nil {
 		return err
 	}
-	add(LocalProxyConfigPath, cfg, modePublic)
-	add(LocalProxyUnitPath, unit, modePublic)
+	add(kubeadm.APIServerProxyConfig, cfg, modePublic)
+	add(kubeadm.Manifest(kubeadm.APIServerProxy), pod, modePublic)
 	return nil
 }
 

@@ -2,7 +2,9 @@ package render
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"flag"
 	"os"
@@ -396,13 +398,20 @@ hosts:
 	if one.NodeEndpoint != "https://10.10.0.11:6443" || len(one.Hosts) != 2 {
 		t.Errorf("cp1 alone: endpoint %s, %d hosts rendered", one.NodeEndpoint, len(one.Hosts))
 	}
-	if _, ok := files(one, "w1")[LocalProxyConfigPath]; ok {
+	if _, ok := files(one, "w1")[kubeadm.APIServerProxyConfig]; ok {
 		t.Error("cp1 alone: w1 got a proxy configuration")
 	}
 	two := render([]string{"cp1", "cp2"})
-	cfg := string(files(two, "w1")[LocalProxyConfigPath].Data)
+	cfg := string(files(two, "w1")[kubeadm.APIServerProxyConfig].Data)
 	if two.NodeEndpoint != "https://127.0.0.1:7443" || !strings.Contains(cfg, "10.10.0.12:6443") || strings.Contains(cfg, "10.10.0.13") {
 		t.Errorf("cp1 and cp2: endpoint %s, proxy:\n%s", two.NodeEndpoint, cfg)
+	}
+	// The proxy is a static Pod from the proxy image, restarted when its configuration changes.
+	pod := string(files(two, "w1")[kubeadm.Manifest(kubeadm.APIServerProxy)].Data)
+	sum := sha256.Sum256([]byte(cfg))
+	if !strings.Contains(pod, "image: "+testImages(inv).Ref(images.APIServerProxy)) || !strings.Contains(pod, hex.EncodeToString(sum[:])) ||
+		!strings.Contains(pod, "path: "+kubeadm.APIServerProxyConfig) {
+		t.Errorf("proxy Pod:\n%s", pod)
 	}
 	if etcd := string(files(two, "cp2")["/etc/kubernetes/manifests/etcd.yaml"].Data); strings.Contains(etcd, "cp3=") {
 		t.Error("cp2's etcd names cp3 as a peer")

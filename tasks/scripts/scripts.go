@@ -46,25 +46,30 @@ type SetupParams struct {
 	// Changed are the files this run writes: what reads them is restarted even if a stamp says otherwise.
 	Changed []string
 	Images  []Image
-	// ProxyFiles and ProxyUnit are the node-local API proxy's files and unit, when the node runs one.
-	ProxyFiles []string
-	ProxyUnit  string
-	Dry        bool
+	// Runtime are the runtime binaries clusterctl installed (containerd, its shim, runc); with them,
+	// containerd's unit is clusterctl's, and containerd restarts when any changes. Empty: the host's own.
+	Runtime []string
+	Dry     bool
 	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty).
 	Stamps string
 }
 
-// Setup applies what a node's files need: kernel modules and settings, units, the runtime's configuration,
-// the node-local API proxy, image archives not imported yet. It prints "action: WHAT" for each thing it
+// Setup applies what a node's files need: kernel modules and settings, units, the runtime (its binaries
+// and configuration), image archives not imported yet. It prints "action: WHAT" for each thing it
 // does, or in a dry run would do.
 func Setup(p SetupParams) string {
+	units := []string{kubeadm.KubeletUnit, kubeadm.KubeletDropIn}
+	containerd := []string{kubeadm.ContainerdConfig}
+	if len(p.Runtime) > 0 {
+		units = append(units, kubeadm.ContainerdUnit)
+		containerd = append(append(containerd, kubeadm.ContainerdUnit), p.Runtime...)
+	}
 	return render("setup.sh", struct {
 		stamps
-		Images                                       []Image
-		ProxyFiles, Units                            []string
-		ProxyUnit, Modules, Sysctl, ContainerdConfig string
-	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, p.ProxyFiles, []string{kubeadm.KubeletUnit, kubeadm.KubeletDropIn},
-		p.ProxyUnit, kubeadm.ModulesConfig, kubeadm.SysctlConfig, kubeadm.ContainerdConfig})
+		Images                []Image
+		Units, Containerd     []string
+		Modules, Sysctl       string
+	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig})
 }
 
 // Kubelet restarts the kubelet when its inputs changed since it last started with them, or restart is set;
@@ -177,9 +182,9 @@ func Probe(ip string, port int) string {
 
 // Reset undoes what up made on a host (see playbooks.Reset); binaries are those pushed from an artifacts
 // directory.
-func Reset(binaries []string, backupDir, absentSuffix string) string {
+func Reset(binaries, runtime []string, backupDir, absentSuffix string) string {
 	return render("reset.sh", struct {
-		Binaries       []string
-		Backup, Absent string
-	}{binaries, backupDir, absentSuffix})
+		Binaries, Runtime []string
+		Backup, Absent    string
+	}{binaries, runtime, backupDir, absentSuffix})
 }

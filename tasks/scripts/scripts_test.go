@@ -19,7 +19,7 @@ func TestGolden(t *testing.T) {
 	hostile := "registry.example.com:5000/k8s/pause:3.10'$(id)'"
 	cases := map[string]string{
 		"setup":             Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}}),
-		"setup-proxy-dry":   Setup(SetupParams{ProxyFiles: []string{"/etc/haproxy/clusterctl-apiserver.cfg", "/etc/systemd/system/clusterctl-apiserver-proxy.service"}, ProxyUnit: "clusterctl-apiserver-proxy.service", Dry: true}),
+		"setup-runtime-dry": Setup(SetupParams{Runtime: []string{kubeadm.RuntimeBinary("containerd"), kubeadm.RuntimeBinary("runc")}, Dry: true}),
 		"kubelet-worker":    Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.Binary("kubelet")}}),
 		"kubelet-restart":   Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.KubeletKubeconfig}, Restart: true, Dry: true}),
 		"routes":            Routes("/etc/systemd/system/clusterctl-pod-routes.service", "clusterctl-pod-routes.service", ""),
@@ -38,7 +38,7 @@ func TestGolden(t *testing.T) {
 		"listen-wait":       ListenWait(6443),
 		"probe-ipv6":        Probe("fd00:10::11", 6443),
 		"probe-dotted-name": Probe("cp1.lab.example.com", 7443),
-		"reset":             Reset([]string{kubeadm.Binary("kubelet"), kubeadm.Binary("kubectl")}, "/var/lib/clusterctl/backup", ".absent"),
+		"reset":             Reset([]string{kubeadm.Binary("kubelet"), kubeadm.Binary("kubectl")}, []string{kubeadm.RuntimeBinary("runc"), kubeadm.ContainerdUnit}, "/var/lib/clusterctl/backup", ".absent"),
 	}
 	for name, script := range cases {
 		file := filepath.Join("testdata", name+".sh")

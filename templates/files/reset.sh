@@ -37,7 +37,8 @@ for cmd in iptables ip6tables; do
 done
 # clusterctl's files, and the kubelet's and etcd's state.
 rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserver.yaml \
-  /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/manifests/kube-scheduler.yaml \
+  /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/manifests/kube-scheduler.yaml /etc/kubernetes/manifests/clusterctl-apiserver-proxy.yaml \
+  /etc/kubernetes/clusterctl-apiserver-proxy.cfg \
   /etc/kubernetes/admin.conf /etc/kubernetes/super-admin.conf /etc/kubernetes/kubelet.conf \
   /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf \
   /etc/kubernetes/clusterctl-cluster
@@ -55,6 +56,16 @@ config=/etc/containerd/config.toml
 if [ -f $config ] && grep -q 'Managed by clusterctl' $config; then
   rm -f $config
 fi
+{{- if .Runtime}}
+# The runtime clusterctl installed: stopped, its unit, binaries and state (images included) removed.
+systemctl disable --now containerd.service >/dev/null 2>&1
+awk '$2 ~ "^(/var/lib/containerd/|/run/containerd/)" {print $2}' /proc/mounts | sort -r |
+  while read -r m; do umount -l "$m" 2>/dev/null; done
+# The directory itself stays: it may be a mount point.
+[ -d /var/lib/containerd ] && find /var/lib/containerd -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+rm -rf /run/containerd
+rm -f {{args .Runtime}}
+{{- end}}
 # The host's own files that up replaced, kept aside at the first replacement, put back; where a marker says
 # there was none, up's file is removed.
 backup={{q .Backup}}
@@ -68,7 +79,14 @@ if [ -d $backup ]; then
   done
 fi
 rm -rf /var/lib/clusterctl
+rmdir /opt/cni/bin /opt/cni /etc/cni/net.d /etc/cni /etc/containerd 2>/dev/null
+{{- if .Runtime}}
+systemctl daemon-reload
+# A containerd of the host's own, its unit in charge again, runs again if it is enabled.
+systemctl is-enabled -q containerd.service 2>/dev/null && systemctl start containerd.service
+{{- else}}
 # The CRI plugin forgets the deleted sandboxes only when it restarts; it also reads its configuration again.
 systemctl is-active -q containerd && systemctl restart containerd
 systemctl daemon-reload
+{{- end}}
 exit 0

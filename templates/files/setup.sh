@@ -1,15 +1,17 @@
 # Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
-# runtime's configuration, image archives not yet imported), each only when its files changed.
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
 set -e
 {{template "stamps.sh" .}}
 if stale modules {{q .Modules}}; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl {{q .Sysctl}}; then act "apply kernel settings" sysctl -q -p {{q .Sysctl}}; commit sysctl; fi
 if stale units {{args .Units}}; then quiet systemctl daemon-reload; commit units; fi
-if stale containerd {{q .ContainerdConfig}}; then act "restart containerd" systemctl restart containerd; commit containerd; fi
-{{- if .ProxyUnit}}
-if stale apiproxy {{args .ProxyFiles}}; then quiet systemctl daemon-reload; quiet systemctl enable -q {{q .ProxyUnit}}; act "restart the node-local API proxy" systemctl restart {{q .ProxyUnit}}; commit apiproxy; fi
-{{- end}}
+# Running containers outlive a restart of containerd (its unit kills only the daemon).
+if stale containerd {{args .Containerd}}; then
+  if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
+  commit containerd
+fi
 systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
 {{- if not .Dry}}
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done

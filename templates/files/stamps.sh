@@ -11,9 +11,12 @@ changed={{q .ChangedList}}
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }

@@ -28,6 +28,9 @@ type Options struct {
 	ControlPlanes int
 	// Base starts hosts without the Kubernetes node layer (no containerd): lighter and faster.
 	Base bool
+	// Bare starts hosts as fresh VMs to become nodes: the base layer alone (systemd, OpenSSH, sudo,
+	// iproute2, iptables; no containerd, runc, CNI plugins, haproxy), clusterctl installing the rest.
+	Bare bool
 }
 
 // Host is one lab host.
@@ -100,8 +103,11 @@ func Start(t testing.TB, opts Options) *Lab {
 	}
 	l := &Lab{Name: "t" + hex.EncodeToString(b), Dir: t.TempDir()}
 	layer := "node"
-	if opts.Base {
+	switch {
+	case opts.Base:
 		layer = "base"
+	case opts.Bare:
+		layer = "bare"
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command(Script(), "down", "--name", l.Name).CombinedOutput(); err != nil {

@@ -3,7 +3,7 @@
 # systemd and OpenSSH from the cached Debian root filesystem (rootfs.sh), each an overlay of its own, on a
 # private bridge that only the lab uses.
 #
-#   test/lab/lab.sh up   --name NAME --dir DIR [--hosts N] [--control-planes K] [--layer node|base]
+#   test/lab/lab.sh up   --name NAME --dir DIR [--hosts N] [--control-planes K] [--layer node|bare|base]
 #   test/lab/lab.sh down --name NAME | --all
 #   test/lab/lab.sh list
 #
@@ -90,11 +90,14 @@ cmd_up() {
   [ -n "$dir" ] || die "up: --dir is required"
   [[ $n =~ ^[0-9]+$ && $n -ge 1 && $n -le 200 ]] || die "up: --hosts must be 1..200"
   [[ $cps =~ ^[0-9]+$ && $cps -le $n ]] || die "up: --control-planes must be 0..--hosts"
-  case $layer in node|base) ;; *) die "up: --layer is node or base" ;; esac
+  # node: the Debian node layer (containerd, runc, CNI plugins, haproxy, ...) over base. bare: base alone
+  # (systemd, OpenSSH, sudo, iproute2, iptables), made ready to become a node, as a fresh VM is: clusterctl
+  # installs the runtime. base: base alone, for tests that run no node.
+  case $layer in node|bare|base) ;; *) die "up: --layer is node, bare or base" ;; esac
   require_root
   local t0; t0=$(now_ms)
 
-  "$HERE/rootfs.sh" "$layer" >&2
+  "$HERE/rootfs.sh" "${layer/bare/base}" >&2
   local lower
   eval "$("$HERE/rootfs.sh" paths)"
   if [ "$layer" = node ]; then lower=$NODE:$BASE; else lower=$BASE; fi
@@ -129,7 +132,7 @@ cmd_up() {
   echo "$layer" >"$state/layer"
 
   set_sysctls $LAB_SYSCTLS
-  [ "$layer" = node ] && set_sysctls $NODE_SYSCTLS
+  [ "$layer" != base ] && set_sysctls $NODE_SYSCTLS
 
   ip link add "$br" type bridge
   ip addr add "$net.1/24" dev "$br"

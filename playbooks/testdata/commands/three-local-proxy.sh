@@ -15,7 +15,7 @@ while($c=$s->accept){close $c}' "$ip" "$port"
 else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
 ######## cp1: push: setup after the first push
 # Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
-# runtime's configuration, image archives not yet imported), each only when its files changed.
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -23,10 +23,11 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
-/etc/haproxy/clusterctl-apiserver.cfg
 /etc/kubernetes/admin.conf
+/etc/kubernetes/clusterctl-apiserver-proxy.cfg
 /etc/kubernetes/controller-manager.conf
 /etc/kubernetes/kubelet.conf
+/etc/kubernetes/manifests/clusterctl-apiserver-proxy.yaml
 /etc/kubernetes/manifests/etcd.yaml
 /etc/kubernetes/manifests/kube-apiserver.yaml
 /etc/kubernetes/manifests/kube-controller-manager.yaml
@@ -57,20 +58,44 @@ changed='
 /etc/kubernetes/super-admin.conf
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
-/etc/systemd/system/clusterctl-apiserver-proxy.service
+/etc/systemd/system/containerd.service
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 /var/lib/kubelet/config.yaml
 /var/lib/kubelet/kubeadm-flags.env
+/usr/local/bin/etcdctl
+/usr/local/bin/etcdutl
+/usr/local/bin/kubectl
+/usr/local/bin/kubelet
+/opt/cni/bin/bridge
+/opt/cni/bin/host-local
+/opt/cni/bin/loopback
+/opt/cni/bin/portmap
+/var/lib/clusterctl/images/apiserver-proxy.tar
+/var/lib/clusterctl/images/coredns.tar
+/var/lib/clusterctl/images/etcd.tar
+/var/lib/clusterctl/images/kube-apiserver.tar
+/var/lib/clusterctl/images/kube-controller-manager.tar
+/var/lib/clusterctl/images/kube-proxy.tar
+/var/lib/clusterctl/images/kube-scheduler.tar
+/var/lib/clusterctl/images/pause.tar
+/usr/local/bin/containerd
+/usr/local/bin/containerd-shim-runc-v2
+/usr/local/bin/crictl
+/usr/local/bin/ctr
+/usr/local/sbin/runc
 /etc/kubernetes/clusterctl-cluster
 '
 # stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -82,12 +107,24 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
-if stale containerd /etc/containerd/config.toml; then act "restart containerd" systemctl restart containerd; commit containerd; fi
-if stale apiproxy /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service; then quiet systemctl daemon-reload; quiet systemctl enable -q clusterctl-apiserver-proxy.service; act "restart the node-local API proxy" systemctl restart clusterctl-apiserver-proxy.service; commit apiproxy; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# Running containers outlive a restart of containerd (its unit kills only the daemon).
+if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
+  if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
+  commit containerd
+fi
 systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
+if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/coredns/coredns:v1.12.1' ctr -n k8s.io images import /var/lib/clusterctl/images/coredns.tar; fi
+if changes /var/lib/clusterctl/images/etcd.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/etcd:3.6.5-0 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/etcd:3.6.5-0' ctr -n k8s.io images import /var/lib/clusterctl/images/etcd.tar; fi
+if changes /var/lib/clusterctl/images/kube-apiserver.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-apiserver:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-apiserver:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-apiserver.tar; fi
+if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-controller-manager:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-controller-manager:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-controller-manager.tar; fi
+if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-proxy:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-proxy.tar; fi
+if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-scheduler:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-scheduler:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-scheduler.tar; fi
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/pause:3.10.1' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
 ######## cp1: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
@@ -104,9 +141,12 @@ changed='
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -116,7 +156,7 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
 else act "start kubelet" systemctl start kubelet; fi
 ######## cp2: preflight: the API server's port, from this host
@@ -136,7 +176,7 @@ while($c=$s->accept){close $c}' "$ip" "$port"
 else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
 ######## cp2: push: setup after the first push
 # Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
-# runtime's configuration, image archives not yet imported), each only when its files changed.
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -144,10 +184,11 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
-/etc/haproxy/clusterctl-apiserver.cfg
 /etc/kubernetes/admin.conf
+/etc/kubernetes/clusterctl-apiserver-proxy.cfg
 /etc/kubernetes/controller-manager.conf
 /etc/kubernetes/kubelet.conf
+/etc/kubernetes/manifests/clusterctl-apiserver-proxy.yaml
 /etc/kubernetes/manifests/etcd.yaml
 /etc/kubernetes/manifests/kube-apiserver.yaml
 /etc/kubernetes/manifests/kube-controller-manager.yaml
@@ -177,20 +218,44 @@ changed='
 /etc/kubernetes/scheduler.conf
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
-/etc/systemd/system/clusterctl-apiserver-proxy.service
+/etc/systemd/system/containerd.service
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 /var/lib/kubelet/config.yaml
 /var/lib/kubelet/kubeadm-flags.env
+/usr/local/bin/etcdctl
+/usr/local/bin/etcdutl
+/usr/local/bin/kubectl
+/usr/local/bin/kubelet
+/opt/cni/bin/bridge
+/opt/cni/bin/host-local
+/opt/cni/bin/loopback
+/opt/cni/bin/portmap
+/var/lib/clusterctl/images/apiserver-proxy.tar
+/var/lib/clusterctl/images/coredns.tar
+/var/lib/clusterctl/images/etcd.tar
+/var/lib/clusterctl/images/kube-apiserver.tar
+/var/lib/clusterctl/images/kube-controller-manager.tar
+/var/lib/clusterctl/images/kube-proxy.tar
+/var/lib/clusterctl/images/kube-scheduler.tar
+/var/lib/clusterctl/images/pause.tar
+/usr/local/bin/containerd
+/usr/local/bin/containerd-shim-runc-v2
+/usr/local/bin/crictl
+/usr/local/bin/ctr
+/usr/local/sbin/runc
 /etc/kubernetes/clusterctl-cluster
 '
 # stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -202,12 +267,24 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
-if stale containerd /etc/containerd/config.toml; then act "restart containerd" systemctl restart containerd; commit containerd; fi
-if stale apiproxy /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service; then quiet systemctl daemon-reload; quiet systemctl enable -q clusterctl-apiserver-proxy.service; act "restart the node-local API proxy" systemctl restart clusterctl-apiserver-proxy.service; commit apiproxy; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# Running containers outlive a restart of containerd (its unit kills only the daemon).
+if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
+  if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
+  commit containerd
+fi
 systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
+if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/coredns/coredns:v1.12.1' ctr -n k8s.io images import /var/lib/clusterctl/images/coredns.tar; fi
+if changes /var/lib/clusterctl/images/etcd.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/etcd:3.6.5-0 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/etcd:3.6.5-0' ctr -n k8s.io images import /var/lib/clusterctl/images/etcd.tar; fi
+if changes /var/lib/clusterctl/images/kube-apiserver.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-apiserver:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-apiserver:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-apiserver.tar; fi
+if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-controller-manager:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-controller-manager:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-controller-manager.tar; fi
+if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-proxy:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-proxy.tar; fi
+if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-scheduler:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-scheduler:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-scheduler.tar; fi
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/pause:3.10.1' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
 ######## cp2: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
@@ -224,9 +301,12 @@ changed='
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -236,7 +316,7 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
 else act "start kubelet" systemctl start kubelet; fi
 ######## cp3: preflight: the API server's port, from this host
@@ -256,7 +336,7 @@ while($c=$s->accept){close $c}' "$ip" "$port"
 else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
 ######## cp3: push: setup after the first push
 # Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
-# runtime's configuration, image archives not yet imported), each only when its files changed.
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -264,10 +344,11 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
-/etc/haproxy/clusterctl-apiserver.cfg
 /etc/kubernetes/admin.conf
+/etc/kubernetes/clusterctl-apiserver-proxy.cfg
 /etc/kubernetes/controller-manager.conf
 /etc/kubernetes/kubelet.conf
+/etc/kubernetes/manifests/clusterctl-apiserver-proxy.yaml
 /etc/kubernetes/manifests/etcd.yaml
 /etc/kubernetes/manifests/kube-apiserver.yaml
 /etc/kubernetes/manifests/kube-controller-manager.yaml
@@ -297,20 +378,44 @@ changed='
 /etc/kubernetes/scheduler.conf
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
-/etc/systemd/system/clusterctl-apiserver-proxy.service
+/etc/systemd/system/containerd.service
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 /var/lib/kubelet/config.yaml
 /var/lib/kubelet/kubeadm-flags.env
+/usr/local/bin/etcdctl
+/usr/local/bin/etcdutl
+/usr/local/bin/kubectl
+/usr/local/bin/kubelet
+/opt/cni/bin/bridge
+/opt/cni/bin/host-local
+/opt/cni/bin/loopback
+/opt/cni/bin/portmap
+/var/lib/clusterctl/images/apiserver-proxy.tar
+/var/lib/clusterctl/images/coredns.tar
+/var/lib/clusterctl/images/etcd.tar
+/var/lib/clusterctl/images/kube-apiserver.tar
+/var/lib/clusterctl/images/kube-controller-manager.tar
+/var/lib/clusterctl/images/kube-proxy.tar
+/var/lib/clusterctl/images/kube-scheduler.tar
+/var/lib/clusterctl/images/pause.tar
+/usr/local/bin/containerd
+/usr/local/bin/containerd-shim-runc-v2
+/usr/local/bin/crictl
+/usr/local/bin/ctr
+/usr/local/sbin/runc
 /etc/kubernetes/clusterctl-cluster
 '
 # stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -322,12 +427,24 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
-if stale containerd /etc/containerd/config.toml; then act "restart containerd" systemctl restart containerd; commit containerd; fi
-if stale apiproxy /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service; then quiet systemctl daemon-reload; quiet systemctl enable -q clusterctl-apiserver-proxy.service; act "restart the node-local API proxy" systemctl restart clusterctl-apiserver-proxy.service; commit apiproxy; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# Running containers outlive a restart of containerd (its unit kills only the daemon).
+if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
+  if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
+  commit containerd
+fi
 systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
+if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/coredns/coredns:v1.12.1' ctr -n k8s.io images import /var/lib/clusterctl/images/coredns.tar; fi
+if changes /var/lib/clusterctl/images/etcd.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/etcd:3.6.5-0 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/etcd:3.6.5-0' ctr -n k8s.io images import /var/lib/clusterctl/images/etcd.tar; fi
+if changes /var/lib/clusterctl/images/kube-apiserver.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-apiserver:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-apiserver:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-apiserver.tar; fi
+if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-controller-manager:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-controller-manager:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-controller-manager.tar; fi
+if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-proxy:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-proxy.tar; fi
+if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-scheduler:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-scheduler:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-scheduler.tar; fi
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/pause:3.10.1' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
 ######## cp3: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
@@ -344,9 +461,12 @@ changed='
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -356,7 +476,7 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
 else act "start kubelet" systemctl start kubelet; fi
 ######## w1: preflight: the API server's port, from this host
@@ -376,7 +496,7 @@ while($c=$s->accept){close $c}' "$ip" "$port"
 else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
 ######## w1: push: setup after the first push
 # Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
-# runtime's configuration, image archives not yet imported), each only when its files changed.
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -384,25 +504,43 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
-/etc/haproxy/clusterctl-apiserver.cfg
+/etc/kubernetes/clusterctl-apiserver-proxy.cfg
+/etc/kubernetes/manifests/clusterctl-apiserver-proxy.yaml
 /etc/kubernetes/pki/ca.crt
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
-/etc/systemd/system/clusterctl-apiserver-proxy.service
+/etc/systemd/system/containerd.service
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 /var/lib/kubelet/config.yaml
 /var/lib/kubelet/kubeadm-flags.env
 /etc/kubernetes/bootstrap-kubelet.conf
+/usr/local/bin/kubelet
+/opt/cni/bin/bridge
+/opt/cni/bin/host-local
+/opt/cni/bin/loopback
+/opt/cni/bin/portmap
+/var/lib/clusterctl/images/apiserver-proxy.tar
+/var/lib/clusterctl/images/coredns.tar
+/var/lib/clusterctl/images/kube-proxy.tar
+/var/lib/clusterctl/images/pause.tar
+/usr/local/bin/containerd
+/usr/local/bin/containerd-shim-runc-v2
+/usr/local/bin/crictl
+/usr/local/bin/ctr
+/usr/local/sbin/runc
 /etc/kubernetes/clusterctl-cluster
 '
 # stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -414,12 +552,20 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
-if stale containerd /etc/containerd/config.toml; then act "restart containerd" systemctl restart containerd; commit containerd; fi
-if stale apiproxy /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service; then quiet systemctl daemon-reload; quiet systemctl enable -q clusterctl-apiserver-proxy.service; act "restart the node-local API proxy" systemctl restart clusterctl-apiserver-proxy.service; commit apiproxy; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# Running containers outlive a restart of containerd (its unit kills only the daemon).
+if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
+  if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
+  commit containerd
+fi
 systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
+if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/coredns/coredns:v1.12.1' ctr -n k8s.io images import /var/lib/clusterctl/images/coredns.tar; fi
+if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-proxy:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-proxy.tar; fi
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/pause:3.10.1' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
 ######## w1: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
@@ -436,9 +582,12 @@ changed='
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -448,6 +597,6 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/bin/kubelet; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet; then act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
 else act "start kubelet" systemctl start kubelet; fi

@@ -69,10 +69,6 @@ const (
 	EventFileDone = "file_done"
 )
 
-// ProxyImage is the image of the node-local API proxy (a static Pod on every node of a cluster with
-// several control-plane nodes and no load balancer).
-const ProxyImage = "docker.io/library/haproxy:3.2"
-
 var archRE = regexp.MustCompile(`^(amd64|arm64)$`)
 
 type puller struct {
@@ -130,17 +126,27 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 	var emu sync.Mutex
 	run := func(f func(context.Context) error) {
 		g.Go(func() error {
-			if err := f(gctx); err != nil {
-				emu.Lock()
-				errs = append(errs, err)
-				emu.Unlock()
-				// A checksum mismatch does not stop the other downloads: every bad file is named.
-				var ce *ChecksumError
-				if !errors.As(err, &ce) {
-					return err
-				}
+			if gctx.Err() != nil {
+				return nil
 			}
-			return nil
+			err := f(gctx)
+			if err == nil {
+				return nil
+			}
+			emu.Lock()
+			defer emu.Unlock()
+			var ce *ChecksumError
+			switch {
+			case errors.As(err, &ce):
+				// A checksum mismatch does not stop the other downloads: every bad file is named.
+				errs = append(errs, err)
+				return nil
+			case gctx.Err() != nil && ctx.Err() == nil:
+				// Stopped because another download failed: that one is the error.
+				return nil
+			}
+			errs = append(errs, err)
+			return err
 		})
 	}
 	for _, arch := range o.Arches {
@@ -334,7 +340,6 @@ func (p *puller) images() []image {
 	for _, n := range images.Names {
 		out = append(out, image{n, set.Ref(n)})
 	}
-	out = append(out, image{"apiserver-proxy", ProxyImage})
 	for _, ref := range p.o.ExtraImages {
 		out = append(out, image{ExtraImageName(ref), ref})
 	}

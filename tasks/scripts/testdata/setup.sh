@@ -1,5 +1,5 @@
 # Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
-# runtime's configuration, image archives not yet imported), each only when its files changed.
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -13,9 +13,12 @@ changed='
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -28,8 +31,13 @@ quiet() { [ -n "$dry" ] || "$@"; }
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
-if stale containerd /etc/containerd/config.toml; then act "restart containerd" systemctl restart containerd; commit containerd; fi
+# Running containers outlive a restart of containerd (its unit kills only the daemon).
+if stale containerd /etc/containerd/config.toml; then
+  if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
+  commit containerd
+fi
 systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
 if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q 'name==registry.example.com:5000/k8s/pause:3.10'\''$(id)'\''' 2>/dev/null | grep -q .; then act 'import image registry.example.com:5000/k8s/pause:3.10'\''$(id)'\''' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi

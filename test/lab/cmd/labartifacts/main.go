@@ -23,6 +23,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/test/lab/image"
 )
 
@@ -115,7 +116,7 @@ func run(dir, pause, rootfs, runtimeDir string, verifyOnly bool) error {
 			image.Config{Entrypoint: []string{"/coredns"}}},
 		{"pause", repo + "/pause:" + m.PauseVersion, []image.File{{Path: "/pause", Source: pause, Mode: 0o755}},
 			image.Config{Entrypoint: []string{"/pause"}}},
-		{"apiserver-proxy", pull.ProxyImage, haproxy, image.Config{Cmd: []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"}}},
+		{images.APIServerProxy, images.ProxyImage, haproxy, image.Config{Cmd: []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"}}},
 	}
 	for _, img := range images {
 		rel := imgRel + "/" + img.name + ".tar"

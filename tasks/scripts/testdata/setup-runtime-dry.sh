@@ -1,5 +1,5 @@
 # Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
-# runtime's configuration, image archives not yet imported), each only when its files changed.
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=1
@@ -11,9 +11,12 @@ changed='
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; sha256sum < "$f"; }; done | sha256sum | cut -d' ' -f1)
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
   [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -25,8 +28,12 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
-if stale containerd /etc/containerd/config.toml; then act "restart containerd" systemctl restart containerd; commit containerd; fi
-if stale apiproxy /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service; then quiet systemctl daemon-reload; quiet systemctl enable -q clusterctl-apiserver-proxy.service; act "restart the node-local API proxy" systemctl restart clusterctl-apiserver-proxy.service; commit apiproxy; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# Running containers outlive a restart of containerd (its unit kills only the daemon).
+if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/sbin/runc; then
+  if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
+  commit containerd
+fi
 systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
+systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
