@@ -16,7 +16,7 @@ CONTROL_PLANES ?= 1
 LAB_DIR := $(CURDIR)/.lab
 ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_VERSION)
 
-.PHONY: help build test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node
+.PHONY: help build release test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -25,13 +25,30 @@ build: ## build bin/clusterctl (static, -trimpath, version and commit injected)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/clusterctl ./cmd/clusterctl
 	@bin/clusterctl version
 
-up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers) from bare hosts, air-gapped from the artifacts (built on first use); kubeconfig in .lab/
+up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers), air-gapped from the lab's artifacts (built on first use); BARE=1: hosts with nothing but sshd and systemd, artifacts pulled with `clusterctl artifacts pull` from the lab's mirror into the cache; kubeconfig in .lab/
 	test/lab/artifacts.sh $(K8S_VERSION)
-	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES)
+	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES) --layer $(if $(BARE),bare,node)
+ifeq ($(BARE),)
 	sed 's|^  name: lab$$|  name: lab\n  kubernetesVersion: $(K8S_VERSION)\n  artifacts: $(ARTIFACTS)|' $(LAB_DIR)/hosts.yaml >$(LAB_DIR)/cluster.yaml
+else
+	CGO_ENABLED=0 go build -o bin/labmirror ./test/lab/cmd/labmirror
+	bin/labmirror -artifacts $(ARTIFACTS) -- bin/clusterctl artifacts pull --kubernetes-version $(K8S_VERSION)
+	sed 's|^  name: lab$$|  name: lab\n  kubernetesVersion: $(K8S_VERSION)|' $(LAB_DIR)/hosts.yaml >$(LAB_DIR)/cluster.yaml
+endif
 	bin/clusterctl up -i $(LAB_DIR)/cluster.yaml
 	@echo "kubectl: $(ARTIFACTS)/bin/linux-amd64/kubectl --kubeconfig $(LAB_DIR)/.clusterctl/lab/admin.conf get nodes"
 	@echo "remove the lab: make lab-down"
+
+PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+release: ## static binaries for linux and darwin, amd64 and arm64, version stamped, with SHA256SUMS, in dist/
+	rm -rf dist && mkdir -p dist
+	for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' -o dist/clusterctl-$$os-$$arch ./cmd/clusterctl; \
+	done
+	cd dist && sha256sum clusterctl-* >SHA256SUMS && cat SHA256SUMS
+	dist/clusterctl-linux-$$(go env GOARCH) version
 
 validate: build ## validate the example inventories
 	bin/clusterctl inventory validate -i inventory/examples/hosts.yaml

@@ -44,6 +44,8 @@ const (
 	// ContainerdUnit is the unit of the containerd clusterctl installs (it takes precedence over a
 	// distribution's /lib/systemd/system/containerd.service).
 	ContainerdUnit = "/etc/systemd/system/containerd.service"
+	// CrictlConfig points crictl at the runtime clusterctl installs.
+	CrictlConfig = "/etc/crictl.yaml"
 	// CNIBinDir is where clusterctl installs the CNI plugins (upstream's place).
 	CNIBinDir = "/opt/cni/bin"
 	// Runc is where clusterctl installs runc (upstream's place); containerd is told its path.

@@ -297,6 +297,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	if o.InstallRuntime {
 		containerdTemplate = "containerd-config-v3.toml"
 		add(kubeadm.ContainerdUnit, r.containerdUnit, modePublic)
+		add(kubeadm.CrictlConfig, []byte("# Managed by clusterctl: crictl talks to the containerd clusterctl installed.\nruntime-endpoint: "+c.ContainerRuntimeEndpoint+"\n"), modePublic)
 	}
 	containerd, err := templates.Render(containerdTemplate, map[string]any{
 		"SandboxImage": o.Images.Ref(images.Pause), "RestrictOOMScoreAdj": o.Containerized[h.Name], "CNIBinDir": o.CNIBinDir, "Runc": kubeadm.Runc})

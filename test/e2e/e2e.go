@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"context"
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/test/lab"
+	"github.com/clusterctl/clusterctl/test/lab/mirror"
 	"github.com/clusterctl/clusterctl/test/lab/image"
 )
 
@@ -64,6 +66,11 @@ type Cluster struct {
 	Bin       string
 	Kubectl   string
 	StateDir  string
+	// Mirror serves the lab's artifacts in the upstream layouts (bare clusters: their artifacts were
+	// pulled from it).
+	Mirror *mirror.Mirror
+	// Version is the Kubernetes version.
+	Version string
 }
 
 // NewCluster starts a lab of hosts (controlPlanes of them control-plane) and writes its inventory for an
@@ -79,28 +86,33 @@ func NewCluster(t *testing.T, hosts, controlPlanes int) *Cluster {
 func NewClusterWith(t *testing.T, hosts, controlPlanes int, settings string) *Cluster {
 	t.Helper()
 	artDir, m := lab.Artifacts(t)
-	l := lab.Start(t, lab.Options{Hosts: hosts, ControlPlanes: controlPlanes})
-	data, err := os.ReadFile(l.Inventory())
+	return newCluster(t, lab.Options{Hosts: hosts, ControlPlanes: controlPlanes}, artDir, m.KubernetesVersion, settings)
+}
+
+// NewBareCluster starts bare lab hosts (nothing but systemd, OpenSSH, sudo, iproute2 and iptables: no
+// runtime), serves the lab's artifacts in the upstream download layouts (lab mirror), and pulls them with
+// `clusterctl artifacts pull` into the directory the inventory names: the path of a user with fresh VMs.
+func NewBareCluster(t *testing.T, hosts, controlPlanes int, settings string) *Cluster {
+	t.Helper()
+	labDir, m := lab.Artifacts(t)
+	mir, err := mirror.Start(context.Background(), labDir, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := strings.Replace(string(data), "\n  name: "+l.Name+"\n", fmt.Sprintf("\n  name: %s\n  kubernetesVersion: %s\n  artifacts: %s\n%s",
-		l.Name, m.KubernetesVersion, artDir, settings), 1)
-	path := filepath.Join(l.Dir, "cluster.yaml")
-	if err := os.WriteFile(path, []byte(inv), 0o644); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { _ = mir.Close() })
+	pulled := filepath.Join(t.TempDir(), "artifacts")
+	if _, stderr, code := RunClusterctl(t, append([]string{"artifacts", "pull", "--kubernetes-version", m.KubernetesVersion, "--out", pulled}, mir.Flags()...)...); code != 0 {
+		t.Fatalf("artifacts pull from the lab mirror: exit %d\n%s", code, stderr)
 	}
-	return &Cluster{Lab: l, Inventory: path, Bin: Clusterctl(t), Kubectl: filepath.Join(artDir, "bin", "linux-"+runtime.GOARCH, "kubectl"),
-		StateDir: filepath.Join(l.Dir, ".clusterctl", l.Name)}
+	c := newCluster(t, lab.Options{Hosts: hosts, ControlPlanes: controlPlanes, Bare: true}, pulled, m.KubernetesVersion, settings)
+	c.Mirror = mir
+	return c
 }
 
-// Admin is the admin kubeconfig up leaves in the state directory.
-func (c *Cluster) Admin() string { return filepath.Join(c.StateDir, "admin.conf") }
-
-// Run runs clusterctl with args (the inventory added) and returns stdout, stderr and the exit code.
-func (c *Cluster) Run(t testing.TB, args ...string) (string, string, int) {
+// RunClusterctl runs clusterctl with args and returns stdout, stderr and the exit code.
+func RunClusterctl(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(c.Bin, append(args, "-i", c.Inventory)...)
+	cmd := exec.Command(Clusterctl(t), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -115,6 +127,32 @@ func (c *Cluster) Run(t testing.TB, args ...string) (string, string, int) {
 	}
 	t.Logf("clusterctl %s: exit %d in %s", strings.Join(args, " "), code, time.Since(start).Round(time.Millisecond))
 	return stdout.String(), stderr.String(), code
+}
+
+func newCluster(t *testing.T, opts lab.Options, artDir, version, settings string) *Cluster {
+	t.Helper()
+	l := lab.Start(t, opts)
+	data, err := os.ReadFile(l.Inventory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := strings.Replace(string(data), "\n  name: "+l.Name+"\n", fmt.Sprintf("\n  name: %s\n  kubernetesVersion: %s\n  artifacts: %s\n%s",
+		l.Name, version, artDir, settings), 1)
+	path := filepath.Join(l.Dir, "cluster.yaml")
+	if err := os.WriteFile(path, []byte(inv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &Cluster{Lab: l, Inventory: path, Bin: Clusterctl(t), Kubectl: filepath.Join(artDir, "bin", "linux-"+runtime.GOARCH, "kubectl"),
+		StateDir: filepath.Join(l.Dir, ".clusterctl", l.Name), Version: version}
+}
+
+// Admin is the admin kubeconfig up leaves in the state directory.
+func (c *Cluster) Admin() string { return filepath.Join(c.StateDir, "admin.conf") }
+
+// Run runs clusterctl with args (the inventory added) and returns stdout, stderr and the exit code.
+func (c *Cluster) Run(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	return RunClusterctl(t, append(args, "-i", c.Inventory)...)
 }
 
 // UpResult is the last line of `up --output json`.

@@ -5,15 +5,19 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -28,12 +32,57 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 )
 
-// TestUp brings up one control-plane node and two workers from bare lab hosts, then checks what a user of the
-// cluster relies on.
+// TestUp brings up one control-plane node and two workers from bare lab hosts (no runtime: clusterctl
+// installs containerd, runc, the CNI plugins from artifacts pulled from the lab's mirror of the upstream
+// layouts), then checks what a user of the cluster relies on, and that reset leaves the hosts bare again.
 func TestUp(t *testing.T) {
 	// Leaf certificates of 30 days, so that check-expiration has something expiring soon to report.
-	c := NewClusterWith(t, 3, 1, "  certificates:\n    validity: 30d\n")
+	c := NewBareCluster(t, 3, 1, "  certificates:\n    validity: 30d\n")
+	if out := c.Lab.Run(t, "w1", "command -v containerd runc crictl kubelet haproxy; test -e /opt/cni/bin && echo /opt/cni/bin; true"); strings.TrimSpace(out) != "" {
+		t.Fatalf("the bare host w1 has a runtime before up:\n%s", out)
+	}
 	res := c.Up(t)
+
+	t.Run("the runtime clusterctl installed runs the Pods", func(t *testing.T) {
+		out := c.Lab.Run(t, "w1", "containerd --version; crictl ps --name kube-proxy -q | grep -c .; systemctl show -p FragmentPath containerd")
+		if !strings.Contains(out, "containerd/v2 2.") || !strings.Contains(out, "\n1\n") || !strings.Contains(out, "FragmentPath=/etc/systemd/system/containerd.service") {
+			t.Errorf("w1's runtime:\n%s", out)
+		}
+	})
+
+	t.Run("a corrupted mirror file is refused and nothing of it is kept", func(t *testing.T) {
+		file := filepath.Join(c.Mirror.Root, "release", c.Version, "bin", "linux", runtime.GOARCH, "kubelet")
+		good := readFile(t, file)
+		bad := append([]byte(nil), good...)
+		bad[len(bad)/2] ^= 0xff
+		replace := func(data []byte) {
+			if err := os.WriteFile(file+".new", data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(file+".new", file); err != nil {
+				t.Fatal(err)
+			}
+		}
+		replace(bad)
+		defer replace(good)
+		out := filepath.Join(t.TempDir(), "artifacts")
+		_, stderr, code := RunClusterctl(t, append([]string{"artifacts", "pull", "--kubernetes-version", c.Version, "--out", out}, c.Mirror.Flags()...)...)
+		wantSum, gotSum := sha256.Sum256(good), sha256.Sum256(bad)
+		for _, want := range []string{"bin/linux-" + runtime.GOARCH + "/kubelet", c.Mirror.URL + "/release/" + c.Version + "/bin/linux/" + runtime.GOARCH + "/kubelet",
+			hex.EncodeToString(wantSum[:]), hex.EncodeToString(gotSum[:]), "checksum mismatch"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("the error does not name %q:\n%s", want, stderr)
+			}
+		}
+		if code != 1 {
+			t.Errorf("exit %d, want 1", code)
+		}
+		for _, f := range []string{"bin/linux-" + runtime.GOARCH + "/kubelet", "bin/linux-" + runtime.GOARCH + "/kubelet.part", "manifest.json"} {
+			if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+				t.Errorf("%s was kept", f)
+			}
+		}
+	})
 
 	t.Run("all nodes Ready", func(t *testing.T) {
 		if len(res.Nodes) != 3 {
@@ -359,6 +408,18 @@ func TestUp(t *testing.T) {
 		cond := c.MustK(t, "get", "csr", req.Name, "-o", "jsonpath={.status.conditions[*].type}")
 		if cond != "" {
 			t.Errorf("CSR %s has conditions %q, want none (pending)", req.Name, cond)
+		}
+	})
+
+	t.Run("reset leaves the hosts bare again", func(t *testing.T) {
+		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
+			t.Fatalf("reset: exit %d\n%s", code, stderr)
+		}
+		for _, h := range []string{"cp1", "w1"} {
+			out := c.Lab.Run(t, h, "ls -A /usr/local/bin /opt /var/lib/containerd; ls -d /etc/containerd /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/clusterctl /etc/crictl.yaml /etc/systemd/system/containerd.service /etc/systemd/system/kubelet.service 2>/dev/null; systemctl is-active containerd kubelet; true")
+			if strings.TrimSpace(out) != "/opt:\n\n/usr/local/bin:\n\n/var/lib/containerd:\ninactive\ninactive" {
+				t.Errorf("%s after reset:\n%s", h, out)
+			}
 		}
 	})
 }

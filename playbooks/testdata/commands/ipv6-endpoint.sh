@@ -23,6 +23,7 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
+/etc/crictl.yaml
 /etc/kubernetes/admin.conf
 /etc/kubernetes/controller-manager.conf
 /etc/kubernetes/kubelet.conf
@@ -180,6 +181,7 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
+/etc/crictl.yaml
 /etc/kubernetes/admin.conf
 /etc/kubernetes/controller-manager.conf
 /etc/kubernetes/kubelet.conf
@@ -336,6 +338,7 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
+/etc/crictl.yaml
 /etc/kubernetes/admin.conf
 /etc/kubernetes/controller-manager.conf
 /etc/kubernetes/kubelet.conf
@@ -492,6 +495,7 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
+/etc/crictl.yaml
 /etc/kubernetes/pki/ca.crt
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf

@@ -23,6 +23,7 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
+/etc/crictl.yaml
 /etc/kubernetes/admin.conf
 /etc/kubernetes/clusterctl-apiserver-proxy.cfg
 /etc/kubernetes/controller-manager.conf
@@ -184,6 +185,7 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
+/etc/crictl.yaml
 /etc/kubernetes/admin.conf
 /etc/kubernetes/clusterctl-apiserver-proxy.cfg
 /etc/kubernetes/controller-manager.conf
@@ -344,6 +346,7 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
+/etc/crictl.yaml
 /etc/kubernetes/admin.conf
 /etc/kubernetes/clusterctl-apiserver-proxy.cfg
 /etc/kubernetes/controller-manager.conf
@@ -504,6 +507,7 @@ nl='
 '
 changed='
 /etc/containerd/config.toml
+/etc/crictl.yaml
 /etc/kubernetes/clusterctl-apiserver-proxy.cfg
 /etc/kubernetes/manifests/clusterctl-apiserver-proxy.yaml
 /etc/kubernetes/pki/ca.crt

@@ -94,11 +94,11 @@ func (p *puller) get(ctx context.Context, u string, limit int64) ([]byte, error)
 
 // download fetches u into dest, continuing dest's partial file (dest.part) with a Range request, and
 // renames it into place only when its SHA-256 is want. A file already in place with that sum is kept.
-func (p *puller) download(ctx context.Context, u, dest, want string) error {
+func (p *puller) download(ctx context.Context, u, dest, want string, mode os.FileMode) error {
 	rel := p.rel(dest)
 	if sum, _, err := hashFile(dest); err == nil && sum == want {
 		p.emit(Event{Type: EventFileDone, File: rel, URL: u, Cached: true})
-		return nil
+		return os.Chmod(dest, mode)
 	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return err
@@ -145,7 +145,7 @@ func (p *puller) download(ctx context.Context, u, dest, want string) error {
 	if resp.ContentLength >= 0 {
 		total = have + resp.ContentLength
 	}
-	f, err := os.OpenFile(part, flags, 0o644)
+	f, err := os.OpenFile(part, flags, mode)
 	if err != nil {
 		return err
 	}
@@ -168,6 +168,9 @@ func (p *puller) download(ctx context.Context, u, dest, want string) error {
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
 		_ = os.Remove(part)
 		return &ChecksumError{File: rel, URL: u, Want: want, Got: got}
+	}
+	if err := os.Chmod(part, mode); err != nil {
+		return err
 	}
 	if err := os.Rename(part, dest); err != nil {
 		return err

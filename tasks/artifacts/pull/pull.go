@@ -205,7 +205,7 @@ func (p *puller) kubernetesBinary(ctx context.Context, arch, bin string) error {
 		return err
 	}
 	rel := path.Join("bin", "linux-"+arch, bin)
-	if err := p.download(ctx, u, filepath.Join(p.o.Dir, filepath.FromSlash(rel)), sum); err != nil {
+	if err := p.download(ctx, u, filepath.Join(p.o.Dir, filepath.FromSlash(rel)), sum, 0o755); err != nil {
 		return err
 	}
 	return p.add(artifacts.File{Path: rel, Kind: artifacts.KindBinary, Name: bin, Arch: arch, Source: u})
@@ -220,7 +220,7 @@ func (p *puller) archive(ctx context.Context, archiveURL, sumURL, arch, kind, la
 		return err
 	}
 	file := filepath.Join(p.o.Dir, downloadsDir, base)
-	if err := p.download(ctx, archiveURL, file, sum); err != nil {
+	if err := p.download(ctx, archiveURL, file, sum, 0o644); err != nil {
 		return err
 	}
 	outDir := path.Join(layout, "linux-"+arch)
@@ -266,7 +266,7 @@ func (p *puller) runc(ctx context.Context, arch string) error {
 		return err
 	}
 	rel := path.Join("runtime", "linux-"+arch, "runc")
-	if err := p.download(ctx, u, filepath.Join(p.o.Dir, filepath.FromSlash(rel)), sum); err != nil {
+	if err := p.download(ctx, u, filepath.Join(p.o.Dir, filepath.FromSlash(rel)), sum, 0o755); err != nil {
 		return err
 	}
 	return p.add(artifacts.File{Path: rel, Kind: artifacts.KindRuntime, Name: "runc", Arch: arch, Source: u})

@@ -60,7 +60,7 @@ awk '$2 ~ "^(/var/lib/containerd/|/run/containerd/)" {print $2}' /proc/mounts | 
   while read -r m; do umount -l "$m" 2>/dev/null; done
 # The directory itself stays: it may be a mount point.
 [ -d /var/lib/containerd ] && find /var/lib/containerd -mindepth 1 -maxdepth 1 -exec rm -rf {} +
-rm -rf /run/containerd
+rm -rf /run/containerd /opt/containerd
 rm -f /usr/local/sbin/runc /etc/systemd/system/containerd.service
 # The host's own files that up replaced, kept aside at the first replacement, put back; where a marker says
 # there was none, up's file is removed.
