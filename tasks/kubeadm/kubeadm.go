@@ -52,8 +52,8 @@ const (
 	Runc = "/usr/local/sbin/runc"
 	// APIServerProxyConfig is the node-local API proxy's configuration (haproxy's), read by its static Pod.
 	APIServerProxyConfig = KubernetesDir + "/clusterctl-apiserver-proxy.cfg"
-	SysctlConfig     = "/etc/sysctl.d/99-kubernetes.conf"
-	ModulesConfig    = "/etc/modules-load.d/kubernetes.conf"
+	SysctlConfig         = "/etc/sysctl.d/99-kubernetes.conf"
+	ModulesConfig        = "/etc/modules-load.d/kubernetes.conf"
 
 	// MemberPath marks a host as a node of one cluster: its name and the hash of its CA.
 	MemberPath = KubernetesDir + "/clusterctl-cluster"

@@ -174,7 +174,7 @@ type renderer struct {
 	tr         *trust
 	// files every node gets the same, and the admin kubeconfigs control-plane nodes get
 	kubeletConfig, unit, dropIn, sysctl, modules, containerdUnit []byte
-	admin, superAdmin                            []byte
+	admin, superAdmin                                            []byte
 }
 
 func (r *renderer) nodeIP(h *inventory.Host) string {

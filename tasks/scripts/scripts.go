@@ -66,9 +66,9 @@ func Setup(p SetupParams) string {
 	}
 	return render("setup.sh", struct {
 		stamps
-		Images                []Image
-		Units, Containerd     []string
-		Modules, Sysctl       string
+		Images            []Image
+		Units, Containerd []string
+		Modules, Sysctl   string
 	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig})
 }
 

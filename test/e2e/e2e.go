@@ -4,9 +4,9 @@
 package e2e
 
 import (
-	"context"
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/test/lab"
-	"github.com/clusterctl/clusterctl/test/lab/mirror"
 	"github.com/clusterctl/clusterctl/test/lab/image"
+	"github.com/clusterctl/clusterctl/test/lab/mirror"
 )
 
 // root is the module's directory.

@@ -19,7 +19,7 @@ import (
 // to three stacked-etcd members, loses one control-plane host, removes nodes, and refuses a host that fails
 // preflight without touching the cluster.
 func TestGrowAndShrink(t *testing.T) {
-	full := NewCluster(t, 5, 3) // cp1 cp2 cp3 w1 w2
+	full := NewBareCluster(t, 5, 3, "") // cp1 cp2 cp3 w1 w2: bare hosts; with three, the node-local proxy runs as a static Pod
 	small := full.Subset(t, "small", "cp1", "w1")
 	small.Up(t)
 

@@ -13,7 +13,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -227,13 +226,3 @@ func hashFile(file string) (string, int64, error) {
 
 // errBadArchive is an archive entry clusterctl refuses to unpack.
 var errBadArchive = errors.New("unexpected archive entry")
-
-func formatBytes(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
-	case n >= 1<<10:
-		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
-	}
-	return strconv.FormatInt(n, 10) + " B"
-}

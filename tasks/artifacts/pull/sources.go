@@ -125,11 +125,11 @@ const (
 func VersionsFor(kubernetesVersion string) (Versions, error) {
 	m := kubernetesVersionRE.FindStringSubmatch(kubernetesVersion)
 	if m == nil {
-		return Versions{}, fmt.Errorf("Kubernetes version %q: want v1.MINOR.PATCH", kubernetesVersion)
+		return Versions{}, fmt.Errorf("kubernetes version %q: want v1.MINOR.PATCH", kubernetesVersion)
 	}
 	minor, _ := strconv.Atoi(m[1])
 	if minor < MinMinor || minor > MaxMinor {
-		return Versions{}, fmt.Errorf("Kubernetes version %s: clusterctl pairs runtime versions for v1.%d to v1.%d", kubernetesVersion, MinMinor, MaxMinor)
+		return Versions{}, fmt.Errorf("kubernetes version %s: clusterctl pairs runtime versions for v1.%d to v1.%d", kubernetesVersion, MinMinor, MaxMinor)
 	}
 	set := images.For("", kubernetesVersion)
 	return Versions{

@@ -13,27 +13,30 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/clusterctl/clusterctl/test/lab/mirror"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+func run() int {
 	dir := flag.String("artifacts", "", "the lab's artifacts directory (test/lab/artifacts.sh prints it)")
 	flag.Parse()
 	if *dir == "" || flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: labmirror -artifacts DIR -- COMMAND [ARGS...]")
-		os.Exit(2)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m, err := mirror.Start(ctx, *dir, os.TempDir())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "labmirror:", err)
-		os.Exit(1)
+		return 1
 	}
 	fmt.Fprintf(os.Stderr, "labmirror: serving %s at %s (registry %s)\n", *dir, m.URL, m.Registry)
-	args := append(flag.Args()[1:], m.Flags()...)
+	args := append(slices.Clone(flag.Args()[1:]), m.Flags()...)
 	cmd := exec.CommandContext(ctx, flag.Arg(0), args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
@@ -42,9 +45,10 @@ func main() {
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
-		os.Exit(exit.ExitCode())
+		return exit.ExitCode()
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "labmirror:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
