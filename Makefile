@@ -16,7 +16,7 @@ CONTROL_PLANES ?= 1
 LAB_DIR := $(CURDIR)/.lab
 ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_VERSION)
 
-.PHONY: help build release test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node
+.PHONY: help build release test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -101,9 +101,13 @@ artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) artifacts directory (
 bench: ## Go benchmarks of every package (go test -bench), numbers printed
 	go test -run '^$$' -bench . -benchmem ./...
 
-bench-up: ## clusterctl up on bare lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run (root)
+bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime (root)
 	test/lab/artifacts.sh $(K8S_VERSION)
-	test/bench/up.sh
+	LAYER=$(if $(BARE),bare,node) test/bench/up.sh
+
+bench-pull: ## clusterctl artifacts pull of $(K8S_VERSION) for amd64 from the lab mirror: cold and warm (root)
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/bench/pull.sh
 
 bench-add-node: ## add-node of one worker to running 1+1 and 1+5 lab clusters: time and bytes written (root)
 	test/lab/artifacts.sh $(K8S_VERSION)

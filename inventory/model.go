@@ -72,6 +72,9 @@ type Cluster struct {
 	// ExtraImages are images (registry/repository:tag) pulled into the artifacts beside the cluster's and
 	// imported on every node: the images of the user's CNI manifests, for example.
 	ExtraImages []string `yaml:"extraImages,omitempty" json:"extraImages,omitempty"`
+	// Registry makes hosts pull images from a registry (imageRepository's, a private one) instead of
+	// importing them from the artifacts.
+	Registry Registry `yaml:"registry,omitempty" json:"registry,omitzero"`
 	// ContainerRuntime is where containerd comes from: artifacts (default; clusterctl installs containerd,
 	// runc, the CNI plugins and crictl from the artifacts, and reset removes them) or host (the host's own,
 	// installed and running).
@@ -85,6 +88,17 @@ const (
 	RuntimeArtifacts = "artifacts"
 	RuntimeHost      = "host"
 )
+
+// Registry says how hosts reach a private registry.
+type Registry struct {
+	// Pull: hosts pull the cluster's images from imageRepository's registry (the node-local proxy's as
+	// <imageRepository>/haproxy) and extraImages from theirs; the artifacts give only binaries.
+	Pull bool `yaml:"pull,omitempty" json:"pull,omitempty"`
+	// CA is the registry's CA certificate (a PEM file, relative to the inventory's directory) when hosts do
+	// not trust its issuer; containerd is configured with it (hosts.toml). Credentials are never in the
+	// inventory: they come from CLUSTERCTL_REGISTRY_USERNAME and CLUSTERCTL_REGISTRY_PASSWORD.
+	CA string `yaml:"ca,omitempty" json:"ca,omitempty"`
+}
 
 // Downloads are base URLs of the upstream download layouts (or mirrors of them).
 type Downloads struct {

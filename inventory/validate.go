@@ -136,6 +136,9 @@ func (v *validator) cluster() {
 	if c.ContainerRuntime != RuntimeArtifacts && c.ContainerRuntime != RuntimeHost {
 		v.errorf("cluster.containerRuntime", "%q: use %s (clusterctl installs containerd from the artifacts) or %s (the host's own)", c.ContainerRuntime, RuntimeArtifacts, RuntimeHost)
 	}
+	if c.Registry.CA != "" && !c.Registry.Pull {
+		v.errorf("cluster.registry.ca", "a registry CA is used only when hosts pull from the registry: set registry.pull: true")
+	}
 	d := c.Downloads
 	for _, u := range []struct{ key, v string }{{"release", d.Release}, {"etcd", d.Etcd}, {"containerd", d.Containerd},
 		{"runc", d.Runc}, {"cni", d.CNI}, {"crictl", d.Crictl}} {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -176,7 +177,11 @@ func (d *deployment) render(ctx context.Context) error {
 	if d.installRuntime() {
 		cniDir = kubeadm.CNIBinDir
 	}
-	res, err := render.Render(render.Options{Inv: d.e.Inv, StateDir: d.e.StateDir, Now: d.o.Now, Renew: d.o.Renew, Images: d.images,
+	reg, err := d.registry()
+	if err != nil {
+		return err
+	}
+	res, err := render.Render(render.Options{Registry: reg, Inv: d.e.Inv, StateDir: d.e.StateDir, Now: d.o.Now, Renew: d.o.Renew, Images: d.images,
 		KubeletPath: d.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: d.cps,
 		InstallRuntime: d.installRuntime()})
 	if err != nil {
@@ -220,7 +225,7 @@ func (d *deployment) artifacts(ctx context.Context) error {
 			arches = unionArches(arches, m)
 		}
 		d.e.say("artifacts", "", "pulling Kubernetes %s for %s into %s", c.KubernetesVersion, strings.Join(arches, ","), d.artDir)
-		m, err = pull.Pull(ctx, pull.Options{KubernetesVersion: c.KubernetesVersion, Arches: arches, Dir: d.artDir,
+		m, err = pull.Pull(ctx, pull.Options{KubernetesVersion: c.KubernetesVersion, Arches: arches, Dir: d.artDir, SkipImages: c.Registry.Pull,
 			Sources: pull.DefaultSources().Override(pull.SourcesOf(c.Downloads)), ImageRepository: c.ImageRepository,
 			ExtraImages: c.ExtraImages, Events: func(ev pull.Event) {
 				if ev.Type == pull.EventFileDone && !ev.Cached {
@@ -241,9 +246,55 @@ func (d *deployment) artifacts(ctx context.Context) error {
 		return fmt.Errorf("artifacts directory %s %s: clusterctl artifacts pull --out %s fills it", d.artDir, why, d.artDir)
 	}
 	d.manifest = m
-	d.images = d.images.WithManifest(m, d.facts[d.cp1.Name].Arch)
+	if c.Registry.Pull {
+		d.images = d.images.FromRegistry()
+	} else {
+		d.images = d.images.WithManifest(m, d.facts[d.cp1.Name].Arch)
+	}
 	d.kubeletPath = kubeadm.Binary("kubelet")
 	return nil
+}
+
+// registry is the private registry hosts pull from (cluster.registry), with its CA read from the file the
+// inventory names and credentials from the environment; nil when hosts import images.
+func (d *deployment) registry() (*render.Registry, error) {
+	c := d.e.Inv.Cluster
+	if !c.Registry.Pull {
+		return nil, nil
+	}
+	host, _, _ := strings.Cut(c.ImageRepository, "/")
+	rg := &render.Registry{Host: host, Username: os.Getenv(RegistryUsernameEnv), Password: os.Getenv(RegistryPasswordEnv)}
+	if c.Registry.CA != "" {
+		data, err := readBounded(d.e.Inv.Resolve(c.Registry.CA), 1<<20)
+		if err != nil {
+			return nil, fmt.Errorf("cluster.registry.ca: %w", err)
+		}
+		rg.CA = data
+	}
+	return rg, nil
+}
+
+// The environment variables that hold the private registry's credentials (never the inventory).
+const (
+	RegistryUsernameEnv = "CLUSTERCTL_REGISTRY_USERNAME"
+	RegistryPasswordEnv = "CLUSTERCTL_REGISTRY_PASSWORD"
+)
+
+// readBounded reads a file of at most limit bytes.
+func readBounded(file string, limit int64) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", file, limit)
+	}
+	return data, nil
 }
 
 // arches are the architectures of the run's hosts (amd64 when none is known yet).
@@ -279,7 +330,14 @@ func (d *deployment) lacks(m *artifacts.Manifest, arches []string) string {
 	}
 	for _, arch := range arches {
 		need := []struct{ kind, name string }{{artifacts.KindBinary, "kubelet"}, {artifacts.KindBinary, "kubectl"}}
-		for _, n := range images.Names {
+		images := slices.Clone(images.Names)
+		for _, ref := range d.e.Inv.Cluster.ExtraImages {
+			images = append(images, pull.ExtraImageName(ref))
+		}
+		if d.e.Inv.Cluster.Registry.Pull {
+			images = nil // the hosts pull them
+		}
+		for _, n := range images {
 			need = append(need, struct{ kind, name string }{artifacts.KindImage, n})
 		}
 		if d.installRuntime() {
@@ -289,9 +347,6 @@ func (d *deployment) lacks(m *artifacts.Manifest, arches []string) string {
 			for _, n := range pull.CNIPlugins {
 				need = append(need, struct{ kind, name string }{artifacts.KindCNI, n})
 			}
-		}
-		for _, ref := range d.e.Inv.Cluster.ExtraImages {
-			need = append(need, struct{ kind, name string }{artifacts.KindImage, pull.ExtraImageName(ref)})
 		}
 		for _, n := range need {
 			if m.Find(n.kind, n.name, arch) == nil {
@@ -382,6 +437,8 @@ func (d *deployment) prepare() error {
 // clusterctl installs it, the node-local proxy's image when nodes run it, and the inventory's extra images.
 func (d *deployment) needed(f artifacts.File, controlPlane bool) bool {
 	switch {
+	case f.Kind == artifacts.KindImage && d.e.Inv.Cluster.Registry.Pull:
+		return false // the hosts pull them
 	case f.Kind == artifacts.KindRuntime || f.Kind == artifacts.KindCNI:
 		return d.installRuntime()
 	case f.Kind == artifacts.KindImage && f.Name == images.APIServerProxy:

@@ -21,6 +21,7 @@ type pullOptions struct {
 	version, out, imageRepository string
 	arches, extraImages           []string
 	parallel                      int
+	noImages                      bool
 	sources                       pull.Sources
 }
 
@@ -82,6 +83,7 @@ The manifest is written last: a directory with a manifest.json is complete.`,
 	f.StringVar(&o.imageRepository, "image-repository", "", "registry and path of the Kubernetes images (default: the inventory's, else registry.k8s.io)")
 	f.StringSliceVar(&o.extraImages, "extra-image", nil, "more images to pull (registry/repository:tag; added to the inventory's extraImages)")
 	f.IntVar(&o.parallel, "parallel", 4, "downloads at once")
+	f.BoolVar(&o.noImages, "no-images", false, "leave the images out: hosts pull them from a registry (cluster.registry.pull; the default with -i and that setting)")
 	f.StringVar(&o.sources.Release, "release-url", "", "Kubernetes release base URL (default https://dl.k8s.io)")
 	f.StringVar(&o.sources.Etcd, "etcd-url", "", "etcd release download base URL")
 	f.StringVar(&o.sources.Containerd, "containerd-url", "", "containerd release download base URL")
@@ -102,7 +104,7 @@ func displayCache() string {
 
 // pullRequest is what to pull, from the inventory (when -i is given) and the flags.
 func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
-	req := pull.Options{KubernetesVersion: o.version, Arches: o.arches, Dir: o.out, ImageRepository: o.imageRepository, Parallel: o.parallel}
+	req := pull.Options{KubernetesVersion: o.version, Arches: o.arches, Dir: o.out, ImageRepository: o.imageRepository, Parallel: o.parallel, SkipImages: o.noImages}
 	sources := pull.DefaultSources()
 	if g.Inventory != "" {
 		inv, _, err := g.loadInventory()
@@ -117,6 +119,7 @@ func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
 			req.ImageRepository = c.ImageRepository
 		}
 		req.ExtraImages = append(req.ExtraImages, c.ExtraImages...)
+		req.SkipImages = req.SkipImages || c.Registry.Pull
 		sources = sources.Override(pull.SourcesOf(c.Downloads))
 	}
 	req.ExtraImages = append(req.ExtraImages, o.extraImages...)

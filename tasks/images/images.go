@@ -40,6 +40,15 @@ type Set struct {
 	CoreDNS    string // v1.12.1
 	// exact references, by name, from an artifacts manifest
 	exact map[string]string
+	// fromRegistry: hosts pull every image from Repository, the node-local proxy's too.
+	fromRegistry bool
+}
+
+// FromRegistry is the set hosts pull from Repository (a private registry holding every image, the proxy's
+// as <repository>/haproxy).
+func (s Set) FromRegistry() Set {
+	s.fromRegistry, s.exact = true, nil
+	return s
 }
 
 // For is the set kubeadm runs for a Kubernetes version from a repository.
@@ -88,6 +97,9 @@ func (s Set) Ref(name string) string {
 	case CoreDNS:
 		return s.Repository + "/coredns/coredns:" + s.CoreDNS
 	case APIServerProxy:
+		if s.fromRegistry {
+			return s.Repository + "/haproxy:" + ProxyImage[strings.LastIndexByte(ProxyImage, ':')+1:]
+		}
 		return ProxyImage
 	}
 	return s.Repository + "/" + name + ":" + s.Kubernetes

@@ -44,6 +44,10 @@ const (
 	// ContainerdUnit is the unit of the containerd clusterctl installs (it takes precedence over a
 	// distribution's /lib/systemd/system/containerd.service).
 	ContainerdUnit = "/etc/systemd/system/containerd.service"
+	// ContainerdCertsDir holds containerd's per-registry hosts.toml (config_path).
+	ContainerdCertsDir = "/etc/containerd/certs.d"
+	// KubeletRegistryAuth is the Docker config the kubelet reads registry credentials from.
+	KubeletRegistryAuth = KubeletDir + "/config.json"
 	// CrictlConfig points crictl at the runtime clusterctl installs.
 	CrictlConfig = "/etc/crictl.yaml"
 	// CNIBinDir is where clusterctl installs the CNI plugins (upstream's place).

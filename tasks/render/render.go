@@ -7,11 +7,14 @@ package render
 import (
 	"crypto"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -49,6 +52,8 @@ type Options struct {
 	Containerized map[string]bool
 	// CNIBinDir is where the CNI plugins are on hosts (/opt/cni/bin upstream, /usr/lib/cni on Debian).
 	CNIBinDir string
+	// Registry, when set, is the private registry hosts pull images from.
+	Registry *Registry
 	// InstallRuntime: clusterctl installs containerd 2 (and runc, the CNI plugins) from the artifacts;
 	// its unit and a configuration of containerd 2's format are rendered. Otherwise the host's own
 	// containerd (1.6 or later) gets a configuration of the format every version reads.
@@ -97,6 +102,17 @@ type Result struct {
 	// NodeEndpoint is the URL nodes reach it at: Endpoint, or the node-local proxy
 	// (https://127.0.0.1:7443) when several control-plane nodes have no controlPlaneEndpoint in front.
 	NodeEndpoint string
+}
+
+// Registry is how hosts reach the private registry they pull images from.
+type Registry struct {
+	// Host is the registry's host[:port].
+	Host string
+	// CA is its CA certificate (PEM), when hosts do not trust its issuer: containerd gets a hosts.toml.
+	CA []byte
+	// Username and Password, when set, go to the kubelet's /var/lib/kubelet/config.json (0600), which
+	// the kubelet passes to the runtime with each pull, static Pods' included.
+	Username, Password string
 }
 
 // LocalProxyPort is the node-local API proxy's loopback port: with several control-plane nodes and no
@@ -309,6 +325,9 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	add(kubeadm.KubeletUnit, r.unit, modePublic)
 	add(kubeadm.KubeletDropIn, r.dropIn, modePublic)
 	add(kubeadm.ContainerdConfig, containerd, modePublic)
+	if err := registryFiles(o.Registry, add); err != nil {
+		return nil, err
+	}
 	add(kubeadm.SysctlConfig, r.sysctl, modePublic)
 	add(kubeadm.ModulesConfig, r.modules, modePublic)
 	add(kubeadm.CACert, r.tr.bundle["ca"], modePublic)
@@ -324,6 +343,35 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	return files, nil
+}
+
+// registryFiles are containerd's hosts.toml and CA for the private registry, and the kubelet's
+// credentials for it.
+func registryFiles(rg *Registry, add func(string, []byte, fs.FileMode)) error {
+	if rg == nil {
+		return nil
+	}
+	if len(rg.CA) > 0 {
+		if _, err := pki.ParseCert(rg.CA); err != nil {
+			return fmt.Errorf("cluster.registry.ca: %w", err)
+		}
+		dir := path.Join(kubeadm.ContainerdCertsDir, rg.Host)
+		hosts, err := templates.Render("containerd-hosts.toml", map[string]any{"Host": rg.Host, "CA": path.Join(dir, "ca.crt")})
+		if err != nil {
+			return err
+		}
+		add(path.Join(dir, "hosts.toml"), hosts, modePublic)
+		add(path.Join(dir, "ca.crt"), rg.CA, modePublic)
+	}
+	if rg.Username != "" {
+		auth := base64.StdEncoding.EncodeToString([]byte(rg.Username + ":" + rg.Password))
+		data, err := json.MarshalIndent(map[string]any{"auths": map[string]any{rg.Host: map[string]string{"auth": auth}}}, "", "  ")
+		if err != nil {
+			return err
+		}
+		add(kubeadm.KubeletRegistryAuth, append(data, '\n'), modeSecret)
+	}
+	return nil
 }
 
 // proxyFiles are the node-local API proxy's configuration (every control-plane node a backend) and unit.

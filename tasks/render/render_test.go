@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"flag"
@@ -455,4 +456,49 @@ func testImages(inv *inventory.Inventory) images.Set {
 	s := images.For(inv.Cluster.ImageRepository, inv.Cluster.KubernetesVersion)
 	s.Etcd, s.Pause = "3.6.5", "3.10.1"
 	return s
+}
+
+// With a private registry, every host gets containerd's hosts.toml and the registry's CA beside it, and,
+// when credentials are given, the kubelet's config.json (0600); the runtime install adds containerd's unit,
+// a configuration in containerd 2's format and crictl's.
+func TestRegistryAndRuntimeFiles(t *testing.T) {
+	inv, diags := inventory.Parse("hosts.yaml", []byte(hostsYAML))
+	if err := diags.Err(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o700)
+	caPEM := files(renderLab(t, state), "w1")[kubeadm.CACert].Data // any certificate will do
+	res, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv), InstallRuntime: true,
+		Registry: &Registry{Host: "registry.example:5000", CA: caPEM, Username: "puller", Password: "s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1 := files(res, "w1")
+	hosts := string(w1["/etc/containerd/certs.d/registry.example:5000/hosts.toml"].Data)
+	if !strings.Contains(hosts, `server = "https://registry.example:5000"`) || !strings.Contains(hosts, `ca = "/etc/containerd/certs.d/registry.example:5000/ca.crt"`) {
+		t.Errorf("hosts.toml:\n%s", hosts)
+	}
+	if string(w1["/etc/containerd/certs.d/registry.example:5000/ca.crt"].Data) != string(caPEM) {
+		t.Error("the registry's CA is not beside hosts.toml")
+	}
+	auth := w1[kubeadm.KubeletRegistryAuth]
+	if auth.Mode != 0o600 || !strings.Contains(string(auth.Data), `"registry.example:5000"`) || !strings.Contains(string(auth.Data), base64.StdEncoding.EncodeToString([]byte("puller:s3cret"))) {
+		t.Errorf("config.json (%v):\n%s", auth.Mode, auth.Data)
+	}
+	cfg := string(w1[kubeadm.ContainerdConfig].Data)
+	for _, want := range []string{"version = 3", `config_path = "/etc/containerd/certs.d"`, `BinaryName = "/usr/local/sbin/runc"`, `bin_dirs = ["/opt/cni/bin"]`} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("containerd's configuration has no %s:\n%s", want, cfg)
+		}
+	}
+	if unit := string(w1[kubeadm.ContainerdUnit].Data); !strings.Contains(unit, "ExecStart=/usr/local/bin/containerd\n") || !strings.Contains(unit, "KillMode=process") {
+		t.Errorf("containerd's unit:\n%s", unit)
+	}
+	if _, ok := w1[kubeadm.CrictlConfig]; !ok {
+		t.Error("no crictl configuration")
+	}
+	if _, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv), Registry: &Registry{Host: "r", CA: []byte("not PEM")}}); err == nil {
+		t.Error("a registry CA that is not a certificate was accepted")
+	}
 }

@@ -2,24 +2,27 @@
 # up.sh — the `clusterctl up` benchmark (make bench-up): time from bare lab hosts to all Nodes Ready, by
 # phase, for each cluster size, then the time of a second (no-op) run on the healthy cluster. Hosts are the
 # lab's nspawn hosts on this machine; Kubernetes comes from the lab's artifacts directory (air-gapped).
+# LAYER=bare starts hosts with nothing but systemd and OpenSSH: up installs the runtime too.
 #
-#   SIZES="1+2 1+5" RUNS=1 test/bench/up.sh
+#   SIZES="1+2 1+5" RUNS=1 LAYER=node|bare test/bench/up.sh
 set -euo pipefail
 exec 9>&-
 SIZES=${SIZES:-"1+2 1+5"}
 RUNS=${RUNS:-1}
+LAYER=${LAYER:-node}
 NAME=benchup
 # shellcheck source=lablib.sh
 . "$(dirname "$0")/lablib.sh"
 
 ms() { date +%s%3N; }
+echo "hosts: $LAYER"
 printf '%-6s %-4s %8s %8s %s\n' size run up_s rerun_s "phases of the first run (s)"
 for size in $SIZES; do
   cps=${size%+*} workers=${size#*+}
   for run in $(seq 1 "$RUNS"); do
     dir=$W/$size-$run
     mkdir -p "$dir"
-    "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts $((cps + workers)) --control-planes "$cps" >/dev/null 2>&1
+    "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts $((cps + workers)) --control-planes "$cps" --layer "$LAYER" >/dev/null 2>&1
     lab_inventory "$dir" >"$dir/cluster.yaml"
     "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" "$dir/up.json" >&2; exit 1; }
     "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/rerun.json" 2>"$dir/rerun.err" || { tail -5 "$dir/rerun.err" "$dir/rerun.json" >&2; exit 1; }

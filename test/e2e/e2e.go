@@ -146,6 +146,22 @@ func newCluster(t *testing.T, opts lab.Options, artDir, version, settings string
 		StateDir: filepath.Join(l.Dir, ".clusterctl", l.Name), Version: version}
 }
 
+// AddSettings adds lines (YAML indented by two spaces) to the cluster section of the inventory.
+func (c *Cluster) AddSettings(t testing.TB, settings string) {
+	t.Helper()
+	data, err := os.ReadFile(c.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := strings.Replace(string(data), "\n  artifacts: ", "\n"+settings+"  artifacts: ", 1)
+	if inv == string(data) {
+		t.Fatal("the inventory has no artifacts line to add settings before")
+	}
+	if err := os.WriteFile(c.Inventory, []byte(inv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Admin is the admin kubeconfig up leaves in the state directory.
 func (c *Cluster) Admin() string { return filepath.Join(c.StateDir, "admin.conf") }
 

@@ -40,6 +40,8 @@ type Options struct {
 	ImageRepository string
 	// ExtraImages are full references pulled beside the cluster's (the user's CNI, ...).
 	ExtraImages []string
+	// SkipImages leaves the images out (hosts pull them from a registry).
+	SkipImages bool
 	// Parallel is how many downloads run at once (default 4).
 	Parallel int
 	// Client makes the HTTP requests (default: one that honours HTTP(S)_PROXY/NO_PROXY).
@@ -159,10 +161,16 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 		run(func(ctx context.Context) error { return p.cni(ctx, arch) })
 		run(func(ctx context.Context) error { return p.crictl(ctx, arch) })
 		for _, img := range p.images() {
+			if o.SkipImages {
+				break
+			}
 			run(func(ctx context.Context) error { return p.image(ctx, arch, img) })
 		}
 	}
 	_ = g.Wait()
+	if o.SkipImages {
+		p.keepImages()
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -173,6 +181,23 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 		return nil, err
 	}
 	return p.m, nil
+}
+
+// keepImages carries over the image archives an earlier pull left in the directory, still intact, for
+// the architectures of this one: a pull without images does not forget them.
+func (p *puller) keepImages() {
+	old, err := artifacts.Load(p.o.Dir)
+	if err != nil {
+		return
+	}
+	for _, f := range old.Files {
+		if f.Kind != artifacts.KindImage || !slices.Contains(p.o.Arches, f.Arch) {
+			continue
+		}
+		if st, err := os.Stat(filepath.Join(p.o.Dir, filepath.FromSlash(f.Path))); err == nil && st.Size() == f.Size {
+			p.m.Files = append(p.m.Files, f)
+		}
+	}
 }
 
 // downloadsDir keeps the release archives (verified), so that a second pull downloads nothing.

@@ -10,6 +10,8 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -29,6 +31,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/images"
 )
 
 // Mirror is a running mirror.
@@ -304,4 +307,57 @@ func copyFile(src, dst string) (string, error) {
 		err = cerr
 	}
 	return hex.EncodeToString(h.Sum(nil)), err
+}
+
+// Registry is a registry holding the lab's images under a private repository, served with TLS on an
+// address of the lab's bridge, for hosts to pull from.
+type Registry struct {
+	// Repository is the image repository the images are under (host:port/k8s).
+	Repository string
+	srv        *http.Server
+}
+
+// Close stops the registry.
+func (r *Registry) Close() error { return r.srv.Close() }
+
+// StartRegistry serves, on host (an address of this machine the lab's hosts reach) with TLS (cert), a
+// registry holding every image of the artifacts directory dir as clusterctl's private-registry mode names
+// it: <host:port>/k8s/<name> (images.Set.FromRegistry). roots trusts cert, for pushing.
+func StartRegistry(ctx context.Context, dir, host string, cert tls.Certificate, roots *x509.CertPool) (*Registry, error) {
+	man, err := artifacts.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	r := &Registry{Repository: ln.Addr().String() + "/k8s", srv: srv}
+	set := images.For(r.Repository, man.KubernetesVersion).FromRegistry()
+	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+	for _, f := range man.Files {
+		if f.Kind != artifacts.KindImage {
+			continue
+		}
+		src, err := name.NewTag(f.Image)
+		if err != nil {
+			return nil, err
+		}
+		img, err := tarball.ImageFromPath(filepath.Join(dir, filepath.FromSlash(f.Path)), &src)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Path, err)
+		}
+		dst, err := name.NewTag(set.Ref(f.Name))
+		if err != nil {
+			return nil, err
+		}
+		if err := remote.Write(dst, img, remote.WithContext(ctx), remote.WithTransport(transport)); err != nil {
+			_ = srv.Close()
+			return nil, fmt.Errorf("push %s: %w", dst, err)
+		}
+	}
+	return r, nil
 }
