@@ -79,6 +79,7 @@ if [ -d $backup ]; then
   done
 fi
 rm -rf /var/lib/clusterctl
+rmdir /etc/containerd/certs.d/* /etc/containerd/certs.d 2>/dev/null
 rmdir /opt/cni/bin /opt/cni /etc/cni/net.d /etc/cni /etc/containerd 2>/dev/null
 {{- if .Runtime}}
 systemctl daemon-reload

@@ -75,6 +75,7 @@ if [ -d $backup ]; then
   done
 fi
 rm -rf /var/lib/clusterctl
+rmdir /etc/containerd/certs.d/* /etc/containerd/certs.d 2>/dev/null
 rmdir /opt/cni/bin /opt/cni /etc/cni/net.d /etc/cni /etc/containerd 2>/dev/null
 systemctl daemon-reload
 # A containerd of the host's own, its unit in charge again, runs again if it is enabled.
