@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -112,6 +113,11 @@ func (p *puller) download(ctx context.Context, u, dest, want string, mode os.Fil
 			return err
 		}
 	}
+	// A server that stops sending ends the download after stallTimeout; what came is kept to continue.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watch := newStallWatch(ctx, cancel, stallTimeout)
+	defer watch.stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
@@ -150,7 +156,10 @@ func (p *puller) download(ctx context.Context, u, dest, want string, mode os.Fil
 	}
 	pr := &progress{p: p, file: rel, url: u, done: have, total: total, start: time.Now(), startBytes: have}
 	pr.report(true)
-	n, err := io.Copy(io.MultiWriter(f, h, pr), io.LimitReader(resp.Body, maxDownload-have+1))
+	n, err := io.Copy(io.MultiWriter(f, h, pr, watch), io.LimitReader(resp.Body, maxDownload-have+1))
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errStalled) {
+		err = cause
+	}
 	if err == nil && have+n > maxDownload {
 		err = fmt.Errorf("larger than %d bytes", int64(maxDownload))
 	}
@@ -177,6 +186,37 @@ func (p *puller) download(ctx context.Context, u, dest, want string, mode os.Fil
 	p.emit(Event{Type: EventFileDone, File: rel, URL: u, Bytes: have + n, Total: have + n, DurationMS: time.Since(pr.start).Milliseconds()})
 	return nil
 }
+
+// stallTimeout is how long a download may receive nothing before it is given up (and continued next run).
+var stallTimeout = time.Minute
+
+var errStalled = errors.New("the server stopped sending")
+
+// stallWatch cancels a download that receives nothing for a while; written bytes reset it.
+type stallWatch struct {
+	mu    sync.Mutex
+	timer *time.Timer
+	d     time.Duration
+}
+
+func newStallWatch(ctx context.Context, cancel context.CancelCauseFunc, d time.Duration) *stallWatch {
+	w := &stallWatch{d: d}
+	w.timer = time.AfterFunc(d, func() {
+		if ctx.Err() == nil {
+			cancel(errStalled)
+		}
+	})
+	return w
+}
+
+func (w *stallWatch) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	w.timer.Reset(w.d)
+	w.mu.Unlock()
+	return len(b), nil
+}
+
+func (w *stallWatch) stop() { w.timer.Stop() }
 
 // progress reports a download's bytes at most every half second.
 type progress struct {

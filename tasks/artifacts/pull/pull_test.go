@@ -159,3 +159,30 @@ func TestSourcesAndVersions(t *testing.T) {
 }
 
 var fixedTime = time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+
+// A server that stops sending ends the download with an error; what came is kept to continue from.
+func TestStalledDownloadKeepsItsBytes(t *testing.T) {
+	defer func(d time.Duration) { stallTimeout = d }(stallTimeout)
+	stallTimeout = 200 * time.Millisecond
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2000")
+		w.Write(make([]byte, 1000))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer ts.Close()
+	defer close(release)
+	dir := t.TempDir()
+	dest := filepath.Join(dir, "kubelet")
+	err := newPuller(t, dir).download(context.Background(), ts.URL+"/kubelet", dest, sumOf(nil), 0o755)
+	if err == nil || !strings.Contains(err.Error(), "stopped sending") || !strings.Contains(err.Error(), "1000 bytes kept") {
+		t.Fatalf("error %v", err)
+	}
+	if st, err := os.Stat(dest + ".part"); err != nil || st.Size() != 1000 {
+		t.Errorf("partial file: %v %v", st, err)
+	}
+}
