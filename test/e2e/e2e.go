@@ -92,7 +92,7 @@ func NewClusterWith(t *testing.T, hosts, controlPlanes int, settings string) *Cl
 // NewBareCluster starts bare lab hosts (nothing but systemd, OpenSSH, sudo, iproute2 and iptables: no
 // runtime), serves the lab's artifacts in the upstream download layouts (lab mirror), and pulls them with
 // `clusterctl artifacts pull` into the directory the inventory names: the path of a user with fresh VMs.
-func NewBareCluster(t *testing.T, hosts, controlPlanes int, settings string) *Cluster {
+func NewBareCluster(t *testing.T, opts lab.Options, settings string) *Cluster {
 	t.Helper()
 	labDir, m := lab.Artifacts(t)
 	mir, err := mirror.Start(context.Background(), labDir, t.TempDir())
@@ -104,7 +104,8 @@ func NewBareCluster(t *testing.T, hosts, controlPlanes int, settings string) *Cl
 	if _, stderr, code := RunClusterctl(t, append([]string{"artifacts", "pull", "--kubernetes-version", m.KubernetesVersion, "--out", pulled}, mir.Flags()...)...); code != 0 {
 		t.Fatalf("artifacts pull from the lab mirror: exit %d\n%s", code, stderr)
 	}
-	c := newCluster(t, lab.Options{Hosts: hosts, ControlPlanes: controlPlanes, Bare: true}, pulled, m.KubernetesVersion, settings)
+	opts.Bare = true
+	c := newCluster(t, opts, pulled, m.KubernetesVersion, settings)
 	c.Mirror = mir
 	return c
 }

@@ -13,13 +13,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/clusterctl/clusterctl/test/lab"
 )
 
 // TestGrowAndShrink starts from one control-plane node and one worker, adds a worker, grows the control plane
 // to three stacked-etcd members, loses one control-plane host, removes nodes, and refuses a host that fails
 // preflight without touching the cluster.
 func TestGrowAndShrink(t *testing.T) {
-	full := NewBareCluster(t, 5, 3, "") // cp1 cp2 cp3 w1 w2: bare hosts; with three, the node-local proxy runs as a static Pod
+	full := NewBareCluster(t, lab.Options{Hosts: 5, ControlPlanes: 3}, "") // cp1 cp2 cp3 w1 w2: bare hosts; with three, the node-local proxy runs as a static Pod
 	small := full.Subset(t, "small", "cp1", "w1")
 	small.Up(t)
 

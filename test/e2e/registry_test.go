@@ -22,11 +22,15 @@ import (
 	"github.com/clusterctl/clusterctl/test/lab/mirror"
 )
 
-// TestPrivateRegistry brings up one control-plane node and one worker from bare hosts that pull every image
-// from a private registry over TLS (a registry on the lab's bridge, its certificate signed by a CA only the
-// inventory names): containerd is configured for it, nothing is imported from the artifacts.
+// TestPrivateRegistry brings up one control-plane node and one worker from bare Debian 13 hosts (the other
+// tests' are Debian 12) that pull every image from a private registry over TLS (a registry on the lab's
+// bridge, its certificate signed by a CA only the inventory names): containerd is configured for it,
+// nothing is imported from the artifacts.
 func TestPrivateRegistry(t *testing.T) {
-	c := NewBareCluster(t, 2, 1, "")
+	c := NewBareCluster(t, lab.Options{Hosts: 2, ControlPlanes: 1, Release: "trixie"}, "")
+	if out := c.Lab.Run(t, "w1", ". /etc/os-release; echo $VERSION_ID"); strings.TrimSpace(out) != "13" {
+		t.Fatalf("w1 runs Debian %s, want 13", out)
+	}
 	bridge := net.ParseIP(c.Lab.Hosts[0].Address).To4()
 	if bridge == nil {
 		t.Fatalf("lab address %s", c.Lab.Hosts[0].Address)

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/test/lab"
 )
 
 // TestUp brings up one control-plane node and two workers from bare lab hosts (no runtime: clusterctl
@@ -37,7 +38,7 @@ import (
 // layouts), then checks what a user of the cluster relies on, and that reset leaves the hosts bare again.
 func TestUp(t *testing.T) {
 	// Leaf certificates of 30 days, so that check-expiration has something expiring soon to report.
-	c := NewBareCluster(t, 3, 1, "  certificates:\n    validity: 30d\n")
+	c := NewBareCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, "  certificates:\n    validity: 30d\n")
 	if out := c.Lab.Run(t, "w1", "command -v containerd runc crictl kubelet haproxy; test -e /opt/cni/bin && echo /opt/cni/bin; true"); strings.TrimSpace(out) != "" {
 		t.Fatalf("the bare host w1 has a runtime before up:\n%s", out)
 	}

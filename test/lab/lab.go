@@ -4,6 +4,7 @@ package lab
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -31,6 +32,8 @@ type Options struct {
 	// Bare starts hosts as fresh VMs to become nodes: the base layer alone (systemd, OpenSSH, sudo,
 	// iproute2, iptables; no containerd, runc, CNI plugins, haproxy), clusterctl installing the rest.
 	Bare bool
+	// Release is the hosts' Debian release: bookworm (12, the default) or trixie (13; bare hosts only).
+	Release string
 }
 
 // Host is one lab host.
@@ -115,7 +118,7 @@ func Start(t testing.TB, opts Options) *Lab {
 		}
 	})
 	cmd := exec.Command(Script(), "up", "--name", l.Name, "--dir", l.Dir, "--hosts", fmt.Sprint(opts.Hosts),
-		"--control-planes", fmt.Sprint(opts.ControlPlanes), "--layer", layer)
+		"--control-planes", fmt.Sprint(opts.ControlPlanes), "--layer", layer, "--release", cmp.Or(opts.Release, "bookworm"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)

@@ -4,6 +4,7 @@
 # private bridge that only the lab uses.
 #
 #   test/lab/lab.sh up   --name NAME --dir DIR [--hosts N] [--control-planes K] [--layer node|bare|base]
+#                        [--release bookworm|trixie]   (Debian 12, the default, or 13: bare and base only)
 #   test/lab/lab.sh down --name NAME | --all
 #   test/lab/lab.sh list
 #
@@ -75,7 +76,7 @@ restore_sysctls() {
 
 # ---- up ----
 cmd_up() {
-  local name="" dir="" n=3 cps=1 layer=node
+  local name="" dir="" n=3 cps=1 layer=node release=bookworm
   while [ $# -gt 0 ]; do
     case $1 in
       --name) name=$2; shift 2 ;;
@@ -83,6 +84,7 @@ cmd_up() {
       --hosts) n=$2; shift 2 ;;
       --control-planes) cps=$2; shift 2 ;;
       --layer) layer=$2; shift 2 ;;
+      --release) release=$2; shift 2 ;;
       *) die "up: unknown argument $1" ;;
     esac
   done
@@ -94,6 +96,8 @@ cmd_up() {
   # (systemd, OpenSSH, sudo, iproute2, iptables), made ready to become a node, as a fresh VM is: clusterctl
   # installs the runtime. base: base alone, for tests that run no node.
   case $layer in node|bare|base) ;; *) die "up: --layer is node, bare or base" ;; esac
+  case $release in bookworm) ;; trixie) [ "$layer" != node ] || die "up: trixie hosts are bare or base" ;; *) die "up: --release is bookworm or trixie" ;; esac
+  export RELEASE=$release
   require_root
   local t0; t0=$(now_ms)
 
@@ -235,8 +239,12 @@ start_host() {
     ip link delete "$veth" 2>/dev/null || true
     sleep 0.2
   done
+  # Debian 13's systemd (257) refuses to boot on cgroup v1 (this machine's, trap 3) unless told to, on its
+  # command line: in a container, init's arguments are its kernel command line.
+  local init_args=""
+  [ "$RELEASE" = trixie ] && init_args="SYSTEMD_CGROUP_ENABLE_LEGACY_FORCE=1"
   # shellcheck disable=SC2016
-  setsid unshare --mount --propagation private bash -c '
+  INIT_ARGS=$init_args setsid unshare --mount --propagation private bash -c '
     set -e
     hd=$1 lower=$2 machine=$3 br=$4 h=$5 lab=$6 parent=$7; shift 7
     for cg in "$@"; do echo $$ >"$cg/$parent/$lab/$h/cgroup.procs"; done
@@ -245,7 +253,7 @@ start_host() {
     exec systemd-nspawn --quiet --boot --directory="$hd/root" --machine="$machine" --hostname="$h" \
       --register=no --keep-unit --network-bridge="$br" --capability=all --system-call-filter=@keyring \
       --bind="$hd/containerd:/var/lib/containerd" --resolv-conf=off --timezone=off --link-journal=no \
-      --console=read-only
+      --console=read-only $INIT_ARGS
   ' _ "$hd" "$lower" "c$idx-$h" "$br" "$h" "$lab" "$CGROUP_PARENT" $(hierarchies) \
     </dev/null >"$hd/console.log" 2>&1 8>&- &
   echo $! >"$hd/pid"

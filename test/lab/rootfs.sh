@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# rootfs.sh — build (once) the cached Debian 12 root filesystem layers the lab's hosts boot from.
+# rootfs.sh — build (once) the cached Debian root filesystem layers the lab's hosts boot from.
 #
-#   test/lab/rootfs.sh [base|node]      (default: node, which needs base)
+#   RELEASE=bookworm|trixie test/lab/rootfs.sh [base|node]      (default: node, which needs base; bookworm)
 #
+# bookworm is Debian 12; trixie (Debian 13) has a base layer only: its hosts are bare hosts.
 # base: debootstrap --variant=minbase bookworm with systemd, dbus, OpenSSH, iproute2, iptables and sudo;
 #       no host keys and an empty machine-id (each host gets its own), systemd-networkd enabled, a user
 #       "lab" with password-less sudo.
@@ -20,7 +21,12 @@ LAB=$(cd "$(dirname "$0")" && pwd)
 # Bump when the content of a layer changes, so that caches are rebuilt.
 BASE_REV=1
 NODE_REV=2
-BASE=$ROOTFS/base-$BASE_REV
+RELEASE=${RELEASE:-bookworm}
+case $RELEASE in
+  bookworm) BASE=$ROOTFS/base-$BASE_REV ;;
+  trixie) BASE=$ROOTFS/base-trixie-$BASE_REV ;;
+  *) echo "rootfs: RELEASE is bookworm or trixie, not $RELEASE" >&2; exit 2 ;;
+esac
 NODE=$ROOTFS/node-$BASE_REV.$NODE_REV
 
 mirror() {
@@ -37,14 +43,16 @@ build_base() {
   mkdir -p "$ROOTFS"
   local tmp=$BASE.tmp start=$(date +%s)
   rm -rf "$tmp"
-  echo "rootfs: debootstrap bookworm into $BASE (once, ~2 min)"
+  echo "rootfs: debootstrap $RELEASE into $BASE (once, ~2 min)"
   debootstrap --variant=minbase \
     --include=systemd,systemd-sysv,dbus,libpam-systemd,openssh-server,iproute2,iptables,sudo,kmod,procps,ca-certificates \
-    bookworm "$tmp" "$(mirror)" >"$ROOTFS/debootstrap.log" 2>&1 \
-    || { echo "rootfs: debootstrap failed; see $ROOTFS/debootstrap.log" >&2; tail -5 "$ROOTFS/debootstrap.log" >&2; exit 1; }
+    "$RELEASE" "$tmp" "$(mirror)" >"$ROOTFS/debootstrap-$RELEASE.log" 2>&1 \
+    || { echo "rootfs: debootstrap failed; see $ROOTFS/debootstrap-$RELEASE.log" >&2; tail -5 "$ROOTFS/debootstrap-$RELEASE.log" >&2; exit 1; }
   rm -f "$tmp"/etc/ssh/ssh_host_* "$tmp"/var/lib/dbus/machine-id
   : >"$tmp/etc/machine-id"
-  cp /etc/apt/sources.list.d/debian.sources "$tmp/etc/apt/sources.list.d/" 2>/dev/null && rm -f "$tmp/etc/apt/sources.list" || true
+  if [ "$RELEASE" = bookworm ]; then
+    cp /etc/apt/sources.list.d/debian.sources "$tmp/etc/apt/sources.list.d/" 2>/dev/null && rm -f "$tmp/etc/apt/sources.list" || true
+  fi
   chroot "$tmp" systemctl enable systemd-networkd >/dev/null 2>&1
   chroot "$tmp" systemctl mask systemd-resolved console-getty.service getty@tty1.service >/dev/null 2>&1 || true
   chroot "$tmp" useradd --create-home --shell /bin/bash lab
@@ -59,6 +67,7 @@ build_base() {
 }
 
 build_node() {
+  [ "$RELEASE" = bookworm ] || { echo "rootfs: the node layer is Debian 12's only; $RELEASE hosts are bare" >&2; exit 2; }
   build_base
   [ -d "$NODE" ] && return 0
   local tmp=$NODE.tmp start=$(date +%s)
