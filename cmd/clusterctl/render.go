@@ -52,7 +52,7 @@ Hosts without internalAddress in the inventory need it for this command (up lear
 	cmd.Flags().StringVar(&o.out, "out", "", "directory to write into (created; files already there are replaced)")
 	cmd.Flags().StringVar(&o.etcdVersion, "etcd-version", "", "etcd image version (default: the one kubeadm pairs with the Kubernetes version)")
 	cmd.Flags().StringVar(&o.pauseVersion, "pause-version", "", "pause image version (default: the one kubeadm pairs with the Kubernetes version)")
-	cmd.Flags().StringVar(&o.kubeletPath, "kubelet-path", kubeadm.PackagedKubelet, "where the kubelet binary is on the hosts")
+	cmd.Flags().StringVar(&o.kubeletPath, "kubelet-path", kubeadm.Binary("kubelet"), "where the kubelet binary is on the hosts (up pushes it there; "+kubeadm.PackagedKubelet+" from packages)")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }
@@ -69,7 +69,8 @@ func runRender(g *globalOptions, o *renderOptions) error {
 	if o.pauseVersion != "" {
 		set.Pause = o.pauseVersion
 	}
-	res, err := render.Render(render.Options{Inv: inv, StateDir: state, Images: set, KubeletPath: o.kubeletPath})
+	res, err := render.Render(render.Options{Inv: inv, StateDir: state, Images: set, KubeletPath: o.kubeletPath,
+		InstallRuntime: inv.Cluster.ContainerRuntime != inventory.RuntimeHost})
 	if err != nil {
 		return failedOnHosts(err)
 	}
