@@ -15,6 +15,8 @@ N ?= 3
 CONTROL_PLANES ?= 1
 LAB_DIR := $(CURDIR)/.lab
 ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_VERSION)
+# Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
+PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
 .PHONY: help build release test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull
 
@@ -37,6 +39,7 @@ else
 endif
 	bin/clusterctl up -i $(LAB_DIR)/cluster.yaml
 	@echo "kubectl: $(ARTIFACTS)/bin/linux-amd64/kubectl --kubeconfig $(LAB_DIR)/.clusterctl/lab/admin.conf get nodes"
+	@echo "what the hosts received: bin/clusterctl artifacts list $(if $(BARE),$(PULLED),$(ARTIFACTS))"
 	@echo "remove the lab: make lab-down"
 
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64

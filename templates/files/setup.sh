@@ -10,8 +10,8 @@ if stale containerd {{args .Containerd}}; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
-systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 {{- if not .Dry}}
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done

@@ -114,8 +114,8 @@ if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.s
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
-systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
 if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
@@ -275,8 +275,8 @@ if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.s
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
-systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
 if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
@@ -436,8 +436,8 @@ if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.s
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
-systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
 if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
@@ -562,8 +562,8 @@ if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.s
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
-systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
 if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi

@@ -34,6 +34,6 @@ if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.s
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-systemctl is-active -q containerd || act "start containerd" systemctl enable -q --now containerd
-systemctl is-enabled -q containerd 2>/dev/null || act "enable containerd" systemctl enable -q containerd
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
