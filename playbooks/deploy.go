@@ -379,6 +379,16 @@ func (d *deployment) hostsHaveWhatTheyNeed() error {
 // loadToken keeps the token of an interrupted run while it has time left, or makes a new one; it is kept in
 // the state directory (0600) so that a re-run joins with the same token.
 func (d *deployment) loadToken() error {
+	if err := d.token0(); err != nil {
+		return err
+	}
+	if d.approver != nil {
+		d.approver.TokenID = d.token.ID
+	}
+	return nil
+}
+
+func (d *deployment) token0() error {
 	file := filepath.Join(d.e.StateDir, tokenFile)
 	if data, err := os.ReadFile(file); err == nil {
 		if t, err := bootstrap.ParseToken(string(data)); err == nil && t.Expires.Sub(d.o.Now()) > d.o.TokenTTL/2 {

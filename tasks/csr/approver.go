@@ -2,6 +2,8 @@ package csr
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"slices"
 	"strings"
 	"sync"
@@ -35,10 +37,14 @@ func InventoryNodes(inv *inventory.Inventory, nodeIPs map[string]string) map[str
 }
 
 // Approver approves the pending kubelet serving requests that pass CheckServing, round after round, and
-// remembers the nodes that have an approved one and the requests it left pending, with why.
+// remembers the nodes that have an approved one and the requests it left pending, with why. With a
+// bootstrap token, it also approves the joining kubelets' client requests that pass CheckClient (others are
+// left to the controller-manager).
 type Approver struct {
 	Kube  kubernetes.Interface
 	Nodes map[string]Node
+	// TokenID is the bootstrap token's ID of the run ("" when no node joins).
+	TokenID string
 	// Say reports a decision (each request left pending is reported once).
 	Say func(format string, args ...any)
 
@@ -78,6 +84,12 @@ func (a *Approver) Round(ctx context.Context) error {
 	a.mu.Unlock()
 	for i := range list.Items {
 		r := &list.Items[i]
+		if r.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && a.TokenID != "" && Pending(r) {
+			if err := a.client(ctx, r); err != nil {
+				return err
+			}
+			continue
+		}
 		if r.Spec.SignerName != certificatesv1.KubeletServingSignerName {
 			continue
 		}
@@ -108,6 +120,29 @@ func (a *Approver) Round(ctx context.Context) error {
 		a.say("approved serving certificate of %s (%s)", node, r.Name)
 		a.mark(node)
 	}
+	return nil
+}
+
+// client approves a joining kubelet's client request that passes CheckClient; one that does not is left to
+// the controller-manager, silently: it may be another tool's.
+func (a *Approver) client(ctx context.Context, r *certificatesv1.CertificateSigningRequest) error {
+	if CheckClient(r, a.TokenID, a.Nodes) != "" {
+		return nil
+	}
+	r.Status.Conditions = append(r.Status.Conditions, Approved("a kubelet joining with clusterctl's bootstrap token, for an inventory node, checked by clusterctl"))
+	if _, err := a.Kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, r.Name, r, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	node := "a joining kubelet"
+	if block, _ := pem.Decode(r.Spec.Request); block != nil {
+		if req, err := x509.ParseCertificateRequest(block.Bytes); err == nil {
+			node = strings.TrimPrefix(req.Subject.CommonName, "system:node:")
+		}
+	}
+	a.say("approved client certificate of %s, joining (%s)", node, r.Name)
 	return nil
 }
 

@@ -43,3 +43,27 @@ func TestApprover(t *testing.T) {
 		t.Errorf("said %v", said)
 	}
 }
+
+// With the run's bootstrap token, a joining kubelet's client request is approved; one made with another
+// token is left to the controller-manager.
+func TestApproverClientRequests(t *testing.T) {
+	ctx := context.Background()
+	nodes := map[string]Node{"w1": {Name: "w1"}}
+	mk := func(name, user string) *certificatesv1.CertificateSigningRequest {
+		return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: certificatesv1.CertificateSigningRequestSpec{
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Username: user, Groups: []string{"system:bootstrappers"},
+			Usages:  []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+			Request: request(t, "system:node:w1", []string{"system:nodes"}, nil, nil, nil)}}
+	}
+	kube := fake.NewClientset(mk("ours", "system:bootstrap:abcdef"), mk("theirs", "system:bootstrap:zzzzzz"))
+	a := &Approver{Kube: kube, Nodes: nodes, TokenID: "abcdef"}
+	if err := a.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, pending := range map[string]bool{"ours": false, "theirs": true} {
+		r, _ := kube.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if Pending(r) != pending {
+			t.Errorf("%s: pending %v, want %v", name, Pending(r), pending)
+		}
+	}
+}

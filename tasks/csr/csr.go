@@ -95,6 +95,57 @@ func CheckServing(r *certificatesv1.CertificateSigningRequest, nodes map[string]
 	return ""
 }
 
+// CheckClient returns "" when r is a kubelet's first client certificate request (TLS bootstrap) that
+// clusterctl may approve, else why it may not: signed by kube-apiserver-client-kubelet, requested with this
+// run's bootstrap token (tokenID) by the system:bootstrappers group, for system:node:<name> of an inventory
+// node in system:nodes, naming nothing else, for client auth only. It is what the controller-manager's
+// csrapproving controller checks, narrowed to the inventory and this run's token; approving it here spares
+// a joining node the wait for a freshly started controller-manager.
+func CheckClient(r *certificatesv1.CertificateSigningRequest, tokenID string, nodes map[string]Node) string {
+	if r.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
+		return fmt.Sprintf("signer is %s, not %s", r.Spec.SignerName, certificatesv1.KubeAPIServerClientKubeletSignerName)
+	}
+	if tokenID == "" || r.Spec.Username != "system:bootstrap:"+tokenID {
+		return fmt.Sprintf("requested by %q, not with this run's bootstrap token", r.Spec.Username)
+	}
+	if !slices.Contains(r.Spec.Groups, "system:bootstrappers") {
+		return fmt.Sprintf("requester %s is not in group system:bootstrappers", r.Spec.Username)
+	}
+	for _, u := range r.Spec.Usages {
+		if u != certificatesv1.UsageDigitalSignature && u != certificatesv1.UsageKeyEncipherment && u != certificatesv1.UsageClientAuth {
+			return fmt.Sprintf("usage %q is not for a client", u)
+		}
+	}
+	if !slices.Contains(r.Spec.Usages, certificatesv1.UsageClientAuth) {
+		return "no client auth usage"
+	}
+	block, _ := pem.Decode(r.Spec.Request)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return "the request is not a PEM certificate request"
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return fmt.Sprintf("the request does not parse: %v", err)
+	}
+	if err := req.CheckSignature(); err != nil {
+		return fmt.Sprintf("the request's signature is wrong: %v", err)
+	}
+	name, ok := strings.CutPrefix(req.Subject.CommonName, "system:node:")
+	if !ok {
+		return fmt.Sprintf("subject %q is not a node", req.Subject.CommonName)
+	}
+	if _, ok := nodes[name]; !ok {
+		return fmt.Sprintf("subject names node %q, which is not in the inventory", name)
+	}
+	if len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes" {
+		return fmt.Sprintf("organization %q is not [system:nodes]", req.Subject.Organization)
+	}
+	if len(req.DNSNames) > 0 || len(req.IPAddresses) > 0 || len(req.EmailAddresses) > 0 || len(req.URIs) > 0 {
+		return "a client request names hosts, addresses, e-mail addresses or URIs"
+	}
+	return ""
+}
+
 // Approved is the condition clusterctl adds to a request it approves.
 func Approved(why string) certificatesv1.CertificateSigningRequestCondition {
 	return certificatesv1.CertificateSigningRequestCondition{

@@ -119,3 +119,40 @@ func TestPending(t *testing.T) {
 		t.Error("an approved request is pending")
 	}
 }
+
+// A joining kubelet's client request is approved only with this run's token, for an inventory node,
+// naming nothing else, for client auth only.
+func TestCheckClient(t *testing.T) {
+	nodes := map[string]Node{"w1": {Name: "w1"}}
+	client := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
+	mk := func(user string, groups []string, usages []certificatesv1.KeyUsage, req []byte) *certificatesv1.CertificateSigningRequest {
+		return &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Username: user, Groups: groups, Usages: usages, Request: req}}
+	}
+	boot := []string{"system:bootstrappers", "system:bootstrappers:kubeadm:default-node-token", "system:authenticated"}
+	good := request(t, "system:node:w1", []string{"system:nodes"}, nil, nil, nil)
+	if why := CheckClient(mk("system:bootstrap:abcdef", boot, client, good), "abcdef", nodes); why != "" {
+		t.Errorf("a good request refused: %s", why)
+	}
+	for name, r := range map[string]*certificatesv1.CertificateSigningRequest{
+		"another token":      mk("system:bootstrap:zzzzzz", boot, client, good),
+		"not a bootstrapper": mk("system:bootstrap:abcdef", []string{"system:authenticated"}, client, good),
+		"server usage":       mk("system:bootstrap:abcdef", boot, append(client, certificatesv1.UsageServerAuth), good),
+		"foreign node":       mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:bank", []string{"system:nodes"}, nil, nil, nil)),
+		"masters group":      mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:w1", []string{"system:masters"}, nil, nil, nil)),
+		"with a SAN":         mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1"}, nil, nil)),
+		"not a node":         mk("system:bootstrap:abcdef", boot, client, request(t, "admin", []string{"system:nodes"}, nil, nil, nil)),
+	} {
+		if why := CheckClient(r, "abcdef", nodes); why == "" {
+			t.Errorf("%s: approved", name)
+		}
+	}
+	if why := CheckClient(mk("system:bootstrap:", boot, client, good), "", nodes); why == "" {
+		t.Error("approved without a token of this run")
+	}
+	serving := mk("system:bootstrap:abcdef", boot, client, good)
+	serving.Spec.SignerName = certificatesv1.KubeletServingSignerName
+	if why := CheckClient(serving, "abcdef", nodes); why == "" {
+		t.Error("a serving signer's request approved as a client one")
+	}
+}
