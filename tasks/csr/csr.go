@@ -34,6 +34,42 @@ func Pending(r *certificatesv1.CertificateSigningRequest) bool {
 	return true
 }
 
+// usagesWithin says why usages are not all among allowed, or lack need ("" when they are fine).
+func usagesWithin(usages []certificatesv1.KeyUsage, need certificatesv1.KeyUsage, what string) string {
+	for _, u := range usages {
+		if u != certificatesv1.UsageDigitalSignature && u != certificatesv1.UsageKeyEncipherment && u != need {
+			return fmt.Sprintf("usage %q is not for %s", u, what)
+		}
+	}
+	if !slices.Contains(usages, need) {
+		return fmt.Sprintf("no %s usage", need)
+	}
+	return ""
+}
+
+// parseRequest parses and checks the signature of a request's PEM certificate request, and its subject's
+// organization (system:nodes, alone); the string says why it is refused.
+func parseRequest(r *certificatesv1.CertificateSigningRequest) (*x509.CertificateRequest, string) {
+	block, _ := pem.Decode(r.Spec.Request)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return nil, "the request is not a PEM certificate request"
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, fmt.Sprintf("the request does not parse: %v", err)
+	}
+	if err := req.CheckSignature(); err != nil {
+		return nil, fmt.Sprintf("the request's signature is wrong: %v", err)
+	}
+	if len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes" {
+		return nil, fmt.Sprintf("organization %q is not [system:nodes]", req.Subject.Organization)
+	}
+	if len(req.EmailAddresses) > 0 || len(req.URIs) > 0 {
+		return nil, "the request names e-mail addresses or URIs"
+	}
+	return req, ""
+}
+
 // CheckServing returns "" when r is a kubelet serving request clusterctl may approve, else why it may not.
 // nodes are the inventory's nodes by Node name.
 func CheckServing(r *certificatesv1.CertificateSigningRequest, nodes map[string]Node) string {
@@ -51,33 +87,15 @@ func CheckServing(r *certificatesv1.CertificateSigningRequest, nodes map[string]
 	if !slices.Contains(r.Spec.Groups, "system:nodes") {
 		return fmt.Sprintf("requester %s is not in group system:nodes", r.Spec.Username)
 	}
-	for _, u := range r.Spec.Usages {
-		if u != certificatesv1.UsageDigitalSignature && u != certificatesv1.UsageKeyEncipherment && u != certificatesv1.UsageServerAuth {
-			return fmt.Sprintf("usage %q is not for serving", u)
-		}
+	if why := usagesWithin(r.Spec.Usages, certificatesv1.UsageServerAuth, "serving"); why != "" {
+		return why
 	}
-	if !slices.Contains(r.Spec.Usages, certificatesv1.UsageServerAuth) {
-		return "no server auth usage"
-	}
-	block, _ := pem.Decode(r.Spec.Request)
-	if block == nil || block.Type != "CERTIFICATE REQUEST" {
-		return "the request is not a PEM certificate request"
-	}
-	req, err := x509.ParseCertificateRequest(block.Bytes)
-	if err != nil {
-		return fmt.Sprintf("the request does not parse: %v", err)
-	}
-	if err := req.CheckSignature(); err != nil {
-		return fmt.Sprintf("the request's signature is wrong: %v", err)
+	req, why := parseRequest(r)
+	if why != "" {
+		return why
 	}
 	if req.Subject.CommonName != r.Spec.Username {
 		return fmt.Sprintf("subject %q is not the requester %q", req.Subject.CommonName, r.Spec.Username)
-	}
-	if len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes" {
-		return fmt.Sprintf("organization %q is not [system:nodes]", req.Subject.Organization)
-	}
-	if len(req.EmailAddresses) > 0 || len(req.URIs) > 0 {
-		return "the request names e-mail addresses or URIs"
 	}
 	if len(req.DNSNames) == 0 && len(req.IPAddresses) == 0 {
 		return "the request names no DNS name or address"
@@ -111,24 +129,12 @@ func CheckClient(r *certificatesv1.CertificateSigningRequest, tokenID string, no
 	if !slices.Contains(r.Spec.Groups, "system:bootstrappers") {
 		return fmt.Sprintf("requester %s is not in group system:bootstrappers", r.Spec.Username)
 	}
-	for _, u := range r.Spec.Usages {
-		if u != certificatesv1.UsageDigitalSignature && u != certificatesv1.UsageKeyEncipherment && u != certificatesv1.UsageClientAuth {
-			return fmt.Sprintf("usage %q is not for a client", u)
-		}
+	if why := usagesWithin(r.Spec.Usages, certificatesv1.UsageClientAuth, "a client"); why != "" {
+		return why
 	}
-	if !slices.Contains(r.Spec.Usages, certificatesv1.UsageClientAuth) {
-		return "no client auth usage"
-	}
-	block, _ := pem.Decode(r.Spec.Request)
-	if block == nil || block.Type != "CERTIFICATE REQUEST" {
-		return "the request is not a PEM certificate request"
-	}
-	req, err := x509.ParseCertificateRequest(block.Bytes)
-	if err != nil {
-		return fmt.Sprintf("the request does not parse: %v", err)
-	}
-	if err := req.CheckSignature(); err != nil {
-		return fmt.Sprintf("the request's signature is wrong: %v", err)
+	req, why := parseRequest(r)
+	if why != "" {
+		return why
 	}
 	name, ok := strings.CutPrefix(req.Subject.CommonName, "system:node:")
 	if !ok {
@@ -137,11 +143,8 @@ func CheckClient(r *certificatesv1.CertificateSigningRequest, tokenID string, no
 	if _, ok := nodes[name]; !ok {
 		return fmt.Sprintf("subject names node %q, which is not in the inventory", name)
 	}
-	if len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes" {
-		return fmt.Sprintf("organization %q is not [system:nodes]", req.Subject.Organization)
-	}
-	if len(req.DNSNames) > 0 || len(req.IPAddresses) > 0 || len(req.EmailAddresses) > 0 || len(req.URIs) > 0 {
-		return "a client request names hosts, addresses, e-mail addresses or URIs"
+	if len(req.DNSNames) > 0 || len(req.IPAddresses) > 0 {
+		return "a client request names hosts or addresses"
 	}
 	return ""
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
 )
 
 // Limits on what a server may send.
@@ -96,7 +98,7 @@ func (p *puller) get(ctx context.Context, u string, limit int64) ([]byte, error)
 // renames it into place only when its SHA-256 is want. A file already in place with that sum is kept.
 func (p *puller) download(ctx context.Context, u, dest, want string, mode os.FileMode) error {
 	rel := p.rel(dest)
-	if sum, _, err := hashFile(dest); err == nil && sum == want {
+	if sum, _, err := artifacts.HashFile(dest); err == nil && sum == want {
 		p.emit(Event{Type: EventFileDone, File: rel, URL: u, Cached: true})
 		return os.Chmod(dest, mode)
 	}
@@ -247,21 +249,6 @@ func (pr *progress) report(force bool) {
 		}
 	}
 	pr.p.emit(e)
-}
-
-// hashFile returns a file's hex SHA-256 and size.
-func hashFile(file string) (string, int64, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // errBadArchive is an archive entry clusterctl refuses to unpack.

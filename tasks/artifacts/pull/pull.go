@@ -435,7 +435,7 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 	if err := os.Rename(tmp, dest); err != nil {
 		return err
 	}
-	_, size, _ := hashFile(dest)
+	_, size, _ := artifacts.HashFile(dest)
 	p.emit(Event{Type: EventFileDone, File: rel, URL: from, Bytes: size, Total: size, DurationMS: time.Since(start).Milliseconds()})
 	return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Source: from})
 }
@@ -449,7 +449,7 @@ func (p *puller) cachedImage(rel, ref, digest string) bool {
 	}
 	for _, f := range old.Files {
 		if f.Path == rel && f.Image == ref && f.Digest == digest {
-			sum, size, err := hashFile(filepath.Join(p.o.Dir, filepath.FromSlash(rel)))
+			sum, size, err := artifacts.HashFile(filepath.Join(p.o.Dir, filepath.FromSlash(rel)))
 			return err == nil && sum == f.SHA256 && size == f.Size
 		}
 	}
