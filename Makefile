@@ -88,9 +88,9 @@ fuzz: ## fuzz the inventory loaders for $(FUZZTIME)
 lab-deps: ## install the Debian packages the lab needs (root)
 	test/lab/deps.sh
 
-lab-up: lab-deps ## start N lab hosts (CONTROL_PLANES of them control-plane) into .lab/, building rootfs and artifacts once
+lab-up: lab-deps ## start N lab hosts (CONTROL_PLANES of them control-plane) into .lab/, building rootfs and artifacts once; BARE=1: hosts without a runtime
 	test/lab/artifacts.sh $(K8S_VERSION)
-	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES)
+	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES) --layer $(if $(BARE),bare,node)
 
 lab-down: ## remove the lab's hosts, bridge, cgroups and sysctl changes
 	test/lab/lab.sh down --name lab
