@@ -266,15 +266,39 @@ func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost m
 			defer stop()
 		}
 		play := fmt.Sprintf("reach %s:%d", p.target, p.port)
-		_, err := e.play(ctx, Play{Name: play, Hosts: p.from, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
-			if err := tasks.Probe(ctx, e.Conn(name), ip, p.port); err != nil {
-				add(tasks.Finding{Host: name, Check: p.check, Severity: tasks.SevError,
-					Message: fmt.Sprintf("cannot reach %s at %s:%d: check firewalls and routes between the hosts", p.target, ip, p.port)})
-				return false, err
-			}
-			return false, nil
-		}})
+		probeFrom := func(hosts []string, final bool) ([]string, error) {
+			var mu sync.Mutex
+			var failed []string
+			_, err := e.play(ctx, Play{Name: play, Hosts: hosts, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
+				err := tasks.Probe(ctx, e.Conn(name), ip, p.port)
+				if err != nil {
+					mu.Lock()
+					failed = append(failed, name)
+					mu.Unlock()
+					if final {
+						add(tasks.Finding{Host: name, Check: p.check, Severity: tasks.SevError,
+							Message: fmt.Sprintf("cannot reach %s at %s:%d: check firewalls and routes between the hosts", p.target, ip, p.port)})
+						return false, err
+					}
+				}
+				return false, nil
+			}})
+			return failed, err
+		}
+		failed, err := probeFrom(p.from, false)
 		if err != nil {
+			return err
+		}
+		if len(failed) == 0 {
+			continue
+		}
+		// What listened when the facts were read may have stopped since (an API server the kubelet is
+		// restarting, as when an interrupted rotation is resumed): listen there now if the port is free, and
+		// probe once more. The check is about the network between the hosts, not the service.
+		if stop, err := tasks.Listen(ctx, e.Conn(p.target), ip, p.port); err == nil {
+			defer stop()
+		}
+		if _, err := probeFrom(failed, true); err != nil {
 			return err
 		}
 	}

@@ -32,7 +32,7 @@ func TestRotateCA(t *testing.T) {
 		}
 		stdout, stderr, code := c.Run(t, "certs", "rotate", "--ca", "--yes", "--output", "json")
 		if code != 0 {
-			t.Fatalf("certs rotate --ca: exit %d\n%s", code, tail(stderr, 30))
+			t.Fatalf("certs rotate --ca: exit %d\n%s\n%s", code, tail(stderr, 30), tail(stdout, 30))
 		}
 		var res struct {
 			Type      string
