@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GOLANGCI_LINT_VERSION := v2.15.0
 TOOLS := $(CURDIR)/bin/tools
 FUZZTIME ?= 5m
-K8S_VERSION ?= v1.34.4
+K8S_VERSION ?= v1.37.2
 
 N ?= 3
 CONTROL_PLANES ?= 1

@@ -10,7 +10,7 @@ import (
 // SupportedMinors for the range accepted.
 const (
 	DefaultClusterName              = "kubernetes"
-	DefaultKubernetesVersion        = "v1.34.4"
+	DefaultKubernetesVersion        = "v1.37.2"
 	DefaultPodSubnet                = "10.244.0.0/16"
 	DefaultServiceSubnet            = "10.96.0.0/12"
 	DefaultDNSDomain                = "cluster.local"
@@ -25,8 +25,8 @@ const (
 	day                 = 24 * time.Hour
 	DefaultCAValidity   = 10 * 365 * day
 	DefaultCertValidity = 365 * day
-	minSupportedMinor   = 33
-	maxSupportedMinor   = 36
+	minSupportedMinor   = 34
+	maxSupportedMinor   = 37
 )
 
 // KeyAlgorithms are the values certificates.keyAlgorithm accepts.

@@ -56,7 +56,7 @@ type Cluster struct {
 	ControllerManager        Component    `yaml:"controllerManager,omitempty" json:"controllerManager,omitzero"`
 	Scheduler                Component    `yaml:"scheduler,omitempty" json:"scheduler,omitzero"`
 	Etcd                     Component    `yaml:"etcd,omitempty" json:"etcd,omitzero"`
-	Kubelet                  Component    `yaml:"kubelet,omitempty" json:"kubelet,omitzero"`
+	Kubelet                  Kubelet      `yaml:"kubelet,omitempty" json:"kubelet,omitzero"`
 	KubeProxy                Component    `yaml:"kubeProxy,omitempty" json:"kubeProxy,omitzero"`
 	ImageRepository          string       `yaml:"imageRepository" json:"imageRepository"`
 	ContainerRuntimeEndpoint string       `yaml:"containerRuntimeEndpoint" json:"containerRuntimeEndpoint"`
@@ -151,6 +151,20 @@ type APIServer struct {
 	CertSANs  []string `yaml:"certSANs,omitempty" json:"certSANs,omitempty"`
 	Component `yaml:",inline" json:",inline"`
 }
+
+// Kubelet holds the kubelet's settings: its extra flags and whether it may run on cgroup v1 hosts.
+type Kubelet struct {
+	Component `yaml:",inline" json:",inline"`
+	// FailCgroupV1 is the kubelet's failCgroupV1. Kubelets from v1.35 refuse to start on hosts that use
+	// cgroup v1 unless it is false; preflight refuses such hosts until the inventory says so, and warns then.
+	FailCgroupV1 *bool `yaml:"failCgroupV1,omitempty" json:"failCgroupV1,omitempty"`
+}
+
+// IsZero lets omitempty drop empty kubelet settings.
+func (k Kubelet) IsZero() bool { return k.Component.IsZero() && k.FailCgroupV1 == nil }
+
+// AllowsCgroupV1 reports whether the inventory lets kubelets run on cgroup v1 hosts (failCgroupV1: false).
+func (k Kubelet) AllowsCgroupV1() bool { return k.FailCgroupV1 != nil && !*k.FailCgroupV1 }
 
 // Component holds what the user adds to one component's command line and mounts.
 type Component struct {

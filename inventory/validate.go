@@ -119,7 +119,7 @@ func (v *validator) cluster() {
 		c   *Component
 	}{
 		{"cluster.apiServer", &c.APIServer.Component}, {"cluster.controllerManager", &c.ControllerManager},
-		{"cluster.scheduler", &c.Scheduler}, {"cluster.etcd", &c.Etcd}, {"cluster.kubelet", &c.Kubelet},
+		{"cluster.scheduler", &c.Scheduler}, {"cluster.etcd", &c.Etcd}, {"cluster.kubelet", &c.Kubelet.Component},
 		{"cluster.kubeProxy", &c.KubeProxy},
 	} {
 		v.component(comp.key, comp.c)

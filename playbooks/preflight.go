@@ -173,7 +173,7 @@ func (p *preflightRun) check() {
 		p.add(tasks.Run(ph.Facts, &tasks.Node{Set: ph.Set, NodeName: h.NodeName, KubernetesVersion: c.KubernetesVersion,
 			APIServerPort: c.APIServer.BindPort, CRISocket: c.ContainerRuntimeEndpoint,
 			ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, APIHost: apiHost,
-			InstallsRuntime: c.ContainerRuntime != inventory.RuntimeHost})...)
+			InstallsRuntime: c.ContainerRuntime != inventory.RuntimeHost, AllowCgroupV1: c.Kubelet.AllowsCgroupV1()})...)
 	}
 	p.add(tasks.CrossHostChecks(all, p.opts.MaxClockSkew)...)
 }

@@ -45,7 +45,7 @@ const (
 type Node struct {
 	Set               CheckSet
 	NodeName          string
-	KubernetesVersion string // v1.34.4
+	KubernetesVersion string // v1.37.2
 	APIServerPort     int
 	CRISocket         string
 	ServiceSubnet     string
@@ -55,6 +55,8 @@ type Node struct {
 	// InstallsRuntime: clusterctl installs containerd on the host; the CRI check then does not ask for
 	// a running one.
 	InstallsRuntime bool
+	// AllowCgroupV1: the inventory sets the kubelet's failCgroupV1 to false.
+	AllowCgroupV1 bool
 }
 
 // Checker is one named check, as kubeadm's preflight.Checker: it returns warnings and errors separately.
@@ -118,6 +120,7 @@ func commonChecks() []Checker {
 		{"IsPrivilegedUser", checkPrivileged},
 		{"CRI", checkCRI},
 		{"Swap", checkSwap},
+		{"ContainerRuntimeVersion", checkRuntimeVersion},
 		required("losetup"), required("mount"), required("cp"), required("iptables"), required("ip"), required("sha256sum"),
 		{"SystemVerification", checkSystem},
 		{"Hostname", checkHostname},
@@ -309,13 +312,39 @@ func checkSystem(f *Facts, n *Node) ([]string, []string) {
 		errs = append(errs, fmt.Sprintf("missing required cgroups: %s", strings.Join(missing, " ")))
 	}
 	if f.CgroupVersion == 1 {
-		if minor := versionMinor(n.KubernetesVersion); minor >= 35 {
-			errs = append(errs, fmt.Sprintf("the host uses cgroup v1; kubelet %s refuses to start on it (failCgroupV1); use cgroup v2 hosts or Kubernetes v1.34", n.KubernetesVersion))
-		} else {
+		switch minor := versionMinor(n.KubernetesVersion); {
+		case minor >= 35 && n.AllowCgroupV1:
+			warnings = append(warnings, fmt.Sprintf("the host uses cgroup v1: kubelet %s runs on it only because cluster.kubelet.failCgroupV1 is false; cgroup v1 is unsupported upstream and will be removed, move to cgroup v2", n.KubernetesVersion))
+		case minor >= 35:
+			errs = append(errs, fmt.Sprintf("the host uses cgroup v1; kubelet %s refuses to start on it (failCgroupV1); use cgroup v2 hosts, or set cluster.kubelet.failCgroupV1: false in the inventory to run on it anyway", n.KubernetesVersion))
+		default:
 			warnings = append(warnings, "cgroups v1 support is in maintenance mode, please migrate to cgroups v2")
 		}
 	}
 	return warnings, errs
+}
+
+var containerdVersionRE = regexp.MustCompile(`\sv?(\d+)\.\d+\.\d+`)
+
+// checkRuntimeVersion is kubeadm's ContainerRuntimeVersion for the host's own containerd: before 2.0 it
+// cannot report its cgroup driver over CRI (RuntimeConfig); kubelet 1.37 is the last to fall back to its
+// own configuration, so it is a warning there and an error after.
+func checkRuntimeVersion(f *Facts, n *Node) ([]string, []string) {
+	if n.InstallsRuntime {
+		return nil, nil // clusterctl installs containerd 2
+	}
+	m := containerdVersionRE.FindStringSubmatch(f.Versions["containerd"])
+	if m == nil {
+		return nil, nil
+	}
+	if major, _ := strconv.Atoi(m[1]); major >= 2 {
+		return nil, nil
+	}
+	msg := fmt.Sprintf("containerd %s does not implement the CRI method RuntimeConfig (containerd 2.0 does)", strings.TrimSpace(m[0]))
+	if versionMinor(n.KubernetesVersion) <= 37 {
+		return []string{msg + "; kubelet " + n.KubernetesVersion + " falls back to its cgroupDriver, later kubelets do not: update containerd"}, nil
+	}
+	return nil, []string{msg + "; kubelet " + n.KubernetesVersion + " needs it: update containerd to 2.0 or later, or let clusterctl install it (cluster.containerRuntime: artifacts)"}
 }
 
 func checkHostname(f *Facts, n *Node) ([]string, []string) {

@@ -57,14 +57,33 @@ func TestChecksOnAFreshHost(t *testing.T) {
 	f := loadFacts(t)
 	node := &Node{Set: SetInit, KubernetesVersion: "v1.34.4", APIServerPort: 6443, CRISocket: "unix:///run/containerd/containerd.sock"}
 	got := names(Run(f, node))
-	want := []string{"warning FileContent--proc-sys-net-ipv4-ip_forward", "warning SystemVerification"}
+	// Its containerd 1.6 cannot report its cgroup driver: a warning up to 1.37.
+	want := []string{"warning ContainerRuntimeVersion", "warning FileContent--proc-sys-net-ipv4-ip_forward", "warning SystemVerification"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("fresh host: %v, want %v", got, want)
 	}
-	// The same host on Kubernetes 1.35 fails: cgroup v1.
+	// The same host on Kubernetes 1.35 fails: cgroup v1, until the inventory lets kubelets run on it.
 	node.KubernetesVersion = "v1.35.1"
 	if got := names(Run(f, node)); !reflectContains(got, "error SystemVerification") {
 		t.Errorf("cgroup v1 with 1.35: %v", got)
+	}
+	node.AllowCgroupV1 = true
+	if got := names(Run(f, node)); reflectContains(got, "error SystemVerification") || !reflectContains(got, "warning SystemVerification") {
+		t.Errorf("cgroup v1 with 1.35 and failCgroupV1 false: %v", got)
+	}
+	// After 1.37 containerd 1.x is an error; containerd 2, or one clusterctl installs, is fine.
+	node.KubernetesVersion = "v1.38.0"
+	if got := names(Run(f, node)); !reflectContains(got, "error ContainerRuntimeVersion") {
+		t.Errorf("containerd 1.6 with 1.38: %v", got)
+	}
+	f.Versions["containerd"] = "github.com/containerd/containerd/v2 v2.2.1 dea7da592f5d1d2b7755e3a161be07f43fad8f75"
+	if got := names(Run(f, node)); reflectContains(got, "error ContainerRuntimeVersion") || reflectContains(got, "warning ContainerRuntimeVersion") {
+		t.Errorf("containerd 2.2 with 1.38: %v", got)
+	}
+	f.Versions["containerd"] = "github.com/containerd/containerd v1.7.24 88bf19b2105c8b17560993bee28a01ddc2f97182"
+	node.InstallsRuntime = true
+	if got := names(Run(f, node)); reflectContains(got, "error ContainerRuntimeVersion") {
+		t.Errorf("containerd installed by clusterctl: %v", got)
 	}
 }
 
@@ -100,7 +119,7 @@ func TestChecksFindProblems(t *testing.T) {
 		"error CRI", "error DirAvailable--var-lib-etcd", "error FileAvailable--etc-kubernetes-manifests-etcd.yaml",
 		"error FileExisting-losetup", "error IsPrivilegedUser", "error KubeletVersion", "error Mem", "error NumCPU",
 		"error Port-10250", "error Port-2380", "error Port-6443",
-		"warning FileContent--proc-sys-net-ipv4-ip_forward", "warning Firewalld", "warning HTTPProxy", "warning HTTPProxyCIDR",
+		"warning ContainerRuntimeVersion", "warning FileContent--proc-sys-net-ipv4-ip_forward", "warning Firewalld", "warning HTTPProxy", "warning HTTPProxyCIDR",
 		"warning Hostname", "warning Service-Kubelet", "warning Swap", "warning SystemVerification",
 	}
 	if !reflect.DeepEqual(got, want) {

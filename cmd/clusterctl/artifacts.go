@@ -35,7 +35,7 @@ and crictl, and the images (control plane, kube-proxy, etcd, CoreDNS, pause, the
 the inventory's extraImages) as archives ctr imports. Its manifest.json lists every file with its SHA-256.
 
 clusterctl up pulls one into the cache by itself when the inventory names none (cluster.artifacts).`,
-		Example: `  clusterctl artifacts pull --kubernetes-version v1.34.4
+		Example: `  clusterctl artifacts pull --kubernetes-version v1.37.2
   clusterctl artifacts pull -i hosts.yaml --arch amd64,arm64 --out ./artifacts
   clusterctl artifacts verify ./artifacts
   clusterctl artifacts list ./artifacts -o json`,
@@ -67,9 +67,9 @@ taken from HTTPS_PROXY/HTTP_PROXY/NO_PROXY; registry credentials from the Docker
 
 With -i, the inventory gives the version, imageRepository, extraImages and cluster.downloads; flags win.
 The manifest is written last: a directory with a manifest.json is complete.`,
-		Example: `  clusterctl artifacts pull --kubernetes-version v1.34.4
+		Example: `  clusterctl artifacts pull --kubernetes-version v1.37.2
   clusterctl artifacts pull -i hosts.yaml --out /srv/k8s-artifacts
-  clusterctl artifacts pull --kubernetes-version v1.34.4 --release-url https://mirror.example/k8s \
+  clusterctl artifacts pull --kubernetes-version v1.37.2 --release-url https://mirror.example/k8s \
       --registry-mirror registry.example:5000 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -279,7 +279,7 @@ func newArtifactsVerifyCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:     "verify DIR",
 		Short:   "Check every file of an artifacts directory against its manifest (size and SHA-256)",
-		Example: "  clusterctl artifacts verify ~/.cache/clusterctl/artifacts/v1.34.4",
+		Example: "  clusterctl artifacts verify ~/.cache/clusterctl/artifacts/v1.37.2",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			m, err := artifacts.Load(args[0])
@@ -302,7 +302,7 @@ func newArtifactsListCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list DIR",
 		Short:   "List an artifacts directory: versions, and every file with its kind, architecture, size and digest",
-		Example: "  clusterctl artifacts list ~/.cache/clusterctl/artifacts/v1.34.4\n  clusterctl artifacts list ./artifacts -o json | jq '.files[] | select(.kind==\"image\") | .image'",
+		Example: "  clusterctl artifacts list ~/.cache/clusterctl/artifacts/v1.37.2\n  clusterctl artifacts list ./artifacts -o json | jq '.files[] | select(.kind==\"image\") | .image'",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			m, err := artifacts.Load(args[0])

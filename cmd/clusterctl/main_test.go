@@ -38,7 +38,7 @@ func TestExitCodesAndOutput(t *testing.T) {
 		stdoutJSON bool
 	}{
 		{name: "valid native", args: []string{"inventory", "validate", "-i", example}, code: 0,
-			stdout: []string{`valid native inventory: cluster "prod", Kubernetes v1.34.4, 5 hosts (3 control-plane, 2 workers)`}, noStderr: true},
+			stdout: []string{`valid native inventory: cluster "prod", Kubernetes v1.37.2, 5 hosts (3 control-plane, 2 workers)`}, noStderr: true},
 		{name: "valid kubespray ini", args: []string{"inventory", "validate", "-i", kubespray}, code: 0,
 			stdout: []string{"valid ansible-ini inventory"}, stderr: []string{"notice: 3 variables clusterctl does not use"}},
 		{name: "invalid", args: []string{"inventory", "validate", "-i", bad}, code: 2,
@@ -61,7 +61,7 @@ func TestExitCodesAndOutput(t *testing.T) {
 		{name: "show json", args: []string{"inventory", "show", "-i", example, "-o", "json"}, code: 0,
 			stdout: []string{`"format": "native"`, `"audit-log-path": "/var/log/kubernetes/audit.log"`}, stdoutJSON: true},
 		{name: "show invalid", args: []string{"inventory", "show", "-i", bad}, code: 2, stderr: []string{"inventory is invalid"}},
-		{name: "version", args: []string{"version"}, code: 0, stdout: []string{"clusterctl dev", "default Kubernetes v1.34.4"}},
+		{name: "version", args: []string{"version"}, code: 0, stdout: []string{"clusterctl dev", "default Kubernetes v1.37.2"}},
 		{name: "version json", args: []string{"version", "-o", "json"}, code: 0, stdout: []string{`"version": "dev"`}, stdoutJSON: true},
 		{name: "stray argument", args: []string{"version", "extra"}, code: 2},
 		{name: "completion", args: []string{"completion", "bash"}, code: 0, stdout: []string{"__start_clusterctl"}},

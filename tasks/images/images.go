@@ -34,7 +34,7 @@ var Names = []string{APIServer, ControllerManager, Scheduler, Proxy, Etcd, CoreD
 // Set is the images of one cluster.
 type Set struct {
 	Repository string // registry.k8s.io or a mirror
-	Kubernetes string // v1.34.4
+	Kubernetes string // v1.37.2
 	Etcd       string // 3.6.5: the image is tagged 3.6.5-0
 	Pause      string // 3.10.1
 	CoreDNS    string // v1.12.1
@@ -51,17 +51,24 @@ func (s Set) FromRegistry() Set {
 	return s
 }
 
-// For is the set kubeadm runs for a Kubernetes version from a repository.
+// Paired are the etcd, pause and CoreDNS versions kubeadm deploys with each Kubernetes minor release
+// (cmd/kubeadm/app/constants of v1.37.2, v1.35.4, v1.36.3, v1.37.2: DefaultEtcdVersion, PauseVersion,
+// CoreDNSVersion).
+var Paired = map[int]struct{ Etcd, Pause, CoreDNS string }{
+	33: {"3.5.21", "3.10", "v1.12.0"},
+	34: {"3.6.5", "3.10.1", "v1.12.1"},
+	35: {"3.6.6", "3.10.1", "v1.13.1"},
+	36: {"3.6.8", "3.10.2", "v1.14.2"},
+	37: {"3.7.0", "3.10.2", "v1.14.6"},
+}
+
+// For is the set kubeadm runs for a Kubernetes version from a repository (for a minor release outside
+// Paired, the nearest one's).
 func For(repository, kubernetesVersion string) Set {
 	s := Set{Repository: repository, Kubernetes: kubernetesVersion}
-	switch minor := minorOf(kubernetesVersion); {
-	case minor <= 33:
-		s.Etcd, s.Pause, s.CoreDNS = "3.5.21", "3.10", "v1.12.0"
-	case minor == 34:
-		s.Etcd, s.Pause, s.CoreDNS = "3.6.5", "3.10.1", "v1.12.1"
-	default:
-		s.Etcd, s.Pause, s.CoreDNS = "3.6.6", "3.10.1", "v1.12.1"
-	}
+	minor := min(max(MinorOf(kubernetesVersion), 33), 37)
+	p := Paired[minor]
+	s.Etcd, s.Pause, s.CoreDNS = p.Etcd, p.Pause, p.CoreDNS
 	return s
 }
 
@@ -105,7 +112,8 @@ func (s Set) Ref(name string) string {
 	return s.Repository + "/" + name + ":" + s.Kubernetes
 }
 
-func minorOf(kubernetesVersion string) int {
+// MinorOf is the minor release of a version (v1.37.2: 37; 0 when it is not one).
+func MinorOf(kubernetesVersion string) int {
 	minor := 0
 	if parts := strings.Split(strings.TrimPrefix(kubernetesVersion, "v"), "."); len(parts) > 1 {
 		minor, _ = strconv.Atoi(parts[1])

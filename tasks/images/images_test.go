@@ -22,8 +22,13 @@ func TestFor(t *testing.T) {
 	if s := For("mirror.example:5000/k8s", "v1.33.2"); s.Ref(Etcd) != "mirror.example:5000/k8s/etcd:3.5.21-0" || s.Pause != "3.10" {
 		t.Errorf("1.33: %+v", s)
 	}
-	if s := For("r", "v1.37.0"); s.Etcd != "3.6.6" || s.CoreDNS != "v1.12.1" {
-		t.Errorf("1.37: %+v", s)
+	for v, want := range map[string][3]string{
+		"v1.35.4": {"3.6.6", "3.10.1", "v1.13.1"}, "v1.36.3": {"3.6.8", "3.10.2", "v1.14.2"}, "v1.37.2": {"3.7.0", "3.10.2", "v1.14.6"},
+		"v1.38.0": {"3.7.0", "3.10.2", "v1.14.6"},
+	} {
+		if s := For("r", v); [3]string{s.Etcd, s.Pause, s.CoreDNS} != want {
+			t.Errorf("%s: %+v, want etcd, pause, CoreDNS %v", v, s, want)
+		}
 	}
 }
 

@@ -21,6 +21,8 @@ type Params struct {
 	ClusterDNS               string // the DNS Service's address (the tenth of the service subnet)
 	ClusterDomain            string
 	ContainerRuntimeEndpoint string
+	// FailCgroupV1 is the inventory's cluster.kubelet.failCgroupV1 (nil: the kubelet's default, true).
+	FailCgroupV1 *bool
 }
 
 // Config is the KubeletConfiguration of every node: webhook authentication and authorization (no anonymous
@@ -50,6 +52,7 @@ func Config(p Params) *kubeletv1beta1.KubeletConfiguration {
 		RotateCertificates:       true,
 		ServerTLSBootstrap:       true,
 		StaticPodPath:            kubeadm.ManifestsDir,
+		FailCgroupV1:             p.FailCgroupV1,
 	}
 }
 

@@ -267,7 +267,7 @@ func (r *renderer) common() error {
 		return err
 	}
 	if r.kubeletConfig, err = kubelet.Marshal(kubelet.Config(kubelet.Params{ClusterDNS: clusterDNS, ClusterDomain: c.Networking.DNSDomain,
-		ContainerRuntimeEndpoint: c.ContainerRuntimeEndpoint})); err != nil {
+		ContainerRuntimeEndpoint: c.ContainerRuntimeEndpoint, FailCgroupV1: c.Kubelet.FailCgroupV1})); err != nil {
 		return err
 	}
 	if r.unit, err = kubelet.Unit(o.KubeletPath); err != nil {

@@ -3,7 +3,7 @@
 # (its name in messages, and the lab's).
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-K8S_VERSION=${K8S_VERSION:-v1.34.4}
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
 CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
 ART=$CACHE/$K8S_VERSION
 export PATH=$PATH:/usr/local/go/bin

@@ -7,7 +7,7 @@
 #   test/lab/artifacts.sh [VERSION]      prints the directory on stdout
 set -euo pipefail
 exec 9>&-
-VERSION=${1:-${K8S_VERSION:-v1.34.4}}
+VERSION=${1:-${K8S_VERSION:-v1.37.2}}
 CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -22,7 +22,11 @@ tools=$(mktemp -d "${TMPDIR:-/tmp}/clusterctl-artifacts.XXXXXX")
 trap 'rm -rf "$tools"' EXIT
 (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$tools/" ./test/lab/cmd/labartifacts ./test/lab/cmd/pause)
 eval "$("$tools/labartifacts" -versions "$VERSION")"
-RUNTIME=$("$HERE/build-runtime.sh" "$CONTAINERD_VERSION" "$CNI_PLUGINS_VERSION" "$CRICTL_VERSION")
+# crictl: the module proxy serves cri-tools v1.34.0 in full but not every later release (v1.35.0, v1.37.0
+# are refused); crictl speaks CRI v1 to any containerd 2, so the lab builds that one for every version (the
+# manifest and the mirror still name the version pull pairs).
+LAB_CRICTL_VERSION=1.34.0
+RUNTIME=$("$HERE/build-runtime.sh" "$CONTAINERD_VERSION" "$CNI_PLUGINS_VERSION" "$LAB_CRICTL_VERSION")
 
 # Up to date when the manifest verifies and names the versions built.
 if [ -f "$DIR/manifest.json" ] && "$tools/labartifacts" -dir "$DIR" -verify >&2 \

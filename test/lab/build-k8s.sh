@@ -14,14 +14,14 @@
 set -euo pipefail
 exec 9>&-
 
-VERSION=${1:-${K8S_VERSION:-v1.34.4}}
+VERSION=${1:-${K8S_VERSION:-v1.37.2}}
 CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
 ARCH=$(go env GOARCH)
 OUT=$CACHE/$VERSION/bin/linux-$ARCH
 export PATH=$PATH:/usr/local/go/bin
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH
 
-case $VERSION in v1.*.*) ;; *) echo "build-k8s: version must look like v1.34.4, got $VERSION" >&2; exit 2 ;; esac
+case $VERSION in v1.*.*) ;; *) echo "build-k8s: version must look like v1.37.2, got $VERSION" >&2; exit 2 ;; esac
 minor=${VERSION#v1.}; minor=${minor%%.*}
 patch=${VERSION##*.}
 staging=v0.$minor.$patch

@@ -169,7 +169,7 @@ func lastLine(b []byte) string {
 }
 
 // KubernetesVersion is the version the lab builds, runs and pins (see lab-notes: cgroup v1 and 1.35).
-const KubernetesVersion = "v1.34.4"
+const KubernetesVersion = "v1.37.2"
 
 // ArtifactsDir is where artifacts.sh leaves the artifacts of a version.
 func ArtifactsDir(version string) string {

@@ -281,6 +281,11 @@ write_inventory() {
     echo "# clusterctl inventory of lab $lab, written by test/lab/lab.sh."
     echo "cluster:"
     echo "  name: $lab"
+    if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
+      echo "  # This machine's hosts use cgroup v1: kubelets from v1.35 run on it only with failCgroupV1 false."
+      echo "  kubelet:"
+      echo "    failCgroupV1: false"
+    fi
     echo "ssh:"
     echo "  user: root"
     echo "  identityFiles: [$dir/id_ed25519]"

@@ -100,7 +100,7 @@ var registryRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?(:[
 
 // Versions are what an artifacts directory holds for one Kubernetes version.
 type Versions struct {
-	Kubernetes string `json:"kubernetes"` // v1.34.4
+	Kubernetes string `json:"kubernetes"` // v1.37.2
 	Etcd       string `json:"etcd"`       // v3.6.5
 	Containerd string `json:"containerd"` // 2.2.1
 	Runc       string `json:"runc"`       // 1.3.4

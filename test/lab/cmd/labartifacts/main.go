@@ -5,9 +5,9 @@
 // every file's SHA-256. With -verify it only checks an existing directory; with -versions it prints the
 // versions clusterctl pairs with a Kubernetes version, as shell assignments.
 //
-//	labartifacts -dir ~/.cache/clusterctl-lab/v1.34.4 -pause PAUSE_BINARY -rootfs MERGED_NODE_ROOTFS -runtime RUNTIME_DIR
-//	labartifacts -dir ~/.cache/clusterctl-lab/v1.34.4 -verify
-//	labartifacts -versions v1.34.4
+//	labartifacts -dir ~/.cache/clusterctl-lab/v1.37.2 -pause PAUSE_BINARY -rootfs MERGED_NODE_ROOTFS -runtime RUNTIME_DIR
+//	labartifacts -dir ~/.cache/clusterctl-lab/v1.37.2 -verify
+//	labartifacts -versions v1.37.2
 package main
 
 import (

@@ -2,7 +2,7 @@
 // (package mirror) on loopback while it runs a command, to which it appends the flags that point
 // `clusterctl artifacts pull` (or `clusterctl up`) at the mirror; it exits with the command's status.
 //
-//	labmirror -artifacts ~/.cache/clusterctl-lab/v1.34.4 -- bin/clusterctl artifacts pull --kubernetes-version v1.34.4
+//	labmirror -artifacts ~/.cache/clusterctl-lab/v1.37.2 -- bin/clusterctl artifacts pull --kubernetes-version v1.37.2
 package main
 
 import (
