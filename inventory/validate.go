@@ -83,16 +83,25 @@ func (v *validator) display(key string) string {
 
 var versionRE = regexp.MustCompile(`^v1\.(\d+)\.(\d+)(-(alpha|beta|rc)\.\d+)?$`)
 
+// CheckKubernetesVersion says whether v is a Kubernetes version clusterctl deploys.
+func CheckKubernetesVersion(v string) error {
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return fmt.Errorf("%q is not a Kubernetes version (example: %s)", v, DefaultKubernetesVersion)
+	}
+	if minor, _ := strconv.Atoi(m[1]); minor < minSupportedMinor || minor > maxSupportedMinor {
+		return fmt.Errorf("Kubernetes %s is not supported; clusterctl supports v1.%d to v1.%d", v, minSupportedMinor, maxSupportedMinor)
+	}
+	return nil
+}
+
 func (v *validator) cluster() {
 	c := &v.inv.Cluster
 	if !nameRE.MatchString(c.Name) {
 		v.errorf("cluster.name", "%q is not a valid cluster name (letters, digits, '.', '_' and '-')", c.Name)
 	}
-	if m := versionRE.FindStringSubmatch(c.KubernetesVersion); m == nil {
-		v.errorf("cluster.kubernetesVersion", "%q is not a Kubernetes version (example: %s)", c.KubernetesVersion, DefaultKubernetesVersion)
-	} else if minor, _ := strconv.Atoi(m[1]); minor < minSupportedMinor || minor > maxSupportedMinor {
-		v.errorf("cluster.kubernetesVersion", "Kubernetes %s is not supported; clusterctl supports v1.%d to v1.%d",
-			c.KubernetesVersion, minSupportedMinor, maxSupportedMinor)
+	if err := CheckKubernetesVersion(c.KubernetesVersion); err != nil {
+		v.errorf("cluster.kubernetesVersion", "%v", err)
 	}
 	if c.ControlPlaneEndpoint != "" {
 		host, port, err := splitHostPort(c.ControlPlaneEndpoint)

@@ -55,6 +55,10 @@ type deployment struct {
 	joining     map[string]bool  // hosts whose kubelet has no credentials yet: they join with the token
 	approver    *csr.Approver
 
+	// filter, when set, keeps only the files (and image archives) a phase pushes: an upgrade pushes a
+	// control-plane node's static Pods and certificates before its kubelet.
+	filter func(path string) bool
+
 	mu             sync.Mutex
 	restartKubelet map[string]bool // hosts whose kubelet files changed in this run
 	outcomes       map[string]*apply.Outcome
@@ -513,6 +517,10 @@ func (d *deployment) node(name string) (apply.Node, error) {
 				n.Images = append(n.Images, scripts.Image{File: p, Ref: f.Image})
 			}
 		}
+	}
+	if d.filter != nil {
+		n.Files = slices.DeleteFunc(n.Files, func(f transport.File) bool { return !d.filter(f.Path) })
+		n.Images = slices.DeleteFunc(n.Images, func(im scripts.Image) bool { return !d.filter(im.File) })
 	}
 	for i := range n.Files {
 		n.Files[i].Keep = apply.MayPreexist(n.Files[i].Path)

@@ -72,7 +72,7 @@ func (d *deployment) restartEtcdAlone(ctx context.Context, play string, h *inven
 // waitStaticPods waits until the node's etcd and control-plane mirror Pods carry their manifests' current
 // certificate digests and are Ready. API errors while an API server restarts are retried.
 func (d *deployment) waitStaticPods(ctx context.Context, play string, h *inventory.Host) error {
-	want := map[string]string{} // component -> the digest its manifest carries
+	want := map[string]nodes.StaticPod{} // component -> the digest and image its manifest carries
 	for _, hf := range d.rendered.Hosts {
 		if hf.Host != h.Name {
 			continue
@@ -81,9 +81,18 @@ func (d *deployment) waitStaticPods(ctx context.Context, play string, h *invento
 			if path.Dir(f.Path) != kubeadm.ManifestsDir {
 				continue
 			}
+			c := strings.TrimSuffix(path.Base(f.Path), ".yaml")
 			for _, line := range strings.Split(string(f.Data), "\n") {
-				if v, ok := strings.CutPrefix(strings.TrimSpace(line), render.PKIAnnotation+": "); ok {
-					want[strings.TrimSuffix(path.Base(f.Path), ".yaml")] = v
+				line = strings.TrimSpace(line)
+				if v, ok := strings.CutPrefix(line, render.PKIAnnotation+": "); ok {
+					p := want[c]
+					p.Annotation = v
+					want[c] = p
+				}
+				if v, ok := strings.CutPrefix(line, "image: "); ok && want[c].Image == "" {
+					p := want[c]
+					p.Image = strings.Trim(v, `"'`)
+					want[c] = p
 				}
 			}
 		}

@@ -106,10 +106,10 @@ func (u *upRun) bootstrap(ctx context.Context) error {
 }
 
 // bootstrapObjects are what bootstrap applies (addons.ClusterObjects).
-func (u *upRun) bootstrapObjects() ([]runtime.Object, error) {
+func (d *deployment) bootstrapObjects() ([]runtime.Object, error) {
 	var kubeletConf []byte
-	for _, hf := range u.rendered.Hosts {
-		if hf.Host == u.cp1.Name {
+	for _, hf := range d.rendered.Hosts {
+		if hf.Host == d.cp1.Name {
 			for _, f := range hf.Files {
 				if f.Path == kubeadm.KubeletConfig {
 					kubeletConf = f.Data
@@ -118,11 +118,11 @@ func (u *upRun) bootstrapObjects() ([]runtime.Object, error) {
 		}
 	}
 	containerized := false
-	for _, f := range u.facts {
+	for _, f := range d.facts {
 		containerized = containerized || f.Virt != ""
 	}
-	return addons.ClusterObjects(addons.ClusterParams{Cluster: u.e.Inv.Cluster, NodeEndpoint: u.rendered.NodeEndpoint, CAPEM: u.caPEM(),
-		KubeletConfig: kubeletConf, Token: u.token, Images: u.images, Containerized: containerized})
+	return addons.ClusterObjects(addons.ClusterParams{Cluster: d.e.Inv.Cluster, NodeEndpoint: d.rendered.NodeEndpoint, CAPEM: d.caPEM(),
+		KubeletConfig: kubeletConf, Token: d.token, Images: d.images, Containerized: containerized})
 }
 
 // controlPlaneJoins are the run's control-plane hosts but the first.

@@ -115,6 +115,19 @@ func Cordon(ctx context.Context, kube kubernetes.Interface, node *corev1.Node) (
 	return true, nil
 }
 
+// Uncordon marks a Node schedulable again; it reports whether it changed it.
+func Uncordon(ctx context.Context, kube kubernetes.Interface, nodeName string) (bool, error) {
+	node, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil || !node.Spec.Unschedulable {
+		return false, err
+	}
+	node.Spec.Unschedulable = false
+	if _, err := kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: apiclient.FieldManager}); err != nil {
+		return false, fmt.Errorf("uncordon: %w", err)
+	}
+	return true, nil
+}
+
 // DrainRound is one round of a drain: it evicts the Node's Pods but DaemonSet and static ones (an eviction
 // a PodDisruptionBudget refuses is tried again next round) and says which are left. Once the Node is not
 // Ready (a dead host), Pods being deleted are not waited for: its kubelet never confirms, and deleting the
@@ -173,10 +186,16 @@ func PodReady(p *corev1.Pod) bool {
 	return false
 }
 
+// StaticPod is what a control-plane node's static Pod manifest says its mirror Pod runs.
+type StaticPod struct {
+	Annotation string // the value of the certificate digest annotation
+	Image      string // its container's image
+}
+
 // StaticPodsWaiting lists a node's control-plane mirror Pods that do not yet run their manifests' current
-// annotation (want: component → value of annotation) or are not Ready. API errors are waited out (an API
-// server restarting).
-func StaticPodsWaiting(ctx context.Context, kube kubernetes.Interface, nodeName, annotation string, want map[string]string, components []string) []string {
+// annotation and image (want: by component) or are not Ready. API errors are waited out (an API server
+// restarting).
+func StaticPodsWaiting(ctx context.Context, kube kubernetes.Interface, nodeName, annotation string, want map[string]StaticPod, components []string) []string {
 	var waiting []string
 	for _, c := range components {
 		name := c + "-" + nodeName
@@ -184,8 +203,10 @@ func StaticPodsWaiting(ctx context.Context, kube kubernetes.Interface, nodeName,
 		switch {
 		case err != nil:
 			waiting = append(waiting, name+" (API: "+firstLine(err.Error())+")")
-		case pod.Annotations[annotation] != want[c]:
+		case pod.Annotations[annotation] != want[c].Annotation:
 			waiting = append(waiting, name+" (old certificates)")
+		case want[c].Image != "" && (len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].Image != want[c].Image):
+			waiting = append(waiting, name+" (not yet "+want[c].Image+")")
 		case !PodReady(pod):
 			waiting = append(waiting, name+" (not Ready)")
 		}
@@ -220,4 +241,29 @@ func AddonsWaiting(ctx context.Context, kube kubernetes.Interface) ([]string, er
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// RolloutsWaiting lists what of kube-proxy and CoreDNS has not finished rolling out its current template:
+// every Pod updated and available, the controller caught up with the latest change.
+func RolloutsWaiting(ctx context.Context, kube kubernetes.Interface) ([]string, error) {
+	var waiting []string
+	ds, err := kube.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if s := ds.Status; s.ObservedGeneration < ds.Generation || s.UpdatedNumberScheduled < s.DesiredNumberScheduled || s.NumberAvailable < s.DesiredNumberScheduled {
+		waiting = append(waiting, fmt.Sprintf("kube-proxy (%d/%d updated, %d available)", s.UpdatedNumberScheduled, s.DesiredNumberScheduled, s.NumberAvailable))
+	}
+	dep, err := kube.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	want := int32(1)
+	if dep.Spec.Replicas != nil {
+		want = *dep.Spec.Replicas
+	}
+	if s := dep.Status; s.ObservedGeneration < dep.Generation || s.UpdatedReplicas < want || s.AvailableReplicas < want || s.Replicas > want {
+		waiting = append(waiting, fmt.Sprintf("CoreDNS (%d/%d updated, %d available)", s.UpdatedReplicas, want, s.AvailableReplicas))
+	}
+	return waiting, nil
 }

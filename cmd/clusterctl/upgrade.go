@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/playbooks"
+)
+
+type upgradeOptions struct {
+	ssh                sshOptions
+	to                 string
+	artifacts          string
+	maxUnavailable     int
+	drainTimeout       time.Duration
+	certificateRenewal bool
+	timeout            time.Duration
+	dryRun             bool
+	yes                bool
+}
+
+func newUpgradeCmd(g *globalOptions) *cobra.Command {
+	o := &upgradeOptions{}
+	cmd := &cobra.Command{
+		Use:   "upgrade",
+		Short: "Move a running cluster to the inventory's Kubernetes version (or --to), node by node",
+		Long: `Upgrade the cluster to cluster.kubernetesVersion (raise it in the inventory first, with its artifacts),
+or to --to without editing the file, in the order upstream documents:
+
+  preflight      facts and kubeadm's checks for the target version on every host
+  render         the target's static Pods, kubelet configuration and add-ons, made here; the control-plane
+                 certificates and kubeconfigs renewed as kubeadm upgrade does (--certificate-renewal); the
+                 target's artifacts verified (pulled into the cache when cluster.artifacts is not set)
+  check          refuses, before anything changes, when: the jump is more than one minor version (patch
+                 jumps are free) or a downgrade, a Node is not Ready, etcd lacks quorum, a kubelet would
+                 end newer than an API server (--limit before the control plane), the artifacts lack
+                 anything the hosts need
+  images         the target's images imported on every host (air-gapped), so no Pod waits for one
+  control-plane  one node at a time: etcd first when its paired version changes (restarted alone, with
+                 that node's API server stopped so the others serve), then API server, controller-manager,
+                 scheduler; each node's static Pods Ready at the target and its API server answering
+                 before the next
+  addons         kube-proxy and CoreDNS at the target (the cluster's Corefile migrated, not replaced, as
+                 kubeadm does), kubeadm-config and kubelet-config; both rollouts waited for
+  kubelets       control-plane nodes one at a time, then workers --max-unavailable at a time: cordon,
+                 drain (PodDisruptionBudgets respected, up to --drain-timeout), kubelet binary and
+                 configuration, restart, Ready at the target, uncordon
+
+Each step is recorded in the state directory (upgrade.json): killed anywhere, the same command finishes
+the upgrade, starting with the control-plane node it left half-way. A node that fails stops the roll;
+the nodes not reached are untouched and the cluster keeps serving. --limit upgrades only the named
+workers (once the control plane is at the target). --dry-run prints the plan, per host the files and
+restarts, and changes nothing. Exit codes: 0 done, 1 refused or failed (every reason is named),
+2 bad usage or inventory, 130 interrupted.`,
+		Example: `  clusterctl upgrade -i hosts.yaml --dry-run          # the plan, per host; nothing is touched
+  clusterctl upgrade -i hosts.yaml --yes               # to cluster.kubernetesVersion
+  clusterctl upgrade -i hosts.yaml --to v1.37.2 --yes  # without editing the inventory
+  clusterctl upgrade -i hosts.yaml --limit w1,w2 --yes --max-unavailable 2`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runUpgrade(cmd, g, o)
+		},
+	}
+	o.ssh.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.to, "to", "", "the target Kubernetes version (default: the inventory's cluster.kubernetesVersion)")
+	f.StringVar(&o.artifacts, "artifacts", "", "the target's artifacts directory, in place of cluster.artifacts (default: the inventory's, else the per-version cache, pulled into when it lacks anything)")
+	f.IntVar(&o.maxUnavailable, "max-unavailable", 1, "how many workers are drained and upgraded at once")
+	f.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "how long a node's drain may take (evictions a PodDisruptionBudget refuses are retried until then)")
+	f.BoolVar(&o.certificateRenewal, "certificate-renewal", true, "renew the control-plane certificates and kubeconfigs on the way, as kubeadm upgrade does")
+	f.DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each wait may take (a node's static Pods, its API server, a node Ready, a rollout)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "check and print the plan: the order, and per host the files it would receive and what would restart; change nothing")
+	f.BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
+	return cmd
+}
+
+func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
+	if o.maxUnavailable < 1 {
+		return usageError("--max-unavailable must be at least 1")
+	}
+	if o.to != "" {
+		if !strings.HasPrefix(o.to, "v") {
+			o.to = "v" + o.to
+		}
+		if err := inventory.CheckKubernetesVersion(o.to); err != nil {
+			return usageError("--to: %v", err)
+		}
+	}
+	view := g.progressView()
+	env, err := openEnv(g, &o.ssh, view)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if o.to != "" {
+		env.Inv.Cluster.KubernetesVersion = o.to
+	}
+	if o.artifacts != "" {
+		abs, err := filepath.Abs(o.artifacts)
+		if err != nil {
+			return usageError("--artifacts: %v", err)
+		}
+		env.Inv.Cluster.Artifacts = abs
+	}
+	if !o.yes && !o.dryRun {
+		if err := confirm(g, "upgrade restarts the control plane node by node and drains every node in turn",
+			fmt.Sprintf("upgrade cluster %q to Kubernetes %s? [y/N] ", env.Inv.Cluster.Name, env.Inv.Cluster.KubernetesVersion), yes); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	res, err := playbooks.Upgrade(cmd.Context(), env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,
+		CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun})
+	view.Recap()
+	if g.Output == "json" && res != nil {
+		status, errText := "ok", ""
+		if err != nil {
+			status, errText = "failed", err.Error()
+			if errors.Is(err, playbooks.ErrUpgradeRefused) {
+				status = "refused"
+			}
+		}
+		if werr := writeJSONLine(g.stdout, struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+			Error  string `json:"error,omitempty"`
+			*playbooks.UpgradeResult
+			DurationMS int64 `json:"duration_ms"`
+		}{"upgrade_result", status, errText, res, time.Since(start).Milliseconds()}); werr != nil {
+			return werr
+		}
+	}
+	if errors.Is(err, playbooks.ErrPreflight) {
+		return &exitError{code: exitFailed, err: errReported}
+	}
+	if err != nil {
+		return failedOnHosts(err)
+	}
+	if g.Output != "json" {
+		printUpgrade(g.stdout, res, o.dryRun, time.Since(start))
+	}
+	return nil
+}
+
+func printUpgrade(w io.Writer, r *playbooks.UpgradeResult, dry bool, took time.Duration) {
+	if dry {
+		fmt.Fprintf(w, "upgrade from %s to %s, in this order:\n", r.From, r.To)
+		for i, line := range r.Order {
+			fmt.Fprintf(w, "  %2d. %s\n", i+1, line)
+		}
+		for _, p := range r.Plan {
+			if len(p.Files)+len(p.Actions) == 0 {
+				fmt.Fprintf(w, "%s: nothing to change\n", p.Host)
+				continue
+			}
+			fmt.Fprintf(w, "%s:\n", p.Host)
+			for _, f := range p.Files {
+				fmt.Fprintf(w, "  %-8s %s (%d bytes)\n", f.Change, f.Path, f.Size)
+			}
+			for _, a := range p.Actions {
+				fmt.Fprintf(w, "  %s\n", a)
+			}
+		}
+		fmt.Fprintln(w, "dry run: nothing was changed on the hosts")
+		return
+	}
+	resumed := ""
+	if r.Resumed {
+		resumed = " (resumed)"
+	}
+	fmt.Fprintf(w, "upgraded from %s to %s in %.1fs%s\n", r.From, r.To, took.Seconds(), resumed)
+	for _, n := range r.ControlPlanes {
+		fmt.Fprintf(w, "  %s: control plane at %s in %.1fs\n", n.Name, r.To, float64(n.DurationMS)/1000)
+	}
+	for _, n := range r.Kubelets {
+		fmt.Fprintf(w, "  %s: kubelet at %s in %.1fs (cordon, drain, restart, Ready, uncordon)\n", n.Name, r.To, float64(n.DurationMS)/1000)
+	}
+	if len(r.Renewed) > 0 {
+		fmt.Fprintf(w, "  renewed: %s\n", strings.Join(r.Renewed, ", "))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	for _, n := range r.Nodes {
+		ready := "Ready"
+		if !n.Ready {
+			ready = "NotReady"
+		}
+		fmt.Fprintf(w, "  %-20s %-8s %s\n", n.Name, ready, n.Version)
+	}
+}

@@ -1,0 +1,716 @@
+package playbooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/addons"
+	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/etcdmember"
+	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/nodes"
+	"github.com/clusterctl/clusterctl/tasks/render"
+)
+
+// UpgradeOptions tune `clusterctl upgrade`.
+type UpgradeOptions struct {
+	// MaxUnavailable is how many workers are drained and upgraded at once (default 1).
+	MaxUnavailable int
+	// DrainTimeout bounds a node's drain (evictions a PodDisruptionBudget refuses are retried until then).
+	DrainTimeout time.Duration
+	// CertificateRenewal renews the control-plane certificates and kubeconfigs on the way, as kubeadm
+	// upgrade does (those issued in the last hour are kept, so that a resumed upgrade renews nothing twice).
+	CertificateRenewal bool
+	// Timeout bounds each wait: a node's static Pods, its API server, a node Ready, a rollout.
+	Timeout time.Duration
+	DryRun  bool
+	Now     func() time.Time
+}
+
+// UpgradeResult is what an upgrade did, or in a dry run would do.
+type UpgradeResult struct {
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Resumed bool   `json:"resumed,omitempty"`
+	// Order is the plan, in the order it runs: one line per change of a node or of the add-ons.
+	Order []string `json:"order"`
+	// Renewed are the certificates and kubeconfigs renewed on the way.
+	Renewed []string `json:"renewed"`
+	// ControlPlanes and Kubelets are how long each node's control plane and each node's kubelet took.
+	ControlPlanes []PhaseTiming `json:"controlPlanes"`
+	Kubelets      []PhaseTiming `json:"kubelets"`
+	Notes         []string      `json:"notes,omitempty"`
+	Phases        []PhaseTiming `json:"phases"`
+	Nodes         []NodeStatus  `json:"nodes,omitempty"`
+	Plan          []HostPlan    `json:"plan,omitempty"`
+}
+
+// ErrUpgradeRefused is wrapped by the reasons an upgrade refuses to start.
+var ErrUpgradeRefused = errors.New("upgrade refused")
+
+// upgradeStateFile records, in the state directory, an upgrade under way: what is done, which nodes it
+// cordoned. A re-run with the same target resumes from it; it is removed when the upgrade is done.
+const upgradeStateFile = "upgrade.json"
+
+type upgradeState struct {
+	From, To string
+	Started  time.Time
+	// Done are the steps finished: "control-plane/<host>", "addons", "kubelet/<host>".
+	Done []string
+	// Cordoned are the nodes the upgrade cordoned (it uncordons those only).
+	Cordoned []string
+	// Current are the hosts being changed: they may be NotReady when a killed run resumes.
+	Current []string
+}
+
+type upgradeRun struct {
+	*deployment
+	o     UpgradeOptions
+	res   *UpgradeResult
+	st    *upgradeState
+	stMu  sync.Mutex
+	limit bool // --limit: only the run's workers
+	to    *version.Version
+}
+
+// Upgrade moves a running cluster to the inventory's Kubernetes version the way upstream documents it:
+// checks first (one minor version at most, every Node Ready, etcd quorum, no kubelet newer than an API
+// server, the artifacts there), then the control-plane nodes one at a time (etcd first when its version
+// changes, with the node's API server stopped; then the API server, controller-manager and scheduler,
+// each node's API server ready before the next), then the add-ons (kube-proxy, CoreDNS with its Corefile
+// migrated, kubeadm-config, kubelet-config), then every kubelet: control-plane nodes one at a time, then
+// workers MaxUnavailable at a time, each cordoned, drained, upgraded, Ready at the new version and
+// uncordoned. Each step is recorded in the state directory; the same command resumes a killed upgrade.
+func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, error) {
+	if o.MaxUnavailable < 1 {
+		o.MaxUnavailable = 1
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 5 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	to, err := version.ParseSemantic(e.Inv.Cluster.KubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	limit := len(e.Hosts) < len(e.Inv.Hosts)
+	if limit {
+		for _, h := range e.Hosts {
+			if h.Has(inventory.RoleControlPlane) {
+				return nil, fmt.Errorf("%w: --limit names workers only (%s is a control-plane host: control planes are upgraded together, without --limit)", ErrUpgradeRefused, h.Name)
+			}
+		}
+	}
+	var renew *render.Renewal
+	if o.CertificateRenewal {
+		renew = &render.Renewal{IssuedBefore: o.Now().Add(-time.Hour)}
+	}
+	hosts := allHosts(e.Inv)
+	if limit {
+		hosts = e.Hosts
+	}
+	d, err := newDeployment(e, hosts, deployOptions{Now: o.Now, DryRun: o.DryRun, Timeout: o.Timeout, Renew: renew})
+	if err != nil {
+		return nil, err
+	}
+	u := &upgradeRun{deployment: d, o: o, res: &UpgradeResult{To: to.String(), Order: []string{}, Renewed: []string{},
+		ControlPlanes: []PhaseTiming{}, Kubelets: []PhaseTiming{}}, limit: limit, to: to}
+	u.res.To = "v" + to.String()
+	if err := u.loadState(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if o.DryRun {
+			u.res.Plan = u.plan()
+		}
+	}()
+	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, u.steps())
+	return u.res, err
+}
+
+func (u *upgradeRun) steps() []Step {
+	return []Step{
+		// connect, gather facts, preflight checks for the target version
+		{Name: "preflight", Run: func(ctx context.Context) error { _, err := u.preflight(ctx, PreflightOptions{}); return err }, Dry: true},
+		// the target's files made locally (certificates renewed), its artifacts verified (pulled into the
+		// cache when cluster.artifacts is not set); nothing changes on hosts
+		{Name: "render", Run: u.renderStep, Dry: true},
+		// a killed upgrade: the control-plane node it was changing is brought back first (its API server
+		// may be the one stopped while its etcd restarted)
+		{Name: "resume", Run: u.resume, Skip: u.nothingToResume},
+		// versions, Nodes Ready, etcd quorum, skew: refuse before anything changes
+		{Name: "check", Run: u.check, Dry: true},
+		// what a dry run shows: every host's files and actions, in the order they would run
+		{Name: "plan", Run: u.planStep, Dry: true, Skip: func() string {
+			if !u.o.DryRun {
+				return "not a dry run"
+			}
+			return ""
+		}},
+		// the target's images imported on every host first, so that no Pod waits for one
+		{Name: "images", Run: u.importImages},
+		// control-plane nodes one at a time: etcd, API server, controller-manager, scheduler
+		{Name: "control-plane", Run: u.controlPlanes, Skip: u.limited},
+		// kube-proxy, CoreDNS, kubeadm-config, kubelet-config
+		{Name: "addons", Run: u.addons, Skip: u.limited},
+		// kubelets: control-plane nodes one at a time, then workers in batches, drained first
+		{Name: "kubelets", Run: u.kubelets},
+		// every Node Ready at the target; the record of the upgrade removed
+		{Name: "done", Run: u.done},
+	}
+}
+
+func (u *upgradeRun) limited() string {
+	if u.limit {
+		return "--limit: workers only"
+	}
+	return ""
+}
+
+func (u *upgradeRun) statePath() string { return filepath.Join(u.e.StateDir, upgradeStateFile) }
+
+// loadState reads the record of an upgrade under way; one to another version is refused.
+func (u *upgradeRun) loadState() error {
+	data, err := os.ReadFile(u.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var st upgradeState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("%s: %w", u.statePath(), err)
+	}
+	if st.To != u.res.To {
+		return fmt.Errorf("%w: an upgrade from %s to %s is under way (%s); finish it (clusterctl upgrade --to %s) before another",
+			ErrUpgradeRefused, st.From, st.To, u.statePath(), st.To)
+	}
+	u.st = &st
+	u.res.Resumed = true
+	u.res.From = st.From
+	return nil
+}
+
+// saveState writes the record (atomically, 0600); a dry run writes nothing.
+func (u *upgradeRun) saveState(change func(*upgradeState)) error {
+	if u.o.DryRun {
+		return nil
+	}
+	u.stMu.Lock()
+	defer u.stMu.Unlock()
+	if u.st == nil {
+		u.st = &upgradeState{From: u.res.From, To: u.res.To, Started: u.o.Now().UTC()}
+	}
+	change(u.st)
+	data, err := json.MarshalIndent(u.st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeSecret(u.statePath(), append(data, '\n'))
+}
+
+func (u *upgradeRun) isDone(step string) bool {
+	u.stMu.Lock()
+	defer u.stMu.Unlock()
+	return u.st != nil && slices.Contains(u.st.Done, step)
+}
+
+func (u *upgradeRun) markDone(step string, hosts ...string) error {
+	return u.saveState(func(s *upgradeState) {
+		if !slices.Contains(s.Done, step) {
+			s.Done = append(s.Done, step)
+		}
+		s.Current = slices.DeleteFunc(s.Current, func(h string) bool { return slices.Contains(hosts, h) })
+	})
+}
+
+func (u *upgradeRun) markCurrent(hosts ...string) error {
+	return u.saveState(func(s *upgradeState) {
+		for _, h := range hosts {
+			if !slices.Contains(s.Current, h) {
+				s.Current = append(s.Current, h)
+			}
+		}
+	})
+}
+
+// interrupted are the control-plane hosts a killed run was rolling.
+func (u *upgradeRun) interrupted() []*inventory.Host {
+	var out []*inventory.Host
+	for _, h := range u.controlPlaneHosts() {
+		if u.current(h.Name) && !u.isDone("control-plane/"+h.Name) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func (u *upgradeRun) nothingToResume() string {
+	if u.limit || len(u.interrupted()) == 0 {
+		return "no control-plane node was left half-way"
+	}
+	return ""
+}
+
+func (u *upgradeRun) resume(ctx context.Context) error {
+	u.filter = controlPlaneFile
+	defer func() { u.filter = nil }()
+	for _, h := range u.interrupted() {
+		u.e.say("resume", h.Name, "finishing its control plane, left half-way by the run that was interrupted")
+		if _, err := u.rollControlPlane(ctx, "resume", h); err != nil {
+			return fmt.Errorf("%s: %w", h.Name, err)
+		}
+	}
+	return nil
+}
+
+// check refuses, with every reason found, an upgrade that would leave the cluster outside what upstream
+// supports or that starts from a cluster in trouble.
+func (u *upgradeRun) check(ctx context.Context) error {
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	var reasons []string
+	// API servers: every control-plane Node's own, through its SSH connection.
+	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the Nodes: %w", err)
+	}
+	byName := map[string]*corev1.Node{}
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
+	var lowest *version.Version
+	lowestAt := ""
+	for _, h := range u.e.Inv.ControlPlanes() {
+		if byName[h.NodeName] == nil {
+			reasons = append(reasons, fmt.Sprintf("control-plane host %s is not a Node of the cluster: add it first (clusterctl add-node)", h.Name))
+			continue
+		}
+		v, err := u.apiServerVersion(ctx, h)
+		if err != nil && u.current(h.Name) {
+			continue // being upgraded by a run that was interrupted
+		}
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("the API server on %s does not answer: %v", h.Name, err))
+			continue
+		}
+		if v.GreaterThan(u.to) {
+			reasons = append(reasons, fmt.Sprintf("the API server on %s runs v%s, newer than the target v%s: clusterctl does not downgrade", h.Name, v, u.to))
+		}
+		if lowest == nil || v.LessThan(lowest) {
+			lowest, lowestAt = v, h.Name
+		}
+		if u.limit && v.LessThan(u.to) {
+			reasons = append(reasons, fmt.Sprintf("the API server on %s runs v%s: upgrading kubelets to v%s would make them newer than an API server; upgrade the control plane first (without --limit)", h.Name, v, u.to))
+		}
+	}
+	if lowest != nil {
+		if u.res.From == "" {
+			u.res.From = "v" + lowest.String()
+		}
+		if u.to.Minor() > lowest.Minor()+1 {
+			reasons = append(reasons, fmt.Sprintf("v%s to v%s skips a minor version (the API server on %s runs v%s): upgrade to v1.%d first, one minor version at a time",
+				lowest, u.to, lowestAt, lowest, lowest.Minor()+1))
+		}
+	}
+	var notReady []string
+	for _, h := range u.e.Inv.Hosts {
+		n := byName[h.NodeName]
+		if n == nil {
+			continue // not part of the cluster yet: add-node brings it in at the target
+		}
+		if kv, err := version.ParseGeneric(n.Status.NodeInfo.KubeletVersion); err == nil {
+			if kv.GreaterThan(u.to) {
+				reasons = append(reasons, fmt.Sprintf("the kubelet on %s runs %s, newer than the target v%s", h.NodeName, n.Status.NodeInfo.KubeletVersion, u.to))
+			} else if u.to.Minor() > kv.Minor()+3 {
+				reasons = append(reasons, fmt.Sprintf("the kubelet on %s runs %s, more than three minor versions behind v%s: upgrade it first", h.NodeName, n.Status.NodeInfo.KubeletVersion, u.to))
+			}
+		}
+		if !nodes.Ready(n) && !u.current(h.Name) {
+			notReady = append(notReady, h.NodeName)
+		}
+	}
+	if len(notReady) > 0 {
+		reasons = append(reasons, fmt.Sprintf("Nodes not Ready: %s (kubectl describe node tells why); an upgrade starts from a healthy cluster", strings.Join(notReady, ", ")))
+	}
+	ec, err := u.e.etcd(ctx)
+	if err != nil {
+		reasons = append(reasons, fmt.Sprintf("etcd does not answer: %v", err))
+	} else {
+		defer ec.Close()
+		if members, err := ec.List(ctx); err != nil {
+			reasons = append(reasons, fmt.Sprintf("etcd lacks quorum (its members cannot be listed: %v)", err))
+		} else if err := etcdmember.Quorum(members); err != nil {
+			reasons = append(reasons, fmt.Sprintf("etcd lacks quorum: %v", err))
+		}
+	}
+	if len(reasons) > 0 {
+		return fmt.Errorf("%w:\n  - %s", ErrUpgradeRefused, strings.Join(reasons, "\n  - "))
+	}
+	u.e.say("check", "", "from %s to %s: versions, %d Nodes Ready, etcd quorum", u.res.From, u.res.To, len(list.Items))
+	return nil
+}
+
+func (u *upgradeRun) current(host string) bool {
+	u.stMu.Lock()
+	defer u.stMu.Unlock()
+	return u.st != nil && slices.Contains(u.st.Current, host)
+}
+
+// apiServerVersion asks a control-plane node's own API server its version.
+func (u *upgradeRun) apiServerVersion(ctx context.Context, h *inventory.Host) (*version.Version, error) {
+	c, err := u.e.nodeClient(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	vctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var info struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	body, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/version").Do(vctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(body, &info); err != nil {
+		return nil, err
+	}
+	return version.ParseSemantic(info.GitVersion)
+}
+
+func (u *upgradeRun) renderStep(ctx context.Context) error {
+	if err := u.render(ctx); err != nil {
+		return err
+	}
+	for _, ch := range u.rendered.Changes {
+		u.res.Renewed = append(u.res.Renewed, ch.What)
+	}
+	return u.prepare()
+}
+
+// controlPlaneFile: what a control-plane node's roll pushes before its kubelet is upgraded: static Pods,
+// certificates, kubeconfigs (under /etc/kubernetes) and image archives.
+func controlPlaneFile(p string) bool {
+	return strings.HasPrefix(p, kubeadm.KubernetesDir+"/") || imageFile(p)
+}
+
+func imageFile(p string) bool { return strings.HasPrefix(p, kubeadm.ImagesDir+"/") }
+
+// planStep records, without changing anything, what each host would receive, and lists the order.
+func (u *upgradeRun) planStep(ctx context.Context) error {
+	if _, err := u.push(ctx, "plan", names(u.hosts), u.e.Forks); err != nil {
+		return err
+	}
+	if err := u.startKubelet(ctx, "plan", names(u.hosts)); err != nil {
+		return err
+	}
+	cur := images.For(u.e.Inv.Cluster.ImageRepository, u.res.From)
+	add := func(format string, a ...any) { u.res.Order = append(u.res.Order, fmt.Sprintf(format, a...)) }
+	if len(u.res.Renewed) > 0 {
+		add("renew %d control-plane certificates and kubeconfigs (in the state directory; pushed with each node)", len(u.res.Renewed))
+	}
+	add("import the images of %s on %d hosts", u.res.To, len(u.hosts))
+	if !u.limit {
+		for _, h := range u.controlPlaneHosts() {
+			if cur.Etcd != u.deployment.images.Etcd {
+				add("%s: etcd %s → %s, alone, with its API server stopped (the other API servers serve)", h.Name, cur.Etcd, u.deployment.images.Etcd)
+			}
+			add("%s: kube-apiserver, kube-controller-manager, kube-scheduler → %s; wait until they are Ready and its API server answers", h.Name, u.res.To)
+		}
+		add("add-ons: kube-proxy → %s, CoreDNS %s → %s (Corefile migrated), kubeadm-config and kubelet-config", u.res.To, cur.CoreDNS, u.deployment.images.CoreDNS)
+		for _, h := range u.controlPlaneHosts() {
+			add("%s: cordon, drain, kubelet → %s, restart, Ready, uncordon", h.Name, u.res.To)
+		}
+	}
+	for i, batch := range u.workerBatches() {
+		add("workers batch %d (%s): cordon, drain (--drain-timeout %s), kubelet → %s, restart, Ready, uncordon", i+1, strings.Join(names(batch), ", "), u.o.DrainTimeout, u.res.To)
+	}
+	return nil
+}
+
+// controlPlaneHosts are the inventory's control-plane hosts that are part of the run.
+func (u *upgradeRun) controlPlaneHosts() []*inventory.Host {
+	var out []*inventory.Host
+	for _, h := range u.hosts {
+		if h.Has(inventory.RoleControlPlane) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func (u *upgradeRun) workerBatches() [][]*inventory.Host {
+	var out [][]*inventory.Host
+	for ws := u.workers(); len(ws) > 0; {
+		n := min(u.o.MaxUnavailable, len(ws))
+		out = append(out, ws[:n])
+		ws = ws[n:]
+	}
+	return out
+}
+
+// importImages imports the target's images on every host of the run (in registry mode the hosts pull them as
+// Pods start).
+func (u *upgradeRun) importImages(ctx context.Context) error {
+	if u.e.Inv.Cluster.Registry.Pull {
+		return nil
+	}
+	u.filter = imageFile
+	defer func() { u.filter = nil }()
+	_, err := u.push(ctx, "images", names(u.hosts), u.e.Forks)
+	return err
+}
+
+// controlPlanes rolls the control-plane nodes one at a time with the target's static Pods and the renewed
+// certificates (rollControlPlane: etcd alone first when its manifest changes), the kubelets left as they
+// are until every API server runs the target.
+func (u *upgradeRun) controlPlanes(ctx context.Context) error {
+	u.filter = controlPlaneFile
+	defer func() { u.filter = nil }()
+	for _, h := range u.controlPlaneHosts() {
+		step := "control-plane/" + h.Name
+		if err := u.markCurrent(h.Name); err != nil {
+			return err
+		}
+		start := time.Now()
+		changed, err := u.rollControlPlane(ctx, "control-plane", h)
+		if err != nil {
+			return fmt.Errorf("%s: %w (the other control-plane nodes are untouched; the same command resumes)", h.Name, err)
+		}
+		if changed || !u.isDone(step) {
+			u.res.ControlPlanes = append(u.res.ControlPlanes, PhaseTiming{Name: h.Name, DurationMS: time.Since(start).Milliseconds()})
+		}
+		if err := u.markDone(step, h.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addons applies kube-proxy, CoreDNS (the cluster's Corefile migrated to the new CoreDNS, not replaced),
+// kubeadm-config and kubelet-config at the target, and waits for both rollouts.
+func (u *upgradeRun) addons(ctx context.Context) error {
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	objs, err := u.bootstrapObjects()
+	if err != nil {
+		return err
+	}
+	cm, err := admin.Kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading CoreDNS's Corefile: %w", err)
+	}
+	from := u.deployment.images.CoreDNS
+	if dep, err := admin.Kube.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, "coredns", metav1.GetOptions{}); err == nil && len(dep.Spec.Template.Spec.Containers) > 0 {
+		ref := dep.Spec.Template.Spec.Containers[0].Image
+		from = ref[strings.LastIndexByte(ref, ':')+1:]
+	}
+	corefile, notes := addons.MigrateCorefile(from, u.deployment.images.CoreDNS, cm.Data["Corefile"])
+	for _, n := range notes {
+		u.e.say("addons", "", "%s", n)
+	}
+	u.res.Notes = append(u.res.Notes, notes...)
+	for _, o := range objs {
+		if c, ok := o.(*corev1.ConfigMap); ok && c.Name == "coredns" && c.Namespace == metav1.NamespaceSystem && corefile != "" {
+			c.Data["Corefile"] = corefile
+		}
+	}
+	applied, err := admin.Apply(ctx, objs...)
+	if err != nil {
+		return err
+	}
+	var changed []string
+	for _, a := range applied {
+		if a.Changed {
+			changed = append(changed, a.String())
+		}
+	}
+	u.e.say("addons", "", "%d objects applied, changed: %s", len(applied), strings.Join(changed, ", "))
+	err = u.e.poll(ctx, "addons", "", u.o.Timeout, func() (bool, string, error) {
+		waiting, err := nodes.RolloutsWaiting(ctx, admin.Kube)
+		if err != nil {
+			return false, "the API (" + firstLine(err.Error()) + ")", nil
+		}
+		return len(waiting) == 0, strings.Join(waiting, ", "), nil
+	})
+	if err != nil {
+		return err
+	}
+	return u.markDone("addons")
+}
+
+// kubelets upgrades the kubelets: control-plane nodes one at a time, then the workers MaxUnavailable at
+// a time.
+func (u *upgradeRun) kubelets(ctx context.Context) error {
+	if !u.limit {
+		for _, h := range u.controlPlaneHosts() {
+			if err := u.kubelet(ctx, []*inventory.Host{h}); err != nil {
+				return err
+			}
+		}
+	}
+	for _, batch := range u.workerBatches() {
+		if err := u.kubelet(ctx, batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kubelet upgrades a batch of nodes' kubelets together: cordon, drain, push every file (the kubelet, its
+// configuration, the runtime), restart, Ready at the target, uncordon. A node whose kubelet already runs
+// the target with every file in place is left alone (uncordoned if the upgrade had cordoned it).
+func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error {
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := u.markCurrent(names(batch)...); err != nil {
+		return err
+	}
+	start := time.Now()
+	var todo []*inventory.Host
+	for _, h := range batch {
+		n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("%s: %w", h.Name, err)
+		}
+		if n.Status.NodeInfo.KubeletVersion == u.res.To && u.isDone("kubelet/"+h.Name) {
+			continue
+		}
+		todo = append(todo, h)
+		cordoned, err := nodes.Cordon(ctx, admin.Kube, n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", h.Name, err)
+		}
+		if cordoned {
+			u.e.say("kubelets", h.Name, "cordoned")
+			if err := u.saveState(func(s *upgradeState) { s.Cordoned = append(s.Cordoned, h.NodeName) }); err != nil {
+				return err
+			}
+		}
+	}
+	for _, h := range todo {
+		err := u.e.poll(ctx, "kubelets", h.Name, u.o.DrainTimeout, func() (bool, string, error) {
+			left, err := nodes.DrainRound(ctx, admin.Kube, h.NodeName)
+			return len(left) == 0, "Pods still on the node: " + strings.Join(left, ", "), err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			return fmt.Errorf("%s: drain: %w (a PodDisruptionBudget may forbid an eviction; the node stays cordoned, the cluster serves; the same command resumes)", h.Name, err)
+		}
+		u.e.say("kubelets", h.Name, "drained")
+	}
+	if _, err := u.push(ctx, "kubelets", names(todo), len(todo)); err != nil {
+		return err
+	}
+	if err := u.startKubelet(ctx, "kubelets", names(todo)); err != nil {
+		return err
+	}
+	err = u.e.poll(ctx, "kubelets", "", u.o.Timeout, func() (bool, string, error) {
+		var waiting []string
+		for _, h := range todo {
+			n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+			switch {
+			case err != nil:
+				waiting = append(waiting, h.NodeName+" (API: "+firstLine(err.Error())+")")
+			case n.Status.NodeInfo.KubeletVersion != u.res.To:
+				waiting = append(waiting, h.NodeName+" (kubelet "+n.Status.NodeInfo.KubeletVersion+")")
+			case !nodes.Ready(n):
+				waiting = append(waiting, h.NodeName+" (not Ready)")
+			}
+		}
+		return len(waiting) == 0, "nodes: " + strings.Join(waiting, ", "), nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, h := range batch {
+		if err := u.uncordon(ctx, admin, h); err != nil {
+			return err
+		}
+		if err := u.markDone("kubelet/"+h.Name, h.Name); err != nil {
+			return err
+		}
+	}
+	if len(todo) > 0 {
+		d := time.Since(start).Milliseconds()
+		for _, h := range todo {
+			u.res.Kubelets = append(u.res.Kubelets, PhaseTiming{Name: h.Name, DurationMS: d})
+		}
+	}
+	return nil
+}
+
+// uncordon makes a node the upgrade cordoned schedulable again (a node cordoned before is left so).
+func (u *upgradeRun) uncordon(ctx context.Context, admin *apiclient.Client, h *inventory.Host) error {
+	u.stMu.Lock()
+	ours := u.st != nil && slices.Contains(u.st.Cordoned, h.NodeName)
+	u.stMu.Unlock()
+	if !ours {
+		return nil
+	}
+	changed, err := nodes.Uncordon(ctx, admin.Kube, h.NodeName)
+	if err != nil {
+		return fmt.Errorf("%s: %w", h.Name, err)
+	}
+	if changed {
+		u.e.say("kubelets", h.Name, "uncordoned")
+	}
+	return u.saveState(func(s *upgradeState) {
+		s.Cordoned = slices.DeleteFunc(s.Cordoned, func(n string) bool { return n == h.NodeName })
+	})
+}
+
+// done waits for every Node of the run to be Ready at the target, reports them and removes the record.
+func (u *upgradeRun) done(ctx context.Context) error {
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range list.Items {
+		n := &list.Items[i]
+		u.res.Nodes = append(u.res.Nodes, NodeStatus{Name: n.Name, Roles: nodes.Roles(n), Ready: nodes.Ready(n),
+			Version: n.Status.NodeInfo.KubeletVersion, PodCIDR: n.Spec.PodCIDR})
+	}
+	sort.Slice(u.res.Nodes, func(i, j int) bool { return u.res.Nodes[i].Name < u.res.Nodes[j].Name })
+	if u.limit {
+		// Other workers may still be behind: the record stays for the run without --limit.
+		return nil
+	}
+	if err := os.Remove(u.statePath()); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
