@@ -10,6 +10,8 @@ GOLANGCI_LINT_VERSION := v2.15.0
 TOOLS := $(CURDIR)/bin/tools
 FUZZTIME ?= 5m
 K8S_VERSION ?= v1.37.2
+# The version upgrade tests start from: one minor version below K8S_VERSION (test/lab/lab.go pins both).
+K8S_UPGRADE_FROM ?= v1.36.3
 
 N ?= 3
 CONTROL_PLANES ?= 1
@@ -65,8 +67,8 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	$(MAKE) --no-print-directory lint
 	@reason=$$(test/lab/check.sh); \
 	if [ -z "$$reason" ]; then \
-	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs and Kubernetes $(K8S_VERSION) artifacts if not cached"; \
-	  test/lab/deps.sh && test/lab/artifacts.sh $(K8S_VERSION) >/dev/null; \
+	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs and Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts if not cached"; \
+	  test/lab/deps.sh && test/lab/artifacts.sh $(K8S_VERSION) >/dev/null && test/lab/artifacts.sh $(K8S_UPGRADE_FROM) >/dev/null; \
 	else \
 	  echo "make test: SKIPPING the lab tier (integration tests on real hosts): $$reason"; export CLUSTERCTL_LAB=off; \
 	fi; \
@@ -98,8 +100,9 @@ lab-down: ## remove the lab's hosts, bridge, cgroups and sysctl changes
 lab-selftest: lab-deps ## boot 3 hosts and check systemd, SSH (root and sudo user), SFTP, units, containerd
 	go test -count=1 -v -run 'TestSelftest|TestArtifactImagesRun' ./test/lab/
 
-artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) artifacts directory (cached per version outside the repo)
+artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts directories (cached per version outside the repo)
 	test/lab/artifacts.sh $(K8S_VERSION)
+	test/lab/artifacts.sh $(K8S_UPGRADE_FROM)
 
 bench: ## Go benchmarks of every package (go test -bench), numbers printed
 	go test -run '^$$' -bench . -benchmem ./...

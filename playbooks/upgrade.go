@@ -86,6 +86,8 @@ type upgradeRun struct {
 	stMu  sync.Mutex
 	limit bool // --limit: only the run's workers
 	to    *version.Version
+	// wasCurrent are the hosts a killed run was changing.
+	wasCurrent map[string]bool
 }
 
 // Upgrade moves a running cluster to the inventory's Kubernetes version the way upstream documents it:
@@ -134,7 +136,7 @@ func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, err
 		return nil, err
 	}
 	u := &upgradeRun{deployment: d, o: o, res: &UpgradeResult{To: to.String(), Order: []string{}, Renewed: []string{},
-		ControlPlanes: []PhaseTiming{}, Kubelets: []PhaseTiming{}}, limit: limit, to: to}
+		ControlPlanes: []PhaseTiming{}, Kubelets: []PhaseTiming{}}, limit: limit, to: to, wasCurrent: map[string]bool{}}
 	u.res.To = "v" + to.String()
 	if err := u.loadState(); err != nil {
 		return nil, err
@@ -207,6 +209,9 @@ func (u *upgradeRun) loadState() error {
 			ErrUpgradeRefused, st.From, st.To, u.statePath(), st.To)
 	}
 	u.st = &st
+	for _, h := range st.Current {
+		u.wasCurrent[h] = true
+	}
 	u.res.Resumed = true
 	u.res.From = st.From
 	return nil
@@ -445,8 +450,11 @@ func (u *upgradeRun) planStep(ctx context.Context) error {
 			add("%s: cordon, drain, kubelet → %s, restart, Ready, uncordon", h.Name, u.res.To)
 		}
 	}
-	for i, batch := range u.workerBatches() {
-		add("workers batch %d (%s): cordon, drain (--drain-timeout %s), kubelet → %s, restart, Ready, uncordon", i+1, strings.Join(names(batch), ", "), u.o.DrainTimeout, u.res.To)
+	batches := u.workerBatches()
+	for i, batch := range batches {
+		for _, h := range batch {
+			add("%s (workers batch %d of %d): cordon, drain (up to %s), kubelet → %s, restart, Ready, uncordon", h.Name, i+1, len(batches), u.o.DrainTimeout, u.res.To)
+		}
 	}
 	return nil
 }
@@ -500,7 +508,7 @@ func (u *upgradeRun) controlPlanes(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w (the other control-plane nodes are untouched; the same command resumes)", h.Name, err)
 		}
-		if changed || !u.isDone(step) {
+		if changed {
 			u.res.ControlPlanes = append(u.res.ControlPlanes, PhaseTiming{Name: h.Name, DurationMS: time.Since(start).Milliseconds()})
 		}
 		if err := u.markDone(step, h.Name); err != nil {
@@ -600,8 +608,8 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 		if err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}
-		if n.Status.NodeInfo.KubeletVersion == u.res.To && u.isDone("kubelet/"+h.Name) {
-			continue
+		if n.Status.NodeInfo.KubeletVersion == u.res.To && (u.isDone("kubelet/"+h.Name) || !u.wasCurrent[h.Name]) {
+			continue // upgraded already (a run killed while it was being upgraded does it again)
 		}
 		todo = append(todo, h)
 		cordoned, err := nodes.Cordon(ctx, admin.Kube, n)

@@ -1,18 +1,11 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
-	"net"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clusterctl/clusterctl/test/lab"
 )
@@ -76,74 +69,15 @@ spec:
 	})
 
 	t.Run("certs rotate on three control-plane nodes: no failed request through a node's proxy", func(t *testing.T) {
-		// A client of the control-plane endpoint as nodes see it: w1's proxy on 127.0.0.1:7443, reached
-		// through an SSH forward from here.
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		fwd := exec.Command("ssh", "-F", full.Lab.SSHConfig(), "-N", "-o", "ExitOnForwardFailure=yes",
-			"-L", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:7443", port), "w1")
-		if err := fwd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
-		cfg, err := clientcmd.BuildConfigFromFlags("", full.Admin())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
-		cfg.Timeout = 5 * time.Second
-		kube, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; ; i++ {
-			if _, err = kube.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err == nil {
-				break
-			}
-			if i > 50 {
-				t.Fatalf("no answer through w1's proxy: %v", err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		stop := make(chan struct{})
-		type result struct {
-			ok     int
-			failed []string
-		}
-		done := make(chan result)
-		go func() {
-			var r result
-			for {
-				select {
-				case <-stop:
-					done <- r
-					return
-				default:
-				}
-				if _, err := kube.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
-					r.failed = append(r.failed, time.Now().Format("15:04:05.000")+" "+err.Error())
-				} else {
-					r.ok++
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		}()
+		stop := StartProxyClient(t, full, "w1")
 		_, stderr, code := full.Run(t, "certs", "rotate", "--yes", "--fresh", "0s")
-		close(stop)
-		r := <-done
+		ok, failed := stop()
 		if code != 0 {
 			t.Fatalf("certs rotate: exit %d\n%s", code, tail(stderr, 30))
 		}
-		t.Logf("during the rotation: %d requests ok, %d failed", r.ok, len(r.failed))
-		if len(r.failed) > 0 {
-			if len(r.failed) > 10 {
-				r.failed = r.failed[:10]
-			}
-			t.Errorf("requests failed during the rolling rotation:\n%s", strings.Join(r.failed, "\n"))
+		t.Logf("during the rotation: %d requests ok, %d failed", ok, len(failed))
+		if len(failed) > 0 {
+			t.Errorf("requests failed during the rolling rotation:\n%s", strings.Join(first(failed, 10), "\n"))
 		}
 	})
 

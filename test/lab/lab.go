@@ -168,8 +168,12 @@ func lastLine(b []byte) string {
 	return lines[len(lines)-1]
 }
 
-// KubernetesVersion is the version the lab builds, runs and pins (see lab-notes: cgroup v1 and 1.35).
-const KubernetesVersion = "v1.37.2"
+// KubernetesVersion is the version the lab builds, runs and pins; UpgradeFrom is the one a minor version
+// below it that upgrade tests start from (the Makefile's K8S_VERSION and K8S_UPGRADE_FROM).
+const (
+	KubernetesVersion = "v1.37.2"
+	UpgradeFrom       = "v1.36.3"
+)
 
 // ArtifactsDir is where artifacts.sh leaves the artifacts of a version.
 func ArtifactsDir(version string) string {
@@ -189,10 +193,16 @@ func ArtifactsDir(version string) string {
 // there.
 func Artifacts(t testing.TB) (string, *artifacts.Manifest) {
 	t.Helper()
-	dir := ArtifactsDir(KubernetesVersion)
+	return ArtifactsOf(t, KubernetesVersion)
+}
+
+// ArtifactsOf is Artifacts for another version the lab builds (UpgradeFrom).
+func ArtifactsOf(t testing.TB, version string) (string, *artifacts.Manifest) {
+	t.Helper()
+	dir := ArtifactsDir(version)
 	m, err := artifacts.Load(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("no Kubernetes %s artifacts in %s: `make artifacts` builds them (~20 min, once)", KubernetesVersion, dir)
+		t.Skipf("no Kubernetes %s artifacts in %s: `make artifacts` builds them (~10-20 min each, once)", version, dir)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterctl/clusterctl/test/lab"
+)
+
+// upgradeResult is the part of `clusterctl upgrade --output json`'s result the tests read.
+type upgradeResult struct {
+	Type, Status, Error string
+	From, To            string
+	Resumed             bool
+	Order               []string
+	ControlPlanes       []struct {
+		Name       string
+		DurationMS int64 `json:"duration_ms"`
+	}
+	Kubelets []struct {
+		Name       string
+		DurationMS int64 `json:"duration_ms"`
+	}
+	Nodes []struct{ Name, Version string }
+}
+
+func (c *Cluster) upgrade(t testing.TB, args ...string) (upgradeResult, string, int) {
+	t.Helper()
+	stdout, stderr, code := c.Run(t, append([]string{"upgrade", "--output", "json"}, args...)...)
+	var r upgradeResult
+	if err := json.Unmarshal([]byte(lastLine(stdout)), &r); err != nil || r.Type != "upgrade_result" {
+		t.Fatalf("upgrade: exit %d, no result (%v)\n%s\n%s", code, err, tail(stderr, 30), tail(stdout, 10))
+	}
+	return r, stderr, code
+}
+
+// TestUpgrade upgrades three control-plane nodes (node-local proxies) and a worker from the lab's previous
+// minor version while a workload behind a Service and a token client run, and a client uses w1's
+// node-local proxy throughout; the upgrade is killed in the middle of the control-plane roll and the same
+// command finishes it.
+func TestUpgrade(t *testing.T) {
+	fromDir, fromM := lab.ArtifactsOf(t, lab.UpgradeFrom)
+	toDir, toM := lab.Artifacts(t)
+	from, to := fromM.KubernetesVersion, toM.KubernetesVersion
+	c := newCluster(t, lab.Options{Hosts: 4, ControlPlanes: 3}, fromDir, from, "") // cp1 cp2 cp3 w1
+	c.Up(t)
+	all := []string{"cp1", "cp2", "cp3", "w1"}
+	c.LoadProbe(t, all...)
+	StartMovingClients(t, c)
+	target := []string{"--to", to, "--artifacts", toDir}
+
+	t.Run("refused before anything changes: kubelets before the control plane", func(t *testing.T) {
+		r, stderr, code := c.upgrade(t, append(target, "--yes", "--limit", "w1")...)
+		if code != 1 || r.Status != "refused" || !strings.Contains(r.Error, "newer than an API server") {
+			t.Fatalf("upgrade --limit w1 before the control plane: exit %d, %s: %s\n%s", code, r.Status, r.Error, tail(stderr, 10))
+		}
+		if v := c.MustK(t, "get", "node", "w1", "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); v != from {
+			t.Errorf("w1's kubelet: %s", v)
+		}
+	})
+
+	t.Run("dry run: the plan, nothing changed", func(t *testing.T) {
+		r, _, code := c.upgrade(t, append(target, "--dry-run")...)
+		if code != 0 || r.From != from || r.To != to {
+			t.Fatalf("dry run: exit %d, %+v", code, r)
+		}
+		plan := strings.Join(r.Order, "\n")
+		t.Logf("plan:\n%s", plan)
+		for _, want := range []string{"cp1: etcd", "cp3: kube-apiserver", "add-ons: kube-proxy", "w1 (workers batch 1 of 1): cordon, drain"} {
+			if !strings.Contains(plan, want) {
+				t.Errorf("the plan lacks %q", want)
+			}
+		}
+		if strings.Index(plan, "cp3: kube-apiserver") > strings.Index(plan, "add-ons") || strings.Index(plan, "add-ons") > strings.Index(plan, "cp1: cordon") {
+			t.Errorf("the plan's order is not control planes, add-ons, kubelets")
+		}
+		if _, err := os.Stat(filepath.Join(c.StateDir, "upgrade.json")); !os.IsNotExist(err) {
+			t.Errorf("a dry run recorded an upgrade: %v", err)
+		}
+	})
+
+	stopProxy := StartProxyClient(t, c, "w1")
+	t.Run("killed during the control-plane roll, the same command finishes", func(t *testing.T) {
+		c.RunKilled(t, "control-plane", 25*time.Second, append([]string{"upgrade", "--yes"}, target...)...)
+		if _, err := os.Stat(filepath.Join(c.StateDir, "upgrade.json")); err != nil {
+			t.Fatalf("no record of the killed upgrade: %v", err)
+		}
+		start := time.Now()
+		r, stderr, code := c.upgrade(t, append(target, "--yes")...)
+		if code != 0 {
+			t.Fatalf("resumed upgrade: exit %d: %s\n%s", code, r.Error, tail(stderr, 40))
+		}
+		if !r.Resumed || r.From != from {
+			t.Errorf("result: %+v", r)
+		}
+		t.Logf("resumed upgrade done in %s: control planes %+v, kubelets %+v", time.Since(start).Round(time.Second), r.ControlPlanes, r.Kubelets)
+		if _, err := os.Stat(filepath.Join(c.StateDir, "upgrade.json")); !os.IsNotExist(err) {
+			t.Errorf("the record of the upgrade is still there: %v", err)
+		}
+	})
+	ok, failed := stopProxy()
+
+	t.Run("every node, static Pod and add-on at the new version", func(t *testing.T) {
+		if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.nodeInfo.kubeletVersion} {.spec.unschedulable}{\"\\n\"}{end}"); out != strings.Repeat(to+" \n", 4) {
+			t.Errorf("kubelets (version, unschedulable):\n%s", out)
+		}
+		images := c.MustK(t, "-n", "kube-system", "get", "pods", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.containers[0].image}{\"\\n\"}{end}")
+		for _, line := range strings.Split(strings.TrimSpace(images), "\n") {
+			name, image, _ := strings.Cut(line, " ")
+			var want string
+			switch {
+			case strings.HasPrefix(name, "etcd-"):
+				want = ":" + strings.TrimPrefix(toM.EtcdVersion, "v") + "-0"
+			case strings.HasPrefix(name, "coredns-"):
+				want = ":" + toM.CoreDNSVersion
+			case strings.HasPrefix(name, "kube-"):
+				want = ":" + to
+			default:
+				continue
+			}
+			if !strings.HasSuffix(image, want) {
+				t.Errorf("%s runs %s, want %s", name, image, want)
+			}
+		}
+		if cm := c.MustK(t, "-n", "kube-system", "get", "cm", "kubeadm-config", "-o", "jsonpath={.data.ClusterConfiguration}"); !strings.Contains(cm, "kubernetesVersion: "+to) {
+			t.Errorf("kubeadm-config: %s", cm)
+		}
+		for _, h := range []string{"cp1", "w1"} {
+			if out := c.Lab.Run(t, h, "kubelet --version"); !strings.Contains(out, to) {
+				t.Errorf("%s: kubelet --version: %s", h, out)
+			}
+		}
+	})
+
+	t.Run("no failed request through w1's node-local proxy, none for the workload", func(t *testing.T) {
+		t.Logf("through w1's node-local proxy: %d requests ok, %d failed", ok, len(failed))
+		if ok == 0 || len(failed) > 0 {
+			t.Errorf("requests failed through w1's proxy during the upgrade:\n%s", strings.Join(first(failed, 10), "\n"))
+		}
+		time.Sleep(3 * time.Second)
+		o := ClientOutcomes(t, c, all...)
+		t.Logf("token client and workload during the upgrade: %d ok (%d retries), %d failed; outages %v", o.OK, o.Retried, len(o.Failed), o.Outages)
+		if o.OK == 0 || len(o.Failed) > 0 {
+			t.Errorf("the token client or the workload failed during the upgrade:\n%s", strings.Join(first(o.Failed, 10), "\n"))
+		}
+	})
+
+	t.Run("a second run changes nothing; a downgrade is refused", func(t *testing.T) {
+		before := c.Hash(t, "cp2")
+		r, stderr, code := c.upgrade(t, append(target, "--yes")...)
+		if code != 0 || len(r.ControlPlanes)+len(r.Kubelets) != 0 {
+			t.Errorf("second upgrade: exit %d, %+v\n%s", code, r, tail(stderr, 20))
+		}
+		if after := c.Hash(t, "cp2"); after != before {
+			t.Errorf("a second upgrade changed cp2's files")
+		}
+		r, _, code = c.upgrade(t, "--to", from, "--artifacts", fromDir, "--yes")
+		if code != 1 || r.Status != "refused" || !strings.Contains(r.Error, "does not downgrade") {
+			t.Errorf("downgrade: exit %d, %s: %s", code, r.Status, r.Error)
+		}
+	})
+}
+
+// TestUpgradeSingleControlPlane upgrades one control-plane node and a worker after the inventory's
+// version and artifacts are raised, and measures the outage a single API server means.
+func TestUpgradeSingleControlPlane(t *testing.T) {
+	fromDir, fromM := lab.ArtifactsOf(t, lab.UpgradeFrom)
+	toDir, toM := lab.Artifacts(t)
+	c := newCluster(t, lab.Options{Hosts: 2, ControlPlanes: 1}, fromDir, fromM.KubernetesVersion, "") // cp1 w1
+	c.Up(t)
+	c.LoadProbe(t, "cp1", "w1")
+	StartMovingClients(t, c)
+	data, err := os.ReadFile(c.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := strings.Replace(strings.Replace(string(data), "kubernetesVersion: "+fromM.KubernetesVersion, "kubernetesVersion: "+toM.KubernetesVersion, 1),
+		"artifacts: "+fromDir, "artifacts: "+toDir, 1)
+	if err := os.WriteFile(c.Inventory, []byte(inv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, stderr, code := c.upgrade(t, "--yes")
+	if code != 0 {
+		t.Fatalf("upgrade: exit %d: %s\n%s", code, r.Error, tail(stderr, 40))
+	}
+	t.Logf("upgraded %s to %s: control plane %+v, kubelets %+v", r.From, r.To, r.ControlPlanes, r.Kubelets)
+	if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.nodeInfo.kubeletVersion} {.spec.unschedulable}{\"\\n\"}{end}"); out != strings.Repeat(toM.KubernetesVersion+" \n", 2) {
+		t.Errorf("kubelets (version, unschedulable):\n%s", out)
+	}
+	time.Sleep(3 * time.Second)
+	o := ClientOutcomes(t, c, "cp1", "w1")
+	var longest time.Duration
+	for _, d := range o.Outages {
+		longest = max(longest, d)
+	}
+	t.Logf("one control-plane node: token client %d ok (%d retries), %d failed; outages %v (longest %s)", o.OK, o.Retried, len(o.Failed), o.Outages, longest)
+	if o.OK == 0 {
+		t.Error("no request of the token client succeeded")
+	}
+	for _, f := range o.Failed {
+		// The single API server restarting is an outage; the workload unreachable is a failure.
+		if strings.Contains(f, "fail web") {
+			t.Errorf("workload: %s", f)
+		}
+	}
+}
+
+// StartMovingClients starts, as StartClients does, a workload (two replicas behind a Service, a
+// PodDisruptionBudget keeping one) and a token client, free to run on any node (control-plane ones too),
+// so that drains move them and they keep serving.
+func StartMovingClients(t testing.TB, c *Cluster) {
+	t.Helper()
+	tolerate := `tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]`
+	if _, err := c.K(t, `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: sa-client, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: sa-client, namespace: default}
+rules: [{apiGroups: [""], resources: [configmaps], resourceNames: [kube-root-ca.crt], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: sa-client, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sa-client}
+subjects: [{kind: ServiceAccount, name: sa-client, namespace: default}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      `+tolerate+`
+      topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]
+      containers: [{name: probe, image: `+ProbeImage+`, imagePullPolicy: Never, args: [serve], readinessProbe: {httpGet: {port: 8080}, periodSeconds: 1}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: default}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  selector: {app: web}
+  ports: [{port: 8080}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: sa-client, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: sa-client}}
+  template:
+    metadata: {labels: {app: sa-client}}
+    spec:
+      serviceAccountName: sa-client
+      `+tolerate+`
+      containers:
+      - name: probe
+        image: `+ProbeImage+`
+        imagePullPolicy: Never
+        args: [api, 200ms, web, /log/$(POD_NAME).log]
+        env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
+        volumeMounts: [{name: log, mountPath: /log}]
+      volumes: [{name: log, hostPath: {path: /var/log/probe, type: DirectoryOrCreate}}]
+`, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	c.MustK(t, "rollout", "status", "deploy/web", "deploy/sa-client", "--timeout=90s")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		node := c.MustK(t, "get", "pods", "-l", "app=sa-client", "-o", "jsonpath={.items[0].spec.nodeName}")
+		if node != "" && strings.Contains(c.Lab.Run(t, node, "cat /var/log/probe/*.log 2>/dev/null | tail -1; true"), " ok") {
+			c.Lab.Run(t, node, "truncate -s0 /var/log/probe/*.log")
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the token client has not succeeded on %q", node)
+		}
+		time.Sleep(time.Second)
+	}
+}
