@@ -20,7 +20,7 @@ ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_V
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull
+.PHONY: help build release test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-upgrade
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -110,6 +110,11 @@ bench: ## Go benchmarks of every package (go test -bench), numbers printed
 bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime (root)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	LAYER=$(if $(BARE),bare,node) test/bench/up.sh
+
+bench-upgrade: ## clusterctl upgrade from $(K8S_UPGRADE_FROM) to $(K8S_VERSION) on 1+1 and 3+1 lab clusters: time per control-plane node and per kubelet, and a no-op re-run (root)
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/lab/artifacts.sh $(K8S_UPGRADE_FROM)
+	K8S_UPGRADE_FROM=$(K8S_UPGRADE_FROM) test/bench/upgrade.sh
 
 bench-pull: ## clusterctl artifacts pull of $(K8S_VERSION) for amd64 from the lab mirror: cold and warm (root)
 	test/lab/artifacts.sh $(K8S_VERSION)

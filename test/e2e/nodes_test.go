@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/clusterctl/clusterctl/test/lab"
 )
 

@@ -281,9 +281,13 @@ write_inventory() {
     echo "# clusterctl inventory of lab $lab, written by test/lab/lab.sh."
     echo "cluster:"
     echo "  name: $lab"
+    echo "  kubelet:"
+    # The hosts share this machine's disk, mostly not theirs: kubelets evict Pods when 1 GiB is left, not
+    # at the default 10-15% of the whole disk (which a machine with big build caches is always under).
+    echo "    extraArgs:"
+    echo "      eviction-hard: memory.available<100Mi,nodefs.available<1Gi,imagefs.available<1Gi"
     if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
-      echo "  # This machine's hosts use cgroup v1: kubelets from v1.35 run on it only with failCgroupV1 false."
-      echo "  kubelet:"
+      echo "    # This machine's hosts use cgroup v1: kubelets from v1.35 run on it only with failCgroupV1 false."
       echo "    failCgroupV1: false"
     fi
     echo "ssh:"
