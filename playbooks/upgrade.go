@@ -307,8 +307,7 @@ func (u *upgradeRun) check(ctx context.Context) error {
 	for i := range list.Items {
 		byName[list.Items[i].Name] = &list.Items[i]
 	}
-	var lowest *version.Version
-	lowestAt := ""
+	var apiServers, kubelets []hostVersion
 	for _, h := range u.e.Inv.ControlPlanes() {
 		if byName[h.NodeName] == nil {
 			reasons = append(reasons, fmt.Sprintf("control-plane host %s is not a Node of the cluster: add it first (clusterctl add-node)", h.Name))
@@ -322,37 +321,25 @@ func (u *upgradeRun) check(ctx context.Context) error {
 			reasons = append(reasons, fmt.Sprintf("the API server on %s does not answer: %v", h.Name, err))
 			continue
 		}
-		if v.GreaterThan(u.to) {
-			reasons = append(reasons, fmt.Sprintf("the API server on %s runs v%s, newer than the target v%s: clusterctl does not downgrade", h.Name, v, u.to))
-		}
-		if lowest == nil || v.LessThan(lowest) {
-			lowest, lowestAt = v, h.Name
-		}
-		if u.limit && v.LessThan(u.to) {
-			reasons = append(reasons, fmt.Sprintf("the API server on %s runs v%s: upgrading kubelets to v%s would make them newer than an API server; upgrade the control plane first (without --limit)", h.Name, v, u.to))
+		apiServers = append(apiServers, hostVersion{h.Name, v})
+	}
+	for _, h := range u.e.Inv.Hosts {
+		if n := byName[h.NodeName]; n != nil {
+			if kv, err := version.ParseGeneric(n.Status.NodeInfo.KubeletVersion); err == nil {
+				kubelets = append(kubelets, hostVersion{h.NodeName, kv})
+			}
 		}
 	}
-	if lowest != nil {
-		if u.res.From == "" {
-			u.res.From = "v" + lowest.String()
-		}
-		if u.to.Minor() > lowest.Minor()+1 {
-			reasons = append(reasons, fmt.Sprintf("v%s to v%s skips a minor version (the API server on %s runs v%s): upgrade to v1.%d first, one minor version at a time",
-				lowest, u.to, lowestAt, lowest, lowest.Minor()+1))
-		}
+	from, skew := versionReasons(u.to, apiServers, kubelets, u.limit)
+	reasons = append(reasons, skew...)
+	if from != nil && u.res.From == "" {
+		u.res.From = "v" + from.String()
 	}
 	var notReady []string
 	for _, h := range u.e.Inv.Hosts {
 		n := byName[h.NodeName]
 		if n == nil {
 			continue // not part of the cluster yet: add-node brings it in at the target
-		}
-		if kv, err := version.ParseGeneric(n.Status.NodeInfo.KubeletVersion); err == nil {
-			if kv.GreaterThan(u.to) {
-				reasons = append(reasons, fmt.Sprintf("the kubelet on %s runs %s, newer than the target v%s", h.NodeName, n.Status.NodeInfo.KubeletVersion, u.to))
-			} else if u.to.Minor() > kv.Minor()+3 {
-				reasons = append(reasons, fmt.Sprintf("the kubelet on %s runs %s, more than three minor versions behind v%s: upgrade it first", h.NodeName, n.Status.NodeInfo.KubeletVersion, u.to))
-			}
 		}
 		if !nodes.Ready(n) && !u.current(h.Name) {
 			notReady = append(notReady, h.NodeName)
@@ -377,6 +364,48 @@ func (u *upgradeRun) check(ctx context.Context) error {
 	}
 	u.e.say("check", "", "from %s to %s: versions, %d Nodes Ready, etcd quorum", u.res.From, u.res.To, len(list.Items))
 	return nil
+}
+
+// hostVersion is the version a host's API server or a node's kubelet runs.
+type hostVersion struct {
+	Name string
+	V    *version.Version
+}
+
+// versionReasons is what the versions alone forbid: an API server or kubelet newer than the target (no
+// downgrades), a jump of more than one minor version from the oldest API server, a kubelet more than
+// three minor versions behind, and with limit (workers only) an API server behind the target (a kubelet
+// must never be newer than an API server). It returns the oldest API server's version, where the upgrade
+// starts from.
+func versionReasons(to *version.Version, apiServers, kubelets []hostVersion, limit bool) (*version.Version, []string) {
+	var reasons []string
+	var lowest *hostVersion
+	for i, a := range apiServers {
+		if a.V.GreaterThan(to) {
+			reasons = append(reasons, fmt.Sprintf("the API server on %s runs v%s, newer than the target v%s: clusterctl does not downgrade", a.Name, a.V, to))
+		}
+		if lowest == nil || a.V.LessThan(lowest.V) {
+			lowest = &apiServers[i]
+		}
+		if limit && a.V.LessThan(to) {
+			reasons = append(reasons, fmt.Sprintf("the API server on %s runs v%s: upgrading kubelets to v%s would make them newer than an API server; upgrade the control plane first (without --limit)", a.Name, a.V, to))
+		}
+	}
+	if lowest != nil && to.Minor() > lowest.V.Minor()+1 {
+		reasons = append(reasons, fmt.Sprintf("v%s to v%s skips a minor version (the API server on %s runs v%s): upgrade to v1.%d first, one minor version at a time",
+			lowest.V, to, lowest.Name, lowest.V, lowest.V.Minor()+1))
+	}
+	for _, k := range kubelets {
+		if k.V.GreaterThan(to) {
+			reasons = append(reasons, fmt.Sprintf("the kubelet on %s runs v%s, newer than the target v%s: clusterctl does not downgrade", k.Name, k.V, to))
+		} else if to.Minor() > k.V.Minor()+3 {
+			reasons = append(reasons, fmt.Sprintf("the kubelet on %s runs v%s, more than three minor versions behind v%s: upgrade it first", k.Name, k.V, to))
+		}
+	}
+	if lowest == nil {
+		return nil, reasons
+	}
+	return lowest.V, reasons
 }
 
 func (u *upgradeRun) current(host string) bool {
