@@ -58,6 +58,8 @@ type UpgradeResult struct {
 	Phases        []PhaseTiming `json:"phases"`
 	Nodes         []NodeStatus  `json:"nodes,omitempty"`
 	Plan          []HostPlan    `json:"plan,omitempty"`
+	// Preflight is the report of the checks for the target version.
+	Preflight *PreflightReport `json:"preflight,omitempty"`
 }
 
 // ErrUpgradeRefused is wrapped by the reasons an upgrade refuses to start.
@@ -153,7 +155,11 @@ func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, err
 func (u *upgradeRun) steps() []Step {
 	return []Step{
 		// connect, gather facts, preflight checks for the target version
-		{Name: "preflight", Run: func(ctx context.Context) error { _, err := u.preflight(ctx, PreflightOptions{}); return err }, Dry: true},
+		{Name: "preflight", Run: func(ctx context.Context) error {
+			report, err := u.preflight(ctx, PreflightOptions{})
+			u.res.Preflight = report
+			return err
+		}, Dry: true},
 		// the target's files made locally (certificates renewed), its artifacts verified (pulled into the
 		// cache when cluster.artifacts is not set); nothing changes on hosts
 		{Name: "render", Run: u.renderStep, Dry: true},

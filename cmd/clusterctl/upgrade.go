@@ -119,6 +119,9 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 	res, err := playbooks.Upgrade(cmd.Context(), env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,
 		CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun})
 	view.Recap()
+	if res != nil && res.Preflight != nil && errors.Is(err, playbooks.ErrPreflight) && g.Output != "json" {
+		printPreflight(g.stderr, res.Preflight)
+	}
 	if g.Output == "json" && res != nil {
 		status, errText := "ok", ""
 		if err != nil {

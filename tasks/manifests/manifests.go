@@ -4,6 +4,7 @@
 package manifests
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"path"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
@@ -399,10 +401,22 @@ func podFor(c corev1.Container, vols []Volume) *corev1.Pod {
 	return pod
 }
 
-// Marshal writes a Pod as YAML (the API types carry JSON tags; sigs.k8s.io/yaml honours them).
-func Marshal(pod *corev1.Pod) ([]byte, error) {
+// Marshal writes a static Pod's manifest for a node as YAML (the API types carry JSON tags;
+// sigs.k8s.io/yaml honours them), with a UID of its own: a digest of the manifest and the node's name.
+// Without one the kubelet derives the UID from the Pod as its own version decodes and defaults it, so a
+// kubelet of another minor version (an upgrade) sees new Pods and restarts every static Pod of the node:
+// etcd, the control plane and the node-local API proxy at once. With it, the Pods restart only when their
+// manifest changes (the kubelet's container hash is of the name and image only).
+func Marshal(pod *corev1.Pod, nodeName string) ([]byte, error) {
+	pod = pod.DeepCopy()
+	pod.UID = ""
 	out, err := yaml.Marshal(pod)
 	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pod.Name, err)
+	}
+	sum := sha256.Sum256(append(append(out, 0), nodeName...))
+	pod.UID = types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16]))
+	if out, err = yaml.Marshal(pod); err != nil {
 		return nil, fmt.Errorf("%s: %w", pod.Name, err)
 	}
 	return out, nil

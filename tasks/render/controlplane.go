@@ -143,7 +143,7 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		data, err := manifests.Marshal(pods[n])
+		data, err := manifests.Marshal(pods[n], h.NodeName)
 		if err != nil {
 			return err
 		}

@@ -332,7 +332,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	add(kubeadm.ModulesConfig, r.modules, modePublic)
 	add(kubeadm.CACert, r.tr.bundle["ca"], modePublic)
 	if r.localProxy {
-		if err := proxyFiles(o, add); err != nil {
+		if err := proxyFiles(o, h.NodeName, add); err != nil {
 			return nil, err
 		}
 	}
@@ -375,7 +375,7 @@ func registryFiles(rg *Registry, add func(string, []byte, fs.FileMode)) error {
 }
 
 // proxyFiles are the node-local API proxy's configuration (every control-plane node a backend) and unit.
-func proxyFiles(o Options, add func(string, []byte, fs.FileMode)) error {
+func proxyFiles(o Options, nodeName string, add func(string, []byte, fs.FileMode)) error {
 	type backend struct{ Name, Address string }
 	var backends []backend
 	for _, cp := range ControlPlanes(o.Inv, o.ControlPlanes) {
@@ -393,7 +393,7 @@ func proxyFiles(o Options, add func(string, []byte, fs.FileMode)) error {
 		return err
 	}
 	sum := sha256.Sum256(cfg)
-	pod, err := manifests.Marshal(manifests.APIServerProxy(o.Images.Ref(images.APIServerProxy), kubeadm.APIServerProxyConfig, hex.EncodeToString(sum[:]), LocalProxyPort))
+	pod, err := manifests.Marshal(manifests.APIServerProxy(o.Images.Ref(images.APIServerProxy), kubeadm.APIServerProxyConfig, hex.EncodeToString(sum[:]), LocalProxyPort), nodeName)
 	if err != nil {
 		return err
 	}

@@ -202,7 +202,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-var redactedRE = regexp.MustCompile(`(certificate-authority-data|client-certificate-data|client-key-data|clusterctl.dev/pki-sha256): .*`)
+var redactedRE = regexp.MustCompile(`(certificate-authority-data|client-certificate-data|client-key-data|clusterctl.dev/pki-sha256|  uid): .*`)
 
 func TestRenderingTwiceGivesTheSameBytes(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")

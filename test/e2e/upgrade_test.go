@@ -25,8 +25,12 @@ type upgradeResult struct {
 		Name       string
 		DurationMS int64 `json:"duration_ms"`
 	}
-	Nodes []struct{ Name, Version string }
+	Nodes     []struct{ Name, Version string }
+	Preflight json.RawMessage
 }
+
+// PreflightText is the preflight report as JSON text.
+func (r upgradeResult) PreflightText() string { return string(r.Preflight) }
 
 func (c *Cluster) upgrade(t testing.TB, args ...string) (upgradeResult, string, int) {
 	t.Helper()
@@ -158,9 +162,10 @@ func TestUpgrade(t *testing.T) {
 		if after := c.Hash(t, "cp2"); after != before {
 			t.Errorf("a second upgrade changed cp2's files")
 		}
+		// Preflight finds the kubelets newer than the target first (kubeadm's KubeletVersion check).
 		r, _, code = c.upgrade(t, "--to", from, "--artifacts", fromDir, "--yes")
-		if code != 1 || r.Status != "refused" || !strings.Contains(r.Error, "does not downgrade") {
-			t.Errorf("downgrade: exit %d, %s: %s", code, r.Status, r.Error)
+		if code != 1 || !strings.Contains(r.Error, "preflight found errors") || !strings.Contains(r.PreflightText(), "the kubelet version is higher than the control plane version") {
+			t.Errorf("downgrade: exit %d, %s: %s; preflight %s", code, r.Status, r.Error, r.PreflightText())
 		}
 	})
 }
