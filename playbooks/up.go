@@ -3,6 +3,8 @@ package playbooks
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -116,6 +118,9 @@ func (u *upRun) preflightStep(ctx context.Context) error {
 }
 
 func (u *upRun) renderStep(ctx context.Context) error {
+	if err := u.sameVersion(ctx); err != nil {
+		return err
+	}
 	if err := u.render(ctx); err != nil {
 		return err
 	}
@@ -175,4 +180,29 @@ func (u *upRun) steps() []Step {
 		// serving certificates approved (after checks), all Nodes Ready, addons available, token deleted
 		{Name: "ready", Run: u.ready},
 	}
+}
+
+// sameVersion refuses to change the version of a running cluster: up would replace every node's binaries
+// and static Pods at once, where upgrade moves it node by node after its checks. A cluster whose API does
+// not answer (not up yet, an interrupted first run) is not asked.
+func (u *upRun) sameVersion(ctx context.Context) error {
+	f := u.facts[u.cp1.Name]
+	if f == nil || !f.ListensOn(u.e.Inv.Cluster.APIServer.BindPort) {
+		return nil
+	}
+	if _, err := os.Stat(u.e.adminKubeconfig()); err != nil {
+		return nil
+	}
+	c, err := u.e.Admin(ctx)
+	if err != nil {
+		return nil
+	}
+	v, err := serverVersion(ctx, c)
+	if err != nil {
+		return nil
+	}
+	if want := u.e.Inv.Cluster.KubernetesVersion; "v"+v.String() != want {
+		return fmt.Errorf("the cluster runs Kubernetes v%s and the inventory asks for %s: `clusterctl upgrade` moves a running cluster to another version, node by node, after its checks (up would replace every node's binaries at once)", v, want)
+	}
+	return nil
 }

@@ -426,6 +426,11 @@ func (u *upgradeRun) apiServerVersion(ctx context.Context, h *inventory.Host) (*
 	if err != nil {
 		return nil, err
 	}
+	return serverVersion(ctx, c)
+}
+
+// serverVersion asks an API server its version (/version).
+func serverVersion(ctx context.Context, c *apiclient.Client) (*version.Version, error) {
 	vctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var info struct {
