@@ -90,7 +90,7 @@ func CheckKubernetesVersion(v string) error {
 		return fmt.Errorf("%q is not a Kubernetes version (example: %s)", v, DefaultKubernetesVersion)
 	}
 	if minor, _ := strconv.Atoi(m[1]); minor < minSupportedMinor || minor > maxSupportedMinor {
-		return fmt.Errorf("Kubernetes %s is not supported; clusterctl supports v1.%d to v1.%d", v, minSupportedMinor, maxSupportedMinor)
+		return fmt.Errorf("version %s is not supported; clusterctl supports Kubernetes v1.%d to v1.%d", v, minSupportedMinor, maxSupportedMinor)
 	}
 	return nil
 }

@@ -480,12 +480,12 @@ func (u *upgradeRun) planStep(ctx context.Context) error {
 	add("import the images of %s on %d hosts", u.res.To, len(u.hosts))
 	if !u.limit {
 		for _, h := range u.controlPlaneHosts() {
-			if cur.Etcd != u.deployment.images.Etcd {
-				add("%s: etcd %s → %s, alone, with its API server stopped (the other API servers serve)", h.Name, cur.Etcd, u.deployment.images.Etcd)
+			if cur.Etcd != u.images.Etcd {
+				add("%s: etcd %s → %s, alone, with its API server stopped (the other API servers serve)", h.Name, cur.Etcd, u.images.Etcd)
 			}
 			add("%s: kube-apiserver, kube-controller-manager, kube-scheduler → %s; wait until they are Ready and its API server answers", h.Name, u.res.To)
 		}
-		add("add-ons: kube-proxy → %s, CoreDNS %s → %s (Corefile migrated), kubeadm-config and kubelet-config", u.res.To, cur.CoreDNS, u.deployment.images.CoreDNS)
+		add("add-ons: kube-proxy → %s, CoreDNS %s → %s (Corefile migrated), kubeadm-config and kubelet-config", u.res.To, cur.CoreDNS, u.images.CoreDNS)
 		for _, h := range u.controlPlaneHosts() {
 			add("%s: cordon, drain, kubelet → %s, restart, Ready, uncordon", h.Name, u.res.To)
 		}
@@ -573,12 +573,12 @@ func (u *upgradeRun) addons(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading CoreDNS's Corefile: %w", err)
 	}
-	from := u.deployment.images.CoreDNS
+	from := u.images.CoreDNS
 	if dep, err := admin.Kube.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, "coredns", metav1.GetOptions{}); err == nil && len(dep.Spec.Template.Spec.Containers) > 0 {
 		ref := dep.Spec.Template.Spec.Containers[0].Image
 		from = ref[strings.LastIndexByte(ref, ':')+1:]
 	}
-	corefile, notes := addons.MigrateCorefile(from, u.deployment.images.CoreDNS, cm.Data["Corefile"])
+	corefile, notes := addons.MigrateCorefile(from, u.images.CoreDNS, cm.Data["Corefile"])
 	for _, n := range notes {
 		u.e.say("addons", "", "%s", n)
 	}
