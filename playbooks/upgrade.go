@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -743,16 +742,9 @@ func (u *upgradeRun) done(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if u.res.Nodes, err = nodeStatuses(ctx, admin); err != nil {
 		return err
 	}
-	for i := range list.Items {
-		n := &list.Items[i]
-		u.res.Nodes = append(u.res.Nodes, NodeStatus{Name: n.Name, Roles: nodes.Roles(n), Ready: nodes.Ready(n),
-			Version: n.Status.NodeInfo.KubeletVersion, PodCIDR: n.Spec.PodCIDR})
-	}
-	sort.Slice(u.res.Nodes, func(i, j int) bool { return u.res.Nodes[i].Name < u.res.Nodes[j].Name })
 	if u.limit {
 		// Other workers may still be behind: the record stays for the run without --limit.
 		return nil

@@ -384,14 +384,22 @@ func (u *upRun) ready(ctx context.Context) error {
 			return err
 		}
 	}
+	u.res.Nodes, err = nodeStatuses(ctx, admin)
+	return err
+}
+
+// nodeStatuses are the cluster's Nodes as a run leaves them, by name.
+func nodeStatuses(ctx context.Context, admin *apiclient.Client) ([]NodeStatus, error) {
 	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var out []NodeStatus
 	for i := range list.Items {
 		n := &list.Items[i]
-		u.res.Nodes = append(u.res.Nodes, NodeStatus{Name: n.Name, Roles: nodes.Roles(n), Ready: nodes.Ready(n),
+		out = append(out, NodeStatus{Name: n.Name, Roles: nodes.Roles(n), Ready: nodes.Ready(n),
 			Version: n.Status.NodeInfo.KubeletVersion, PodCIDR: n.Spec.PodCIDR})
 	}
-	return nil
+	slices.SortFunc(out, func(a, b NodeStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -152,6 +154,37 @@ func ignoredList(inv *inventory.Inventory) []string {
 // writeJSONLine writes one compact JSON object and a newline (JSON lines output).
 func writeJSONLine(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
+}
+
+// writeResultLine writes a command's result as one JSON line: its type, "ok", "failed" or (for an error
+// wrapping refused) "refused", the error's text, the result's own fields, and how long the command took.
+func writeResultLine(w io.Writer, typ string, res any, err, refused error, took time.Duration) error {
+	status, errText := "ok", ""
+	if err != nil {
+		status, errText = "failed", err.Error()
+		if refused != nil && errors.Is(err, refused) {
+			status = "refused"
+		}
+	}
+	head, merr := json.Marshal(struct {
+		Type   string `json:"type"`
+		Status string `json:"status"`
+		Error  string `json:"error,omitempty"`
+	}{typ, status, errText})
+	if merr != nil {
+		return merr
+	}
+	body, merr := json.Marshal(res)
+	if merr != nil {
+		return merr
+	}
+	line := append(head[:len(head)-1:len(head)-1], ',')
+	if inner := body[1 : len(body)-1]; len(inner) > 0 {
+		line = append(append(line, inner...), ',')
+	}
+	line = append(line, fmt.Sprintf("\"duration_ms\":%d}\n", took.Milliseconds())...)
+	_, werr := w.Write(line)
+	return werr
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -173,3 +173,22 @@ func TestSignalEndsBusyRun(t *testing.T) {
 		t.Errorf("after SIGTERM: %v, stderr %q; want exit code 130", err, stderr.String())
 	}
 }
+
+func TestWriteResultLine(t *testing.T) {
+	var b bytes.Buffer
+	refused := errors.New("refused")
+	res := struct {
+		From string `json:"from"`
+	}{"v1.36.3"}
+	if err := writeResultLine(&b, "upgrade_result", res, fmt.Errorf("%w: two minors", refused), refused, 1500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"upgrade_result","status":"refused","error":"refused: two minors","from":"v1.36.3","duration_ms":1500}` + "\n"
+	if b.String() != want {
+		t.Errorf("got  %s\nwant %s", b.String(), want)
+	}
+	b.Reset()
+	if err := writeResultLine(&b, "x", struct{}{}, nil, nil, 0); err != nil || b.String() != `{"type":"x","status":"ok","duration_ms":0}`+"\n" {
+		t.Errorf("empty result: %q %v", b.String(), err)
+	}
+}

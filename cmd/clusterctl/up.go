@@ -84,18 +84,7 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 		printPreflight(g.stderr, res.Preflight)
 	}
 	if g.Output == "json" && res != nil {
-		status := "ok"
-		errText := ""
-		if err != nil {
-			status, errText = "failed", err.Error()
-		}
-		if werr := writeJSONLine(g.stdout, struct {
-			Type   string `json:"type"`
-			Status string `json:"status"`
-			Error  string `json:"error,omitempty"`
-			*playbooks.UpResult
-			DurationMS int64 `json:"duration_ms"`
-		}{"up_result", status, errText, res, time.Since(start).Milliseconds()}); werr != nil {
+		if werr := writeResultLine(g.stdout, "up_result", res, err, nil, time.Since(start)); werr != nil {
 			return werr
 		}
 	}

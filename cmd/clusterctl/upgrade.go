@@ -123,20 +123,7 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 		printPreflight(g.stderr, res.Preflight)
 	}
 	if g.Output == "json" && res != nil {
-		status, errText := "ok", ""
-		if err != nil {
-			status, errText = "failed", err.Error()
-			if errors.Is(err, playbooks.ErrUpgradeRefused) {
-				status = "refused"
-			}
-		}
-		if werr := writeJSONLine(g.stdout, struct {
-			Type   string `json:"type"`
-			Status string `json:"status"`
-			Error  string `json:"error,omitempty"`
-			*playbooks.UpgradeResult
-			DurationMS int64 `json:"duration_ms"`
-		}{"upgrade_result", status, errText, res, time.Since(start).Milliseconds()}); werr != nil {
+		if werr := writeResultLine(g.stdout, "upgrade_result", res, err, playbooks.ErrUpgradeRefused, time.Since(start)); werr != nil {
 			return werr
 		}
 	}

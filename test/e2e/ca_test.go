@@ -89,72 +89,7 @@ func TestRotateCA(t *testing.T) {
 // line in /var/log/probe on the node. It returns when the client has succeeded, with the log emptied.
 func StartClients(t testing.TB, c *Cluster, node string) {
 	t.Helper()
-	if _, err := c.K(t, `apiVersion: v1
-kind: ServiceAccount
-metadata: {name: sa-client, namespace: default}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: sa-client, namespace: default}
-rules: [{apiGroups: [""], resources: [configmaps], resourceNames: [kube-root-ca.crt], verbs: [get]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: sa-client, namespace: default}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sa-client}
-subjects: [{kind: ServiceAccount, name: sa-client, namespace: default}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      nodeSelector: {kubernetes.io/hostname: `+node+`}
-      containers: [{name: probe, image: `+ProbeImage+`, imagePullPolicy: Never, args: [serve], readinessProbe: {httpGet: {port: 8080}, periodSeconds: 1}}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec:
-  selector: {app: web}
-  ports: [{port: 8080}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: sa-client, namespace: default}
-spec:
-  replicas: 1
-  strategy: {rollingUpdate: {maxUnavailable: 0, maxSurge: 1}}
-  selector: {matchLabels: {app: sa-client}}
-  template:
-    metadata: {labels: {app: sa-client}}
-    spec:
-      serviceAccountName: sa-client
-      nodeSelector: {kubernetes.io/hostname: `+node+`}
-      containers:
-      - name: probe
-        image: `+ProbeImage+`
-        imagePullPolicy: Never
-        args: [api, 200ms, web, /log/$(POD_NAME).log]
-        env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
-        volumeMounts: [{name: log, mountPath: /log}]
-      volumes: [{name: log, hostPath: {path: /var/log/probe, type: DirectoryOrCreate}}]
-`, "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	c.MustK(t, "rollout", "status", "deploy/web", "deploy/sa-client", "--timeout=90s")
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(c.Lab.Run(t, node, "cat /var/log/probe/*.log 2>/dev/null | tail -1; true"), " ok") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the token client has not succeeded: %s", c.Lab.Run(t, node, "tail -3 /var/log/probe/*.log; true"))
-		}
-		time.Sleep(time.Second)
-	}
-	c.Lab.Run(t, node, "truncate -s0 /var/log/probe/*.log")
+	startClients(t, c, "nodeSelector: {kubernetes.io/hostname: "+node+"}", "")
 }
 
 // Outcomes are what the token client saw: requests that succeeded (some after a retry, as client-go

@@ -219,7 +219,24 @@ func TestUpgradeSingleControlPlane(t *testing.T) {
 // so that drains move them and they keep serving.
 func StartMovingClients(t testing.TB, c *Cluster) {
 	t.Helper()
-	tolerate := `tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]`
+	startClients(t, c, `tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]`,
+		`topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]`)
+	if _, err := c.K(t, `apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: default}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+`, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startClients starts the workload (two replicas of "probe serve" behind the Service web) and the token
+// client ("probe api", logging to /var/log/probe on its node), placed by placement (a line of their Pod
+// specs), the workload's Pods also by spread; it waits until the client has succeeded and empties its log.
+func startClients(t testing.TB, c *Cluster, placement, spread string) {
+	t.Helper()
 	if _, err := c.K(t, `apiVersion: v1
 kind: ServiceAccount
 metadata: {name: sa-client, namespace: default}
@@ -244,16 +261,9 @@ spec:
   template:
     metadata: {labels: {app: web}}
     spec:
-      `+tolerate+`
-      topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]
+      `+placement+`
+      `+spread+`
       containers: [{name: probe, image: `+ProbeImage+`, imagePullPolicy: Never, args: [serve], readinessProbe: {httpGet: {port: 8080}, periodSeconds: 1}}]
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: web, namespace: default}
-spec:
-  minAvailable: 1
-  selector: {matchLabels: {app: web}}
 ---
 apiVersion: v1
 kind: Service
@@ -267,12 +277,13 @@ kind: Deployment
 metadata: {name: sa-client, namespace: default}
 spec:
   replicas: 1
+  strategy: {rollingUpdate: {maxUnavailable: 0, maxSurge: 1}}
   selector: {matchLabels: {app: sa-client}}
   template:
     metadata: {labels: {app: sa-client}}
     spec:
       serviceAccountName: sa-client
-      `+tolerate+`
+      `+placement+`
       containers:
       - name: probe
         image: `+ProbeImage+`
