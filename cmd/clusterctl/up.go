@@ -105,8 +105,17 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 }
 
 func printPlan(w io.Writer, r *playbooks.UpResult) {
+	total := printHostPlans(w, r.Plan)
+	fmt.Fprintf(w, "dry run: %d change(s) on %d host(s); nothing was changed on the hosts\n", total, len(r.Plan))
+	if total > 0 {
+		fmt.Fprintln(w, "then, through the API: control plane started and waited for, bootstrap objects applied, workers joined, pod network, serving certificates approved")
+	}
+}
+
+// printHostPlans prints what a dry run found would change on each host; it returns the number of changes.
+func printHostPlans(w io.Writer, plans []playbooks.HostPlan) int {
 	total := 0
-	for _, p := range r.Plan {
+	for _, p := range plans {
 		if len(p.Files)+len(p.Actions) == 0 {
 			fmt.Fprintf(w, "%s: nothing to change\n", p.Host)
 			continue
@@ -120,10 +129,7 @@ func printPlan(w io.Writer, r *playbooks.UpResult) {
 		}
 		total += len(p.Files) + len(p.Actions)
 	}
-	fmt.Fprintf(w, "dry run: %d change(s) on %d host(s); nothing was changed on the hosts\n", total, len(r.Plan))
-	if total > 0 {
-		fmt.Fprintln(w, "then, through the API: control plane started and waited for, bootstrap objects applied, workers joined, pod network, serving certificates approved")
-	}
+	return total
 }
 
 func printUp(w io.Writer, r *playbooks.UpResult, took time.Duration) {

@@ -145,20 +145,8 @@ func printUpgrade(w io.Writer, r *playbooks.UpgradeResult, dry bool, took time.D
 		for i, line := range r.Order {
 			fmt.Fprintf(w, "  %2d. %s\n", i+1, line)
 		}
-		for _, p := range r.Plan {
-			if len(p.Files)+len(p.Actions) == 0 {
-				fmt.Fprintf(w, "%s: nothing to change\n", p.Host)
-				continue
-			}
-			fmt.Fprintf(w, "%s:\n", p.Host)
-			for _, f := range p.Files {
-				fmt.Fprintf(w, "  %-8s %s (%d bytes)\n", f.Change, f.Path, f.Size)
-			}
-			for _, a := range p.Actions {
-				fmt.Fprintf(w, "  %s\n", a)
-			}
-		}
-		fmt.Fprintln(w, "dry run: nothing was changed on the hosts")
+		total := printHostPlans(w, r.Plan)
+		fmt.Fprintf(w, "dry run: %d change(s) on %d host(s); nothing was changed on the hosts\n", total, len(r.Plan))
 		return
 	}
 	resumed := ""
