@@ -178,7 +178,8 @@ func writeResultLine(w io.Writer, typ string, res any, err, refused error, took 
 	if merr != nil {
 		return merr
 	}
-	line := append(head[:len(head)-1:len(head)-1], ',')
+	line := make([]byte, 0, len(head)+len(body)+32)
+	line = append(append(line, head[:len(head)-1]...), ',')
 	if inner := body[1 : len(body)-1]; len(inner) > 0 {
 		line = append(append(line, inner...), ',')
 	}
