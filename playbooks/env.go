@@ -21,7 +21,6 @@ import (
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
-	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/wait"
 	"github.com/clusterctl/clusterctl/transport"
@@ -295,27 +294,7 @@ func (e *Env) etcd(ctx context.Context) (*etcdmember.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	pkiDir := filepath.Join(e.StateDir, "pki")
-	read := func(p ...string) ([]byte, error) {
-		return os.ReadFile(filepath.Join(append([]string{pkiDir}, p...)...))
-	}
-	ca, err := read("etcd", "ca.crt")
-	if err != nil {
-		return nil, err
-	}
-	cert, err := read("nodes", cp1.NodeName, "apiserver-etcd-client.crt")
-	if err != nil {
-		return nil, err
-	}
-	key, err := read("nodes", cp1.NodeName, "apiserver-etcd-client.key")
-	if err != nil {
-		return nil, err
-	}
-	addr, dial, err := e.dialVia(ctx, cp1, kubeadm.PortEtcdClient)
-	if err != nil {
-		return nil, err
-	}
-	return etcdmember.New("https://"+addr, ca, cert, key, func(ctx context.Context, a string) (net.Conn, error) { return dial(ctx, "tcp", a) })
+	return e.etcdOn(ctx, cp1)
 }
 
 // EnsureStateDir creates the state directory (0700) or checks an existing one. A directory that others can

@@ -157,7 +157,8 @@ func writeJSONLine(w io.Writer, v any) error {
 }
 
 // writeResultLine writes a command's result as one JSON line: its type, "ok", "failed" or (for an error
-// wrapping refused) "refused", the error's text, the result's own fields, and how long the command took.
+// wrapping refused) "refused", the error's text, the result's own fields (none for a nil result), and how
+// long the command took.
 func writeResultLine(w io.Writer, typ string, res any, err, refused error, took time.Duration) error {
 	status, errText := "ok", ""
 	if err != nil {
@@ -180,7 +181,7 @@ func writeResultLine(w io.Writer, typ string, res any, err, refused error, took 
 	}
 	line := make([]byte, 0, len(head)+len(body)+32)
 	line = append(append(line, head[:len(head)-1]...), ',')
-	if inner := body[1 : len(body)-1]; len(inner) > 0 {
+	if inner := body[1 : len(body)-1]; len(inner) > 0 && string(body) != "null" {
 		line = append(append(line, inner...), ',')
 	}
 	line = append(line, fmt.Sprintf("\"duration_ms\":%d}\n", took.Milliseconds())...)

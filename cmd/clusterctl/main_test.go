@@ -191,4 +191,9 @@ func TestWriteResultLine(t *testing.T) {
 	if err := writeResultLine(&b, "x", struct{}{}, nil, nil, 0); err != nil || b.String() != `{"type":"x","status":"ok","duration_ms":0}`+"\n" {
 		t.Errorf("empty result: %q %v", b.String(), err)
 	}
+	b.Reset()
+	var none *struct{ A int }
+	if err := writeResultLine(&b, "x", none, errors.New("no member"), nil, 0); err != nil || b.String() != `{"type":"x","status":"failed","error":"no member","duration_ms":0}`+"\n" {
+		t.Errorf("nil result: %q %v", b.String(), err)
+	}
 }

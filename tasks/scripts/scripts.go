@@ -188,3 +188,49 @@ func Reset(binaries, runtime []string, backupDir, absentSuffix string) string {
 		Backup, Absent    string
 	}{binaries, runtime, backupDir, absentSuffix})
 }
+
+// EtcdHold is where a restore keeps a node's etcd and control-plane manifests while they must not run.
+const EtcdHold = kubeadm.StateDir + "/etcd-restore/held"
+
+// HoldControlPlane moves a node's etcd and control-plane manifests to EtcdHold and waits (every half second,
+// at most tries times) until none of them runs. It prints "held NAME" for each manifest it moved.
+func HoldControlPlane(tries int) string {
+	var manifests []string
+	for _, c := range kubeadm.ControlPlaneComponents {
+		manifests = append(manifests, kubeadm.Manifest(c))
+	}
+	return render("etcd-hold.sh", struct {
+		Hold      string
+		Manifests []string
+		Tries     int
+	}{EtcdHold, manifests, tries})
+}
+
+// ReleaseManifests moves the named held manifests (etcd.yaml, ...) back to the kubelet's manifests
+// directory, printing "released NAME" for each.
+func ReleaseManifests(names ...string) string {
+	return render("etcd-release.sh", struct {
+		Hold, Manifests string
+		Names           []string
+	}{EtcdHold, kubeadm.ManifestsDir, names})
+}
+
+// EtcdRestoreParams say how a member is restored from a snapshot already on the host.
+type EtcdRestoreParams struct {
+	Snapshot string
+	// Name and PeerURL are the member's; InitialCluster every member's "name=peerURL", Token the new
+	// cluster's token (the same on every member).
+	Name, PeerURL, InitialCluster, Token string
+	// Bump is how far the store's revision jumps: past any revision a client saw before the restore, so
+	// that watches resume by listing again (with --mark-compacted) instead of missing changes.
+	Bump uint64
+}
+
+// RestoreEtcd restores the member's data directory from the snapshot with etcdutl (kept as
+// EtcdDataDir.before-restore the directory it replaces) and removes the snapshot; it prints "restored".
+func RestoreEtcd(p EtcdRestoreParams) string {
+	return render("etcd-restore.sh", struct {
+		EtcdRestoreParams
+		Etcdutl, Work, Data, Before string
+	}{p, kubeadm.Binary("etcdutl"), kubeadm.EtcdDataDir + ".restoring", kubeadm.EtcdDataDir, kubeadm.EtcdDataDir + ".before-restore"})
+}

@@ -38,6 +38,9 @@ func TestGolden(t *testing.T) {
 		"listen-wait":       ListenWait(6443),
 		"probe-ipv6":        Probe("fd00:10::11", 6443),
 		"probe-dotted-name": Probe("cp1.lab.example.com", 7443),
+		"etcd-hold":         HoldControlPlane(240),
+		"etcd-release":      ReleaseManifests("etcd.yaml"),
+		"etcd-restore":      RestoreEtcd(EtcdRestoreParams{Snapshot: kubeadm.StateDir + "/etcd-restore/snapshot.db", Name: "cp1.lab", PeerURL: "https://[fd00:10::11]:2380", InitialCluster: "cp1.lab=https://[fd00:10::11]:2380,cp2=https://10.0.0.12:2380", Token: "restore-'$(id)'", Bump: 1000000000}),
 		"reset":             Reset([]string{kubeadm.Binary("kubelet"), kubeadm.Binary("kubectl")}, []string{kubeadm.RuntimeBinary("runc"), kubeadm.ContainerdUnit}, "/var/lib/clusterctl/backup", ".absent"),
 	}
 	for name, script := range cases {

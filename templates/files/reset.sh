@@ -42,7 +42,7 @@ rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserv
   /etc/kubernetes/admin.conf /etc/kubernetes/super-admin.conf /etc/kubernetes/kubelet.conf \
   /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf \
   /etc/kubernetes/clusterctl-cluster
-rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/cni/networks/clusterctl-bridge
+rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/cni/networks/clusterctl-bridge
 rmdir /etc/kubernetes/manifests /etc/kubernetes 2>/dev/null
 systemctl disable --now clusterctl-apiserver-proxy.service >/dev/null 2>&1
 rm -f /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clusterctl/clusterctl/playbooks"
+)
+
+func newEtcdCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "etcd",
+		Short: "The cluster's etcd: member status, snapshots to the workstation, disaster recovery from one",
+		Example: `  clusterctl etcd status -i hosts.yaml
+  clusterctl etcd snapshot -i hosts.yaml --out backup.db
+  clusterctl etcd restore -i hosts.yaml --from backup.db`,
+	}
+	cmd.AddCommand(newEtcdStatusCmd(g), newEtcdSnapshotCmd(g), newEtcdRestoreCmd(g))
+	return cmd
+}
+
+func newEtcdStatusCmd(g *globalOptions) *cobra.Command {
+	var ssh sshOptions
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Members, leader, learners, database size, revision and health of every etcd member",
+		Long: `Ask every control-plane host's etcd member, through that host's own SSH connection, for its status
+(version, leader, learner, database size and the part in use, revision, raft term and index) and its
+health (a linearizable read, as etcdctl endpoint health does, and the member's alarms), and the cluster
+for its member list. Members on no inventory host and inventory hosts that are not members are listed too.
+
+Exit 0 when every member is a started, healthy member; 1 otherwise (for monitoring).`,
+		Example: `  clusterctl etcd status -i hosts.yaml
+  clusterctl etcd status -i hosts.yaml -o json | jq '.members[] | select(.status.healthy | not)'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			view := newEventView(io.Discard, "plain")
+			env, err := openEnv(g, &ssh, view)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			members, err := playbooks.EtcdStatus(cmd.Context(), env)
+			unhealthy := 0
+			for _, m := range members {
+				if !m.Member || !m.Started || m.Status == nil || !m.Status.Healthy {
+					unhealthy++
+				}
+			}
+			if g.Output == "json" {
+				if werr := writeJSONLine(g.stdout, struct {
+					Type      string                 `json:"type"`
+					Members   []playbooks.EtcdMember `json:"members"`
+					Unhealthy int                    `json:"unhealthy"`
+				}{"etcd_status", members, unhealthy}); werr != nil {
+					return werr
+				}
+			} else {
+				printEtcdStatus(g.stdout, members)
+			}
+			if err != nil {
+				return failedOnHosts(err)
+			}
+			if unhealthy > 0 {
+				return &exitError{code: exitFailed, err: fmt.Errorf("%d of %d etcd members not healthy", unhealthy, len(members))}
+			}
+			return nil
+		},
+	}
+	ssh.addFlags(cmd)
+	return cmd
+}
+
+func printEtcdStatus(w io.Writer, members []playbooks.EtcdMember) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tMEMBER\tID\tROLE\tVERSION\tDB SIZE\tIN USE\tREVISION\tRAFT TERM\tRAFT INDEX\tHEALTH")
+	for _, m := range members {
+		host := m.Host
+		if host == "" {
+			host = "-"
+		}
+		if m.Status == nil {
+			why := m.Error
+			if !m.Started && m.Member {
+				why = "added, not started; " + why
+			}
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t%s\n", host, m.Name, "unhealthy: "+why)
+			continue
+		}
+		s := m.Status
+		role := "follower"
+		switch {
+		case s.Learner:
+			role = "learner"
+		case s.Leader:
+			role = "leader"
+		}
+		health := "healthy"
+		if !s.Healthy {
+			health = "unhealthy: " + strings.Join(s.Errors, "; ")
+		}
+		if m.Error != "" {
+			health += " (" + m.Error + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", host, m.Name, s.IDHex, role, s.Version,
+			bytesIEC(s.DBSize), bytesIEC(s.DBSizeInUse), s.Revision, s.RaftTerm, s.RaftIndex, health)
+	}
+	tw.Flush()
+}
+
+func bytesIEC(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func newEtcdSnapshotCmd(g *globalOptions) *cobra.Command {
+	var ssh sshOptions
+	var out string
+	cmd := &cobra.Command{
+		Use:   "snapshot",
+		Short: "Stream a consistent etcd snapshot to the workstation (nothing is left on the host)",
+		Long: `Take a point-in-time snapshot of the cluster's etcd from a healthy voting member (a follower when there
+is one) and stream it to the workstation through that host's SSH connection: nothing is written on the
+host. The file is written 0600 (as FILE.part, synced, then renamed), its integrity hash (the SHA-256 etcd
+appends) checked; its size, SHA-256, revision and etcd version are printed. An existing FILE is refused.
+
+Without --out the snapshot goes to the state directory: snapshots/etcd-<cluster>-<UTC time>.db. The
+snapshot holds every Secret of the cluster: keep it as you keep the state directory's keys.`,
+		Example: `  clusterctl etcd snapshot -i hosts.yaml
+  clusterctl etcd snapshot -i hosts.yaml --out /backups/etcd-$(date +%F).db -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			view := g.progressView()
+			env, err := openEnv(g, &ssh, view)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			file := out
+			if file == "" {
+				dir := filepath.Join(env.StateDir, "snapshots")
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					return err
+				}
+				file = filepath.Join(dir, fmt.Sprintf("etcd-%s-%s.db", env.Inv.Cluster.Name, time.Now().UTC().Format("20060102T150405Z")))
+			}
+			start := time.Now()
+			res, err := playbooks.EtcdSnapshot(cmd.Context(), env, file)
+			view.Recap()
+			if g.Output == "json" {
+				if werr := writeResultLine(g.stdout, "etcd_snapshot", res, err, nil, time.Since(start)); werr != nil {
+					return werr
+				}
+			}
+			if err != nil {
+				return failedOnHosts(err)
+			}
+			if g.Output != "json" {
+				fmt.Fprintf(g.stdout, "snapshot %s from %s in %.1fs\n  size %s (%d bytes), sha256 %s\n  revision %d, etcd %s\n",
+					res.File, res.Host, time.Since(start).Seconds(), bytesIEC(res.Size), res.Size, res.SHA256, res.Revision, res.Version)
+			}
+			return nil
+		},
+	}
+	ssh.addFlags(cmd)
+	cmd.Flags().StringVar(&out, "out", "", "the snapshot file to write (default: the state directory's snapshots/)")
+	return cmd
+}
+
+func newEtcdRestoreCmd(g *globalOptions) *cobra.Command {
+	var ssh sshOptions
+	var from string
+	var assumeYes bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "restore --from FILE",
+		Short: "Disaster recovery: a new etcd cluster of the control-plane hosts, restored from a snapshot",
+		Long: `Replace the cluster's etcd with a new etcd cluster restored from a snapshot, on every control-plane host
+of the inventory:
+
+  1. the snapshot's integrity hash is checked, every control-plane host reached;
+  2. etcd, the API server, controller-manager and scheduler are stopped on every control-plane host
+     (their manifests held in /var/lib/clusterctl/etcd-restore/held);
+  3. the snapshot is pushed (0600) to each, each member's data directory restored from it with etcdutl
+     (a new cluster of exactly these members; the store's revision moved a billion past the snapshot's
+     and marked compacted, so every watch client lists again), the old one kept as
+     /var/lib/etcd.before-restore, the snapshot removed;
+  4. etcd is started and quorum awaited, then the control plane, and each API server awaited.
+
+Everything written to the cluster after the snapshot is lost. Hosts that are lost are left out of the
+inventory: restore onto the others, then add them back with add-node. An interrupted restore is resumed
+by running the same command again.`,
+		Example: `  clusterctl etcd restore -i hosts.yaml --from backup.db
+  clusterctl etcd restore -i survivors.yaml --from backup.db --yes && clusterctl add-node -i hosts.yaml cp2 cp3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if from == "" {
+				return usageError("--from FILE is required: the snapshot to restore (clusterctl etcd snapshot makes one)")
+			}
+			view := g.progressView()
+			env, err := openEnv(g, &ssh, view)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			if !assumeYes {
+				var cps []string
+				for _, h := range env.Inv.ControlPlanes() {
+					cps = append(cps, h.Name)
+				}
+				if err := confirm(g, "restore stops the control plane and replaces etcd's data: everything written after the snapshot is lost",
+					fmt.Sprintf("restore cluster %q's etcd on %s from %s? [y/N] ", env.Inv.Cluster.Name, strings.Join(cps, ", "), from), yes); err != nil {
+					return err
+				}
+			}
+			start := time.Now()
+			res, err := playbooks.EtcdRestore(cmd.Context(), env, playbooks.RestoreOptions{From: from, Timeout: timeout})
+			view.Recap()
+			if g.Output == "json" && res != nil {
+				if werr := writeResultLine(g.stdout, "etcd_restore", res, err, nil, time.Since(start)); werr != nil {
+					return werr
+				}
+			}
+			if err != nil {
+				return failedOnHosts(err)
+			}
+			if g.Output != "json" {
+				fmt.Fprintf(g.stdout, "restored etcd from %s on %s in %.1fs\n", res.Snapshot, strings.Join(res.Members, ", "), time.Since(start).Seconds())
+				for _, n := range res.Nodes {
+					ready := "Ready"
+					if !n.Ready {
+						ready = "NotReady"
+					}
+					fmt.Fprintf(g.stdout, "  %-20s %-8s %s\n", n.Name, ready, n.Version)
+				}
+			}
+			return nil
+		},
+	}
+	ssh.addFlags(cmd)
+	cmd.Flags().StringVar(&from, "from", "", "the snapshot file (from clusterctl etcd snapshot or etcdctl snapshot save)")
+	cmd.Flags().BoolVar(&assumeYes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the members to stop, for quorum, and for each API server")
+	return cmd
+}

@@ -1,0 +1,510 @@
+package playbooks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/etcdmember"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// etcdOn is a client of a control-plane host's own etcd member, through that host's SSH connection, with
+// its API server's client certificate. The caller closes it.
+func (e *Env) etcdOn(ctx context.Context, h *inventory.Host) (*etcdmember.Client, error) {
+	pkiDir := filepath.Join(e.StateDir, "pki")
+	read := func(p ...string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(append([]string{pkiDir}, p...)...))
+	}
+	ca, err := read("etcd", "ca.crt")
+	if err != nil {
+		return nil, err
+	}
+	cert, err := read("nodes", h.NodeName, "apiserver-etcd-client.crt")
+	if err != nil {
+		return nil, err
+	}
+	key, err := read("nodes", h.NodeName, "apiserver-etcd-client.key")
+	if err != nil {
+		return nil, err
+	}
+	addr, dial, err := e.dialVia(ctx, h, kubeadm.PortEtcdClient)
+	if err != nil {
+		return nil, err
+	}
+	return etcdmember.New("https://"+addr, ca, cert, key, func(ctx context.Context, a string) (net.Conn, error) { return dial(ctx, "tcp", a) })
+}
+
+// peerURL is a member's peer URL as its manifest advertises it.
+func (e *Env) peerURL(ctx context.Context, h *inventory.Host) (string, error) {
+	ip, err := e.NodeIP(ctx, h)
+	if err != nil {
+		return "", err
+	}
+	return "https://" + net.JoinHostPort(ip, strconv.Itoa(kubeadm.PortEtcdPeer)), nil
+}
+
+// EtcdMember is one etcd member, or one etcd host that is not a member, as `clusterctl etcd status`
+// shows it.
+type EtcdMember struct {
+	// Host is the inventory host that runs it; empty for a member on no inventory host.
+	Host    string `json:"host,omitempty"`
+	Name    string `json:"name"`
+	PeerURL string `json:"peerURL"`
+	// Member: the cluster lists it (false: a host of the inventory that is not a member).
+	Member bool `json:"member"`
+	// Started: it has started and joined (a member added but never started has no name).
+	Started bool               `json:"started"`
+	Status  *etcdmember.Status `json:"status,omitempty"`
+	// Error says why there is no status (the host or its member does not answer).
+	Error string `json:"error,omitempty"`
+}
+
+// EtcdStatus asks every etcd host's member, through that host's own connection, for its status and
+// health, and the cluster for its member list (from the first member that answers): one entry per
+// member, then per etcd host that is not one. Unreachable hosts are entries with an error, not a failure;
+// it fails only when no member answers.
+func EtcdStatus(ctx context.Context, e *Env) ([]EtcdMember, error) {
+	hosts := e.Inv.ControlPlanes()
+	if len(hosts) == 0 {
+		return nil, errors.New("the inventory has no control-plane host")
+	}
+	conn, _ := Connect(ctx, e, hosts, 1)
+	failed := map[string]error{}
+	for _, r := range conn {
+		if r.Err != nil {
+			failed[r.Host] = r.Err
+		}
+	}
+	var mu sync.Mutex
+	statuses := map[string]*etcdmember.Status{}
+	lists := map[string][]etcdmember.Member{}
+	peers := map[string]string{}
+	var reachable []string
+	for _, h := range hosts {
+		if failed[h.Name] == nil {
+			reachable = append(reachable, h.Name)
+		}
+	}
+	_, _ = e.play(ctx, Play{Name: "etcd-status", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
+		h := e.Inv.Host(name)
+		peer, err := e.peerURL(ctx, h)
+		if err != nil {
+			return false, err
+		}
+		c, err := e.etcdOn(ctx, h)
+		if err != nil {
+			return false, err
+		}
+		defer c.Close()
+		st, err := c.Status(ctx)
+		if err == nil && st.Healthy {
+			var list []etcdmember.Member
+			if list, err = c.List(ctx); err == nil {
+				mu.Lock()
+				lists[name] = list
+				mu.Unlock()
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		peers[name] = peer
+		if err != nil && st == nil {
+			failed[name] = err
+			return false, err
+		}
+		statuses[name] = st
+		return false, nil
+	}})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var members []etcdmember.Member
+	for _, h := range hosts {
+		if l, ok := lists[h.Name]; ok {
+			members = l
+			break
+		}
+	}
+	var out []EtcdMember
+	seen := map[string]bool{}
+	for _, m := range members {
+		em := EtcdMember{Name: m.Name, PeerURL: m.PeerURL, Member: true, Started: m.Started}
+		for _, h := range hosts {
+			if peers[h.Name] == m.PeerURL {
+				em.Host = h.Name
+				seen[h.Name] = true
+				em.Status = statuses[h.Name]
+				if err := failed[h.Name]; err != nil {
+					em.Error = firstLine(err.Error())
+				}
+			}
+		}
+		if em.Host == "" {
+			em.Error = "on no host of the inventory"
+		}
+		out = append(out, em)
+	}
+	for _, h := range hosts {
+		if seen[h.Name] {
+			continue
+		}
+		em := EtcdMember{Host: h.Name, Name: h.NodeName, PeerURL: peers[h.Name], Status: statuses[h.Name]}
+		switch {
+		case failed[h.Name] != nil:
+			em.Error = firstLine(failed[h.Name].Error())
+		case members != nil:
+			em.Error = "not a member of the cluster the others form"
+		default:
+			em.Error = "no healthy member answered with the member list"
+		}
+		out = append(out, em)
+	}
+	if members == nil {
+		return out, errors.New("no etcd member is healthy: etcd has no quorum, or no host could be reached")
+	}
+	return out, nil
+}
+
+// SnapshotResult is what `clusterctl etcd snapshot` made.
+type SnapshotResult struct {
+	File string `json:"file"`
+	// Host is the member the snapshot was taken from.
+	Host string `json:"host"`
+	etcdmember.SnapshotInfo
+}
+
+// EtcdSnapshot streams a snapshot from a healthy voting member (a follower when there is one: the leader
+// has the most to do) to out on the workstation, through the host's SSH connection: nothing is written on
+// the host. The file is written as out.part (0600), synced, and renamed to out once complete and its
+// integrity hash checked; an existing out is refused.
+func EtcdSnapshot(ctx context.Context, e *Env, out string) (*SnapshotResult, error) {
+	if _, err := os.Lstat(out); err == nil {
+		return nil, fmt.Errorf("%s exists: choose another --out", out)
+	}
+	members, err := EtcdStatus(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	var from *inventory.Host
+	for _, leader := range []bool{false, true} {
+		for _, m := range members {
+			if from == nil && m.Host != "" && m.Status != nil && m.Status.Healthy && !m.Status.Learner && m.Status.Leader == leader {
+				from = e.Inv.Host(m.Host)
+			}
+		}
+	}
+	if from == nil {
+		return nil, errors.New("no healthy voting etcd member to take a snapshot from (clusterctl etcd status shows why)")
+	}
+	c, err := e.etcdOn(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	part := out + ".part"
+	_ = os.Remove(part)
+	f, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	e.say("etcd-snapshot", from.Name, "streaming a snapshot to %s", out)
+	info, err := c.Snapshot(ctx, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && info.Revision == 0 {
+		// etcd sends no header with the stream: the revision is the database's newest.
+		info.Revision, err = etcdmember.SnapshotRevision(part)
+	}
+	if err == nil {
+		err = os.Rename(part, out)
+	}
+	if err != nil {
+		_ = os.Remove(part)
+		return nil, fmt.Errorf("snapshot from %s: %w", from.Name, err)
+	}
+	return &SnapshotResult{File: out, Host: from.Name, SnapshotInfo: *info}, nil
+}
+
+// RestoreOptions shape a restore.
+type RestoreOptions struct {
+	// From is the snapshot file.
+	From string
+	// Timeout bounds each wait: the members stopping, quorum, each API server.
+	Timeout time.Duration
+}
+
+// RestoreResult is what a restore did.
+type RestoreResult struct {
+	Snapshot string `json:"snapshot"`
+	SHA256   string `json:"sha256"`
+	// Revision is the snapshot's; the restored store continues at Revision + a billion.
+	Revision int64 `json:"revision"`
+	// Members are the hosts the new etcd cluster runs on.
+	Members []string     `json:"members"`
+	Nodes   []NodeStatus `json:"nodes,omitempty"`
+}
+
+// restoreStateFile records a restore under way, so that a re-run with the same snapshot resumes it: the
+// new cluster's token (every member must be restored with the same), the members restored, whether etcd
+// was started again.
+const restoreStateFile = "etcd-restore.json"
+
+type restoreState struct {
+	SHA256   string
+	Token    string
+	Restored []string
+	Started  bool
+}
+
+// restoreBump is how far a restore moves the store's revision past the snapshot's: more than any cluster
+// writes between a snapshot and a restore, so that no client sees a revision again with other contents.
+// With --mark-compacted, every watch from before the restore ends with "compacted" and its client lists
+// again (what Kubernetes' informers do), instead of trusting a cache newer than the data.
+const restoreBump = 1_000_000_000
+
+// EtcdRestore replaces the etcd cluster of the inventory's control-plane hosts with a new one restored
+// from a snapshot: every control-plane host's etcd and control plane are stopped (their manifests held
+// aside), each member's data directory is restored from the snapshot with etcdutl (the old one kept as
+// /var/lib/etcd.before-restore), etcd is started on all of them and quorum awaited, then the control plane
+// is started again and each API server awaited. Every control-plane host of the inventory must be
+// reachable: hosts that are lost are left out of the inventory, and added back with add-node afterwards.
+func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult, error) {
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	cps := e.Inv.ControlPlanes()
+	if len(cps) == 0 {
+		return nil, errors.New("the inventory has no control-plane host")
+	}
+	size, sum, err := etcdmember.VerifySnapshot(o.From)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := etcdmember.SnapshotRevision(o.From)
+	if err != nil {
+		return nil, err
+	}
+	res := &RestoreResult{Snapshot: o.From, SHA256: sum, Revision: rev, Members: names(cps)}
+	e.say("etcd-restore", "", "snapshot %s: %d bytes at revision %d, integrity hash and pages checked, sha256 %s", o.From, size, rev, sum)
+	results, err := Connect(ctx, e, cps, 1)
+	var lost []string
+	for _, r := range results {
+		if r.Err != nil {
+			lost = append(lost, fmt.Sprintf("%s (%v)", r.Host, r.Err))
+		}
+	}
+	if len(lost) > 0 {
+		return res, fmt.Errorf("control-plane hosts unreachable: %s: a restore makes a new etcd cluster of every control-plane host of the inventory; "+
+			"leave hosts that are lost out of the inventory, restore onto the others, then add-node them back", strings.Join(lost, "; "))
+	}
+	if err != nil {
+		return res, err
+	}
+	var initial []string
+	peers := map[string]string{}
+	for _, h := range cps {
+		p, err := e.peerURL(ctx, h)
+		if err != nil {
+			return res, err
+		}
+		peers[h.Name] = p
+		initial = append(initial, h.NodeName+"="+p)
+	}
+	st, err := loadRestoreState(e.StateDir, sum)
+	if err != nil {
+		return res, err
+	}
+	save := func() error {
+		data, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		return pki.WriteFile(filepath.Join(e.StateDir, restoreStateFile), data, 0o600)
+	}
+	if err := save(); err != nil {
+		return res, err
+	}
+	steps := []Step{
+		{Name: "hold", Skip: func() string { return doneIf(st.Started, "etcd was started again by the run resumed") }, Run: func(ctx context.Context) error {
+			// Every member stops before any is restored: no API server writes to the old cluster after the
+			// snapshot is the truth.
+			tries := int(o.Timeout / (500 * time.Millisecond))
+			_, err := e.play(ctx, Play{Name: "hold", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
+				out, err := e.Conn(name).Run(ctx, scripts.HoldControlPlane(tries), nil)
+				if err != nil {
+					return false, err
+				}
+				return strings.Contains(string(out.Stdout), "held "), nil
+			}})
+			return err
+		}},
+		{Name: "restore", Skip: func() string { return doneIf(st.Started, "etcd was started again by the run resumed") }, Run: func(ctx context.Context) error {
+			data, err := os.ReadFile(o.From)
+			if err != nil {
+				return err
+			}
+			var mu sync.Mutex
+			_, err = e.play(ctx, Play{Name: "restore", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
+				mu.Lock()
+				done := slices.Contains(st.Restored, name)
+				mu.Unlock()
+				if done {
+					return false, nil
+				}
+				h := e.Inv.Host(name)
+				snap := kubeadm.StateDir + "/etcd-restore/snapshot.db"
+				conn := e.Conn(name)
+				if _, err := conn.Put(ctx, []transport.File{{Path: snap, Data: data, Mode: 0o600, SHA256: sum}}); err != nil {
+					return false, err
+				}
+				if _, err := conn.Run(ctx, scripts.RestoreEtcd(scripts.EtcdRestoreParams{Snapshot: snap, Name: h.NodeName,
+					PeerURL: peers[name], InitialCluster: strings.Join(initial, ","), Token: st.Token, Bump: restoreBump}), nil); err != nil {
+					return false, err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				st.Restored = append(st.Restored, name)
+				return true, save()
+			}})
+			return err
+		}},
+		{Name: "etcd", Run: func(ctx context.Context) error {
+			if _, err := e.play(ctx, Play{Name: "etcd", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
+				out, err := e.Conn(name).Run(ctx, scripts.ReleaseManifests(kubeadm.Etcd+".yaml"), nil)
+				return err == nil && strings.Contains(string(out.Stdout), "released"), err
+			}}); err != nil {
+				return err
+			}
+			st.Started = true
+			if err := save(); err != nil {
+				return err
+			}
+			return e.poll(ctx, "etcd", "", o.Timeout, func() (bool, string, error) {
+				return etcdQuorum(ctx, e, cps, peers)
+			})
+		}},
+		{Name: "control-plane", Run: func(ctx context.Context) error {
+			var rest []string
+			for _, c := range kubeadm.ControlPlaneComponents[1:] {
+				rest = append(rest, c+".yaml")
+			}
+			_, err := e.play(ctx, Play{Name: "control-plane", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
+				conn := e.Conn(name)
+				out, err := conn.Run(ctx, scripts.ReleaseManifests(rest...), nil)
+				if err != nil {
+					return false, err
+				}
+				c, err := e.nodeClient(ctx, e.Inv.Host(name))
+				if err != nil {
+					return false, err
+				}
+				return strings.Contains(string(out.Stdout), "released"), e.poll(ctx, "control-plane", name, o.Timeout, func() (bool, string, error) {
+					if err := c.Ready(ctx); err != nil {
+						return false, fmt.Sprintf("the API server (last: %v)", firstLine(err.Error())), nil
+					}
+					return true, "", nil
+				})
+			}})
+			return err
+		}},
+		{Name: "nodes", Run: func(ctx context.Context) error {
+			admin, err := e.Admin(ctx)
+			if err != nil {
+				return err
+			}
+			res.Nodes, err = nodeStatuses(ctx, admin)
+			return err
+		}},
+	}
+	if _, err := runSteps(ctx, runOptions{Sink: e.Sink}, steps); err != nil {
+		return res, err
+	}
+	return res, os.Remove(filepath.Join(e.StateDir, restoreStateFile))
+}
+
+func doneIf(done bool, why string) string {
+	if done {
+		return why
+	}
+	return ""
+}
+
+// loadRestoreState reads the record of a restore under way from the same snapshot, or starts a new one (a
+// new cluster token); a record of another snapshot is replaced: nothing is started before every member
+// is restored, and a restore from another snapshot restores every member again.
+func loadRestoreState(stateDir, sum string) (*restoreState, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, restoreStateFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	var st restoreState
+	if err == nil {
+		if err := json.Unmarshal(data, &st); err != nil {
+			return nil, fmt.Errorf("%s: %w", restoreStateFile, err)
+		}
+	}
+	if st.SHA256 == sum && st.Token != "" {
+		return &st, nil
+	}
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	return &restoreState{SHA256: sum, Token: "clusterctl-restore-" + hex.EncodeToString(b)}, nil
+}
+
+// etcdQuorum reports whether every host's member is a started voting member of one cluster of exactly
+// those members, and healthy.
+func etcdQuorum(ctx context.Context, e *Env, hosts []*inventory.Host, peers map[string]string) (bool, string, error) {
+	var waiting []string
+	for _, h := range hosts {
+		c, err := e.etcdOn(ctx, h)
+		if err != nil {
+			return false, "", err
+		}
+		st, err := c.Status(ctx)
+		var list []etcdmember.Member
+		if err == nil && st.Healthy {
+			list, err = c.List(ctx)
+		}
+		c.Close()
+		switch {
+		case err != nil:
+			waiting = append(waiting, fmt.Sprintf("%s (%s)", h.Name, firstLine(err.Error())))
+		case !st.Healthy:
+			waiting = append(waiting, fmt.Sprintf("%s (%s)", h.Name, strings.Join(st.Errors, "; ")))
+		case len(list) != len(hosts) || etcdmember.Quorum(list) != nil:
+			waiting = append(waiting, fmt.Sprintf("%s (%d members listed)", h.Name, len(list)))
+		default:
+			for _, o := range hosts {
+				if etcdmember.Find(list, peers[o.Name]) == nil {
+					waiting = append(waiting, fmt.Sprintf("%s (%s not listed)", h.Name, o.Name))
+				}
+			}
+		}
+	}
+	if len(waiting) > 0 {
+		return false, "etcd members " + strings.Join(waiting, ", "), nil
+	}
+	return true, "", nil
+}
