@@ -16,9 +16,13 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
@@ -175,6 +179,23 @@ func EtcdStatus(ctx context.Context, e *Env) ([]EtcdMember, error) {
 		}
 		out = append(out, em)
 	}
+	order := map[string]int{}
+	for i, h := range hosts {
+		order[h.Name] = i
+	}
+	slices.SortStableFunc(out, func(a, b EtcdMember) int {
+		ia, oka := order[a.Host]
+		ib, okb := order[b.Host]
+		switch {
+		case oka && okb:
+			return ia - ib
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 	if members == nil {
 		return out, errors.New("no etcd member is healthy: etcd has no quorum, or no host could be reached")
 	}
@@ -344,6 +365,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 	if err := save(); err != nil {
 		return res, err
 	}
+	started := time.Now() // when etcd was started again (a resumed run: this run's start)
 	steps := []Step{
 		{Name: "hold", Skip: func() string { return doneIf(st.Started, "etcd was started again by the run resumed") }, Run: func(ctx context.Context) error {
 			// Every member stops before any is restored: no API server writes to the old cluster after the
@@ -396,6 +418,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 				return err
 			}
 			st.Started = true
+			started = time.Now()
 			if err := save(); err != nil {
 				return err
 			}
@@ -428,7 +451,35 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 			return err
 		}},
 		{Name: "nodes", Run: func(ctx context.Context) error {
+			// Every control-plane node's static Pods Ready, and every node's kubelet heard from since
+			// etcd came back (the Ready conditions restored are the snapshot's).
 			admin, err := e.Admin(ctx)
+			if err != nil {
+				return err
+			}
+			// The inventory's hosts that the restored cluster has as Nodes (one not joined yet is add-node's).
+			var nodeNames []string
+			err = e.poll(ctx, "nodes", "", o.Timeout, func() (bool, string, error) {
+				if nodeNames == nil {
+					list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+					if err != nil {
+						return false, "the API (" + firstLine(err.Error()) + ")", nil
+					}
+					nodeNames = []string{}
+					for _, h := range e.Inv.Hosts {
+						if slices.ContainsFunc(list.Items, func(n corev1.Node) bool { return n.Name == h.NodeName }) {
+							nodeNames = append(nodeNames, h.NodeName)
+						}
+					}
+				}
+				var waiting []string
+				for _, h := range cps {
+					// No annotation and no image asked for: the mirror Pods' readiness only.
+					waiting = append(waiting, nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, "", nil, kubeadm.ControlPlaneComponents)...)
+				}
+				waiting = append(waiting, nodes.LeasesWaiting(ctx, admin.Kube, nodeNames, started)...)
+				return len(waiting) == 0, strings.Join(waiting, ", "), nil
+			})
 			if err != nil {
 				return err
 			}

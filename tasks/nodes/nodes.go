@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -266,4 +267,20 @@ func RolloutsWaiting(ctx context.Context, kube kubernetes.Interface) ([]string, 
 		waiting = append(waiting, fmt.Sprintf("CoreDNS (%d/%d updated, %d available)", s.UpdatedReplicas, want, s.AvailableReplicas))
 	}
 	return waiting, nil
+}
+
+// LeasesWaiting lists the nodes whose kubelet has not renewed its Lease since a time: after the API came
+// back (a restore), Ready conditions may be the ones saved before, a renewal is the kubelet's own news.
+func LeasesWaiting(ctx context.Context, kube kubernetes.Interface, nodeNames []string, since time.Time) []string {
+	var waiting []string
+	for _, n := range nodeNames {
+		l, err := kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			waiting = append(waiting, n+" (API: "+firstLine(err.Error())+")")
+		case l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(since):
+			waiting = append(waiting, n+" (lease not renewed)")
+		}
+	}
+	return waiting
 }

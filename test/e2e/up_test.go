@@ -412,12 +412,16 @@ func TestUp(t *testing.T) {
 		}
 	})
 
+	t.Run("etcd snapshot, a namespace deleted, restore: it is back, every node Ready", func(t *testing.T) {
+		snapshotRestore(t, c, []string{"cp1"}, []string{"w1", "w2"})
+	})
+
 	t.Run("reset leaves the hosts bare again", func(t *testing.T) {
 		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s", code, stderr)
 		}
 		for _, h := range []string{"cp1", "w1"} {
-			out := c.Lab.Run(t, h, "ls -A /usr/local/bin /opt /var/lib/containerd; ls -d /etc/containerd /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/clusterctl /etc/crictl.yaml /etc/systemd/system/containerd.service /etc/systemd/system/kubelet.service 2>/dev/null; systemctl is-active containerd kubelet; true")
+			out := c.Lab.Run(t, h, "ls -A /usr/local/bin /opt /var/lib/containerd; ls -d /etc/containerd /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd.before-restore /var/lib/clusterctl /etc/crictl.yaml /etc/systemd/system/containerd.service /etc/systemd/system/kubelet.service 2>/dev/null; systemctl is-active containerd kubelet; true")
 			if strings.TrimSpace(out) != "/opt:\n\n/usr/local/bin:\n\n/var/lib/containerd:\ninactive\ninactive" {
 				t.Errorf("%s after reset:\n%s", h, out)
 			}
