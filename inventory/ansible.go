@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -23,8 +24,14 @@ type agroup struct {
 	hosts    []string
 	has      map[string]bool // hosts, for a membership test in constant time
 	children []string
+	childAt  map[string]Pos // where each child was named
 	vars     []avar
 	pos      Pos
+	// defined: a section or a mapping makes the group ([name], [name:children], name: in YAML); INI's
+	// [name:vars] and a child named in [parent:children] do not (Ansible refuses such a group undefined).
+	defined bool
+	// varsAt is where an INI [name:vars] section first appears.
+	varsAt *Pos
 }
 
 type ahost struct {
@@ -43,11 +50,13 @@ type ansible struct {
 	// groupHosts caches each group's members once the groups are read: asking per host made loading
 	// quadratic (20,000 hosts took minutes).
 	groupHosts map[string]map[string]bool
+	// warned are the places of variables already warned about (group variables apply to many hosts).
+	warned map[Pos]bool
 }
 
 func newAnsible(file string, diags *Diagnostics) *ansible {
 	a := &ansible{file: file, diags: diags, groups: map[string]*agroup{}, hosts: map[string]*ahost{}}
-	a.group("all", Pos{File: file, Line: 1, Col: 1, Path: "all"})
+	a.group("all", Pos{File: file, Line: 1, Col: 1, Path: "all"}).defined = true
 	return a
 }
 
@@ -82,13 +91,17 @@ func (g *agroup) addHost(name string) {
 	g.hosts = append(g.hosts, name)
 }
 
-func (g *agroup) addChild(name string) {
+func (g *agroup) addChild(name string, at Pos) {
 	for _, c := range g.children {
 		if c == name {
 			return
 		}
 	}
 	g.children = append(g.children, name)
+	if g.childAt == nil {
+		g.childAt = map[string]Pos{}
+	}
+	g.childAt[name] = at
 }
 
 // ---- YAML ----
@@ -103,6 +116,7 @@ func parseAnsibleYAML(file string, root *yaml.Node, dir string, diags *Diagnosti
 		k := root.Content[i]
 		a.yamlGroup(k, root.Content[i+1], k.Value)
 	}
+	a.checkGroups()
 	a.readVarDirs(dir)
 	return a.build(FormatAnsibleYAML)
 }
@@ -113,6 +127,7 @@ func (a *ansible) pos(n *yaml.Node, path string) Pos {
 
 func (a *ansible) yamlGroup(key, body *yaml.Node, path string) {
 	g := a.group(key.Value, a.pos(key, path))
+	g.defined = true
 	body = resolve(body)
 	if isNull(body) {
 		return
@@ -151,7 +166,7 @@ func (a *ansible) yamlGroup(key, body *yaml.Node, path string) {
 			for j := 0; j+1 < len(v.Content); j += 2 {
 				ck := v.Content[j]
 				a.yamlGroup(ck, v.Content[j+1], join(p, ck.Value))
-				g.addChild(ck.Value)
+				g.addChild(ck.Value, a.pos(ck, join(p, ck.Value)))
 			}
 		case "vars":
 			g.vars = append(g.vars, a.yamlVars(v, p)...)
@@ -187,6 +202,7 @@ func varsOf(file string, n *yaml.Node, path string, diags *Diagnostics) []avar {
 // NAME.yaml, NAME.json, or every such file in a directory NAME/. They take precedence over the inventory's
 // own variables.
 func (a *ansible) readVarDirs(dir string) {
+	a.implicitGroups()
 	if dir == "" {
 		return
 	}
@@ -240,6 +256,77 @@ func (a *ansible) varFiles(base string) []avar {
 	return out
 }
 
+// implicitGroups adds kubespray's k8s_cluster group when the inventory does not define it: kubespray's
+// samples no longer declare it, its playbooks make it of kube_control_plane, kube_node and calico_rr, and
+// group_vars/k8s_cluster/ holds most of a cluster's settings.
+func (a *ansible) implicitGroups() {
+	if g, ok := a.groups["k8s_cluster"]; ok && (g.defined || g.varsAt != nil) {
+		return
+	}
+	var children []string
+	for _, name := range append(append(append([]string{}, controlPlaneGroups...), nodeGroups...), "calico_rr") {
+		if g, ok := a.groups[name]; ok && g.defined {
+			children = append(children, name)
+		}
+	}
+	if len(children) == 0 {
+		return
+	}
+	g := a.group("k8s_cluster", Pos{File: a.file, Line: 1, Col: 1, Path: "k8s_cluster"})
+	g.defined = true
+	for _, c := range children {
+		g.addChild(c, a.groups[c].pos)
+	}
+	a.groups["all"].addChild("k8s_cluster", g.pos)
+}
+
+// checkGroups reports what Ansible refuses in a group structure: [name:vars] for a group no section
+// defines, a child group no section defines, and a group that is its own descendant.
+func (a *ansible) checkGroups() {
+	for _, name := range a.groupOrder {
+		g := a.groups[name]
+		if !g.defined && g.varsAt != nil {
+			a.diags.add(Error, *g.varsAt, "group %s is defined by no section (Ansible refuses [%s:vars] without one): add a [%s] or [%s:children] section, or correct the name", name, name, name, name)
+		}
+		for _, c := range g.children {
+			if cg, ok := a.groups[c]; ok && !cg.defined {
+				a.diags.add(Error, g.childAt[c], "group %s is defined by no section (Ansible refuses a child group of %s without one): add a [%s] section, or correct the name", c, name, c)
+			}
+		}
+	}
+	// A loop: depth-first, reported once at the child reference that closes it.
+	state := map[string]int{} // 1 on the path, 2 done
+	var path []string
+	var visit func(name string)
+	visit = func(name string) {
+		state[name] = 1
+		path = append(path, name)
+		g := a.groups[name]
+		for _, c := range g.children {
+			switch state[c] {
+			case 1:
+				i := len(path) - 1
+				for path[i] != c {
+					i--
+				}
+				loop := append(append([]string{}, path[i:]...), c)
+				a.diags.add(Error, g.childAt[c], "group %s is its own descendant (%s): Ansible refuses a loop of :children", c, strings.Join(loop, " → "))
+			case 0:
+				if _, ok := a.groups[c]; ok {
+					visit(c)
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[name] = 2
+	}
+	for _, name := range a.groupOrder {
+		if state[name] == 0 {
+			visit(name)
+		}
+	}
+}
+
 // ---- build the model ----
 
 // Variables clusterctl reads from hosts (and from groups, for all their hosts).
@@ -247,6 +334,8 @@ var hostVars = map[string]bool{
 	"ansible_host": true, "ansible_ssh_host": true, "ansible_port": true, "ansible_ssh_port": true,
 	"ansible_user": true, "ansible_ssh_user": true, "ansible_ssh_private_key_file": true,
 	"ansible_private_key_file": true, "ansible_become": true, "ip": true, "access_ip": true,
+	"ansible_connection": true, "ansible_password": true, "ansible_ssh_pass": true, "ansible_ssh_password": true,
+	"ansible_become_method": true,
 	"node_labels": true, "node_taints": true,
 }
 

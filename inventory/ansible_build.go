@@ -5,6 +5,8 @@ package inventory
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +17,12 @@ import (
 func (a *ansible) build(format Format) *Inventory {
 	inv := &Inventory{Format: format, pos: positions{}}
 	inv.pos[""] = Pos{File: a.file, Line: 1, Col: 1}
+	for _, name := range controlPlaneGroups {
+		if g, ok := a.groups[name]; ok && g.defined {
+			inv.pos["group.kube_control_plane"] = g.pos
+			break
+		}
+	}
 	depth := a.depths()
 	cp := a.membersOf(controlPlaneGroups...)
 	nodes := a.membersOf(nodeGroups...)
@@ -29,6 +37,9 @@ func (a *ansible) build(format Format) *Inventory {
 				a.diags.add(Error, a.hosts[name].pos, "control-plane host is not in group etcd: clusterctl runs etcd stacked on the control-plane hosts, so the two groups must be equal")
 			}
 		}
+	}
+	if _, ok := a.groups["etcd"]; !ok && len(cp) > 0 {
+		a.diags.add(Notice, Pos{File: a.file, Line: 1, Col: 1}, "no etcd group: etcd runs stacked on the kube_control_plane hosts, one member each (as kubeadm does)")
 	}
 	used := map[string]bool{}
 	vars := map[string]map[string]avar{}
@@ -76,25 +87,35 @@ func liftSSH(inv *Inventory) {
 		}
 		return true
 	}
+	// The lifted setting's place is where the first host got it (all:vars, typically).
+	lift := func(field string) {
+		if p, ok := inv.pos["hosts[0]."+field]; ok {
+			inv.pos[field] = p
+		}
+	}
 	if h0.User != "" && same(func(a, b HostSSH) bool { return a.User == b.User }) {
+		lift("ssh.user")
 		inv.SSH.User = h0.User
 		for i := range inv.Hosts {
 			inv.Hosts[i].SSH.User = ""
 		}
 	}
 	if h0.Port != 0 && same(func(a, b HostSSH) bool { return a.Port == b.Port }) {
+		lift("ssh.port")
 		inv.SSH.Port = h0.Port
 		for i := range inv.Hosts {
 			inv.Hosts[i].SSH.Port = 0
 		}
 	}
 	if h0.Become != nil && same(func(a, b HostSSH) bool { return b.Become != nil && *a.Become == *b.Become }) {
+		lift("ssh.become")
 		inv.SSH.Become = h0.Become
 		for i := range inv.Hosts {
 			inv.Hosts[i].SSH.Become = nil
 		}
 	}
 	if len(h0.IdentityFiles) == 1 && same(func(a, b HostSSH) bool { return len(b.IdentityFiles) == 1 && a.IdentityFiles[0] == b.IdentityFiles[0] }) {
+		lift("ssh.identityFiles")
 		inv.SSH.IdentityFiles = h0.IdentityFiles
 		for i := range inv.Hosts {
 			inv.Hosts[i].SSH.IdentityFiles = nil
@@ -164,12 +185,14 @@ func (a *ansible) addHost(inv *Inventory, name string, cp, node bool, vars map[s
 	}
 	if v, ok := vars["ansible_become"]; ok && a.scalar(v) {
 		used[v.name] = true
+		inv.pos[k+".ssh.become"] = v.pos
 		b, valid := parseBool(v.value.Value)
 		if !valid {
 			a.diags.add(Error, v.pos, "%q is not true or false", v.value.Value)
 		}
 		h.SSH.Become = &b
 	}
+	a.connectionWarnings(vars, used)
 	if v, ok := vars["node_labels"]; ok {
 		used[v.name] = true
 		inv.pos[k+".labels"] = v.pos
@@ -181,6 +204,43 @@ func (a *ansible) addHost(inv *Inventory, name string, cp, node bool, vars map[s
 		h.Taints = a.taints(v, inv.pos, k+".taints")
 	}
 	inv.Hosts = append(inv.Hosts, h)
+}
+
+// connectionWarnings says, once per place, what clusterctl does instead of Ansible connection settings it
+// does not take.
+func (a *ansible) connectionWarnings(vars map[string]avar, used map[string]bool) {
+	if a.warned == nil {
+		a.warned = map[Pos]bool{}
+	}
+	warn := func(v avar, format string, args ...any) {
+		used[v.name] = true
+		if !a.warned[v.pos] {
+			a.warned[v.pos] = true
+			a.diags.add(Warning, v.pos, format, args...)
+		}
+	}
+	if v, ok := vars["ansible_connection"]; ok && v.value.Kind == yaml.ScalarNode {
+		switch v.value.Value {
+		case "ssh", "smart", "paramiko":
+			used[v.name] = true
+		case "local":
+			warn(v, "ansible_connection=local: clusterctl reaches every host over SSH, this machine too (at its ansible_host, or its name)")
+		default:
+			warn(v, "ansible_connection=%s: clusterctl reaches hosts over SSH only", v.value.Value)
+		}
+	}
+	for _, n := range []string{"ansible_password", "ansible_ssh_pass", "ansible_ssh_password"} {
+		if v, ok := vars[n]; ok {
+			warn(v, "%s: clusterctl does not take passwords from inventories; it logs in with SSH keys (ssh-agent, ansible_ssh_private_key_file or ssh.identityFiles)", n)
+		}
+	}
+	if v, ok := vars["ansible_become_method"]; ok && v.value.Kind == yaml.ScalarNode {
+		if v.value.Value == "sudo" {
+			used[v.name] = true
+		} else {
+			warn(v, "ansible_become_method=%s: clusterctl becomes root with sudo only (a sudo password, if needed, from CLUSTERCTL_BECOME_PASSWORD or the terminal)", v.value.Value)
+		}
+	}
 }
 
 func (a *ansible) labels(v avar, pos positions, key string) map[string]string {
@@ -231,7 +291,9 @@ func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]
 		}
 		return ok
 	}
-	str("cluster.kubernetesVersion", &c.KubernetesVersion, "kube_version")
+	if str("cluster.kubernetesVersion", &c.KubernetesVersion, "kube_version") && len(c.KubernetesVersion) > 0 && c.KubernetesVersion[0] >= '0' && c.KubernetesVersion[0] <= '9' {
+		c.KubernetesVersion = "v" + c.KubernetesVersion // kubespray writes 1.32.5 since 2.27
+	}
 	str("cluster.networking.podSubnet", &c.Networking.PodSubnet, "kube_pods_subnet")
 	str("cluster.networking.serviceSubnet", &c.Networking.ServiceSubnet, "kube_service_addresses")
 	if !str("cluster.networking.dnsDomain", &c.Networking.DNSDomain, "dns_domain") {
@@ -273,6 +335,11 @@ func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]
 		}
 	}
 	if v, ok := a.str(fv, used, "apiserver_loadbalancer_domain_name"); ok {
+		if host != "" && host != v && !slices.Contains(c.APIServer.CertSANs, host) {
+			// kubespray puts both the load balancer's name and its address in the certificate.
+			inv.pos[fmt.Sprintf("cluster.apiServer.certSANs[%d]", len(c.APIServer.CertSANs))] = fv["loadbalancer_apiserver"].pos
+			c.APIServer.CertSANs = append(c.APIServer.CertSANs, host)
+		}
 		host = v
 		inv.pos["cluster.controlPlaneEndpoint"] = fv["apiserver_loadbalancer_domain_name"].pos
 	}
@@ -317,12 +384,45 @@ func (a *ansible) str(vars map[string]avar, used map[string]bool, names ...strin
 			continue
 		}
 		used[n] = true
+		if ref, ok := a.reference(vars, used, v, 0); ok {
+			return ref, true
+		}
 		if !a.scalar(v) || isNull(v.value) {
 			return "", false
 		}
 		return v.value.Value, true
 	}
 	return "", false
+}
+
+// kubesprayDefaults are the values kubespray gives variables that inventories refer to.
+var kubesprayDefaults = map[string]string{"cluster_name": "cluster.local"}
+
+var jinjaVar = regexp.MustCompile(`^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$`)
+
+// reference resolves a value that is nothing but another variable, "{{ cluster_name }}" (kubespray's
+// dns_domain), as Ansible would: that variable's value for the same host, else kubespray's default. Any
+// other template is left to scalar to report.
+func (a *ansible) reference(vars map[string]avar, used map[string]bool, v avar, depth int) (string, bool) {
+	if v.value.Kind != yaml.ScalarNode || depth > 4 {
+		return "", false
+	}
+	m := jinjaVar.FindStringSubmatch(strings.TrimSpace(v.value.Value))
+	if m == nil {
+		return "", false
+	}
+	if r, ok := vars[m[1]]; ok {
+		used[r.name] = true
+		if s, ok := a.reference(vars, used, r, depth+1); ok {
+			return s, true
+		}
+		if r.value.Kind == yaml.ScalarNode && !isNull(r.value) && !strings.Contains(r.value.Value, "{{") {
+			return r.value.Value, true
+		}
+		return "", false
+	}
+	d, ok := kubesprayDefaults[m[1]]
+	return d, ok
 }
 
 func (a *ansible) integer(vars map[string]avar, used map[string]bool, names ...string) (int, bool) {

@@ -247,6 +247,10 @@ func parseYAML(file string, data []byte, diags *Diagnostics) *yaml.Node {
 				}
 			}
 		}
+		if tl, tc := tabIndent(data); tl > 0 {
+			diags.add(Error, Pos{File: file, Line: tl, Col: tc}, "a tab in the indentation: YAML indents with spaces only (YAML syntax: %s)", msg)
+			return nil
+		}
 		diags.add(Error, Pos{File: file, Line: line}, "YAML syntax: %s", msg)
 		return nil
 	}
@@ -261,6 +265,25 @@ func parseYAML(file string, data []byte, diags *Diagnostics) *yaml.Node {
 		return nil
 	}
 	return root
+}
+
+// tabIndent finds the first line indented with a tab (the usual cause of "found character that cannot start
+// any token"): its line and the tab's column, or 0.
+func tabIndent(data []byte) (int, int) {
+	for i, line := range strings.Split(string(data), "\n") {
+		for j := 0; j < len(line); j++ {
+			if line[j] == '\t' {
+				if strings.TrimSpace(line) == "" {
+					break
+				}
+				return i + 1, j + 1
+			}
+			if line[j] != ' ' {
+				break
+			}
+		}
+	}
+	return 0, 0
 }
 
 func resolve(n *yaml.Node) *yaml.Node {

@@ -18,7 +18,8 @@ func parseAnsibleINI(file string, data []byte, dir string, diags *Diagnostics) *
 		return nil
 	}
 	group, kind := a.group("ungrouped", Pos{File: file, Line: 1, Col: 1, Path: "ungrouped"}), ""
-	a.groups["all"].addChild("ungrouped")
+	a.groups["ungrouped"].defined = true
+	a.groups["all"].addChild("ungrouped", a.groups["ungrouped"].pos)
 	for i, raw := range strings.Split(string(data), "\n") {
 		line := strings.TrimRight(raw, "\r")
 		text := strings.TrimSpace(line)
@@ -51,8 +52,15 @@ func parseAnsibleINI(file string, data []byte, dir string, diags *Diagnostics) *
 			}
 			at.Path = text[:end+1]
 			group, kind = a.group(name, at), suffix
-			if name != "all" && name != "ungrouped" {
-				a.groups["all"].addChild(name)
+			switch {
+			case suffix != "vars":
+				group.defined = true
+			case group.varsAt == nil:
+				vat := at
+				group.varsAt = &vat
+			}
+			if name != "all" && name != "ungrouped" && suffix != "vars" {
+				a.groups["all"].addChild(name, at)
 			}
 			continue
 		}
@@ -64,8 +72,9 @@ func parseAnsibleINI(file string, data []byte, dir string, diags *Diagnostics) *
 			a.iniHost(group, line, at)
 		case "children":
 			child := strings.Fields(text)[0]
-			a.group(child, Pos{File: file, Line: at.Line, Col: at.Col, Path: child})
-			group.addChild(child)
+			cat := Pos{File: file, Line: at.Line, Col: at.Col, Path: group.name + ":children." + child}
+			a.group(child, cat)
+			group.addChild(child, cat)
 		case "vars":
 			name, value, ok := strings.Cut(text, "=")
 			name = strings.TrimSpace(name)
@@ -77,6 +86,7 @@ func parseAnsibleINI(file string, data []byte, dir string, diags *Diagnostics) *
 			group.vars = append(group.vars, avar{name: name, value: iniValue(stripComment(strings.TrimSpace(value)), at), pos: at})
 		}
 	}
+	a.checkGroups()
 	a.readVarDirs(dir)
 	return a.build(FormatAnsibleINI)
 }

@@ -18,12 +18,40 @@ import (
 // file with problems gives an inventory and diagnostics instead (use Diagnostics.Err). Ansible inventories
 // also read group_vars/ and host_vars/ beside the file, as Ansible does.
 func Load(path string) (*Inventory, Diagnostics, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		file, err := inventoryIn(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		path = file
+	}
 	data, err := readFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading inventory: %w", err)
 	}
 	inv, diags := parse(path, data, filepath.Dir(path))
 	return inv, diags, nil
+}
+
+// inventoryNames are the files a directory given as the inventory is searched for, as kubespray's
+// inventory/<cluster>/ directories hold them.
+var inventoryNames = []string{"hosts.yaml", "hosts.yml", "inventory.ini", "hosts.ini", "inventory.yaml", "inventory.yml", "hosts"}
+
+// inventoryIn finds the one inventory file in a directory, or says which to pass.
+func inventoryIn(dir string) (string, error) {
+	var found []string
+	for _, n := range inventoryNames {
+		if st, err := os.Stat(filepath.Join(dir, n)); err == nil && st.Mode().IsRegular() {
+			found = append(found, filepath.Join(dir, n))
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", fmt.Errorf("reading inventory: %s is a directory without an inventory file (%s): pass the file with -i", dir, strings.Join(inventoryNames, ", "))
+	}
+	return "", fmt.Errorf("reading inventory: %s is a directory with several inventory files: pass one with -i (%s)", dir, strings.Join(found, " or "))
 }
 
 // MaxFileSize is the largest inventory or variables file read: an inventory of thousands of hosts is a few

@@ -1,6 +1,8 @@
 package inventory
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -200,5 +202,25 @@ func BenchmarkLoadKubesprayINI(b *testing.B) {
 		if _, diags, err := Load("examples/kubespray/inventory.ini"); err != nil || diags.HasErrors() {
 			b.Fatal(err, diags.Err())
 		}
+	}
+}
+
+// -i DIR: the one inventory file in a directory, or an error naming what to pass.
+func TestLoadDirectory(t *testing.T) {
+	inv, diags, err := Load("testdata/good/kubespray-implicit")
+	if err != nil || diags.HasErrors() || len(inv.Hosts) != 5 {
+		t.Fatalf("a kubespray directory: %v %v", err, diags.Err())
+	}
+	empty := t.TempDir()
+	if _, _, err := Load(empty); err == nil || !strings.Contains(err.Error(), "without an inventory file (hosts.yaml, hosts.yml, inventory.ini") {
+		t.Errorf("an empty directory: %v", err)
+	}
+	for _, n := range []string{"hosts.yaml", "inventory.ini"} {
+		if err := os.WriteFile(filepath.Join(empty, n), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := Load(empty); err == nil || !strings.Contains(err.Error(), "several inventory files: pass one with -i") || !strings.Contains(err.Error(), "inventory.ini") {
+		t.Errorf("two inventories: %v", err)
 	}
 }

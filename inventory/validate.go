@@ -342,8 +342,14 @@ func (v *validator) hosts() {
 	}
 	switch {
 	case controlPlanes == 0 && rolesFailed:
+	case controlPlanes == 0 && v.inv.Format != FormatNative:
+		v.inv.pos["controlPlaneGroup"] = v.inv.pos[""]
+		if g, ok := v.inv.pos["group.kube_control_plane"]; ok {
+			v.inv.pos["controlPlaneGroup"] = g
+		}
+		v.errorf("controlPlaneGroup", "no host is in group kube_control_plane: add the hosts that run etcd and the control plane to it (kube-master and kube_master are read too)")
 	case controlPlanes == 0:
-		v.errorf("hosts", "no host has the control-plane role")
+		v.errorf("hosts", "no host has the control-plane role: give one (or three) of them roles: [%s]", RoleControlPlane)
 	case controlPlanes%2 == 0:
 		v.report(Warning, "hosts", "%d control-plane hosts: etcd needs a majority, so %d members tolerate no more failures than %d; use an odd number",
 			controlPlanes, controlPlanes, controlPlanes-1)
