@@ -336,7 +336,7 @@ var hostVars = map[string]bool{
 	"ansible_private_key_file": true, "ansible_become": true, "ip": true, "access_ip": true,
 	"ansible_connection": true, "ansible_password": true, "ansible_ssh_pass": true, "ansible_ssh_password": true,
 	"ansible_become_method": true,
-	"node_labels": true, "node_taints": true,
+	"node_labels":           true, "node_taints": true,
 }
 
 // Variables clusterctl reads for the cluster as a whole (kubespray's names).
