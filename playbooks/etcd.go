@@ -381,12 +381,8 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 			return err
 		}},
 		{Name: "restore", Skip: func() string { return doneIf(st.Started, "etcd was started again by the run resumed") }, Run: func(ctx context.Context) error {
-			data, err := os.ReadFile(o.From)
-			if err != nil {
-				return err
-			}
 			var mu sync.Mutex
-			_, err = e.play(ctx, Play{Name: "restore", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
+			_, err := e.play(ctx, Play{Name: "restore", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
 				mu.Lock()
 				done := slices.Contains(st.Restored, name)
 				mu.Unlock()
@@ -396,7 +392,8 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 				h := e.Inv.Host(name)
 				snap := kubeadm.StateDir + "/etcd-restore/snapshot.db"
 				conn := e.Conn(name)
-				if _, err := conn.Put(ctx, []transport.File{{Path: snap, Data: data, Mode: 0o600, SHA256: sum}}); err != nil {
+				// Streamed, not read into memory: a snapshot is as large as the database (gigabytes).
+				if err := conn.PutFile(ctx, o.From, snap, 0o600); err != nil {
 					return false, err
 				}
 				if _, err := conn.Run(ctx, scripts.RestoreEtcd(scripts.EtcdRestoreParams{Snapshot: snap, Name: h.NodeName,

@@ -629,3 +629,39 @@ func TestCmdfQuotesEveryArgument(t *testing.T) {
 	}()
 	_ = transport.Cmdf("echo %v", []string{"x"})
 }
+
+// PutFile streams a local file into place with its mode, creating the directory, leaving no temporary file;
+// a cancelled context stops it before the target is replaced.
+func TestPutFileStreams(t *testing.T) {
+	_, target, opts := setup(t, transporttest.Options{})
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(t.TempDir(), "snapshot.db")
+	data := bytes.Repeat([]byte("0123456789abcdef"), 300_000) // 4.8 MB: many SFTP writes
+	if err := os.WriteFile(local, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := filepath.Join(t.TempDir(), "var/lib/clusterctl/etcd-restore/snapshot.db")
+	if err := c.PutFile(context.Background(), local, remote, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(remote)
+	st, _ := os.Stat(remote)
+	if err != nil || !bytes.Equal(got, data) || st.Mode().Perm() != 0o600 {
+		t.Fatalf("remote file: %d bytes (want %d), mode %v, %v", len(got), len(data), st.Mode(), err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.PutFile(ctx, local, remote+".2", 0o600); err == nil {
+		t.Error("a cancelled upload succeeded")
+	}
+	entries, _ := os.ReadDir(filepath.Dir(remote))
+	if len(entries) != 1 {
+		t.Errorf("files left beside the target: %v", entries)
+	}
+	if err := c.PutFile(context.Background(), local, "relative", 0o600); err == nil {
+		t.Error("relative path accepted")
+	}
+}

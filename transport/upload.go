@@ -360,6 +360,46 @@ func readAll(client *sftp.Client, p string) ([]byte, error) {
 }
 
 func (c *Conn) writeAtomic(ctx context.Context, client *sftp.Client, f File, mode fs.FileMode) error {
+	return c.writeFrom(ctx, client, f, mode, bytes.NewReader(f.Data))
+}
+
+// PutFile streams a local file to a host as Put writes one (temporary file, mode and owner, content, fsync,
+// rename), without holding it in memory: for files as large as an etcd snapshot. The parent directory is
+// created (0755) if missing. It is always written.
+func (c *Conn) PutFile(ctx context.Context, local, remote string, mode fs.FileMode) error {
+	if !path.IsAbs(remote) || path.Clean(remote) != remote || strings.ContainsAny(remote, "\n\\") {
+		return fmt.Errorf("%s: upload path %q must be absolute and clean, without newlines or backslashes", c.target.Name, remote)
+	}
+	src, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	client, err := c.SFTP(ctx)
+	if err != nil {
+		return err
+	}
+	if err := mkdirAll(client, path.Dir(remote)); err != nil {
+		return fmt.Errorf("%s: creating %s: %w", c.target.Name, path.Dir(remote), err)
+	}
+	return c.writeFrom(ctx, client, File{Path: remote}, mode, &ctxReader{ctx: ctx, r: src})
+}
+
+// ctxReader stops a long copy when its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r *ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
+
+// writeFrom writes f.Path atomically from r, with f's owner and mode.
+func (c *Conn) writeFrom(ctx context.Context, client *sftp.Client, f File, mode fs.FileMode, r io.Reader) error {
 	dir, base := path.Dir(f.Path), path.Base(f.Path)
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
@@ -383,7 +423,8 @@ func (c *Conn) writeAtomic(ctx context.Context, client *sftp.Client, f File, mod
 		w.Close()
 		return fail("chown", err)
 	}
-	if _, err := w.ReadFrom(bytes.NewReader(f.Data)); err != nil {
+	n, err := w.ReadFrom(r)
+	if err != nil {
 		w.Close()
 		return fail("writing", err)
 	}
@@ -413,7 +454,7 @@ func (c *Conn) writeAtomic(ctx context.Context, client *sftp.Client, f File, mod
 			}
 		}
 	}
-	c.written.Add(int64(len(f.Data)))
+	c.written.Add(n)
 	return nil
 }
 
