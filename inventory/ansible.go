@@ -334,9 +334,8 @@ var hostVars = map[string]bool{
 	"ansible_host": true, "ansible_ssh_host": true, "ansible_port": true, "ansible_ssh_port": true,
 	"ansible_user": true, "ansible_ssh_user": true, "ansible_ssh_private_key_file": true,
 	"ansible_private_key_file": true, "ansible_become": true, "ip": true, "access_ip": true,
-	"ansible_connection": true, "ansible_password": true, "ansible_ssh_pass": true, "ansible_ssh_password": true,
-	"ansible_become_method": true,
-	"node_labels":           true, "node_taints": true,
+	"node_labels": true, "node_taints": true, "ansible_become_method": true, "ansible_connection": true,
+	"ansible_password": true, "ansible_ssh_pass": true, "ansible_ssh_password": true,
 }
 
 // Variables clusterctl reads for the cluster as a whole (kubespray's names).

@@ -291,7 +291,9 @@ type RestoreResult struct {
 const restoreStateFile = "etcd-restore.json"
 
 type restoreState struct {
-	SHA256   string
+	SHA256 string
+	// Members is the new cluster's --initial-cluster: a run with other members starts over.
+	Members  string
 	Token    string
 	Restored []string
 	Started  bool
@@ -351,7 +353,30 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 		peers[h.Name] = p
 		initial = append(initial, h.NodeName+"="+p)
 	}
-	st, err := loadRestoreState(e.StateDir, sum)
+	// Every host able to take part, before anything stops.
+	var missing []string
+	var mmu sync.Mutex
+	if _, err := e.play(ctx, Play{Name: "check", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
+		out, err := e.Conn(name).Run(ctx, scripts.RestoreCheck(), nil)
+		if err != nil {
+			return false, err
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out.Stdout)), "\n") {
+			if line != "" {
+				mmu.Lock()
+				missing = append(missing, name+": "+line)
+				mmu.Unlock()
+			}
+		}
+		return false, nil
+	}}); err != nil {
+		return res, err
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return res, fmt.Errorf("nothing was changed: %s; a host that is not a control-plane node of this cluster (lost and reinstalled) is left out of the inventory for the restore and added back with add-node", strings.Join(missing, "; "))
+	}
+	st, err := loadRestoreState(e.StateDir, sum, strings.Join(initial, ","))
 	if err != nil {
 		return res, err
 	}
@@ -497,10 +522,10 @@ func doneIf(done bool, why string) string {
 	return ""
 }
 
-// loadRestoreState reads the record of a restore under way from the same snapshot, or starts a new one (a
-// new cluster token); a record of another snapshot is replaced: nothing is started before every member
-// is restored, and a restore from another snapshot restores every member again.
-func loadRestoreState(stateDir, sum string) (*restoreState, error) {
+// loadRestoreState reads the record of a restore under way from the same snapshot onto the same members,
+// or starts a new one (a new cluster token); a record of another snapshot or other members is replaced:
+// nothing is started before every member is restored, and such a restore restores every member again.
+func loadRestoreState(stateDir, sum, members string) (*restoreState, error) {
 	data, err := os.ReadFile(filepath.Join(stateDir, restoreStateFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -511,14 +536,14 @@ func loadRestoreState(stateDir, sum string) (*restoreState, error) {
 			return nil, fmt.Errorf("%s: %w", restoreStateFile, err)
 		}
 	}
-	if st.SHA256 == sum && st.Token != "" {
+	if st.SHA256 == sum && st.Members == members && st.Token != "" {
 		return &st, nil
 	}
 	b := make([]byte, 8)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	return &restoreState{SHA256: sum, Token: "clusterctl-restore-" + hex.EncodeToString(b)}, nil
+	return &restoreState{SHA256: sum, Members: members, Token: "clusterctl-restore-" + hex.EncodeToString(b)}, nil
 }
 
 // etcdQuorum reports whether every host's member is a started voting member of one cluster of exactly

@@ -215,6 +215,13 @@ func ReleaseManifests(names ...string) string {
 	}{EtcdHold, kubeadm.ManifestsDir, names})
 }
 
+// RestoreCheck prints what a host lacks to take part in a restore (etcdutl, an etcd manifest), one line
+// each; nothing when it can.
+func RestoreCheck() string {
+	return render("etcd-restore-check.sh", struct{ Etcdutl, Manifest, Held string }{kubeadm.Binary("etcdutl"),
+		kubeadm.Manifest(kubeadm.Etcd), EtcdHold + "/" + kubeadm.Etcd + ".yaml"})
+}
+
 // EtcdRestoreParams say how a member is restored from a snapshot already on the host.
 type EtcdRestoreParams struct {
 	Snapshot string

@@ -187,8 +187,14 @@ func TestEtcdRestore(t *testing.T) {
 		if code != 1 || len(members) != 3 || members[0].Status == nil || members[0].Status.Healthy {
 			t.Errorf("etcd status without quorum: exit %d, %+v; want exit 1 and cp1 unhealthy", code, members)
 		}
-		// Refused while the inventory names hosts that cannot take part (their etcd is gone; one that
-		// does not answer at all is refused the same way, before anything is stopped).
+		// Refused, before anything is stopped, while the inventory names hosts that cannot take part.
+		_, stderr, code := c.Run(t, "etcd", "restore", "--from", snap, "--yes")
+		if code != 1 || !strings.Contains(stderr, "cp2: no etcd manifest") || !strings.Contains(stderr, "nothing was changed") {
+			t.Errorf("restore onto reset hosts: exit %d, want 1 naming cp2's missing etcd manifest\n%s", code, tail(stderr, 10))
+		}
+		if out := c.Lab.Run(t, "cp1", "ls /etc/kubernetes/manifests"); !strings.Contains(out, "etcd.yaml") || !strings.Contains(out, "kube-apiserver.yaml") {
+			t.Errorf("the refused restore touched cp1's manifests: %s", out)
+		}
 		survivor.Restore(t, snap)
 		if _, err := c.K(t, "", "get", "namespace", "before-loss"); err != nil {
 			t.Error(err)
