@@ -108,12 +108,11 @@ type trailer struct {
 
 func (t *trailer) Write(p []byte) (int, error) {
 	t.n += int64(len(p))
-	buf := append(t.last, p...)
-	if len(buf) > sha256.Size {
-		t.h.Write(buf[:len(buf)-sha256.Size])
-		buf = buf[len(buf)-sha256.Size:]
+	t.last = append(t.last, p...)
+	if len(t.last) > sha256.Size {
+		t.h.Write(t.last[:len(t.last)-sha256.Size])
+		t.last = append(t.last[:0], t.last[len(t.last)-sha256.Size:]...)
 	}
-	t.last = append([]byte(nil), buf...)
 	return len(p), nil
 }
 
