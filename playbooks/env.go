@@ -115,8 +115,20 @@ func Connect(ctx context.Context, e *Env, hosts []*inventory.Host, maxFail float
 	}
 	e.mu.Unlock()
 	byName := map[string]*inventory.Host{}
+	connected := 0
 	for _, h := range hosts {
 		byName[h.Name] = h
+		if e.Conn(h.Name) != nil {
+			connected++
+		}
+	}
+	if connected == len(hosts) && len(hosts) > 0 {
+		// Nothing to connect: no play announced (a client of a host already reached asks again).
+		out := make([]transport.HostResult, 0, len(hosts))
+		for _, h := range hosts {
+			out = append(out, transport.HostResult{Host: h.Name, Status: transport.StatusOK})
+		}
+		return out, nil
 	}
 	return e.play(ctx, Play{Name: "connect", Hosts: names(hosts), Policy: transport.Policy{MaxFail: maxFail}, Run: func(ctx context.Context, name string) (bool, error) {
 		if e.Conn(name) != nil {

@@ -110,21 +110,9 @@ func printEtcdStatus(w io.Writer, members []playbooks.EtcdMember) {
 			health += " (" + m.Error + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", host, m.Name, s.IDHex, role, s.Version,
-			bytesIEC(s.DBSize), bytesIEC(s.DBSizeInUse), s.Revision, s.RaftTerm, s.RaftIndex, health)
+			formatSize(s.DBSize), formatSize(s.DBSizeInUse), s.Revision, s.RaftTerm, s.RaftIndex, health)
 	}
 	tw.Flush()
-}
-
-func bytesIEC(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 func newEtcdSnapshotCmd(g *globalOptions) *cobra.Command {
@@ -171,7 +159,7 @@ snapshot holds every Secret of the cluster: keep it as you keep the state direct
 			}
 			if g.Output != "json" {
 				fmt.Fprintf(g.stdout, "snapshot %s from %s in %.1fs\n  size %s (%d bytes), sha256 %s\n  revision %d, etcd %s\n",
-					res.File, res.Host, time.Since(start).Seconds(), bytesIEC(res.Size), res.Size, res.SHA256, res.Revision, res.Version)
+					res.File, res.Host, time.Since(start).Seconds(), formatSize(res.Size), res.Size, res.SHA256, res.Revision, res.Version)
 			}
 			return nil
 		},
