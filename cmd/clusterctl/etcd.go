@@ -199,6 +199,11 @@ by running the same command again.`,
 			if from == "" {
 				return usageError("--from FILE is required: the snapshot to restore (clusterctl etcd snapshot makes one)")
 			}
+			if st, err := os.Stat(from); err != nil {
+				return usageError("--from: %v", err)
+			} else if !st.Mode().IsRegular() {
+				return usageError("--from %s: not a regular file", from)
+			}
 			view := g.progressView()
 			env, err := openEnv(g, &ssh, view)
 			if err != nil {
