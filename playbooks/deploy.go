@@ -564,12 +564,20 @@ func (d *deployment) plan() []HostPlan {
 
 // push puts hosts' files and applies them, limit hosts at once; it reports whether anything changed.
 func (d *deployment) push(ctx context.Context, play string, hosts []string, limit int) (bool, error) {
+	return d.pushPart(ctx, play, hosts, limit, nil)
+}
+
+// pushPart is push with each node's files and work cut down first by part (nil: all of it).
+func (d *deployment) pushPart(ctx context.Context, play string, hosts []string, limit int, part func(*apply.Node)) (bool, error) {
 	var mu sync.Mutex
 	changed := false
 	_, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Policy: transport.Policy{Limit: limit}, Run: func(ctx context.Context, name string) (bool, error) {
 		n, err := d.node(name)
 		if err != nil {
 			return false, err
+		}
+		if part != nil {
+			part(&n)
 		}
 		out, err := apply.Push(ctx, d.e.Conn(name), n)
 		d.record(name, out)
@@ -584,7 +592,13 @@ func (d *deployment) push(ctx context.Context, play string, hosts []string, limi
 // startKubelet starts the kubelet on hosts, restarting it where its files changed in this run or since it
 // last started; a worker's kubelet.conf is pointed at the endpoint nodes use first.
 func (d *deployment) startKubelet(ctx context.Context, play string, hosts []string) error {
-	_, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
+	_, err := d.kubelets(ctx, play, hosts)
+	return err
+}
+
+// kubelets is startKubelet reporting whether it started or restarted a kubelet (or repointed a worker's).
+func (d *deployment) kubelets(ctx context.Context, play string, hosts []string) (bool, error) {
+	res, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
 		h := d.e.Inv.Host(name)
 		conn := d.e.Conn(name)
 		cp := h.Has(inventory.RoleControlPlane)
@@ -603,9 +617,14 @@ func (d *deployment) startKubelet(ctx context.Context, play string, hosts []stri
 		d.mu.Unlock()
 		out, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, d.kubeletPath), Restart: restart, Dry: d.o.DryRun})
 		d.record(name, out)
+		if err == nil && !d.o.DryRun {
+			d.mu.Lock()
+			delete(d.restartKubelet, name) // restarted: once per change, not at every later start
+			d.mu.Unlock()
+		}
 		return out.Changed(), err
 	}})
-	return err
+	return slices.ContainsFunc(res, func(r transport.HostResult) bool { return r.Status == transport.StatusChanged }), err
 }
 
 func (d *deployment) caPEM() []byte {

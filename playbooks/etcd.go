@@ -547,7 +547,8 @@ func loadRestoreState(stateDir, sum, members string) (*restoreState, error) {
 }
 
 // etcdQuorum reports whether every host's member is a started voting member of one cluster of exactly
-// those members, and healthy.
+// those members, and healthy. Each poll dials afresh: a client made while a member is still down would
+// wait out gRPC's growing redial back-off after the member is up.
 func etcdQuorum(ctx context.Context, e *Env, hosts []*inventory.Host, peers map[string]string) (bool, string, error) {
 	var waiting []string
 	for _, h := range hosts {

@@ -3,13 +3,16 @@ package playbooks
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterctl/clusterctl/inventory"
@@ -22,24 +25,43 @@ import (
 	"github.com/clusterctl/clusterctl/transport"
 )
 
-// rollControlPlane pushes a control-plane node's files and, when any changed, restarts what reads them (the
-// kubelet restarts static Pods whose manifests changed; the kubelet itself restarts if its files did), and
-// waits until its static Pods run the current manifests and are Ready, and its API server is ready.
+// rollControlPlane pushes a control-plane node's files and restarts what reads them, in an order that keeps
+// each restart clean, and waits until its static Pods run the current manifests and are Ready, and its API
+// server is ready:
+//  1. every file but the static Pod manifests (certificates and kubeconfigs, which etcd and the API server
+//     reload, the kubelet's files, the runtime);
+//  2. the kubelet, restarted when its files changed, and given the time to know its static Pods again: a
+//     kubelet restarted while it stops old Pods forgets them half-stopped and starts the new ones beside
+//     them, and the new API server crash-loops, under the kubelet's growing back-off, until the old one has
+//     gone (minutes of outage on one control-plane node);
+//  3. etcd, when its manifest changes, restarted alone with the node's API server stopped first: an API
+//     server whose etcd stops first hangs in its shutdown until the kubelet kills it, 30 s later, and the
+//     kubelet's own calls to it hold up the new Pods as long;
+//  4. the other manifests.
 func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inventory.Host) (bool, error) {
-	first, err := d.restartEtcdAlone(ctx, play, h)
-	if err != nil {
-		return first, err
-	}
-	changed, err := d.push(ctx, play, []string{h.Name}, 1)
+	rest, err := d.pushPart(ctx, play, []string{h.Name}, 1, func(n *apply.Node) {
+		n.Files = slices.DeleteFunc(n.Files, isManifest)
+	})
 	if err != nil {
 		return false, err
 	}
-	changed = changed || first
-	if changed {
-		if err := d.startKubelet(ctx, play, []string{h.Name}); err != nil {
-			return true, err
-		}
+	// Started when stopped, restarted when its files changed (in this run or one interrupted before).
+	restarted, err := d.kubelets(ctx, play, []string{h.Name})
+	if err != nil {
+		return true, err
 	}
+	if restarted {
+		d.waitKubeletPods(ctx, play, h)
+	}
+	first, err := d.restartEtcdAlone(ctx, play, h)
+	if err != nil {
+		return true, err
+	}
+	manifests, err := d.putManifests(ctx, play, h)
+	if err != nil {
+		return true, err
+	}
+	changed := first || rest || restarted || manifests
 	// Also when nothing changed: a run interrupted after the push resumes here, and the node must be back
 	// with its files before the next one is touched (a check of four Pods when it is).
 	if err := d.waitStaticPods(ctx, play, h); err != nil {
@@ -51,14 +73,61 @@ func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inven
 	return true, d.waitNodeAPI(ctx, h)
 }
 
-// restartEtcdAlone restarts a node's etcd with its API server stopped when etcd's manifest changes (see
-// apply.RestartEtcdAlone); with a single control-plane node it does nothing. It reports whether it did.
-func (d *deployment) restartEtcdAlone(ctx context.Context, play string, h *inventory.Host) (bool, error) {
-	if len(render.ControlPlanes(d.e.Inv, d.cps)) < 2 {
-		// One API server: there is nowhere to move its clients, and restarting both together is the
-		// shortest outage.
-		return false, nil
+func isManifest(f transport.File) bool { return path.Dir(f.Path) == kubeadm.ManifestsDir }
+
+// putManifests writes a control-plane node's static Pod manifests, and nothing else: the rest of its
+// files, and what they need, were put before.
+func (d *deployment) putManifests(ctx context.Context, play string, h *inventory.Host) (bool, error) {
+	res, err := d.e.play(ctx, Play{Name: play, Hosts: []string{h.Name}, Run: func(ctx context.Context, name string) (bool, error) {
+		n, err := d.node(name)
+		if err != nil {
+			return false, err
+		}
+		out, err := apply.Files(ctx, d.e.Conn(name), slices.DeleteFunc(n.Files, func(f transport.File) bool { return !isManifest(f) }), n.Dry)
+		d.record(name, out)
+		return out.Changed(), err
+	}})
+	return slices.ContainsFunc(res, func(r transport.HostResult) bool { return r.Status == transport.StatusChanged }), err
+}
+
+// waitKubeletPods waits, for a short while, until a control-plane node's kubelet, just restarted, lists
+// the node's static Pods as its own (the kubelet's /pods, through the API server's node proxy): from then
+// on a changed manifest is a Pod it replaces in order. When it does not answer in time the run goes on,
+// as it would without the wait.
+func (d *deployment) waitKubeletPods(ctx context.Context, play string, h *inventory.Host) {
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return
 	}
+	err = d.e.poll(ctx, play, h.Name, kubeletPodsWait, func() (bool, string, error) {
+		raw, err := admin.Kube.CoreV1().RESTClient().Get().Resource("nodes").Name(h.NodeName).SubResource("proxy").Suffix("pods").DoRaw(ctx)
+		if err != nil {
+			return false, "the kubelet's Pods (" + firstLine(err.Error()) + ")", nil
+		}
+		var list corev1.PodList
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return false, "the kubelet's Pods (" + err.Error() + ")", nil
+		}
+		var missing []string
+		for _, c := range kubeadm.ControlPlaneComponents {
+			if !slices.ContainsFunc(list.Items, func(p corev1.Pod) bool { return p.Name == c+"-"+h.NodeName }) {
+				missing = append(missing, c)
+			}
+		}
+		return len(missing) == 0, "the kubelet to know its static Pods (" + strings.Join(missing, ", ") + ")", nil
+	})
+	if err != nil && ctx.Err() == nil {
+		d.e.say(play, h.Name, "the kubelet did not list its static Pods in %s; their manifests change anyway (%v)", kubeletPodsWait, err)
+	}
+}
+
+// kubeletPodsWait bounds waitKubeletPods: a restarted kubelet lists its static Pods within seconds.
+const kubeletPodsWait = 30 * time.Second
+
+// restartEtcdAlone restarts a node's etcd with its API server stopped when etcd's manifest changes (see
+// apply.RestartEtcdAlone), also on a single control-plane node: its API server stops cleanly while etcd
+// still answers. It reports whether it did.
+func (d *deployment) restartEtcdAlone(ctx context.Context, play string, h *inventory.Host) (bool, error) {
 	n, err := d.node(h.Name)
 	if err != nil {
 		return false, err

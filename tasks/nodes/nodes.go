@@ -194,8 +194,8 @@ type StaticPod struct {
 }
 
 // StaticPodsWaiting lists a node's control-plane mirror Pods that do not yet run their manifests' current
-// annotation and image (want: by component) or are not Ready. API errors are waited out (an API server
-// restarting).
+// annotation and image (want: by component) or are not Ready; with no annotation named and nothing wanted,
+// only readiness counts. API errors are waited out (an API server restarting).
 func StaticPodsWaiting(ctx context.Context, kube kubernetes.Interface, nodeName, annotation string, want map[string]StaticPod, components []string) []string {
 	var waiting []string
 	for _, c := range components {
@@ -204,7 +204,7 @@ func StaticPodsWaiting(ctx context.Context, kube kubernetes.Interface, nodeName,
 		switch {
 		case err != nil:
 			waiting = append(waiting, name+" (API: "+firstLine(err.Error())+")")
-		case pod.Annotations[annotation] != want[c].Annotation:
+		case annotation != "" && pod.Annotations[annotation] != want[c].Annotation:
 			waiting = append(waiting, name+" (old certificates)")
 		case want[c].Image != "" && (len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].Image != want[c].Image):
 			waiting = append(waiting, name+" (not yet "+want[c].Image+")")

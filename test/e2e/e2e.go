@@ -457,6 +457,12 @@ func StartProxyClient(t testing.TB, c *Cluster, host string) (stop func() (int, 
 	return stop
 }
 
+// ProxyLog is the end of host's node-local proxy's log (haproxy logs each backend going down or up).
+func ProxyLog(t testing.TB, c *Cluster, host string) string {
+	t.Helper()
+	return c.Lab.Run(t, host, `for id in $(crictl ps -a -q --name clusterctl-apiserver-proxy 2>/dev/null); do crictl logs --timestamps --tail 40 "$id" 2>&1; done; true`)
+}
+
 // first is the first n of list.
 func first(list []string, n int) []string {
 	if len(list) > n {

@@ -144,6 +144,7 @@ func TestUpgrade(t *testing.T) {
 		t.Logf("through w1's node-local proxy: %d requests ok, %d failed", ok, len(failed))
 		if ok == 0 || len(failed) > 0 {
 			t.Errorf("requests failed through w1's proxy during the upgrade:\n%s", strings.Join(first(failed, 10), "\n"))
+			t.Logf("w1's node-local proxy (backends up and down):\n%s", ProxyLog(t, c, "w1"))
 		}
 		time.Sleep(3 * time.Second)
 		o := ClientOutcomes(t, c, all...)
