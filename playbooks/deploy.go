@@ -624,7 +624,12 @@ func (d *deployment) kubelets(ctx context.Context, play string, hosts []string) 
 		}
 		return out.Changed(), err
 	}})
-	return slices.ContainsFunc(res, func(r transport.HostResult) bool { return r.Status == transport.StatusChanged }), err
+	return anyChanged(res), err
+}
+
+// anyChanged reports whether a play changed something on some host.
+func anyChanged(res []transport.HostResult) bool {
+	return slices.ContainsFunc(res, func(r transport.HostResult) bool { return r.Status == transport.StatusChanged })
 }
 
 func (d *deployment) caPEM() []byte {

@@ -87,7 +87,7 @@ func (d *deployment) putManifests(ctx context.Context, play string, h *inventory
 		d.record(name, out)
 		return out.Changed(), err
 	}})
-	return slices.ContainsFunc(res, func(r transport.HostResult) bool { return r.Status == transport.StatusChanged }), err
+	return anyChanged(res), err
 }
 
 // waitKubeletPods waits, for a short while, until a control-plane node's kubelet, just restarted, lists
@@ -132,7 +132,9 @@ func (d *deployment) restartEtcdAlone(ctx context.Context, play string, h *inven
 	if err != nil {
 		return false, err
 	}
-	out, restarted, err := apply.RestartEtcdAlone(ctx, d.e.Conn(h.Name), n.Files, d.o.Timeout,
+	// The node's other files were put before (rollControlPlane): only the manifests are left to write.
+	manifests := slices.DeleteFunc(n.Files, func(f transport.File) bool { return !isManifest(f) })
+	out, restarted, err := apply.RestartEtcdAlone(ctx, d.e.Conn(h.Name), manifests, d.o.Timeout,
 		func(f string, a ...any) { d.e.say(play, h.Name, f, a...) })
 	d.record(h.Name, out)
 	return restarted, err
