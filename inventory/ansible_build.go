@@ -27,16 +27,18 @@ func (a *ansible) build(format Format) *Inventory {
 	cp := a.membersOf(controlPlaneGroups...)
 	nodes := a.membersOf(nodeGroups...)
 	bastions := a.membersOf("bastion")
+	// kubespray's etcd group: equal to kube_control_plane (or absent), each control-plane node runs its
+	// member stacked; otherwise its hosts get the etcd role (kubeadm's external etcd).
+	etcd := map[string]bool{}
 	if _, ok := a.groups["etcd"]; ok {
-		etcd := a.membersOf("etcd")
-		for _, name := range a.hostOrder {
-			switch {
-			case etcd[name] && !cp[name]:
-				a.diags.add(Error, a.hosts[name].pos, "host is in group etcd but not in kube_control_plane: clusterctl runs etcd stacked on the control-plane hosts, so the two groups must be equal")
-			case cp[name] && !etcd[name] && len(etcd) > 0:
-				a.diags.add(Error, a.hosts[name].pos, "control-plane host is not in group etcd: clusterctl runs etcd stacked on the control-plane hosts, so the two groups must be equal")
-			}
-		}
+		etcd = a.membersOf("etcd")
+	}
+	external := false
+	for _, name := range a.hostOrder {
+		external = external || (len(etcd) > 0 && etcd[name] != cp[name])
+	}
+	if !external {
+		etcd = map[string]bool{}
 	}
 	if _, ok := a.groups["etcd"]; !ok && len(cp) > 0 {
 		a.diags.add(Notice, Pos{File: a.file, Line: 1, Col: 1}, "no etcd group: etcd runs stacked on the kube_control_plane hosts, one member each (as kubeadm does)")
@@ -50,14 +52,14 @@ func (a *ansible) build(format Format) *Inventory {
 			inv.SSH.Bastions = append(inv.SSH.Bastions, a.bastion(name, vars[name], used))
 			continue
 		}
-		if !cp[name] && !nodes[name] {
-			a.diags.add(Notice, a.hosts[name].pos, "host is in no kube_control_plane or kube_node group; it is not part of the cluster")
+		if !cp[name] && !nodes[name] && !etcd[name] {
+			a.diags.add(Notice, a.hosts[name].pos, "host is in no kube_control_plane, kube_node or etcd group; it is not part of the cluster")
 			continue
 		}
 		if first == "" || (cp[name] && !cp[first]) {
 			first = name
 		}
-		a.addHost(inv, name, cp[name], nodes[name], vars[name], used)
+		a.addHost(inv, name, cp[name], nodes[name], etcd[name], vars[name], used)
 	}
 	if len(inv.Hosts) > 0 {
 		inv.pos["hosts"] = a.hosts[inv.Hosts[0].Name].pos
@@ -140,7 +142,7 @@ func (a *ansible) bastion(name string, vars map[string]avar, used map[string]boo
 	return b
 }
 
-func (a *ansible) addHost(inv *Inventory, name string, cp, node bool, vars map[string]avar, used map[string]bool) {
+func (a *ansible) addHost(inv *Inventory, name string, cp, node, etcd bool, vars map[string]avar, used map[string]bool) {
 	i := len(inv.Hosts)
 	k := fmt.Sprintf("hosts[%d]", i)
 	hp := a.hosts[name].pos
@@ -154,6 +156,9 @@ func (a *ansible) addHost(inv *Inventory, name string, cp, node bool, vars map[s
 	}
 	if node {
 		h.Roles = append(h.Roles, RoleWorker)
+	}
+	if etcd {
+		h.Roles = append(h.Roles, RoleEtcd)
 	}
 	set := func(field string, names ...string) (string, bool) {
 		v, ok := a.str(vars, used, names...)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -219,10 +220,14 @@ type Bastion struct {
 // Role is what a host does in the cluster.
 type Role string
 
-// The roles a host can have; a host may have both.
+// The roles a host can have; a host may have several.
 const (
 	RoleControlPlane Role = "control-plane"
 	RoleWorker       Role = "worker"
+	// RoleEtcd: the host runs an etcd member. Hosts with this role that are not exactly the
+	// control-plane hosts make kubeadm's external-etcd topology (see ExternalEtcd); without it on any
+	// host, each control-plane host runs a member (stacked etcd).
+	RoleEtcd Role = "etcd"
 )
 
 // Host is one machine of the cluster.
@@ -288,6 +293,38 @@ func (inv *Inventory) ControlPlanes() []*Host { return inv.withRole(RoleControlP
 
 // Workers returns the hosts with the worker role (control-plane hosts that are also workers included).
 func (inv *Inventory) Workers() []*Host { return inv.withRole(RoleWorker) }
+
+// EtcdHosts are the hosts that run an etcd member, in inventory order: the hosts with the etcd role,
+// else the control-plane hosts (stacked etcd).
+func (inv *Inventory) EtcdHosts() []*Host {
+	if etcd := inv.withRole(RoleEtcd); len(etcd) > 0 {
+		return etcd
+	}
+	return inv.ControlPlanes()
+}
+
+// ExternalEtcd reports whether etcd runs on hosts other than exactly the control-plane hosts: kubeadm's
+// external-etcd topology, each member a systemd unit of its own; otherwise each control-plane node runs
+// its member as a static Pod beside its API server (stacked).
+func (inv *Inventory) ExternalEtcd() bool {
+	etcd := inv.withRole(RoleEtcd)
+	return len(etcd) > 0 && !slices.Equal(etcd, inv.ControlPlanes())
+}
+
+// Nodes are the hosts that are Kubernetes nodes (control-plane or worker), in inventory order: hosts that
+// only run etcd are not.
+func (inv *Inventory) Nodes() []*Host {
+	var out []*Host
+	for i := range inv.Hosts {
+		if h := &inv.Hosts[i]; h.IsNode() {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// IsNode reports whether the host is a Kubernetes node (control-plane or worker).
+func (h *Host) IsNode() bool { return h.Has(RoleControlPlane) || h.Has(RoleWorker) }
 
 func (inv *Inventory) withRole(r Role) []*Host {
 	var out []*Host

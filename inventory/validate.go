@@ -350,9 +350,17 @@ func (v *validator) hosts() {
 		v.errorf("controlPlaneGroup", "no host is in group kube_control_plane: add the hosts that run etcd and the control plane to it (kube-master and kube_master are read too)")
 	case controlPlanes == 0:
 		v.errorf("hosts", "no host has the control-plane role: give one (or three) of them roles: [%s]", RoleControlPlane)
-	case controlPlanes%2 == 0:
-		v.report(Warning, "hosts", "%d control-plane hosts: etcd needs a majority, so %d members tolerate no more failures than %d; use an odd number",
-			controlPlanes, controlPlanes, controlPlanes-1)
+	case len(inv.EtcdHosts())%2 == 0:
+		n := len(inv.EtcdHosts())
+		what := "control-plane hosts"
+		if inv.ExternalEtcd() {
+			what = "etcd hosts"
+		}
+		v.report(Warning, "hosts", "%d %s: etcd needs a majority, so %d members tolerate no more failures than %d; use an odd number",
+			n, what, n, n-1)
+	}
+	if inv.ExternalEtcd() {
+		v.errorf("hosts", "etcd on hosts other than exactly the control-plane hosts (external etcd) is not supported yet: give the etcd role to every control-plane host and no other, or to none")
 	}
 	if controlPlanes > 1 && inv.Cluster.ControlPlaneEndpoint == "" {
 		v.report(Notice, "cluster.controlPlaneEndpoint", "not set with %d control-plane hosts: a node-local API proxy will run on every node and balance over all API servers", controlPlanes)
@@ -361,13 +369,13 @@ func (v *validator) hosts() {
 
 func (v *validator) roles(k string, h *Host) {
 	if len(h.Roles) == 0 {
-		v.errorf(k+".roles", "give the host at least one role: %s or %s", RoleControlPlane, RoleWorker)
+		v.errorf(k+".roles", "give the host at least one role: %s, %s or %s", RoleControlPlane, RoleWorker, RoleEtcd)
 	}
 	seen := map[Role]bool{}
 	for j, r := range h.Roles {
 		switch {
-		case r != RoleControlPlane && r != RoleWorker:
-			v.errorf(fmt.Sprintf("%s.roles[%d]", k, j), "%q is not a role; use %s or %s", r, RoleControlPlane, RoleWorker)
+		case r != RoleControlPlane && r != RoleWorker && r != RoleEtcd:
+			v.errorf(fmt.Sprintf("%s.roles[%d]", k, j), "%q is not a role; use %s, %s or %s", r, RoleControlPlane, RoleWorker, RoleEtcd)
 		case seen[r]:
 			v.errorf(fmt.Sprintf("%s.roles[%d]", k, j), "role %q is given twice", r)
 		}
