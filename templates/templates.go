@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"strings"
 	"text/template"
 
 	"github.com/clusterctl/clusterctl/transport"
@@ -17,8 +18,53 @@ import (
 var files embed.FS
 
 var funcs = template.FuncMap{
-	"q":    transport.ShellQuote,
-	"args": func(words []string) string { return transport.Args(words...) },
+	"q":        transport.ShellQuote,
+	"args":     func(words []string) string { return transport.Args(words...) },
+	"unitargs": UnitArgs,
+}
+
+// UnitArgs is a command line for a systemd unit's ExecStart=: each word one argument, quoted as systemd
+// reads it (double quotes with C escapes when it holds more than safe characters; % and $ doubled, so that
+// neither specifiers nor variables expand). Words with control characters are refused.
+func UnitArgs(words []string) (string, error) {
+	out := make([]string, 0, len(words))
+	for _, w := range words {
+		a, err := UnitArg(w)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, a)
+	}
+	return strings.Join(out, " "), nil
+}
+
+// UnitArg is one word of UnitArgs.
+func UnitArg(w string) (string, error) {
+	safe := w != ""
+	var b strings.Builder
+	for _, r := range w {
+		switch {
+		case r < 0x20 || r == 0x7f:
+			return "", fmt.Errorf("%q: a control character cannot be part of a unit's command line", w)
+		case r == '%':
+			b.WriteString("%%")
+		case r == '$':
+			b.WriteString("$$")
+		case r == '\\' || r == '"':
+			safe = false
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:,=@+-", r)) {
+				safe = false
+			}
+			b.WriteRune(r)
+		}
+	}
+	if safe {
+		return b.String(), nil
+	}
+	return `"` + b.String() + `"`, nil
 }
 
 var all = template.Must(template.New("").Funcs(funcs).Option("missingkey=error").ParseFS(files, "files/*"))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/templates"
 )
 
 const (
@@ -70,6 +71,12 @@ type Params struct {
 
 	// EtcdCluster is the members this node's etcd joins; empty for the first node (a new cluster).
 	EtcdCluster []EtcdMember
+	// EtcdNew, for a member of an external etcd cluster being made, is every member it is made with
+	// (itself included): they start together (initial-cluster-state new).
+	EtcdNew []EtcdMember
+	// EtcdServers are the client URLs of an external etcd cluster's members, which the API server uses;
+	// empty: its own stacked member on loopback.
+	EtcdServers []string
 
 	APIServer, ControllerManager, Scheduler, Etcd Component
 }
@@ -98,6 +105,13 @@ func (p *Params) loopback() string {
 	return "127.0.0.1"
 }
 
+func (p *Params) etcdServers() string {
+	if len(p.EtcdServers) > 0 {
+		return strings.Join(p.EtcdServers, ",")
+	}
+	return "https://" + net.JoinHostPort(p.loopback(), strconv.Itoa(kubeadm.PortEtcdClient))
+}
+
 // APIServer is kube-apiserver's static Pod.
 func APIServer(p *Params) *corev1.Pod {
 	pki := func(f string) string { return path.Join(kubeadm.PKIDir, f) }
@@ -111,7 +125,7 @@ func APIServer(p *Params) *corev1.Pod {
 		{"etcd-cafile", pki("etcd/ca.crt")},
 		{"etcd-certfile", pki("apiserver-etcd-client.crt")},
 		{"etcd-keyfile", pki("apiserver-etcd-client.key")},
-		{"etcd-servers", "https://" + net.JoinHostPort(p.loopback(), strconv.Itoa(kubeadm.PortEtcdClient))},
+		{"etcd-servers", p.etcdServers()},
 		{"kubelet-client-certificate", pki("apiserver-kubelet-client.crt")},
 		{"kubelet-client-key", pki("apiserver-kubelet-client.key")},
 		{"kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},
@@ -216,10 +230,11 @@ func Scheduler(p *Params) *corev1.Pod {
 	return podFor(c, merged(vols, p.Scheduler.ExtraVolumes))
 }
 
-// Etcd is the node's stacked etcd member: TLS for clients and peers with the etcd CA, metrics and health on
-// loopback, and the initial cluster (itself for the first node, the existing members plus itself for a
-// joining one).
-func Etcd(p *Params) *corev1.Pod {
+// EtcdFlags are an etcd member's command-line flags: TLS for clients and peers with the etcd CA, metrics and
+// health on loopback, and the initial cluster (itself for the first stacked member, every member for a new
+// external cluster, the existing members plus itself for a joining one). The stacked static Pod and the
+// external member's unit run the same flags.
+func EtcdFlags(p *Params) []string {
 	pki := func(f string) string { return path.Join(kubeadm.PKIDir, "etcd", f) }
 	host := p.AdvertiseAddress
 	clientURL := "https://" + net.JoinHostPort(host, strconv.Itoa(kubeadm.PortEtcdClient))
@@ -246,7 +261,8 @@ func Etcd(p *Params) *corev1.Pod {
 		{"trusted-ca-file", pki("ca.crt")},
 		{"watch-progress-notify-interval", "5s"},
 	}
-	if len(p.EtcdCluster) > 0 {
+	switch {
+	case len(p.EtcdCluster) > 0:
 		members := make([]string, 0, len(p.EtcdCluster)+1)
 		for _, m := range p.EtcdCluster {
 			members = append(members, m.Name+"="+m.PeerURL)
@@ -254,8 +270,22 @@ func Etcd(p *Params) *corev1.Pod {
 		members = append(members, p.NodeName+"="+peerURL)
 		args = setArg(args, "initial-cluster", strings.Join(members, ","))
 		args = setArg(args, "initial-cluster-state", "existing")
+	case len(p.EtcdNew) > 0:
+		members := make([]string, 0, len(p.EtcdNew))
+		for _, m := range p.EtcdNew {
+			members = append(members, m.Name+"="+m.PeerURL)
+		}
+		args = setArg(args, "initial-cluster", strings.Join(members, ","))
+		args = setArg(args, "initial-cluster-state", "new")
 	}
-	c := container("etcd", p.Images.Ref(images.Etcd), merge(args, p.Etcd.ExtraArgs), "100m")
+	return merge(args, p.Etcd.ExtraArgs)
+}
+
+// Etcd is the node's stacked etcd member (EtcdFlags) as a static Pod.
+func Etcd(p *Params) *corev1.Pod {
+	lo := p.loopback()
+	clientURL := "https://" + net.JoinHostPort(p.AdvertiseAddress, strconv.Itoa(kubeadm.PortEtcdClient))
+	c := container("etcd", p.Images.Ref(images.Etcd), EtcdFlags(p), "100m")
 	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("100Mi")
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortEtcdMetrics, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe(lo, "/livez", corev1.URISchemeHTTP, 10, 8, 10)
@@ -268,6 +298,17 @@ func Etcd(p *Params) *corev1.Pod {
 	pod := podFor(c, merged(vols, p.Etcd.ExtraVolumes))
 	pod.Annotations = map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": clientURL}
 	return pod
+}
+
+// EtcdUnit is an external etcd member's systemd unit: the artifacts' etcd binary run with EtcdFlags, and
+// pkiDigest (of the certificates it reads) in a comment, so that new certificates change the unit and
+// the member is restarted with them.
+func EtcdUnit(p *Params, binary, pkiDigest string) ([]byte, error) {
+	cmd, err := templates.UnitArgs(append([]string{binary}, EtcdFlags(p)...))
+	if err != nil {
+		return nil, fmt.Errorf("etcd's command line: %w", err)
+	}
+	return templates.Render("etcd.service", map[string]any{"ExecStart": cmd, "PKIDigest": pkiDigest})
 }
 
 // caVolumes are the system trust stores control-plane components read (Debian and RHEL layouts).

@@ -3,6 +3,7 @@ package manifests
 import (
 	"bytes"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +33,45 @@ func TestMarshalUID(t *testing.T) {
 	other := APIServerProxy("docker.io/library/haproxy:3.2", "/etc/kubernetes/clusterctl-apiserver-proxy.cfg", "abd", 7443)
 	if b, _ := Marshal(other, "w1"); bytes.Equal(uidRE.FindSubmatch(b)[1], m[1]) {
 		t.Error("a changed manifest kept its UID")
+	}
+}
+
+// An external member's unit runs the static Pod's flags, every member in a new cluster's initial-cluster,
+// the user's extra flags quoted for systemd, and names the certificates' digest.
+func TestEtcdUnit(t *testing.T) {
+	p := &Params{NodeName: "etcd1", AdvertiseAddress: "10.0.0.11",
+		EtcdNew: []EtcdMember{{"etcd1", "https://10.0.0.11:2380"}, {"etcd2", "https://10.0.0.12:2380"}},
+		Etcd:    Component{ExtraArgs: []Arg{{"quota-backend-bytes", "8589934592"}, {"log-level", "50% $x"}}}}
+	unit, err := EtcdUnit(p, "/usr/local/bin/etcd", "d1g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"ExecStart=/usr/local/bin/etcd --advertise-client-urls=https://10.0.0.11:2379 ",
+		" --initial-cluster=etcd1=https://10.0.0.11:2380,etcd2=https://10.0.0.12:2380 ",
+		" --initial-cluster-state=new ",
+		" --quota-backend-bytes=8589934592 ",
+		` "--log-level=50%% $$x"`,
+		"Type=notify",
+		"# Certificates: d1g",
+	} {
+		if !bytes.Contains(unit, []byte(want)) {
+			t.Errorf("unit lacks %q:\n%s", want, unit)
+		}
+	}
+	p.Etcd.ExtraArgs = []Arg{{"name", "x\nExecStartPre=/bin/sh"}}
+	if _, err := EtcdUnit(p, "/usr/local/bin/etcd", "d1g"); err == nil {
+		t.Error("a newline in a flag made a unit")
+	}
+	p.EtcdNew, p.Etcd.ExtraArgs = nil, nil
+	p.EtcdServers = []string{"https://10.0.0.11:2379", "https://10.0.0.12:2379"}
+	var servers string
+	for _, a := range APIServer(p).Spec.Containers[0].Command {
+		if strings.HasPrefix(a, "--etcd-servers=") {
+			servers = a
+		}
+	}
+	if servers != "--etcd-servers=https://10.0.0.11:2379,https://10.0.0.12:2379" {
+		t.Errorf("API server: %s", servers)
 	}
 }

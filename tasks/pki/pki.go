@@ -90,10 +90,38 @@ type Spec struct {
 // IsCA reports whether the spec is a CA.
 func (s *Spec) IsCA() bool { return s.CA == "" }
 
-// Node is a control-plane node as the certificates see it.
+// Node is a control-plane node or an etcd host as the certificates see it.
 type Node struct {
 	Name string
 	IP   net.IP
+	Kind NodeKind
+}
+
+// NodeKind says what runs on a node, hence which leaves it holds.
+type NodeKind int
+
+const (
+	// ControlPlaneAndEtcd: a control-plane node with its etcd member (stacked etcd; or external etcd on a
+	// control-plane host that is also an etcd host): every leaf.
+	ControlPlaneAndEtcd NodeKind = iota
+	// ControlPlaneOnly: a control-plane node of a cluster whose etcd runs elsewhere: the API server's
+	// leaves and its etcd client certificate, no etcd server or peer certificate.
+	ControlPlaneOnly
+	// EtcdOnly: an etcd host that is no control-plane node: etcd's server, peer and health-check client
+	// certificates only.
+	EtcdOnly
+)
+
+// has reports whether a node of this kind holds the leaf.
+func (k NodeKind) has(leaf string) bool {
+	etcdMember := leaf == "etcd-server" || leaf == "etcd-peer" || leaf == "etcd-healthcheck-client"
+	switch k {
+	case ControlPlaneOnly:
+		return !etcdMember
+	case EtcdOnly:
+		return etcdMember
+	}
+	return true
 }
 
 // Cluster is what the certificate table is computed from.
@@ -114,9 +142,23 @@ func CAs() []Spec {
 	}
 }
 
-// Leaves returns the leaf certificate specs of one control-plane node, as kubeadm's certlist computes them
-// for current Kubernetes. A fresh table each call: nothing is shared between nodes or runs.
+// Leaves returns the leaf certificate specs of one node (those its kind holds), as kubeadm's certlist
+// computes them for current Kubernetes. A fresh table each call: nothing is shared between nodes or runs.
 func Leaves(c Cluster, n Node) ([]Spec, error) {
+	all, err := allLeaves(c, n)
+	if err != nil {
+		return nil, err
+	}
+	var out []Spec
+	for _, s := range all {
+		if n.Kind.has(s.Name) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func allLeaves(c Cluster, n Node) ([]Spec, error) {
 	svcIP, err := firstIP(c.ServiceSubnet)
 	if err != nil {
 		return nil, err

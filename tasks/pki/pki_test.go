@@ -295,3 +295,29 @@ func TestSharedClientCertificates(t *testing.T) {
 		}
 	}
 }
+
+func TestLeavesByKind(t *testing.T) {
+	names := func(k NodeKind) string {
+		specs, err := Leaves(cluster, Node{Name: "n1", IP: net.ParseIP("10.0.0.1"), Kind: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range specs {
+			out = append(out, s.Name)
+		}
+		return strings.Join(out, " ")
+	}
+	for _, c := range []struct {
+		kind NodeKind
+		want string
+	}{
+		{ControlPlaneAndEtcd, "apiserver apiserver-kubelet-client front-proxy-client etcd-server etcd-peer etcd-healthcheck-client apiserver-etcd-client"},
+		{ControlPlaneOnly, "apiserver apiserver-kubelet-client front-proxy-client apiserver-etcd-client"},
+		{EtcdOnly, "etcd-server etcd-peer etcd-healthcheck-client"},
+	} {
+		if got := names(c.kind); got != c.want {
+			t.Errorf("kind %d: leaves %q, want %q", c.kind, got, c.want)
+		}
+	}
+}
