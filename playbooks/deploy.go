@@ -334,6 +334,9 @@ func (d *deployment) lacks(m *artifacts.Manifest, arches []string) string {
 	}
 	for _, arch := range arches {
 		need := []struct{ kind, name string }{{artifacts.KindBinary, "kubelet"}, {artifacts.KindBinary, "kubectl"}}
+		if d.e.Inv.ExternalEtcd() {
+			need = append(need, struct{ kind, name string }{artifacts.KindBinary, "etcd"})
+		}
 		images := slices.Clone(images.Names)
 		for _, ref := range d.e.Inv.Cluster.ExtraImages {
 			images = append(images, pull.ExtraImageName(ref))
@@ -447,9 +450,17 @@ func (d *deployment) prepare() error {
 	return nil
 }
 
-// needed says whether a file of the artifacts goes to a node: what File.NeededBy says, the runtime when
-// clusterctl installs it, the node-local proxy's image when nodes run it, and the inventory's extra images.
-func (d *deployment) needed(f artifacts.File, controlPlane bool) bool {
+// needed says whether a file of the artifacts goes to a host: what File.NeededBy says for a node, the
+// runtime when clusterctl installs it, the node-local proxy's image when nodes run it, and the inventory's
+// extra images; what File.NeededByEtcdHost says for a host of an external etcd cluster.
+func (d *deployment) needed(f artifacts.File, h *inventory.Host) bool {
+	if d.e.Inv.ExternalEtcd() && h.Has(inventory.RoleEtcd) && f.NeededByEtcdHost() {
+		return true
+	}
+	if !h.IsNode() || (f.Kind == artifacts.KindBinary && f.Name == "etcd") {
+		return false
+	}
+	controlPlane := h.Has(inventory.RoleControlPlane)
 	switch {
 	case f.Kind == artifacts.KindImage && d.e.Inv.Cluster.Registry.Pull:
 		return false // the hosts pull them
@@ -465,7 +476,7 @@ func (d *deployment) needed(f artifacts.File, controlPlane bool) bool {
 
 // neededByAny: some host of the run receives the file.
 func (d *deployment) neededByAny(f artifacts.File) bool {
-	return d.needed(f, true) || d.needed(f, false)
+	return slices.ContainsFunc(d.hosts, func(h *inventory.Host) bool { return d.needed(f, h) })
 }
 
 func (d *deployment) archNeeded(arch string) bool {
@@ -495,9 +506,8 @@ func (d *deployment) node(name string) (apply.Node, error) {
 		n.Files = append(n.Files, transport.File{Path: kubeadm.BootstrapKubeconfig, Data: boot, Mode: 0o600})
 	}
 	if d.manifest != nil {
-		cp := h.Has(inventory.RoleControlPlane)
 		for _, f := range d.manifest.Files {
-			if f.Arch != d.facts[name].Arch || !d.needed(f, cp) {
+			if f.Arch != d.facts[name].Arch || !d.needed(f, h) {
 				continue
 			}
 			switch f.Kind {

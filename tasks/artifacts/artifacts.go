@@ -178,3 +178,9 @@ func (f File) NeededBy(controlPlane bool) bool {
 	}
 	return false
 }
+
+// NeededByEtcdHost says whether the file goes to a host of an external etcd cluster: etcd, and etcdctl and
+// etcdutl for status, snapshots and restores, as binaries (the member runs as a systemd unit).
+func (f File) NeededByEtcdHost() bool {
+	return f.Kind == KindBinary && (f.Name == "etcd" || f.Name == "etcdctl" || f.Name == "etcdutl")
+}

@@ -149,8 +149,9 @@ var (
 	// KubernetesBinaries are the release binaries clusterctl pushes: the kubelet everywhere, kubectl to
 	// control-plane nodes. The control plane and kube-proxy run from images.
 	KubernetesBinaries = []string{"kubelet", "kubectl"}
-	// EtcdBinaries are taken from etcd's release archive for control-plane nodes.
-	EtcdBinaries = []string{"etcdctl", "etcdutl"}
+	// EtcdBinaries are taken from etcd's release archive: etcdctl and etcdutl for control-plane nodes, and
+	// etcd itself for the hosts of an external etcd cluster.
+	EtcdBinaries = []string{"etcd", "etcdctl", "etcdutl"}
 	// ContainerdBinaries are taken from containerd's static release archive.
 	ContainerdBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr"}
 	// CNIPlugins are the plugins taken from the CNI release archive: what the bridge network uses, and the
