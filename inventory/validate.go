@@ -359,9 +359,7 @@ func (v *validator) hosts() {
 		v.report(Warning, "hosts", "%d %s: etcd needs a majority, so %d members tolerate no more failures than %d; use an odd number",
 			n, what, n, n-1)
 	}
-	if inv.ExternalEtcd() {
-		v.errorf("hosts", "etcd on hosts other than exactly the control-plane hosts (external etcd) is not supported yet: give the etcd role to every control-plane host and no other, or to none")
-	}
+
 	if controlPlanes > 1 && inv.Cluster.ControlPlaneEndpoint == "" {
 		v.report(Notice, "cluster.controlPlaneEndpoint", "not set with %d control-plane hosts: a node-local API proxy will run on every node and balance over all API servers", controlPlanes)
 	}

@@ -47,6 +47,9 @@ type CARotateResult struct {
 // re-issued by every kubelet before the old key goes, and the old key stays accepted for token Secrets it
 // signed.
 func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, error) {
+	if err := e.notWithExternalEtcd("certs rotate --ca"); err != nil {
+		return nil, err
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}

@@ -84,6 +84,9 @@ type EtcdMember struct {
 // member, then per etcd host that is not one. Unreachable hosts are entries with an error, not a failure;
 // it fails only when no member answers.
 func EtcdStatus(ctx context.Context, e *Env) ([]EtcdMember, error) {
+	if err := e.notWithExternalEtcd("etcd status"); err != nil {
+		return nil, err
+	}
 	hosts := e.Inv.ControlPlanes()
 	if len(hosts) == 0 {
 		return nil, errors.New("the inventory has no control-plane host")
@@ -215,6 +218,9 @@ type SnapshotResult struct {
 // the host. The file is written as out.part (0600), synced, and renamed to out once complete and its
 // integrity hash checked; an existing out is refused.
 func EtcdSnapshot(ctx context.Context, e *Env, out string) (*SnapshotResult, error) {
+	if err := e.notWithExternalEtcd("etcd snapshot"); err != nil {
+		return nil, err
+	}
 	if _, err := os.Lstat(out); err == nil {
 		return nil, fmt.Errorf("%s exists: choose another --out", out)
 	}
@@ -312,6 +318,9 @@ const restoreBump = 1_000_000_000
 // is started again and each API server awaited. Every control-plane host of the inventory must be
 // reachable: hosts that are lost are left out of the inventory, and added back with add-node afterwards.
 func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult, error) {
+	if err := e.notWithExternalEtcd("etcd restore"); err != nil {
+		return nil, err
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}

@@ -58,6 +58,9 @@ func (r *PreflightReport) Failed() bool { return r.Errors > 0 }
 //	reach-api   every node connects to the first control-plane host's API port
 //	reach-etcd  control-plane hosts connect to each other's etcd ports
 func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightReport, error) {
+	if err := e.notWithExternalEtcd("preflight"); err != nil {
+		return nil, err
+	}
 	if opts.MaxClockSkew == 0 {
 		opts.MaxClockSkew = 5 * time.Second
 	}

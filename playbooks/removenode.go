@@ -30,6 +30,9 @@ type RemoveOptions struct {
 // (refused if etcd would lose quorum), the Node deleted, then the host reset as `clusterctl reset` does. A
 // host that cannot be reached is still removed from the cluster, and reported.
 func RemoveNode(ctx context.Context, e *Env, hostNames []string, o RemoveOptions) error {
+	if err := e.notWithExternalEtcd("remove-node"); err != nil {
+		return err
+	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 2 * time.Minute
 	}

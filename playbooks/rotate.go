@@ -39,6 +39,9 @@ const ServingName = "kubelet-serving"
 // are left alone. Every host takes part: control-plane nodes for their files, every node for its kubelet
 // serving certificate.
 func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, error) {
+	if err := e.notWithExternalEtcd("certs rotate"); err != nil {
+		return nil, err
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}

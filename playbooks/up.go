@@ -83,6 +83,9 @@ type upRun struct {
 // step is idempotent; the state directory holds the PKI and the token between runs. add-node is Up on the
 // hosts it adds.
 func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
+	if err := e.notWithExternalEtcd("up and add-node"); err != nil {
+		return nil, err
+	}
 	if o.APITimeout == 0 {
 		o.APITimeout = 5 * time.Minute
 	}

@@ -100,6 +100,9 @@ type upgradeRun struct {
 // workers MaxUnavailable at a time, each cordoned, drained, upgraded, Ready at the new version and
 // uncordoned. Each step is recorded in the state directory; the same command resumes a killed upgrade.
 func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, error) {
+	if err := e.notWithExternalEtcd("upgrade"); err != nil {
+		return nil, err
+	}
 	if o.MaxUnavailable < 1 {
 		o.MaxUnavailable = 1
 	}

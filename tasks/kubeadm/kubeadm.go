@@ -56,8 +56,14 @@ const (
 	Runc = "/usr/local/sbin/runc"
 	// APIServerProxyConfig is the node-local API proxy's configuration (haproxy's), read by its static Pod.
 	APIServerProxyConfig = KubernetesDir + "/clusterctl-apiserver-proxy.cfg"
-	SysctlConfig         = "/etc/sysctl.d/99-kubernetes.conf"
-	ModulesConfig        = "/etc/modules-load.d/kubernetes.conf"
+	// EtcdUnit runs a host's member of an external etcd cluster (the artifacts' etcd binary).
+	EtcdUnit = "/etc/systemd/system/etcd.service"
+	// EtcdInitialEnv holds the member's initial-cluster settings (ETCD_INITIAL_CLUSTER, ...), read by
+	// etcd only when it has no data yet: kept out of the unit, so that a member added later changes no
+	// other member's unit.
+	EtcdInitialEnv = KubernetesDir + "/etcd-initial.env"
+	SysctlConfig   = "/etc/sysctl.d/99-kubernetes.conf"
+	ModulesConfig  = "/etc/modules-load.d/kubernetes.conf"
 
 	// MemberPath marks a host as a node of one cluster: its name and the hash of its CA.
 	MemberPath = KubernetesDir + "/clusterctl-cluster"

@@ -300,15 +300,39 @@ func Etcd(p *Params) *corev1.Pod {
 	return pod
 }
 
-// EtcdUnit is an external etcd member's systemd unit: the artifacts' etcd binary run with EtcdFlags, and
-// pkiDigest (of the certificates it reads) in a comment, so that new certificates change the unit and
-// the member is restarted with them.
+// EtcdUnit is an external etcd member's systemd unit: the artifacts' etcd binary run with EtcdFlags but the
+// initial cluster's (EtcdInitialEnv has them), and pkiDigest (of the certificates it reads) in a comment, so
+// that new certificates change the unit and the member is restarted with them.
 func EtcdUnit(p *Params, binary, pkiDigest string) ([]byte, error) {
-	cmd, err := templates.UnitArgs(append([]string{binary}, EtcdFlags(p)...))
+	words := []string{binary}
+	for _, f := range EtcdFlags(p) {
+		if !strings.HasPrefix(f, "--initial-cluster=") && !strings.HasPrefix(f, "--initial-cluster-state=") {
+			words = append(words, f)
+		}
+	}
+	cmd, err := templates.UnitArgs(words)
 	if err != nil {
 		return nil, fmt.Errorf("etcd's command line: %w", err)
 	}
-	return templates.Render("etcd.service", map[string]any{"ExecStart": cmd, "PKIDigest": pkiDigest})
+	return templates.Render("etcd.service", map[string]any{"ExecStart": cmd, "PKIDigest": pkiDigest, "InitialEnv": kubeadm.EtcdInitialEnv})
+}
+
+// EtcdInitialEnv is the environment file of an external member's initial cluster (etcd's ETCD_INITIAL_*
+// variables), which etcd reads only to make its data directory.
+func EtcdInitialEnv(p *Params) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString("# Managed by clusterctl: read by etcd only when its data directory is made.\n")
+	for _, f := range EtcdFlags(p) {
+		for flag, env := range map[string]string{"--initial-cluster=": "ETCD_INITIAL_CLUSTER", "--initial-cluster-state=": "ETCD_INITIAL_CLUSTER_STATE"} {
+			if v, ok := strings.CutPrefix(f, flag); ok {
+				if strings.ContainsAny(v, "\n\r\"'\\$` ") {
+					return nil, fmt.Errorf("etcd's %s%q: not a value an environment file holds", flag, v)
+				}
+				b.WriteString(env + "=" + v + "\n")
+			}
+		}
+	}
+	return []byte(b.String()), nil
 }
 
 // caVolumes are the system trust stores control-plane components read (Debian and RHEL layouts).

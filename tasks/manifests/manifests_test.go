@@ -48,8 +48,7 @@ func TestEtcdUnit(t *testing.T) {
 	}
 	for _, want := range []string{
 		"ExecStart=/usr/local/bin/etcd --advertise-client-urls=https://10.0.0.11:2379 ",
-		" --initial-cluster=etcd1=https://10.0.0.11:2380,etcd2=https://10.0.0.12:2380 ",
-		" --initial-cluster-state=new ",
+		"EnvironmentFile=-/etc/kubernetes/etcd-initial.env",
 		" --quota-backend-bytes=8589934592 ",
 		` "--log-level=50%% $$x"`,
 		"Type=notify",
@@ -58,6 +57,13 @@ func TestEtcdUnit(t *testing.T) {
 		if !bytes.Contains(unit, []byte(want)) {
 			t.Errorf("unit lacks %q:\n%s", want, unit)
 		}
+	}
+	if bytes.Contains(unit, []byte("--initial-cluster")) {
+		t.Errorf("the unit has the initial cluster:\n%s", unit)
+	}
+	env, err := EtcdInitialEnv(p)
+	if want := "ETCD_INITIAL_CLUSTER=etcd1=https://10.0.0.11:2380,etcd2=https://10.0.0.12:2380\nETCD_INITIAL_CLUSTER_STATE=new\n"; err != nil || !strings.HasSuffix(string(env), want) {
+		t.Errorf("initial env: %q, %v; want it to end with %q", env, err, want)
 	}
 	p.Etcd.ExtraArgs = []Arg{{"name", "x\nExecStartPre=/bin/sh"}}
 	if _, err := EtcdUnit(p, "/usr/local/bin/etcd", "d1g"); err == nil {

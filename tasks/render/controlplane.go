@@ -19,6 +19,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 // controlPlaneFiles are what a control-plane node has beyond every node's files: its PKI, kubeconfigs and
@@ -53,7 +54,7 @@ func (r *renderer) controlPlanePKI(h *inventory.Host, add func(string, []byte, f
 		if s.Name != "ca" {
 			add(path.Join(kubeadm.PKIDir, s.Path+".crt"), tr.bundle[s.Name], modePublic)
 		}
-		if kp.Key != nil {
+		if kp.Key != nil && !(s.Name == "etcd-ca" && r.etcd != nil) { // external etcd: its CA signs nothing here
 			key, err := pki.EncodeKey(kp.Key)
 			if err != nil {
 				return err
@@ -132,7 +133,13 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 	if r.tr.signer != nil {
 		mp.Signer = pki.SignerName
 	}
+	for _, m := range r.etcd {
+		mp.EtcdServers = append(mp.EtcdServers, "https://"+net.JoinHostPort(r.nodeIP(m), strconv.Itoa(kubeadm.PortEtcdClient)))
+	}
 	pods := manifests.All(mp)
+	if r.etcd != nil {
+		delete(pods, "etcd.yaml") // a systemd unit runs this host's member, if it has one
+	}
 	names := make([]string, 0, len(pods))
 	for n, pod := range pods {
 		names = append(names, n)
@@ -149,6 +156,54 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 		}
 		add(path.Join(kubeadm.ManifestsDir, n), data, modeSecret)
 	}
+	return nil
+}
+
+// etcdMemberFiles are what a host of an external etcd cluster has for its member: the etcd CA and its
+// leaves (a control-plane host has them already), the member's unit, carrying the digest of the
+// certificates it reads so that new ones restart it, and its initial cluster.
+func (r *renderer) etcdMemberFiles(h *inventory.Host, ip string, files *[]transport.File, add func(string, []byte, fs.FileMode)) error {
+	if !h.Has(inventory.RoleControlPlane) {
+		add(path.Join(kubeadm.PKIDir, "etcd", "ca.crt"), r.tr.bundle["etcd-ca"], modePublic)
+		for _, s := range r.pki.Specs[h.NodeName] {
+			kp := r.pki.Nodes[h.NodeName][s.Name]
+			key, err := pki.EncodeKey(kp.Key)
+			if err != nil {
+				return err
+			}
+			add(path.Join(kubeadm.PKIDir, s.Path+".crt"), pki.EncodeCert(kp.Cert), modePublic)
+			add(path.Join(kubeadm.PKIDir, s.Path+".key"), key, modeSecret)
+		}
+	}
+	digest := sha256.New()
+	for _, f := range *files {
+		if strings.HasPrefix(f.Path, kubeadm.PKIDir+"/etcd/") {
+			digest.Write([]byte(f.Path + "\x00"))
+			digest.Write(f.Data)
+		}
+	}
+	c := r.c
+	mp := &manifests.Params{NodeName: h.NodeName, AdvertiseAddress: ip, Etcd: component(c.Etcd)}
+	if join, ok := r.o.EtcdJoin[h.Name]; ok {
+		mp.EtcdCluster = join
+	} else {
+		for _, m := range r.etcd {
+			if _, joins := r.o.EtcdJoin[m.Name]; !joins {
+				mp.EtcdNew = append(mp.EtcdNew, manifests.EtcdMember{Name: m.NodeName,
+					PeerURL: "https://" + net.JoinHostPort(r.nodeIP(m), strconv.Itoa(kubeadm.PortEtcdPeer))})
+			}
+		}
+	}
+	unit, err := manifests.EtcdUnit(mp, kubeadm.Binary("etcd"), hex.EncodeToString(digest.Sum(nil)))
+	if err != nil {
+		return err
+	}
+	env, err := manifests.EtcdInitialEnv(mp)
+	if err != nil {
+		return err
+	}
+	add(kubeadm.EtcdUnit, unit, modePublic)
+	add(kubeadm.EtcdInitialEnv, env, modePublic)
 	return nil
 }
 

@@ -62,6 +62,10 @@ type Options struct {
 	// control-plane host of the inventory. Others (listed, not joined, not joining) are left out: they get
 	// no files and are neither proxy backends nor etcd peers.
 	ControlPlanes []string
+	// EtcdJoin, with external etcd, gives for each etcd host joining a running etcd cluster the members it
+	// joins (added to the cluster before it starts). Hosts not in it make a new cluster with every other
+	// such host: all of them when it is nil (up from nothing).
+	EtcdJoin map[string][]manifests.EtcdMember
 }
 
 // ControlPlanes are the inventory's control-plane hosts among names (all of them when names is nil).
@@ -158,6 +162,9 @@ func Render(o Options) (*Result, error) {
 	if len(r.cps) == 0 {
 		return nil, errors.New("no control-plane host")
 	}
+	if o.Inv.ExternalEtcd() {
+		r.etcd = o.Inv.EtcdHosts()
+	}
 	if err := r.ensurePKI(r.endpoints()); err != nil {
 		return nil, err
 	}
@@ -168,6 +175,9 @@ func Render(o Options) (*Result, error) {
 		h := &o.Inv.Hosts[i]
 		if h.Has(inventory.RoleControlPlane) && !slices.Contains(r.cps, h) {
 			continue // not in the cluster, not joining it in this run
+		}
+		if !h.IsNode() && !slices.Contains(r.etcd, h) {
+			continue
 		}
 		files, err := r.hostFiles(h)
 		if err != nil {
@@ -183,6 +193,7 @@ type renderer struct {
 	o          Options
 	c          inventory.Cluster
 	cps        []*inventory.Host
+	etcd       []*inventory.Host // the hosts of an external etcd cluster; nil: etcd is stacked
 	res        *Result
 	localProxy bool
 	issuer     *pki.Issuer
@@ -240,7 +251,21 @@ func (r *renderer) ensurePKI(sanHost string) error {
 		if ip == nil {
 			return fmt.Errorf("control-plane host %s: its node address is not known: set internalAddress in the inventory", h.Name)
 		}
-		pkiNodes = append(pkiNodes, pki.Node{Name: h.NodeName, IP: ip})
+		kind := pki.ControlPlaneAndEtcd
+		if r.etcd != nil && !slices.Contains(r.etcd, h) {
+			kind = pki.ControlPlaneOnly
+		}
+		pkiNodes = append(pkiNodes, pki.Node{Name: h.NodeName, IP: ip, Kind: kind})
+	}
+	for _, h := range r.etcd {
+		if slices.Contains(r.cps, h) {
+			continue
+		}
+		ip := net.ParseIP(r.nodeIP(h))
+		if ip == nil {
+			return fmt.Errorf("etcd host %s: its address is not known: set internalAddress in the inventory", h.Name)
+		}
+		pkiNodes = append(pkiNodes, pki.Node{Name: h.NodeName, IP: ip, Kind: pki.EtcdOnly})
 	}
 	r.issuer = &pki.Issuer{Now: r.o.Now, Algorithm: pki.Algorithm(c.Certificates.KeyAlgorithm),
 		Validity: c.Certificates.Validity.Duration, CAValidity: c.Certificates.CAValidity.Duration}
@@ -305,6 +330,13 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 		files = append(files, transport.File{Path: p, Data: data, Mode: mode})
 	}
 	ip := r.nodeIP(h)
+	if !h.IsNode() {
+		if err := r.etcdMemberFiles(h, ip, &files, add); err != nil {
+			return nil, err
+		}
+		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+		return files, nil
+	}
 	flags, err := kubelet.Flags(ip, h.NodeName, c.Kubelet.ExtraArgs.Pairs())
 	if err != nil {
 		return nil, err
@@ -338,6 +370,11 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	}
 	if h.Has(inventory.RoleControlPlane) {
 		if err := r.controlPlaneFiles(h, ip, h.Name == r.cps[0].Name, add); err != nil {
+			return nil, err
+		}
+	}
+	if slices.Contains(r.etcd, h) {
+		if err := r.etcdMemberFiles(h, ip, &files, add); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -500,5 +502,77 @@ func TestRegistryAndRuntimeFiles(t *testing.T) {
 	}
 	if _, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv), Registry: &Registry{Host: "r", CA: []byte("not PEM")}}); err == nil {
 		t.Error("a registry CA that is not a certificate was accepted")
+	}
+}
+
+// External etcd: etcd hosts get their member's certificates, unit and initial cluster, and nothing of a
+// node; control-plane hosts get no etcd static Pod, no etcd server or peer certificate and no etcd CA key,
+// and their API servers use every member.
+func TestExternalEtcdFiles(t *testing.T) {
+	inv, diags := inventory.Parse("hosts.yaml", []byte(`
+cluster: {name: lab}
+hosts:
+  - {name: e1, address: 10.10.0.31, roles: [etcd]}
+  - {name: e2, address: 10.10.0.32, roles: [etcd]}
+  - {name: cp1, address: 10.10.0.11, roles: [control-plane, etcd]}
+  - {name: w1, address: 10.10.0.21, roles: [worker]}
+`))
+	if err := diags.Err(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o700)
+	res, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1 := files(res, "e1")
+	var paths []string
+	for p := range e1 {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	want := []string{kubeadm.EtcdInitialEnv, "/etc/kubernetes/pki/etcd/ca.crt", "/etc/kubernetes/pki/etcd/healthcheck-client.crt",
+		"/etc/kubernetes/pki/etcd/healthcheck-client.key", "/etc/kubernetes/pki/etcd/peer.crt", "/etc/kubernetes/pki/etcd/peer.key",
+		"/etc/kubernetes/pki/etcd/server.crt", "/etc/kubernetes/pki/etcd/server.key", kubeadm.EtcdUnit}
+	slices.Sort(want)
+	if !slices.Equal(paths, want) {
+		t.Errorf("e1's files:\n%s\nwant\n%s", strings.Join(paths, "\n"), strings.Join(want, "\n"))
+	}
+	env := string(e1[kubeadm.EtcdInitialEnv].Data)
+	if !strings.Contains(env, "ETCD_INITIAL_CLUSTER=e1=https://10.10.0.31:2380,e2=https://10.10.0.32:2380,cp1=https://10.10.0.11:2380\n") ||
+		!strings.Contains(env, "ETCD_INITIAL_CLUSTER_STATE=new") {
+		t.Errorf("e1's initial cluster:\n%s", env)
+	}
+	cp1 := files(res, "cp1")
+	for _, p := range []string{"/etc/kubernetes/manifests/etcd.yaml", "/etc/kubernetes/pki/etcd/ca.key"} {
+		if _, ok := cp1[p]; ok {
+			t.Errorf("cp1 got %s", p)
+		}
+	}
+	if _, ok := cp1[kubeadm.EtcdUnit]; !ok {
+		t.Error("cp1, an etcd host, has no etcd unit")
+	}
+	api := string(cp1["/etc/kubernetes/manifests/kube-apiserver.yaml"].Data)
+	if !strings.Contains(api, "--etcd-servers=https://10.10.0.31:2379,https://10.10.0.32:2379,https://10.10.0.11:2379") {
+		t.Errorf("API server's etcd servers:\n%s", api)
+	}
+	if _, ok := files(res, "w1")[kubeadm.EtcdUnit]; ok {
+		t.Error("w1 got an etcd unit")
+	}
+	// A host joining the running etcd cluster gets the members it joins, state existing; the others'
+	// units do not change.
+	unit := e1[kubeadm.EtcdUnit].Data
+	res2, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv),
+		EtcdJoin: map[string][]manifests.EtcdMember{"e2": {{Name: "e1", PeerURL: "https://10.10.0.31:2380"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := string(files(res2, "e2")[kubeadm.EtcdInitialEnv].Data); !strings.Contains(env, "ETCD_INITIAL_CLUSTER=e1=https://10.10.0.31:2380,e2=https://10.10.0.32:2380\n") ||
+		!strings.Contains(env, "STATE=existing") {
+		t.Errorf("e2 joining:\n%s", env)
+	}
+	if !bytes.Equal(files(res2, "e1")[kubeadm.EtcdUnit].Data, unit) {
+		t.Error("e1's unit changed when e2 joined")
 	}
 }
