@@ -72,7 +72,7 @@ func fakeArtifacts(t *testing.T, version string) string {
 // preflight probes, the setup after the first push (every file new), the kubelet's start. Each is checked by
 // sh -n too. go test ./playbooks -update rewrites testdata/commands; review the diff.
 func TestCommandsGolden(t *testing.T) {
-	for _, name := range []string{"ipv6-endpoint", "three-local-proxy"} {
+	for _, name := range []string{"ipv6-endpoint", "three-local-proxy", "external-etcd"} {
 		t.Run(name, func(t *testing.T) {
 			inv, diags, err := inventory.Load(filepath.Join("testdata", name+".yaml"))
 			if err != nil || diags.HasErrors() {
@@ -111,7 +111,12 @@ func TestCommandsGolden(t *testing.T) {
 					{"preflight: the API server's port, from this host", tasks.ProbeCommand(cp1IP, inv.Cluster.APIServer.BindPort)},
 					{"preflight: a listener on this host's etcd peer port", scripts.Listen(d.nodeIPs[h.Name], kubeadm.PortEtcdPeer)},
 					{"push: setup after the first push", apply.SetupScript(n, paths)},
-					{"start the kubelet", scripts.Kubelet(scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, d.kubeletPath)})},
+				}
+				if n.EtcdUnit {
+					cmds = append(cmds, struct{ what, cmd string }{"start etcd", scripts.Etcd(scripts.EtcdParams{RestartTimeout: 300})})
+				}
+				if h.IsNode() {
+					cmds = append(cmds, struct{ what, cmd string }{"start the kubelet", scripts.Kubelet(scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, d.kubeletPath)})})
 				}
 				for _, c := range cmds {
 					if out, err := exec.Command("sh", "-n", "-c", c.cmd).CombinedOutput(); err != nil {

@@ -197,7 +197,7 @@ func (d *deployment) render(ctx context.Context) error {
 	}
 	d.joining = map[string]bool{}
 	for _, h := range d.hosts {
-		if f := d.facts[h.Name]; f != nil && !h.Has(inventory.RoleControlPlane) && !f.Files[kubeadm.KubeletKubeconfig] {
+		if f := d.facts[h.Name]; f != nil && h.IsNode() && !h.Has(inventory.RoleControlPlane) && !f.Files[kubeadm.KubeletKubeconfig] {
 			d.joining[h.Name] = true
 		}
 	}
@@ -492,7 +492,8 @@ func (d *deployment) archNeeded(arch string) bool {
 // when it joins, and from an artifacts directory its binaries and image archives.
 func (d *deployment) node(name string) (apply.Node, error) {
 	h := d.e.Inv.Host(name)
-	n := apply.Node{Mark: transport.File{Path: kubeadm.MemberPath, Data: []byte(d.member + "\n"), Mode: 0o644}, Dry: d.o.DryRun}
+	n := apply.Node{Mark: transport.File{Path: kubeadm.MemberPath, Data: []byte(d.member + "\n"), Mode: 0o644}, Dry: d.o.DryRun,
+		EtcdUnit: d.e.Inv.ExternalEtcd() && h.Has(inventory.RoleEtcd), EtcdOnly: !h.IsNode()}
 	for _, hf := range d.rendered.Hosts {
 		if hf.Host == name {
 			n.Files = append(n.Files, hf.Files...)
@@ -653,15 +654,54 @@ func (d *deployment) caPEM() []byte {
 	return nil
 }
 
-// workers are the run's hosts that are not control-plane nodes.
+// workers are the run's hosts that are nodes but not control-plane nodes.
 func (d *deployment) workers() []*inventory.Host {
 	var out []*inventory.Host
 	for _, h := range d.hosts {
-		if !h.Has(inventory.RoleControlPlane) {
+		if h.IsNode() && !h.Has(inventory.RoleControlPlane) {
 			out = append(out, h)
 		}
 	}
 	return out
+}
+
+// nodes are the run's hosts that are Kubernetes nodes (not those that only run an external etcd member).
+func (d *deployment) nodes() []*inventory.Host {
+	return slices.DeleteFunc(slices.Clone(d.hosts), func(h *inventory.Host) bool { return !h.IsNode() })
+}
+
+// etcdHosts are the run's hosts of an external etcd cluster (none when etcd is stacked).
+func (d *deployment) etcdHosts() []*inventory.Host {
+	if !d.e.Inv.ExternalEtcd() {
+		return nil
+	}
+	return slices.DeleteFunc(slices.Clone(d.hosts), func(h *inventory.Host) bool { return !h.Has(inventory.RoleEtcd) })
+}
+
+// startEtcd starts the external etcd members of hosts that are not running and restarts, one at a time,
+// those whose unit or binary changed; then waits until every member of the cluster is healthy and listed.
+func (d *deployment) startEtcd(ctx context.Context, play string, hosts []*inventory.Host) error {
+	_, err := d.e.play(ctx, Play{Name: play, Hosts: names(hosts), Policy: transport.Policy{Limit: 1}, Run: func(ctx context.Context, name string) (bool, error) {
+		out, err := apply.Etcd(ctx, d.e.Conn(name), scripts.EtcdParams{Dry: d.o.DryRun, RestartTimeout: int(d.o.Timeout / time.Second)})
+		d.record(name, out)
+		return out.Changed(), err
+	}})
+	if err != nil || d.o.DryRun {
+		return err
+	}
+	members := d.e.Inv.EtcdHosts()
+	if _, err := Connect(ctx, d.e, members, 0); err != nil {
+		return err
+	}
+	peers := map[string]string{}
+	for _, h := range members {
+		p, err := d.e.peerURL(ctx, h)
+		if err != nil {
+			return err
+		}
+		peers[h.Name] = p
+	}
+	return d.e.poll(ctx, play, "", d.o.Timeout, func() (bool, string, error) { return etcdQuorum(ctx, d.e, members, peers) })
 }
 
 func firstLine(s string) string {

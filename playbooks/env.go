@@ -307,9 +307,17 @@ func (e *Env) Admin(ctx context.Context) (*apiclient.Client, error) {
 
 func (e *Env) adminKubeconfig() string { return filepath.Join(e.StateDir, "admin.conf") }
 
-// etcd reaches the first control-plane node's etcd through its SSH connection, with the API server's
-// client certificate, as its API server does. The caller closes it.
+// etcd reaches the first control-plane node's etcd (with external etcd, the first etcd host's) through its
+// SSH connection, with the API server's client certificate as its API server does (an etcd host's own
+// health-check client's). The caller closes it.
 func (e *Env) etcd(ctx context.Context) (*etcdmember.Client, error) {
+	if e.Inv.ExternalEtcd() {
+		first := e.Inv.EtcdHosts()[0]
+		if _, err := Connect(ctx, e, []*inventory.Host{first}, 0); err != nil {
+			return nil, err
+		}
+		return e.etcdOn(ctx, first)
+	}
 	cp1, err := e.firstControlPlane()
 	if err != nil {
 		return nil, err

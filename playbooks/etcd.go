@@ -28,7 +28,7 @@ import (
 	"github.com/clusterctl/clusterctl/transport"
 )
 
-// etcdOn is a client of a control-plane host's own etcd member, through that host's SSH connection, with
+// etcdOn is a client of an etcd host's own member, through that host's SSH connection, with
 // its API server's client certificate. The caller closes it.
 func (e *Env) etcdOn(ctx context.Context, h *inventory.Host) (*etcdmember.Client, error) {
 	pkiDir := filepath.Join(e.StateDir, "pki")
@@ -39,11 +39,16 @@ func (e *Env) etcdOn(ctx context.Context, h *inventory.Host) (*etcdmember.Client
 	if err != nil {
 		return nil, err
 	}
-	cert, err := read("nodes", h.NodeName, "apiserver-etcd-client.crt")
+	// A control-plane host's API server client certificate; an etcd host's own health-check client's.
+	client := "apiserver-etcd-client"
+	if !h.Has(inventory.RoleControlPlane) {
+		client = filepath.Join("etcd", "healthcheck-client")
+	}
+	cert, err := read("nodes", h.NodeName, client+".crt")
 	if err != nil {
 		return nil, err
 	}
-	key, err := read("nodes", h.NodeName, "apiserver-etcd-client.key")
+	key, err := read("nodes", h.NodeName, client+".key")
 	if err != nil {
 		return nil, err
 	}

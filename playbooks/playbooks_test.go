@@ -44,7 +44,7 @@ func TestUpSteps(t *testing.T) {
 	}
 	u := &upRun{deployment: d, res: &UpResult{}}
 	steps := u.steps()
-	want := []string{"preflight", "render", "push", "control-plane", "wait-api", "bootstrap", "control-plane-join", "join", "network", "ready"}
+	want := []string{"preflight", "render", "push", "etcd", "control-plane", "wait-api", "bootstrap", "control-plane-join", "join", "network", "ready"}
 	if got := stepNames(steps); !slices.Equal(got, want) {
 		t.Fatalf("steps %v", got)
 	}
@@ -58,14 +58,14 @@ func TestUpSteps(t *testing.T) {
 			skip[s.Name] = s.Skip()
 		}
 	}
-	if !slices.Equal(dry, []string{"preflight", "render", "push", "control-plane", "control-plane-join", "join"}) {
+	if !slices.Equal(dry, []string{"preflight", "render", "push", "etcd", "control-plane", "control-plane-join", "join"}) {
 		t.Errorf("dry steps %v", dry)
 	}
 	if names(d.hosts)[0] != "cp1" || len(d.hosts) != 2 {
 		t.Errorf("hosts %v", names(d.hosts))
 	}
 	// add-node w1: cp2 is not part of this run, w1 is.
-	if skip["control-plane-join"] == "" || skip["join"] != "" {
+	if skip["control-plane-join"] == "" || skip["join"] != "" || skip["etcd"] == "" {
 		t.Errorf("skips %v", skip)
 	}
 	if len(e.Hosts) != 0 {

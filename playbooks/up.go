@@ -83,9 +83,6 @@ type upRun struct {
 // step is idempotent; the state directory holds the PKI and the token between runs. add-node is Up on the
 // hosts it adds.
 func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
-	if err := e.notWithExternalEtcd("up and add-node"); err != nil {
-		return nil, err
-	}
 	if o.APITimeout == 0 {
 		o.APITimeout = 5 * time.Minute
 	}
@@ -142,6 +139,18 @@ func (u *upRun) pushStep(ctx context.Context) error {
 	return err
 }
 
+func (u *upRun) etcdStep(ctx context.Context) error { return u.startEtcd(ctx, "etcd", u.etcdHosts()) }
+
+func (u *upRun) noEtcdHosts() string {
+	switch {
+	case !u.e.Inv.ExternalEtcd():
+		return "etcd is stacked: each control-plane node's kubelet runs its member"
+	case len(u.etcdHosts()) == 0:
+		return "no etcd host in this run"
+	}
+	return ""
+}
+
 func (u *upRun) startControlPlane(ctx context.Context) error {
 	return u.startKubelet(ctx, "control-plane", []string{u.cp1.Name})
 }
@@ -168,6 +177,9 @@ func (u *upRun) steps() []Step {
 		{Name: "render", Run: u.renderStep, Dry: true},
 		// every host's files, binaries and images (air-gapped), the runtime configured
 		{Name: "push", Run: u.pushStep, Dry: true},
+		// external etcd: each etcd host's member started (a changed one restarted, one at a time), until
+		// every member is healthy
+		{Name: "etcd", Run: u.etcdStep, Skip: u.noEtcdHosts, Dry: true},
 		// the first control-plane node's kubelet starts etcd and the control plane
 		{Name: "control-plane", Run: u.startControlPlane, Dry: true},
 		// until the API server is ready (the kubelet and static Pods reported meanwhile)

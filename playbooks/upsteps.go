@@ -162,6 +162,21 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if u.e.Inv.ExternalEtcd() {
+		// etcd runs elsewhere: a control-plane node is its API server, controller-manager and scheduler.
+		for _, h := range joining {
+			if err := u.startKubelet(ctx, "control-plane-join", []string{h.Name}); err != nil {
+				return err
+			}
+			if err := u.waitNodeAPI(ctx, h); err != nil {
+				return err
+			}
+			if err := nodes.Label(ctx, admin.Kube, h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for _, h := range joining {
 		peer := "https://" + net.JoinHostPort(u.nodeIPs[h.Name], strconv.Itoa(kubeadm.PortEtcdPeer))
 		m, added, err := ec.AddLearner(ctx, peer)
@@ -218,7 +233,7 @@ func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string
 		for i := range list.Items {
 			byName[list.Items[i].Name] = &list.Items[i]
 		}
-		for _, h := range u.hosts {
+		for _, h := range u.nodes() {
 			if byName[h.NodeName] != nil && !labelled[h.Name] {
 				if err := nodes.Label(ctx, admin.Kube, h); err != nil {
 					return false, "", err
@@ -262,7 +277,7 @@ func (u *upRun) network(ctx context.Context) error {
 	cidrs := map[string]string{}
 	err = u.waitNodes(ctx, "network", func(byName map[string]*corev1.Node) (bool, string) {
 		var missing []string
-		for _, h := range u.hosts {
+		for _, h := range u.nodes() {
 			n := byName[h.NodeName]
 			switch {
 			case n == nil:
@@ -305,7 +320,7 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 		return err
 	}
 	expect := map[string]string{}
-	for _, h := range append(slices.Clone(u.hosts), others...) {
+	for _, h := range append(u.nodes(), others...) {
 		ip, err := u.e.NodeIP(ctx, h)
 		if err != nil {
 			return err
@@ -317,7 +332,7 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 		u.e.say("network", "", "%s", msg)
 	}
 	u.res.SkippedRoutes = skipped
-	_, err = u.e.play(ctx, Play{Name: "network", Hosts: append(names(u.hosts), names(others)...), Run: func(ctx context.Context, name string) (bool, error) {
+	_, err = u.e.play(ctx, Play{Name: "network", Hosts: append(names(u.nodes()), names(others)...), Run: func(ctx context.Context, name string) (bool, error) {
 		unit, err := cni.RoutesUnit(u.e.Inv.Host(name).NodeName, all)
 		if err != nil {
 			return false, err
@@ -349,7 +364,7 @@ func (u *upRun) ready(ctx context.Context) error {
 	} else {
 		err := u.waitNodes(ctx, "ready", func(byName map[string]*corev1.Node) (bool, string) {
 			var waiting []string
-			for _, h := range u.hosts {
+			for _, h := range u.nodes() {
 				n := byName[h.NodeName]
 				if n == nil || !nodes.Ready(n) {
 					waiting = append(waiting, h.NodeName+" (not Ready)")

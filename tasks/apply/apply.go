@@ -104,6 +104,8 @@ type Node struct {
 	Dry     bool
 	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty).
 	Stamps string
+	// EtcdUnit: the host runs a member of an external etcd cluster; EtcdOnly: nothing else (no node).
+	EtcdUnit, EtcdOnly bool
 }
 
 // Push puts a node's files and applies what they need (templates/files/setup.sh).
@@ -124,7 +126,14 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 
 // SetupScript is the script Push runs after writing a node's files, changed those it wrote.
 func SetupScript(n Node, changed []string) string {
-	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps})
+	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps,
+		EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly})
+}
+
+// Etcd starts or restarts an external etcd member as scripts.Etcd says.
+func Etcd(ctx context.Context, h Host, p scripts.EtcdParams) (Outcome, error) {
+	actions, err := run(ctx, h, scripts.Etcd(p))
+	return Outcome{Actions: actions}, err
 }
 
 // Kubelet starts the kubelet, or restarts it when its inputs changed since it last started with them or

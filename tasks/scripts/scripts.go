@@ -52,6 +52,9 @@ type SetupParams struct {
 	Dry     bool
 	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty).
 	Stamps string
+	// EtcdUnit: the host runs a member of an external etcd cluster (its unit is enabled, not started:
+	// Etcd starts it). EtcdOnly: that is all it runs (no runtime, no kubelet).
+	EtcdUnit, EtcdOnly bool
 }
 
 // Setup applies what a node's files need: kernel modules and settings, units, the runtime (its binaries
@@ -59,6 +62,12 @@ type SetupParams struct {
 // does, or in a dry run would do.
 func Setup(p SetupParams) string {
 	units := []string{kubeadm.KubeletUnit, kubeadm.KubeletDropIn}
+	switch {
+	case p.EtcdOnly:
+		units = []string{kubeadm.EtcdUnit}
+	case p.EtcdUnit:
+		units = append(units, kubeadm.EtcdUnit)
+	}
 	containerd := []string{kubeadm.ContainerdConfig}
 	if len(p.Runtime) > 0 {
 		units = append(units, kubeadm.ContainerdUnit)
@@ -67,9 +76,30 @@ func Setup(p SetupParams) string {
 	return render("setup.sh", struct {
 		stamps
 		Images            []Image
-		Units, Containerd []string
-		Modules, Sysctl   string
-	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig})
+		Units, Containerd  []string
+		Modules, Sysctl    string
+		EtcdUnit, EtcdOnly bool
+	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly})
+}
+
+// EtcdParams are what Etcd needs.
+type EtcdParams struct {
+	Dry    bool
+	Stamps string
+	// RestartTimeout bounds a restart's wait for the member to be ready again, in seconds.
+	RestartTimeout int
+}
+
+// Etcd starts an external etcd member that is not running (without waiting: a new cluster's members must
+// all start before any is ready), restarts one whose unit or binary changed since it last started with
+// them (waiting until it is ready again, so that members restarted one after another keep quorum), or
+// leaves it. It prints "action: start etcd", "action: restart etcd" or "running".
+func Etcd(p EtcdParams) string {
+	return render("etcd.sh", struct {
+		stamps
+		Inputs  []string
+		Timeout int
+	}{newStamps(p.Stamps, nil, p.Dry), []string{kubeadm.EtcdUnit, kubeadm.Binary("etcd")}, p.RestartTimeout})
 }
 
 // Kubelet restarts the kubelet when its inputs changed since it last started with them, or restart is set;

@@ -20,6 +20,9 @@ func TestGolden(t *testing.T) {
 	cases := map[string]string{
 		"setup":              Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}}),
 		"setup-runtime-dry":  Setup(SetupParams{Runtime: []string{kubeadm.RuntimeBinary("containerd"), kubeadm.RuntimeBinary("runc")}, Dry: true}),
+		"setup-etcd-only":    Setup(SetupParams{EtcdOnly: true, Changed: []string{kubeadm.EtcdUnit}}),
+		"setup-etcd-worker":  Setup(SetupParams{EtcdUnit: true}),
+		"etcd":               Etcd(EtcdParams{RestartTimeout: 120}),
 		"kubelet-worker":     Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.Binary("kubelet")}}),
 		"kubelet-restart":    Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.KubeletKubeconfig}, Restart: true, Dry: true}),
 		"routes":             Routes("/etc/systemd/system/clusterctl-pod-routes.service", "clusterctl-pod-routes.service", ""),

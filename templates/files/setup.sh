@@ -1,10 +1,17 @@
-# Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
 # runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
 set -e
 {{template "stamps.sh" .}}
+{{- if not .EtcdOnly}}
 if stale modules {{q .Modules}}; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl {{q .Sysctl}}; then act "apply kernel settings" sysctl -q -p {{q .Sysctl}}; commit sysctl; fi
+{{- end}}
 if stale units {{args .Units}}; then quiet systemctl daemon-reload; commit units; fi
+{{- if .EtcdUnit}}
+systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable -q etcd
+{{- end}}
+{{- if not .EtcdOnly}}
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd {{args .Containerd}}; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
@@ -20,3 +27,4 @@ i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo '
 if changes {{q .File}} || ! ctr -n k8s.io images ls -q {{q (print "name==" .Ref)}} 2>/dev/null | grep -q .; then act {{q (print "import image " .Ref)}} ctr -n k8s.io images import {{q .File}}; fi
 {{- end}}
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+{{- end}}

@@ -14,8 +14,9 @@ $s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseA
 while($c=$s->accept){close $c}' "$ip" "$port"
 else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
 ######## cp1: push: setup after the first push
-# Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
 # runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -176,8 +177,9 @@ $s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseA
 while($c=$s->accept){close $c}' "$ip" "$port"
 else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
 ######## cp2: push: setup after the first push
-# Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
 # runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -337,8 +339,9 @@ $s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseA
 while($c=$s->accept){close $c}' "$ip" "$port"
 else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
 ######## cp3: push: setup after the first push
-# Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
 # runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -498,8 +501,9 @@ $s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseA
 while($c=$s->accept){close $c}' "$ip" "$port"
 else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
 ######## w1: push: setup after the first push
-# Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
 # runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=

@@ -1,5 +1,6 @@
-# Managed by clusterctl: apply what the node's files need (kernel modules and settings, units, the
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
 # runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=

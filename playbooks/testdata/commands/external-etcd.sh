@@ -1,0 +1,517 @@
+######## etcd1: preflight: the API server's port, from this host
+timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
+######## etcd1: preflight: a listener on this host's etcd peer port
+ip=10.250.3.11 port=2380
+if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
+import socket,sys
+s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+s.bind((sys.argv[1],int(sys.argv[2]))); s.listen(64)
+while True: s.accept()[0].close()' "$ip" "$port"
+elif command -v perl >/dev/null 2>&1; then exec timeout 60 perl -MIO::Socket::IP -e '
+$s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseAddr=>1) or die "listen: $@\n";
+while($c=$s->accept){close $c}' "$ip" "$port"
+else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
+######## etcd1: push: setup after the first push
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+/etc/kubernetes/etcd-initial.env
+/etc/kubernetes/pki/etcd/ca.crt
+/etc/kubernetes/pki/etcd/healthcheck-client.crt
+/etc/kubernetes/pki/etcd/healthcheck-client.key
+/etc/kubernetes/pki/etcd/peer.crt
+/etc/kubernetes/pki/etcd/peer.key
+/etc/kubernetes/pki/etcd/server.crt
+/etc/kubernetes/pki/etcd/server.key
+/etc/systemd/system/etcd.service
+/usr/local/bin/etcd
+/usr/local/bin/etcdctl
+/usr/local/bin/etcdutl
+/etc/kubernetes/clusterctl-cluster
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale units /etc/systemd/system/etcd.service; then quiet systemctl daemon-reload; commit units; fi
+systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable -q etcd
+######## etcd1: start etcd
+# Managed by clusterctl: start this host's external etcd member when it is not running (without waiting:
+# a new cluster's members must all start before any is ready), restart it when its unit or binary changed
+# since it last started with them (waiting until it is ready again), else leave it. Prints what it did:
+# "action: start etcd", "action: restart etcd", or "running".
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if systemctl is-active -q etcd; then
+  if stale etcd /etc/systemd/system/etcd.service /usr/local/bin/etcd; then act "restart etcd" timeout 300 systemctl restart etcd; commit etcd
+  else echo running; fi
+else
+  stale etcd /etc/systemd/system/etcd.service /usr/local/bin/etcd || true
+  act "start etcd" systemctl start --no-block etcd; commit etcd
+fi
+######## etcd2: preflight: the API server's port, from this host
+timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
+######## etcd2: preflight: a listener on this host's etcd peer port
+ip=10.250.3.12 port=2380
+if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
+import socket,sys
+s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+s.bind((sys.argv[1],int(sys.argv[2]))); s.listen(64)
+while True: s.accept()[0].close()' "$ip" "$port"
+elif command -v perl >/dev/null 2>&1; then exec timeout 60 perl -MIO::Socket::IP -e '
+$s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseAddr=>1) or die "listen: $@\n";
+while($c=$s->accept){close $c}' "$ip" "$port"
+else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
+######## etcd2: push: setup after the first push
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+/etc/kubernetes/etcd-initial.env
+/etc/kubernetes/pki/etcd/ca.crt
+/etc/kubernetes/pki/etcd/healthcheck-client.crt
+/etc/kubernetes/pki/etcd/healthcheck-client.key
+/etc/kubernetes/pki/etcd/peer.crt
+/etc/kubernetes/pki/etcd/peer.key
+/etc/kubernetes/pki/etcd/server.crt
+/etc/kubernetes/pki/etcd/server.key
+/etc/systemd/system/etcd.service
+/usr/local/bin/etcd
+/usr/local/bin/etcdctl
+/usr/local/bin/etcdutl
+/etc/kubernetes/clusterctl-cluster
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale units /etc/systemd/system/etcd.service; then quiet systemctl daemon-reload; commit units; fi
+systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable -q etcd
+######## etcd2: start etcd
+# Managed by clusterctl: start this host's external etcd member when it is not running (without waiting:
+# a new cluster's members must all start before any is ready), restart it when its unit or binary changed
+# since it last started with them (waiting until it is ready again), else leave it. Prints what it did:
+# "action: start etcd", "action: restart etcd", or "running".
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if systemctl is-active -q etcd; then
+  if stale etcd /etc/systemd/system/etcd.service /usr/local/bin/etcd; then act "restart etcd" timeout 300 systemctl restart etcd; commit etcd
+  else echo running; fi
+else
+  stale etcd /etc/systemd/system/etcd.service /usr/local/bin/etcd || true
+  act "start etcd" systemctl start --no-block etcd; commit etcd
+fi
+######## cp1: preflight: the API server's port, from this host
+timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
+######## cp1: preflight: a listener on this host's etcd peer port
+ip=10.250.1.10 port=2380
+if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
+import socket,sys
+s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+s.bind((sys.argv[1],int(sys.argv[2]))); s.listen(64)
+while True: s.accept()[0].close()' "$ip" "$port"
+elif command -v perl >/dev/null 2>&1; then exec timeout 60 perl -MIO::Socket::IP -e '
+$s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseAddr=>1) or die "listen: $@\n";
+while($c=$s->accept){close $c}' "$ip" "$port"
+else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
+######## cp1: push: setup after the first push
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+/etc/containerd/config.toml
+/etc/crictl.yaml
+/etc/kubernetes/admin.conf
+/etc/kubernetes/controller-manager.conf
+/etc/kubernetes/kubelet.conf
+/etc/kubernetes/manifests/kube-apiserver.yaml
+/etc/kubernetes/manifests/kube-controller-manager.yaml
+/etc/kubernetes/manifests/kube-scheduler.yaml
+/etc/kubernetes/pki/apiserver-etcd-client.crt
+/etc/kubernetes/pki/apiserver-etcd-client.key
+/etc/kubernetes/pki/apiserver-kubelet-client.crt
+/etc/kubernetes/pki/apiserver-kubelet-client.key
+/etc/kubernetes/pki/apiserver.crt
+/etc/kubernetes/pki/apiserver.key
+/etc/kubernetes/pki/ca.crt
+/etc/kubernetes/pki/ca.key
+/etc/kubernetes/pki/etcd/ca.crt
+/etc/kubernetes/pki/front-proxy-ca.crt
+/etc/kubernetes/pki/front-proxy-ca.key
+/etc/kubernetes/pki/front-proxy-client.crt
+/etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/sa.key
+/etc/kubernetes/pki/sa.pub
+/etc/kubernetes/scheduler.conf
+/etc/kubernetes/super-admin.conf
+/etc/modules-load.d/kubernetes.conf
+/etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/system/containerd.service
+/etc/systemd/system/kubelet.service
+/etc/systemd/system/kubelet.service.d/10-kubeadm.conf
+/var/lib/kubelet/config.yaml
+/var/lib/kubelet/kubeadm-flags.env
+/usr/local/bin/etcdctl
+/usr/local/bin/etcdutl
+/usr/local/bin/kubectl
+/usr/local/bin/kubelet
+/opt/cni/bin/bridge
+/opt/cni/bin/host-local
+/opt/cni/bin/loopback
+/opt/cni/bin/portmap
+/var/lib/clusterctl/images/coredns.tar
+/var/lib/clusterctl/images/etcd.tar
+/var/lib/clusterctl/images/kube-apiserver.tar
+/var/lib/clusterctl/images/kube-controller-manager.tar
+/var/lib/clusterctl/images/kube-proxy.tar
+/var/lib/clusterctl/images/kube-scheduler.tar
+/var/lib/clusterctl/images/pause.tar
+/usr/local/bin/containerd
+/usr/local/bin/containerd-shim-runc-v2
+/usr/local/bin/crictl
+/usr/local/bin/ctr
+/usr/local/sbin/runc
+/etc/kubernetes/clusterctl-cluster
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
+if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# Running containers outlive a restart of containerd (its unit kills only the daemon).
+if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
+  if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
+  commit containerd
+fi
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
+# The runtime may have just started: wait for its socket (at most 30 s).
+i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.14.6 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/coredns/coredns:v1.14.6' ctr -n k8s.io images import /var/lib/clusterctl/images/coredns.tar; fi
+if changes /var/lib/clusterctl/images/etcd.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/etcd:3.7.0-0 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/etcd:3.7.0-0' ctr -n k8s.io images import /var/lib/clusterctl/images/etcd.tar; fi
+if changes /var/lib/clusterctl/images/kube-apiserver.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-apiserver:v1.37.2 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-apiserver:v1.37.2' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-apiserver.tar; fi
+if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-controller-manager:v1.37.2 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-controller-manager:v1.37.2' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-controller-manager.tar; fi
+if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.37.2 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-proxy:v1.37.2' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-proxy.tar; fi
+if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-scheduler:v1.37.2 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-scheduler:v1.37.2' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-scheduler.tar; fi
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.2 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/pause:3.10.2' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+######## cp1: start the kubelet
+# Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
+# with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
+# "action: restart kubelet", "action: start kubelet", or "running".
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+elif systemctl is-active -q kubelet; then echo running
+else act "start kubelet" systemctl start kubelet; fi
+######## w1: preflight: the API server's port, from this host
+timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
+######## w1: preflight: a listener on this host's etcd peer port
+ip=10.250.1.20 port=2380
+if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
+import socket,sys
+s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+s.bind((sys.argv[1],int(sys.argv[2]))); s.listen(64)
+while True: s.accept()[0].close()' "$ip" "$port"
+elif command -v perl >/dev/null 2>&1; then exec timeout 60 perl -MIO::Socket::IP -e '
+$s=IO::Socket::IP->new(LocalHost=>$ARGV[0],LocalPort=>$ARGV[1],Listen=>64,ReuseAddr=>1) or die "listen: $@\n";
+while($c=$s->accept){close $c}' "$ip" "$port"
+else echo "no socat, python3 or perl to listen with" >&2; exit 127; fi
+######## w1: push: setup after the first push
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+/etc/containerd/config.toml
+/etc/crictl.yaml
+/etc/kubernetes/etcd-initial.env
+/etc/kubernetes/pki/ca.crt
+/etc/kubernetes/pki/etcd/ca.crt
+/etc/kubernetes/pki/etcd/healthcheck-client.crt
+/etc/kubernetes/pki/etcd/healthcheck-client.key
+/etc/kubernetes/pki/etcd/peer.crt
+/etc/kubernetes/pki/etcd/peer.key
+/etc/kubernetes/pki/etcd/server.crt
+/etc/kubernetes/pki/etcd/server.key
+/etc/modules-load.d/kubernetes.conf
+/etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/system/containerd.service
+/etc/systemd/system/etcd.service
+/etc/systemd/system/kubelet.service
+/etc/systemd/system/kubelet.service.d/10-kubeadm.conf
+/var/lib/kubelet/config.yaml
+/var/lib/kubelet/kubeadm-flags.env
+/etc/kubernetes/bootstrap-kubelet.conf
+/usr/local/bin/etcd
+/usr/local/bin/etcdctl
+/usr/local/bin/etcdutl
+/usr/local/bin/kubelet
+/opt/cni/bin/bridge
+/opt/cni/bin/host-local
+/opt/cni/bin/loopback
+/opt/cni/bin/portmap
+/var/lib/clusterctl/images/coredns.tar
+/var/lib/clusterctl/images/kube-proxy.tar
+/var/lib/clusterctl/images/pause.tar
+/usr/local/bin/containerd
+/usr/local/bin/containerd-shim-runc-v2
+/usr/local/bin/crictl
+/usr/local/bin/ctr
+/usr/local/sbin/runc
+/etc/kubernetes/clusterctl-cluster
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
+if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/etcd.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable -q etcd
+# Running containers outlive a restart of containerd (its unit kills only the daemon).
+if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
+  if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
+  commit containerd
+fi
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
+# The runtime may have just started: wait for its socket (at most 30 s).
+i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.14.6 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/coredns/coredns:v1.14.6' ctr -n k8s.io images import /var/lib/clusterctl/images/coredns.tar; fi
+if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.37.2 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-proxy:v1.37.2' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-proxy.tar; fi
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.2 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/pause:3.10.2' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+######## w1: start etcd
+# Managed by clusterctl: start this host's external etcd member when it is not running (without waiting:
+# a new cluster's members must all start before any is ready), restart it when its unit or binary changed
+# since it last started with them (waiting until it is ready again), else leave it. Prints what it did:
+# "action: start etcd", "action: restart etcd", or "running".
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if systemctl is-active -q etcd; then
+  if stale etcd /etc/systemd/system/etcd.service /usr/local/bin/etcd; then act "restart etcd" timeout 300 systemctl restart etcd; commit etcd
+  else echo running; fi
+else
+  stale etcd /etc/systemd/system/etcd.service /usr/local/bin/etcd || true
+  act "start etcd" systemctl start --no-block etcd; commit etcd
+fi
+######## w1: start the kubelet
+# Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
+# with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
+# "action: restart kubelet", "action: start kubelet", or "running".
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+elif systemctl is-active -q kubelet; then echo running
+else act "start kubelet" systemctl start kubelet; fi

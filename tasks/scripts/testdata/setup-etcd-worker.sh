@@ -1,0 +1,43 @@
+# Managed by clusterctl: apply what the host's files need (kernel modules and settings, units, the
+# runtime's binaries and configuration, image archives not yet imported), each only when its files changed.
+# A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
+set -e
+stamps=/var/lib/clusterctl/applied
+dry=
+nl='
+'
+changed='
+'
+# stale NAME FILES...: the files differ from what NAME last applied, or are among those this run changes
+# (their digest is then kept for commit).
+stale() { n=$1; shift; s=
+  for f in "$@"; do changes "$f" && s=1; done
+  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
+  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
+# size, modification time and inode, which say as much without reading it.
+digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
+# changes FILE: this run writes (or in a dry run would write) FILE.
+changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
+# act WHAT COMMAND...: runs the command (its output discarded; in a dry run, not at all) and reports
+# "action: WHAT".
+act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
+# quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
+quiet() { [ -n "$dry" ] || "$@"; }
+
+if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
+if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/etcd.service; then quiet systemctl daemon-reload; commit units; fi
+systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable -q etcd
+# Running containers outlive a restart of containerd (its unit kills only the daemon).
+if stale containerd /etc/containerd/config.toml; then
+  if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
+  commit containerd
+fi
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
+# The runtime may have just started: wait for its socket (at most 30 s).
+i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
