@@ -75,7 +75,7 @@ func Setup(p SetupParams) string {
 	}
 	return render("setup.sh", struct {
 		stamps
-		Images            []Image
+		Images             []Image
 		Units, Containerd  []string
 		Modules, Sysctl    string
 		EtcdUnit, EtcdOnly bool
