@@ -58,9 +58,6 @@ func (r *PreflightReport) Failed() bool { return r.Errors > 0 }
 //	reach-api   every node connects to the first control-plane host's API port
 //	reach-etcd  control-plane hosts connect to each other's etcd ports
 func Preflight(ctx context.Context, e *Env, opts PreflightOptions) (*PreflightReport, error) {
-	if err := e.notWithExternalEtcd("preflight"); err != nil {
-		return nil, err
-	}
 	if opts.MaxClockSkew == 0 {
 		opts.MaxClockSkew = 5 * time.Second
 	}
@@ -99,6 +96,9 @@ func newPreflightRun(e *Env, opts PreflightOptions) *preflightRun {
 	cp := e.Inv.ControlPlanes()
 	for _, h := range opts.Hosts {
 		set := tasks.SetJoin
+		if !h.IsNode() {
+			set = tasks.SetEtcd
+		}
 		if h.Has(inventory.RoleControlPlane) {
 			set = tasks.SetControlPlaneJoin
 			if len(cp) > 0 && cp[0].Name == h.Name {
@@ -176,7 +176,8 @@ func (p *preflightRun) check() {
 		p.add(tasks.Run(ph.Facts, &tasks.Node{Set: ph.Set, NodeName: h.NodeName, KubernetesVersion: c.KubernetesVersion,
 			APIServerPort: c.APIServer.BindPort, CRISocket: c.ContainerRuntimeEndpoint,
 			ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, APIHost: apiHost,
-			InstallsRuntime: c.ContainerRuntime != inventory.RuntimeHost, AllowCgroupV1: c.Kubelet.AllowsCgroupV1()})...)
+			InstallsRuntime: c.ContainerRuntime != inventory.RuntimeHost, AllowCgroupV1: c.Kubelet.AllowsCgroupV1(),
+			ExternalEtcd: p.e.Inv.ExternalEtcd(), EtcdMember: h.Has(inventory.RoleEtcd)})...)
 	}
 	p.add(tasks.CrossHostChecks(all, p.opts.MaxClockSkew)...)
 }
@@ -217,8 +218,9 @@ func ours(f tasks.Finding) bool {
 		strings.HasPrefix(f.Check, "DirAvailable--") || f.Check == "CRI")
 }
 
-// reachability checks that every node reaches the first control-plane host's API port, and that
-// control-plane hosts reach each other's etcd ports. Where nothing listens yet, a short-lived listener is
+// reachability checks that every node reaches the first control-plane host's API port, and that etcd
+// members reach each other's peer port and members and API servers their client port (the etcd hosts, or
+// the control-plane hosts when etcd is stacked). Where nothing listens yet, a short-lived listener is
 // started on the target for the probes and stopped afterwards.
 func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost map[string]*PreflightHost, add func(...tasks.Finding)) error {
 	type probe struct {
@@ -233,7 +235,7 @@ func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost m
 	if len(cps) > 0 && ready(cps[0].Name) {
 		var from []string
 		for _, h := range hosts {
-			if h.Name != cps[0].Name && ready(h.Name) {
+			if h.Name != cps[0].Name && h.IsNode() && ready(h.Name) {
 				from = append(from, h.Name)
 			}
 		}
@@ -241,15 +243,26 @@ func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost m
 			probes = append(probes, probe{"APIServerReachable", cps[0].Name, e.Inv.Cluster.APIServer.BindPort, from})
 		}
 	}
-	for _, t := range cps {
-		var from []string
-		for _, o := range cps {
+	// Each etcd member's peer port from the other members, its client port from them and the API servers.
+	members := e.Inv.EtcdHosts()
+	for _, t := range members {
+		var peers, clients []string
+		for _, o := range members {
 			if o.Name != t.Name && ready(o.Name) {
-				from = append(from, o.Name)
+				peers = append(peers, o.Name)
 			}
 		}
-		if ready(t.Name) && len(from) > 0 {
-			probes = append(probes, probe{"EtcdReachable", t.Name, kubeadm.PortEtcdClient, from}, probe{"EtcdReachable", t.Name, kubeadm.PortEtcdPeer, from})
+		clients = slices.Clone(peers)
+		for _, o := range cps {
+			if o.Name != t.Name && ready(o.Name) && !slices.Contains(clients, o.Name) {
+				clients = append(clients, o.Name)
+			}
+		}
+		if ready(t.Name) && len(clients) > 0 {
+			probes = append(probes, probe{"EtcdReachable", t.Name, kubeadm.PortEtcdClient, clients})
+		}
+		if ready(t.Name) && len(peers) > 0 {
+			probes = append(probes, probe{"EtcdReachable", t.Name, kubeadm.PortEtcdPeer, peers})
 		}
 	}
 	for _, p := range probes {

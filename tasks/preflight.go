@@ -34,11 +34,13 @@ type Finding struct {
 // CheckSet is which of kubeadm's sets of checks applies to a host.
 type CheckSet string
 
-// The sets: kubeadm init (the first control-plane host), kubeadm join --control-plane, kubeadm join.
+// The sets: kubeadm init (the first control-plane host), kubeadm join --control-plane, kubeadm join; and
+// a host that only runs an external etcd member (what kubeadm's external-etcd guide asks of those hosts).
 const (
 	SetInit             CheckSet = "init"
 	SetControlPlaneJoin CheckSet = "control-plane-join"
 	SetJoin             CheckSet = "join"
+	SetEtcd             CheckSet = "etcd"
 )
 
 // Node is what checks need to know of a host beyond its facts.
@@ -57,6 +59,17 @@ type Node struct {
 	InstallsRuntime bool
 	// AllowCgroupV1: the inventory sets the kubelet's failCgroupV1 to false.
 	AllowCgroupV1 bool
+	// ExternalEtcd: the cluster's etcd runs as units on its etcd hosts; EtcdMember: this host is one.
+	// Stacked, every control-plane host runs a member.
+	ExternalEtcd, EtcdMember bool
+}
+
+// runsEtcd reports whether the host runs an etcd member: its ports and data directory must be free.
+func (n *Node) runsEtcd() bool {
+	if n.ExternalEtcd || n.Set == SetEtcd {
+		return n.EtcdMember || n.Set == SetEtcd
+	}
+	return n.Set != SetJoin
 }
 
 // Checker is one named check, as kubeadm's preflight.Checker: it returns warnings and errors separately.
@@ -75,8 +88,12 @@ const (
 // severities, with these differences: ip_forward and br_netfilter are warnings, because clusterctl up sets
 // them itself (kubeadm leaves that to the user); conntrack is not required (kube-proxy ≥ 1.32 does not run
 // it); the CRI check reads the socket of the inventory's runtime.
-func Checks(set CheckSet, apiPort int) []Checker {
+func Checks(set CheckSet, apiPort int, etcd bool) []Checker {
 	var checks []Checker
+	if set == SetEtcd {
+		checks = append(checks, Checker{"IsPrivilegedUser", checkPrivileged}, Checker{"Hostname", checkHostname}, required("sha256sum"))
+		return append(checks, etcdChecks()...)
+	}
 	switch set {
 	case SetInit, SetControlPlaneJoin:
 		checks = append(checks,
@@ -109,10 +126,15 @@ func Checks(set CheckSet, apiPort int) []Checker {
 		checks = append(checks, fileAvailable(kubeadm.CACert), Checker{"HTTPProxy", checkHTTPProxy})
 	}
 	checks = append(checks, Checker{"FileContent--proc-sys-net-ipv4-ip_forward", checkIPForward}, Checker{"BridgeNetfilter", checkBrNetfilter})
-	if set != SetJoin {
-		checks = append(checks, portCheck(kubeadm.PortEtcdClient), portCheck(kubeadm.PortEtcdPeer), dirAvailable(kubeadm.EtcdDataDir))
+	if etcd {
+		checks = append(checks, etcdChecks()...)
 	}
 	return checks
+}
+
+// etcdChecks are a member's: its client and peer ports, and its data directory, free.
+func etcdChecks() []Checker {
+	return []Checker{portCheck(kubeadm.PortEtcdClient), portCheck(kubeadm.PortEtcdPeer), dirAvailable(kubeadm.EtcdDataDir)}
 }
 
 func commonChecks() []Checker {
@@ -133,7 +155,7 @@ func commonChecks() []Checker {
 // Run runs the checks of the host's set on its facts.
 func Run(f *Facts, n *Node) []Finding {
 	var out []Finding
-	for _, c := range Checks(n.Set, n.APIServerPort) {
+	for _, c := range Checks(n.Set, n.APIServerPort, n.runsEtcd()) {
 		warnings, errs := c.Check(f, n)
 		for _, w := range warnings {
 			out = append(out, Finding{Host: f.Host, Check: c.Name, Severity: SevWarning, Message: w})

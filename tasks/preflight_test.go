@@ -229,3 +229,34 @@ func TestRequiredCommandsNameTheirFix(t *testing.T) {
 		}
 	}
 }
+
+// Which hosts get etcd's checks: every control-plane host when etcd is stacked; with external etcd, the
+// etcd hosts only, and a host that only runs etcd gets nothing of a node's.
+func TestEtcdChecks(t *testing.T) {
+	has := func(n *Node, check string) bool {
+		for _, c := range Checks(n.Set, 6443, n.runsEtcd()) {
+			if c.Name == check {
+				return true
+			}
+		}
+		return false
+	}
+	const port = "Port-2380"
+	for _, c := range []struct {
+		n          Node
+		etcd, node bool
+	}{
+		{Node{Set: SetInit}, true, true},
+		{Node{Set: SetJoin}, false, true},
+		{Node{Set: SetInit, ExternalEtcd: true}, false, true},
+		{Node{Set: SetJoin, ExternalEtcd: true, EtcdMember: true}, true, true},
+		{Node{Set: SetEtcd, ExternalEtcd: true, EtcdMember: true}, true, false},
+	} {
+		if got := has(&c.n, port); got != c.etcd {
+			t.Errorf("%+v: %s checked: %v", c.n, port, got)
+		}
+		if got := has(&c.n, "Service-Kubelet"); got != c.node {
+			t.Errorf("%+v: the kubelet checked: %v", c.n, got)
+		}
+	}
+}
