@@ -37,9 +37,6 @@ var ErrNotMember = apply.ErrNotMember
 // with another cluster's mark is refused; Force resets both. An unreachable host is reported and the others
 // are reset.
 func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult, error) {
-	if err := e.notWithExternalEtcd("reset"); err != nil {
-		return nil, err
-	}
 	if o.Hosts == nil {
 		o.Hosts = e.Hosts
 	}

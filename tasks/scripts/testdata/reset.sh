@@ -2,6 +2,12 @@
 set -u
 # The kubelet first, so that it restarts nothing; then the pod routes.
 systemctl disable --now kubelet.service >/dev/null 2>&1
+# An external etcd member, run by clusterctl's unit.
+if grep -qs 'Managed by clusterctl' /etc/systemd/system/etcd.service; then
+  systemctl disable --now etcd.service >/dev/null 2>&1
+  rm -f /etc/systemd/system/etcd.service
+fi
+rm -f /etc/kubernetes/etcd-initial.env
 routes=/etc/systemd/system/clusterctl-pod-routes.service
 if [ -f $routes ]; then
   sed -n 's/^ExecStart=.*ip route replace \([^ ]*\) via .*/\1/p' $routes | while read -r dst; do ip route del "$dst" 2>/dev/null; done
