@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/clusterctl/clusterctl/test/lab"
+)
+
+// TestExternalEtcd brings up, from a kubespray INI inventory whose etcd group is three hosts of their own,
+// kubeadm's external-etcd topology: etcd as a unit on those hosts (nothing of a node there), one
+// control-plane node whose API server uses every member, one worker; a workload runs; a re-run changes
+// nothing; the cluster keeps answering with one etcd host down, and the member catches up when it is back.
+func TestExternalEtcd(t *testing.T) {
+	artDir, m := lab.Artifacts(t)
+	bin := Clusterctl(t)
+	l := lab.Start(t, lab.Options{Hosts: 5, ControlPlanes: 1, Bare: true}) // cp1 w1 w2 w3 w4
+	addr := map[string]string{}
+	for _, h := range l.Hosts {
+		addr[h.Name] = h.Address
+	}
+	// The lab host each inventory host is.
+	labHost := map[string]string{"cp1": "cp1", "node1": "w1", "etcd1": "w2", "etcd2": "w3", "etcd3": "w4"}
+	ini := fmt.Sprintf(`# kubespray's layout with etcd on hosts of its own (etcd_deployment_type: host)
+[all]
+cp1   ansible_host=%s
+node1 ansible_host=%s
+etcd1 ansible_host=%s
+etcd2 ansible_host=%s
+etcd3 ansible_host=%s
+
+[kube_control_plane]
+cp1
+
+[etcd]
+etcd1
+etcd2
+etcd3
+
+[kube_node]
+node1
+
+[all:vars]
+ansible_user=root
+ansible_ssh_private_key_file=%s
+kube_version=%s
+`, addr["cp1"], addr["w1"], addr["w2"], addr["w3"], addr["w4"], l.Key(), m.KubernetesVersion)
+	inv := filepath.Join(l.Dir, "hosts.ini")
+	if err := os.WriteFile(inv, []byte(ini), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The hosts' keys are the cluster's known ones (an INI inventory names no known_hosts file), and the
+	// lab's artifacts are this workstation's cache for the version (an INI inventory names no directory).
+	state := filepath.Join(l.Dir, ".clusterctl", "kubernetes")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "known_hosts"), readFile(t, l.KnownHosts()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cache, "clusterctl", "artifacts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(artDir, filepath.Join(cache, "clusterctl", "artifacts", m.KubernetesVersion)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", cache)
+	c := &Cluster{Lab: l, Inventory: inv, Bin: bin, Kubectl: filepath.Join(artDir, "bin", "linux-"+runtime.GOARCH, "kubectl"),
+		StateDir: state, Version: m.KubernetesVersion}
+	etcdctl := func(host, args string) string {
+		t.Helper()
+		return l.Run(t, labHost[host], "etcdctl --endpoints https://127.0.0.1:2379 --cacert /etc/kubernetes/pki/etcd/ca.crt "+
+			"--cert /etc/kubernetes/pki/etcd/healthcheck-client.crt --key /etc/kubernetes/pki/etcd/healthcheck-client.key "+args)
+	}
+
+	t.Run("up", func(t *testing.T) {
+		c.Up(t)
+		members := etcdctl("etcd1", "member list")
+		if n := strings.Count(members, ", started, "); n != 3 || strings.Contains(members, "true") {
+			t.Errorf("want 3 started voting members:\n%s", members)
+		}
+		for _, h := range []string{"etcd1", "etcd2", "etcd3"} {
+			// A unit of the artifacts' etcd; no kubelet, runtime or manifests: the host is no node.
+			out := l.Run(t, labHost[h], "systemctl is-active etcd; systemctl is-active kubelet containerd 2>&1 | tr '\\n' ' '; echo; "+
+				"test -e /etc/kubernetes/manifests && echo MANIFESTS; ls /etc/kubernetes/pki/etcd; test -e /etc/kubernetes/pki/etcd/ca.key && echo CA-KEY || true")
+			want := "active\ninactive inactive \nca.crt\nhealthcheck-client.crt\nhealthcheck-client.key\npeer.crt\npeer.key\nserver.crt\nserver.key\n"
+			if out != want {
+				t.Errorf("%s:\n%s\nwant\n%s", h, out, want)
+			}
+		}
+		out := l.Run(t, "cp1", "ls /etc/kubernetes/manifests; grep -o -- '--etcd-servers=[^ ]*' /etc/kubernetes/manifests/kube-apiserver.yaml; "+
+			"ls /etc/kubernetes/pki/etcd; systemctl is-active etcd || true")
+		want := fmt.Sprintf("kube-apiserver.yaml\nkube-controller-manager.yaml\nkube-scheduler.yaml\n--etcd-servers=https://%s:2379,https://%s:2379,https://%s:2379\nca.crt\ninactive\n",
+			addr["w2"], addr["w3"], addr["w4"])
+		if out != want {
+			t.Errorf("cp1:\n%s\nwant\n%s", out, want)
+		}
+		if nodes := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status} {end}"); nodes != "cp1=True node1=True " {
+			t.Errorf("nodes: %q", nodes)
+		}
+	})
+
+	t.Run("a workload runs on the worker", func(t *testing.T) {
+		c.LoadProbe(t, "w1")
+		if _, err := c.K(t, `apiVersion: v1
+kind: Pod
+metadata: {name: on-node1, namespace: default}
+spec:
+  nodeName: node1
+  containers: [{name: probe, image: `+ProbeImage+`, imagePullPolicy: Never, args: [serve]}]
+`, "apply", "-f", "-"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.K(t, "", "wait", "--for=condition=Ready", "pod/on-node1", "--timeout=60s"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a re-run changes nothing", func(t *testing.T) {
+		before := map[string]string{}
+		for _, h := range labHost {
+			before[h] = c.Hash(t, h)
+		}
+		pid := l.Run(t, "w2", "systemctl show -p MainPID --value etcd")
+		c.Up(t)
+		for _, h := range labHost {
+			if after := c.Hash(t, h); after != before[h] {
+				t.Errorf("%s: files changed by a re-run", h)
+			}
+		}
+		if again := l.Run(t, "w2", "systemctl show -p MainPID --value etcd"); again != pid {
+			t.Errorf("etcd on etcd1 restarted by a re-run (pid %s, then %s)", strings.TrimSpace(pid), strings.TrimSpace(again))
+		}
+	})
+
+	t.Run("one etcd host down: the cluster answers; back, its member catches up", func(t *testing.T) {
+		l.Run(t, "w4", "systemctl stop etcd")
+		if _, err := c.K(t, "", "create", "configmap", "while-etcd3-down", "-n", "default"); err != nil {
+			t.Fatalf("a write with 2 of 3 members: %v", err)
+		}
+		l.Run(t, "w4", "systemctl start etcd")
+		health := etcdctl("etcd3", "endpoint health --cluster -w table")
+		if strings.Count(health, "| true |") != 3 {
+			t.Errorf("members after etcd3 is back:\n%s", health)
+		}
+		if out := etcdctl("etcd3", "get --keys-only --prefix /registry/configmaps/default/while-etcd3-down"); !strings.Contains(out, "while-etcd3-down") {
+			t.Errorf("etcd3 lacks what was written while it was down: %q", out)
+		}
+	})
+}
