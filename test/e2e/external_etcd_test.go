@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -135,6 +136,29 @@ spec:
 		}
 		if again := l.Run(t, "w2", "systemctl show -p MainPID --value etcd"); again != pid {
 			t.Errorf("etcd on etcd1 restarted by a re-run (pid %s, then %s)", strings.TrimSpace(pid), strings.TrimSpace(again))
+		}
+	})
+
+	t.Run("certs check-expiration reads the etcd hosts' certificates", func(t *testing.T) {
+		stdout, stderr, code := c.Run(t, "certs", "check-expiration", "--output", "json")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, stderr)
+		}
+		var report struct {
+			Certificates []struct{ Host, Path, State string } `json:"certificates"`
+		}
+		if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &report); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		seen := map[string]string{}
+		for _, cert := range report.Certificates {
+			seen[cert.Host+":"+cert.Path] = cert.State
+		}
+		for _, want := range []string{"etcd1:/etc/kubernetes/pki/etcd/server.crt", "etcd3:/etc/kubernetes/pki/etcd/peer.crt",
+			"cp1:/etc/kubernetes/pki/apiserver-etcd-client.crt", "etcd2:/etc/kubernetes/pki/etcd/ca.crt"} {
+			if seen[want] != "match" {
+				t.Errorf("%s: %q, want match", want, seen[want])
+			}
 		}
 	})
 
