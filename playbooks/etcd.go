@@ -89,12 +89,9 @@ type EtcdMember struct {
 // member, then per etcd host that is not one. Unreachable hosts are entries with an error, not a failure;
 // it fails only when no member answers.
 func EtcdStatus(ctx context.Context, e *Env) ([]EtcdMember, error) {
-	if err := e.notWithExternalEtcd("etcd status"); err != nil {
-		return nil, err
-	}
-	hosts := e.Inv.ControlPlanes()
+	hosts := e.Inv.EtcdHosts()
 	if len(hosts) == 0 {
-		return nil, errors.New("the inventory has no control-plane host")
+		return nil, errors.New("the inventory has no etcd host (no control-plane host, and none with the etcd role)")
 	}
 	conn, _ := Connect(ctx, e, hosts, 1)
 	failed := map[string]error{}
@@ -223,9 +220,6 @@ type SnapshotResult struct {
 // the host. The file is written as out.part (0600), synced, and renamed to out once complete and its
 // integrity hash checked; an existing out is refused.
 func EtcdSnapshot(ctx context.Context, e *Env, out string) (*SnapshotResult, error) {
-	if err := e.notWithExternalEtcd("etcd snapshot"); err != nil {
-		return nil, err
-	}
 	if _, err := os.Lstat(out); err == nil {
 		return nil, fmt.Errorf("%s exists: choose another --out", out)
 	}

@@ -162,6 +162,12 @@ spec:
 		}
 	})
 
+	t.Run("etcd status and snapshot from the etcd hosts", func(t *testing.T) {
+		members, code := c.EtcdStatus(t)
+		checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
+		c.Snapshot(t, filepath.Join(t.TempDir(), "etcd.db"))
+	})
+
 	t.Run("one etcd host down: the cluster answers; back, its member catches up", func(t *testing.T) {
 		l.Run(t, "w4", "systemctl stop etcd")
 		if _, err := c.K(t, "", "create", "configmap", "while-etcd3-down", "-n", "default"); err != nil {
