@@ -325,6 +325,24 @@ func (e *Env) etcd(ctx context.Context) (*etcdmember.Client, error) {
 	return e.etcdOn(ctx, cp1)
 }
 
+// etcdExcept is etcd reached through a member other than h's (the first etcd host that is not h): the
+// cluster is asked about h's member, or to remove it.
+func (e *Env) etcdExcept(ctx context.Context, h *inventory.Host) (*etcdmember.Client, error) {
+	if !e.Inv.ExternalEtcd() {
+		return e.etcd(ctx)
+	}
+	for _, m := range e.Inv.EtcdHosts() {
+		if m == h {
+			continue
+		}
+		if _, err := Connect(ctx, e, []*inventory.Host{m}, 0); err != nil {
+			return nil, err
+		}
+		return e.etcdOn(ctx, m)
+	}
+	return nil, fmt.Errorf("%s is the only etcd host of the inventory", h.Name)
+}
+
 // EnsureStateDir creates the state directory (0700) or checks an existing one. A directory that others can
 // read or enter is refused, as ssh refuses a private key with loose permissions: it holds the cluster's keys.
 func EnsureStateDir(dir string) error {

@@ -30,9 +30,6 @@ type RemoveOptions struct {
 // (refused if etcd would lose quorum), the Node deleted, then the host reset as `clusterctl reset` does. A
 // host that cannot be reached is still removed from the cluster, and reported.
 func RemoveNode(ctx context.Context, e *Env, hostNames []string, o RemoveOptions) error {
-	if err := e.notWithExternalEtcd("remove-node"); err != nil {
-		return err
-	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 2 * time.Minute
 	}
@@ -60,7 +57,7 @@ func RemoveNode(ctx context.Context, e *Env, hostNames []string, o RemoveOptions
 		steps := []Step{
 			{Name: "cordon", Run: r.cordon},
 			{Name: "drain", Run: r.drain, Skip: r.notANode},
-			{Name: "etcd-member", Run: r.removeMember, Skip: r.notControlPlane},
+			{Name: "etcd-member", Run: r.removeMember, Skip: r.notEtcdMember},
 			{Name: "delete-node", Run: r.deleteNode, Skip: r.notANode},
 			{Name: "reset", Run: r.reset},
 		}
@@ -103,8 +100,11 @@ func (r *removal) notANode() string {
 	return ""
 }
 
-func (r *removal) notControlPlane() string {
-	if !r.h.Has(inventory.RoleControlPlane) {
+func (r *removal) notEtcdMember() string {
+	switch {
+	case r.e.Inv.ExternalEtcd() && !r.h.Has(inventory.RoleEtcd):
+		return "not an etcd host"
+	case !r.e.Inv.ExternalEtcd() && !r.h.Has(inventory.RoleControlPlane):
 		return "not a control-plane host"
 	}
 	return ""
@@ -126,13 +126,20 @@ func (r *removal) drain(ctx context.Context) error {
 	return err
 }
 
-// removeMember removes the node's etcd member (etcdmember refuses if etcd would lose quorum).
+// removeMember removes the host's etcd member, through another member (etcdmember refuses if etcd would
+// lose quorum).
 func (r *removal) removeMember(ctx context.Context) error {
 	ip := r.h.InternalAddress
 	if ip == "" && r.node != nil {
 		ip = nodes.InternalIP(r.node)
 	}
-	ec, err := r.e.etcd(ctx)
+	if ip == "" && net.ParseIP(r.h.Address) != nil {
+		ip = r.h.Address
+	}
+	if ip == "" {
+		return fmt.Errorf("cannot tell %s's etcd peer address: set its internalAddress in the inventory", r.h.Name)
+	}
+	ec, err := r.e.etcdExcept(ctx, r.h)
 	if err != nil {
 		return err
 	}
