@@ -8,6 +8,7 @@ import (
 	"net"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -203,7 +204,9 @@ func (r *renderer) etcdMemberFiles(h *inventory.Host, ip string, files *[]transp
 		return err
 	}
 	add(kubeadm.EtcdUnit, unit, modePublic)
-	add(kubeadm.EtcdInitialEnv, env, modePublic)
+	if !slices.Contains(r.o.EtcdMembers, h.Name) {
+		add(kubeadm.EtcdInitialEnv, env, modePublic)
+	}
 	return nil
 }
 

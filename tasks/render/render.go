@@ -66,6 +66,9 @@ type Options struct {
 	// joins (added to the cluster before it starts). Hosts not in it make a new cluster with every other
 	// such host: all of them when it is nil (up from nothing).
 	EtcdJoin map[string][]manifests.EtcdMember
+	// EtcdMembers are the etcd hosts whose member is in the running cluster: they get no initial-cluster
+	// file (etcd reads none once it has data; the one they started with stays).
+	EtcdMembers []string
 }
 
 // ControlPlanes are the inventory's control-plane hosts among names (all of them when names is nil).

@@ -182,4 +182,29 @@ spec:
 			t.Errorf("etcd3 lacks what was written while it was down: %q", out)
 		}
 	})
+
+	t.Run("remove an etcd host, add it back", func(t *testing.T) {
+		if _, stderr, code := c.Run(t, "remove-node", "--yes", "etcd3"); code != 0 {
+			t.Fatalf("remove-node etcd3: exit %d\n%s", code, tail(stderr, 30))
+		}
+		if members := etcdctl("etcd1", "member list"); strings.Count(members, ", started, ") != 2 || strings.Contains(members, "etcd3") {
+			t.Errorf("after remove-node etcd3:\n%s", members)
+		}
+		if out := l.Run(t, "w4", "test -e /etc/systemd/system/etcd.service && echo UNIT; ls /var/lib/etcd 2>/dev/null | wc -l"); out != "0\n" {
+			t.Errorf("etcd3 not reset: %q", out)
+		}
+		if _, stderr, code := c.Run(t, "add-node", "etcd3"); code != 0 {
+			t.Fatalf("add-node etcd3: exit %d\n%s", code, tail(stderr, 30))
+		}
+		members := etcdctl("etcd3", "member list")
+		if n := strings.Count(members, ", started, "); n != 3 || strings.Contains(members, "true") {
+			t.Errorf("after add-node etcd3, want 3 started voting members:\n%s", members)
+		}
+		if out := etcdctl("etcd3", "get --keys-only --prefix /registry/configmaps/default/while-etcd3-down"); !strings.Contains(out, "while-etcd3-down") {
+			t.Errorf("etcd3 lacks the cluster's data after it joined: %q", out)
+		}
+		if _, err := c.K(t, "", "create", "configmap", "after-etcd3-back", "-n", "default"); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
