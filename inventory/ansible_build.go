@@ -322,6 +322,29 @@ func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]
 			inv.pos[fmt.Sprintf("cluster.apiServer.certSANs[%d]", i)] = Pos{File: v.pos.File, Line: item.Line, Col: item.Column, Path: fmt.Sprintf("%s[%d]", v.pos.Path, i)}
 		}
 	}
+	// kubespray merges kubelet_config_extra_args into the kubelet's configuration; clusterctl takes the
+	// field it has a setting for.
+	if v, ok := fv["kubelet_config_extra_args"]; ok {
+		used[v.name] = true
+		if v.value.Kind != yaml.MappingNode {
+			a.diags.add(Error, v.pos, "expected a mapping of KubeletConfiguration fields, got %s", kindName(v.value))
+		}
+		for i := 0; i+1 < len(v.value.Content); i += 2 {
+			key, val := v.value.Content[i], resolve(v.value.Content[i+1])
+			at := Pos{File: v.pos.File, Line: key.Line, Col: key.Column, Path: v.pos.Path + "." + key.Value}
+			if key.Value != "failCgroupV1" {
+				a.diags.add(Notice, at, "clusterctl takes only failCgroupV1 from kubelet_config_extra_args; %s is ignored", key.Value)
+				continue
+			}
+			b, valid := parseBool(val.Value)
+			if !valid {
+				a.diags.add(Error, at, "%q is not true or false", val.Value)
+				continue
+			}
+			c.Kubelet.FailCgroupV1 = &b
+			inv.pos["cluster.kubelet.failCgroupV1"] = at
+		}
+	}
 	// The endpoint: kubespray's load balancer (its domain name if given, else its address) and port.
 	var host, port string
 	if v, ok := fv["loadbalancer_apiserver"]; ok {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -50,6 +51,10 @@ ansible_user=root
 ansible_ssh_private_key_file=%s
 kube_version=%s
 `, addr["cp1"], addr["w1"], addr["w2"], addr["w3"], addr["w4"], l.Key(), m.KubernetesVersion)
+	if out, _ := exec.Command("stat", "-fc", "%T", "/sys/fs/cgroup").Output(); strings.TrimSpace(string(out)) != "cgroup2fs" {
+		// This machine's hosts use cgroup v1: kubelets from v1.35 run on it only with failCgroupV1 false.
+		ini += `kubelet_config_extra_args={"failCgroupV1": false}` + "\n"
+	}
 	inv := filepath.Join(l.Dir, "hosts.ini")
 	if err := os.WriteFile(inv, []byte(ini), 0o644); err != nil {
 		t.Fatal(err)
