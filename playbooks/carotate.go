@@ -175,7 +175,7 @@ func (r *caRotation) sign(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.renewServing(ctx, play, names(d.hosts), func(c *x509.Certificate) bool { return c.CheckSignatureFrom(ca) != nil }); err != nil {
+	if _, err := d.renewServing(ctx, play, names(d.nodes()), func(c *x509.Certificate) bool { return c.CheckSignatureFrom(ca) != nil }); err != nil {
 		return err
 	}
 	if err := r.waitTokens(ctx, play); err != nil {

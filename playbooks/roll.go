@@ -73,6 +73,15 @@ func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inven
 	return true, d.waitNodeAPI(ctx, h)
 }
 
+// staticPods are a control-plane node's static Pods: etcd and the control plane, or with external etcd the
+// control plane alone.
+func (d *deployment) staticPods() []string {
+	if d.e.Inv.ExternalEtcd() {
+		return slices.DeleteFunc(slices.Clone(kubeadm.ControlPlaneComponents), func(c string) bool { return c == kubeadm.Etcd })
+	}
+	return kubeadm.ControlPlaneComponents
+}
+
 func isManifest(f transport.File) bool { return path.Dir(f.Path) == kubeadm.ManifestsDir }
 
 // putManifests writes a control-plane node's static Pod manifests, and nothing else: the rest of its
@@ -109,7 +118,7 @@ func (d *deployment) waitKubeletPods(ctx context.Context, play string, h *invent
 			return false, "the kubelet's Pods (" + err.Error() + ")", nil
 		}
 		var missing []string
-		for _, c := range kubeadm.ControlPlaneComponents {
+		for _, c := range d.staticPods() {
 			if !slices.ContainsFunc(list.Items, func(p corev1.Pod) bool { return p.Name == c+"-"+h.NodeName }) {
 				missing = append(missing, c)
 			}
@@ -173,7 +182,7 @@ func (d *deployment) waitStaticPods(ctx context.Context, play string, h *invento
 		return err
 	}
 	err = d.e.poll(ctx, play, h.Name, d.o.Timeout, func() (bool, string, error) {
-		waiting := nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, render.PKIAnnotation, want, kubeadm.ControlPlaneComponents)
+		waiting := nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, render.PKIAnnotation, want, d.staticPods())
 		return len(waiting) == 0, strings.Join(waiting, ", "), nil
 	})
 	if err != nil && ctx.Err() == nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/render"
 )
 
@@ -39,9 +40,6 @@ const ServingName = "kubelet-serving"
 // are left alone. Every host takes part: control-plane nodes for their files, every node for its kubelet
 // serving certificate.
 func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, error) {
-	if err := e.notWithExternalEtcd("certs rotate"); err != nil {
-		return nil, err
-	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
@@ -66,6 +64,18 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 			return d.prepare()
 		}},
 		{Name: "rotate", Run: func(ctx context.Context) error {
+			// External etcd first: each etcd host's files, then its member restarted with them, one at a
+			// time (a control-plane etcd host's kubelet restarts when its node is rolled below).
+			if hosts := d.etcdHosts(); len(hosts) > 0 {
+				if _, err := d.pushPart(ctx, "rotate", names(hosts), 1, func(n *apply.Node) {
+					n.Files = slices.DeleteFunc(n.Files, isManifest)
+				}); err != nil {
+					return err
+				}
+				if err := d.startEtcd(ctx, "rotate", hosts); err != nil {
+					return err
+				}
+			}
 			for _, h := range e.Inv.ControlPlanes() {
 				start := time.Now()
 				changed, err := d.rollControlPlane(ctx, "rotate", h)
@@ -86,7 +96,7 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 			return ""
 		}, Run: func(ctx context.Context) error {
 			before := o.Now().Add(-o.Fresh)
-			serving, err := d.renewServing(ctx, "rotate", names(d.hosts), func(c *x509.Certificate) bool { return c.NotBefore.Before(before) })
+			serving, err := d.renewServing(ctx, "rotate", names(d.nodes()), func(c *x509.Certificate) bool { return c.NotBefore.Before(before) })
 			res.Serving = append(res.Serving, serving...)
 			return err
 		}},

@@ -122,23 +122,38 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (*Member, bool,
 	if err := Quorum(members); err != nil {
 		return nil, false, fmt.Errorf("not adding %s: %w", peerURL, err)
 	}
-	// etcd refuses a new member until every member has been connected to the leader for a while
-	// ("unhealthy cluster" right after the previous member joined): retry for up to a minute.
+	var m Member
+	err = whileUnhealthy(ctx, func(ctx context.Context) error {
+		resp, err := c.c.MemberAddAsLearner(ctx, []string{peerURL})
+		if err == nil {
+			m = member(resp.Member)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return &m, true, nil
+}
+
+// whileUnhealthy runs a membership change (each try bounded to 15 s), retrying for up to a minute while
+// etcd refuses it as "unhealthy cluster": etcd changes membership only when every member has been
+// connected to the leader for a while, which is not so right after one joined or restarted.
+func whileUnhealthy(ctx context.Context, change func(context.Context) error) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		resp, err := c.c.MemberAddAsLearner(actx, []string{peerURL})
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := change(cctx)
 		cancel()
 		if err == nil {
-			m := member(resp.Member)
-			return &m, true, nil
+			return nil
 		}
 		if !errors.Is(err, rpctypes.ErrUnhealthy) && !strings.Contains(err.Error(), "unhealthy cluster") || time.Now().After(deadline) {
-			return nil, false, err
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
 	}
@@ -197,9 +212,7 @@ func (c *Client) Remove(ctx context.Context, peerURL string) (bool, error) {
 	if !m.Learner && (voters == 0 || started <= voters/2) {
 		return false, fmt.Errorf("removing %s would leave %d started of %d voting members: etcd would lose quorum", peerURL, started, voters)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if _, err := c.c.MemberRemove(rctx, m.ID); err != nil {
+	if err := whileUnhealthy(ctx, func(ctx context.Context) error { _, err := c.c.MemberRemove(ctx, m.ID); return err }); err != nil {
 		return false, err
 	}
 	return true, nil
