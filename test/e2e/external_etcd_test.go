@@ -178,7 +178,7 @@ spec:
 			return l.Run(t, labHost[h], "openssl x509 -noout -serial -in /etc/kubernetes/pki/etcd/server.crt")
 		}
 		before := map[string]string{}
-		for _, h := range []string{"etcd1", "etcd2", "etcd3", "cp1"} {
+		for _, h := range []string{"etcd1", "etcd2", "etcd3"} {
 			before[h] = serial(h)
 		}
 		if _, stderr, code := c.Run(t, "certs", "rotate", "--yes", "--fresh", "0s"); code != 0 {
