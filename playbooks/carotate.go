@@ -47,9 +47,6 @@ type CARotateResult struct {
 // re-issued by every kubelet before the old key goes, and the old key stays accepted for token Secrets it
 // signed.
 func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, error) {
-	if err := e.notWithExternalEtcd("certs rotate --ca"); err != nil {
-		return nil, err
-	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
@@ -225,7 +222,8 @@ func (r *caRotation) finish(ctx context.Context) error {
 	return r.waitRootCA(ctx, play)
 }
 
-// apply renders the stage's files and puts them on every host: control-plane nodes one at a time (static
+// apply renders the stage's files and puts them on every host: external etcd members one at a time (each
+// restarted and ready before the next), control-plane nodes one at a time (static
 // Pods restarted and Ready, API server ready, before the next), then the workers together (their kubelets
 // restarted where ca.crt changed, their kubelet.conf's CA data following it).
 func (r *caRotation) apply(ctx context.Context, play string) error {
@@ -242,6 +240,9 @@ func (r *caRotation) apply(ctx context.Context, play string) error {
 		return fmt.Errorf("%s not part of the cluster yet (no kubelet.conf): run clusterctl up or add-node first, or leave them out of the inventory", strings.Join(names, ", "))
 	}
 	if err := d.prepare(); err != nil {
+		return err
+	}
+	if err := d.rollEtcd(ctx, play); err != nil {
 		return err
 	}
 	for _, h := range d.e.Inv.ControlPlanes() {

@@ -109,7 +109,7 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 		return err
 	}
 	ca := p.CAs["ca"]
-	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.hosts), Run: func(ctx context.Context, name string) (bool, error) {
+	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.nodes()), Run: func(ctx context.Context, name string) (bool, error) {
 		conn := d.e.Conn(name)
 		cur, err := readCert(ctx, conn, kubeadm.KubeletClientCurrent)
 		if err != nil {
@@ -161,7 +161,7 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 		}
 		var mu sync.Mutex
 		var waiting []string
-		_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.hosts), Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
+		_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.nodes()), Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
 			res, err := d.e.Conn(name).Run(ctx, script, nil)
 			if err != nil {
 				return false, err

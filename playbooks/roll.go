@@ -73,6 +73,20 @@ func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inven
 	return true, d.waitNodeAPI(ctx, h)
 }
 
+// rollEtcd puts, with external etcd, each etcd host's files (but static Pods) and restarts its member with
+// them, one at a time, each ready before the next; a control-plane etcd host's kubelet restarts when its
+// node is rolled. Certificate rotations do it before the control-plane nodes roll.
+func (d *deployment) rollEtcd(ctx context.Context, play string) error {
+	hosts := d.etcdHosts()
+	if len(hosts) == 0 {
+		return nil
+	}
+	if _, err := d.pushPart(ctx, play, names(hosts), 1, func(n *apply.Node) { n.Files = slices.DeleteFunc(n.Files, isManifest) }); err != nil {
+		return err
+	}
+	return d.startEtcd(ctx, play, hosts)
+}
+
 // staticPods are a control-plane node's static Pods: etcd and the control plane, or with external etcd the
 // control plane alone.
 func (d *deployment) staticPods() []string {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/render"
 )
 
@@ -64,17 +63,8 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 			return d.prepare()
 		}},
 		{Name: "rotate", Run: func(ctx context.Context) error {
-			// External etcd first: each etcd host's files, then its member restarted with them, one at a
-			// time (a control-plane etcd host's kubelet restarts when its node is rolled below).
-			if hosts := d.etcdHosts(); len(hosts) > 0 {
-				if _, err := d.pushPart(ctx, "rotate", names(hosts), 1, func(n *apply.Node) {
-					n.Files = slices.DeleteFunc(n.Files, isManifest)
-				}); err != nil {
-					return err
-				}
-				if err := d.startEtcd(ctx, "rotate", hosts); err != nil {
-					return err
-				}
+			if err := d.rollEtcd(ctx, "rotate"); err != nil {
+				return err
 			}
 			for _, h := range e.Inv.ControlPlanes() {
 				start := time.Now()
