@@ -310,22 +310,29 @@ type restoreState struct {
 // again (what Kubernetes' informers do), instead of trusting a cache newer than the data.
 const restoreBump = 1_000_000_000
 
-// EtcdRestore replaces the etcd cluster of the inventory's control-plane hosts with a new one restored
-// from a snapshot: every control-plane host's etcd and control plane are stopped (their manifests held
-// aside), each member's data directory is restored from the snapshot with etcdutl (the old one kept as
-// /var/lib/etcd.before-restore), etcd is started on all of them and quorum awaited, then the control plane
-// is started again and each API server awaited. Every control-plane host of the inventory must be
-// reachable: hosts that are lost are left out of the inventory, and added back with add-node afterwards.
+// EtcdRestore replaces the etcd cluster of the inventory's etcd hosts (the control-plane hosts, when etcd
+// is stacked) with a new one restored from a snapshot: every member and control plane is stopped (static
+// Pods' manifests held aside, external members' units stopped), each member's data directory is restored
+// from the snapshot with etcdutl (the old one kept as /var/lib/etcd.before-restore), etcd is started on all
+// of them and quorum awaited, then the control plane is started again and each API server awaited. Every
+// etcd and control-plane host of the inventory must be reachable: hosts that are lost are left out of the
+// inventory, and added back with add-node afterwards.
 func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult, error) {
-	if err := e.notWithExternalEtcd("etcd restore"); err != nil {
-		return nil, err
-	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
 	cps := e.Inv.ControlPlanes()
 	if len(cps) == 0 {
 		return nil, errors.New("the inventory has no control-plane host")
+	}
+	// The members restored: the control-plane hosts (stacked), or the etcd hosts (external: each a unit).
+	ext := e.Inv.ExternalEtcd()
+	members := e.Inv.EtcdHosts()
+	all := slices.Clone(members)
+	for _, h := range cps {
+		if !slices.Contains(all, h) {
+			all = append(all, h)
+		}
 	}
 	size, sum, err := etcdmember.VerifySnapshot(o.From)
 	if err != nil {
@@ -335,9 +342,9 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 	if err != nil {
 		return nil, err
 	}
-	res := &RestoreResult{Snapshot: o.From, SHA256: sum, Revision: rev, Members: names(cps)}
+	res := &RestoreResult{Snapshot: o.From, SHA256: sum, Revision: rev, Members: names(members)}
 	e.say("etcd-restore", "", "snapshot %s: %d bytes at revision %d, integrity hash and pages checked, sha256 %s", o.From, size, rev, sum)
-	results, err := Connect(ctx, e, cps, 1)
+	results, err := Connect(ctx, e, all, 1)
 	var lost []string
 	for _, r := range results {
 		if r.Err != nil {
@@ -345,7 +352,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 		}
 	}
 	if len(lost) > 0 {
-		return res, fmt.Errorf("control-plane hosts unreachable: %s: a restore makes a new etcd cluster of every control-plane host of the inventory; "+
+		return res, fmt.Errorf("hosts unreachable: %s: a restore makes a new etcd cluster of every etcd host of the inventory (its control-plane hosts, when etcd is stacked) and restarts every control plane; "+
 			"leave hosts that are lost out of the inventory, restore onto the others, then add-node them back", strings.Join(lost, "; "))
 	}
 	if err != nil {
@@ -353,7 +360,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 	}
 	var initial []string
 	peers := map[string]string{}
-	for _, h := range cps {
+	for _, h := range members {
 		p, err := e.peerURL(ctx, h)
 		if err != nil {
 			return res, err
@@ -361,11 +368,11 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 		peers[h.Name] = p
 		initial = append(initial, h.NodeName+"="+p)
 	}
-	// Every host able to take part, before anything stops.
+	// Every member able to take part, before anything stops.
 	var missing []string
 	var mmu sync.Mutex
-	if _, err := e.play(ctx, Play{Name: "check", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
-		out, err := e.Conn(name).Run(ctx, scripts.RestoreCheck(), nil)
+	if _, err := e.play(ctx, Play{Name: "check", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
+		out, err := e.Conn(name).Run(ctx, scripts.RestoreCheck(ext), nil)
 		if err != nil {
 			return false, err
 		}
@@ -404,6 +411,16 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 			// Every member stops before any is restored: no API server writes to the old cluster after the
 			// snapshot is the truth.
 			tries := int(o.Timeout / (500 * time.Millisecond))
+			if ext {
+				// External members first: a control-plane host that is also an etcd host waits below until
+				// nothing of etcd or the control plane runs.
+				if _, err := e.play(ctx, Play{Name: "hold", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
+					out, err := e.Conn(name).Run(ctx, scripts.StopEtcdUnit(), nil)
+					return err == nil && strings.Contains(string(out.Stdout), "held "), err
+				}}); err != nil {
+					return err
+				}
+			}
 			_, err := e.play(ctx, Play{Name: "hold", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
 				out, err := e.Conn(name).Run(ctx, scripts.HoldControlPlane(tries), nil)
 				if err != nil {
@@ -415,7 +432,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 		}},
 		{Name: "restore", Skip: func() string { return doneIf(st.Started, "etcd was started again by the run resumed") }, Run: func(ctx context.Context) error {
 			var mu sync.Mutex
-			_, err := e.play(ctx, Play{Name: "restore", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
+			_, err := e.play(ctx, Play{Name: "restore", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
 				mu.Lock()
 				done := slices.Contains(st.Restored, name)
 				mu.Unlock()
@@ -441,8 +458,12 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 			return err
 		}},
 		{Name: "etcd", Run: func(ctx context.Context) error {
-			if _, err := e.play(ctx, Play{Name: "etcd", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
-				out, err := e.Conn(name).Run(ctx, scripts.ReleaseManifests(kubeadm.Etcd+".yaml"), nil)
+			release := scripts.ReleaseManifests(kubeadm.Etcd + ".yaml")
+			if ext {
+				release = scripts.StartEtcdUnit()
+			}
+			if _, err := e.play(ctx, Play{Name: "etcd", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
+				out, err := e.Conn(name).Run(ctx, release, nil)
 				return err == nil && strings.Contains(string(out.Stdout), "released"), err
 			}}); err != nil {
 				return err
@@ -453,7 +474,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 				return err
 			}
 			return e.poll(ctx, "etcd", "", o.Timeout, func() (bool, string, error) {
-				return etcdQuorum(ctx, e, cps, peers)
+				return etcdQuorum(ctx, e, members, peers)
 			})
 		}},
 		{Name: "control-plane", Run: func(ctx context.Context) error {
@@ -505,7 +526,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 				var waiting []string
 				for _, h := range cps {
 					// No annotation and no image asked for: the mirror Pods' readiness only.
-					waiting = append(waiting, nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, "", nil, kubeadm.ControlPlaneComponents)...)
+					waiting = append(waiting, nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, "", nil, staticPods(e.Inv))...)
 				}
 				waiting = append(waiting, nodes.LeasesWaiting(ctx, admin.Kube, nodeNames, started)...)
 				return len(waiting) == 0, strings.Join(waiting, ", "), nil

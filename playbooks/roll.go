@@ -89,8 +89,10 @@ func (d *deployment) rollEtcd(ctx context.Context, play string) error {
 
 // staticPods are a control-plane node's static Pods: etcd and the control plane, or with external etcd the
 // control plane alone.
-func (d *deployment) staticPods() []string {
-	if d.e.Inv.ExternalEtcd() {
+func (d *deployment) staticPods() []string { return staticPods(d.e.Inv) }
+
+func staticPods(inv *inventory.Inventory) []string {
+	if inv.ExternalEtcd() {
 		return slices.DeleteFunc(slices.Clone(kubeadm.ControlPlaneComponents), func(c string) bool { return c == kubeadm.Etcd })
 	}
 	return kubeadm.ControlPlaneComponents

@@ -245,11 +245,27 @@ func ReleaseManifests(names ...string) string {
 	}{EtcdHold, kubeadm.ManifestsDir, names})
 }
 
-// RestoreCheck prints what a host lacks to take part in a restore (etcdutl, an etcd manifest), one line
-// each; nothing when it can.
-func RestoreCheck() string {
-	return render("etcd-restore-check.sh", struct{ Etcdutl, Manifest, Held string }{kubeadm.Binary("etcdutl"),
-		kubeadm.Manifest(kubeadm.Etcd), EtcdHold + "/" + kubeadm.Etcd + ".yaml"})
+// RestoreCheck prints what a host lacks to take part in a restore (etcdutl; an etcd manifest, or with unit
+// the external member's unit), one line each; nothing when it can.
+func RestoreCheck(unit bool) string {
+	u := ""
+	if unit {
+		u = kubeadm.EtcdUnit
+	}
+	return render("etcd-restore-check.sh", struct{ Etcdutl, Manifest, Held, Unit string }{kubeadm.Binary("etcdutl"),
+		kubeadm.Manifest(kubeadm.Etcd), EtcdHold + "/" + kubeadm.Etcd + ".yaml", u})
+}
+
+// StopEtcdUnit stops an external member for a restore, printing "held etcd" when it was running; StartEtcdUnit
+// starts it again without waiting (the members of the restored cluster must all start before any is ready),
+// printing "released etcd".
+func StopEtcdUnit() string {
+	return "set -eu\nif systemctl is-active -q etcd; then systemctl stop etcd; echo 'held etcd'; fi\n"
+}
+
+// StartEtcdUnit: see StopEtcdUnit.
+func StartEtcdUnit() string {
+	return "set -eu\nif ! systemctl is-active -q etcd; then systemctl start --no-block etcd; echo 'released etcd'; fi\n"
 }
 
 // EtcdRestoreParams say how a member is restored from a snapshot already on the host.

@@ -237,4 +237,18 @@ spec:
 			t.Fatal(err)
 		}
 	})
+
+	t.Run("restore from a snapshot onto the etcd hosts: what was deleted after it is back", func(t *testing.T) {
+		c.MustK(t, "create", "namespace", "before-snapshot")
+		file := filepath.Join(t.TempDir(), "etcd.db")
+		c.Snapshot(t, file)
+		c.MustK(t, "delete", "namespace", "before-snapshot", "--wait=false")
+		c.Restore(t, file)
+		if phase := c.MustK(t, "get", "namespace", "before-snapshot", "-o", "jsonpath={.status.phase}"); phase != "Active" {
+			t.Errorf("namespace before-snapshot after the restore: %q", phase)
+		}
+		members, code := c.EtcdStatus(t)
+		checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
+		c.NodesReady(t, 2)
+	})
 }
