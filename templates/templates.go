@@ -38,6 +38,11 @@ func UnitArgs(words []string) (string, error) {
 	return strings.Join(out, " "), nil
 }
 
+// unitSafe: a character systemd reads as itself in an unquoted word.
+func unitSafe(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:,=@+-", r)
+}
+
 // UnitArg is one word of UnitArgs.
 func UnitArg(w string) (string, error) {
 	safe := w != ""
@@ -55,9 +60,7 @@ func UnitArg(w string) (string, error) {
 			b.WriteByte('\\')
 			b.WriteRune(r)
 		default:
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:,=@+-", r)) {
-				safe = false
-			}
+			safe = safe && unitSafe(r)
 			b.WriteRune(r)
 		}
 	}

@@ -55,7 +55,8 @@ func (r *renderer) controlPlanePKI(h *inventory.Host, add func(string, []byte, f
 		if s.Name != "ca" {
 			add(path.Join(kubeadm.PKIDir, s.Path+".crt"), tr.bundle[s.Name], modePublic)
 		}
-		if kp.Key != nil && !(s.Name == "etcd-ca" && r.etcd != nil) { // external etcd: its CA signs nothing here
+		externalEtcdCA := s.Name == "etcd-ca" && r.etcd != nil // with external etcd, its CA signs nothing here
+		if kp.Key != nil && !externalEtcdCA {
 			key, err := pki.EncodeKey(kp.Key)
 			if err != nil {
 				return err
