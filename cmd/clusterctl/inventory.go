@@ -63,9 +63,13 @@ FILE:LINE:COLUMN: FIELD: MESSAGE on stderr and exits 2.`,
 
 func summary(file string, inv *inventory.Inventory) string {
 	cps, workers := len(inv.ControlPlanes()), len(inv.Workers())
-	return fmt.Sprintf("%s: valid %s inventory: cluster %q, Kubernetes %s, %d host%s (%d control-plane, %d worker%s)",
+	etcd := "stacked etcd"
+	if inv.ExternalEtcd() {
+		etcd = fmt.Sprintf("%d external etcd", len(inv.EtcdHosts()))
+	}
+	return fmt.Sprintf("%s: valid %s inventory: cluster %q, Kubernetes %s, %d host%s (%d control-plane, %d worker%s, %s)",
 		file, inv.Format, inv.Cluster.Name, inv.Cluster.KubernetesVersion, len(inv.Hosts), plural(len(inv.Hosts)),
-		cps, workers, plural(workers))
+		cps, workers, plural(workers), etcd)
 }
 
 // jsonDiagnostic is the JSON form of one diagnostic (documented in the README).
@@ -79,15 +83,17 @@ type jsonDiagnostic struct {
 }
 
 type jsonValidateReport struct {
-	File          string           `json:"file"`
-	Valid         bool             `json:"valid"`
-	Format        string           `json:"format,omitempty"`
-	Cluster       string           `json:"cluster,omitempty"`
-	Version       string           `json:"kubernetesVersion,omitempty"`
-	Hosts         int              `json:"hosts"`
-	ControlPlanes int              `json:"controlPlanes"`
-	Workers       int              `json:"workers"`
-	Diagnostics   []jsonDiagnostic `json:"diagnostics"`
+	File          string `json:"file"`
+	Valid         bool   `json:"valid"`
+	Format        string `json:"format,omitempty"`
+	Cluster       string `json:"cluster,omitempty"`
+	Version       string `json:"kubernetesVersion,omitempty"`
+	Hosts         int    `json:"hosts"`
+	ControlPlanes int    `json:"controlPlanes"`
+	Workers       int    `json:"workers"`
+	// EtcdHosts: the hosts of an external etcd cluster (0: etcd is stacked on the control plane).
+	EtcdHosts   int              `json:"etcdHosts"`
+	Diagnostics []jsonDiagnostic `json:"diagnostics"`
 }
 
 func validateReport(file string, inv *inventory.Inventory, diags inventory.Diagnostics) jsonValidateReport {
@@ -95,6 +101,9 @@ func validateReport(file string, inv *inventory.Inventory, diags inventory.Diagn
 	if inv != nil {
 		r.Format, r.Cluster, r.Version = string(inv.Format), inv.Cluster.Name, inv.Cluster.KubernetesVersion
 		r.Hosts, r.ControlPlanes, r.Workers = len(inv.Hosts), len(inv.ControlPlanes()), len(inv.Workers())
+		if inv.ExternalEtcd() {
+			r.EtcdHosts = len(inv.EtcdHosts())
+		}
 	}
 	for _, d := range diags {
 		r.Diagnostics = append(r.Diagnostics, jsonDiagnostic{Severity: d.Severity.String(), File: d.Pos.File,

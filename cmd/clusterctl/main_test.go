@@ -38,7 +38,7 @@ func TestExitCodesAndOutput(t *testing.T) {
 		stdoutJSON bool
 	}{
 		{name: "valid native", args: []string{"inventory", "validate", "-i", example}, code: 0,
-			stdout: []string{`valid native inventory: cluster "prod", Kubernetes v1.37.2, 5 hosts (3 control-plane, 2 workers)`}, noStderr: true},
+			stdout: []string{`valid native inventory: cluster "prod", Kubernetes v1.37.2, 5 hosts (3 control-plane, 2 workers, stacked etcd)`}, noStderr: true},
 		{name: "valid kubespray ini", args: []string{"inventory", "validate", "-i", kubespray}, code: 0,
 			stdout: []string{"valid ansible-ini inventory"}, stderr: []string{"notice: 3 variables clusterctl does not use"}},
 		{name: "invalid", args: []string{"inventory", "validate", "-i", bad}, code: 2,
