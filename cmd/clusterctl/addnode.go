@@ -13,7 +13,7 @@ func newAddNodeCmd(g *globalOptions) *cobra.Command {
 	o := &upOptions{}
 	cmd := &cobra.Command{
 		Use:   "add-node NAME...",
-		Short: "Join hosts of the inventory to the running cluster: workers, and control-plane nodes with stacked etcd",
+		Short: "Join hosts of the inventory to the running cluster: workers, control-plane nodes, etcd hosts",
 		Long: `Add the named inventory hosts to the running cluster, leaving the nodes already in it alone: facts and
 preflight (the join sets, and reachability of the API server and of etcd) on the new hosts only, their
 files pushed, a fresh bootstrap token made through the API for the workers and deleted once they have
@@ -26,12 +26,18 @@ node's proxy configuration, nothing else): certificates for the node are made he
 its etcd member is added through the etcd API as a learner before it starts, promoted once it has caught
 up, and the node's API server must be ready before the next one.
 
+With etcd on hosts of its own (the etcd role), an etcd host joins the same way: its member is added as a
+learner through another member, its unit started with the cluster's members
+(ETCD_INITIAL_CLUSTER_STATE=existing), and promoted once it has caught up; the first control-plane
+node's API server is pointed at the new member too (up re-points the others).
+
 The first control-plane host is always contacted (the API and etcd are reached through it). With the
 bridge pod network, every other node gets one small change: the route to the new node's pod range.
 up with a grown inventory does the same for every host not yet in the cluster; add-node is the explicit
 form that touches nothing else.`,
 		Example: `  clusterctl add-node -i hosts.yaml w4
-  clusterctl add-node -i hosts.yaml cp2 cp3          # grow the control plane to three (stacked etcd)`,
+  clusterctl add-node -i hosts.yaml cp2 cp3          # grow the control plane to three (stacked etcd)
+  clusterctl add-node -i hosts.yaml etcd3            # an etcd host back after remove-node (external etcd)`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			inv, _, err := g.loadInventory()

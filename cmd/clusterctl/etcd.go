@@ -31,10 +31,10 @@ func newEtcdStatusCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Members, leader, learners, database size, revision and health of every etcd member",
-		Long: `Ask every control-plane host's etcd member, through that host's own SSH connection, for its status
-(version, leader, learner, database size and the part in use, revision, raft term and index) and its
-health (a linearizable read, as etcdctl endpoint health does, and the member's alarms), and the cluster
-for its member list. Members on no inventory host and inventory hosts that are not members are listed too.
+		Long: `Ask every etcd host's member (the control-plane hosts', when etcd is stacked on them), through that
+host's own SSH connection, for its status (version, leader, learner, database size and the part in use,
+revision, raft term and index) and its health (a linearizable read, as etcdctl endpoint health does, and
+the member's alarms), and the cluster for its member list. Members on no inventory host and inventory hosts that are not members are listed too.
 
 Exit 0 when every member is a started, healthy member; 1 otherwise (for monitoring).`,
 		Example: `  clusterctl etcd status -i hosts.yaml
@@ -176,13 +176,13 @@ func newEtcdRestoreCmd(g *globalOptions) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "restore --from FILE",
-		Short: "Disaster recovery: a new etcd cluster of the control-plane hosts, restored from a snapshot",
-		Long: `Replace the cluster's etcd with a new etcd cluster restored from a snapshot, on every control-plane host
-of the inventory:
+		Short: "Disaster recovery: a new etcd cluster of the etcd hosts, restored from a snapshot",
+		Long: `Replace the cluster's etcd with a new etcd cluster restored from a snapshot, on every etcd host of the
+inventory (its control-plane hosts, when etcd is stacked on them):
 
-  1. the snapshot's integrity hash is checked, every control-plane host reached;
-  2. etcd, the API server, controller-manager and scheduler are stopped on every control-plane host
-     (their manifests held in /var/lib/clusterctl/etcd-restore/held);
+  1. the snapshot's integrity hash is checked, every etcd and control-plane host reached;
+  2. etcd, the API server, controller-manager and scheduler are stopped on every host (static Pods'
+     manifests held in /var/lib/clusterctl/etcd-restore/held; external members' units stopped);
   3. the snapshot is pushed (0600) to each, each member's data directory restored from it with etcdutl
      (a new cluster of exactly these members; the store's revision moved a billion past the snapshot's
      and marked compacted, so every watch client lists again), the old one kept as
