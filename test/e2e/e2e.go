@@ -285,6 +285,24 @@ func (c *Cluster) LoadProbe(t testing.TB, hosts ...string) {
 	}
 }
 
+// ProbePodOn runs the probe (LoadProbe put its image on the node's host) as Pod name in default on the
+// named node, and waits until it is Ready.
+func (c *Cluster) ProbePodOn(t testing.TB, name, node string) {
+	t.Helper()
+	if _, err := c.K(t, `apiVersion: v1
+kind: Pod
+metadata: {name: `+name+`, namespace: default}
+spec:
+  nodeName: `+node+`
+  containers: [{name: probe, image: `+ProbeImage+`, imagePullPolicy: Never, args: [serve]}]
+`, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.K(t, "", "wait", "--for=condition=Ready", "pod/"+name, "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {

@@ -113,18 +113,7 @@ kube_version=%s
 
 	t.Run("a workload runs on the worker", func(t *testing.T) {
 		c.LoadProbe(t, "w1")
-		if _, err := c.K(t, `apiVersion: v1
-kind: Pod
-metadata: {name: on-node1, namespace: default}
-spec:
-  nodeName: node1
-  containers: [{name: probe, image: `+ProbeImage+`, imagePullPolicy: Never, args: [serve]}]
-`, "apply", "-f", "-"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.K(t, "", "wait", "--for=condition=Ready", "pod/on-node1", "--timeout=60s"); err != nil {
-			t.Fatal(err)
-		}
+		c.ProbePodOn(t, "on-node1", "node1")
 	})
 
 	t.Run("a re-run changes nothing", func(t *testing.T) {

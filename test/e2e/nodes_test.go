@@ -22,18 +22,7 @@ func TestGrowAndShrink(t *testing.T) {
 			t.Fatalf("add-node w2: exit %d\n%s", code, tail(stderr, 30))
 		}
 		full.LoadProbe(t, "w2")
-		if _, err := full.K(t, `apiVersion: v1
-kind: Pod
-metadata: {name: on-w2, namespace: default}
-spec:
-  nodeName: w2
-  containers: [{name: probe, image: `+ProbeImage+`, imagePullPolicy: Never, args: [serve]}]
-`, "apply", "-f", "-"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := full.K(t, "", "wait", "--for=condition=Ready", "pod/on-w2", "--timeout=60s"); err != nil {
-			t.Fatal(err)
-		}
+		full.ProbePodOn(t, "on-w2", "w2")
 	})
 
 	t.Run("grow the control plane to three", func(t *testing.T) {
