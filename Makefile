@@ -20,7 +20,7 @@ ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_V
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-upgrade
+.PHONY: help build release test test-long unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-upgrade
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -73,6 +73,9 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	  echo "make test: SKIPPING the lab tier (integration tests on real hosts): $$reason"; export CLUSTERCTL_LAB=off; \
 	fi; \
 	go test -race -count=1 -timeout 80m ./...
+
+test-long: ## the end-to-end cases too long for make test, in place of their shorter forms (certs rotate --ca with external etcd; ~12 min; root)
+	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 40m -v -run 'TestExternalEtcd$$' ./test/e2e/
 
 unit: ## unit tests only, quickly (the lab tier off: as root, plain go test would start lab clusters under its 10-minute default timeout)
 	CLUSTERCTL_LAB=off go test ./...

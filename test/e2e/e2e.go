@@ -64,6 +64,10 @@ func Clusterctl(t testing.TB) string {
 	return binPath
 }
 
+// LongEnv, when set (make test-long), has tests run their cases too long for make test in place of the
+// shorter ones (a CA rotation in place of a leaf rotation).
+const LongEnv = "CLUSTERCTL_E2E_LONG"
+
 // Cluster is a lab whose inventory names the artifacts directory, and the tools to reach it.
 type Cluster struct {
 	Lab       *lab.Lab
