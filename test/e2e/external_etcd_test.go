@@ -266,4 +266,16 @@ kube_version=%s
 		checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
 		c.NodesReady(t, 2)
 	})
+
+	t.Run("reset leaves the etcd hosts as they were", func(t *testing.T) {
+		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
+			t.Fatalf("reset: exit %d\n%s", code, tail(stderr, 30))
+		}
+		for _, h := range []string{"etcd1", "etcd2", "etcd3"} {
+			out := l.Run(t, labHost[h], "systemctl is-active etcd || true; ls /etc/systemd/system/etcd.service /usr/local/bin/etcd /var/lib/etcd /etc/kubernetes 2>&1 | grep -vc 'No such file'")
+			if out != "inactive\n0\n" {
+				t.Errorf("%s after reset: %q", h, out)
+			}
+		}
+	})
 }
