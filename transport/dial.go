@@ -440,9 +440,7 @@ func (d *Dialer) fromSSHConfig(t Target) Target {
 		t.User = get("User")
 	}
 	if t.Port == 0 {
-		if p, err := strconv.Atoi(get("Port")); err == nil {
-			t.Port = p
-		}
+		t.Port = d.configPort(alias, get("Port"))
 	}
 	if len(t.IdentityFiles) == 0 {
 		if files, err := d.cfg.GetAll(alias, "IdentityFile"); err == nil {
@@ -463,6 +461,20 @@ func (d *Dialer) fromSSHConfig(t Target) Target {
 	return t
 }
 
+// configPort is a port the ssh config gives for host: 0 (the default) when it gives none, or one that is
+// not a TCP port (ignored, and logged, as ssh would refuse it).
+func (d *Dialer) configPort(host, v string) int {
+	if v == "" {
+		return 0
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 1 || p > 65535 {
+		d.opts.Log.Warn("ssh config: ignoring a port that is not a TCP port", "host", host, "port", v)
+		return 0
+	}
+	return p
+}
+
 // hopFromSpec reads a ProxyJump entry, [user@]host[:port], and completes it from the config of that host.
 func (d *Dialer) hopFromSpec(spec string) Hop {
 	var h Hop
@@ -471,7 +483,7 @@ func (d *Dialer) hopFromSpec(spec string) Hop {
 	}
 	if host, port, err := net.SplitHostPort(spec); err == nil {
 		h.Address = host
-		h.Port, _ = strconv.Atoi(port)
+		h.Port = d.configPort(spec, port)
 	} else {
 		h.Address = spec
 	}
