@@ -14,6 +14,7 @@
 package artifacts
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,8 +23,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
-	"strings"
 )
 
 // ManifestFile is the manifest's name in an artifacts directory.
@@ -70,20 +71,68 @@ type File struct {
 	Source string `json:"source,omitempty"`
 }
 
+// maxManifest bounds the manifest read: a few hundred files' entries are tens of kilobytes.
+const maxManifest = 16 << 20
+
 // Load reads the manifest of dir.
 func Load(dir string) (*Manifest, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	f, err := os.Open(filepath.Join(dir, ManifestFile))
 	if err != nil {
 		return nil, fmt.Errorf("artifacts directory %s: %w", dir, err)
 	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
+	if err != nil {
+		return nil, fmt.Errorf("artifacts directory %s: %w", dir, err)
+	}
+	m, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("artifacts directory %s: %s: %w", dir, ManifestFile, err)
+	}
+	return m, nil
+}
+
+// Parse reads a manifest: JSON with no unknown field, at most 16 MiB.
+func Parse(data []byte) (*Manifest, error) {
+	if len(data) > maxManifest {
+		return nil, fmt.Errorf("larger than %d bytes", maxManifest)
+	}
 	var m Manifest
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("artifacts directory %s: %s: %w", dir, ManifestFile, err)
+		return nil, err
+	}
+	// Names become paths on hosts (/usr/local/bin/NAME, the images' directory), paths are read here:
+	// each is checked for what it is.
+	var errs []error
+	for i, f := range m.Files {
+		switch {
+		case !filepath.IsLocal(filepath.FromSlash(f.Path)):
+			errs = append(errs, fmt.Errorf("files[%d].path %q leaves the artifacts directory", i, f.Path))
+		case f.Kind != KindBinary && f.Kind != KindImage && f.Kind != KindRuntime && f.Kind != KindCNI:
+			errs = append(errs, fmt.Errorf("files[%d].kind %q is not binary, image, runtime or cni", i, f.Kind))
+		case !nameRE.MatchString(f.Name):
+			errs = append(errs, fmt.Errorf("files[%d].name %q is not a file name (lower-case letters, digits, '.', '_', '-')", i, f.Name))
+		case f.Arch != "" && !archRE.MatchString(f.Arch):
+			errs = append(errs, fmt.Errorf("files[%d].arch %q is not an architecture", i, f.Arch))
+		case !sha256RE.MatchString(f.SHA256):
+			errs = append(errs, fmt.Errorf("files[%d].sha256 %q is not a SHA-256 in hex", i, f.SHA256))
+		case f.Size < 0:
+			errs = append(errs, fmt.Errorf("files[%d].size %d is negative", i, f.Size))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,254}$`)
+	archRE   = regexp.MustCompile(`^[a-z0-9]{1,16}$`)
+	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
 
 // Find returns the file of that kind, name and architecture, or nil.
 func (m *Manifest) Find(kind, name, arch string) *File {

@@ -1,0 +1,38 @@
+package tasks
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// FuzzParseFacts feeds the facts parser arbitrary output, as a hostile host could send: it must never panic,
+// and what it accepts goes through every check without panicking.
+//
+//	go test ./tasks -run '^$' -fuzz FuzzParseFacts -fuzztime 60s
+func FuzzParseFacts(f *testing.F) {
+	files, _ := filepath.Glob("testdata/facts-*.txt")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("listen=0100007F:1A0B 0A\naddr=eth0 10.0.0.1/24\nclock=-99999999999999999999\nmem_kb=x\n"))
+	f.Fuzz(func(t *testing.T, out []byte) {
+		facts, err := ParseFacts("h1", out)
+		if err != nil {
+			return
+		}
+		_ = facts.NodeIP()
+		_ = facts.ListensOn(6443)
+		_ = facts.HasAddress("10.0.0.1")
+		for _, set := range []CheckSet{SetInit, SetControlPlaneJoin, SetJoin, SetEtcd} {
+			_ = Run(facts, &Node{Set: set, NodeName: "h1", KubernetesVersion: "v1.37.2", APIServerPort: 6443,
+				CRISocket: "unix:///run/containerd/containerd.sock", ServiceSubnet: "10.96.0.0/12", PodSubnet: "10.244.0.0/16"})
+		}
+		_ = CrossHostChecks([]*Facts{facts, facts}, 5*time.Second)
+	})
+}
