@@ -87,8 +87,12 @@ lint: ## golangci-lint (pinned, installed into bin/tools on first use)
 fmt: ## gofmt every Go file
 	gofmt -w $$(git ls-files '*.go')
 
-fuzz: ## fuzz the inventory loaders for $(FUZZTIME)
-	go test ./inventory -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+fuzz: ## fuzz every parser of outside input, each for $(FUZZTIME): inventories, ssh_config, known_hosts, host facts, the artifacts manifest
+	go test ./inventory -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	go test ./transport -run '^$$' -fuzz '^FuzzSSHConfig$$' -fuzztime $(FUZZTIME)
+	go test ./transport -run '^$$' -fuzz '^FuzzKnownHosts$$' -fuzztime $(FUZZTIME)
+	go test ./tasks -run '^$$' -fuzz '^FuzzParseFacts$$' -fuzztime $(FUZZTIME)
+	go test ./tasks/artifacts -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 
 lab-deps: ## install the Debian packages the lab needs (root)
 	test/lab/deps.sh
