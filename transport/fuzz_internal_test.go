@@ -1,10 +1,12 @@
 package transport
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -58,6 +60,8 @@ func FuzzKnownHosts(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	// The key's base64 as a known_hosts line has it: every line that accepts it names it so.
+	keyText := strings.Fields(string(ssh.MarshalAuthorizedKey(key)))[1]
 	line := "cp1,10.0.0.1 " + string(ssh.MarshalAuthorizedKey(key))
 	f.Add([]byte(line))
 	f.Add([]byte("@cert-authority *.example " + string(ssh.MarshalAuthorizedKey(key))))
@@ -72,7 +76,9 @@ func FuzzKnownHosts(f *testing.F) {
 			return
 		}
 		addr := &net.TCPAddr{IP: net.ParseIP("10.0.0.1"), Port: 22}
-		_ = hk.callback("cp1", "")("10.0.0.1:22", addr, key)
+		if err := hk.callback("cp1", "")("10.0.0.1:22", addr, key); err == nil && !bytes.Contains(data, []byte(keyText)) {
+			t.Fatalf("the key was accepted, and no line names it:\n%q", data)
+		}
 		_ = hk.algorithms("10.0.0.1:22")
 	})
 }

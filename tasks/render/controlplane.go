@@ -78,8 +78,13 @@ func (r *renderer) controlPlanePKI(h *inventory.Host, add func(string, []byte, f
 	}
 	add(path.Join(kubeadm.PKIDir, "sa.key"), saKey, modeSecret)
 	add(path.Join(kubeadm.PKIDir, "sa.pub"), tr.saPub, modePublic)
-	for _, s := range p.Specs[h.NodeName] {
-		kp := p.Nodes[h.NodeName][s.Name]
+	return r.leafFiles(h, add)
+}
+
+// leafFiles are the node's leaf certificates and keys (those its kind holds: see pki.NodeKind).
+func (r *renderer) leafFiles(h *inventory.Host, add func(string, []byte, fs.FileMode)) error {
+	for _, s := range r.pki.Specs[h.NodeName] {
+		kp := r.pki.Nodes[h.NodeName][s.Name]
 		key, err := pki.EncodeKey(kp.Key)
 		if err != nil {
 			return err
@@ -167,14 +172,8 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 func (r *renderer) etcdMemberFiles(h *inventory.Host, ip string, files *[]transport.File, add func(string, []byte, fs.FileMode)) error {
 	if !h.Has(inventory.RoleControlPlane) {
 		add(path.Join(kubeadm.PKIDir, "etcd", "ca.crt"), r.tr.bundle["etcd-ca"], modePublic)
-		for _, s := range r.pki.Specs[h.NodeName] {
-			kp := r.pki.Nodes[h.NodeName][s.Name]
-			key, err := pki.EncodeKey(kp.Key)
-			if err != nil {
-				return err
-			}
-			add(path.Join(kubeadm.PKIDir, s.Path+".crt"), pki.EncodeCert(kp.Cert), modePublic)
-			add(path.Join(kubeadm.PKIDir, s.Path+".key"), key, modeSecret)
+		if err := r.leafFiles(h, add); err != nil {
+			return err
 		}
 	}
 	digest := sha256.New()
