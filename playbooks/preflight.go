@@ -11,6 +11,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -187,8 +188,12 @@ func (p *preflightRun) tally() {
 	r := p.report
 	for i := range r.Hosts {
 		h := &r.Hosts[i]
-		if h.Facts != nil && h.Facts.Member != "" && slices.Contains(p.opts.Members, h.Facts.Member) {
+		if mark, joined := markOf(p.e.Inv.Cluster.Name, h.Facts); mark != "" && slices.Contains(p.opts.Members, mark) {
 			h.Findings = slices.DeleteFunc(h.Findings, ours)
+			if joined {
+				h.Findings = append(h.Findings, tasks.Finding{Host: h.Name, Check: "Membership", Severity: tasks.SevWarning,
+					Message: "joined this cluster without clusterctl (kubeadm join: the cluster's CA, no clusterctl mark): taken over as a node of the cluster; up writes its configuration and marks it, its kubelet keeps its credentials"})
+			}
 		}
 		tasks.Ignore(h.Findings, p.opts.Ignore)
 		for _, f := range h.Findings {
@@ -205,6 +210,24 @@ func (p *preflightRun) tally() {
 			h.Findings = []tasks.Finding{}
 		}
 	}
+}
+
+// markOf is a host's membership mark: the one clusterctl wrote there, or for a node that joined without
+// clusterctl (joined: kubeadm join; no mark, a kubelet kubeconfig), the mark of the CA certificate it trusts.
+func markOf(cluster string, f *tasks.Facts) (mark string, joined bool) {
+	switch {
+	case f == nil:
+		return "", false
+	case f.Member != "":
+		return f.Member, false
+	case f.CACert == "" || !f.Files[kubeadm.KubeletKubeconfig]:
+		return "", false
+	}
+	ca, err := pki.ParseCert([]byte(f.CACert))
+	if err != nil || !ca.IsCA {
+		return "", false
+	}
+	return MemberMark(cluster, pki.CAHash(ca)), true
 }
 
 // MemberMark is the mark of the cluster named name with the given CA hash.

@@ -122,7 +122,8 @@ func (d *deployment) bootstrapObjects() ([]runtime.Object, error) {
 		containerized = containerized || f.Virt != ""
 	}
 	return addons.ClusterObjects(addons.ClusterParams{Cluster: d.e.Inv.Cluster, NodeEndpoint: d.rendered.NodeEndpoint, CAPEM: d.caPEM(),
-		KubeletConfig: kubeletConf, Token: d.token, Images: d.images, Containerized: containerized})
+		KubeletConfig: kubeletConf, Token: d.token, Images: d.images, Containerized: containerized,
+		EtcdServers: d.rendered.EtcdServers})
 }
 
 // controlPlaneJoins are the run's control-plane hosts but the first.

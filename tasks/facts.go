@@ -72,7 +72,13 @@ type Facts struct {
 	CNIBinDir string `json:"cniBinDir,omitempty"`
 	// Member is what clusterctl wrote in /etc/kubernetes/clusterctl-cluster: the cluster the host belongs to.
 	Member string `json:"member,omitempty"`
+	// CACert is /etc/kubernetes/pki/ca.crt (PEM, at most maxCACert bytes) of a host without the membership
+	// mark: a node that joined without clusterctl (kubeadm join) belongs to the cluster of that CA.
+	CACert string `json:"caCert,omitempty"`
 }
+
+// maxCACert bounds the CA certificate facts keep: a CA certificate is 1-2 KiB.
+const maxCACert = 16 << 10
 
 // Address is one IP address of an interface.
 type Address struct {
@@ -121,7 +127,7 @@ var (
 // factsScript is the facts script (templates/files/facts.sh) for a runtime socket.
 func factsScript(criSocket string) string {
 	return scripts.Facts(scripts.FactsParams{Socket: strings.TrimPrefix(criSocket, "unix://"), Commands: factCommands,
-		Files: factFiles, Dirs: factDirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath})
+		Files: factFiles, Dirs: factDirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert})
 }
 
 // cniBinDirs are where distributions put the CNI plugins.
@@ -262,6 +268,10 @@ func ParseFacts(host string, out []byte) (*Facts, error) {
 			f.Virt = val
 		case "member":
 			f.Member = val
+		case "ca_cert":
+			if len(f.CACert)+len(val) < maxCACert {
+				f.CACert += val + "\n"
+			}
 		case "cni_bin_dir":
 			// Written into containerd's configuration: only one of the directories the script looks in.
 			if slices.Contains(cniBinDirs, val) {

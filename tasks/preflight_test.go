@@ -212,6 +212,11 @@ func TestHostileFacts(t *testing.T) {
 	if f.CNIBinDir != "/usr/lib/cni" {
 		t.Errorf("a known CNI directory refused: %q", f.CNIBinDir)
 	}
+	// A CA certificate the size of a disk is kept only up to its bound.
+	big := "hostname\tcp1\nkernel\t6.1.0\n" + strings.Repeat("ca_cert\t"+strings.Repeat("A", 64)+"\n", 10000)
+	if f, _ = ParseFacts("cp1", []byte(big)); len(f.CACert) > maxCACert {
+		t.Errorf("CA certificate kept at %d bytes", len(f.CACert))
+	}
 }
 
 // A missing command is named with the command that installs it, for the host's package manager.

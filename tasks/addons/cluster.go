@@ -23,6 +23,8 @@ type ClusterParams struct {
 	Images images.Set
 	// Containerized hosts cannot tune conntrack: kube-proxy leaves it alone.
 	Containerized bool
+	// EtcdServers are the client URLs of an external etcd cluster; empty: stacked etcd.
+	EtcdServers []string
 }
 
 // ClusterObjects are the objects up applies through the API once the first API server answers, as kubeadm
@@ -36,7 +38,8 @@ func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 		EncryptionAlgorithm: c.Certificates.KeyAlgorithm, CertValidity: c.Certificates.Validity.Duration,
 		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: c.APIServer.ExtraArgs.Pairs(),
 		ControllerManager: c.ControllerManager.ExtraArgs.Pairs(), SchedulerArgs: c.Scheduler.ExtraArgs.Pairs(),
-		EtcdArgs: c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs})
+		EtcdArgs: c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs,
+		EtcdServers: p.EtcdServers})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ package bootstrap
 
 import (
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -145,6 +146,8 @@ type ClusterConfig struct {
 	SchedulerArgs        [][2]string
 	EtcdArgs             [][2]string
 	CertSANs             []string
+	// EtcdServers are the client URLs of an external etcd cluster; empty: stacked etcd (etcd.local).
+	EtcdServers []string
 }
 
 // KubeadmConfig is kube-system/kubeadm-config, so that `kubeadm upgrade` and tools that read it find the
@@ -175,6 +178,13 @@ func KubeadmConfig(c ClusterConfig) (*corev1.ConfigMap, error) {
 		"etcd":                        map[string]any{"local": map[string]any{"dataDir": kubeadm.EtcdDataDir, "extraArgs": args(c.EtcdArgs)}},
 		"dns":                         map[string]any{},
 		"proxy":                       map[string]any{},
+	}
+	if len(c.EtcdServers) > 0 {
+		// The API servers' client of the etcd hosts: kubeadm then neither checks nor renews etcd's own
+		// certificates, which live on those hosts.
+		doc["etcd"] = map[string]any{"external": map[string]any{"endpoints": c.EtcdServers,
+			"caFile": path.Join(kubeadm.PKIDir, "etcd/ca.crt"), "certFile": path.Join(kubeadm.PKIDir, "apiserver-etcd-client.crt"),
+			"keyFile": path.Join(kubeadm.PKIDir, "apiserver-etcd-client.key")}}
 	}
 	data, err := yaml.Marshal(doc)
 	if err != nil {

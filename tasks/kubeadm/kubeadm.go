@@ -34,8 +34,12 @@ const (
 
 	KubeletConfig = KubeletDir + "/config.yaml"
 	KubeletFlags  = KubeletDir + "/kubeadm-flags.env"
-	KubeletUnit   = "/etc/systemd/system/kubelet.service"
-	KubeletDropIn = "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"
+	// KubeletInstanceConfig is kubeadm's per-node part of the kubelet's configuration (the runtime endpoint):
+	// the kubelet does not read it; kubeadm does (upgrade, certs, join) and merges it into config.yaml when
+	// it writes that file.
+	KubeletInstanceConfig = KubeletDir + "/instance-config.yaml"
+	KubeletUnit           = "/etc/systemd/system/kubelet.service"
+	KubeletDropIn         = "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"
 	// KubeletClientCurrent and KubeletServerCurrent are the kubelet's current client and serving pairs.
 	KubeletClientCurrent = KubeletPKIDir + "/kubelet-client-current.pem"
 	KubeletServerCurrent = KubeletPKIDir + "/kubelet-server-current.pem"

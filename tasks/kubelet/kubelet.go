@@ -6,6 +6,7 @@ package kubelet
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,6 +82,12 @@ func Flags(nodeIP, nodeName string, extra [][2]string) ([]byte, error) {
 		}
 	}
 	return templates.Render("kubeadm-flags.env", map[string]string{"Args": strings.Join(args, " ")})
+}
+
+// InstanceConfig is the node's instance-config.yaml as kubeadm writes it: the runtime endpoint, which kubeadm
+// reads (upgrade, certs) and merges into config.yaml when it rewrites that file.
+func InstanceConfig(criEndpoint string) []byte {
+	return []byte("containerRuntimeEndpoint: " + strconv.Quote(criEndpoint) + "\n")
 }
 
 // Unit and DropIn are the kubelet's systemd unit and kubeadm's drop-in for a kubelet binary at kubeletPath.

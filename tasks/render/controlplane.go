@@ -140,9 +140,7 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 	if r.tr.signer != nil {
 		mp.Signer = pki.SignerName
 	}
-	for _, m := range r.etcd {
-		mp.EtcdServers = append(mp.EtcdServers, "https://"+net.JoinHostPort(r.nodeIP(m), strconv.Itoa(kubeadm.PortEtcdClient)))
-	}
+	mp.EtcdServers = r.res.EtcdServers
 	pods := manifests.All(mp)
 	if r.etcd != nil {
 		delete(pods, "etcd.yaml") // a systemd unit runs this host's member, if it has one

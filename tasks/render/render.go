@@ -109,6 +109,9 @@ type Result struct {
 	// NodeEndpoint is the URL nodes reach it at: Endpoint, or the node-local proxy
 	// (https://127.0.0.1:7443) when several control-plane nodes have no controlPlaneEndpoint in front.
 	NodeEndpoint string
+	// EtcdServers are the client URLs of an external etcd cluster's members (every API server's
+	// --etcd-servers); empty when etcd is stacked.
+	EtcdServers []string
 }
 
 // Registry is how hosts reach the private registry they pull images from.
@@ -173,6 +176,9 @@ func Render(o Options) (*Result, error) {
 	}
 	if err := r.common(); err != nil {
 		return nil, err
+	}
+	for _, m := range r.etcd {
+		r.res.EtcdServers = append(r.res.EtcdServers, "https://"+net.JoinHostPort(r.nodeIP(m), strconv.Itoa(kubeadm.PortEtcdClient)))
 	}
 	for i := range o.Inv.Hosts {
 		h := &o.Inv.Hosts[i]
@@ -357,6 +363,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	}
 	add(kubeadm.KubeletConfig, r.kubeletConfig, modePublic)
 	add(kubeadm.KubeletFlags, flags, modePublic)
+	add(kubeadm.KubeletInstanceConfig, kubelet.InstanceConfig(c.ContainerRuntimeEndpoint), modePublic)
 	add(kubeadm.KubeletUnit, r.unit, modePublic)
 	add(kubeadm.KubeletDropIn, r.dropIn, modePublic)
 	add(kubeadm.ContainerdConfig, containerd, modePublic)

@@ -186,6 +186,8 @@ type FactsParams struct {
 	Socket                            string // the runtime's socket path
 	Commands, Files, Dirs, CNIBinDirs []string
 	MemberPath                        string
+	// CACert is the cluster CA's certificate on a node, read when the host has no membership mark.
+	CACert string
 }
 
 // Facts prints one fact per line, "key<TAB>value".

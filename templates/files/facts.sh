@@ -49,5 +49,7 @@ while read -r k v rest; do [ "$k" = Uid: ] && f uid "$v"; done < /proc/self/stat
 getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
 [ -r /run/systemd/container ] && r /run/systemd/container virt
 r {{q .MemberPath}} member
+{{- /* A node that joined without clusterctl (kubeadm join) has no mark: its CA certificate says which cluster. */}}
+[ -z "$v" ] && [ -r {{q .CACert}} ] && while read -r l; do f ca_cert "$l"; done < {{q .CACert}}
 for d in {{args .CNIBinDirs}}; do [ -x "$d/bridge" ] && { f cni_bin_dir "$d"; break; }; done
 exit 0

@@ -5,8 +5,10 @@
 #   test/lab/build-k8s.sh [VERSION]        (default: $K8S_VERSION, else the lab's pinned version)
 #
 # Output: $CACHE/<version>/bin/linux-<arch>/{kube-apiserver,kube-controller-manager,kube-scheduler,
-# kubelet,kube-proxy,kubectl,etcd,etcdctl,etcdutl,coredns} and $CACHE/<version>/bin/versions.env (the versions built). A version whose
-# binaries are all present is not rebuilt. $CACHE is $CLUSTERCTL_LAB_CACHE, else ~/.cache/clusterctl-lab.
+# kubelet,kube-proxy,kubectl,etcd,etcdctl,etcdutl,coredns} and $CACHE/<version>/bin/versions.env (the versions built), and
+# $CACHE/<version>/tools/linux-<arch>/kubeadm (outside bin/: not an artifact clusterctl delivers; the tests that
+# show kubeadm operating a clusterctl cluster copy it onto hosts). A version whose binaries are all present is
+# not rebuilt. $CACHE is $CLUSTERCTL_LAB_CACHE, else ~/.cache/clusterctl-lab.
 #
 # `go install k8s.io/kubernetes/cmd/...@v` does not work (the module has replace directives), so a wrapper
 # module requires k8s.io/kubernetes and replaces every k8s.io staging module with its published v0.Y.Z.
@@ -18,6 +20,7 @@ VERSION=${1:-${K8S_VERSION:-v1.37.2}}
 CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
 ARCH=$(go env GOARCH)
 OUT=$CACHE/$VERSION/bin/linux-$ARCH
+TOOLS=$CACHE/$VERSION/tools/linux-$ARCH
 export PATH=$PATH:/usr/local/go/bin
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH
 
@@ -46,6 +49,7 @@ for b in "${want[@]}"; do [ -x "$OUT/$b" ] || missing+=("$b"); done
 built() { grep -qx "$1=$2" "$OUT/../versions.env" 2>/dev/null; }
 built ETCD_VERSION "$ETCD" || missing+=(etcd etcdctl etcdutl)
 built COREDNS_VERSION "$COREDNS" || missing+=(coredns)
+[ -x "$TOOLS/kubeadm" ] || missing+=(kubeadm)
 if [ ${#missing[@]} -eq 0 ] && built PAUSE_VERSION "$PAUSE"; then
   echo "build-k8s: $VERSION binaries cached in $OUT"
   exit 0
@@ -53,7 +57,7 @@ fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/clusterctl-k8s-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$TOOLS"
 start=$(date +%s)
 
 
@@ -82,6 +86,10 @@ if need "${components[@]}"; then
   pkgs=()
   for c in "${components[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
   (cd "$work/k8s" && go mod download k8s.io/kubernetes && go build -trimpath -ldflags "$ldflags" -o "$OUT/" "${pkgs[@]}")
+fi
+if need kubeadm; then
+  echo "build-k8s: building kubeadm $VERSION"
+  (cd "$work/k8s" && go mod download k8s.io/kubernetes && go build -trimpath -ldflags "$ldflags" -o "$TOOLS/" k8s.io/kubernetes/cmd/kubeadm)
 fi
 
 if need etcd etcdctl etcdutl; then

@@ -250,6 +250,7 @@ changed='
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 /var/lib/kubelet/config.yaml
+/var/lib/kubelet/instance-config.yaml
 /var/lib/kubelet/kubeadm-flags.env
 /usr/local/bin/etcdctl
 /usr/local/bin/etcdutl
@@ -388,6 +389,7 @@ changed='
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 /var/lib/kubelet/config.yaml
+/var/lib/kubelet/instance-config.yaml
 /var/lib/kubelet/kubeadm-flags.env
 /etc/kubernetes/bootstrap-kubelet.conf
 /usr/local/bin/etcd

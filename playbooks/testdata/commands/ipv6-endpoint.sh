@@ -62,6 +62,7 @@ changed='
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 /var/lib/kubelet/config.yaml
+/var/lib/kubelet/instance-config.yaml
 /var/lib/kubelet/kubeadm-flags.env
 /usr/local/bin/etcdctl
 /usr/local/bin/etcdutl
@@ -220,6 +221,7 @@ changed='
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 /var/lib/kubelet/config.yaml
+/var/lib/kubelet/instance-config.yaml
 /var/lib/kubelet/kubeadm-flags.env
 /usr/local/bin/etcdctl
 /usr/local/bin/etcdutl
@@ -378,6 +380,7 @@ changed='
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 /var/lib/kubelet/config.yaml
+/var/lib/kubelet/instance-config.yaml
 /var/lib/kubelet/kubeadm-flags.env
 /usr/local/bin/etcdctl
 /usr/local/bin/etcdutl
@@ -507,6 +510,7 @@ changed='
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 /var/lib/kubelet/config.yaml
+/var/lib/kubelet/instance-config.yaml
 /var/lib/kubelet/kubeadm-flags.env
 /etc/kubernetes/bootstrap-kubelet.conf
 /usr/local/bin/kubelet
