@@ -74,8 +74,8 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	fi; \
 	go test -race -count=1 -timeout 80m ./...
 
-test-long: ## the end-to-end cases too long for make test, in place of their shorter forms (certs rotate --ca with external etcd; ~12 min; root)
-	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 40m -v -run 'TestExternalEtcd$$' ./test/e2e/
+test-long: ## the end-to-end cases too long for make test, in place of their shorter forms (certs rotate --ca with external etcd, and on three stacked control-plane nodes; ~32 min; root)
+	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 70m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$' ./test/e2e/
 
 unit: ## unit tests only, quickly (the lab tier off: as root, plain go test would start lab clusters under its 10-minute default timeout)
 	CLUSTERCTL_LAB=off go test ./...
