@@ -128,11 +128,11 @@ users:
 		serviceAccount(kubeProxy),
 		bootstrap.ClusterRoleBinding("kubeadm:node-proxier", "system:node-proxier",
 			rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: kubeProxy, Namespace: bootstrap.KubeSystem}),
-		&corev1.ConfigMap{
+		bootstrap.SignComponentConfig(&corev1.ConfigMap{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 			ObjectMeta: metav1.ObjectMeta{Name: kubeProxy, Namespace: bootstrap.KubeSystem, Labels: map[string]string{"app": kubeProxy}},
 			Data:       map[string]string{"config.conf": string(confYAML), "kubeconfig.conf": kubeconfig},
-		},
+		}),
 		// Joining nodes may read kube-proxy's configuration (kubeadm join does).
 		bootstrap.GetRole(bootstrap.KubeSystem, kubeProxy, "configmaps", kubeProxy),
 		bootstrap.RoleBinding(bootstrap.KubeSystem, kubeProxy,

@@ -6,8 +6,11 @@
 package bootstrap
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -195,7 +198,28 @@ func KubeadmConfig(c ClusterConfig) (*corev1.ConfigMap, error) {
 
 // KubeletConfig is kube-system/kubelet-config: the KubeletConfiguration every node runs with.
 func KubeletConfig(config []byte) *corev1.ConfigMap {
-	return configMap(KubeSystem, "kubelet-config", map[string]string{"kubelet": string(config)})
+	return SignComponentConfig(configMap(KubeSystem, "kubelet-config", map[string]string{"kubelet": string(config)}))
+}
+
+// ComponentConfigHash is the annotation kubeadm marks the component configurations it made with (kubelet-
+// config, kube-proxy's ConfigMap): with it kubeadm treats the configuration as generated, not the user's.
+const ComponentConfigHash = "kubeadm.kubernetes.io/component-config.hash"
+
+// SignComponentConfig annotates a component's ConfigMap as kubeadm does (ChecksumForConfigMap): the SHA-256
+// of its values in the order of their keys, data then binaryData. It returns cm.
+func SignComponentConfig(cm *corev1.ConfigMap) *corev1.ConfigMap {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
+		h.Write([]byte(cm.Data[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
+		h.Write(cm.BinaryData[k])
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[ComponentConfigHash] = fmt.Sprintf("sha256:%x", h.Sum(nil))
+	return cm
 }
 
 // Objects are the RBAC objects and ConfigMaps of a new cluster, in the order to apply them: the admin

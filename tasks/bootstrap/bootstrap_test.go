@@ -1,6 +1,8 @@
 package bootstrap
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
@@ -137,5 +139,13 @@ func TestObjects(t *testing.T) {
 	}
 	if !anon {
 		t.Error("anonymous clients cannot read cluster-info")
+	}
+}
+
+// The signature is kubeadm's ChecksumForConfigMap: the values hashed in the order of their keys, data first.
+func TestSignComponentConfig(t *testing.T) {
+	cm := SignComponentConfig(&corev1.ConfigMap{Data: map[string]string{"b": "2", "a": "1"}, BinaryData: map[string][]byte{"c": []byte("3")}})
+	if got, want := cm.Annotations[ComponentConfigHash], fmt.Sprintf("sha256:%x", sha256.Sum256([]byte("123"))); got != want {
+		t.Errorf("signature %s, want %s", got, want)
 	}
 }

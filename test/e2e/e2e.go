@@ -289,6 +289,25 @@ func (c *Cluster) LoadProbe(t testing.TB, hosts ...string) {
 	}
 }
 
+// Put copies a local file to dst (mode 0755) on each host, written beside it and renamed into place.
+func (c *Cluster) Put(t testing.TB, src, dst string, hosts ...string) {
+	t.Helper()
+	for _, h := range hosts {
+		f, err := os.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := "'" + strings.ReplaceAll(dst, "'", `'\''`) + "'"
+		cmd := exec.Command("ssh", "-F", c.Lab.SSHConfig(), h, "cat >"+q+".tmp && chmod 755 "+q+".tmp && mv "+q+".tmp "+q)
+		cmd.Stdin = f
+		out, err := cmd.CombinedOutput()
+		f.Close()
+		if err != nil {
+			t.Fatalf("copying %s to %s:%s: %v\n%s", src, h, dst, err, out)
+		}
+	}
+}
+
 // ProbePodOn runs the probe (LoadProbe put its image on the node's host) as Pod name in default on the
 // named node, and waits until it is Ready.
 func (c *Cluster) ProbePodOn(t testing.TB, name, node string) {

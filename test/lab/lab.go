@@ -221,3 +221,14 @@ func (l *Lab) Kill(t testing.TB, host string) {
 		t.Fatalf("lab kill %s: %v\n%s", host, err, out)
 	}
 }
+
+// Kubeadm is kubeadm of a version the lab builds (build-k8s.sh puts it beside the artifacts, outside them:
+// clusterctl does not deliver it); the test is skipped, saying so, when it has not been built.
+func Kubeadm(t testing.TB, version string) string {
+	t.Helper()
+	p := filepath.Join(ArtifactsDir(version), "tools", "linux-"+runtime.GOARCH, "kubeadm")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("no kubeadm %s in %s: `make artifacts` builds it (test/lab/build-k8s.sh)", version, filepath.Dir(p))
+	}
+	return p
+}
