@@ -171,50 +171,6 @@ func TestUpgrade(t *testing.T) {
 	})
 }
 
-// TestUpgradeSingleControlPlane upgrades one control-plane node and a worker after the inventory's
-// version and artifacts are raised, and measures the outage a single API server means.
-func TestUpgradeSingleControlPlane(t *testing.T) {
-	fromDir, fromM := lab.ArtifactsOf(t, lab.UpgradeFrom)
-	toDir, toM := lab.Artifacts(t)
-	c := newCluster(t, lab.Options{Hosts: 2, ControlPlanes: 1}, fromDir, fromM.KubernetesVersion, "") // cp1 w1
-	c.Up(t)
-	c.LoadProbe(t, "cp1", "w1")
-	StartMovingClients(t, c)
-	data, err := os.ReadFile(c.Inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := strings.Replace(strings.Replace(string(data), "kubernetesVersion: "+fromM.KubernetesVersion, "kubernetesVersion: "+toM.KubernetesVersion, 1),
-		"artifacts: "+fromDir, "artifacts: "+toDir, 1)
-	if err := os.WriteFile(c.Inventory, []byte(inv), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, stderr, code := c.upgrade(t, "--yes")
-	if code != 0 {
-		t.Fatalf("upgrade: exit %d: %s\n%s", code, r.Error, tail(stderr, 40))
-	}
-	t.Logf("upgraded %s to %s: control plane %+v, kubelets %+v", r.From, r.To, r.ControlPlanes, r.Kubelets)
-	if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.nodeInfo.kubeletVersion} {.spec.unschedulable}{\"\\n\"}{end}"); out != strings.Repeat(toM.KubernetesVersion+" \n", 2) {
-		t.Errorf("kubelets (version, unschedulable):\n%s", out)
-	}
-	time.Sleep(3 * time.Second)
-	o := ClientOutcomes(t, c, "cp1", "w1")
-	var longest time.Duration
-	for _, d := range o.Outages {
-		longest = max(longest, d)
-	}
-	t.Logf("one control-plane node: token client %d ok (%d retries), %d failed; outages %v (longest %s)", o.OK, o.Retried, len(o.Failed), o.Outages, longest)
-	if o.OK == 0 {
-		t.Error("no request of the token client succeeded")
-	}
-	for _, f := range o.Failed {
-		// The single API server restarting is an outage; the workload unreachable is a failure.
-		if strings.Contains(f, "fail web") {
-			t.Errorf("workload: %s", f)
-		}
-	}
-}
-
 // StartMovingClients starts, as StartClients does, a workload (two replicas behind a Service, a
 // PodDisruptionBudget keeping one) and a token client, free to run on any node (control-plane ones too),
 // so that drains move them and they keep serving.
