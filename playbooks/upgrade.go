@@ -338,6 +338,11 @@ func (u *upgradeRun) check(ctx context.Context) error {
 			}
 		}
 	}
+	for _, h := range u.workers() {
+		if byName[h.NodeName] == nil {
+			reasons = append(reasons, fmt.Sprintf("worker %s is not a Node of the cluster: join it first (clusterctl add-node %s), or leave it out of the inventory", h.Name, h.Name))
+		}
+	}
 	from, skew := versionReasons(u.to, apiServers, kubelets, u.limit)
 	reasons = append(reasons, skew...)
 	if from != nil && u.res.From == "" {
@@ -347,7 +352,7 @@ func (u *upgradeRun) check(ctx context.Context) error {
 	for _, h := range u.e.Inv.Hosts {
 		n := byName[h.NodeName]
 		if n == nil {
-			continue // not part of the cluster yet: add-node brings it in at the target
+			continue // refused above
 		}
 		if !nodes.Ready(n) && !u.current(h.Name) {
 			notReady = append(notReady, h.NodeName)

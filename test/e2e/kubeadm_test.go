@@ -188,10 +188,11 @@ func TestKubeadm(t *testing.T) {
 			t.Errorf("kubeadm %s did not read the cluster's configuration:\n%s", to, out)
 		}
 		// With a version named kubeadm asks no release server (the lab has no internet).
-		if out, err := full.Lab.SSH("", "cp1", "kubeadm-"+to+" upgrade plan "+to+" 2>&1"); err != nil || containsAny(out, kubeadmFallback) || !strings.Contains(out, "Cluster version: "+to) {
+		if out, err := full.Lab.SSH("", "cp1", "kubeadm-"+to+" upgrade plan "+to+" 2>&1"); err != nil || containsAny(out, kubeadmFallback) || !strings.Contains(out, "Cluster version: "+strings.TrimPrefix(to, "v")) {
 			t.Errorf("kubeadm %s upgrade plan: %v\n%s", to, err, out)
 		}
-		out, err := full.Lab.SSH("", "w1", "kubeadm-"+to+" upgrade node 2>&1 && systemctl restart kubelet")
+		// SystemVerification: this machine's hosts use cgroup v1, which kubeadm refuses from v1.35 unless told.
+		out, err := full.Lab.SSH("", "w1", "kubeadm-"+to+" upgrade node --ignore-preflight-errors=SystemVerification 2>&1 && systemctl restart kubelet")
 		if err != nil || containsAny(out, kubeadmFallback) {
 			t.Fatalf("kubeadm %s upgrade node on w1: %v\n%s", to, err, out)
 		}
@@ -245,6 +246,6 @@ func prepareForKubeadm(t testing.TB, c *Cluster, model, host string) {
 	if err := pack.Wait(); err != nil {
 		t.Fatalf("packing on %s: %v\n%s", model, err, packErr.String())
 	}
-	c.Lab.Run(t, host, "sysctl -q --system >/dev/null 2>&1; systemctl daemon-reload && systemctl enable -q --now containerd && systemctl enable -q kubelet && "+
+	c.Lab.Run(t, host, "sysctl -q --system >/dev/null 2>&1; systemctl daemon-reload && systemctl enable -q containerd kubelet && systemctl restart containerd && "+
 		"for f in /var/lib/clusterctl/images/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null || exit 1; done && rm -rf /var/lib/clusterctl")
 }
