@@ -363,14 +363,22 @@ func (u *upRun) ready(ctx context.Context) error {
 	if u.e.Inv.Cluster.CNI.Plugin == inventory.CNINone {
 		u.e.say("ready", "", "not waiting for Ready nodes: no pod network")
 	} else {
+		serving := map[string]bool{}
 		err := u.waitNodes(ctx, "ready", func(byName map[string]*corev1.Node) (bool, string) {
 			var waiting []string
 			for _, h := range u.nodes() {
 				n := byName[h.NodeName]
-				if n == nil || !nodes.Ready(n) {
+				switch {
+				case n == nil || !nodes.Ready(n):
 					waiting = append(waiting, h.NodeName+" (not Ready)")
-				} else if !u.approver.Approved(h.NodeName) {
+				case !u.approver.Approved(h.NodeName):
 					waiting = append(waiting, h.NodeName+" (no serving certificate)")
+				case !serving[h.NodeName]:
+					// An approved request may be one a kubelet restarted since made: the kubelet running
+					// now serves with a certificate only once its own request is approved.
+					if serving[h.NodeName] = kubeletServes(ctx, admin, h.NodeName); !serving[h.NodeName] {
+						waiting = append(waiting, h.NodeName+" (its kubelet serves no certificate yet)")
+					}
 				}
 			}
 			return len(waiting) == 0, "nodes: " + strings.Join(waiting, ", ")
@@ -402,6 +410,15 @@ func (u *upRun) ready(ctx context.Context) error {
 	}
 	u.res.Nodes, err = nodeStatuses(ctx, admin)
 	return err
+}
+
+// kubeletServes reports whether a node's kubelet answers on its TLS port (through the API server's node
+// proxy, as kubectl logs and exec reach it): it does only with a serving certificate.
+func kubeletServes(ctx context.Context, admin *apiclient.Client, node string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := admin.Kube.CoreV1().RESTClient().Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("healthz").DoRaw(ctx)
+	return err == nil
 }
 
 // nodeStatuses are the cluster's Nodes as a run leaves them, by name.
