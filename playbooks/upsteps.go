@@ -377,7 +377,7 @@ func (u *upRun) ready(ctx context.Context) error {
 					// An approved request may be one a kubelet restarted since made: the kubelet running
 					// now serves with a certificate only once its own request is approved.
 					if serving[h.NodeName] = kubeletServes(ctx, admin, h.NodeName); !serving[h.NodeName] {
-						waiting = append(waiting, h.NodeName+" (its kubelet serves no certificate yet)")
+						waiting = append(waiting, h.NodeName+" (its kubelet does not answer the API server on port 10250 yet: no serving certificate, or the port unreachable)")
 					}
 				}
 			}
