@@ -155,9 +155,12 @@ func (u *upRun) startControlPlane(ctx context.Context) error {
 	return u.startKubelet(ctx, "control-plane", []string{u.cp1.Name})
 }
 
-// join starts the workers' kubelets, which TLS-bootstrap with the token; the controller-manager approves
-// their client certificates.
+// join starts the workers' kubelets, which TLS-bootstrap with the token; clusterctl approves their client
+// certificates (see csr.CheckClient), the controller-manager signs them.
 func (u *upRun) join(ctx context.Context) error {
+	if err := u.waitSigner(ctx); err != nil {
+		return err
+	}
 	return u.startKubelet(ctx, "join", names(u.workers()))
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/cni"
+	"github.com/clusterctl/clusterctl/tasks/csr"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
@@ -124,6 +125,46 @@ func (d *deployment) bootstrapObjects() ([]runtime.Object, error) {
 	return addons.ClusterObjects(addons.ClusterParams{Cluster: d.e.Inv.Cluster, NodeEndpoint: d.rendered.NodeEndpoint, CAPEM: d.caPEM(),
 		KubeletConfig: kubeletConf, Token: d.token, Images: d.images, Containerized: containerized,
 		EtcdServers: d.rendered.EtcdServers})
+}
+
+// signerWait bounds waitSigner: past it the kubelets start anyway (they only join later).
+const signerWait = 45 * time.Second
+
+// waitSigner waits, at most signerWait, until the controller-manager signs kubelets' certificates. On a new
+// cluster its signers start seconds after the API server is ready (after its leader election and its
+// controllers' credentials); a kubelet started before then runs as system:anonymous until its client
+// certificate comes, and its informers back off meanwhile: measured in the lab, such a worker registered
+// 6 s after its certificate came and turned Ready 12 s after its pod network was there, instead of at
+// once. The sign is a kubelet request approved and not issued yet (the first control-plane node's serving
+// request, approved here): it is issued once the signers run. With none (all issued, a running cluster)
+// there is nothing to wait for.
+func (u *upRun) waitSigner(ctx context.Context) error {
+	if u.o.DryRun {
+		return nil
+	}
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	u.approver.Kube = admin.Kube
+	err = wait.Poll(ctx, wait.Options{Timeout: signerWait, Interval: 250 * time.Millisecond}, func() (bool, string, error) {
+		if err := u.approver.Round(ctx); err != nil {
+			return false, "", err
+		}
+		list, err := admin.Kube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		if r := csr.AwaitingSignature(list.Items); r != "" {
+			return false, "the controller-manager to sign " + r, nil
+		}
+		return true, "", nil
+	})
+	if err != nil && ctx.Err() == nil {
+		u.e.say("join", "", "%v; starting the kubelets anyway", err)
+		return nil
+	}
+	return err
 }
 
 // controlPlaneJoins are the run's control-plane hosts but the first.

@@ -197,3 +197,28 @@ users:
 		t.Errorf("kubelet.conf:\n%s", data)
 	}
 }
+
+// Archives are imported side by side; one import failing fails the push, after the others finished.
+func TestPushImportFails(t *testing.T) {
+	log := fakes(t, true)
+	bin := filepath.Dir(log)
+	ctr := "#!/bin/sh\ncase \"$*\" in *bad.tar*) echo \"ctr: bad.tar: unexpected EOF\" >&2; exit 1;; *import*) sleep 0.2; printf '%s|' imported \"$@\" >>" + log + "; echo >>" + log + ";; esac\n"
+	if err := os.WriteFile(filepath.Join(bin, "ctr"), []byte(ctr), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var files []transport.File
+	var images []scripts.Image
+	for _, name := range []string{"a.tar", "bad.tar", "c.tar"} {
+		files = append(files, transport.File{Path: filepath.Join(dir, name), Data: []byte(name)})
+		images = append(images, scripts.Image{File: filepath.Join(dir, name), Ref: "example.org/" + name})
+	}
+	n := Node{Mark: transport.File{Path: filepath.Join(dir, "mark"), Data: []byte("m")}, Files: files, Images: images, Stamps: filepath.Join(dir, "stamps")}
+	_, err := Push(context.Background(), conntest.Connect(t), n)
+	if err == nil || !strings.Contains(err.Error(), "bad.tar: unexpected EOF") || !strings.Contains(err.Error(), "importing an image archive failed") {
+		t.Fatalf("err = %v", err)
+	}
+	if got := calls(t, log); strings.Count(got, "imported|") != 2 {
+		t.Errorf("the other imports did not finish:\n%s", got)
+	}
+}

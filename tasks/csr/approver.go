@@ -166,3 +166,12 @@ func approved(r *certificatesv1.CertificateSigningRequest) bool {
 	}
 	return false
 }
+
+func failed(r *certificatesv1.CertificateSigningRequest) bool {
+	for _, c := range r.Status.Conditions {
+		if c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed {
+			return true
+		}
+	}
+	return false
+}

@@ -34,6 +34,22 @@ func Pending(r *certificatesv1.CertificateSigningRequest) bool {
 	return true
 }
 
+// AwaitingSignature names a kubelet request (client or serving) that is approved and neither issued nor
+// failed: the controller-manager has not signed it yet. "" when there is none.
+func AwaitingSignature(requests []certificatesv1.CertificateSigningRequest) string {
+	for i := range requests {
+		r := &requests[i]
+		if r.Spec.SignerName != certificatesv1.KubeletServingSignerName && r.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
+			continue
+		}
+		if len(r.Status.Certificate) > 0 || !approved(r) || failed(r) {
+			continue
+		}
+		return r.Name
+	}
+	return ""
+}
+
 // usagesWithin says why usages are not all among allowed, or lack need ("" when they are fine).
 func usagesWithin(usages []certificatesv1.KeyUsage, need certificatesv1.KeyUsage, what string) string {
 	for _, u := range usages {

@@ -120,6 +120,37 @@ func TestPending(t *testing.T) {
 	}
 }
 
+// Only a kubelet request approved and neither issued nor failed awaits the controller-manager's signature.
+func TestAwaitingSignature(t *testing.T) {
+	req := func(name, signer string, cert []byte, conds ...certificatesv1.RequestConditionType) certificatesv1.CertificateSigningRequest {
+		r := certificatesv1.CertificateSigningRequest{}
+		r.Name, r.Spec.SignerName, r.Status.Certificate = name, signer, cert
+		for _, c := range conds {
+			r.Status.Conditions = append(r.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: c})
+		}
+		return r
+	}
+	const serving, client = certificatesv1.KubeletServingSignerName, certificatesv1.KubeAPIServerClientKubeletSignerName
+	approved := certificatesv1.CertificateApproved
+	for _, tc := range []struct {
+		name string
+		reqs []certificatesv1.CertificateSigningRequest
+		want string
+	}{
+		{"none", nil, ""},
+		{"pending", []certificatesv1.CertificateSigningRequest{req("a", serving, nil)}, ""},
+		{"issued", []certificatesv1.CertificateSigningRequest{req("a", serving, []byte("x"), approved)}, ""},
+		{"approved serving", []certificatesv1.CertificateSigningRequest{req("a", client, []byte("x"), approved), req("b", serving, nil, approved)}, "b"},
+		{"approved client", []certificatesv1.CertificateSigningRequest{req("c", client, nil, approved)}, "c"},
+		{"failed", []certificatesv1.CertificateSigningRequest{req("a", serving, nil, approved, certificatesv1.CertificateFailed)}, ""},
+		{"another signer", []certificatesv1.CertificateSigningRequest{req("a", "example.com/signer", nil, approved)}, ""},
+	} {
+		if got := AwaitingSignature(tc.reqs); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 // A joining kubelet's client request is approved only with this run's token, for an inventory node,
 // naming nothing else, for client auth only.
 func TestCheckClient(t *testing.T) {

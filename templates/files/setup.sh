@@ -23,8 +23,14 @@ elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containe
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
 {{- end}}
+# Image archives are imported side by side (each unpacks its layers), then each import's status checked
+# (ctr's error names the archive).
+imports=
+import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.io images import "$2" >/dev/null & imports="$imports $!"; }; }
 {{- range .Images}}
-if changes {{q .File}} || ! ctr -n k8s.io images ls -q {{q (print "name==" .Ref)}} 2>/dev/null | grep -q .; then act {{q (print "import image " .Ref)}} ctr -n k8s.io images import {{q .File}}; fi
+if changes {{q .File}} || ! ctr -n k8s.io images ls -q {{q (print "name==" .Ref)}} 2>/dev/null | grep -q .; then import_image {{q .Ref}} {{q .File}}; fi
 {{- end}}
+failed=; for p in $imports; do wait "$p" || failed=1; done
+[ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
 {{- end}}

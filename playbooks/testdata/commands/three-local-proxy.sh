@@ -120,14 +120,20 @@ if ! systemctl is-active -q containerd; then act "start containerd" systemctl en
 elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
-if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
-if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/coredns/coredns:v1.12.1' ctr -n k8s.io images import /var/lib/clusterctl/images/coredns.tar; fi
-if changes /var/lib/clusterctl/images/etcd.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/etcd:3.6.5-0 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/etcd:3.6.5-0' ctr -n k8s.io images import /var/lib/clusterctl/images/etcd.tar; fi
-if changes /var/lib/clusterctl/images/kube-apiserver.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-apiserver:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-apiserver:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-apiserver.tar; fi
-if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-controller-manager:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-controller-manager:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-controller-manager.tar; fi
-if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-proxy:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-proxy.tar; fi
-if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-scheduler:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-scheduler:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-scheduler.tar; fi
-if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/pause:3.10.1' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
+# Image archives are imported side by side (each unpacks its layers), then each import's status checked
+# (ctr's error names the archive).
+imports=
+import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.io images import "$2" >/dev/null & imports="$imports $!"; }; }
+if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then import_image docker.io/library/haproxy:3.2 /var/lib/clusterctl/images/apiserver-proxy.tar; fi
+if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/coredns/coredns:v1.12.1 /var/lib/clusterctl/images/coredns.tar; fi
+if changes /var/lib/clusterctl/images/etcd.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/etcd:3.6.5-0 2>/dev/null | grep -q .; then import_image registry.k8s.io/etcd:3.6.5-0 /var/lib/clusterctl/images/etcd.tar; fi
+if changes /var/lib/clusterctl/images/kube-apiserver.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-apiserver:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-apiserver:v1.34.4 /var/lib/clusterctl/images/kube-apiserver.tar; fi
+if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-controller-manager:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-controller-manager:v1.34.4 /var/lib/clusterctl/images/kube-controller-manager.tar; fi
+if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-proxy:v1.34.4 /var/lib/clusterctl/images/kube-proxy.tar; fi
+if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-scheduler:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-scheduler:v1.34.4 /var/lib/clusterctl/images/kube-scheduler.tar; fi
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
+failed=; for p in $imports; do wait "$p" || failed=1; done
+[ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
 ######## cp1: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
@@ -283,14 +289,20 @@ if ! systemctl is-active -q containerd; then act "start containerd" systemctl en
 elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
-if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
-if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/coredns/coredns:v1.12.1' ctr -n k8s.io images import /var/lib/clusterctl/images/coredns.tar; fi
-if changes /var/lib/clusterctl/images/etcd.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/etcd:3.6.5-0 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/etcd:3.6.5-0' ctr -n k8s.io images import /var/lib/clusterctl/images/etcd.tar; fi
-if changes /var/lib/clusterctl/images/kube-apiserver.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-apiserver:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-apiserver:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-apiserver.tar; fi
-if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-controller-manager:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-controller-manager:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-controller-manager.tar; fi
-if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-proxy:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-proxy.tar; fi
-if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-scheduler:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-scheduler:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-scheduler.tar; fi
-if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/pause:3.10.1' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
+# Image archives are imported side by side (each unpacks its layers), then each import's status checked
+# (ctr's error names the archive).
+imports=
+import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.io images import "$2" >/dev/null & imports="$imports $!"; }; }
+if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then import_image docker.io/library/haproxy:3.2 /var/lib/clusterctl/images/apiserver-proxy.tar; fi
+if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/coredns/coredns:v1.12.1 /var/lib/clusterctl/images/coredns.tar; fi
+if changes /var/lib/clusterctl/images/etcd.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/etcd:3.6.5-0 2>/dev/null | grep -q .; then import_image registry.k8s.io/etcd:3.6.5-0 /var/lib/clusterctl/images/etcd.tar; fi
+if changes /var/lib/clusterctl/images/kube-apiserver.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-apiserver:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-apiserver:v1.34.4 /var/lib/clusterctl/images/kube-apiserver.tar; fi
+if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-controller-manager:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-controller-manager:v1.34.4 /var/lib/clusterctl/images/kube-controller-manager.tar; fi
+if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-proxy:v1.34.4 /var/lib/clusterctl/images/kube-proxy.tar; fi
+if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-scheduler:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-scheduler:v1.34.4 /var/lib/clusterctl/images/kube-scheduler.tar; fi
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
+failed=; for p in $imports; do wait "$p" || failed=1; done
+[ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
 ######## cp2: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
@@ -446,14 +458,20 @@ if ! systemctl is-active -q containerd; then act "start containerd" systemctl en
 elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
-if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
-if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/coredns/coredns:v1.12.1' ctr -n k8s.io images import /var/lib/clusterctl/images/coredns.tar; fi
-if changes /var/lib/clusterctl/images/etcd.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/etcd:3.6.5-0 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/etcd:3.6.5-0' ctr -n k8s.io images import /var/lib/clusterctl/images/etcd.tar; fi
-if changes /var/lib/clusterctl/images/kube-apiserver.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-apiserver:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-apiserver:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-apiserver.tar; fi
-if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-controller-manager:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-controller-manager:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-controller-manager.tar; fi
-if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-proxy:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-proxy.tar; fi
-if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-scheduler:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-scheduler:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-scheduler.tar; fi
-if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/pause:3.10.1' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
+# Image archives are imported side by side (each unpacks its layers), then each import's status checked
+# (ctr's error names the archive).
+imports=
+import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.io images import "$2" >/dev/null & imports="$imports $!"; }; }
+if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then import_image docker.io/library/haproxy:3.2 /var/lib/clusterctl/images/apiserver-proxy.tar; fi
+if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/coredns/coredns:v1.12.1 /var/lib/clusterctl/images/coredns.tar; fi
+if changes /var/lib/clusterctl/images/etcd.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/etcd:3.6.5-0 2>/dev/null | grep -q .; then import_image registry.k8s.io/etcd:3.6.5-0 /var/lib/clusterctl/images/etcd.tar; fi
+if changes /var/lib/clusterctl/images/kube-apiserver.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-apiserver:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-apiserver:v1.34.4 /var/lib/clusterctl/images/kube-apiserver.tar; fi
+if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-controller-manager:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-controller-manager:v1.34.4 /var/lib/clusterctl/images/kube-controller-manager.tar; fi
+if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-proxy:v1.34.4 /var/lib/clusterctl/images/kube-proxy.tar; fi
+if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-scheduler:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-scheduler:v1.34.4 /var/lib/clusterctl/images/kube-scheduler.tar; fi
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
+failed=; for p in $imports; do wait "$p" || failed=1; done
+[ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
 ######## cp3: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
@@ -574,10 +592,16 @@ if ! systemctl is-active -q containerd; then act "start containerd" systemctl en
 elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
-if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then act 'import image docker.io/library/haproxy:3.2' ctr -n k8s.io images import /var/lib/clusterctl/images/apiserver-proxy.tar; fi
-if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/coredns/coredns:v1.12.1' ctr -n k8s.io images import /var/lib/clusterctl/images/coredns.tar; fi
-if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/kube-proxy:v1.34.4' ctr -n k8s.io images import /var/lib/clusterctl/images/kube-proxy.tar; fi
-if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then act 'import image registry.k8s.io/pause:3.10.1' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
+# Image archives are imported side by side (each unpacks its layers), then each import's status checked
+# (ctr's error names the archive).
+imports=
+import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.io images import "$2" >/dev/null & imports="$imports $!"; }; }
+if changes /var/lib/clusterctl/images/apiserver-proxy.tar || ! ctr -n k8s.io images ls -q name==docker.io/library/haproxy:3.2 2>/dev/null | grep -q .; then import_image docker.io/library/haproxy:3.2 /var/lib/clusterctl/images/apiserver-proxy.tar; fi
+if changes /var/lib/clusterctl/images/coredns.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/coredns/coredns:v1.12.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/coredns/coredns:v1.12.1 /var/lib/clusterctl/images/coredns.tar; fi
+if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/kube-proxy:v1.34.4 2>/dev/null | grep -q .; then import_image registry.k8s.io/kube-proxy:v1.34.4 /var/lib/clusterctl/images/kube-proxy.tar; fi
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
+failed=; for p in $imports; do wait "$p" || failed=1; done
+[ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
 ######## w1: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started

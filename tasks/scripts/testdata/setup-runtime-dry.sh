@@ -37,4 +37,10 @@ if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.s
 fi
 if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
 elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
+# Image archives are imported side by side (each unpacks its layers), then each import's status checked
+# (ctr's error names the archive).
+imports=
+import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.io images import "$2" >/dev/null & imports="$imports $!"; }; }
+failed=; for p in $imports; do wait "$p" || failed=1; done
+[ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet

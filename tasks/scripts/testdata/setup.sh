@@ -41,5 +41,11 @@ if ! systemctl is-active -q containerd; then act "start containerd" systemctl en
 elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
-if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q 'name==registry.example.com:5000/k8s/pause:3.10'\''$(id)'\''' 2>/dev/null | grep -q .; then act 'import image registry.example.com:5000/k8s/pause:3.10'\''$(id)'\''' ctr -n k8s.io images import /var/lib/clusterctl/images/pause.tar; fi
+# Image archives are imported side by side (each unpacks its layers), then each import's status checked
+# (ctr's error names the archive).
+imports=
+import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.io images import "$2" >/dev/null & imports="$imports $!"; }; }
+if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q 'name==registry.example.com:5000/k8s/pause:3.10'\''$(id)'\''' 2>/dev/null | grep -q .; then import_image 'registry.example.com:5000/k8s/pause:3.10'\''$(id)'\''' /var/lib/clusterctl/images/pause.tar; fi
+failed=; for p in $imports; do wait "$p" || failed=1; done
+[ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
