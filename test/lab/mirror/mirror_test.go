@@ -2,11 +2,14 @@ package mirror_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
@@ -61,10 +64,13 @@ func TestPullFromMirror(t *testing.T) {
 			Sources: pull.DefaultSources().Override(m.Sources()), Events: ev.add}
 	}
 
-	// Interrupted as soon as the kubelet has a few MiB: its partial file is kept, and continued.
+	// Interrupted as soon as the kubelet has a few MiB: its partial file is kept, and continued. The
+	// interrupted pull goes through a slow proxy, so that it is under way when it is interrupted.
 	ctx, cancel := context.WithCancel(context.Background())
 	first := &events{}
 	o := opts(first)
+	slow := slowProxy(t, m.URL)
+	o.Sources.Release = slow
 	o.Events = func(ev pull.Event) {
 		first.add(ev)
 		if ev.Type == pull.EventProgress && strings.HasSuffix(ev.File, "/kubelet") && ev.Bytes > 4<<20 {
@@ -121,4 +127,46 @@ func TestPullFromMirror(t *testing.T) {
 	if downloaded, cached := warm.done(); downloaded != 0 || cached != len(pull.KubernetesBinaries)+5+len(images.Names) {
 		t.Errorf("warm pull: %d downloaded, %d cached", downloaded, cached)
 	}
+}
+
+// slowProxy serves what base serves at about 3 MB/s, for as long as the test runs.
+func slowProxy(t *testing.T, base string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.Path, nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+			if err != nil {
+				return
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
