@@ -37,7 +37,7 @@ import (
 //  3. etcd, when its manifest changes, restarted alone with the node's API server stopped first: an API
 //     server whose etcd stops first hangs in its shutdown until the kubelet kills it, 30 s later, and the
 //     kubelet's own calls to it hold up the new Pods as long;
-//  4. the other manifests.
+//  4. the API server's manifest, and once it is ready, the other manifests (see putManifests).
 func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inventory.Host) (bool, error) {
 	rest, err := d.pushPart(ctx, play, []string{h.Name}, 1, func(n *apply.Node) {
 		n.Files = slices.DeleteFunc(n.Files, isManifest)
@@ -101,16 +101,33 @@ func staticPods(inv *inventory.Inventory) []string {
 func isManifest(f transport.File) bool { return path.Dir(f.Path) == kubeadm.ManifestsDir }
 
 // putManifests writes a control-plane node's static Pod manifests, and nothing else: the rest of its
-// files, and what they need, were put before.
+// files, and what they need, were put before. When the API server's manifest changes (or is back after
+// restartEtcdAlone), it goes first and the others once that API server is ready: the kubelet replaces a
+// static Pod's mirror Pod through the API, and one it could not reach is retried at its next sync of the
+// Pod, up to a minute later (measured on one control-plane node: the controller-manager's mirror Pod
+// stale for 70 s after a certificate rotation).
 func (d *deployment) putManifests(ctx context.Context, play string, h *inventory.Host) (bool, error) {
 	res, err := d.e.play(ctx, Play{Name: play, Hosts: []string{h.Name}, Run: func(ctx context.Context, name string) (bool, error) {
 		n, err := d.node(name)
 		if err != nil {
 			return false, err
 		}
-		out, err := apply.Files(ctx, d.e.Conn(name), slices.DeleteFunc(n.Files, func(f transport.File) bool { return !isManifest(f) }), n.Dry)
+		conn := d.e.Conn(name)
+		manifests := slices.DeleteFunc(n.Files, func(f transport.File) bool { return !isManifest(f) })
+		api := slices.DeleteFunc(slices.Clone(manifests), func(f transport.File) bool { return f.Path != kubeadm.Manifest(kubeadm.APIServer) })
+		out, err := apply.Files(ctx, conn, api, n.Dry)
 		d.record(name, out)
-		return out.Changed(), err
+		if err != nil {
+			return out.Changed(), err
+		}
+		if out.Changed() && !n.Dry {
+			if err := d.waitNodeAPI(ctx, h); err != nil {
+				return true, err
+			}
+		}
+		rest, err := apply.Files(ctx, conn, slices.DeleteFunc(manifests, func(f transport.File) bool { return f.Path == kubeadm.Manifest(kubeadm.APIServer) }), n.Dry)
+		d.record(name, rest)
+		return out.Changed() || rest.Changed(), err
 	}})
 	return anyChanged(res), err
 }

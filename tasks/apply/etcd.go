@@ -20,24 +20,21 @@ type ControlPlaneHost interface {
 	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// RestartEtcdAlone restarts a running etcd member whose manifest is about to change while the node's API
-// server is stopped: the API server talks to its local member only, and requests it holds while that member
-// restarts would hang. The node's files (files) other than the two manifests go first (etcd and the API
-// server reload certificates themselves); then the API server's manifest is removed and the kubelet stops
-// it (gracefully: it fails /readyz, proxies and load balancers move away, it drains); then the new etcd
-// manifest, until a new etcd process answers /readyz. The API server's new manifest is left to the caller's
-// push. It reports what it wrote and whether it restarted etcd (nothing when etcd's manifest is unchanged
-// or etcd is not running).
+// RestartEtcdAlone restarts a running etcd member whose manifest (among files) is about to change while the
+// node's API server is stopped: the API server talks to its local member only, and requests it holds while
+// that member restarts would hang. The API server's manifest is removed and the kubelet stops it
+// (gracefully: it fails /readyz, proxies and load balancers move away, it drains); then the new etcd
+// manifest, until a new etcd process answers /readyz. The other manifests, the API server's new one
+// among them, are left to the caller: written now, they would be Pods whose mirror Pods the kubelet
+// cannot update while the API server is away (it tries again at its next sync, up to a minute later). It
+// reports what it wrote and whether it restarted etcd (nothing when etcd's manifest is unchanged or etcd
+// is not running).
 func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport.File, timeout time.Duration, say func(string, ...any)) (Outcome, bool, error) {
 	var out Outcome
-	var etcdFile, rest []transport.File
+	var etcdFile []transport.File
 	for _, f := range files {
-		switch f.Path {
-		case kubeadm.Manifest(kubeadm.Etcd):
+		if f.Path == kubeadm.Manifest(kubeadm.Etcd) {
 			etcdFile = append(etcdFile, f)
-		case kubeadm.Manifest(kubeadm.APIServer):
-		default:
-			rest = append(rest, f)
 		}
 	}
 	if len(etcdFile) == 0 {
@@ -50,9 +47,6 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 	oldPID, err := etcdPID(ctx, h)
 	if err != nil || oldPID == "" {
 		return out, false, err // not running: nothing to protect
-	}
-	if out, err = Files(ctx, h, rest, false); err != nil {
-		return out, false, err
 	}
 	say("stopping the API server while etcd restarts")
 	if _, err := h.Run(ctx, scripts.StopAPIServer(int(timeout/(500*time.Millisecond))), nil); err != nil {
