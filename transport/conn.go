@@ -34,6 +34,10 @@ type Conn struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	written   atomic.Int64 // file content bytes written by Put
+
+	recordFile string // Options.RecordFile
+	recMu      sync.Mutex
+	rec        map[string]recordEntry // the host's record, once read
 }
 
 func newConn(t Target, client *ssh.Client, via []*ssh.Client, log *slog.Logger) *Conn {

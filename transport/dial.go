@@ -69,6 +69,9 @@ type Options struct {
 	BecomePassword func() (string, error)
 
 	Log *slog.Logger
+
+	// RecordFile is where Put keeps its record of large files on each host (default RecordFile).
+	RecordFile string
 }
 
 // Dialer opens connections; it caches keys and passwords so that each is loaded or asked for once.
@@ -194,6 +197,10 @@ func (d *Dialer) dialOnce(ctx context.Context, t Target) (*Conn, error) {
 		t.User = "root"
 	}
 	c := newConn(t, clients[len(clients)-1], clients[:len(clients)-1], d.opts.Log)
+	c.recordFile = d.opts.RecordFile
+	if c.recordFile == "" {
+		c.recordFile = RecordFile
+	}
 	if c.become {
 		if err := d.prepareBecome(ctx, c); err != nil {
 			c.Close()

@@ -665,3 +665,83 @@ func TestPutFileStreams(t *testing.T) {
 		t.Error("relative path accepted")
 	}
 }
+
+// A large file Put wrote is not hashed on the host again while its size and modification time are those
+// the host's record holds; one changed behind Put's back (another time) is hashed and rewritten. Diff
+// writes no record; lines of a record it does not understand are hashed again.
+func TestPutRecordSparesHashing(t *testing.T) {
+	bin := t.TempDir()
+	calls := filepath.Join(bin, "calls")
+	fake := "#!/bin/sh\necho x >>" + calls + "\nexec /usr/bin/sha256sum \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "sha256sum"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	hashes := func() int {
+		b, _ := os.ReadFile(calls)
+		return strings.Count(string(b), "x")
+	}
+	_, target, opts := setup(t, transporttest.Options{})
+	dial2 := func() *transport.Conn {
+		c, err := dial(t, target, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	big := bytes.Repeat([]byte("k"), 2<<20)
+	files := []transport.File{{Path: filepath.Join(dir, "kubelet"), Data: big, Mode: 0o755, UID: os.Getuid(), GID: os.Getgid()}}
+
+	if changed, err := dial2().Put(ctx, files); err != nil || !changed[0] {
+		t.Fatalf("first put: %v %v", changed, err)
+	}
+	rec, err := os.ReadFile(opts.RecordFile)
+	if err != nil || !strings.Contains(string(rec), " "+strconv.Itoa(len(big))+" ") || !strings.HasSuffix(string(rec), " "+files[0].Path+"\n") {
+		t.Fatalf("record: %q %v", rec, err)
+	}
+	if st, _ := os.Stat(opts.RecordFile); st.Mode().Perm() != 0o600 {
+		t.Errorf("record mode %v", st.Mode().Perm())
+	}
+	// A new connection (a new run): unchanged, and not hashed.
+	if changed, err := dial2().Put(ctx, files); err != nil || changed[0] || hashes() != 0 {
+		t.Errorf("unchanged put: changed %v, %v, %d hashes", changed, err, hashes())
+	}
+	if changes, err := dial2().Diff(ctx, files); err != nil || changes[0] != transport.ChangeNone || hashes() != 0 {
+		t.Errorf("diff: %v, %v, %d hashes", changes, err, hashes())
+	}
+
+	// Changed behind Put's back, same size, another time: hashed, found different, rewritten.
+	other := bytes.Repeat([]byte("x"), len(big))
+	if err := os.WriteFile(files[0].Path, other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	os.Chtimes(files[0].Path, later, later)
+	if changes, err := dial2().Diff(ctx, files); err != nil || changes[0] != transport.ChangeContent || hashes() != 1 {
+		t.Errorf("diff after a change: %v, %v, %d hashes", changes, err, hashes())
+	}
+	if after, _ := os.ReadFile(opts.RecordFile); !bytes.Equal(after, rec) {
+		t.Errorf("Diff wrote the record:\n%s", after)
+	}
+	if changed, err := dial2().Put(ctx, files); err != nil || !changed[0] {
+		t.Errorf("put after a change: %v %v", changed, err)
+	}
+	if got, _ := os.ReadFile(files[0].Path); !bytes.Equal(got, big) {
+		t.Error("not rewritten")
+	}
+
+	// A record of garbage: hashed, found the same, recorded again.
+	os.WriteFile(opts.RecordFile, []byte("not a record\nzz 1 2 /x\n"), 0o600)
+	n := hashes()
+	if changed, err := dial2().Put(ctx, files); err != nil || changed[0] || hashes() != n+1 {
+		t.Errorf("put with a garbage record: %v, %v, %d hashes", changed, err, hashes()-n)
+	}
+	if after, _ := os.ReadFile(opts.RecordFile); !strings.HasSuffix(string(after), " "+files[0].Path+"\n") || strings.Contains(string(after), "garbage") {
+		t.Errorf("record after garbage: %q", after)
+	}
+	if changed, err := dial2().Put(ctx, files); err != nil || changed[0] || hashes() != n+1 {
+		t.Errorf("put after re-recording: %v, %v, %d hashes", changed, err, hashes()-n-1)
+	}
+}

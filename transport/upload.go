@@ -13,6 +13,9 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -49,6 +52,116 @@ type remoteState struct {
 	sameContent bool
 	mode        fs.FileMode
 	uid, gid    int
+	size, mtime int64
+	// verified: a large file whose content was hashed on the host (and found the same), to be recorded.
+	verified bool
+}
+
+// RecordFile is where Put keeps, on each host, what it knows of the large files it wrote or hashed there:
+// one line "SHA256 SIZE MTIME PATH" per file. A large file whose size and modification time (seconds) are
+// those recorded is taken to hold the recorded content without hashing it on the host, as rsync's quick
+// check does; anything else about it (a size or time that differs, no line) has it hashed again.
+const RecordFile = "/var/lib/clusterctl/pushed"
+
+// recordLimit bounds the record read back from a host.
+const recordLimit = 1 << 20
+
+// recordEntry is one line of the record.
+type recordEntry struct {
+	sha256      string
+	size, mtime int64
+}
+
+// parseRecord reads a record; lines it does not understand are ignored (they are hashed again).
+func parseRecord(data []byte) map[string]recordEntry {
+	rec := map[string]recordEntry{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.SplitN(line, " ", 4)
+		if len(f) != 4 || len(f[0]) != 64 || !path.IsAbs(f[3]) {
+			continue
+		}
+		if _, err := hex.DecodeString(f[0]); err != nil {
+			continue
+		}
+		size, err1 := strconv.ParseInt(f[1], 10, 64)
+		mtime, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || size < 0 {
+			continue
+		}
+		rec[f[3]] = recordEntry{sha256: f[0], size: size, mtime: mtime}
+	}
+	return rec
+}
+
+// formatRecord writes a record, its lines sorted by path.
+func formatRecord(rec map[string]recordEntry) []byte {
+	paths := make([]string, 0, len(rec))
+	for p := range rec {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var b bytes.Buffer
+	for _, p := range paths {
+		e := rec[p]
+		fmt.Fprintf(&b, "%s %d %d %s\n", e.sha256, e.size, e.mtime, p)
+	}
+	return b.Bytes()
+}
+
+// record is the host's record, read once per connection and kept up to date in memory (c.recMu held).
+func (c *Conn) record(client *sftp.Client) (map[string]recordEntry, error) {
+	if c.rec != nil {
+		return c.rec, nil
+	}
+	data, err := readLimited(client, c.recordFile, recordLimit)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: reading %s: %w", c.target.Name, c.recordFile, err)
+	}
+	c.rec = parseRecord(data)
+	return c.rec, nil
+}
+
+// digestOf is a file's content digest in hex: the caller's, or computed.
+func digestOf(f File) string {
+	if f.SHA256 != "" {
+		return f.SHA256
+	}
+	sum := sha256.Sum256(f.Data)
+	return hex.EncodeToString(sum[:])
+}
+
+// updateRecord records the large files of files that Put wrote (written) or hashed and found the same
+// (states[i].verified), with their size and modification time on the host, and writes the record back
+// when it changed.
+func (c *Conn) updateRecord(ctx context.Context, client *sftp.Client, files []File, states []remoteState, written []bool) error {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	rec, err := c.record(client)
+	if err != nil {
+		return err
+	}
+	changed := false
+	for i, f := range files {
+		if len(f.Data) <= readBackLimit || !written[i] && !states[i].verified {
+			continue
+		}
+		st, err := client.Stat(f.Path)
+		if err != nil {
+			return fmt.Errorf("%s: stat %s: %w", c.target.Name, f.Path, err)
+		}
+		e := recordEntry{sha256: digestOf(f), size: st.Size(), mtime: st.ModTime().Unix()}
+		if rec[f.Path] != e {
+			rec[f.Path] = e
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := mkdirAll(client, path.Dir(c.recordFile)); err != nil {
+		return fmt.Errorf("%s: creating %s: %w", c.target.Name, path.Dir(c.recordFile), err)
+	}
+	return c.writeAtomic(ctx, client, File{Path: c.recordFile, Data: formatRecord(rec)}, 0o600)
 }
 
 // tmpMarker names the temporary files of atomic uploads; leftovers of an interrupted upload are removed by
@@ -125,7 +238,10 @@ func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
 			return c.writeAtomic(gctx, client, f, mode)
 		})
 	}
-	return changed, g.Wait()
+	if err := g.Wait(); err != nil {
+		return changed, err
+	}
+	return changed, c.updateRecord(ctx, client, files, states, changed)
 }
 
 // keepOriginal keeps what is at p before Put first writes it: a hard link to the host's own file (a copy
@@ -292,7 +408,7 @@ func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) (
 			if err != nil {
 				return fmt.Errorf("%s: stat %s: %w", c.target.Name, f.Path, err)
 			}
-			rs := remoteState{exists: true, mode: st.Mode().Perm()}
+			rs := remoteState{exists: true, mode: st.Mode().Perm(), size: st.Size(), mtime: st.ModTime().Unix()}
 			if fst, ok := st.Sys().(*sftp.FileStat); ok {
 				rs.uid, rs.gid = int(fst.UID), int(fst.GID)
 			}
@@ -319,6 +435,26 @@ func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) (
 	if len(large) == 0 {
 		return states, nil
 	}
+	// Large files the record vouches for are not hashed.
+	c.recMu.Lock()
+	rec, err := c.record(client)
+	if err == nil {
+		large = slices.DeleteFunc(large, func(i int) bool {
+			e, ok := rec[files[i].Path]
+			if !ok || e.size != states[i].size || e.mtime != states[i].mtime {
+				return false
+			}
+			states[i].sameContent = e.sha256 == digestOf(files[i])
+			return true
+		})
+	}
+	c.recMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if len(large) == 0 {
+		return states, nil
+	}
 	var script strings.Builder
 	script.WriteString("sha256sum --")
 	for _, i := range large {
@@ -336,27 +472,47 @@ func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) (
 		}
 	}
 	for _, i := range large {
-		want := files[i].SHA256
-		if want == "" {
-			sum := sha256.Sum256(files[i].Data)
-			want = hex.EncodeToString(sum[:])
-		}
-		states[i].sameContent = remote[files[i].Path] == want
+		states[i].sameContent = remote[files[i].Path] == digestOf(files[i])
+		states[i].verified = states[i].sameContent
 	}
 	return states, nil
 }
 
-func readAll(client *sftp.Client, p string) ([]byte, error) {
+// getLimit bounds what Get and the comparison of small files read back from a host.
+const getLimit = 16 << 20
+
+func readAll(client *sftp.Client, p string) ([]byte, error) { return readLimited(client, p, getLimit) }
+
+// readLimited reads a file of at most limit bytes (a larger one is an error).
+func readLimited(client *sftp.Client, p string, limit int64) ([]byte, error) {
 	f, err := client.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var b bytes.Buffer
-	if _, err := f.WriteTo(&b); err != nil && !errors.Is(err, io.EOF) {
+	w := &cappedBuffer{limit: limit}
+	if _, err := f.WriteTo(w); err != nil && !errors.Is(err, io.EOF) {
+		if w.over {
+			return nil, fmt.Errorf("%s is larger than %d bytes", p, limit)
+		}
 		return nil, err
 	}
-	return b.Bytes(), nil
+	return w.buf.Bytes(), nil
+}
+
+// cappedBuffer is a buffer that refuses to grow past limit.
+type cappedBuffer struct {
+	buf   bytes.Buffer
+	limit int64
+	over  bool
+}
+
+func (w *cappedBuffer) Write(p []byte) (int, error) {
+	if int64(w.buf.Len()+len(p)) > w.limit {
+		w.over = true
+		return 0, errors.New("over the limit")
+	}
+	return w.buf.Write(p)
 }
 
 func (c *Conn) writeAtomic(ctx context.Context, client *sftp.Client, f File, mode fs.FileMode) error {

@@ -42,7 +42,7 @@ func Setup(t testing.TB, opts transporttest.Options) (*transporttest.Server, tra
 	p, _ := strconv.Atoi(port)
 	target := transport.Target{Name: "h1", Address: host, Port: p, User: "root", IdentityFiles: []string{keyFile}}
 	return srv, target, transport.Options{ClusterKnownHosts: kh, KnownHosts: []string{}, SSHConfig: "none",
-		ConnectTimeout: 2 * time.Second, RetryDelay: 10 * time.Millisecond, Retries: 2}
+		ConnectTimeout: 2 * time.Second, RetryDelay: 10 * time.Millisecond, Retries: 2, RecordFile: filepath.Join(dir, "pushed")}
 }
 
 // Connect starts a server and returns a connection to it, closed when the test ends.
