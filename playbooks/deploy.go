@@ -2,10 +2,9 @@ package playbooks
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -49,7 +48,6 @@ type deployment struct {
 	rendered    *render.Result
 	manifest    *artifacts.Manifest
 	artDir      string
-	art         map[string][]byte // artifact contents by manifest path
 	images      images.Set
 	kubeletPath string
 	member      string
@@ -428,9 +426,9 @@ func writeSecret(file string, data []byte) error {
 	return os.Rename(tmp, file)
 }
 
-// prepare reads the artifacts (once, shared by every host's upload) and makes the membership mark.
+// prepare checks the artifacts the hosts need (each there, of its manifest's size: they are streamed from
+// disk at upload, each checked against its manifest's digest on the way) and makes the membership mark.
 func (d *deployment) prepare() error {
-	d.art = map[string][]byte{}
 	if d.manifest != nil {
 		for _, f := range d.manifest.Files {
 			if f.Arch != "" && !d.archNeeded(f.Arch) {
@@ -439,16 +437,14 @@ func (d *deployment) prepare() error {
 			if !d.neededByAny(f) {
 				continue
 			}
-			data, err := os.ReadFile(filepath.Join(d.artDir, filepath.FromSlash(f.Path)))
+			st, err := os.Stat(d.artifact(f))
 			if err != nil {
 				return err
 			}
-			// What goes to hosts is what the manifest says: a file changed since it was verified is refused.
-			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != f.SHA256 {
-				return fmt.Errorf("artifacts directory %s: %s does not match its manifest (sha256 %x, manifest says %s); clusterctl artifacts verify %s lists every such file",
-					d.artDir, f.Path, sum, f.SHA256, d.artDir)
+			if st.Size() != f.Size || !st.Mode().IsRegular() {
+				return fmt.Errorf("artifacts directory %s: %s does not match its manifest (%d bytes, manifest says %d); clusterctl artifacts verify %s lists every such file",
+					d.artDir, f.Path, st.Size(), f.Size, d.artDir)
 			}
-			d.art[f.Path] = data
 		}
 	}
 	ca, err := pki.ParseCert(d.caPEM())
@@ -457,6 +453,16 @@ func (d *deployment) prepare() error {
 	}
 	d.member = MemberMark(d.e.Inv.Cluster.Name, pki.CAHash(ca))
 	return nil
+}
+
+// artifact is where an artifact is on the workstation.
+func (d *deployment) artifact(f artifacts.File) string {
+	return filepath.Join(d.artDir, filepath.FromSlash(f.Path))
+}
+
+// artifactFile is an artifact put at p on a host, streamed from the workstation's file.
+func (d *deployment) artifactFile(f artifacts.File, p string, mode fs.FileMode) transport.File {
+	return transport.File{Path: p, Source: d.artifact(f), Size: f.Size, SHA256: f.SHA256, Mode: mode}
 }
 
 // needed says whether a file of the artifacts goes to a host: what File.NeededBy says for a node, the
@@ -522,18 +528,18 @@ func (d *deployment) node(name string) (apply.Node, error) {
 			}
 			switch f.Kind {
 			case artifacts.KindBinary:
-				n.Files = append(n.Files, transport.File{Path: kubeadm.Binary(f.Name), Data: d.art[f.Path], Mode: 0o755, SHA256: f.SHA256})
+				n.Files = append(n.Files, d.artifactFile(f, kubeadm.Binary(f.Name), 0o755))
 			case artifacts.KindRuntime:
 				p := kubeadm.RuntimeBinary(f.Name)
-				n.Files = append(n.Files, transport.File{Path: p, Data: d.art[f.Path], Mode: 0o755, SHA256: f.SHA256})
+				n.Files = append(n.Files, d.artifactFile(f, p, 0o755))
 				if f.Name != "ctr" && f.Name != "crictl" {
 					n.Runtime = append(n.Runtime, p)
 				}
 			case artifacts.KindCNI:
-				n.Files = append(n.Files, transport.File{Path: kubeadm.CNIPlugin(f.Name), Data: d.art[f.Path], Mode: 0o755, SHA256: f.SHA256})
+				n.Files = append(n.Files, d.artifactFile(f, kubeadm.CNIPlugin(f.Name), 0o755))
 			case artifacts.KindImage:
 				p := path.Join(kubeadm.ImagesDir, f.Name+".tar")
-				n.Files = append(n.Files, transport.File{Path: p, Data: d.art[f.Path], Mode: 0o644, SHA256: f.SHA256})
+				n.Files = append(n.Files, d.artifactFile(f, p, 0o644))
 				n.Images = append(n.Images, scripts.Image{File: p, Ref: f.Image})
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -743,5 +745,58 @@ func TestPutRecordSparesHashing(t *testing.T) {
 	}
 	if changed, err := dial2().Put(ctx, files); err != nil || changed[0] || hashes() != n+1 {
 		t.Errorf("put after re-recording: %v, %v, %d hashes", changed, err, hashes()-n-1)
+	}
+}
+
+// A file streamed from a local source is put like one held in memory; a source changed since it was listed
+// (its digest no longer the one given) is refused before the rename, and nothing of it is left.
+func TestPutStreamsSources(t *testing.T) {
+	_, target, opts := setup(t, transporttest.Options{})
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	local, dir := t.TempDir(), t.TempDir()
+	content := bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16*10) // ~3 MiB
+	src := filepath.Join(local, "kubelet")
+	if err := os.WriteFile(src, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(content)
+	f := transport.File{Path: filepath.Join(dir, "usr/local/bin/kubelet"), Source: src, Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:]),
+		Mode: 0o755, UID: os.Getuid(), GID: os.Getgid()}
+	if changed, err := c.Put(ctx, []transport.File{f}); err != nil || !changed[0] {
+		t.Fatalf("put: %v %v", changed, err)
+	}
+	if got, _ := os.ReadFile(f.Path); !bytes.Equal(got, content) {
+		t.Fatal("the streamed file differs from its source")
+	}
+	if changed, err := c.Put(ctx, []transport.File{f}); err != nil || changed[0] {
+		t.Errorf("unchanged: %v %v", changed, err)
+	}
+
+	// The source changes after it was listed (same size): the host keeps what it had.
+	tampered := bytes.Clone(content)
+	tampered[len(tampered)/2] ^= 1
+	os.WriteFile(src, tampered, 0o644)
+	f2 := f
+	f2.Path = filepath.Join(dir, "usr/local/bin/kubectl")
+	_, err = c.Put(ctx, []transport.File{f2})
+	if err == nil || !strings.Contains(err.Error(), "changed since it was listed") {
+		t.Fatalf("a changed source: %v", err)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(f.Path))
+	if len(entries) != 1 || entries[0].Name() != "kubelet" {
+		t.Errorf("left behind: %v", entries)
+	}
+
+	for _, bad := range []transport.File{
+		{Path: f.Path, Source: src, Size: 1},
+		{Path: f.Path, Source: src, Size: 1, SHA256: f.SHA256, Data: []byte("x")},
+	} {
+		if _, err := c.Put(ctx, []transport.File{bad}); err == nil {
+			t.Errorf("accepted %+v", bad)
+		}
 	}
 }

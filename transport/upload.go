@@ -33,6 +33,11 @@ type File struct {
 	// SHA256 is Data's digest in hex when the caller knows it (artifacts list theirs): large files are then
 	// compared without hashing them here for every host.
 	SHA256 string
+	// Source is a local file whose content is put in place of Data, streamed, never held whole: Size is its
+	// size and SHA256 its digest, both required. What is sent is hashed on the way and checked against
+	// SHA256 before the rename: a source changed since it was listed is never put.
+	Source string
+	Size   int64
 	// Keep marks a file that may have been on the host before clusterctl (a runtime's configuration, a
 	// kernel setting, a unit, a binary): the first time Put replaces or creates it, it keeps the original
 	// under BackupDir (or records that there was none), so that reset can put the host back as it was.
@@ -45,6 +50,17 @@ const (
 	BackupDir    = "/var/lib/clusterctl/backup"
 	AbsentSuffix = ".absent"
 )
+
+// Len is the size of the file's content.
+func (f File) Len() int64 {
+	if f.Source != "" {
+		return f.Size
+	}
+	return int64(len(f.Data))
+}
+
+// large files are compared by digest (the record, or a remote hash), not read back.
+func (f File) large() bool { return f.Source != "" || len(f.Data) > readBackLimit }
 
 // remoteState is what a host has at a path.
 type remoteState struct {
@@ -142,7 +158,7 @@ func (c *Conn) updateRecord(ctx context.Context, client *sftp.Client, files []Fi
 	}
 	changed := false
 	for i, f := range files {
-		if len(f.Data) <= readBackLimit || !written[i] && !states[i].verified {
+		if !f.large() || !written[i] && !states[i].verified {
 			continue
 		}
 		st, err := client.Stat(f.Path)
@@ -181,10 +197,8 @@ func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
 	if len(files) == 0 {
 		return nil, nil
 	}
-	for _, f := range files {
-		if !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || strings.ContainsAny(f.Path, "\n\\") {
-			return nil, fmt.Errorf("%s: upload path %q must be absolute and clean, without newlines or backslashes", c.target.Name, f.Path)
-		}
+	if err := c.checkFiles(files); err != nil {
+		return nil, err
 	}
 	client, err := c.SFTP(ctx)
 	if err != nil {
@@ -242,6 +256,19 @@ func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
 		return changed, err
 	}
 	return changed, c.updateRecord(ctx, client, files, states, changed)
+}
+
+// checkFiles refuses paths that are not absolute and clean, and sources without their size and digest.
+func (c *Conn) checkFiles(files []File) error {
+	for _, f := range files {
+		if !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || strings.ContainsAny(f.Path, "\n\\") {
+			return fmt.Errorf("%s: upload path %q must be absolute and clean, without newlines or backslashes", c.target.Name, f.Path)
+		}
+		if f.Source != "" && (len(f.SHA256) != 64 || f.Size < 0 || len(f.Data) > 0) {
+			return fmt.Errorf("%s: %s: a streamed source (%s) needs its size and sha256, and no data", c.target.Name, f.Path, f.Source)
+		}
+	}
+	return nil
 }
 
 // keepOriginal keeps what is at p before Put first writes it: a hard link to the host's own file (a copy
@@ -364,6 +391,9 @@ func (c *Conn) Diff(ctx context.Context, files []File) ([]Change, error) {
 	if len(files) == 0 {
 		return nil, nil
 	}
+	if err := c.checkFiles(files); err != nil {
+		return nil, err
+	}
 	client, err := c.SFTP(ctx)
 	if err != nil {
 		return nil, err
@@ -413,8 +443,8 @@ func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) (
 				rs.uid, rs.gid = int(fst.UID), int(fst.GID)
 			}
 			switch {
-			case !st.Mode().IsRegular() || st.Size() != int64(len(f.Data)):
-			case st.Size() <= readBackLimit:
+			case !st.Mode().IsRegular() || st.Size() != f.Len():
+			case !f.large():
 				got, err := readAll(client, f.Path)
 				if err != nil {
 					return fmt.Errorf("%s: reading %s: %w", c.target.Name, f.Path, err)
@@ -516,8 +546,32 @@ func (w *cappedBuffer) Write(p []byte) (int, error) {
 }
 
 func (c *Conn) writeAtomic(ctx context.Context, client *sftp.Client, f File, mode fs.FileMode) error {
-	return c.writeFrom(ctx, client, f, mode, bytes.NewReader(f.Data))
+	if f.Source == "" {
+		return c.writeFrom(ctx, client, f, mode, bytes.NewReader(f.Data), nil)
+	}
+	src, err := os.Open(f.Source)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", c.target.Name, f.Path, err)
+	}
+	defer src.Close()
+	h := sha256.New()
+	r := &sizedReader{r: io.TeeReader(&ctxReader{ctx: ctx, r: src}, h), size: f.Size}
+	return c.writeFrom(ctx, client, f, mode, r, func(n int64) error {
+		if sum := hex.EncodeToString(h.Sum(nil)); n != f.Size || sum != f.SHA256 {
+			return fmt.Errorf("%s changed since it was listed (%d bytes, sha256 %s; listed: %d bytes, sha256 %s)", f.Source, n, sum, f.Size, f.SHA256)
+		}
+		return nil
+	})
 }
+
+// sizedReader tells sftp's ReadFrom how much is coming, so that it writes with requests in flight together.
+type sizedReader struct {
+	r    io.Reader
+	size int64
+}
+
+func (r *sizedReader) Read(p []byte) (int, error) { return r.r.Read(p) }
+func (r *sizedReader) Size() int64                { return r.size }
 
 // PutFile streams a local file to a host as Put writes one (temporary file, mode and owner, content, fsync,
 // rename), without holding it in memory: for files as large as an etcd snapshot. The parent directory is
@@ -538,7 +592,7 @@ func (c *Conn) PutFile(ctx context.Context, local, remote string, mode fs.FileMo
 	if err := mkdirAll(client, path.Dir(remote)); err != nil {
 		return fmt.Errorf("%s: creating %s: %w", c.target.Name, path.Dir(remote), err)
 	}
-	return c.writeFrom(ctx, client, File{Path: remote}, mode, &ctxReader{ctx: ctx, r: src})
+	return c.writeFrom(ctx, client, File{Path: remote}, mode, &ctxReader{ctx: ctx, r: src}, nil)
 }
 
 // ctxReader stops a long copy when its context ends.
@@ -554,8 +608,9 @@ func (r *ctxReader) Read(p []byte) (int, error) {
 	return r.r.Read(p)
 }
 
-// writeFrom writes f.Path atomically from r, with f's owner and mode.
-func (c *Conn) writeFrom(ctx context.Context, client *sftp.Client, f File, mode fs.FileMode, r io.Reader) error {
+// writeFrom writes f.Path atomically from r, with f's owner and mode; check, when given, is told how many
+// bytes were written and may refuse them before the rename.
+func (c *Conn) writeFrom(ctx context.Context, client *sftp.Client, f File, mode fs.FileMode, r io.Reader, check func(int64) error) error {
 	dir, base := path.Dir(f.Path), path.Base(f.Path)
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
@@ -598,6 +653,11 @@ func (c *Conn) writeFrom(ctx context.Context, client *sftp.Client, f File, mode 
 	}
 	if err := ctx.Err(); err != nil {
 		return fail("uploading", err)
+	}
+	if check != nil {
+		if err := check(n); err != nil {
+			return fail("uploading", err)
+		}
 	}
 	if err := client.PosixRename(tmp, f.Path); err != nil {
 		return fail("renaming into place", err)

@@ -74,7 +74,7 @@ func Files(ctx context.Context, h Host, files []transport.File, dry bool) (Outco
 		}
 		for i, f := range files {
 			if changes[i] != transport.ChangeNone {
-				out.Files = append(out.Files, FileChange{Path: f.Path, Change: changes[i], Size: len(f.Data)})
+				out.Files = append(out.Files, FileChange{Path: f.Path, Change: changes[i], Size: int(f.Len())})
 			}
 		}
 		return out, nil
@@ -85,7 +85,7 @@ func Files(ctx context.Context, h Host, files []transport.File, dry bool) (Outco
 	}
 	for i, f := range files {
 		if changed[i] {
-			out.Files = append(out.Files, FileChange{Path: f.Path, Change: transport.ChangeContent, Size: len(f.Data)})
+			out.Files = append(out.Files, FileChange{Path: f.Path, Change: transport.ChangeContent, Size: int(f.Len())})
 		}
 	}
 	return out, nil
