@@ -64,7 +64,7 @@ validate: build ## validate the example inventories
 # from outside (the code they drive has its -race unit tests), and -race made the pull take 213 s, not 18 s.
 NORACE_PKGS := ./test/e2e/ ./test/lab/mirror/
 
-test: ## everything CI runs: formatting, vet, golangci-lint, then every tier this machine allows (unit, lab), with -race (but $(NORACE_PKGS))
+test: ## everything CI runs: formatting, vet, golangci-lint, then every tier this machine allows (unit, lab), with -race (but $(NORACE_PKGS)), and each fuzz target for 60 s
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted" >&2; exit 1; fi
 	go vet ./...
@@ -78,8 +78,9 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	fi; \
 	go test -count=1 -timeout 80m $(NORACE_PKGS) & lab=$$!; \
 	go test -race -p 1 -count=1 -timeout 80m $$(go list ./... | grep -v -x $(foreach p,$(NORACE_PKGS),-e '.*/$(patsubst ./%/,%,$(p))')); race=$$?; \
+	$(MAKE) --no-print-directory fuzz FUZZTIME=60s FUZZFLAGS=-parallel=1; fuzz=$$?; \
 	wait $$lab; lab=$$?; \
-	[ $$race -eq 0 ] && [ $$lab -eq 0 ]
+	[ $$race -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$lab -eq 0 ]
 
 test-long: ## the end-to-end cases too long for make test, in place of their shorter forms (certs rotate --ca with external etcd, and on three stacked control-plane nodes; ~32 min; root)
 	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 70m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$' ./test/e2e/
@@ -94,12 +95,12 @@ lint: ## golangci-lint (pinned, installed into bin/tools on first use)
 fmt: ## gofmt every Go file
 	gofmt -w $$(git ls-files '*.go')
 
-fuzz: ## fuzz every parser of outside input, each for $(FUZZTIME): inventories, ssh_config, known_hosts, host facts, the artifacts manifest
-	go test ./inventory -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	go test ./transport -run '^$$' -fuzz '^FuzzSSHConfig$$' -fuzztime $(FUZZTIME)
-	go test ./transport -run '^$$' -fuzz '^FuzzKnownHosts$$' -fuzztime $(FUZZTIME)
-	go test ./tasks -run '^$$' -fuzz '^FuzzParseFacts$$' -fuzztime $(FUZZTIME)
-	go test ./tasks/artifacts -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+fuzz: ## fuzz every parser of outside input, each for $(FUZZTIME) (make test: 60s each, one worker): inventories (YAML, INI), ssh_config, known_hosts, host facts, the artifacts manifest
+	go test ./inventory -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+	go test ./transport -run '^$$' -fuzz '^FuzzSSHConfig$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+	go test ./transport -run '^$$' -fuzz '^FuzzKnownHosts$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+	go test ./tasks -run '^$$' -fuzz '^FuzzParseFacts$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+	go test ./tasks/artifacts -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 
 lab-deps: ## install the Debian packages the lab needs (root)
 	test/lab/deps.sh

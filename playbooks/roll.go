@@ -13,15 +13,18 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/addons"
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/tasks/workloads"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -70,7 +73,42 @@ func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inven
 	if !changed {
 		return false, nil
 	}
-	return true, d.waitNodeAPI(ctx, h)
+	if err := d.waitNodeAPI(ctx, h); err != nil {
+		return true, err
+	}
+	if len(d.e.Inv.ControlPlanes()) == 1 && !d.o.DryRun {
+		return true, d.refreshKubeProxy(ctx, play)
+	}
+	return true, nil
+}
+
+// refreshKubeProxy restarts kube-proxy on every node, after the cluster's only API server restarted, and
+// waits until it runs everywhere again. That API server took itself out of the kubernetes Service's
+// endpoints when its shutdown began; kube-proxy's watch of the endpoints, broken meanwhile, reconnects
+// under client-go's back-off (0.8 s doubling to 30 s, jittered): measured on 1+1, a worker's kube-proxy
+// had the API server's endpoint back 22 s after the new API server listened in one run, more than 45 s in
+// another, and new connections to the Service failed all that time. A new kube-proxy lists at once; the
+// old one's rules stay in place until it has.
+func (d *deployment) refreshKubeProxy(ctx context.Context, play string) error {
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	ds := workloads.Workload{Kind: "DaemonSet", Namespace: metav1.NamespaceSystem, Name: addons.KubeProxyName}
+	if _, err := admin.Kube.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return nil // not deployed (yet)
+	} else if err != nil {
+		return err
+	}
+	err = admin.Kube.CoreV1().Pods(ds.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "k8s-app=" + addons.KubeProxyName})
+	if err != nil {
+		return fmt.Errorf("restarting kube-proxy: %w", err)
+	}
+	d.e.say(play, "", "kube-proxy restarted on every node: the only API server is back, and its watch of the Service endpoints would reconnect only after its back-off")
+	return d.e.poll(ctx, play, "", d.o.Timeout, func() (bool, string, error) {
+		ok, err := workloads.RolledOut(ctx, admin.Kube, ds)
+		return ok, "kube-proxy to run on every node again", err
+	})
 }
 
 // rollEtcd puts, with external etcd, each etcd host's files (but static Pods) and restarts its member with

@@ -37,6 +37,9 @@ type Params struct {
 	KubeProxyArgs     [][2]string
 }
 
+// KubeProxyName is kube-proxy's DaemonSet, ServiceAccount and ConfigMap, and its Pods' k8s-app label.
+const KubeProxyName = kubeProxy
+
 const (
 	kubeProxy = "kube-proxy"
 	coreDNS   = "coredns"
