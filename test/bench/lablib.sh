@@ -10,6 +10,7 @@ export PATH=$PATH:/usr/local/go/bin
 [ "$(id -u)" = 0 ] || { echo "$NAME: needs root (the lab)" >&2; exit 1; }
 [ -f "$ART/manifest.json" ] || { echo "$NAME: no artifacts in $ART: make artifacts" >&2; exit 1; }
 command -v jq >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null
+[ -x /usr/bin/time ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
 
 W=$(mktemp -d "/tmp/clusterctl-$NAME.XXXXXX")
 lab=$NAME

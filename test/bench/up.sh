@@ -16,7 +16,7 @@ NAME=benchup
 
 ms() { date +%s%3N; }
 echo "hosts: $LAYER"
-printf '%-6s %-4s %8s %8s %s\n' size run up_s rerun_s "phases of the first run (s)"
+printf '%-6s %-4s %8s %8s %s\n' size run up_s rerun_s "phases of the first run (s), peak RSS of up/re-run"
 for size in $SIZES; do
   cps=${size%+*} workers=${size#*+}
   for run in $(seq 1 "$RUNS"); do
@@ -24,14 +24,16 @@ for size in $SIZES; do
     mkdir -p "$dir"
     "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts $((cps + workers)) --control-planes "$cps" --layer "$LAYER" >/dev/null 2>&1
     lab_inventory "$dir" >"$dir/cluster.yaml"
-    "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" "$dir/up.json" >&2; exit 1; }
-    "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/rerun.json" 2>"$dir/rerun.err" || { tail -5 "$dir/rerun.err" "$dir/rerun.json" >&2; exit 1; }
+    # Peak RSS of each run (GNU time's %M, KiB) goes to its .rss file.
+    /usr/bin/time -f %M -o "$dir/up.rss" "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" "$dir/up.json" >&2; exit 1; }
+    /usr/bin/time -f %M -o "$dir/rerun.rss" "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/rerun.json" 2>"$dir/rerun.err" || { tail -5 "$dir/rerun.err" "$dir/rerun.json" >&2; exit 1; }
     t0=$(ms)
     "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
     down=$(( $(ms) - t0 ))
     up=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$dir/up.json")
     rerun=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$dir/rerun.json")
     phases=$(jq -r 'select(.type=="up_result") | [.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" ")' "$dir/up.json")
-    printf '%-6s %-4s %8.1f %8.1f %s (lab down %.1fs)\n' "$size" "$run" "$up" "$rerun" "$phases" "$(echo "$down/1000" | bc -l)"
+    printf '%-6s %-4s %8.1f %8.1f %s (peak RSS %d/%d MiB; lab down %.1fs)\n' "$size" "$run" "$up" "$rerun" "$phases" \
+      $(( $(cat "$dir/up.rss") / 1024 )) $(( $(cat "$dir/rerun.rss") / 1024 )) "$(echo "$down/1000" | bc -l)"
   done
 done
