@@ -69,3 +69,23 @@ func BenchmarkLoadINI20000(b *testing.B) {
 		}
 	}
 }
+
+// `inventory validate` of 10,000 native hosts (the issue's figure: under 1 s).
+func BenchmarkValidateYAML10000(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("cluster:\n  name: big\n  controlPlaneEndpoint: 10.0.0.1:6443\n  networking:\n    podSubnet: 10.128.0.0/9\nhosts:\n")
+	for i := range 10000 {
+		role := "worker"
+		if i < 3 {
+			role = "control-plane"
+		}
+		fmt.Fprintf(&sb, "  - name: n%d\n    address: 10.%d.%d.%d\n    roles: [%s]\n", i, (i>>16)&255, (i>>8)&255, i&255, role)
+	}
+	data := []byte(sb.String())
+	for b.Loop() {
+		inv, diags := Parse("hosts.yaml", data)
+		if inv == nil || diags.HasErrors() || len(inv.Hosts) != 10000 {
+			b.Fatal(diags.Err())
+		}
+	}
+}
