@@ -303,11 +303,13 @@ func keepOriginal(client *sftp.Client, p string, exists bool) error {
 	if err := client.Link(p, b); err == nil {
 		return nil
 	}
-	st, err := client.Stat(p)
+	// Another file system: copied through this connection, streamed (a binary may be large).
+	src, err := client.Open(p)
 	if err != nil {
 		return err
 	}
-	data, err := readAll(client, p)
+	defer src.Close()
+	st, err := src.Stat()
 	if err != nil {
 		return err
 	}
@@ -319,7 +321,7 @@ func keepOriginal(client *sftp.Client, p string, exists bool) error {
 		w.Close()
 		return err
 	}
-	if _, err := w.Write(data); err != nil {
+	if _, err := io.Copy(w, src); err != nil {
 		w.Close()
 		return err
 	}
