@@ -33,7 +33,9 @@ for size in $SIZES; do
     up=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$dir/up.json")
     rerun=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$dir/rerun.json")
     phases=$(jq -r 'select(.type=="up_result") | [.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" ")' "$dir/up.json")
-    printf '%-6s %-4s %8.1f %8.1f %s (peak RSS %d/%d MiB; lab down %.1fs)\n' "$size" "$run" "$up" "$rerun" "$phases" \
-      $(( $(cat "$dir/up.rss") / 1024 )) $(( $(cat "$dir/rerun.rss") / 1024 )) "$(echo "$down/1000" | bc -l)"
+    # Per host: the push's time on it.
+    pushes=$(jq -r 'select(.type=="host_done" and .play=="push") | "\(.host)=\(.duration_ms/100|round/10)"' "$dir/up.json" | tr '\n' ' ')
+    printf '%-6s %-4s %8.1f %8.1f %s (push by host: %s; peak RSS %d/%d MiB; lab down %.1fs)\n' "$size" "$run" "$up" "$rerun" "$phases" \
+      "${pushes% }" $(( $(cat "$dir/up.rss") / 1024 )) $(( $(cat "$dir/rerun.rss") / 1024 )) "$(echo "$down/1000" | bc -l)"
   done
 done
