@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -165,13 +166,34 @@ func TestSignalEndsBusyRun(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Signalled once it has spent 0.3 s of CPU: past its start (where the signal handling is set up first),
+	// busy reading. A fixed sleep raced the start of a -race binary on a loaded machine.
+	for start := time.Now(); cpuTicks(cmd.Process.Pid) < 30 && time.Since(start) < 30*time.Second; {
+		time.Sleep(20 * time.Millisecond)
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("after SIGTERM: %v, stderr %q; want exit code 130", err, stderr.String())
 	}
+}
+
+// cpuTicks is a process's user and system CPU time, in clock ticks (/proc/PID/stat; 0 when unreadable).
+func cpuTicks(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command (which may hold spaces) start after its closing parenthesis.
+	_, rest, _ := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	return utime + stime
 }
 
 func TestWriteResultLine(t *testing.T) {
