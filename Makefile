@@ -77,10 +77,12 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	  echo "make test: SKIPPING the lab tier (integration tests on real hosts): $$reason"; export CLUSTERCTL_LAB=off; \
 	fi; \
 	go test -count=1 -timeout 80m $(NORACE_PKGS) & lab=$$!; \
-	go test -race -p 1 -count=1 -timeout 80m $$(go list ./... | grep -v -x $(foreach p,$(NORACE_PKGS),-e '.*/$(patsubst ./%/,%,$(p))')); race=$$?; \
-	$(MAKE) --no-print-directory fuzz FUZZTIME=60s FUZZFLAGS=-parallel=1; fuzz=$$?; \
-	wait $$lab; lab=$$?; \
-	[ $$race -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$lab -eq 0 ]
+	trap 'kill $$lab 2>/dev/null || true' EXIT; \
+	race=0; go test -race -p 1 -count=1 -timeout 80m $$(go list ./... | grep -v -x $(foreach p,$(NORACE_PKGS),-e '.*/$(patsubst ./%/,%,$(p))')) || race=$$?; \
+	fuzz=0; $(MAKE) --no-print-directory fuzz FUZZTIME=60s FUZZFLAGS=-parallel=1 || fuzz=$$?; \
+	labrc=0; wait $$lab || labrc=$$?; \
+	echo "make test: -race run exit $$race, fuzzing exit $$fuzz, $(NORACE_PKGS)exit $$labrc"; \
+	[ $$race -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$labrc -eq 0 ]
 
 test-long: ## the end-to-end cases too long for make test, in place of their shorter forms (certs rotate --ca with external etcd, and on three stacked control-plane nodes; ~32 min; root)
 	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 70m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$' ./test/e2e/

@@ -173,6 +173,9 @@ func TestKubeadm(t *testing.T) {
 		if o.OK == 0 {
 			t.Error("no request of the token client succeeded")
 		}
+		if longest > maxSingleAPIServerOutage {
+			t.Errorf("an outage of %s, longer than %s", longest.Round(100*time.Millisecond), maxSingleAPIServerOutage)
+		}
 		for _, f := range o.Failed {
 			// The single API server restarting is an outage; the workload unreachable is a failure.
 			if strings.Contains(f, "fail web") {
