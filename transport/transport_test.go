@@ -746,6 +746,15 @@ func TestPutRecordSparesHashing(t *testing.T) {
 	if changed, err := dial2().Put(ctx, files); err != nil || changed[0] || hashes() != n+1 {
 		t.Errorf("put after re-recording: %v, %v, %d hashes", changed, err, hashes()-n-1)
 	}
+
+	// A record too large to be clusterctl's (over 1 MiB): ignored, hashed, written anew.
+	os.WriteFile(opts.RecordFile, bytes.Repeat([]byte("#\n"), 1<<20), 0o600)
+	if changed, err := dial2().Put(ctx, files); err != nil || changed[0] || hashes() != n+2 {
+		t.Errorf("put with an oversized record: %v, %v, %d hashes", changed, err, hashes()-n-1)
+	}
+	if st, _ := os.Stat(opts.RecordFile); st.Size() > 1000 {
+		t.Errorf("the oversized record was kept: %d bytes", st.Size())
+	}
 }
 
 // A file streamed from a local source is put like one held in memory; a source changed since it was listed

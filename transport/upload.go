@@ -130,9 +130,10 @@ func (c *Conn) record(client *sftp.Client) (map[string]recordEntry, error) {
 		return c.rec, nil
 	}
 	data, err := readLimited(client, c.recordFile, recordLimit)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errTooLarge) {
 		return nil, fmt.Errorf("%s: reading %s: %w", c.target.Name, c.recordFile, err)
 	}
+	// None, or one too large to be ours: every large file is hashed, and the record written anew.
 	c.rec = parseRecord(data)
 	return c.rec, nil
 }
@@ -525,12 +526,15 @@ func readLimited(client *sftp.Client, p string, limit int64) ([]byte, error) {
 	w := &cappedBuffer{limit: limit}
 	if _, err := f.WriteTo(w); err != nil && !errors.Is(err, io.EOF) {
 		if w.over {
-			return nil, fmt.Errorf("%s is larger than %d bytes", p, limit)
+			return nil, fmt.Errorf("%s is larger than %d bytes: %w", p, limit, errTooLarge)
 		}
 		return nil, err
 	}
 	return w.buf.Bytes(), nil
 }
+
+// errTooLarge is a file read back from a host that is over its limit.
+var errTooLarge = errors.New("too large")
 
 // cappedBuffer is a buffer that refuses to grow past limit.
 type cappedBuffer struct {
