@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"strings"
@@ -33,7 +34,11 @@ type Conn struct {
 	sftpSess  *ssh.Session
 	closed    chan struct{}
 	closeOnce sync.Once
-	written   atomic.Int64 // file content bytes written by Put
+	// dead is closed once the SSH connection has ended, by Close or not; lost is why, when it was not Close.
+	dead    chan struct{}
+	lostMu  sync.Mutex
+	lost    error
+	written atomic.Int64 // file content bytes written by Put
 
 	recordFile string // Options.RecordFile
 	recMu      sync.Mutex
@@ -45,7 +50,61 @@ func newConn(t Target, client *ssh.Client, via []*ssh.Client, log *slog.Logger) 
 	if t.Become != nil {
 		become = *t.Become && t.User != "root"
 	}
-	return &Conn{target: t, client: client, via: via, become: become, log: log.With("host", t.Name), closed: make(chan struct{})}
+	c := &Conn{target: t, client: client, via: via, become: become, log: log.With("host", t.Name), closed: make(chan struct{}), dead: make(chan struct{})}
+	go func() {
+		err := client.Wait()
+		if err == nil || errors.Is(err, io.EOF) {
+			err = errors.New("the host closed it")
+		}
+		c.markLost(err)
+		close(c.dead)
+	}()
+	return c
+}
+
+// markLost records why the connection ended, unless Close ended it.
+func (c *Conn) markLost(cause error) {
+	c.lostMu.Lock()
+	defer c.lostMu.Unlock()
+	select {
+	case <-c.closed:
+		return
+	default:
+	}
+	if c.lost == nil {
+		c.lost = cause
+	}
+}
+
+// lostWait bounds how long a failed operation waits to learn whether its connection has ended: the SSH
+// connection's channels fail a moment before it reports its end.
+const lostWait = 250 * time.Millisecond
+
+// connErr makes err a *LostError when the operation failed because the connection was lost. A command
+// that ran and exited, an answer of the host's sftp-server (a missing file, a refusal), a cancelled context
+// and a host that was never reached are what they are.
+func (c *Conn) connErr(ctx context.Context, err error) error {
+	var le *LostError
+	var de *DialError
+	var ce *CommandError
+	var se *sftp.StatusError
+	if err == nil || ctx.Err() != nil || errors.As(err, &le) || errors.As(err, &de) || errors.As(err, &se) ||
+		errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
+		errors.As(err, &ce) && (ce.ExitCode >= 0 || ce.Signal != "") {
+		return err
+	}
+	select {
+	case <-c.dead:
+	case <-c.closed:
+	case <-time.After(lostWait):
+	}
+	c.lostMu.Lock()
+	cause := c.lost
+	c.lostMu.Unlock()
+	if cause == nil {
+		return err
+	}
+	return &LostError{Host: c.target.Name, Address: c.target.addr(), Cause: cause, Err: err}
 }
 
 // Name is the host's name in the inventory.
@@ -93,6 +152,7 @@ func (c *Conn) keepalive(interval time.Duration) {
 		case err := <-answered:
 			if err != nil {
 				c.log.Warn("connection lost", "err", err)
+				c.markLost(err)
 				c.Close()
 				return
 			}
@@ -100,6 +160,7 @@ func (c *Conn) keepalive(interval time.Duration) {
 		case <-time.After(interval):
 			if missed++; missed >= 2 {
 				c.log.Warn("no answer to keepalives; closing the connection")
+				c.markLost(fmt.Errorf("no answer to keepalives for %s", 2*interval))
 				c.Close()
 				return
 			}
@@ -120,7 +181,8 @@ type Result struct {
 // Run runs a shell command on the host, as root when the connection becomes root (sudo), with stdin when
 // given. A command that exits non-zero returns a *CommandError with its stderr. Cancelling ctx signals the
 // remote command (TERM) and closes its session.
-func (c *Conn) Run(ctx context.Context, command string, stdin []byte) (Result, error) {
+func (c *Conn) Run(ctx context.Context, command string, stdin []byte) (res Result, err error) {
+	defer func() { err = c.connErr(ctx, err) }()
 	if !c.become {
 		return c.runRaw(ctx, command, stdin)
 	}
@@ -378,7 +440,8 @@ var sftpServerScript = func() string {
 // SFTP returns the connection's SFTP client, opening it on first use: sftp-server run with a strict umask,
 // through sudo when the connection becomes root, so that files are written as root either way. A root login
 // on a host whose sftp-server is not where distributions put it gets the server's sftp subsystem instead.
-func (c *Conn) SFTP(ctx context.Context) (*sftp.Client, error) {
+func (c *Conn) SFTP(ctx context.Context) (_ *sftp.Client, err error) {
+	defer func() { err = c.connErr(ctx, err) }()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sftp != nil {

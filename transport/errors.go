@@ -33,6 +33,23 @@ func (e *CommandError) Error() string {
 	return msg
 }
 
+// LostError is an operation that failed because the connection to its host was lost in the middle of it:
+// the host or its sshd went away, or the network stopped carrying packets (keepalives unanswered). The host
+// is unreachable, as one that cannot be dialed is; what was being written was never renamed into place.
+type LostError struct {
+	Host    string
+	Address string
+	Cause   error // why the connection ended
+	Err     error // what the operation reported
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("%s: unreachable: the connection to %s was lost (%v); %s", e.Host, e.Address, e.Cause,
+		strings.TrimPrefix(e.Err.Error(), e.Host+": "))
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
+
 // DialError is a host that could not be reached or logged into. Retryable says whether trying again can help.
 type DialError struct {
 	Host    string

@@ -152,10 +152,11 @@ func Fanout(ctx context.Context, play string, hosts []string, policy Policy, sin
 			r.Duration = time.Since(r.Start)
 			var de *DialError
 			var hk *HostKeyError
+			var le *LostError
 			switch {
 			case errors.Is(err, ErrSkipped):
 				r.Status, err = StatusSkipped, nil
-			case err != nil && (errors.As(err, &de) || errors.As(err, &hk)):
+			case err != nil && (errors.As(err, &de) || errors.As(err, &hk) || errors.As(err, &le)):
 				r.Status, r.Err = StatusUnreachable, err
 			case err != nil:
 				r.Status, r.Err = StatusFailed, err

@@ -359,8 +359,9 @@ func TestDroppedConnectionMidUploadLeavesNoPartialFile(t *testing.T) {
 	}
 	big := bytes.Repeat([]byte("x"), 1<<20)
 	_, err = c.Put(context.Background(), []transport.File{{Path: p, Data: big, UID: os.Getuid(), GID: os.Getgid()}})
-	if err == nil {
-		t.Fatal("upload over a dropped connection succeeded")
+	var lost *transport.LostError
+	if !errors.As(err, &lost) || lost.Host != target.Name || !strings.Contains(err.Error(), "unreachable: the connection to") {
+		t.Fatalf("upload over a dropped connection: %v, want a *LostError naming the host", err)
 	}
 	got, _ := os.ReadFile(p)
 	if string(got) != "old content" {

@@ -194,7 +194,8 @@ const readBackLimit = 1 << 20
 // and owner are already right are left alone: they cost an SFTP stat and read, or one sha256sum for large
 // files, and no process on the host. It reports which files changed. A dropped connection never leaves a
 // partial target file: the rename happens only after the whole content is synced.
-func (c *Conn) Put(ctx context.Context, files []File) ([]bool, error) {
+func (c *Conn) Put(ctx context.Context, files []File) (_ []bool, err error) {
+	defer func() { err = c.connErr(ctx, err) }()
 	if len(files) == 0 {
 		return nil, nil
 	}
@@ -390,7 +391,8 @@ const (
 )
 
 // Diff reports what Put would change for each file, writing nothing: a dry run.
-func (c *Conn) Diff(ctx context.Context, files []File) ([]Change, error) {
+func (c *Conn) Diff(ctx context.Context, files []File) (_ []Change, err error) {
+	defer func() { err = c.connErr(ctx, err) }()
 	if len(files) == 0 {
 		return nil, nil
 	}
@@ -582,7 +584,8 @@ func (r *sizedReader) Size() int64                { return r.size }
 // PutFile streams a local file to a host as Put writes one (temporary file, mode and owner, content, fsync,
 // rename), without holding it in memory: for files as large as an etcd snapshot. The parent directory is
 // created (0755) if missing. It is always written.
-func (c *Conn) PutFile(ctx context.Context, local, remote string, mode fs.FileMode) error {
+func (c *Conn) PutFile(ctx context.Context, local, remote string, mode fs.FileMode) (err error) {
+	defer func() { err = c.connErr(ctx, err) }()
 	if !path.IsAbs(remote) || path.Clean(remote) != remote || strings.ContainsAny(remote, "\n\\") {
 		return fmt.Errorf("%s: upload path %q must be absolute and clean, without newlines or backslashes", c.target.Name, remote)
 	}
@@ -598,8 +601,29 @@ func (c *Conn) PutFile(ctx context.Context, local, remote string, mode fs.FileMo
 	if err := mkdirAll(client, path.Dir(remote)); err != nil {
 		return fmt.Errorf("%s: creating %s: %w", c.target.Name, path.Dir(remote), err)
 	}
-	return c.writeFrom(ctx, client, File{Path: remote}, mode, &ctxReader{ctx: ctx, r: src}, nil)
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	return c.writeFrom(ctx, client, File{Path: remote, Source: local, Size: st.Size()}, mode, &ctxReader{ctx: ctx, r: src}, nil)
 }
+
+// ErrNoSpace is a write that failed because the host's filesystem had no room for the file.
+var ErrNoSpace = errors.New("no space left on the host's filesystem")
+
+// explainNoSpace turns a failed write into ErrNoSpace, with the figures, when the filesystem of dir has less
+// room than the file needs (its temporary file already removed): sftp-server reports a full disk as a bare
+// "Failure". Any other failure, or one it cannot tell (no statvfs@openssh.com), is returned as it was.
+func explainNoSpace(client *sftp.Client, dir string, size int64, err error) error {
+	st, serr := client.StatVFS(dir)
+	if serr != nil || size <= 0 || st.FreeSpace() >= uint64(size) {
+		return err
+	}
+	return fmt.Errorf("%w: the file is %s, the filesystem of %s has %s free of %s (%v)",
+		ErrNoSpace, mebibytes(uint64(size)), dir, mebibytes(st.FreeSpace()), mebibytes(st.TotalSpace()), err)
+}
+
+func mebibytes(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // ctxReader stops a long copy when its context ends.
 type ctxReader struct {
@@ -625,6 +649,9 @@ func (c *Conn) writeFrom(ctx context.Context, client *sftp.Client, f File, mode 
 	tmp := path.Join(dir, "."+base+tmpMarker+hex.EncodeToString(b))
 	fail := func(op string, err error) error {
 		_ = client.Remove(tmp)
+		if op == "writing" || op == "closing" || op == "fsync" {
+			err = explainNoSpace(client, dir, f.Len(), err)
+		}
 		return fmt.Errorf("%s: %s %s: %w", c.target.Name, op, f.Path, err)
 	}
 	w, err := client.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
@@ -682,7 +709,8 @@ func (c *Conn) writeFrom(ctx context.Context, client *sftp.Client, f File, mode 
 
 // Get reads a file from the host (as root when the connection becomes root). A missing file is an error
 // that wraps fs.ErrNotExist.
-func (c *Conn) Get(ctx context.Context, p string) ([]byte, error) {
+func (c *Conn) Get(ctx context.Context, p string) (_ []byte, err error) {
+	defer func() { err = c.connErr(ctx, err) }()
 	client, err := c.SFTP(ctx)
 	if err != nil {
 		return nil, err

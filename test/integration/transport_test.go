@@ -22,6 +22,12 @@ import (
 
 func env(t *testing.T, l *lab.Lab, edit func(*inventory.Inventory)) *playbooks.Env {
 	t.Helper()
+	return envWith(t, l, edit, transport.Options{})
+}
+
+// envWith is env with the dialer's options (the lab's known_hosts and no ssh_config are filled in).
+func envWith(t *testing.T, l *lab.Lab, edit func(*inventory.Inventory), opts transport.Options) *playbooks.Env {
+	t.Helper()
 	inv, diags, err := inventory.Load(l.Inventory())
 	if err != nil || diags.HasErrors() {
 		t.Fatalf("%v %v", err, diags.Err())
@@ -29,7 +35,8 @@ func env(t *testing.T, l *lab.Lab, edit func(*inventory.Inventory)) *playbooks.E
 	if edit != nil {
 		edit(inv)
 	}
-	d, err := transport.NewDialer(transport.Options{ClusterKnownHosts: l.KnownHosts(), KnownHosts: []string{}, SSHConfig: "none"})
+	opts.ClusterKnownHosts, opts.KnownHosts, opts.SSHConfig = l.KnownHosts(), []string{}, "none"
+	d, err := transport.NewDialer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

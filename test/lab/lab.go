@@ -222,6 +222,19 @@ func (l *Lab) Kill(t testing.TB, host string) {
 	}
 }
 
+// Link cuts (up false) or restores a host's link to the lab's bridge: its packets are lost, as with a cut
+// cable, while it runs on. The lab's cleanup removes the link with the host either way.
+func (l *Lab) Link(t testing.TB, host string, up bool) {
+	t.Helper()
+	state := "down"
+	if up {
+		state = "up"
+	}
+	if out, err := exec.Command(Script(), "link", "--name", l.Name, host, state).CombinedOutput(); err != nil {
+		t.Fatalf("lab link %s %s: %v\n%s", host, state, err, out)
+	}
+}
+
 // Kubeadm is kubeadm of a version the lab builds (build-k8s.sh puts it beside the artifacts, outside them:
 // clusterctl does not deliver it); the test is skipped, saying so, when it has not been built.
 func Kubeadm(t testing.TB, version string) string {

@@ -7,6 +7,8 @@
 #                        [--release bookworm|trixie]   (Debian 12, the default, or 13: bare and base only)
 #   test/lab/lab.sh down --name NAME | --all
 #   test/lab/lab.sh list
+#   test/lab/lab.sh kill --name NAME HOST         (the host loses power)
+#   test/lab/lab.sh link --name NAME HOST up|down (the host's network cable: its veth on the bridge)
 #
 # up writes into DIR: hosts.yaml (a clusterctl inventory: the first K hosts control-plane, the rest workers),
 # known_hosts, ssh_config (ssh -F DIR/ssh_config cp1), id_ed25519, and timings. down removes every host,
@@ -390,10 +392,24 @@ cmd_kill() {
   log "host $h of lab $lab killed"
 }
 
+# link --name LAB HOST up|down: the host's link to the bridge (its veth's end on the machine) goes down or
+# up: packets to and from it are lost, as with a cut cable, while the host itself runs on (fault tests).
+cmd_link() {
+  require_root
+  [ "${1:-}" = --name ] && [ -n "${2:-}" ] && [ -n "${3:-}" ] && [[ ${4:-} =~ ^(up|down)$ ]] || die "link: --name LAB HOST up|down"
+  local lab=$2 h=$3 state=$4 idx v
+  [ -d "$LAB_ROOT/labs/$lab/hosts/$h" ] || die "link: lab $lab has no host $h"
+  idx=$(cat "$LAB_ROOT/labs/$lab/index")
+  v="vb-c$idx-$h"
+  ip link set "${v:0:15}" "$state"
+  log "host $h of lab $lab: link $state"
+}
+
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
+  link) shift; cmd_link "$@" ;;
   down) shift; cmd_down "$@" ;;
   kill) shift; cmd_kill "$@" ;;
   list) cmd_list ;;
-  *) echo "usage: $0 up|down|kill|list (see the header of this file)" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|kill|link|list (see the header of this file)" >&2; exit 2 ;;
 esac
