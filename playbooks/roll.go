@@ -155,26 +155,32 @@ func (d *deployment) putManifests(ctx context.Context, play string, h *inventory
 			return false, err
 		}
 		conn := d.e.Conn(name)
-		manifests := slices.DeleteFunc(n.Files, func(f transport.File) bool { return !isManifest(f) })
-		if !apiFirst {
-			out, err := apply.Files(ctx, conn, manifests, n.Dry)
-			d.record(name, out)
-			return out.Changed(), err
-		}
-		api := slices.DeleteFunc(slices.Clone(manifests), func(f transport.File) bool { return f.Path != kubeadm.Manifest(kubeadm.APIServer) })
-		out, err := apply.Files(ctx, conn, api, n.Dry)
-		d.record(name, out)
-		if err != nil {
-			return out.Changed(), err
-		}
-		if out.Changed() && !n.Dry {
-			if err := d.waitNodeAPI(ctx, h); err != nil {
-				return true, err
+		var first, rest []transport.File // the API server's manifest when it goes first; the others
+		for _, f := range n.Files {
+			switch {
+			case !isManifest(f):
+			case apiFirst && f.Path == kubeadm.Manifest(kubeadm.APIServer):
+				first = append(first, f)
+			default:
+				rest = append(rest, f)
 			}
 		}
-		rest, err := apply.Files(ctx, conn, slices.DeleteFunc(manifests, func(f transport.File) bool { return f.Path == kubeadm.Manifest(kubeadm.APIServer) }), n.Dry)
-		d.record(name, rest)
-		return out.Changed() || rest.Changed(), err
+		var changed bool
+		if len(first) > 0 {
+			out, err := apply.Files(ctx, conn, first, n.Dry)
+			d.record(name, out)
+			if err != nil {
+				return out.Changed(), err
+			}
+			if changed = out.Changed(); changed && !n.Dry {
+				if err := d.waitNodeAPI(ctx, h); err != nil {
+					return true, err
+				}
+			}
+		}
+		out, err := apply.Files(ctx, conn, rest, n.Dry)
+		d.record(name, out)
+		return changed || out.Changed(), err
 	}})
 	return anyChanged(res), err
 }
@@ -315,15 +321,12 @@ func (d *deployment) renewServing(ctx context.Context, play string, hosts []stri
 	}
 	d.approver.Kube = admin.Kube
 	return renewing, d.e.poll(ctx, play, "", d.o.Timeout, func() (bool, string, error) {
-		if err := d.approver.Round(ctx); err != nil {
+		list, err := d.approver.Round(ctx)
+		if err != nil {
 			return false, "", err
 		}
-		list, err := admin.Kube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "the API (" + firstLine(err.Error()) + ")", nil
-		}
 		issued := map[string]bool{}
-		for _, c := range list.Items {
+		for _, c := range list {
 			if c.CreationTimestamp.After(since) && len(c.Status.Certificate) > 0 {
 				issued[strings.TrimPrefix(c.Spec.Username, "system:node:")] = true
 			}

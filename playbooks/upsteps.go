@@ -148,14 +148,11 @@ func (u *upRun) waitSigner(ctx context.Context) error {
 	}
 	u.approver.Kube = admin.Kube
 	err = wait.Poll(ctx, wait.Options{Timeout: signerWait, Interval: 250 * time.Millisecond}, func() (bool, string, error) {
-		if err := u.approver.Round(ctx); err != nil {
-			return false, "", err
-		}
-		list, err := admin.Kube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		list, err := u.approver.Round(ctx)
 		if err != nil {
 			return false, "", err
 		}
-		if r := csr.AwaitingSignature(list.Items); r != "" {
+		if r := csr.AwaitingSignature(list); r != "" {
 			return false, "the controller-manager to sign " + r, nil
 		}
 		return true, "", nil
@@ -264,7 +261,7 @@ func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string
 	u.approver.Kube = admin.Kube
 	labelled := map[string]bool{}
 	return u.e.poll(ctx, play, "", u.o.NodeTimeout, func() (bool, string, error) {
-		if err := u.approver.Round(ctx); err != nil {
+		if _, err := u.approver.Round(ctx); err != nil {
 			return false, "", err
 		}
 		list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})

@@ -71,11 +71,12 @@ func (a *Approver) Unapproved() map[string]string {
 	return out
 }
 
-// Round looks at every kubelet serving request once.
-func (a *Approver) Round(ctx context.Context) error {
+// Round looks at every kubelet serving request once. It returns the requests it read, with the approvals
+// it made.
+func (a *Approver) Round(ctx context.Context) ([]certificatesv1.CertificateSigningRequest, error) {
 	list, err := a.Kube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a.mu.Lock()
 	if a.approved == nil {
@@ -86,7 +87,7 @@ func (a *Approver) Round(ctx context.Context) error {
 		r := &list.Items[i]
 		if r.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && a.TokenID != "" && Pending(r) {
 			if err := a.client(ctx, r); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
@@ -115,12 +116,12 @@ func (a *Approver) Round(ctx context.Context) error {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				continue // changed meanwhile: the next round sees it
 			}
-			return err
+			return nil, err
 		}
 		a.say("approved serving certificate of %s (%s)", node, r.Name)
 		a.mark(node)
 	}
-	return nil
+	return list.Items, nil
 }
 
 // client approves a joining kubelet's client request that passes CheckClient; one that does not is left to
@@ -159,19 +160,16 @@ func (a *Approver) say(format string, args ...any) {
 }
 
 func approved(r *certificatesv1.CertificateSigningRequest) bool {
-	for _, c := range r.Status.Conditions {
-		if c.Type == certificatesv1.CertificateApproved {
-			return true
-		}
-	}
-	return false
+	return hasCondition(r, certificatesv1.CertificateApproved)
 }
 
 func failed(r *certificatesv1.CertificateSigningRequest) bool {
-	for _, c := range r.Status.Conditions {
-		if c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed {
-			return true
-		}
-	}
-	return false
+	return hasCondition(r, certificatesv1.CertificateDenied, certificatesv1.CertificateFailed)
+}
+
+// hasCondition reports whether the request has a condition of one of the types.
+func hasCondition(r *certificatesv1.CertificateSigningRequest, types ...certificatesv1.RequestConditionType) bool {
+	return slices.ContainsFunc(r.Status.Conditions, func(c certificatesv1.CertificateSigningRequestCondition) bool {
+		return slices.Contains(types, c.Type)
+	})
 }

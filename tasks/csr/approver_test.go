@@ -25,7 +25,7 @@ func TestApprover(t *testing.T) {
 	var said []string
 	a := &Approver{Kube: kube, Nodes: nodes, Say: func(f string, _ ...any) { said = append(said, f) }}
 	for range 2 {
-		if err := a.Round(ctx); err != nil {
+		if _, err := a.Round(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,7 +57,7 @@ func TestApproverClientRequests(t *testing.T) {
 	}
 	kube := fake.NewClientset(mk("ours", "system:bootstrap:abcdef"), mk("theirs", "system:bootstrap:zzzzzz"))
 	a := &Approver{Kube: kube, Nodes: nodes, TokenID: "abcdef"}
-	if err := a.Round(ctx); err != nil {
+	if _, err := a.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for name, pending := range map[string]bool{"ours": false, "theirs": true} {

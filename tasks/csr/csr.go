@@ -26,12 +26,7 @@ type Node struct {
 
 // Pending reports whether a request waits for a decision.
 func Pending(r *certificatesv1.CertificateSigningRequest) bool {
-	for _, c := range r.Status.Conditions {
-		if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed {
-			return false
-		}
-	}
-	return true
+	return !hasCondition(r, certificatesv1.CertificateApproved, certificatesv1.CertificateDenied, certificatesv1.CertificateFailed)
 }
 
 // AwaitingSignature names a kubelet request (client or serving) that is approved and neither issued nor
