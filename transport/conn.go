@@ -113,17 +113,19 @@ func (c *Conn) Name() string { return c.target.Name }
 // Target is what the connection was made to, after ~/.ssh/config was applied.
 func (c *Conn) Target() Target { return c.target }
 
-// Close ends the SFTP session and the connection, then the bastions' connections.
+// Close ends the connection, then its SFTP client and the bastions' connections. The connection goes
+// first: on a dead link, closing the SFTP session first would wait on writes blocked in the TCP send
+// buffer until the kernel gives up on the peer (about 15 minutes), keepalives notwithstanding.
 func (c *Conn) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		close(c.closed)
+		err = c.client.Close()
 		c.mu.Lock()
 		if c.sftp != nil {
 			c.sftp.Close()
 		}
 		c.mu.Unlock()
-		err = c.client.Close()
 		for i := len(c.via) - 1; i >= 0; i-- {
 			c.via[i].Close()
 		}
