@@ -20,7 +20,7 @@ ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_V
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-upgrade
+.PHONY: help build release test test-long faults unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-upgrade
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -86,6 +86,10 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 
 test-long: ## the end-to-end cases too long for make test, in place of their shorter forms (certs rotate --ca with external etcd, and on three stacked control-plane nodes; ~32 min; root)
 	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 70m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$' ./test/e2e/
+
+faults: ## the fault-injection suite on lab hosts (~6 min; root): up with a worker's link cut during the push, add-node of a worker powered off while it joins, and the upload faults make test runs too (full disk, sshd killed, link cut)
+	CLUSTERCTL_E2E_FAULTS=1 go test -count=1 -timeout 30m -v -run 'TestFaults$$' ./test/e2e/
+	go test -count=1 -timeout 10m -v -run 'TestFaultsDuringPush$$' ./test/integration/
 
 unit: ## unit tests only, quickly (the lab tier off: as root, plain go test would start lab clusters under its 10-minute default timeout)
 	CLUSTERCTL_LAB=off go test ./...

@@ -252,7 +252,8 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 }
 
 // waitNodes polls the Nodes until done says they are as wanted, approving serving CSRs and labelling nodes
-// as they come.
+// as they come. A node whose host's connection is lost (powered off, its link cut: keepalives unanswered)
+// ends the wait at once, named, instead of at the timeout.
 func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string]*corev1.Node) (bool, string)) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
@@ -261,6 +262,13 @@ func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string
 	u.approver.Kube = admin.Kube
 	labelled := map[string]bool{}
 	return u.e.poll(ctx, play, "", u.o.NodeTimeout, func() (bool, string, error) {
+		for _, h := range u.nodes() {
+			if c := u.e.Conn(h.Name); c != nil {
+				if err := c.Lost(); err != nil {
+					return false, "", err
+				}
+			}
+		}
 		if _, err := u.approver.Round(ctx); err != nil {
 			return false, "", err
 		}

@@ -76,6 +76,17 @@ func (c *Conn) markLost(cause error) {
 	}
 }
 
+// Lost is a *LostError when the connection was lost (the host or the network ended it), nil while it is up
+// or after Close: a wait on the host's progress elsewhere (its Node, through the API) can end at once.
+func (c *Conn) Lost() error {
+	c.lostMu.Lock()
+	defer c.lostMu.Unlock()
+	if c.lost == nil {
+		return nil
+	}
+	return &LostError{Host: c.target.Name, Address: c.target.addr(), Cause: c.lost}
+}
+
 // lostWait bounds how long a failed operation waits to learn whether its connection has ended: the SSH
 // connection's channels fail a moment before it reports its end.
 const lostWait = 250 * time.Millisecond

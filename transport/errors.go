@@ -40,12 +40,15 @@ type LostError struct {
 	Host    string
 	Address string
 	Cause   error // why the connection ended
-	Err     error // what the operation reported
+	Err     error // what the operation reported (nil: no operation, see Conn.Lost)
 }
 
 func (e *LostError) Error() string {
-	return fmt.Sprintf("%s: unreachable: the connection to %s was lost (%v); %s", e.Host, e.Address, e.Cause,
-		strings.TrimPrefix(e.Err.Error(), e.Host+": "))
+	msg := fmt.Sprintf("%s: unreachable: the connection to %s was lost (%v)", e.Host, e.Address, e.Cause)
+	if e.Err != nil {
+		msg += "; " + strings.TrimPrefix(e.Err.Error(), e.Host+": ")
+	}
+	return msg
 }
 
 func (e *LostError) Unwrap() error { return e.Err }

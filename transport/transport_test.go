@@ -363,6 +363,9 @@ func TestDroppedConnectionMidUploadLeavesNoPartialFile(t *testing.T) {
 	if !errors.As(err, &lost) || lost.Host != target.Name || !strings.Contains(err.Error(), "unreachable: the connection to") {
 		t.Fatalf("upload over a dropped connection: %v, want a *LostError naming the host", err)
 	}
+	if err := c.Lost(); !errors.As(err, &lost) || lost.Err != nil {
+		t.Errorf("Lost() after the drop: %v", err)
+	}
 	got, _ := os.ReadFile(p)
 	if string(got) != "old content" {
 		t.Fatalf("target changed by a failed upload: %d bytes", len(got))

@@ -73,7 +73,7 @@ func TestFaultsDuringPush(t *testing.T) {
 	})
 
 	t.Run("link cut", func(t *testing.T) {
-		const keepalive = 2 * time.Second
+		const keepalive = 3 * time.Second
 		start := time.Now()
 		err := pushWhile(t, l, envWith(t, l, nil, transport.Options{Keepalive: keepalive}), "cp1", big, func() {
 			start = time.Now()

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FaultsEnv, when set (make faults), runs TestFaults: whole commands on a lab cluster with faults injected.
+const FaultsEnv = "CLUSTERCTL_E2E_FAULTS"
+
+// TestFaults injects faults into whole commands: a worker's link cut during up's push, a worker powered off
+// while add-node joins it. Each command fails naming the host as unreachable, the rest of the cluster stays
+// Ready, and the same command (or remove-node of the dead host) finishes the job. The quick cases, on
+// uploads alone, are test/integration's TestFaultsDuringPush, in make test.
+func TestFaults(t *testing.T) {
+	if os.Getenv(FaultsEnv) == "" {
+		t.Skip("make faults runs it (" + FaultsEnv + "=1)")
+	}
+	full := NewCluster(t, 4, 1) // cp1 w1 w2 w3
+	three := full.Subset(t, "three", "cp1", "w1", "w2")
+
+	t.Run("w2's link cut during up's push: up fails naming it unreachable, the re-run finishes", func(t *testing.T) {
+		var cut time.Time
+		stdout, stderr, code := three.RunFault(t, "push", 3*time.Second, func(*exec.Cmd) {
+			three.Lab.Link(t, "w2", false)
+			cut = time.Now()
+		}, "up")
+		t.Logf("up ended %s after the cut, exit %d", time.Since(cut).Round(100*time.Millisecond), code)
+		three.Lab.Link(t, "w2", true)
+		if code == 0 || !unreachable(stdout, "w2") {
+			t.Fatalf("up with w2's link cut: exit %d, w2 not reported unreachable\n%s\n%s", code, tail(stdout, 15), tail(stderr, 15))
+		}
+		if !strings.Contains(stderr, "w2: unreachable") {
+			t.Errorf("stderr does not name w2 unreachable:\n%s", tail(stderr, 15))
+		}
+		three.Up(t)
+		assertReady(t, three, "cp1", "w1", "w2")
+		if out := three.Lab.Run(t, "w2", "find / -xdev -name '*.clusterctl-tmp-*' | head -5"); out != "" {
+			t.Errorf("temporary files left on w2 after the re-run:\n%s", out)
+		}
+	})
+
+	t.Run("w3 powered off while add-node joins it: the failure names it, the rest is Ready, remove-node removes it", func(t *testing.T) {
+		start := time.Now()
+		stdout, stderr, code := full.RunFault(t, "join", 500*time.Millisecond, func(*exec.Cmd) { full.Lab.Kill(t, "w3") }, "add-node", "w3")
+		t.Logf("add-node ended %s after it started, exit %d", time.Since(start).Round(100*time.Millisecond), code)
+		if code == 0 || !strings.Contains(stderr, "w3: unreachable") {
+			t.Fatalf("add-node of a host powered off: exit %d, w3 not named unreachable\n%s\n%s", code, tail(stdout, 10), tail(stderr, 15))
+		}
+		assertReady(t, three, "cp1", "w1", "w2")
+		// The host cannot be reset: remove-node takes it out of the cluster and reports it.
+		_, stderr, code = full.Run(t, "remove-node", "--yes", "w3")
+		t.Logf("remove-node w3: exit %d\n%s", code, tail(stderr, 10))
+		if out, _ := full.K(t, "", "get", "node", "w3", "--ignore-not-found", "-o", "name"); out != "" {
+			t.Errorf("Node w3 is still there after remove-node: %q", out)
+		}
+		assertReady(t, three, "cp1", "w1", "w2")
+	})
+}
+
+// unreachable reports whether up's JSON output has host ended as unreachable in some play.
+func unreachable(stdout, host string) bool {
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e struct{ Type, Host, Status string }
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == "host_done" && e.Host == host && e.Status == "unreachable" {
+			return true
+		}
+	}
+	return false
+}
+
+// assertReady checks that exactly the named Nodes are there, each Ready.
+func assertReady(t *testing.T, c *Cluster, nodes ...string) {
+	t.Helper()
+	out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status} {end}")
+	want := ""
+	for _, n := range nodes {
+		want += n + "=True "
+	}
+	if out != want {
+		t.Errorf("nodes: %q, want %q", out, want)
+	}
+}
