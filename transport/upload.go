@@ -619,7 +619,7 @@ func explainNoSpace(client *sftp.Client, dir string, size int64, err error) erro
 	if serr != nil || size <= 0 || st.FreeSpace() >= uint64(size) {
 		return err
 	}
-	return fmt.Errorf("%w: the file is %s, the filesystem of %s has %s free of %s (%v)",
+	return fmt.Errorf("%w: the file is %s, the filesystem of %s has %s free of %s (%w)",
 		ErrNoSpace, mebibytes(uint64(size)), dir, mebibytes(st.FreeSpace()), mebibytes(st.TotalSpace()), err)
 }
 
