@@ -87,8 +87,9 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 test-long: ## the end-to-end cases too long for make test, in place of their shorter forms (certs rotate --ca with external etcd, and on three stacked control-plane nodes; ~32 min; root)
 	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 70m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$' ./test/e2e/
 
-faults: ## the fault-injection suite on lab hosts (~6 min; root): up with a worker's link cut during the push, add-node of a worker powered off while it joins, and the upload faults make test runs too (full disk, sshd killed, link cut)
+faults: ## the fault-injection suite on lab hosts (root): up with a worker's link cut during the push, add-node of a worker powered off while it joins, the upload faults make test runs too (full disk, sshd killed, link cut), and up/add-node/remove-node 20 times in one process with goroutines, open files and the hosts' SSH sessions counted
 	CLUSTERCTL_E2E_FAULTS=1 go test -count=1 -timeout 30m -v -run 'TestFaults$$' ./test/e2e/
+	CLUSTERCTL_E2E_FAULTS=1 go test -count=1 -timeout 40m -v -run 'TestNoLeaks$$' ./cmd/clusterctl/
 	go test -count=1 -timeout 10m -v -run 'TestFaultsDuringPush$$' ./test/integration/
 
 unit: ## unit tests only, quickly (the lab tier off: as root, plain go test would start lab clusters under its 10-minute default timeout)

@@ -68,6 +68,10 @@ func Clusterctl(t testing.TB) string {
 // shorter ones (a CA rotation in place of a leaf rotation).
 const LongEnv = "CLUSTERCTL_E2E_LONG"
 
+// FaultsEnv, when set (make faults), runs the fault-injection and leak tests: whole commands on a lab
+// cluster with faults injected, and commands repeated in one process.
+const FaultsEnv = "CLUSTERCTL_E2E_FAULTS"
+
 // Cluster is a lab whose inventory names the artifacts directory, and the tools to reach it.
 type Cluster struct {
 	Lab       *lab.Lab

@@ -10,9 +10,6 @@ import (
 	"time"
 )
 
-// FaultsEnv, when set (make faults), runs TestFaults: whole commands on a lab cluster with faults injected.
-const FaultsEnv = "CLUSTERCTL_E2E_FAULTS"
-
 // TestFaults injects faults into whole commands: a worker's link cut during up's push, a worker powered off
 // while add-node joins it. Each command fails naming the host as unreachable, the rest of the cluster stays
 // Ready, and the same command (or remove-node of the dead host) finishes the job. The quick cases, on
