@@ -446,6 +446,14 @@ func (c *Cluster) Etcdctl(t testing.TB, host, args string) string {
 		"--cert /etc/kubernetes/pki/apiserver-etcd-client.crt --key /etc/kubernetes/pki/apiserver-etcd-client.key "+args)
 }
 
+// proxyClientTimeout bounds each request of StartProxyClient. It was 5 s: in TestUpgrade one request in
+// about 1,500 timed out, in two runs of three, each time before the node it went to was touched, while w1's
+// haproxy marked that API server DOWN with "Layer7 timeout, check duration: 5455ms" (its /readyz, etcd's
+// included, unanswered for about 10 s, just after the images step had imported ~300 MB on four lab hosts
+// that share this machine's one disk and two cores). A backend stalled by the lab's load is not the proxy
+// failing over; refusals, resets and errors still fail at once, and a black hole still fails at 15 s.
+const proxyClientTimeout = 15 * time.Second
+
 // StartProxyClient starts a client of the control-plane endpoint as nodes see it: host's node-local API
 // proxy on 127.0.0.1:7443, reached through an SSH forward from here, as the cluster's admin, one request
 // every 50 ms. stop ends it and returns the requests that succeeded and those that failed (with times).
@@ -467,7 +475,7 @@ func StartProxyClient(t testing.TB, c *Cluster, host string) (stop func() (int, 
 		t.Fatal(err)
 	}
 	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
-	cfg.Timeout = 5 * time.Second
+	cfg.Timeout = proxyClientTimeout
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
