@@ -447,7 +447,7 @@ func (c *Cluster) Etcdctl(t testing.TB, host, args string) string {
 }
 
 // proxyClientTimeout bounds each request of StartProxyClient. It was 5 s: in TestUpgrade one request in
-// about 1,500 timed out, in two runs of three, each time before the node it went to was touched, while w1's
+// about 1,500 timed out in several runs, in the last before the node it went to was touched, while w1's
 // haproxy marked that API server DOWN with "Layer7 timeout, check duration: 5455ms" (its /readyz, etcd's
 // included, unanswered for about 10 s, just after the images step had imported ~300 MB on four lab hosts
 // that share this machine's one disk and two cores). A backend stalled by the lab's load is not the proxy
