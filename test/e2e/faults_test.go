@@ -5,14 +5,16 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestFaults injects faults into whole commands: a worker's link cut during up's push, a worker powered off
-// while add-node joins it. Each command fails naming the host as unreachable, the rest of the cluster stays
-// Ready, and the same command (or remove-node of the dead host) finishes the job. The quick cases, on
+// while add-node joins it, the workstation process killed in each stage of certs rotate and certs rotate
+// --ca. Each command fails naming the host as unreachable, the rest of the cluster stays Ready, and the
+// same command (or remove-node of the dead host) finishes the job. The quick cases, on
 // uploads alone, are test/integration's TestFaultsDuringPush, in make test.
 func TestFaults(t *testing.T) {
 	if os.Getenv(FaultsEnv) == "" {
@@ -56,6 +58,29 @@ func TestFaults(t *testing.T) {
 		if out, _ := full.K(t, "", "get", "node", "w3", "--ignore-not-found", "-o", "name"); out != "" {
 			t.Errorf("Node w3 is still there after remove-node: %q", out)
 		}
+		assertReady(t, three, "cp1", "w1", "w2")
+	})
+
+	t.Run("certs rotate killed in each of its stages: the same command finishes", func(t *testing.T) {
+		rotate := []string{"certs", "rotate", "--yes", "--fresh", "0s"}
+		three.RunKilled(t, "rotate", 5*time.Second, rotate...)
+		three.RunKilled(t, "serving", 300*time.Millisecond, rotate...)
+		if _, stderr, code := three.Run(t, rotate...); code != 0 {
+			t.Fatalf("certs rotate after two kills: exit %d\n%s", code, tail(stderr, 30))
+		}
+		assertReady(t, three, "cp1", "w1", "w2")
+	})
+
+	t.Run("certs rotate --ca killed in its trust, sign and finish stages: the same command finishes", func(t *testing.T) {
+		oldCA := readFile(t, filepath.Join(three.StateDir, "pki", "ca.crt"))
+		rotate := []string{"certs", "rotate", "--ca", "--yes"}
+		for _, stage := range []string{"ca-trust", "ca-sign", "ca-finish"} {
+			three.RunKilled(t, stage, 3*time.Second, rotate...)
+		}
+		if _, stderr, code := three.Run(t, rotate...); code != 0 {
+			t.Fatalf("certs rotate --ca after three kills: exit %d\n%s", code, tail(stderr, 30))
+		}
+		CheckNewCA(t, three, oldCA, "cp1", "w1", "w2")
 		assertReady(t, three, "cp1", "w1", "w2")
 	})
 }
