@@ -199,9 +199,13 @@ func TestPreflightOnLabHosts(t *testing.T) {
 	}
 
 	// A host that listens on 6443 fails Port-6443, naming that host, while the others pass; a non-empty
-	// manifests directory on a worker fails DirAvailable--etc-kubernetes-manifests.
+	// manifests directory on a worker fails DirAvailable--etc-kubernetes-manifests; a host whose clock is a
+	// minute ahead fails ClockSkew. Lab hosts share this machine's clock (no time namespace moves the
+	// wall clock), so w1's is read through a date(1) ahead of the real one, first in root's PATH.
 	l.Run(t, "cp1", "systemd-run --unit=squat6443 socat TCP-LISTEN:6443,fork,reuseaddr SYSTEM:true && sleep 0.5")
 	l.Run(t, "w2", "mkdir -p /etc/kubernetes/manifests && echo x > /etc/kubernetes/manifests/stray.yaml")
+	l.Run(t, "w1", `printf '%s\n' '#!/bin/sh' 'if [ "$1" = +%s.%N ]; then /bin/date +%s.%N | awk '"'"'{ printf "%.9f\n", $1 + 60 }'"'"'; else exec /bin/date "$@"; fi' >/usr/local/bin/date && chmod 755 /usr/local/bin/date && date +%s.%N`)
+	t.Cleanup(func() { _, _ = l.SSH("", "w1", "rm -f /usr/local/bin/date") })
 	bin := buildCLI(t)
 	cmd := exec.Command(bin, "preflight", "-i", l.Inventory(), "--state-dir", filepath.Join(t.TempDir(), "state"), "-o", "json", "--ssh-config", "none")
 	var stdout, stderr bytes.Buffer
@@ -241,7 +245,7 @@ func TestPreflightOnLabHosts(t *testing.T) {
 	if got := errorsOf("cp1"); len(got) != 1 || got[0] != "Port-6443" {
 		t.Errorf("cp1 errors: %v", got)
 	}
-	if got := errorsOf("w1"); len(got) != 0 {
+	if got := errorsOf("w1"); len(got) != 1 || got[0] != "ClockSkew" {
 		t.Errorf("w1 errors: %v", got)
 	}
 	if got := errorsOf("w2"); len(got) != 1 || got[0] != "DirAvailable--etc-kubernetes-manifests" {
@@ -250,7 +254,7 @@ func TestPreflightOnLabHosts(t *testing.T) {
 
 	// Ignoring both lets the run pass.
 	cmd = exec.Command(bin, "preflight", "-i", l.Inventory(), "--state-dir", filepath.Join(t.TempDir(), "state"), "--ssh-config", "none",
-		"--ignore-preflight-errors=Port-6443,DirAvailable--etc-kubernetes-manifests")
+		"--ignore-preflight-errors=Port-6443,DirAvailable--etc-kubernetes-manifests,ClockSkew")
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "[IGNORED Port-6443]") {
 		t.Errorf("with ignores: %v\n%s", err, out)
 	}
