@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +29,7 @@ import (
 	"github.com/clusterctl/clusterctl/test/lab"
 	"github.com/clusterctl/clusterctl/test/lab/image"
 	"github.com/clusterctl/clusterctl/test/lab/mirror"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 // root is the module's directory.
@@ -405,8 +408,20 @@ func (c *Cluster) RunFault(t testing.TB, phase string, delay time.Duration, faul
 // One file system each (find -xdev): the containerd store, a separate mount, is left out.
 func (c *Cluster) Hash(t testing.TB, host string) string {
 	t.Helper()
-	return strings.TrimSpace(c.Lab.Run(t, host, `{ find /etc /var/lib -xdev \( -path /var/lib/etcd -o -path /var/lib/kubelet -o -path /var/lib/cni -o -path /var/lib/systemd \) -prune -o -type f -print0; `+
-		`printf '%s\0' /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env; } | sort -z | xargs -0 sha256sum 2>&1 | sha256sum`))
+	sum := sha256.Sum256([]byte(c.Files(t, host)))
+	return hex.EncodeToString(sum[:])
+}
+
+// Files lists the files Hash digests, a line each ("digest  path"), leaving out also the directories
+// under /etc and /var/lib in prune.
+func (c *Cluster) Files(t testing.TB, host string, prune ...string) string {
+	t.Helper()
+	expr := ""
+	for _, p := range append([]string{"/var/lib/etcd", "/var/lib/kubelet", "/var/lib/cni", "/var/lib/systemd"}, prune...) {
+		expr += " -o -path " + transport.ShellQuote(p)
+	}
+	return c.Lab.Run(t, host, `{ find /etc /var/lib -xdev \( `+strings.TrimPrefix(expr, " -o ")+` \) -prune -o -type f -print0; `+
+		`printf '%s\0' /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env; } | sort -z | xargs -0 sha256sum 2>&1`)
 }
 
 // Subset writes an inventory beside the cluster's with only the named hosts (same cluster, same state

@@ -14,7 +14,8 @@ import (
 // TestFaults injects faults into whole commands: a worker's link cut during up's push, a worker powered off
 // while add-node joins it, the workstation process killed in each stage of certs rotate and certs rotate
 // --ca. Each command fails naming the host as unreachable, the rest of the cluster stays Ready, and the
-// same command (or remove-node of the dead host) finishes the job. The quick cases, on
+// same command (or remove-node of the dead host) finishes the job. Last, the cluster is made again with
+// --forks 1 and with --forks 500: the same files on every host. The quick cases, on
 // uploads alone, are test/integration's TestFaultsDuringPush, in make test.
 func TestFaults(t *testing.T) {
 	if os.Getenv(FaultsEnv) == "" {
@@ -83,6 +84,53 @@ func TestFaults(t *testing.T) {
 		CheckNewCA(t, three, oldCA, "cp1", "w1", "w2")
 		assertReady(t, three, "cp1", "w1", "w2")
 	})
+
+	t.Run("--forks 1 and --forks 500 make the same cluster", func(t *testing.T) {
+		// Left out: the hosts' record of pushed files (modification times), and what follows from the
+		// order in which the controller-manager gave the nodes their pod ranges (CNI configuration,
+		// routes), which joins in parallel may change.
+		prune := []string{"/var/lib/clusterctl", "/etc/cni", "/etc/systemd/system/clusterctl-pod-routes.service"}
+		first := map[string]string{}
+		for _, forks := range []string{"1", "500"} {
+			if _, stderr, code := three.Run(t, "reset", "--yes"); code != 0 {
+				t.Fatalf("reset: exit %d\n%s", code, tail(stderr, 20))
+			}
+			three.Up(t, "--forks", forks)
+			assertReady(t, three, "cp1", "w1", "w2")
+			for _, h := range []string{"cp1", "w1", "w2"} {
+				files := three.Files(t, h, prune...)
+				if forks == "1" {
+					first[h] = files
+				} else if files != first[h] {
+					t.Errorf("%s: the files differ between --forks 1 and --forks 500:\n%s", h, changedLines(first[h], files))
+				}
+			}
+		}
+	})
+}
+
+// changedLines are the lines of a not in b (-) and of b not in a (+).
+func changedLines(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ina, inb := in(a), in(b)
+	var out []string
+	for _, l := range strings.Split(a, "\n") {
+		if !inb[l] {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if !ina[l] {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // unreachable reports whether up's JSON output has host ended as unreachable in some play.
