@@ -293,7 +293,7 @@ func (d *deployment) waitNodeAPI(ctx context.Context, h *inventory.Host) error {
 
 // renewServing has the kubelets of hosts whose serving certificate is stale (or missing) request a new one:
 // the current one is removed and the kubelet restarted; the request is approved after csr.CheckServing, and
-// the wait ends when each node's new certificate is issued.
+// the wait ends when each node's new certificate is issued and its Node is Ready again.
 func (d *deployment) renewServing(ctx context.Context, play string, hosts []string, stale func(*x509.Certificate) bool) ([]string, error) {
 	since := time.Now().Add(-time.Second)
 	var mu sync.Mutex
@@ -337,7 +337,21 @@ func (d *deployment) renewServing(ctx context.Context, play string, hosts []stri
 				waiting = append(waiting, n)
 			}
 		}
-		return len(waiting) == 0, "the serving certificates of " + strings.Join(waiting, ", "), nil
+		if len(waiting) > 0 {
+			return false, "the serving certificates of " + strings.Join(waiting, ", "), nil
+		}
+		// The kubelets restarted: each Node Ready again before the command ends (a kubelet just started
+		// reports NotReady until its first runtime status check; seen right after a rotation on 1+2).
+		for _, n := range renewing {
+			node, err := admin.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, "Node " + n + " (" + firstLine(err.Error()) + ")", nil
+			}
+			if !nodes.Ready(node) {
+				waiting = append(waiting, n)
+			}
+		}
+		return len(waiting) == 0, "Nodes Ready again: " + strings.Join(waiting, ", "), nil
 	})
 }
 
