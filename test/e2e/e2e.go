@@ -421,7 +421,7 @@ func (c *Cluster) Files(t testing.TB, host string, prune ...string) string {
 		expr += " -o -path " + transport.ShellQuote(p)
 	}
 	return c.Lab.Run(t, host, `{ find /etc /var/lib -xdev \( `+strings.TrimPrefix(expr, " -o ")+` \) -prune -o -type f -print0; `+
-		`printf '%s\0' /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env; } | sort -z | xargs -0 sha256sum 2>&1`)
+		`for f in /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env; do if [ -e "$f" ]; then printf '%s\0' "$f"; fi; done; } | sort -z | xargs -0 -r sha256sum`)
 }
 
 // Subset writes an inventory beside the cluster's with only the named hosts (same cluster, same state
