@@ -109,13 +109,11 @@ func (c *Conn) connErr(ctx context.Context, err error) error {
 	case <-c.closed:
 	case <-time.After(lostWait):
 	}
-	c.lostMu.Lock()
-	cause := c.lost
-	c.lostMu.Unlock()
-	if cause == nil {
-		return err
+	if errors.As(c.Lost(), &le) {
+		le.Err = err
+		return le
 	}
-	return &LostError{Host: c.target.Name, Address: c.target.addr(), Cause: cause, Err: err}
+	return err
 }
 
 // Name is the host's name in the inventory.
