@@ -29,6 +29,16 @@ type hostKeys struct {
 	mu       sync.Mutex
 	check    ssh.HostKeyCallback
 	accepted map[string]ssh.PublicKey // address -> key accepted in this run
+
+	// The key types known for each host, read once (a fan-out asks for every host).
+	plain  map[string][]string // normalized host -> key types
+	hashed []hashedEntry
+}
+
+// hashedEntry is a hashed known_hosts name (|1|salt|hash) and its key type.
+type hashedEntry struct {
+	name    string
+	keyType string
 }
 
 func newHostKeys(own string, others []string, acceptNew bool) (*hostKeys, error) {
@@ -61,7 +71,40 @@ func (hk *hostKeys) load(files []string) error {
 		return fmt.Errorf("reading known_hosts: %w", err)
 	}
 	hk.check = cb
+	hk.index()
 	return nil
+}
+
+// index reads the key types of every host in the files (knownhosts.New has read them whole already: their
+// size is not bounded here either).
+func (hk *hostKeys) index() {
+	hk.plain = map[string][]string{}
+	hk.hashed = nil
+	for _, f := range hk.files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || line[0] == '#' || line[0] == '@' {
+				continue
+			}
+			_, hosts, key, _, _, err := ssh.ParseKnownHosts([]byte(line))
+			if err != nil {
+				continue
+			}
+			for _, h := range hosts {
+				if strings.HasPrefix(h, "|1|") {
+					hk.hashed = append(hk.hashed, hashedEntry{name: h, keyType: key.Type()})
+				} else {
+					hk.plain[h] = append(hk.plain[h], key.Type())
+				}
+			}
+		}
+	}
 }
 
 // callback returns the ssh.HostKeyCallback for one host: name is the inventory name (for messages), pin an
@@ -150,31 +193,20 @@ func (hk *hostKeys) algorithms(address string) []string {
 	want := knownhosts.Normalize(address)
 	var algos []string
 	seen := map[string]bool{}
-	for _, f := range hk.files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
+	add := func(keyType string) {
+		for _, a := range keyAlgorithms(keyType) {
+			if !seen[a] {
+				seen[a] = true
+				algos = append(algos, a)
+			}
 		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
-			if line == "" || line[0] == '#' || line[0] == '@' {
-				continue
-			}
-			_, hosts, key, _, _, err := ssh.ParseKnownHosts([]byte(line))
-			if err != nil {
-				continue
-			}
-			for _, h := range hosts {
-				if h == want || (strings.HasPrefix(h, "|1|") && hashedMatch(h, want)) {
-					for _, a := range keyAlgorithms(key.Type()) {
-						if !seen[a] {
-							seen[a] = true
-							algos = append(algos, a)
-						}
-					}
-				}
-			}
+	}
+	for _, t := range hk.plain[want] {
+		add(t)
+	}
+	for _, e := range hk.hashed {
+		if hashedMatch(e.name, want) {
+			add(e.keyType)
 		}
 	}
 	return algos

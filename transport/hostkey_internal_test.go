@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/clusterctl/clusterctl/transport/transporttest"
 )
@@ -42,5 +44,57 @@ func TestAcceptNewRefusesAKeyChangedWithinARun(t *testing.T) {
 	data, _ := os.ReadFile(own)
 	if n := strings.Count(string(data), "\n"); n != 1 || strings.Contains(string(data), string(ssh.MarshalAuthorizedKey(second))[:40]) {
 		t.Errorf("known_hosts holds %d lines (want only the first key):\n%s", n, data)
+	}
+}
+
+// The key types asked of a host are those known_hosts holds for it, under its plain or hashed name.
+func TestAlgorithmsFromKnownHosts(t *testing.T) {
+	ed := transporttest.NewKey(t).PublicKey()
+	file := filepath.Join(t.TempDir(), "known_hosts")
+	lines := []string{
+		knownhosts.Line([]string{"10.0.0.1"}, ed),
+		knownhosts.Line([]string{knownhosts.HashHostname("10.0.0.2")}, ed),
+		knownhosts.Line([]string{"[10.0.0.3]:2222"}, ed),
+		"@revoked 10.0.0.4 " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ed))),
+		"# a comment",
+	}
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hk, err := newHostKeys(file, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[string]string{
+		"10.0.0.1:22": ssh.KeyAlgoED25519, "10.0.0.2:22": ssh.KeyAlgoED25519, "10.0.0.3:2222": ssh.KeyAlgoED25519,
+		"10.0.0.3:22": "", "10.0.0.4:22": "", "10.0.0.9:22": "",
+	} {
+		if got := strings.Join(hk.algorithms(addr), ","); got != want {
+			t.Errorf("algorithms(%s) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// BenchmarkAlgorithms1000 looks up one host's key types in a known_hosts of 1,000 hosts, as each connection
+// of a fan-out does.
+func BenchmarkAlgorithms1000(b *testing.B) {
+	ed := transporttest.NewKey(b).PublicKey()
+	var sb strings.Builder
+	for i := range 1000 {
+		sb.WriteString(knownhosts.Line([]string{net.JoinHostPort(fmt.Sprintf("10.1.%d.%d", i/250, i%250+1), "22")}, ed) + "\n")
+	}
+	file := filepath.Join(b.TempDir(), "known_hosts")
+	if err := os.WriteFile(file, []byte(sb.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	hk, err := newHostKeys(file, nil, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if len(hk.algorithms("10.1.3.250:22")) != 1 {
+			b.Fatal("host not found")
+		}
 	}
 }

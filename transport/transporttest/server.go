@@ -32,7 +32,8 @@ type Options struct {
 	Password string
 	// Stall makes the server accept TCP connections and never answer (handshake timeouts).
 	Stall bool
-	// DropSFTPAfter closes the whole connection once an SFTP session has received that many bytes.
+	// DropSFTPAfter closes the whole connection once an SFTP session has received that many bytes: the
+	// sftp subsystem's, or the stdin of a command (sftp-server run by the client, where the machine has one).
 	DropSFTPAfter int64
 }
 
@@ -192,7 +193,12 @@ func (s *Server) session(nc net.Conn, ch ssh.Channel, reqs <-chan *ssh.Request) 
 				return
 			}
 			go func() {
-				_, _ = io.Copy(stdin, ch)
+				var in io.Reader = ch
+				if s.opts.DropSFTPAfter > 0 {
+					// sftp-server run as a command (where the machine has one) reads its stdin.
+					in = &dropper{ReadWriteCloser: ch, left: s.opts.DropSFTPAfter, conn: nc}
+				}
+				_, _ = io.Copy(stdin, in)
 				stdin.Close()
 			}()
 			go func() {
