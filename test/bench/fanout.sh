@@ -7,10 +7,13 @@
 # and peak RSS are each tool's own. The command is clusterctl's facts script, the same for every tool.
 #
 #   N_LIST="10 100 300" RUNS=5 test/bench/fanout.sh
+#   TOOLS="clusterctl floor" N_LIST="300 1000" RUNS=3 test/bench/fanout.sh   # some tools only
 set -euo pipefail
 exec 9>&-
 N_LIST=${N_LIST:-"10 100 300"}
 RUNS=${RUNS:-5}
+TOOLS=${TOOLS:-"clusterctl floor pssh ansible"}
+want() { [[ " $TOOLS " == *" $1 "* ]]; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
@@ -110,27 +113,37 @@ ssh_args = $sshopts -o ControlMaster=no
 EOA
   echo "bench: N=$n" >&2
   state=$W/state-$n
-  measure clusterctl-exec "$n" env SSH_AUTH_SOCK= "$W/clusterctl" exec -i "$W/hosts-$n.yaml" --state-dir "$state" --ssh-config none -- "$CMD"
-  measure clusterctl-preflight "$n" env SSH_AUTH_SOCK= sh -c "'$W/clusterctl' preflight -i '$W/hosts-$n.yaml' --state-dir '$state' --ssh-config none -o json >/dev/null; exit 0"
-  measure floor "$n" "$W/fanoutfloor" -hosts "$hosts" -key "$W/id_ed25519" -known-hosts "$W/known_hosts-$n" -cmd "$CMD" -limit 200
-  measure pssh "$n" parallel-ssh -h "$hosts" -l root -p 200 -t 0 -x "$sshopts" -o "$W/pssh-out" "$CMD"
-  measure ansible-raw "$n" env ANSIBLE_CONFIG="$W/ansible-$n.cfg" ansible all -i "$W/ansible-$n.ini" -u root -m raw -a "$CMD"
-  measure ansible-shell "$n" env ANSIBLE_CONFIG="$W/ansible-$n.cfg" ansible all -i "$W/ansible-$n.ini" -u root -m shell -a "$CMD"
-  "$W/putbench" -hosts "$hosts" -key "$W/id_ed25519" -known-hosts "$W/known_hosts-$n" -files 10 >>"$W/put.txt" || true
+  if want clusterctl; then
+    measure clusterctl-exec "$n" env SSH_AUTH_SOCK= "$W/clusterctl" exec -i "$W/hosts-$n.yaml" --state-dir "$state" --ssh-config none -- "$CMD"
+    measure clusterctl-preflight "$n" env SSH_AUTH_SOCK= sh -c "'$W/clusterctl' preflight -i '$W/hosts-$n.yaml' --state-dir '$state' --ssh-config none -o json >/dev/null; exit 0"
+  fi
+  if want floor; then
+    measure floor "$n" "$W/fanoutfloor" -hosts "$hosts" -key "$W/id_ed25519" -known-hosts "$W/known_hosts-$n" -cmd "$CMD" -limit 200
+  fi
+  if want pssh; then
+    measure pssh "$n" parallel-ssh -h "$hosts" -l root -p 200 -t 0 -x "$sshopts" -o "$W/pssh-out" "$CMD"
+  fi
+  if want ansible; then
+    measure ansible-raw "$n" env ANSIBLE_CONFIG="$W/ansible-$n.cfg" ansible all -i "$W/ansible-$n.ini" -u root -m raw -a "$CMD"
+    measure ansible-shell "$n" env ANSIBLE_CONFIG="$W/ansible-$n.cfg" ansible all -i "$W/ansible-$n.ini" -u root -m shell -a "$CMD"
+  fi
+  if want clusterctl; then
+    "$W/putbench" -hosts "$hosts" -key "$W/id_ed25519" -known-hosts "$W/known_hosts-$n" -files 10 >>"$W/put.txt" || true
+  fi
 done
 
 echo
 echo "Fan-out of clusterctl's facts script to N sshd hosts on loopback; median of $RUNS runs; $(nproc) cores."
 echo
-echo "| tool | N | wall s | client CPU s | CPU ms/host | peak RSS MiB |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| tool | N | wall s | client CPU s | CPU ms/host | peak RSS MiB | RSS KiB/host |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 for key in $(cut -f1,2 "$results" | tr '\t' ':' | sort -u -t: -k1,1 -k2,2n); do
   tool=${key%%:*} n=${key##*:}
   rows=$(awk -F'\t' -v t="$tool" -v n="$n" '$1 == t && $2 == n' "$results")
   wall=$(cut -f3 <<<"$rows" | median); cpu=$(cut -f4 <<<"$rows" | median); rss=$(cut -f5 <<<"$rows" | median)
   awk -v t="$tool" -v n="$n" -v w="$wall" -v c="$cpu" -v m="$rss" \
-    'BEGIN {printf "| %s | %d | %.2f | %.2f | %.2f | %.0f |\n", t, n, w, c, 1000 * c / n, m / 1024}'
+    'BEGIN {printf "| %s | %d | %.2f | %.2f | %.2f | %.0f | %.0f |\n", t, n, w, c, 1000 * c / n, m / 1024, m / n}'
 done
 echo
 echo "Pushing 10 files of 16 KiB to each host (clusterctl transport), then again unchanged:"
