@@ -444,6 +444,9 @@ func (u *upRun) ready(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := u.dropBootstrapKubeconfigs(ctx); err != nil {
+		return err
+	}
 	// The token has done its job.
 	if u.token != nil {
 		err := admin.Kube.CoreV1().Secrets(bootstrap.KubeSystem).Delete(ctx, u.token.SecretName(), metav1.DeleteOptions{})
@@ -455,6 +458,39 @@ func (u *upRun) ready(ctx context.Context) error {
 		}
 	}
 	u.res.Nodes, err = nodeStatuses(ctx, admin)
+	return err
+}
+
+// dropBootstrapKubeconfigs removes bootstrap-kubelet.conf from the workers, as kubeadm's join does, once
+// their kubelets are done with it: registered as Nodes, with the client certificate the token got them.
+// A file an interrupted run left beside a kubelet.conf goes too.
+func (u *upRun) dropBootstrapKubeconfigs(ctx context.Context) error {
+	var hosts []string
+	for _, h := range u.workers() {
+		if f := u.facts[h.Name]; u.joining[h.Name] || f != nil && f.Files[kubeadm.BootstrapKubeconfig] {
+			hosts = append(hosts, h.Name)
+		}
+	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	err := u.waitNodes(ctx, "ready", func(byName map[string]*corev1.Node) (bool, string) {
+		var missing []string
+		for _, name := range hosts {
+			if h := u.e.Inv.Host(name); byName[h.NodeName] == nil {
+				missing = append(missing, h.NodeName+" (not registered)")
+			}
+		}
+		return len(missing) == 0, "nodes: " + strings.Join(missing, ", ")
+	})
+	if err != nil {
+		return err
+	}
+	remove := scripts.RemoveFiles(kubeadm.BootstrapKubeconfig)
+	_, err = u.e.play(ctx, Play{Name: "ready", Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
+		res, err := u.e.Conn(name).Run(ctx, remove, nil)
+		return err == nil && len(res.Stdout) > 0, err
+	}})
 	return err
 }
 

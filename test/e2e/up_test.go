@@ -109,10 +109,15 @@ func TestUp(t *testing.T) {
 		}
 	})
 
-	t.Run("bootstrap token deleted", func(t *testing.T) {
+	t.Run("bootstrap token deleted, and the workers' bootstrap kubeconfig", func(t *testing.T) {
 		out := c.MustK(t, "get", "secrets", "-n", "kube-system", "--field-selector", "type=bootstrap.kubernetes.io/token", "-o", "name")
 		if strings.TrimSpace(out) != "" {
 			t.Errorf("bootstrap tokens left: %s", out)
+		}
+		for _, h := range []string{"w1", "w2"} {
+			if out := c.Lab.Run(t, h, "ls /etc/kubernetes"); strings.Contains(out, "bootstrap-kubelet.conf") || !strings.Contains(out, "kubelet.conf") {
+				t.Errorf("%s: /etc/kubernetes holds %q, want kubelet.conf and no bootstrap-kubelet.conf (kubeadm's join removes it)", h, out)
+			}
 		}
 	})
 
