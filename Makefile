@@ -87,7 +87,7 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 test-long: ## the end-to-end cases too long for make test, in place of their shorter forms (certs rotate --ca with external etcd, and on three stacked control-plane nodes; ~32 min; root)
 	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 70m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$' ./test/e2e/
 
-faults: ## the fault-injection suite on lab hosts (root): up with a worker's link cut during the push, add-node of a worker powered off while it joins, the upload faults make test runs too (full disk, sshd killed, link cut), and up/add-node/remove-node 20 times in one process with goroutines, open files and the hosts' SSH sessions counted
+faults: ## the fault-injection suite on lab hosts (root; ~30 min): up with a worker's link cut during the push, add-node of a worker powered off while it joins, certs rotate and certs rotate --ca killed in each stage and resumed, --forks 1 against --forks 500, the upload faults make test runs too (full disk, sshd killed, link cut), and up/add-node/remove-node 20 times in one process with goroutines, open files and the hosts' SSH sessions counted
 	CLUSTERCTL_E2E_FAULTS=1 go test -count=1 -timeout 30m -v -run 'TestFaults$$' ./test/e2e/
 	CLUSTERCTL_E2E_FAULTS=1 go test -count=1 -timeout 40m -v -run 'TestNoLeaks$$' ./cmd/clusterctl/
 	go test -count=1 -timeout 10m -v -run 'TestFaultsDuringPush$$' ./test/integration/
