@@ -69,6 +69,18 @@ func (e *Env) Conn(name string) *transport.Conn {
 	return e.conns[name]
 }
 
+// Disconnect closes the connection to one host, if open, for a command done with it (exec holds at most
+// --forks connections that way, not one per host).
+func (e *Env) Disconnect(name string) {
+	e.mu.Lock()
+	c := e.conns[name]
+	delete(e.conns, name)
+	e.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
 // Close closes every connection.
 func (e *Env) Close() {
 	e.mu.Lock()

@@ -73,6 +73,7 @@ func runExec(ctx context.Context, g *globalOptions, o *execOptions, command stri
 				c = env.Conn(name)
 			}
 			res, err := c.Run(ctx, command, nil)
+			env.Disconnect(name)
 			mu.Lock()
 			out[name] = &execResult{Host: name, ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: string(res.Stderr)}
 			mu.Unlock()

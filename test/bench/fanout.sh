@@ -12,6 +12,7 @@ set -euo pipefail
 exec 9>&-
 N_LIST=${N_LIST:-"10 100 300"}
 RUNS=${RUNS:-5}
+# clusterctl: clusterctl exec and clusterctl preflight (preflight alone: TOOLS=preflight; exec alone: exec).
 TOOLS=${TOOLS:-"clusterctl floor pssh ansible"}
 want() { [[ " $TOOLS " == *" $1 "* ]]; }
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,8 +20,11 @@ REPO=$(cd "$HERE/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
 [ "$(id -u)" = 0 ] || { echo "bench: needs root (sshd on loopback addresses, port 22)" >&2; exit 1; }
 
+pkgs=(openssh-server time)
+want pssh && pkgs+=(pssh)
+want ansible && pkgs+=(ansible-core)
 need=()
-for p in openssh-server ansible-core pssh time; do
+for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -113,8 +117,10 @@ ssh_args = $sshopts -o ControlMaster=no
 EOA
   echo "bench: N=$n" >&2
   state=$W/state-$n
-  if want clusterctl; then
+  if want clusterctl || want exec; then
     measure clusterctl-exec "$n" env SSH_AUTH_SOCK= "$W/clusterctl" exec -i "$W/hosts-$n.yaml" --state-dir "$state" --ssh-config none -- "$CMD"
+  fi
+  if want clusterctl || want preflight; then
     measure clusterctl-preflight "$n" env SSH_AUTH_SOCK= sh -c "'$W/clusterctl' preflight -i '$W/hosts-$n.yaml' --state-dir '$state' --ssh-config none -o json >/dev/null; exit 0"
   fi
   if want floor; then
