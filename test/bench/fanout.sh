@@ -151,7 +151,9 @@ for key in $(cut -f1,2 "$results" | tr '\t' ':' | sort -u -t: -k1,1 -k2,2n); do
   awk -v t="$tool" -v n="$n" -v w="$wall" -v c="$cpu" -v m="$rss" \
     'BEGIN {printf "| %s | %d | %.2f | %.2f | %.2f | %.0f | %.0f |\n", t, n, w, c, 1000 * c / n, m / 1024, m / n}'
 done
-echo
-echo "Pushing 10 files of 16 KiB to each host (clusterctl transport), then again unchanged:"
-echo
-sed 's/^/    /' "$W/put.txt"
+if [ -s "$W/put.txt" ]; then
+  echo
+  echo "Pushing 10 files of 16 KiB to each host (clusterctl transport), then again unchanged:"
+  echo
+  sed 's/^/    /' "$W/put.txt"
+fi
