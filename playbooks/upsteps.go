@@ -408,6 +408,19 @@ func (u *upRun) ready(ctx context.Context) error {
 	}
 	if u.e.Inv.Cluster.CNI.Plugin == inventory.CNINone {
 		u.e.say("ready", "", "not waiting for Ready nodes: no pod network")
+		// The joining kubelets are done with the token (and their bootstrap kubeconfig) once registered.
+		err := u.waitNodes(ctx, "ready", func(byName map[string]*corev1.Node) (bool, string) {
+			var missing []string
+			for _, h := range u.nodes() {
+				if byName[h.NodeName] == nil {
+					missing = append(missing, h.NodeName+" (not registered)")
+				}
+			}
+			return len(missing) == 0, "nodes: " + strings.Join(missing, ", ")
+		})
+		if err != nil {
+			return err
+		}
 	} else {
 		serving := map[string]bool{}
 		err := u.waitNodes(ctx, "ready", func(byName map[string]*corev1.Node) (bool, string) {
@@ -462,8 +475,8 @@ func (u *upRun) ready(ctx context.Context) error {
 }
 
 // dropBootstrapKubeconfigs removes bootstrap-kubelet.conf from the workers, as kubeadm's join does, once
-// their kubelets are done with it: registered as Nodes, with the client certificate the token got them.
-// A file an interrupted run left beside a kubelet.conf goes too.
+// their kubelets are done with it (ready has seen their Nodes registered, with the client certificate the
+// token got them). A file an interrupted run left beside a kubelet.conf goes too.
 func (u *upRun) dropBootstrapKubeconfigs(ctx context.Context) error {
 	var hosts []string
 	for _, h := range u.workers() {
@@ -474,20 +487,8 @@ func (u *upRun) dropBootstrapKubeconfigs(ctx context.Context) error {
 	if len(hosts) == 0 {
 		return nil
 	}
-	err := u.waitNodes(ctx, "ready", func(byName map[string]*corev1.Node) (bool, string) {
-		var missing []string
-		for _, name := range hosts {
-			if h := u.e.Inv.Host(name); byName[h.NodeName] == nil {
-				missing = append(missing, h.NodeName+" (not registered)")
-			}
-		}
-		return len(missing) == 0, "nodes: " + strings.Join(missing, ", ")
-	})
-	if err != nil {
-		return err
-	}
 	remove := scripts.RemoveFiles(kubeadm.BootstrapKubeconfig)
-	_, err = u.e.play(ctx, Play{Name: "ready", Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
+	_, err := u.e.play(ctx, Play{Name: "ready", Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
 		res, err := u.e.Conn(name).Run(ctx, remove, nil)
 		return err == nil && len(res.Stdout) > 0, err
 	}})
