@@ -281,6 +281,12 @@ func (c *Cluster) LoadProbe(t testing.TB, hosts ...string) {
 		image.Config{Entrypoint: []string{"/probe"}, Arch: runtime.GOARCH}); err != nil {
 		t.Fatal(err)
 	}
+	c.ImportImage(t, tar, hosts...)
+}
+
+// ImportImage imports an image archive into containerd (the Kubernetes namespace) on hosts.
+func (c *Cluster) ImportImage(t testing.TB, tar string, hosts ...string) {
+	t.Helper()
 	for _, h := range hosts {
 		f, err := os.Open(tar)
 		if err != nil {
@@ -291,7 +297,7 @@ func (c *Cluster) LoadProbe(t testing.TB, hosts ...string) {
 		out, err := cmd.CombinedOutput()
 		f.Close()
 		if err != nil {
-			t.Fatalf("importing the probe image on %s: %v\n%s", h, err, out)
+			t.Fatalf("importing %s on %s: %v\n%s", filepath.Base(tar), h, err, out)
 		}
 	}
 }

@@ -2,13 +2,17 @@
 # build-k8s.sh — build the Kubernetes binaries of one version from the Go module proxy, offline from any
 # release server, and cache them per version outside the repository.
 #
-#   test/lab/build-k8s.sh [VERSION]        (default: $K8S_VERSION, else the lab's pinned version)
+#   test/lab/build-k8s.sh [VERSION]                (default: $K8S_VERSION, else the lab's pinned version)
+#   test/lab/build-k8s.sh --conformance [VERSION]  the conformance suite's programs instead (below)
 #
 # Output: $CACHE/<version>/bin/linux-<arch>/{kube-apiserver,kube-controller-manager,kube-scheduler,
 # kubelet,kube-proxy,kubectl,etcd,etcdctl,etcdutl,coredns} and $CACHE/<version>/bin/versions.env (the versions built), and
 # $CACHE/<version>/tools/linux-<arch>/kubeadm (outside bin/: not an artifact clusterctl delivers; the tests that
 # show kubeadm operating a clusterctl cluster copy it onto hosts). A version whose binaries are all present is
 # not rebuilt. $CACHE is $CLUSTERCTL_LAB_CACHE, else ~/.cache/clusterctl-lab.
+# With --conformance: $CACHE/<version>/conformance/bin/linux-<arch>/{e2e.test,ginkgo} (Kubernetes' end-to-end
+# suite and its parallel runner) and the Go programs of the images its [Conformance] tests run (agnhost,
+# sample-apiserver, nnp), from the same module; test/lab/conformance-images.sh packs the images.
 #
 # `go install k8s.io/kubernetes/cmd/...@v` does not work (the module has replace directives), so a wrapper
 # module requires k8s.io/kubernetes and replaces every k8s.io staging module with its published v0.Y.Z.
@@ -16,6 +20,8 @@
 set -euo pipefail
 exec 9>&-
 
+CONFORMANCE=
+if [ "${1:-}" = --conformance ]; then CONFORMANCE=1; shift; fi
 VERSION=${1:-${K8S_VERSION:-v1.37.2}}
 CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
 ARCH=$(go env GOARCH)
@@ -41,6 +47,13 @@ PAUSE=$(sed -n 's/^[[:space:]]*PauseVersion = "\([0-9.]*\)"/\1/p' "$consts")
 gover=$(awk '$1=="go"{print $2; exit}' "$upmod")
 [ "$ETCD" != v ] && [ -n "$COREDNS" ] && [ -n "$PAUSE" ] || { echo "build-k8s: cannot read versions from $consts" >&2; exit 1; }
 
+if [ -n "$CONFORMANCE" ]; then
+  OUT=$CACHE/$VERSION/conformance/bin/linux-$ARCH
+  want=(e2e.test ginkgo agnhost sample-apiserver nnp)
+  missing=()
+  for b in "${want[@]}"; do [ -x "$OUT/$b" ] || missing+=("$b"); done
+  if [ ${#missing[@]} -eq 0 ]; then echo "build-k8s: $VERSION conformance programs cached in $OUT"; exit 0; fi
+else
 components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 want=("${components[@]}" etcd etcdctl etcdutl coredns)
 missing=()
@@ -53,6 +66,7 @@ built COREDNS_VERSION "$COREDNS" || missing+=(coredns)
 if [ ${#missing[@]} -eq 0 ] && built PAUSE_VERSION "$PAUSE"; then
   echo "build-k8s: $VERSION binaries cached in $OUT"
   exit 0
+fi
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/clusterctl-k8s-build.XXXXXX")
@@ -80,6 +94,17 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 need() { for b in "$@"; do [[ " ${missing[*]} " == *" $b "* ]] && return 0; done; return 1; }
+
+if [ -n "$CONFORMANCE" ]; then
+  echo "build-k8s: building the conformance suite of Kubernetes $VERSION (e2e.test, ginkgo, agnhost, sample-apiserver, nnp); ~15 min on 2 cores the first time"
+  (cd "$work/k8s" && go mod download k8s.io/kubernetes \
+    && go test -c -trimpath -ldflags "$ldflags" -o "$OUT/e2e.test" k8s.io/kubernetes/test/e2e \
+    && go build -trimpath -ldflags "-s -w" -o "$OUT/" github.com/onsi/ginkgo/v2/ginkgo \
+      k8s.io/kubernetes/test/images/agnhost k8s.io/sample-apiserver k8s.io/kubernetes/test/images/nonewprivs)
+  mv "$OUT/nonewprivs" "$OUT/nnp"
+  echo "build-k8s: $VERSION conformance programs done in $(( $(date +%s) - start ))s: $OUT"
+  exit 0
+fi
 
 if need "${components[@]}"; then
   echo "build-k8s: building Kubernetes $VERSION (${components[*]}); ~20 min on 2 cores the first time"

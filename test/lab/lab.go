@@ -245,3 +245,17 @@ func Kubeadm(t testing.TB, version string) string {
 	}
 	return p
 }
+
+// Conformance is the directory conformance.sh makes for a version: bin/linux-<arch>/{e2e.test,ginkgo} and
+// images/ (the images the [Conformance] tests run, packed offline, and images.txt listing them). The test
+// is skipped, saying so, when it has not been built.
+func Conformance(t testing.TB, version string) string {
+	t.Helper()
+	dir := filepath.Join(ArtifactsDir(version), "conformance")
+	for _, p := range []string{"bin/linux-" + runtime.GOARCH + "/e2e.test", "bin/linux-" + runtime.GOARCH + "/ginkgo", "images/images.txt"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Skipf("no conformance suite for %s in %s: test/lab/conformance.sh builds it (~15 min once)", version, dir)
+		}
+	}
+	return dir
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # rootfs.sh — build (once) the cached Debian root filesystem layers the lab's hosts boot from.
 #
-#   RELEASE=bookworm|trixie test/lab/rootfs.sh [base|node]      (default: node, which needs base; bookworm)
+#   RELEASE=bookworm|trixie test/lab/rootfs.sh [base|node|e2e]   (default: node, which needs base; bookworm)
 #
 # bookworm is Debian 12; trixie (Debian 13) has a base layer only: its hosts are bare hosts.
 # base: debootstrap --variant=minbase bookworm with systemd, dbus, OpenSSH, iproute2, iptables and sudo;
@@ -10,6 +10,8 @@
 # node: a layer over base with what a Kubernetes node needs from Debian: containerd, runc, the CNI plugins,
 #       haproxy (the node-local API server proxy of multi-control-plane clusters),
 #       conntrack, socat, ethtool, ebtables; modprobe of built-in modules made to work (see lab-notes).
+# e2e:  a layer over base with the Debian programs the conformance suite's images run (busybox, dig and
+#       nslookup, curl, nc, socat, nginx): test/lab/conformance-images.sh packs the images from it.
 # Layers live in $CACHE/rootfs/<layer> ($CACHE: $CLUSTERCTL_LAB_CACHE, else ~/.cache/clusterctl-lab) and are
 # built in a temporary directory and renamed into place, so an interrupted build leaves nothing half made.
 set -euo pipefail
@@ -28,6 +30,8 @@ case $RELEASE in
   *) echo "rootfs: RELEASE is bookworm or trixie, not $RELEASE" >&2; exit 2 ;;
 esac
 NODE=$ROOTFS/node-$BASE_REV.$NODE_REV
+E2E_REV=1
+E2E=$ROOTFS/e2e-$BASE_REV.$E2E_REV
 
 mirror() {
   # The machine's own Debian mirror, as apt is configured here.
@@ -66,38 +70,40 @@ build_base() {
   echo "rootfs: base ready in $(( $(date +%s) - start ))s ($(du -sh "$BASE" | cut -f1))"
 }
 
-build_node() {
-  [ "$RELEASE" = bookworm ] || { echo "rootfs: the node layer is Debian 12's only; $RELEASE hosts are bare" >&2; exit 2; }
+# layer DIR NAME PACKAGE...: a layer over base with Debian packages, in DIR.
+layer() {
+  [ "$RELEASE" = bookworm ] || { echo "rootfs: the $2 layer is Debian 12's only; $RELEASE hosts are bare" >&2; exit 2; }
   build_base
-  [ -d "$NODE" ] && return 0
-  local tmp=$NODE.tmp start=$(date +%s)
+  local dir=$1 name=$2; shift 2
+  [ -d "$dir" ] && return 0
+  local tmp=$dir.tmp start=$(date +%s)
   rm -rf "$tmp"
   mkdir -p "$tmp/upper" "$tmp/work" "$tmp/merged"
-  echo "rootfs: node layer (containerd, runc, CNI plugins, conntrack, socat, ethtool, ebtables) into $NODE"
+  echo "rootfs: $name layer ($*) into $dir"
   # apt-get runs in a chroot of base+layer, in a private mount namespace so nothing leaks if it fails.
   unshare --mount --propagation private bash -euc '
-    tmp=$1 base=$2
+    tmp=$1 base=$2; shift 2
     mount -t overlay overlay -o "lowerdir=$base,upperdir=$tmp/upper,workdir=$tmp/work" "$tmp/merged"
     for d in proc sys dev dev/pts; do mount --bind "/$d" "$tmp/merged/$d"; done
     cp /etc/resolv.conf "$tmp/merged/etc/resolv.conf"
     printf "#!/bin/sh\nexit 101\n" >"$tmp/merged/usr/sbin/policy-rc.d"; chmod +x "$tmp/merged/usr/sbin/policy-rc.d"
     chroot "$tmp/merged" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    chroot "$tmp/merged" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      containerd runc containernetworking-plugins conntrack socat ethtool ebtables ipset util-linux haproxy
+    chroot "$tmp/merged" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
     chroot "$tmp/merged" apt-get clean
     rm -f "$tmp/merged/usr/sbin/policy-rc.d" "$tmp/merged/etc/resolv.conf"
     rm -rf "$tmp/merged/var/lib/apt/lists/"*
-  ' _ "$tmp" "$BASE" >"$ROOTFS/node.log" 2>&1 \
-    || { echo "rootfs: building the node layer failed; see $ROOTFS/node.log" >&2; tail -5 "$ROOTFS/node.log" >&2; exit 1; }
-  mv "$tmp/upper" "$NODE.layer"
+  ' _ "$tmp" "$BASE" "$@" >"$ROOTFS/$name.log" 2>&1 \
+    || { echo "rootfs: building the $name layer failed; see $ROOTFS/$name.log" >&2; tail -5 "$ROOTFS/$name.log" >&2; exit 1; }
+  mv "$tmp/upper" "$dir.layer"
   rm -rf "$tmp"
-  mv "$NODE.layer" "$NODE"
-  echo "rootfs: node layer ready in $(( $(date +%s) - start ))s ($(du -sh "$NODE" | cut -f1))"
+  mv "$dir.layer" "$dir"
+  echo "rootfs: $name layer ready in $(( $(date +%s) - start ))s ($(du -sh "$dir" | cut -f1))"
 }
 
 case ${1:-node} in
   base) build_base ;;
-  node) build_node ;;
-  paths) echo "BASE=$BASE"; echo "NODE=$NODE" ;;
-  *) echo "usage: $0 [base|node|paths]" >&2; exit 2 ;;
+  node) layer "$NODE" node containerd runc containernetworking-plugins conntrack socat ethtool ebtables ipset util-linux haproxy ;;
+  e2e) layer "$E2E" e2e busybox-static bind9-dnsutils curl netcat-openbsd socat nginx-light ;;
+  paths) echo "BASE=$BASE"; echo "NODE=$NODE"; echo "E2E=$E2E" ;;
+  *) echo "usage: $0 [base|node|e2e|paths]" >&2; exit 2 ;;
 esac

@@ -27,7 +27,7 @@ type File struct {
 	Path   string // absolute path inside the image
 	Source string // file on disk to copy
 	Data   []byte // contents, when Source is empty
-	Mode   int64  // permission bits; 0755 for files from Source that are executable, else 0644
+	Mode   int64  // permission bits; 0755 for files from Source that are executable (and directories), else 0644
 	Link   string // target of a symbolic link
 	Dir    bool
 }
@@ -37,6 +37,7 @@ type Config struct {
 	Entrypoint []string
 	Cmd        []string
 	Env        []string
+	User       string // the user the image runs as (e.g. "1234"); empty for root
 	Arch       string // GOARCH, e.g. amd64
 }
 
@@ -71,7 +72,7 @@ func Write(path, ref string, files []File, cfg Config) error {
 	cf = cf.DeepCopy()
 	cf.Architecture, cf.OS = cfg.Arch, "linux"
 	cf.Created = v1.Time{Time: epoch}
-	cf.Config.Entrypoint, cf.Config.Cmd = cfg.Entrypoint, cfg.Cmd
+	cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.User = cfg.Entrypoint, cfg.Cmd, cfg.User
 	cf.Config.Env = append([]string{"PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"}, cfg.Env...)
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
@@ -113,6 +114,9 @@ func writeLayer(w io.Writer, files []File) error {
 		switch {
 		case f.Dir:
 			h.Typeflag, h.Mode, h.Name = tar.TypeDir, 0o755, h.Name+"/"
+			if f.Mode != 0 {
+				h.Mode = f.Mode // e.g. 01777 for /tmp
+			}
 		case f.Link != "":
 			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, f.Link, 0o777
 		default:

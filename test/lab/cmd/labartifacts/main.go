@@ -93,11 +93,11 @@ func run(dir, pause, rootfs, runtimeDir string, verifyOnly bool) error {
 	}
 	bin := func(name string) string { return filepath.Join(binDir, name) }
 
-	iptables, err := collect(rootfs, iptablesFiles)
+	iptables, err := image.Collect(rootfs, iptablesFiles)
 	if err != nil {
 		return fmt.Errorf("collecting iptables for the kube-proxy image: %w", err)
 	}
-	haproxy, err := collect(rootfs, haproxyFiles)
+	haproxy, err := image.Collect(rootfs, haproxyFiles)
 	if err != nil {
 		return fmt.Errorf("collecting haproxy for the node-local proxy image: %w", err)
 	}
@@ -207,3 +207,19 @@ func readEnv(path string) (map[string]string, error) {
 	}
 	return out, sc.Err()
 }
+
+// iptablesFiles is what kube-proxy runs from its image: the iptables tools (nft and legacy back ends, as
+// upstream's image ships), their extensions, conntrack, and the files they read.
+var iptablesFiles = []string{
+	"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/iptables-restore",
+	"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore",
+	"/usr/sbin/iptables-nft", "/usr/sbin/iptables-nft-save", "/usr/sbin/iptables-nft-restore",
+	"/usr/sbin/ip6tables-nft", "/usr/sbin/ip6tables-nft-save", "/usr/sbin/ip6tables-nft-restore",
+	"/usr/sbin/iptables-legacy", "/usr/sbin/iptables-legacy-save", "/usr/sbin/iptables-legacy-restore",
+	"/usr/sbin/ip6tables-legacy", "/usr/sbin/ip6tables-legacy-save", "/usr/sbin/ip6tables-legacy-restore",
+	"/usr/sbin/conntrack", "/usr/lib/x86_64-linux-gnu/xtables",
+	"/etc/protocols", "/etc/services", "/etc/ld.so.cache",
+}
+
+// haproxyFiles are the node-local API proxy's image: Debian's haproxy and what it reads.
+var haproxyFiles = []string{"/usr/sbin/haproxy", "/etc/ld.so.cache", "/etc/protocols", "/etc/services"}

@@ -1,4 +1,4 @@
-package main
+package image
 
 import (
 	"os"
@@ -35,7 +35,7 @@ func TestCollectFollowsLinksInsideTheRoot(t *testing.T) {
 	link("usr/sbin/iptables-nft", "xtables-nft-multi")
 	mk("usr/lib/xtables/libxt_mark.so", "ext")
 
-	files, err := collect(root, []string{"/sbin/iptables", "/usr/lib/xtables"})
+	files, err := Collect(root, []string{"/sbin/iptables", "/usr/lib/xtables"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestCollectFollowsLinksInsideTheRoot(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("collected:\n got %v\nwant %v", got, want)
 	}
-	if _, err := collect(root, []string{"/usr/sbin/missing"}); err == nil {
+	if _, err := Collect(root, []string{"/usr/sbin/missing"}); err == nil {
 		t.Error("a missing file was collected")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package image
 
 import (
 	"debug/elf"
@@ -9,45 +9,29 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"github.com/clusterctl/clusterctl/test/lab/image"
 )
-
-// iptablesFiles is what kube-proxy runs from its image: the iptables tools (nft and legacy back ends, as
-// upstream's image ships), their extensions, conntrack, and the files they read.
-var iptablesFiles = []string{
-	"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/iptables-restore",
-	"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore",
-	"/usr/sbin/iptables-nft", "/usr/sbin/iptables-nft-save", "/usr/sbin/iptables-nft-restore",
-	"/usr/sbin/ip6tables-nft", "/usr/sbin/ip6tables-nft-save", "/usr/sbin/ip6tables-nft-restore",
-	"/usr/sbin/iptables-legacy", "/usr/sbin/iptables-legacy-save", "/usr/sbin/iptables-legacy-restore",
-	"/usr/sbin/ip6tables-legacy", "/usr/sbin/ip6tables-legacy-save", "/usr/sbin/ip6tables-legacy-restore",
-	"/usr/sbin/conntrack", "/usr/lib/x86_64-linux-gnu/xtables",
-	"/etc/protocols", "/etc/services", "/etc/ld.so.cache",
-}
-
-// haproxyFiles are the node-local API proxy's image: Debian's haproxy and what it reads.
-var haproxyFiles = []string{"/usr/sbin/haproxy", "/etc/ld.so.cache", "/etc/protocols", "/etc/services"}
 
 // libDirs are where the dynamic loader looks for libraries on Debian.
 var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
 
-// collector copies files out of a root filesystem into image files, following symbolic links inside the root
-// (each link kept as a link) and adding the shared libraries every ELF program needs.
+// collector is the state of one Collect.
 type collector struct {
 	root  string
-	files map[string]image.File
+	files map[string]File
 	elfs  map[string]bool
 }
 
-func collect(root string, paths []string) ([]image.File, error) {
-	c := &collector{root: root, files: map[string]image.File{}, elfs: map[string]bool{}}
+// Collect copies the files at paths (directories whole) out of the root filesystem at root, following
+// symbolic links inside the root (each link kept as a link) and adding the shared libraries (and program
+// interpreter) every ELF program among them needs, recursively.
+func Collect(root string, paths []string) ([]File, error) {
+	c := &collector{root: root, files: map[string]File{}, elfs: map[string]bool{}}
 	for _, p := range paths {
 		if err := c.add(p); err != nil {
 			return nil, err
 		}
 	}
-	out := make([]image.File, 0, len(c.files))
+	out := make([]File, 0, len(c.files))
 	for _, f := range c.files {
 		out = append(out, f)
 	}
@@ -78,7 +62,7 @@ func (c *collector) resolve(p string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		c.files[next] = image.File{Path: next, Link: target}
+		c.files[next] = File{Path: next, Link: target}
 		if !path.IsAbs(target) {
 			target = path.Join(cur, target)
 		}
@@ -113,7 +97,7 @@ func (c *collector) add(p string) error {
 	if _, done := c.files[real]; done {
 		return nil
 	}
-	c.files[real] = image.File{Path: real, Source: host, Mode: int64(st.Mode().Perm())}
+	c.files[real] = File{Path: real, Source: host, Mode: int64(st.Mode().Perm())}
 	return c.addLibraries(real, host)
 }
 

@@ -1,0 +1,311 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterctl/clusterctl/test/lab"
+)
+
+// conformanceFocused is the part of the [Conformance] suite make test runs: networking, DNS, Services, RBAC
+// and service accounts, the kubelet, API machinery and admission webhooks.
+var conformanceFocused = []string{
+	`\[sig-network\] DNS `,
+	`\[sig-network\] Services `,
+	`\[sig-network\] Networking Granular Checks`,
+	`\[sig-auth\] ServiceAccounts `,
+	`\[sig-node\] Kubelet `,
+	`\[sig-api-machinery\] AdmissionWebhook`,
+	`\[sig-api-machinery\] Namespaces `,
+}
+
+// TestConformance brings up a cluster with clusterctl (one control-plane node and two workers; with
+// CONTROL_PLANES=3, three behind the node-local proxy) and runs Kubernetes' own [Conformance] tests against
+// it, built for the cluster's version (test/lab/conformance.sh), their images imported on every node: the
+// parallel tests first, then the serial ones. CLUSTERCTL_E2E_CONFORMANCE=full runs the whole suite (make
+// conformance); without it, the focused part above. The JUnit reports and a summary are kept under
+// .lab/conformance/. Tests known not to run in the lab are skipped by name with the reason
+// (testdata/conformance-skips.txt).
+func TestConformance(t *testing.T) {
+	full := os.Getenv("CLUSTERCTL_E2E_CONFORMANCE") == "full"
+	controlPlanes := 1
+	if full && os.Getenv("CONTROL_PLANES") != "" {
+		n, err := strconv.Atoi(os.Getenv("CONTROL_PLANES"))
+		if err != nil || n < 1 {
+			t.Fatalf("CONTROL_PLANES=%q", os.Getenv("CONTROL_PLANES"))
+		}
+		controlPlanes = n
+	}
+	dir, m := lab.Artifacts(t)
+	suite := lab.Conformance(t, m.KubernetesVersion)
+	skips := conformanceSkips(t)
+
+	c := newCluster(t, lab.Options{Hosts: controlPlanes + 2, ControlPlanes: controlPlanes}, dir, m.KubernetesVersion, "")
+	c.Up(t)
+	images := conformanceImages(t, suite)
+	start := time.Now()
+	for _, h := range c.Lab.Hosts {
+		for _, tar := range images {
+			c.ImportImage(t, tar, h.Name)
+		}
+	}
+	t.Logf("%d conformance images imported on %d hosts in %v", len(images), len(c.Lab.Hosts), time.Since(start).Round(100*time.Millisecond))
+
+	name := "focused"
+	focus := conformanceFocused
+	if full {
+		name, focus = "full", []string{""}
+	}
+	out := filepath.Join(root(), ".lab", "conformance", fmt.Sprintf("%s-%s-%dcp", name, m.KubernetesVersion, controlPlanes))
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	procs := "4"
+	if p := os.Getenv("CONFORMANCE_PROCS"); p != "" {
+		procs = p
+	}
+	var skipRes []string
+	for _, s := range skips {
+		skipRes = append(skipRes, s.re)
+	}
+	start = time.Now()
+	ginkgo(t, c, suite, out, "parallel", procs, focus, append([]string{`\[Serial\]`}, skipRes...))
+	parallel := time.Since(start)
+	serialFocus := make([]string, len(focus))
+	for i, f := range focus {
+		serialFocus[i] = f + `.*\[Serial\]`
+	}
+	start = time.Now()
+	ginkgo(t, c, suite, out, "serial", "1", serialFocus, skipRes)
+	serial := time.Since(start)
+
+	results := mergeJUnit(t, filepath.Join(out, "junit-parallel.xml"), filepath.Join(out, "junit-serial.xml"))
+	summary := summarize(results, skips, focus, full)
+	summary = fmt.Sprintf("Kubernetes %s, %d control-plane node(s) and 2 workers made by clusterctl up; parallel (%s procs) %v, serial %v\n%s",
+		m.KubernetesVersion, controlPlanes, procs, parallel.Round(time.Second), serial.Round(time.Second), summary)
+	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(summary), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("conformance summary (%s):\n%s", out, summary)
+	for _, r := range results {
+		if r.status == "failed" {
+			t.Errorf("FAILED %s", r.name)
+		}
+	}
+}
+
+// conformanceSkip is a test known not to run in the lab: a regular expression of its name and why.
+type conformanceSkip struct{ re, reason string }
+
+// conformanceSkips reads testdata/conformance-skips.txt: "regexp<TAB>reason" per line; every skip has a
+// reason.
+func conformanceSkips(t *testing.T) []conformanceSkip {
+	f, err := os.Open(filepath.Join("testdata", "conformance-skips.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var skips []conformanceSkip
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		l := sc.Text()
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		re, reason, ok := strings.Cut(l, "\t")
+		if _, err := regexp.Compile(re); !ok || err != nil || strings.TrimSpace(reason) == "" {
+			t.Fatalf("conformance-skips.txt:%d: want a regular expression, a tab and the reason: %q", line, l)
+		}
+		skips = append(skips, conformanceSkip{re, strings.TrimSpace(reason)})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return skips
+}
+
+// conformanceImages is the archives conformance.sh packed (images.txt: "ref file", or "ref - reason").
+func conformanceImages(t *testing.T, suite string) []string {
+	data, err := os.ReadFile(filepath.Join(suite, "images", "images.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tars []string
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[1] != "-" {
+			tars = append(tars, filepath.Join(suite, "images", f[1]))
+		}
+	}
+	if len(tars) == 0 {
+		t.Fatalf("no image in %s/images/images.txt", suite)
+	}
+	return tars
+}
+
+// ginkgo runs e2e.test under ginkgo against the cluster, the JUnit report in out/junit-<name>.xml.
+func ginkgo(t *testing.T, c *Cluster, suite, out, name, procs string, focus, skip []string) {
+	bin := filepath.Join(suite, "bin", "linux-"+runtime.GOARCH)
+	args := []string{"--procs=" + procs, "--timeout=5h", "--no-color", "--output-dir=" + out,
+		"--junit-report=junit-" + name + ".xml", "--silence-skips"}
+	for _, f := range focus {
+		args = append(args, "--focus="+f+`.*\[Conformance\]`)
+	}
+	for _, s := range skip {
+		args = append(args, "--skip="+s)
+	}
+	args = append(args, filepath.Join(bin, "e2e.test"), "--",
+		"--kubeconfig="+c.Admin(), "--provider=skeleton", "--report-dir="+filepath.Join(out, name),
+		"--dump-logs-on-failure=false", "--disable-log-dump")
+	log, err := os.Create(filepath.Join(out, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.CommandContext(t.Context(), filepath.Join(bin, "ginkgo"), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Admin())
+	err = cmd.Run()
+	t.Logf("ginkgo %s: %v (log %s)", name, err, log.Name())
+	// A failed test makes ginkgo exit non-zero: the report says which. No report is a failure of the run.
+	if _, statErr := os.Stat(filepath.Join(out, "junit-"+name+".xml")); statErr != nil {
+		t.Fatalf("ginkgo %s wrote no report: %v; the end of its log:\n%s", name, err, tail(readLog(log.Name()), 40))
+	}
+}
+
+func readLog(path string) string {
+	data, _ := os.ReadFile(path)
+	return string(data)
+}
+
+type junitCase struct {
+	Name    string  `xml:"name,attr"`
+	Status  string  `xml:"status,attr"`
+	Time    float64 `xml:"time,attr"`
+	Skipped *struct {
+		Message string `xml:"message,attr"`
+	} `xml:"skipped"`
+	Failure *struct {
+		Message string `xml:"message,attr"`
+	} `xml:"failure"`
+}
+
+type conformanceResult struct {
+	name, status, message string
+	seconds               float64
+}
+
+// mergeJUnit reads the reports and gives each [Conformance] test its result: where it ran, else skipped.
+func mergeJUnit(t *testing.T, files ...string) []conformanceResult {
+	byName := map[string]conformanceResult{}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Suites []struct {
+				Cases []junitCase `xml:"testcase"`
+			} `xml:"testsuite"`
+		}
+		if err := xml.Unmarshal(data, &doc); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for _, s := range doc.Suites {
+			for _, tc := range s.Cases {
+				if !strings.Contains(tc.Name, "[Conformance]") {
+					continue
+				}
+				name := strings.TrimPrefix(tc.Name, "[It] ")
+				r := conformanceResult{name: name, status: tc.Status, seconds: tc.Time}
+				if tc.Failure != nil {
+					r.message = tc.Failure.Message
+				} else if tc.Skipped != nil {
+					r.message = tc.Skipped.Message
+				}
+				if prev, ok := byName[name]; ok && prev.status != "skipped" {
+					continue
+				}
+				byName[name] = r
+			}
+		}
+	}
+	out := make([]conformanceResult, 0, len(byName))
+	for _, r := range byName {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// summarize counts the results and lists every failure and skip with its reason.
+func summarize(results []conformanceResult, skips []conformanceSkip, focus []string, full bool) string {
+	counts := map[string]int{}
+	var failed, skipped []string
+	for _, r := range results {
+		if !full && !matchesAny(r.name, focus) {
+			continue
+		}
+		counts[r.status]++
+		switch r.status {
+		case "passed":
+		case "skipped":
+			reason := r.message
+			for _, s := range skips {
+				if regexp.MustCompile(s.re).MatchString(r.name) {
+					reason = "lab: " + s.reason
+				}
+			}
+			skipped = append(skipped, fmt.Sprintf("  %s\n    %s", r.name, firstLine(reason)))
+		default:
+			failed = append(failed, fmt.Sprintf("  %s (%.0f s)\n    %s", r.name, r.seconds, firstLine(r.message)))
+		}
+	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[Conformance] tests: %d; passed %d, failed %d, skipped %d\n", total, counts["passed"], total-counts["passed"]-counts["skipped"], counts["skipped"])
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "failed:\n%s\n", strings.Join(failed, "\n"))
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(&b, "skipped:\n%s\n", strings.Join(skipped, "\n"))
+	}
+	return b.String()
+}
+
+func matchesAny(s string, res []string) bool {
+	for _, re := range res {
+		if regexp.MustCompile(re).MatchString(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}

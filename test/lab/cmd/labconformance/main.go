@@ -1,0 +1,225 @@
+// Command labconformance packs the container images Kubernetes' [Conformance] tests run, offline: the Go
+// programs built from the Kubernetes module (agnhost, sample-apiserver, nnp) and Debian's programs from the
+// lab's e2e root filesystem layer (busybox, dig, curl, nginx, ...), under the names the suite asks for, so
+// that nodes which import them never pull. Images it does not make are listed with the reason.
+//
+//	labconformance -list images.txt -bin DIR -src DIR -rootfs DIR -coredns FILE -out DIR
+//
+// -list is `e2e.test --list-images`; -bin holds agnhost, sample-apiserver and nnp; -src is the
+// k8s.io/kubernetes module (test/images/...); -rootfs is the base and e2e layers merged. It writes one
+// archive per image into -out (ctr and docker load them) and -out/images.txt: "ref file" per image made,
+// "ref -" and the reason for one not made.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/clusterctl/clusterctl/test/lab/image"
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.list, "list", "", "the output of e2e.test --list-images")
+	flag.StringVar(&o.bin, "bin", "", "directory with agnhost, sample-apiserver, nnp")
+	flag.StringVar(&o.src, "src", "", "the k8s.io/kubernetes module directory")
+	flag.StringVar(&o.rootfs, "rootfs", "", "the lab's base and e2e root filesystem layers, merged")
+	flag.StringVar(&o.coredns, "coredns", "", "a coredns binary (agnhost and glibc-dns-testing carry one)")
+	flag.StringVar(&o.out, "out", "", "output directory")
+	flag.Parse()
+	if o.list == "" || o.bin == "" || o.src == "" || o.rootfs == "" || o.coredns == "" || o.out == "" {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := o.run(); err != nil {
+		fmt.Fprintln(os.Stderr, "labconformance:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct{ list, bin, src, rootfs, coredns, out string }
+
+// userland is what the suite's shell commands run in agnhost, busybox and glibc-dns-testing: busybox's
+// applets in /bin (sh, ls, cat, wget, seq, awk, ...), and Debian's programs where the suite needs the real
+// one (dig, nslookup and host from bind9, curl, netcat, socat, ip, bash, getent).
+var debianPrograms = []string{
+	"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/host", "/usr/bin/curl", "/usr/bin/nc.openbsd",
+	"/usr/bin/socat", "/usr/bin/bash", "/usr/bin/getent", "/usr/bin/ip", "/usr/bin/ss",
+	"/etc/ssl/certs/ca-certificates.crt", "/etc/protocols", "/etc/services", "/etc/ld.so.cache",
+}
+
+// passwd and group are the users of the images (agnhost's Dockerfile adds the two "defined-in-image" ones,
+// which tests of runAsUser and supplemental groups look for; nginx runs as www-data).
+const passwd = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n" +
+	"www-data:x:33:33:www-data:/var/www:/bin/false\nuser-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"
+const group = "root:x:0:\nnogroup:x:65534:\nwww-data:x:33:\nuser-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"
+
+// nginxConf serves /usr/share/nginx/html on port 80, as the upstream nginx image does.
+const nginxConf = `user www-data;
+worker_processes 1;
+error_log /dev/stderr;
+pid /run/nginx.pid;
+events { worker_connections 256; }
+http {
+    include /etc/nginx/mime.types;
+    access_log /dev/stdout;
+    server {
+        listen 80;
+        listen [::]:80;
+        location / { root /usr/share/nginx/html; index index.html; }
+    }
+}
+`
+
+func (o options) run() error {
+	refs, err := readList(o.list)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	base, err := o.userland()
+	if err != nil {
+		return err
+	}
+	var report []string
+	for _, ref := range refs {
+		name, tag := splitRef(ref)
+		files, cfg, reason := o.recipe(path.Base(name), base)
+		if reason != "" {
+			report = append(report, fmt.Sprintf("%s - %s", ref, reason))
+			continue
+		}
+		if tag == "" {
+			report = append(report, fmt.Sprintf("%s - no tag", ref))
+			continue
+		}
+		cfg.Arch = runtime.GOARCH
+		file := strings.NewReplacer("/", "_", ":", "_").Replace(strings.TrimPrefix(name, "registry.k8s.io/")) + "_" + tag + ".tar"
+		if err := image.Write(filepath.Join(o.out, file), ref, files, cfg); err != nil {
+			return fmt.Errorf("%s: %w", ref, err)
+		}
+		report = append(report, ref+" "+file)
+	}
+	sort.Strings(report)
+	return os.WriteFile(filepath.Join(o.out, "images.txt"), []byte(strings.Join(report, "\n")+"\n"), 0o644)
+}
+
+// recipe is what goes into the image named name (the last element of its repository), or why it is not made.
+func (o options) recipe(name string, base []image.File) ([]image.File, image.Config, string) {
+	bin := func(p string) string { return filepath.Join(o.bin, p) }
+	agnhost := append(append([]image.File{}, base...),
+		image.File{Path: "/agnhost", Source: bin("agnhost"), Mode: 0o755},
+		image.File{Path: "/agnhost-2", Link: "agnhost"},
+		image.File{Path: "/coredns", Source: o.coredns, Mode: 0o755},
+		image.File{Path: "/localhost.crt", Source: filepath.Join(o.src, "test/images/agnhost/porter/localhost.crt")},
+		image.File{Path: "/localhost.key", Source: filepath.Join(o.src, "test/images/agnhost/porter/localhost.key")},
+		image.File{Path: "/uploads", Dir: true})
+	agnhostCfg := image.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}}
+	switch name {
+	case "agnhost":
+		return agnhost, agnhostCfg, ""
+	case "kitten", "nautilus":
+		// FROM agnhost, with a picture and a JSON file its test-webserver serves.
+		files := append(append([]image.File{}, agnhost...),
+			image.File{Path: "/" + name + ".jpg", Source: filepath.Join(o.src, "test/images", name, "html", name+".jpg")},
+			image.File{Path: "/data.json", Source: filepath.Join(o.src, "test/images", name, "html", "data.json")})
+		return files, image.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}}, ""
+	case "busybox":
+		return base, image.Config{Cmd: []string{"sh"}}, ""
+	case "glibc-dns-testing":
+		// Debian with dnsutils and a coredns binary at /coredns.
+		return append(append([]image.File{}, base...), image.File{Path: "/coredns", Source: o.coredns, Mode: 0o755}),
+			image.Config{Cmd: []string{"sh"}}, ""
+	case "nonewprivs":
+		return append(append([]image.File{}, base...), image.File{Path: "/usr/local/bin/nnp", Source: bin("nnp"), Mode: 0o4755}),
+			image.Config{Cmd: []string{"nnp"}}, ""
+	case "nonroot":
+		return base, image.Config{Cmd: []string{"sh"}, User: "1234"}, ""
+	case "sample-apiserver":
+		return []image.File{{Path: "/sample-apiserver", Source: bin("sample-apiserver"), Mode: 0o755}},
+			image.Config{Entrypoint: []string{"/sample-apiserver"}}, ""
+	case "nginx":
+		files, err := image.Collect(o.rootfs, []string{"/usr/sbin/nginx", "/etc/nginx/mime.types", "/usr/share/nginx/html"})
+		if err != nil {
+			return nil, image.Config{}, "collecting nginx: " + err.Error()
+		}
+		files = append(append(files, base...),
+			image.File{Path: "/etc/nginx/nginx.conf", Data: []byte(nginxConf)},
+			image.File{Path: "/var/lib/nginx", Dir: true}, image.File{Path: "/var/log/nginx", Dir: true},
+			image.File{Path: "/run", Dir: true})
+		return files, image.Config{Cmd: []string{"nginx", "-g", "daemon off;"}}, ""
+	}
+	return nil, image.Config{}, "not run by the [Conformance] tests"
+}
+
+// userland collects the shared base of the images: busybox with a link per applet, Debian's programs, the
+// users and groups, /tmp.
+func (o options) userland() ([]image.File, error) {
+	files, err := image.Collect(o.rootfs, append([]string{"/usr/bin/busybox"}, debianPrograms...))
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(filepath.Join(o.rootfs, "usr/bin/busybox"), "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("busybox --list: %w", err)
+	}
+	debian := map[string]string{"nc": "nc.openbsd"}
+	for _, p := range debianPrograms {
+		debian[path.Base(p)] = path.Base(p)
+	}
+	files = append(files, image.File{Path: "/bin/busybox", Link: "/usr/bin/busybox"})
+	for _, applet := range strings.Fields(string(out)) {
+		if target, ok := debian[applet]; ok {
+			if strings.HasPrefix(target, "nc.") {
+				files = append(files, image.File{Path: "/usr/bin/nc", Link: target})
+			}
+			continue
+		}
+		if applet == "busybox" || strings.ContainsAny(applet, "/") {
+			continue
+		}
+		files = append(files, image.File{Path: "/bin/" + applet, Link: "busybox"})
+	}
+	files = append(files,
+		image.File{Path: "/etc/passwd", Data: []byte(passwd)},
+		image.File{Path: "/etc/group", Data: []byte(group)},
+		image.File{Path: "/etc/nsswitch.conf", Data: []byte("passwd: files\ngroup: files\nhosts: files dns\n")},
+		image.File{Path: "/tmp", Dir: true, Mode: 0o1777}, image.File{Path: "/root", Dir: true},
+		image.File{Path: "/bin/bash", Link: "/usr/bin/bash"})
+	return files, nil
+}
+
+func readList(file string) ([]string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var refs []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" && !strings.HasPrefix(l, "#") {
+			refs = append(refs, l)
+		}
+	}
+	return refs, sc.Err()
+}
+
+// splitRef is an image reference's name and tag.
+func splitRef(ref string) (string, string) {
+	i := strings.LastIndex(ref, ":")
+	if i < 0 || strings.Contains(ref[i:], "/") {
+		return ref, ""
+	}
+	return ref[:i], ref[i+1:]
+}
