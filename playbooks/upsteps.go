@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -379,8 +380,14 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 		u.e.say("network", "", "%s", msg)
 	}
 	u.res.SkippedRoutes = skipped
+	svc := map[string]cni.ServiceRoute{}
+	for _, h := range append(u.nodes(), others...) {
+		if svc[h.Name], err = u.serviceRoute(ctx, h, expect[h.NodeName]); err != nil {
+			return err
+		}
+	}
 	_, err = u.e.play(ctx, Play{Name: "network", Hosts: append(names(u.nodes()), names(others)...), Run: func(ctx context.Context, name string) (bool, error) {
-		unit, err := cni.RoutesUnit(u.e.Inv.Host(name).NodeName, all)
+		unit, err := cni.RoutesUnit(u.e.Inv.Host(name).NodeName, all, svc[name])
 		if err != nil {
 			return false, err
 		}
@@ -397,6 +404,32 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 		return out.Changed(), err
 	}})
 	return err
+}
+
+// serviceRoute is the route to the Service range a host needs (cni.ServiceRoute): none when its facts show a
+// default route; else out of the interface that holds its node address ip.
+func (u *upRun) serviceRoute(ctx context.Context, h *inventory.Host, ip string) (cni.ServiceRoute, error) {
+	f, err := u.e.Facts(ctx, h)
+	if err != nil || f.DefaultIface != "" {
+		return cni.ServiceRoute{}, err
+	}
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return cni.ServiceRoute{}, nil
+	}
+	for _, a := range f.Addresses {
+		p, err := netip.ParsePrefix(a.CIDR)
+		if err != nil || p.Addr() != addr {
+			continue
+		}
+		for _, cidr := range strings.Split(u.e.Inv.Cluster.Networking.ServiceSubnet, ",") {
+			if r, err := netip.ParsePrefix(strings.TrimSpace(cidr)); err == nil && r.Addr().Is4() == addr.Is4() {
+				return cni.ServiceRoute{CIDR: r.Masked().String(), Dev: a.Iface}, nil
+			}
+		}
+	}
+	u.e.say("network", h.Name, "no default route, and no interface holds %s: Services are unreachable from the host's own processes", ip)
+	return cni.ServiceRoute{}, nil
 }
 
 // ready waits for every Node to be Ready with its serving certificate approved, deletes the token and

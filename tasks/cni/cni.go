@@ -1,11 +1,13 @@
 // Package cni makes the files of clusterctl's bridge pod network: the standard bridge and host-local plugins
 // with the node's pod range (allocated by the controller-manager), and a oneshot unit that routes every other
-// node's pod range to that node. It needs no image and no daemon; nodes must share an L2 network.
+// node's pod range to that node (and, on a host with no default route, the Service range out of its own
+// interface). It needs no image and no daemon; nodes must share an L2 network.
 package cni
 
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"sort"
 
 	"github.com/clusterctl/clusterctl/templates"
@@ -25,8 +27,8 @@ type Node struct {
 	IP      string
 }
 
-// Route sends a pod range to a node.
-type Route struct{ Dst, Via string }
+// Route sends a pod range to a node (Via), or a range out of an interface (Dev).
+type Route struct{ Dst, Via, Dev string }
 
 // Config is the CNI configuration of a node with pod range podCIDR.
 func Config(podCIDR string) ([]byte, error) {
@@ -102,9 +104,30 @@ func Vet(nodes []Node, expect map[string]string, podSubnet string) (ok []Node, s
 	return ok, skipped
 }
 
-// RoutesUnit is node self's unit routing every other node's pod range, in a stable order. Each route is an
-// ip command that systemd runs directly (no shell), with a range and an address checked to be nothing else.
-func RoutesUnit(self string, nodes []Node) ([]byte, error) {
+// ServiceRoute is, for a host with no default route, the route that lets its own processes (the API server
+// calling a webhook or an aggregated API, host-network Pods) reach Services: the Service range out of the
+// interface that holds the node's address. Without a route the kernel refuses the connection ("network is
+// unreachable") before kube-proxy's rules can translate the Service address to a Pod's. Empty when none is
+// needed.
+type ServiceRoute struct{ CIDR, Dev string }
+
+// ifaceName is what Linux accepts as an interface name that ip takes as one argument.
+var ifaceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
+
+// RoutesUnit is node self's unit routing every other node's pod range, in a stable order, and the Service
+// range when svc says so. Each route is an ip command that systemd runs directly (no shell), with a range and
+// an address or interface name checked to be nothing else.
+func RoutesUnit(self string, nodes []Node, svc ServiceRoute) ([]byte, error) {
+	var first []Route
+	if svc.CIDR != "" {
+		if _, err := parseRange(svc.CIDR); err != nil {
+			return nil, fmt.Errorf("service range %q: %w", svc.CIDR, err)
+		}
+		if !ifaceName.MatchString(svc.Dev) || svc.Dev == "." || svc.Dev == ".." {
+			return nil, fmt.Errorf("interface name %q: not a plain interface name", svc.Dev)
+		}
+		first = append(first, Route{Dst: svc.CIDR, Dev: svc.Dev})
+	}
 	var routes []Route
 	for _, n := range nodes {
 		if n.Name == self || n.PodCIDR == "" {
@@ -119,5 +142,5 @@ func RoutesUnit(self string, nodes []Node) ([]byte, error) {
 		routes = append(routes, Route{Dst: n.PodCIDR, Via: n.IP})
 	}
 	sort.Slice(routes, func(i, j int) bool { return routes[i].Dst < routes[j].Dst })
-	return templates.Render("pod-routes.service", map[string]any{"Routes": routes})
+	return templates.Render("pod-routes.service", map[string]any{"Routes": append(first, routes...)})
 }

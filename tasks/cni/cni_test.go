@@ -36,7 +36,7 @@ func TestConfig(t *testing.T) {
 func TestRoutesUnit(t *testing.T) {
 	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w2", "10.244.2.0/24", "10.0.0.12"},
 		{"w1", "10.244.1.0/24", "10.0.0.11"}, {"w3", "", "10.0.0.13"}}
-	data, err := RoutesUnit("w1", nodes)
+	data, err := RoutesUnit("w1", nodes, ServiceRoute{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestRoutesUnit(t *testing.T) {
 	if !strings.Contains(s, want) || strings.Contains(s, "10.244.1.0") || strings.Contains(s, "10.0.0.13") {
 		t.Errorf("unit:\n%s", s)
 	}
-	if data, _ := RoutesUnit("cp1", nodes[:1]); !strings.Contains(string(data), "ExecStart=true\n") {
+	if data, _ := RoutesUnit("cp1", nodes[:1], ServiceRoute{}); !strings.Contains(string(data), "ExecStart=true\n") {
 		t.Errorf("a lone node's unit has no command:\n%s", data)
 	}
 	for _, line := range strings.Split(s, "\n") {
@@ -62,8 +62,34 @@ func TestRoutesUnit(t *testing.T) {
 		{"x", "10.244.3.1/24", "10.0.0.1"}, // not a network address
 		{"x", "10.244.3.0/24\nExecStart=/bin/x", "10.0.0.1"},
 	} {
-		if data, err := RoutesUnit("w1", []Node{bad}); err == nil {
+		if data, err := RoutesUnit("w1", []Node{bad}, ServiceRoute{}); err == nil {
 			t.Errorf("%q via %q accepted:\n%s", bad.PodCIDR, bad.IP, data)
+		}
+	}
+}
+
+// A host with no default route gets the Service range out of its interface; nothing else is written.
+func TestRoutesUnitServiceRange(t *testing.T) {
+	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w1", "10.244.1.0/24", "10.0.0.11"}}
+	data, err := RoutesUnit("w1", nodes, ServiceRoute{CIDR: "10.96.0.0/12", Dev: "host0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ExecStart=ip route replace 10.96.0.0/12 dev host0\nExecStart=ip route replace 10.244.0.0/24 via 10.0.0.10\n"
+	if !strings.Contains(string(data), want) {
+		t.Errorf("unit:\n%s\nwant:\n%s", data, want)
+	}
+	for _, bad := range []ServiceRoute{
+		{CIDR: "10.96.0.0/12", Dev: "eth0; reboot"},
+		{CIDR: "10.96.0.0/12", Dev: "eth0\nExecStart=/bin/x"},
+		{CIDR: "10.96.0.0/12", Dev: ".."},
+		{CIDR: "10.96.0.0/12", Dev: "a-name-over-15-chars"},
+		{CIDR: "10.96.0.0/12", Dev: ""},
+		{CIDR: "10.96.0.1/12", Dev: "eth0"},
+		{CIDR: "10.96.0.0/12 via 1.2.3.4", Dev: "eth0"},
+	} {
+		if data, err := RoutesUnit("w1", nodes, bad); err == nil {
+			t.Errorf("%+v accepted:\n%s", bad, data)
 		}
 	}
 }

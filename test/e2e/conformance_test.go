@@ -53,7 +53,9 @@ func TestConformance(t *testing.T) {
 
 	c := newCluster(t, lab.Options{Hosts: controlPlanes + 2, ControlPlanes: controlPlanes}, dir, m.KubernetesVersion, "")
 	c.Up(t)
-	images := conformanceImages(t, suite)
+	// The aggregator's test runs the sample API server beside an etcd of the cluster's version (the image
+	// clusterctl imports on control-plane nodes only).
+	images := append(conformanceImages(t, suite), filepath.Join(dir, "images", "linux-"+runtime.GOARCH, "etcd.tar"))
 	start := time.Now()
 	for _, h := range c.Lab.Hosts {
 		for _, tar := range images {
@@ -169,7 +171,7 @@ func ginkgo(t *testing.T, c *Cluster, suite, out, name, procs string, focus, ski
 		args = append(args, "--skip="+s)
 	}
 	args = append(args, filepath.Join(bin, "e2e.test"), "--",
-		"--kubeconfig="+c.Admin(), "--provider=skeleton", "--report-dir="+filepath.Join(out, name),
+		"--kubeconfig="+c.Admin(), "--kubectl-path="+c.Kubectl, "--provider=skeleton", "--report-dir="+filepath.Join(out, name),
 		"--dump-logs-on-failure=false", "--disable-log-dump")
 	log, err := os.Create(filepath.Join(out, name+".log"))
 	if err != nil {

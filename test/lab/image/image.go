@@ -86,11 +86,19 @@ func Write(path, ref string, files []File, cfg Config) error {
 	return os.Rename(tmp, path)
 }
 
-// writeLayer writes the files as a tar stream, parents first, in a stable order.
+// writeLayer writes the files as a tar stream, parents first, in a stable order; of a path given twice, the
+// later entry.
 func writeLayer(w io.Writer, files []File) error {
 	dirs := map[string]bool{}
 	var all []File
-	for _, f := range files {
+	last := map[string]int{} // a path given twice: the later entry wins
+	for i, f := range files {
+		last[f.Path] = i
+	}
+	for i, f := range files {
+		if last[f.Path] != i {
+			continue
+		}
 		if !strings.HasPrefix(f.Path, "/") {
 			return fmt.Errorf("image file %q: path must be absolute", f.Path)
 		}

@@ -94,7 +94,17 @@ func (o options) run() error {
 	var report []string
 	for _, ref := range refs {
 		name, tag := splitRef(ref)
-		files, cfg, reason := o.recipe(path.Base(name), base)
+		var files []image.File
+		var cfg image.Config
+		reason := "not run by the [Conformance] tests"
+		switch repo := path.Dir(name); {
+		case repo == "registry.k8s.io" && (path.Base(name) == "etcd" || path.Base(name) == "pause"):
+			reason = "the cluster's own image (clusterctl's artifacts)"
+		case repo == "registry.k8s.io/e2e-test-images":
+			files, cfg, reason = o.recipe(path.Base(name), base)
+		case strings.Contains(name, "authenticated") || strings.HasPrefix(name, "invalid."):
+			reason = "a private or invalid registry's: the tests expect pulling it to fail"
+		}
 		if reason != "" {
 			report = append(report, fmt.Sprintf("%s - %s", ref, reason))
 			continue
@@ -117,7 +127,11 @@ func (o options) run() error {
 // recipe is what goes into the image named name (the last element of its repository), or why it is not made.
 func (o options) recipe(name string, base []image.File) ([]image.File, image.Config, string) {
 	bin := func(p string) string { return filepath.Join(o.bin, p) }
-	agnhost := append(append([]image.File{}, base...),
+	// Debian's busybox prefers its applets to programs on PATH when it is the shell: with busybox as sh,
+	// `nc -v` in agnhost ran busybox's nc (no -v) where Alpine's image runs netcat. bash is the shell of the
+	// images that carry Debian's programs; busybox's own image keeps its sh, as upstream's does.
+	withBash := append(append([]image.File{}, base...), image.File{Path: "/bin/sh", Link: "/usr/bin/bash"})
+	agnhost := append(append([]image.File{}, withBash...),
 		image.File{Path: "/agnhost", Source: bin("agnhost"), Mode: 0o755},
 		image.File{Path: "/agnhost-2", Link: "agnhost"},
 		image.File{Path: "/coredns", Source: o.coredns, Mode: 0o755},
@@ -138,7 +152,7 @@ func (o options) recipe(name string, base []image.File) ([]image.File, image.Con
 		return base, image.Config{Cmd: []string{"sh"}}, ""
 	case "glibc-dns-testing":
 		// Debian with dnsutils and a coredns binary at /coredns.
-		return append(append([]image.File{}, base...), image.File{Path: "/coredns", Source: o.coredns, Mode: 0o755}),
+		return append(append([]image.File{}, withBash...), image.File{Path: "/coredns", Source: o.coredns, Mode: 0o755}),
 			image.Config{Cmd: []string{"sh"}}, ""
 	case "nonewprivs":
 		return append(append([]image.File{}, base...), image.File{Path: "/usr/local/bin/nnp", Source: bin("nnp"), Mode: 0o4755}),
