@@ -71,8 +71,9 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	$(MAKE) --no-print-directory lint
 	@reason=$$(test/lab/check.sh); \
 	if [ -z "$$reason" ]; then \
-	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs and Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts if not cached"; \
-	  test/lab/deps.sh && test/lab/artifacts.sh $(K8S_VERSION) >/dev/null && test/lab/artifacts.sh $(K8S_UPGRADE_FROM) >/dev/null; \
+	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs, Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts and the $(K8S_VERSION) conformance suite if not cached"; \
+	  test/lab/deps.sh && test/lab/artifacts.sh $(K8S_VERSION) >/dev/null && test/lab/artifacts.sh $(K8S_UPGRADE_FROM) >/dev/null \
+	    && test/lab/conformance.sh $(K8S_VERSION) >/dev/null; \
 	else \
 	  echo "make test: SKIPPING the lab tier (integration tests on real hosts): $$reason"; export CLUSTERCTL_LAB=off; \
 	fi; \

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -85,14 +86,10 @@ func TestConformance(t *testing.T) {
 		skipRes = append(skipRes, s.re)
 	}
 	start = time.Now()
-	ginkgo(t, c, suite, out, "parallel", procs, focus, append([]string{`\[Serial\]`}, skipRes...))
+	ginkgo(t, c, suite, out, "parallel", procs, "Conformance && !Serial", focus, skipRes)
 	parallel := time.Since(start)
-	serialFocus := make([]string, len(focus))
-	for i, f := range focus {
-		serialFocus[i] = f + `.*\[Serial\]`
-	}
 	start = time.Now()
-	ginkgo(t, c, suite, out, "serial", "1", serialFocus, skipRes)
+	ginkgo(t, c, suite, out, "serial", "1", "Conformance && Serial", focus, skipRes)
 	serial := time.Since(start)
 
 	results := mergeJUnit(t, filepath.Join(out, "junit-parallel.xml"), filepath.Join(out, "junit-serial.xml"))
@@ -140,7 +137,8 @@ func conformanceSkips(t *testing.T) []conformanceSkip {
 	return skips
 }
 
-// conformanceImages is the archives conformance.sh packed (images.txt: "ref file", or "ref - reason").
+// conformanceImages is the archives conformance.sh packed (images.txt: "ref file", or "ref - reason"), each
+// once.
 func conformanceImages(t *testing.T, suite string) []string {
 	data, err := os.ReadFile(filepath.Join(suite, "images", "images.txt"))
 	if err != nil {
@@ -149,8 +147,8 @@ func conformanceImages(t *testing.T, suite string) []string {
 	var tars []string
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		f := strings.Fields(l)
-		if len(f) >= 2 && f[1] != "-" {
-			tars = append(tars, filepath.Join(suite, "images", f[1]))
+		if tar := filepath.Join(suite, "images", f[len(f)-1]); len(f) == 2 && f[1] != "-" && !slices.Contains(tars, tar) {
+			tars = append(tars, tar)
 		}
 	}
 	if len(tars) == 0 {
@@ -159,13 +157,17 @@ func conformanceImages(t *testing.T, suite string) []string {
 	return tars
 }
 
-// ginkgo runs e2e.test under ginkgo against the cluster, the JUnit report in out/junit-<name>.xml.
-func ginkgo(t *testing.T, c *Cluster, suite, out, name, procs string, focus, skip []string) {
+// ginkgo runs e2e.test under ginkgo against the cluster, the tests with the labels (e2e.test labels each
+// test with its SIG, Conformance, Serial, ...) whose names match a focus and no skip, the JUnit report in
+// out/junit-<name>.xml.
+func ginkgo(t *testing.T, c *Cluster, suite, out, name, procs, labels string, focus, skip []string) {
 	bin := filepath.Join(suite, "bin", "linux-"+runtime.GOARCH)
 	args := []string{"--procs=" + procs, "--timeout=5h", "--no-color", "--output-dir=" + out,
-		"--junit-report=junit-" + name + ".xml", "--silence-skips"}
+		"--junit-report=junit-" + name + ".xml", "--silence-skips", "--label-filter=" + labels}
 	for _, f := range focus {
-		args = append(args, "--focus="+f+`.*\[Conformance\]`)
+		if f != "" {
+			args = append(args, "--focus="+f)
+		}
 	}
 	for _, s := range skip {
 		args = append(args, "--skip="+s)

@@ -6,6 +6,7 @@ package image
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -46,44 +47,75 @@ var epoch = time.Unix(0, 0).UTC()
 
 // Write builds the image and writes it to path, tagged ref (e.g. registry.k8s.io/pause:3.10).
 func Write(path, ref string, files []File, cfg Config) error {
-	tag, err := name.NewTag(ref)
-	if err != nil {
-		return fmt.Errorf("image reference %q: %w", ref, err)
+	return WriteAll(path, []Image{{Ref: ref, Layers: [][]File{files}, Config: cfg}})
+}
+
+// Image is one image of an archive: its reference, its layers (bottom first) and its configuration.
+type Image struct {
+	Ref    string
+	Layers [][]File
+	Config Config
+}
+
+// WriteAll writes the images into one archive at path (ctr and docker load it). Layers of the same files
+// are the same layer (the same digest), stored once however many images share them.
+func WriteAll(path string, images []Image) error {
+	refs := map[name.Reference]v1.Image{}
+	layers := map[[sha256.Size]byte]v1.Layer{} // compressed (and digested) once however many images share it
+	for _, im := range images {
+		tag, err := name.NewTag(im.Ref)
+		if err != nil {
+			return fmt.Errorf("image reference %q: %w", im.Ref, err)
+		}
+		img, err := build(im, layers)
+		if err != nil {
+			return fmt.Errorf("%s: %w", im.Ref, err)
+		}
+		refs[tag] = img
 	}
-	var buf bytes.Buffer
-	if err := writeLayer(&buf, files); err != nil {
+	tmp := path + ".tmp"
+	if err := tarball.MultiRefWriteToFile(tmp, refs); err != nil {
+		os.Remove(tmp)
 		return err
 	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	})
-	if err != nil {
-		return err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return err
+	return os.Rename(tmp, path)
+}
+
+func build(im Image, layers map[[sha256.Size]byte]v1.Layer) (v1.Image, error) {
+	img := empty.Image
+	for _, files := range im.Layers {
+		var buf bytes.Buffer
+		if err := writeLayer(&buf, files); err != nil {
+			return nil, err
+		}
+		data := buf.Bytes()
+		sum := sha256.Sum256(data)
+		layer := layers[sum]
+		if layer == nil {
+			var err error
+			if layer, err = tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+				return io.NopCloser(bytes.NewReader(data)), nil
+			}); err != nil {
+				return nil, err
+			}
+			layers[sum] = layer
+		}
+		var err error
+		if img, err = mutate.AppendLayers(img, layer); err != nil {
+			return nil, err
+		}
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	cfg := im.Config
 	cf = cf.DeepCopy()
 	cf.Architecture, cf.OS = cfg.Arch, "linux"
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.User = cfg.Entrypoint, cfg.Cmd, cfg.User
 	cf.Config.Env = append([]string{"PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"}, cfg.Env...)
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return mutate.ConfigFile(img, cf)
 }
 
 // writeLayer writes the files as a tar stream, parents first, in a stable order; of a path given twice, the

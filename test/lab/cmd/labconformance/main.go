@@ -6,9 +6,9 @@
 //	labconformance -list images.txt -bin DIR -src DIR -rootfs DIR -coredns FILE -out DIR
 //
 // -list is `e2e.test --list-images`; -bin holds agnhost, sample-apiserver and nnp; -src is the
-// k8s.io/kubernetes module (test/images/...); -rootfs is the base and e2e layers merged. It writes one
-// archive per image into -out (ctr and docker load them) and -out/images.txt: "ref file" per image made,
-// "ref -" and the reason for one not made.
+// k8s.io/kubernetes module (test/images/...); -rootfs is the base and e2e layers merged. It writes every
+// image into one archive, -out/images.tar (ctr and docker load it), and -out/images.txt: "ref images.tar"
+// per image made, "ref -" and the reason for one not made.
 package main
 
 import (
@@ -92,86 +92,88 @@ func (o options) run() error {
 		return err
 	}
 	var report []string
+	var images []image.Image
 	for _, ref := range refs {
 		name, tag := splitRef(ref)
-		var files []image.File
+		var layers [][]image.File
 		var cfg image.Config
 		reason := "not run by the [Conformance] tests"
 		switch repo := path.Dir(name); {
 		case repo == "registry.k8s.io" && (path.Base(name) == "etcd" || path.Base(name) == "pause"):
 			reason = "the cluster's own image (clusterctl's artifacts)"
 		case repo == "registry.k8s.io/e2e-test-images":
-			files, cfg, reason = o.recipe(path.Base(name), base)
+			layers, cfg, reason = o.recipe(path.Base(name), base)
 		case strings.Contains(name, "authenticated") || strings.HasPrefix(name, "invalid."):
 			reason = "a private or invalid registry's: the tests expect pulling it to fail"
+		}
+		if reason == "" && tag == "" {
+			reason = "no tag"
 		}
 		if reason != "" {
 			report = append(report, fmt.Sprintf("%s - %s", ref, reason))
 			continue
 		}
-		if tag == "" {
-			report = append(report, fmt.Sprintf("%s - no tag", ref))
-			continue
-		}
 		cfg.Arch = runtime.GOARCH
-		file := strings.NewReplacer("/", "_", ":", "_").Replace(strings.TrimPrefix(name, "registry.k8s.io/")) + "_" + tag + ".tar"
-		if err := image.Write(filepath.Join(o.out, file), ref, files, cfg); err != nil {
-			return fmt.Errorf("%s: %w", ref, err)
-		}
-		report = append(report, ref+" "+file)
+		images = append(images, image.Image{Ref: ref, Layers: layers, Config: cfg})
+		report = append(report, ref+" "+archive)
+	}
+	// One archive: the layers the images share (Debian's userland, agnhost) are in it once.
+	if err := image.WriteAll(filepath.Join(o.out, archive), images); err != nil {
+		return err
 	}
 	sort.Strings(report)
 	return os.WriteFile(filepath.Join(o.out, "images.txt"), []byte(strings.Join(report, "\n")+"\n"), 0o644)
 }
 
-// recipe is what goes into the image named name (the last element of its repository), or why it is not made.
-func (o options) recipe(name string, base []image.File) ([]image.File, image.Config, string) {
+// archive is the file of every image made.
+const archive = "images.tar"
+
+// recipe is the layers of the image named name (the last element of its repository), or why it is not
+// made. Images share their lower layers, as upstream's are built FROM one another.
+func (o options) recipe(name string, base []image.File) ([][]image.File, image.Config, string) {
 	bin := func(p string) string { return filepath.Join(o.bin, p) }
 	// Debian's busybox prefers its applets to programs on PATH when it is the shell: with busybox as sh,
 	// `nc -v` in agnhost ran busybox's nc (no -v) where Alpine's image runs netcat. bash is the shell of the
 	// images that carry Debian's programs; busybox's own image keeps its sh, as upstream's does.
-	withBash := append(append([]image.File{}, base...), image.File{Path: "/bin/sh", Link: "/usr/bin/bash"})
-	agnhost := append(append([]image.File{}, withBash...),
-		image.File{Path: "/agnhost", Source: bin("agnhost"), Mode: 0o755},
-		image.File{Path: "/agnhost-2", Link: "agnhost"},
-		image.File{Path: "/coredns", Source: o.coredns, Mode: 0o755},
-		image.File{Path: "/localhost.crt", Source: filepath.Join(o.src, "test/images/agnhost/porter/localhost.crt")},
-		image.File{Path: "/localhost.key", Source: filepath.Join(o.src, "test/images/agnhost/porter/localhost.key")},
-		image.File{Path: "/uploads", Dir: true})
-	agnhostCfg := image.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}}
+	bash := []image.File{{Path: "/bin/sh", Link: "/usr/bin/bash"}}
+	agnhost := []image.File{
+		{Path: "/agnhost", Source: bin("agnhost"), Mode: 0o755},
+		{Path: "/agnhost-2", Link: "agnhost"},
+		{Path: "/coredns", Source: o.coredns, Mode: 0o755},
+		{Path: "/localhost.crt", Source: filepath.Join(o.src, "test/images/agnhost/porter/localhost.crt")},
+		{Path: "/localhost.key", Source: filepath.Join(o.src, "test/images/agnhost/porter/localhost.key")},
+		{Path: "/uploads", Dir: true}}
 	switch name {
 	case "agnhost":
-		return agnhost, agnhostCfg, ""
+		return [][]image.File{base, bash, agnhost}, image.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}}, ""
 	case "kitten", "nautilus":
 		// FROM agnhost, with a picture and a JSON file its test-webserver serves.
-		files := append(append([]image.File{}, agnhost...),
-			image.File{Path: "/" + name + ".jpg", Source: filepath.Join(o.src, "test/images", name, "html", name+".jpg")},
-			image.File{Path: "/data.json", Source: filepath.Join(o.src, "test/images", name, "html", "data.json")})
-		return files, image.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}}, ""
+		web := []image.File{
+			{Path: "/" + name + ".jpg", Source: filepath.Join(o.src, "test/images", name, "html", name+".jpg")},
+			{Path: "/data.json", Source: filepath.Join(o.src, "test/images", name, "html", "data.json")}}
+		return [][]image.File{base, bash, agnhost, web}, image.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}}, ""
 	case "busybox":
-		return base, image.Config{Cmd: []string{"sh"}}, ""
+		return [][]image.File{base}, image.Config{Cmd: []string{"sh"}}, ""
 	case "glibc-dns-testing":
 		// Debian with dnsutils and a coredns binary at /coredns.
-		return append(append([]image.File{}, withBash...), image.File{Path: "/coredns", Source: o.coredns, Mode: 0o755}),
-			image.Config{Cmd: []string{"sh"}}, ""
+		return [][]image.File{base, bash, {{Path: "/coredns", Source: o.coredns, Mode: 0o755}}}, image.Config{Cmd: []string{"sh"}}, ""
 	case "nonewprivs":
-		return append(append([]image.File{}, base...), image.File{Path: "/usr/local/bin/nnp", Source: bin("nnp"), Mode: 0o4755}),
-			image.Config{Cmd: []string{"nnp"}}, ""
+		return [][]image.File{base, {{Path: "/usr/local/bin/nnp", Source: bin("nnp"), Mode: 0o4755}}}, image.Config{Cmd: []string{"nnp"}}, ""
 	case "nonroot":
-		return base, image.Config{Cmd: []string{"sh"}, User: "1234"}, ""
+		return [][]image.File{base}, image.Config{Cmd: []string{"sh"}, User: "1234"}, ""
 	case "sample-apiserver":
-		return []image.File{{Path: "/sample-apiserver", Source: bin("sample-apiserver"), Mode: 0o755}},
+		return [][]image.File{{{Path: "/sample-apiserver", Source: bin("sample-apiserver"), Mode: 0o755}}},
 			image.Config{Entrypoint: []string{"/sample-apiserver"}}, ""
 	case "nginx":
 		files, err := image.Collect(o.rootfs, []string{"/usr/sbin/nginx", "/etc/nginx/mime.types", "/usr/share/nginx/html"})
 		if err != nil {
 			return nil, image.Config{}, "collecting nginx: " + err.Error()
 		}
-		files = append(append(files, base...),
+		files = append(files,
 			image.File{Path: "/etc/nginx/nginx.conf", Data: []byte(nginxConf)},
 			image.File{Path: "/var/lib/nginx", Dir: true}, image.File{Path: "/var/log/nginx", Dir: true},
 			image.File{Path: "/run", Dir: true})
-		return files, image.Config{Cmd: []string{"nginx", "-g", "daemon off;"}}, ""
+		return [][]image.File{base, files}, image.Config{Cmd: []string{"nginx", "-g", "daemon off;"}}, ""
 	}
 	return nil, image.Config{}, "not run by the [Conformance] tests"
 }
