@@ -2,6 +2,7 @@ package image
 
 import (
 	"archive/tar"
+	"crypto/rand"
 	"io"
 	"os"
 	"path/filepath"
@@ -92,5 +93,52 @@ func TestWriteRejectsRelativePaths(t *testing.T) {
 	err := Write(filepath.Join(t.TempDir(), "x.tar"), "example.com/x:1", []File{{Path: "etc/x"}}, Config{})
 	if err == nil {
 		t.Error("relative path accepted")
+	}
+}
+
+// Images that share their lower layers store them once in one archive; a path given twice in a layer keeps
+// the later entry.
+func TestWriteAllSharesLayers(t *testing.T) {
+	noise := make([]byte, 1<<20) // incompressible: a layer stored twice would show in the archive's size
+	if _, err := rand.Read(noise); err != nil {
+		t.Fatal(err)
+	}
+	base := []File{{Path: "/bin/sh", Link: "busybox"}, {Path: "/bin/busybox", Data: noise}}
+	shell := []File{{Path: "/bin/sh", Link: "busybox"}, {Path: "/bin/sh", Link: "/usr/bin/bash"}}
+	out := filepath.Join(t.TempDir(), "all.tar")
+	err := WriteAll(out, []Image{
+		{Ref: "example.com/a:1", Layers: [][]File{base}},
+		{Ref: "example.com/b:1", Layers: [][]File{base, shell}},
+		{Ref: "example.com/c:2", Layers: [][]File{base, {{Path: "/c", Data: []byte("c")}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(out); err != nil || st.Size() > 1<<20+64<<10 {
+		t.Errorf("archive of three images sharing a 1 MiB layer: %v bytes, %v", st.Size(), err)
+	}
+	tag, _ := name.NewTag("example.com/b:1")
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 2 {
+		t.Fatalf("b's layers: %d, %v", len(layers), err)
+	}
+	rc, err := layers[1].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	var links []string
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		if h.Typeflag == tar.TypeSymlink {
+			links = append(links, h.Name+" -> "+h.Linkname)
+		}
+	}
+	if !reflect.DeepEqual(links, []string{"bin/sh -> /usr/bin/bash"}) {
+		t.Errorf("b's upper layer: %v, want only the later /bin/sh", links)
 	}
 }
