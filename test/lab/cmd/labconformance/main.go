@@ -47,12 +47,12 @@ func main() {
 
 type options struct{ list, bin, src, rootfs, coredns, out string }
 
-// userland is what the suite's shell commands run in agnhost, busybox and glibc-dns-testing: busybox's
-// applets in /bin (sh, ls, cat, wget, seq, awk, ...), and Debian's programs where the suite needs the real
-// one (dig, nslookup and host from bind9, curl, netcat, socat, ip, bash, getent).
+// debianPrograms are the programs agnhost's and glibc-dns-testing's users run that busybox's applets (in
+// /bin: ls, cat, wget, seq, awk, ...) do not stand in for: dig, nslookup and host from bind9, curl, netcat,
+// socat, ip, ss, getent.
 var debianPrograms = []string{
 	"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/host", "/usr/bin/curl", "/usr/bin/nc.openbsd",
-	"/usr/bin/socat", "/usr/bin/bash", "/usr/bin/getent", "/usr/bin/ip", "/usr/bin/ss",
+	"/usr/bin/socat", "/usr/bin/getent", "/usr/bin/ip", "/usr/bin/ss",
 	"/etc/ssl/certs/ca-certificates.crt", "/etc/protocols", "/etc/services", "/etc/ld.so.cache",
 }
 
@@ -87,7 +87,7 @@ func (o options) run() error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	base, err := o.userland()
+	u, err := o.userland()
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (o options) run() error {
 		case repo == "registry.k8s.io" && (path.Base(name) == "etcd" || path.Base(name) == "pause"):
 			reason = "the cluster's own image (clusterctl's artifacts)"
 		case repo == "registry.k8s.io/e2e-test-images":
-			layers, cfg, reason = o.recipe(path.Base(name), base)
+			layers, cfg, reason = o.recipe(path.Base(name), u)
 		case strings.Contains(name, "authenticated") || strings.HasPrefix(name, "invalid."):
 			reason = "a private or invalid registry's: the tests expect pulling it to fail"
 		}
@@ -130,12 +130,13 @@ const archive = "images.tar"
 
 // recipe is the layers of the image named name (the last element of its repository), or why it is not
 // made. Images share their lower layers, as upstream's are built FROM one another.
-func (o options) recipe(name string, base []image.File) ([][]image.File, image.Config, string) {
+//
+// bash is every image's shell: Debian's busybox 1.35 as sh runs its own applets before programs on PATH
+// (`nc -v` in agnhost ran busybox's nc, which has no -v, where Alpine's image runs netcat) and drops
+// environment variables whose names are not shell names (a Secret's "data-1" in `sh -c env`), which
+// upstream's busybox 1.37 keeps. busybox's own image has no Debian programs: its nc and the rest are busybox's.
+func (o options) recipe(name string, u userland) ([][]image.File, image.Config, string) {
 	bin := func(p string) string { return filepath.Join(o.bin, p) }
-	// Debian's busybox prefers its applets to programs on PATH when it is the shell: with busybox as sh,
-	// `nc -v` in agnhost ran busybox's nc (no -v) where Alpine's image runs netcat. bash is the shell of the
-	// images that carry Debian's programs; busybox's own image keeps its sh, as upstream's does.
-	bash := []image.File{{Path: "/bin/sh", Link: "/usr/bin/bash"}}
 	agnhost := []image.File{
 		{Path: "/agnhost", Source: bin("agnhost"), Mode: 0o755},
 		{Path: "/agnhost-2", Link: "agnhost"},
@@ -145,22 +146,22 @@ func (o options) recipe(name string, base []image.File) ([][]image.File, image.C
 		{Path: "/uploads", Dir: true}}
 	switch name {
 	case "agnhost":
-		return [][]image.File{base, bash, agnhost}, image.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}}, ""
+		return [][]image.File{u.busybox, u.bash, u.debian, agnhost}, image.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}}, ""
 	case "kitten", "nautilus":
 		// FROM agnhost, with a picture and a JSON file its test-webserver serves.
 		web := []image.File{
 			{Path: "/" + name + ".jpg", Source: filepath.Join(o.src, "test/images", name, "html", name+".jpg")},
 			{Path: "/data.json", Source: filepath.Join(o.src, "test/images", name, "html", "data.json")}}
-		return [][]image.File{base, bash, agnhost, web}, image.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}}, ""
+		return [][]image.File{u.busybox, u.bash, u.debian, agnhost, web}, image.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}}, ""
 	case "busybox":
-		return [][]image.File{base}, image.Config{Cmd: []string{"sh"}}, ""
+		return [][]image.File{u.busybox, u.bash}, image.Config{Cmd: []string{"sh"}}, ""
 	case "glibc-dns-testing":
 		// Debian with dnsutils and a coredns binary at /coredns.
-		return [][]image.File{base, bash, {{Path: "/coredns", Source: o.coredns, Mode: 0o755}}}, image.Config{Cmd: []string{"sh"}}, ""
+		return [][]image.File{u.busybox, u.bash, u.debian, {{Path: "/coredns", Source: o.coredns, Mode: 0o755}}}, image.Config{Cmd: []string{"sh"}}, ""
 	case "nonewprivs":
-		return [][]image.File{base, {{Path: "/usr/local/bin/nnp", Source: bin("nnp"), Mode: 0o4755}}}, image.Config{Cmd: []string{"nnp"}}, ""
+		return [][]image.File{u.busybox, u.bash, {{Path: "/usr/local/bin/nnp", Source: bin("nnp"), Mode: 0o4755}}}, image.Config{Cmd: []string{"nnp"}}, ""
 	case "nonroot":
-		return [][]image.File{base}, image.Config{Cmd: []string{"sh"}, User: "1234"}, ""
+		return [][]image.File{u.busybox, u.bash}, image.Config{Cmd: []string{"sh"}, User: "1234"}, ""
 	case "sample-apiserver":
 		return [][]image.File{{{Path: "/sample-apiserver", Source: bin("sample-apiserver"), Mode: 0o755}}},
 			image.Config{Entrypoint: []string{"/sample-apiserver"}}, ""
@@ -173,46 +174,45 @@ func (o options) recipe(name string, base []image.File) ([][]image.File, image.C
 			image.File{Path: "/etc/nginx/nginx.conf", Data: []byte(nginxConf)},
 			image.File{Path: "/var/lib/nginx", Dir: true}, image.File{Path: "/var/log/nginx", Dir: true},
 			image.File{Path: "/run", Dir: true})
-		return [][]image.File{base, files}, image.Config{Cmd: []string{"nginx", "-g", "daemon off;"}}, ""
+		return [][]image.File{u.busybox, u.bash, files}, image.Config{Cmd: []string{"nginx", "-g", "daemon off;"}}, ""
 	}
 	return nil, image.Config{}, "not run by the [Conformance] tests"
 }
 
-// userland collects the shared base of the images: busybox with a link per applet, Debian's programs, the
-// users and groups, /tmp.
-func (o options) userland() ([]image.File, error) {
-	files, err := image.Collect(o.rootfs, append([]string{"/usr/bin/busybox"}, debianPrograms...))
-	if err != nil {
-		return nil, err
+// userland is the lower layers the images share: busybox with a link per applet in /bin and the users and
+// groups; bash as sh; Debian's programs in /usr/bin, which come first on PATH.
+type userland struct{ busybox, bash, debian []image.File }
+
+func (o options) userland() (userland, error) {
+	var u userland
+	var err error
+	if u.busybox, err = image.Collect(o.rootfs, []string{"/usr/bin/busybox"}); err != nil {
+		return u, err
 	}
 	out, err := exec.Command(filepath.Join(o.rootfs, "usr/bin/busybox"), "--list").Output()
 	if err != nil {
-		return nil, fmt.Errorf("busybox --list: %w", err)
+		return u, fmt.Errorf("busybox --list: %w", err)
 	}
-	debian := map[string]string{"nc": "nc.openbsd"}
-	for _, p := range debianPrograms {
-		debian[path.Base(p)] = path.Base(p)
-	}
-	files = append(files, image.File{Path: "/bin/busybox", Link: "/usr/bin/busybox"})
+	u.busybox = append(u.busybox, image.File{Path: "/bin/busybox", Link: "/usr/bin/busybox"})
 	for _, applet := range strings.Fields(string(out)) {
-		if target, ok := debian[applet]; ok {
-			if strings.HasPrefix(target, "nc.") {
-				files = append(files, image.File{Path: "/usr/bin/nc", Link: target})
-			}
-			continue
+		if applet != "busybox" && !strings.ContainsAny(applet, "/") {
+			u.busybox = append(u.busybox, image.File{Path: "/bin/" + applet, Link: "busybox"})
 		}
-		if applet == "busybox" || strings.ContainsAny(applet, "/") {
-			continue
-		}
-		files = append(files, image.File{Path: "/bin/" + applet, Link: "busybox"})
 	}
-	files = append(files,
+	u.busybox = append(u.busybox,
 		image.File{Path: "/etc/passwd", Data: []byte(passwd)},
 		image.File{Path: "/etc/group", Data: []byte(group)},
 		image.File{Path: "/etc/nsswitch.conf", Data: []byte("passwd: files\ngroup: files\nhosts: files dns\n")},
-		image.File{Path: "/tmp", Dir: true, Mode: 0o1777}, image.File{Path: "/root", Dir: true},
-		image.File{Path: "/bin/bash", Link: "/usr/bin/bash"})
-	return files, nil
+		image.File{Path: "/tmp", Dir: true, Mode: 0o1777}, image.File{Path: "/root", Dir: true})
+	if u.bash, err = image.Collect(o.rootfs, []string{"/usr/bin/bash"}); err != nil {
+		return u, err
+	}
+	u.bash = append(u.bash, image.File{Path: "/bin/sh", Link: "/usr/bin/bash"}, image.File{Path: "/bin/bash", Link: "/usr/bin/bash"})
+	if u.debian, err = image.Collect(o.rootfs, debianPrograms); err != nil {
+		return u, err
+	}
+	u.debian = append(u.debian, image.File{Path: "/usr/bin/nc", Link: "nc.openbsd"})
+	return u, nil
 }
 
 func readList(file string) ([]string, error) {
