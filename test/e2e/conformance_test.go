@@ -4,19 +4,21 @@ import (
 	"bufio"
 	"encoding/xml"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/test/lab"
+	"github.com/clusterctl/clusterctl/test/lab/mirror"
 )
 
 // conformanceFocused is the part of the [Conformance] suite make test runs: networking, DNS, Services, RBAC
@@ -33,8 +35,8 @@ var conformanceFocused = []string{
 
 // TestConformance brings up a cluster with clusterctl (one control-plane node and two workers; with
 // CONTROL_PLANES=3, three behind the node-local proxy) and runs Kubernetes' own [Conformance] tests against
-// it, built for the cluster's version (test/lab/conformance.sh), their images imported on every node: the
-// parallel tests first, then the serial ones. CLUSTERCTL_E2E_CONFORMANCE=full runs the whole suite (make
+// it, built for the cluster's version (test/lab/conformance.sh), their images served by a registry on the
+// lab's bridge: the parallel tests first, then the serial ones. CLUSTERCTL_E2E_CONFORMANCE=full runs the whole suite (make
 // conformance); without it, the focused part above. The JUnit reports and a summary are kept under
 // .lab/conformance/. Tests known not to run in the lab are skipped by name with the reason
 // (testdata/conformance-skips.txt).
@@ -54,16 +56,7 @@ func TestConformance(t *testing.T) {
 
 	c := newCluster(t, lab.Options{Hosts: controlPlanes + 2, ControlPlanes: controlPlanes}, dir, m.KubernetesVersion, "")
 	c.Up(t)
-	// The aggregator's test runs the sample API server beside an etcd of the cluster's version (the image
-	// clusterctl imports on control-plane nodes only).
-	images := append(conformanceImages(t, suite), filepath.Join(dir, "images", "linux-"+runtime.GOARCH, "etcd.tar"))
-	start := time.Now()
-	for _, h := range c.Lab.Hosts {
-		for _, tar := range images {
-			c.ImportImage(t, tar, h.Name)
-		}
-	}
-	t.Logf("%d conformance images imported on %d hosts in %v", len(images), len(c.Lab.Hosts), time.Since(start).Round(100*time.Millisecond))
+	repoList := serveConformanceImages(t, c, suite, dir)
 
 	name := "focused"
 	focus := conformanceFocused
@@ -85,11 +78,11 @@ func TestConformance(t *testing.T) {
 	for _, s := range skips {
 		skipRes = append(skipRes, s.re)
 	}
-	start = time.Now()
-	ginkgo(t, c, suite, out, "parallel", procs, "Conformance && !Serial", focus, skipRes)
+	start := time.Now()
+	ginkgo(t, c, suite, repoList, out, "parallel", procs, "Conformance && !Serial", focus, skipRes)
 	parallel := time.Since(start)
 	start = time.Now()
-	ginkgo(t, c, suite, out, "serial", "1", "Conformance && Serial", focus, skipRes)
+	ginkgo(t, c, suite, repoList, out, "serial", "1", "Conformance && Serial", focus, skipRes)
 	serial := time.Since(start)
 
 	results := mergeJUnit(t, filepath.Join(out, "junit-parallel.xml"), filepath.Join(out, "junit-serial.xml"))
@@ -137,30 +130,90 @@ func conformanceSkips(t *testing.T) []conformanceSkip {
 	return skips
 }
 
-// conformanceImages is the archives conformance.sh packed (images.txt: "ref file", or "ref - reason"), each
-// once.
-func conformanceImages(t *testing.T, suite string) []string {
+// serveConformanceImages serves the suite's images from a registry on the lab's bridge (TLS, its CA
+// trusted by containerd on every host through a hosts.toml beside clusterctl's), as a registry mirror would
+// in an air-gapped site, and returns the image override (KUBE_TEST_REPO_LIST) that points the suite at it:
+// e2e-test-images and etcd (the aggregator test runs one beside the sample API server; the cluster's own is
+// on control-plane nodes only). The registry stops with the test. A test that pulls always (the pod
+// certificate one) needs it; the others pull each image once per node.
+func serveConformanceImages(t *testing.T, c *Cluster, suite, artifactsDir string) string {
+	bridge := net.ParseIP(c.Lab.Hosts[0].Address).To4()
+	if bridge == nil {
+		t.Fatalf("lab address %s", c.Lab.Hosts[0].Address)
+	}
+	bridge[3] = 1
+	caPEM, cert, pool := registryCA(t, bridge)
+	reg, err := mirror.StartImageRegistry(bridge.String(), cert, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	start := time.Now()
+	refs := conformanceImages(t, suite)
+	refs = append(refs, [2]string{"registry.k8s.io/etcd:" + etcdTag(t, artifactsDir), filepath.Join(artifactsDir, "images", "linux-"+runtime.GOARCH, "etcd.tar")})
+	for _, r := range refs {
+		if err := reg.Push(t.Context(), r[1], r[0], reg.Addr+"/"+strings.TrimPrefix(r[0], "registry.k8s.io/")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := "/etc/containerd/certs.d/" + reg.Addr
+	hosts := fmt.Sprintf("server = \"https://%s\"\n\n[host.\"https://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = \"%s/ca.crt\"\n", reg.Addr, reg.Addr, dir)
+	for _, h := range c.Lab.Hosts {
+		for file, data := range map[string]string{"ca.crt": string(caPEM), "hosts.toml": hosts} {
+			cmd := exec.Command("ssh", "-F", c.Lab.SSHConfig(), h.Name, "mkdir -p '"+dir+"' && cat >'"+dir+"/"+file+"'")
+			cmd.Stdin = strings.NewReader(data)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s: writing %s/%s: %v\n%s", h.Name, dir, file, err, out)
+			}
+		}
+	}
+	list := filepath.Join(t.TempDir(), "repo-list.yaml")
+	if err := os.WriteFile(list, []byte(fmt.Sprintf("promoterE2eRegistry: %s/e2e-test-images\ngcEtcdRegistry: %s\n", reg.Addr, reg.Addr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d images served by the lab registry %s (pushed in %v)", len(refs), reg.Addr, time.Since(start).Round(100*time.Millisecond))
+	return list
+}
+
+// etcdTag is the tag of the etcd image in the artifacts.
+func etcdTag(t *testing.T, dir string) string {
+	m, err := artifacts.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m.Files {
+		if f.Kind == artifacts.KindImage && f.Name == "etcd" {
+			_, tag, _ := strings.Cut(strings.TrimPrefix(f.Image, "registry.k8s.io/"), ":")
+			return tag
+		}
+	}
+	t.Fatalf("no etcd image in %s", dir)
+	return ""
+}
+
+// conformanceImages is the images conformance.sh packed (images.txt: "ref file", or "ref - reason"): each
+// reference and its archive.
+func conformanceImages(t *testing.T, suite string) [][2]string {
 	data, err := os.ReadFile(filepath.Join(suite, "images", "images.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tars []string
+	var refs [][2]string
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		f := strings.Fields(l)
-		if tar := filepath.Join(suite, "images", f[len(f)-1]); len(f) == 2 && f[1] != "-" && !slices.Contains(tars, tar) {
-			tars = append(tars, tar)
+		if f := strings.Fields(l); len(f) == 2 && f[1] != "-" {
+			refs = append(refs, [2]string{f[0], filepath.Join(suite, "images", f[1])})
 		}
 	}
-	if len(tars) == 0 {
+	if len(refs) == 0 {
 		t.Fatalf("no image in %s/images/images.txt", suite)
 	}
-	return tars
+	return refs
 }
 
 // ginkgo runs e2e.test under ginkgo against the cluster, the tests with the labels (e2e.test labels each
 // test with its SIG, Conformance, Serial, ...) whose names match a focus and no skip, the JUnit report in
 // out/junit-<name>.xml.
-func ginkgo(t *testing.T, c *Cluster, suite, out, name, procs, labels string, focus, skip []string) {
+func ginkgo(t *testing.T, c *Cluster, suite, repoList, out, name, procs, labels string, focus, skip []string) {
 	bin := filepath.Join(suite, "bin", "linux-"+runtime.GOARCH)
 	args := []string{"--procs=" + procs, "--timeout=5h", "--no-color", "--output-dir=" + out,
 		"--junit-report=junit-" + name + ".xml", "--silence-skips", "--label-filter=" + labels}
@@ -182,7 +235,7 @@ func ginkgo(t *testing.T, c *Cluster, suite, out, name, procs, labels string, fo
 	defer log.Close()
 	cmd := exec.CommandContext(t.Context(), filepath.Join(bin, "ginkgo"), args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Admin())
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Admin(), "KUBE_TEST_REPO_LIST="+repoList)
 	err = cmd.Run()
 	t.Logf("ginkgo %s: %v (log %s)", name, err, log.Name())
 	// A failed test makes ginkgo exit non-zero: the report says which. No report is a failure of the run.

@@ -312,9 +312,12 @@ func copyFile(src, dst string) (string, error) {
 // Registry is a registry holding the lab's images under a private repository, served with TLS on an
 // address of the lab's bridge, for hosts to pull from.
 type Registry struct {
-	// Repository is the image repository the images are under (host:port/k8s).
+	// Addr is the registry's host:port.
+	Addr string
+	// Repository is the image repository StartRegistry puts the images under (host:port/k8s).
 	Repository string
 	srv        *http.Server
+	transport  http.RoundTripper
 }
 
 // Close stops the registry.
@@ -328,6 +331,30 @@ func StartRegistry(ctx context.Context, dir, host string, cert tls.Certificate, 
 	if err != nil {
 		return nil, err
 	}
+	r, err := serveRegistry(host, cert, roots)
+	if err != nil {
+		return nil, err
+	}
+	r.Repository = r.Addr + "/k8s"
+	set := images.For(r.Repository, man.KubernetesVersion).FromRegistry()
+	for _, f := range man.Files {
+		if f.Kind != artifacts.KindImage {
+			continue
+		}
+		if err := r.Push(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), f.Image, set.Ref(f.Name)); err != nil {
+			_ = r.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// StartImageRegistry serves, on host with TLS (cert), an empty registry; Push fills it. roots trusts cert.
+func StartImageRegistry(host string, cert tls.Certificate, roots *x509.CertPool) (*Registry, error) {
+	return serveRegistry(host, cert, roots)
+}
+
+func serveRegistry(host string, cert tls.Certificate, roots *x509.CertPool) (*Registry, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, err
@@ -335,29 +362,26 @@ func StartRegistry(ctx context.Context, dir, host string, cert tls.Certificate, 
 	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	r := &Registry{Repository: ln.Addr().String() + "/k8s", srv: srv}
-	set := images.For(r.Repository, man.KubernetesVersion).FromRegistry()
-	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
-	for _, f := range man.Files {
-		if f.Kind != artifacts.KindImage {
-			continue
-		}
-		src, err := name.NewTag(f.Image)
-		if err != nil {
-			return nil, err
-		}
-		img, err := tarball.ImageFromPath(filepath.Join(dir, filepath.FromSlash(f.Path)), &src)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, err)
-		}
-		dst, err := name.NewTag(set.Ref(f.Name))
-		if err != nil {
-			return nil, err
-		}
-		if err := remote.Write(dst, img, remote.WithContext(ctx), remote.WithTransport(transport)); err != nil {
-			_ = srv.Close()
-			return nil, fmt.Errorf("push %s: %w", dst, err)
-		}
+	return &Registry{Addr: ln.Addr().String(), srv: srv,
+		transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}, nil
+}
+
+// Push copies the image tagged src in the archive file (one image or several) into the registry as dst.
+func (r *Registry) Push(ctx context.Context, file, src, dst string) error {
+	srcTag, err := name.NewTag(src)
+	if err != nil {
+		return err
 	}
-	return r, nil
+	img, err := tarball.ImageFromPath(file, &srcTag)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	dstTag, err := name.NewTag(dst)
+	if err != nil {
+		return err
+	}
+	if err := remote.Write(dstTag, img, remote.WithContext(ctx), remote.WithTransport(r.transport)); err != nil {
+		return fmt.Errorf("push %s: %w", dst, err)
+	}
+	return nil
 }
