@@ -36,8 +36,9 @@ var conformanceFocused = []string{
 // TestConformance brings up a cluster with clusterctl (one control-plane node and two workers; with
 // CONTROL_PLANES=3, three behind the node-local proxy) and runs Kubernetes' own [Conformance] tests against
 // it, built for the cluster's version (test/lab/conformance.sh), their images served by a registry on the
-// lab's bridge: the parallel tests first, then the serial ones. CLUSTERCTL_E2E_CONFORMANCE=full runs the whole suite (make
-// conformance); without it, the focused part above. The JUnit reports and a summary are kept under
+// lab's bridge: the parallel tests first, then the serial ones. CLUSTERCTL_E2E_CONFORMANCE=full runs the
+// whole suite (make conformance); CONFORMANCE_FOCUS=REGEXP the [Conformance] tests whose names match;
+// without either, the focused part above. The JUnit reports and a summary are kept under
 // .lab/conformance/. Tests known not to run in the lab are skipped by name with the reason
 // (testdata/conformance-skips.txt).
 func TestConformance(t *testing.T) {
@@ -60,8 +61,11 @@ func TestConformance(t *testing.T) {
 
 	name := "focused"
 	focus := conformanceFocused
-	if full {
+	switch {
+	case full:
 		name, focus = "full", []string{""}
+	case os.Getenv("CONFORMANCE_FOCUS") != "":
+		name, focus = "chosen", []string{os.Getenv("CONFORMANCE_FOCUS")}
 	}
 	out := filepath.Join(root(), ".lab", "conformance", fmt.Sprintf("%s-%s-%dcp", name, m.KubernetesVersion, controlPlanes))
 	if err := os.RemoveAll(out); err != nil {
