@@ -44,7 +44,7 @@ var conformanceFocused = []string{
 func TestConformance(t *testing.T) {
 	full := os.Getenv("CLUSTERCTL_E2E_CONFORMANCE") == "full"
 	controlPlanes := 1
-	if full && os.Getenv("CONTROL_PLANES") != "" {
+	if os.Getenv("CONTROL_PLANES") != "" {
 		n, err := strconv.Atoi(os.Getenv("CONTROL_PLANES"))
 		if err != nil || n < 1 {
 			t.Fatalf("CONTROL_PLANES=%q", os.Getenv("CONTROL_PLANES"))
