@@ -97,10 +97,19 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("conformance summary (%s):\n%s", out, summary)
+	ran := 0
 	for _, r := range results {
-		if r.status == "failed" {
-			t.Errorf("FAILED %s", r.name)
+		switch r.status {
+		case "passed":
+			ran++
+		case "skipped":
+		default: // failed, panicked, timedout, interrupted, ...
+			ran++
+			t.Errorf("%s: %s", strings.ToUpper(r.status), r.name)
 		}
+	}
+	if ran == 0 {
+		t.Errorf("no [Conformance] test ran (focus %q)", focus)
 	}
 }
 
