@@ -162,7 +162,7 @@ func (v *validator) cluster() {
 		v.errorf("cluster.downloads.registryMirror", "%q is not a registry (host[:port][/path]; no scheme)", m)
 	}
 	for i, ref := range c.ExtraImages {
-		if !imageRefRE.MatchString(ref) || len(ref) > 512 {
+		if _, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":"); len(tag) > 128 || !imageRefRE.MatchString(ref) || len(ref) > 512 {
 			v.errorf(fmt.Sprintf("cluster.extraImages[%d]", i), "%q is not an image reference with a registry and a tag (example: quay.io/calico/node:v3.30.3)", ref)
 		}
 	}
@@ -195,7 +195,8 @@ func (v *validator) cluster() {
 }
 
 // imageRefRE is registry/path:tag: an image repository (repositoryRE) and a tag.
-var imageRefRE = regexp.MustCompile(repositoryRE.String()[:len(repositoryRE.String())-1] + `:[\w][\w.-]{0,127}$`)
+// The tag's length (at most 128) is checked apart: a counted repetition compiles that many states at start-up.
+var imageRefRE = regexp.MustCompile(repositoryRE.String()[:len(repositoryRE.String())-1] + `:[\w][\w.-]*$`)
 
 var flagRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
 
