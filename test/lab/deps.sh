@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh — install the Debian packages the lab needs, if any is missing. Safe to run every time.
 set -euo pipefail
-pkgs=(systemd-container debootstrap bridge-utils openssh-client iproute2 iptables util-linux procps kmod)
+pkgs=(systemd-container debootstrap bridge-utils openssh-client iproute2 iptables util-linux procps kmod
+  gcc make libc6-dev bzip2) # the last four build busybox for the conformance images (conformance.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,8 +10,8 @@
 # node: a layer over base with what a Kubernetes node needs from Debian: containerd, runc, the CNI plugins,
 #       haproxy (the node-local API server proxy of multi-control-plane clusters),
 #       conntrack, socat, ethtool, ebtables; modprobe of built-in modules made to work (see lab-notes).
-# e2e:  a layer over base with the Debian programs the conformance suite's images run (busybox, dig and
-#       nslookup, curl, nc, socat, nginx): test/lab/conformance-images.sh packs the images from it.
+# e2e:  a layer over base with the Debian programs the conformance suite's images run (dig and
+#       nslookup, curl, nc, socat, nginx): test/lab/conformance.sh packs the images from it.
 # Layers live in $CACHE/rootfs/<layer> ($CACHE: $CLUSTERCTL_LAB_CACHE, else ~/.cache/clusterctl-lab) and are
 # built in a temporary directory and renamed into place, so an interrupted build leaves nothing half made.
 set -euo pipefail
@@ -30,7 +30,7 @@ case $RELEASE in
   *) echo "rootfs: RELEASE is bookworm or trixie, not $RELEASE" >&2; exit 2 ;;
 esac
 NODE=$ROOTFS/node-$BASE_REV.$NODE_REV
-E2E_REV=1
+E2E_REV=2
 E2E=$ROOTFS/e2e-$BASE_REV.$E2E_REV
 
 mirror() {
@@ -103,7 +103,7 @@ layer() {
 case ${1:-node} in
   base) build_base ;;
   node) layer "$NODE" node containerd runc containernetworking-plugins conntrack socat ethtool ebtables ipset util-linux haproxy ;;
-  e2e) layer "$E2E" e2e busybox-static bind9-dnsutils curl netcat-openbsd socat nginx-light ;;
+  e2e) layer "$E2E" e2e bind9-dnsutils curl netcat-openbsd socat nginx-light ;;
   paths) echo "BASE=$BASE"; echo "NODE=$NODE"; echo "E2E=$E2E" ;;
   *) echo "usage: $0 [base|node|e2e|paths]" >&2; exit 2 ;;
 esac

@@ -33,9 +33,10 @@ func main() {
 	flag.StringVar(&o.src, "src", "", "the k8s.io/kubernetes module directory")
 	flag.StringVar(&o.rootfs, "rootfs", "", "the lab's base and e2e root filesystem layers, merged")
 	flag.StringVar(&o.coredns, "coredns", "", "a coredns binary (agnhost and glibc-dns-testing carry one)")
+	flag.StringVar(&o.busybox, "busybox", "", "a static busybox built as upstream builds it")
 	flag.StringVar(&o.out, "out", "", "output directory")
 	flag.Parse()
-	if o.list == "" || o.bin == "" || o.src == "" || o.rootfs == "" || o.coredns == "" || o.out == "" {
+	if o.list == "" || o.bin == "" || o.src == "" || o.rootfs == "" || o.coredns == "" || o.busybox == "" || o.out == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -45,7 +46,7 @@ func main() {
 	}
 }
 
-type options struct{ list, bin, src, rootfs, coredns, out string }
+type options struct{ list, bin, src, rootfs, coredns, busybox, out string }
 
 // debianPrograms are the programs agnhost's and glibc-dns-testing's users run that busybox's applets (in
 // /bin: ls, cat, wget, seq, awk, ...) do not stand in for: dig, nslookup and host from bind9, curl, netcat,
@@ -131,10 +132,10 @@ const archive = "images.tar"
 // recipe is the layers of the image named name (the last element of its repository), or why it is not
 // made. Images share their lower layers, as upstream's are built FROM one another.
 //
-// bash is every image's shell: Debian's busybox 1.35 as sh runs its own applets before programs on PATH
-// (`nc -v` in agnhost ran busybox's nc, which has no -v, where Alpine's image runs netcat) and drops
-// environment variables whose names are not shell names (a Secret's "data-1" in `sh -c env`), which
-// upstream's busybox 1.37 keeps. busybox's own image has no Debian programs: its nc and the rest are busybox's.
+// busybox's ash is every image's shell, as in upstream's: upstream's build of busybox, not Debian's, which
+// runs its own applets before programs on PATH (`nc -v` in agnhost ran busybox's nc, which has no -v) and
+// drops environment variables whose names are not shell names (a Secret's "data-1" in `sh -c env`).
+// busybox's own image has no Debian programs: its nc and the rest are busybox's.
 func (o options) recipe(name string, u userland) ([][]image.File, image.Config, string) {
 	bin := func(p string) string { return filepath.Join(o.bin, p) }
 	agnhost := []image.File{
@@ -179,21 +180,18 @@ func (o options) recipe(name string, u userland) ([][]image.File, image.Config, 
 	return nil, image.Config{}, "not run by the [Conformance] tests"
 }
 
-// userland is the lower layers the images share: busybox with a link per applet in /bin and the users and
-// groups; bash as sh; Debian's programs in /usr/bin, which come first on PATH.
+// userland is the lower layers the images share: busybox (upstream's build, its ash the shell, as in
+// upstream's busybox and Alpine-based images) with a link per applet in /bin and the users and groups;
+// bash; Debian's programs in /usr/bin, which come first on PATH.
 type userland struct{ busybox, bash, debian []image.File }
 
 func (o options) userland() (userland, error) {
 	var u userland
-	var err error
-	if u.busybox, err = image.Collect(o.rootfs, []string{"/usr/bin/busybox"}); err != nil {
-		return u, err
-	}
-	out, err := exec.Command(filepath.Join(o.rootfs, "usr/bin/busybox"), "--list").Output()
+	out, err := exec.Command(o.busybox, "--list").Output()
 	if err != nil {
 		return u, fmt.Errorf("busybox --list: %w", err)
 	}
-	u.busybox = append(u.busybox, image.File{Path: "/bin/busybox", Link: "/usr/bin/busybox"})
+	u.busybox = []image.File{{Path: "/bin/busybox", Source: o.busybox, Mode: 0o755}}
 	for _, applet := range strings.Fields(string(out)) {
 		if applet != "busybox" && !strings.ContainsAny(applet, "/") {
 			u.busybox = append(u.busybox, image.File{Path: "/bin/" + applet, Link: "busybox"})
@@ -207,7 +205,7 @@ func (o options) userland() (userland, error) {
 	if u.bash, err = image.Collect(o.rootfs, []string{"/usr/bin/bash"}); err != nil {
 		return u, err
 	}
-	u.bash = append(u.bash, image.File{Path: "/bin/sh", Link: "/usr/bin/bash"}, image.File{Path: "/bin/bash", Link: "/usr/bin/bash"})
+	u.bash = append(u.bash, image.File{Path: "/bin/bash", Link: "/usr/bin/bash"})
 	if u.debian, err = image.Collect(o.rootfs, debianPrograms); err != nil {
 		return u, err
 	}
