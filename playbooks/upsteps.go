@@ -380,14 +380,13 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 		u.e.say("network", "", "%s", msg)
 	}
 	u.res.SkippedRoutes = skipped
-	svc := map[string]cni.ServiceRoute{}
-	for _, h := range append(u.nodes(), others...) {
-		if svc[h.Name], err = u.serviceRoute(ctx, h, expect[h.NodeName]); err != nil {
-			return err
-		}
-	}
 	_, err = u.e.play(ctx, Play{Name: "network", Hosts: append(names(u.nodes()), names(others)...), Run: func(ctx context.Context, name string) (bool, error) {
-		unit, err := cni.RoutesUnit(u.e.Inv.Host(name).NodeName, all, svc[name])
+		h := u.e.Inv.Host(name)
+		svc, err := u.serviceRoute(ctx, h, expect[h.NodeName])
+		if err != nil {
+			return false, err
+		}
+		unit, err := cni.RoutesUnit(h.NodeName, all, svc)
 		if err != nil {
 			return false, err
 		}

@@ -10,7 +10,7 @@ fi
 rm -f /etc/kubernetes/etcd-initial.env
 routes=/etc/systemd/system/clusterctl-pod-routes.service
 if [ -f $routes ]; then
-  sed -n -e 's/^ExecStart=.*ip route replace \([^ ]*\) via .*/\1/p' -e 's/^ExecStart=.*ip route replace \([^ ]*\) dev .*/\1/p' $routes | while read -r dst; do ip route del "$dst" 2>/dev/null; done
+  sed -n 's/^ExecStart=.*ip route replace \([^ ]*\) .*/\1/p' $routes | while read -r dst; do ip route del "$dst" 2>/dev/null; done
   systemctl disable --now clusterctl-pod-routes.service >/dev/null 2>&1
 fi
 # Every container of containerd's Kubernetes namespace (the Pods, static ones included).

@@ -331,7 +331,7 @@ func StartRegistry(ctx context.Context, dir, host string, cert tls.Certificate, 
 	if err != nil {
 		return nil, err
 	}
-	r, err := serveRegistry(host, cert, roots)
+	r, err := StartImageRegistry(host, cert, roots)
 	if err != nil {
 		return nil, err
 	}
@@ -351,10 +351,6 @@ func StartRegistry(ctx context.Context, dir, host string, cert tls.Certificate, 
 
 // StartImageRegistry serves, on host with TLS (cert), an empty registry; Push fills it. roots trusts cert.
 func StartImageRegistry(host string, cert tls.Certificate, roots *x509.CertPool) (*Registry, error) {
-	return serveRegistry(host, cert, roots)
-}
-
-func serveRegistry(host string, cert tls.Certificate, roots *x509.CertPool) (*Registry, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, err

@@ -1,9 +1,9 @@
 // Command labconformance packs the container images Kubernetes' [Conformance] tests run, offline: the Go
-// programs built from the Kubernetes module (agnhost, sample-apiserver, nnp) and Debian's programs from the
-// lab's e2e root filesystem layer (busybox, dig, curl, nginx, ...), under the names the suite asks for, so
-// that nodes which import them never pull. Images it does not make are listed with the reason.
+// programs built from the Kubernetes module (agnhost, sample-apiserver, nnp), busybox built from source, and
+// Debian's programs from the lab's e2e root filesystem layer (dig, curl, nginx, ...), under the names the
+// suite asks for. Images it does not make are listed with the reason.
 //
-//	labconformance -list images.txt -bin DIR -src DIR -rootfs DIR -coredns FILE -out DIR
+//	labconformance -list images.txt -bin DIR -src DIR -rootfs DIR -coredns FILE -busybox FILE -out DIR
 //
 // -list is `e2e.test --list-images`; -bin holds agnhost, sample-apiserver and nnp; -src is the
 // k8s.io/kubernetes module (test/images/...); -rootfs is the base and e2e layers merged. It writes every
@@ -167,23 +167,15 @@ func (o options) recipe(name string, u userland) ([][]image.File, image.Config, 
 		return [][]image.File{{{Path: "/sample-apiserver", Source: bin("sample-apiserver"), Mode: 0o755}}},
 			image.Config{Entrypoint: []string{"/sample-apiserver"}}, ""
 	case "nginx":
-		files, err := image.Collect(o.rootfs, []string{"/usr/sbin/nginx", "/etc/nginx/mime.types", "/usr/share/nginx/html"})
-		if err != nil {
-			return nil, image.Config{}, "collecting nginx: " + err.Error()
-		}
-		files = append(files,
-			image.File{Path: "/etc/nginx/nginx.conf", Data: []byte(nginxConf)},
-			image.File{Path: "/var/lib/nginx", Dir: true}, image.File{Path: "/var/log/nginx", Dir: true},
-			image.File{Path: "/run", Dir: true})
-		return [][]image.File{u.busybox, u.bash, files}, image.Config{Cmd: []string{"nginx", "-g", "daemon off;"}}, ""
+		return [][]image.File{u.busybox, u.bash, u.nginx}, image.Config{Cmd: []string{"nginx", "-g", "daemon off;"}}, ""
 	}
 	return nil, image.Config{}, "not run by the [Conformance] tests"
 }
 
 // userland is the lower layers the images share: busybox (upstream's build, its ash the shell, as in
 // upstream's busybox and Alpine-based images) with a link per applet in /bin and the users and groups;
-// bash; Debian's programs in /usr/bin, which come first on PATH.
-type userland struct{ busybox, bash, debian []image.File }
+// bash; Debian's programs in /usr/bin, which come first on PATH; and Debian's nginx, for the nginx images.
+type userland struct{ busybox, bash, debian, nginx []image.File }
 
 func (o options) userland() (userland, error) {
 	var u userland
@@ -210,6 +202,13 @@ func (o options) userland() (userland, error) {
 		return u, err
 	}
 	u.debian = append(u.debian, image.File{Path: "/usr/bin/nc", Link: "nc.openbsd"})
+	if u.nginx, err = image.Collect(o.rootfs, []string{"/usr/sbin/nginx", "/etc/nginx/mime.types", "/usr/share/nginx/html"}); err != nil {
+		return u, err
+	}
+	u.nginx = append(u.nginx,
+		image.File{Path: "/etc/nginx/nginx.conf", Data: []byte(nginxConf)},
+		image.File{Path: "/var/lib/nginx", Dir: true}, image.File{Path: "/var/log/nginx", Dir: true},
+		image.File{Path: "/run", Dir: true})
 	return u, nil
 }
 
