@@ -77,16 +77,19 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	else \
 	  echo "make test: SKIPPING the lab tier (integration tests on real hosts): $$reason"; export CLUSTERCTL_LAB=off; \
 	fi; \
-	go test -count=1 -timeout 80m $(NORACE_PKGS) & lab=$$!; \
+	mkdir -p .lab; go test -count=1 -timeout 80m -v $(NORACE_PKGS) >.lab/test-lab.log 2>&1 & lab=$$!; \
 	trap 'kill $$lab 2>/dev/null || true' EXIT; \
 	race=0; go test -race -p 1 -count=1 -timeout 80m $$(go list ./... | grep -v -x $(foreach p,$(NORACE_PKGS),-e '.*/$(patsubst ./%/,%,$(p))')) || race=$$?; \
 	fuzz=0; $(MAKE) --no-print-directory fuzz FUZZTIME=runs FUZZFLAGS=-parallel=1 || fuzz=$$?; \
 	labrc=0; wait $$lab || labrc=$$?; \
+	if [ $$labrc -ne 0 ]; then echo "make test: the end of the lab tests' output:"; tail -n 150 .lab/test-lab.log; fi; \
+	echo "make test: lab tests, each with its time (whole output in .lab/test-lab.log):"; \
+	grep -E '^(--- (PASS|FAIL|SKIP)|ok |FAIL|panic:)' .lab/test-lab.log || true; \
 	echo "make test: -race run exit $$race, fuzzing exit $$fuzz, $(NORACE_PKGS)exit $$labrc"; \
 	[ $$race -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$labrc -eq 0 ]
 
-test-long: ## the end-to-end cases too long for make test, in place of their shorter forms (certs rotate --ca with external etcd, and on three stacked control-plane nodes; ~32 min; root)
-	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 70m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$' ./test/e2e/
+test-long: ## the end-to-end cases too long for make test (root; ~50 min): certs rotate --ca with external etcd and on three stacked control-plane nodes, in place of make test's leaf rotations; the upgrade of three control-plane nodes killed and resumed; etcd restored onto three members, then onto the survivor of three
+	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 90m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$|TestUpgrade$$|TestEtcdRestore$$' ./test/e2e/
 
 faults: ## the fault-injection suite on lab hosts (root; ~30 min): up with a worker's link cut during the push, add-node of a worker powered off while it joins, certs rotate and certs rotate --ca killed in each stage and resumed, --forks 1 against --forks 500, the upload faults make test runs too (full disk, sshd killed, link cut), and up/add-node/remove-node 20 times in one process with goroutines, open files and the hosts' SSH sessions counted
 	CLUSTERCTL_E2E_FAULTS=1 go test -count=1 -timeout 30m -v -run 'TestFaults$$' ./test/e2e/

@@ -71,6 +71,14 @@ func Clusterctl(t testing.TB) string {
 // shorter ones (a CA rotation in place of a leaf rotation).
 const LongEnv = "CLUSTERCTL_E2E_LONG"
 
+// longOnly skips a test make test leaves to make test-long, saying what make test covers of it instead.
+func longOnly(t *testing.T, covered string) {
+	t.Helper()
+	if os.Getenv(LongEnv) == "" {
+		t.Skipf("make test-long runs it (%s=1); make test covers %s", LongEnv, covered)
+	}
+}
+
 // FaultsEnv, when set (make faults), runs the fault-injection and leak tests: whole commands on a lab
 // cluster with faults injected, and commands repeated in one process.
 const FaultsEnv = "CLUSTERCTL_E2E_FAULTS"

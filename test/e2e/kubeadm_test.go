@@ -68,7 +68,9 @@ func containsAny(s string, subs []string) bool {
 // the lab's previous version: kubeadm reads the cluster's configuration (certs check-expiration, upgrade
 // plan); a third host joins by `kubeadm join` and clusterctl, once the host is in its inventory, takes it
 // over (up, a no-op second up, check-expiration, a workload there); clusterctl upgrades the cluster with a
-// workload and a token client running (the outage one API server means is measured), `kubeadm upgrade
+// workload and a token client running (the outage one API server means is measured; before it, an upgrade of a
+// kubelet alone is refused and a dry run plans it; after it, a second run changes nothing and a downgrade is
+// refused: TestUpgrade's checks, which make test leaves to make test-long), `kubeadm upgrade
 // node` on a worker after it leaves the worker working, and `remove-node` removes the kubeadm-joined node.
 func TestKubeadm(t *testing.T) {
 	fromDir, fromM := lab.ArtifactsOf(t, lab.UpgradeFrom)
@@ -143,6 +145,15 @@ func TestKubeadm(t *testing.T) {
 		}
 	})
 
+	target := []string{"--to", to, "--artifacts", toDir}
+	t.Run("upgrade refused before anything changes: kubelets before the control plane", func(t *testing.T) {
+		upgradeRefusesKubeletsFirst(t, full, target, "w1", from)
+	})
+
+	t.Run("upgrade dry run: the plan, nothing changed", func(t *testing.T) {
+		upgradeDryRun(t, full, target, from, to, "cp1", "(workers batch 1 of ")
+	})
+
 	t.Run("clusterctl upgrade with one control-plane node: the workload never fails", func(t *testing.T) {
 		full.LoadProbe(t, "cp1", "w1")
 		StartMovingClients(t, full)
@@ -182,6 +193,10 @@ func TestKubeadm(t *testing.T) {
 				t.Errorf("workload: %s", f)
 			}
 		}
+	})
+
+	t.Run("a second upgrade changes nothing; a downgrade is refused", func(t *testing.T) {
+		upgradeAgainAndDowngrade(t, full, target, "cp1", from, fromDir)
 	})
 
 	t.Run("kubeadm after the upgrade: check-expiration, upgrade plan, upgrade node on a worker", func(t *testing.T) {

@@ -47,6 +47,7 @@ func (c *Cluster) upgrade(t testing.TB, args ...string) (upgradeResult, string, 
 // node-local proxy throughout; the upgrade is killed in the middle of the control-plane roll and the same
 // command finishes it.
 func TestUpgrade(t *testing.T) {
+	longOnly(t, "the upgrade of one control-plane node and two workers, its refusals, dry run and second run (TestKubeadm)")
 	fromDir, fromM := lab.ArtifactsOf(t, lab.UpgradeFrom)
 	toDir, toM := lab.Artifacts(t)
 	from, to := fromM.KubernetesVersion, toM.KubernetesVersion
@@ -58,33 +59,11 @@ func TestUpgrade(t *testing.T) {
 	target := []string{"--to", to, "--artifacts", toDir}
 
 	t.Run("refused before anything changes: kubelets before the control plane", func(t *testing.T) {
-		r, stderr, code := c.upgrade(t, append(target, "--yes", "--limit", "w1")...)
-		if code != 1 || r.Status != "refused" || !strings.Contains(r.Error, "newer than an API server") {
-			t.Fatalf("upgrade --limit w1 before the control plane: exit %d, %s: %s\n%s", code, r.Status, r.Error, tail(stderr, 10))
-		}
-		if v := c.MustK(t, "get", "node", "w1", "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); v != from {
-			t.Errorf("w1's kubelet: %s", v)
-		}
+		upgradeRefusesKubeletsFirst(t, c, target, "w1", from)
 	})
 
 	t.Run("dry run: the plan, nothing changed", func(t *testing.T) {
-		r, _, code := c.upgrade(t, append(target, "--dry-run")...)
-		if code != 0 || r.From != from || r.To != to {
-			t.Fatalf("dry run: exit %d, %+v", code, r)
-		}
-		plan := strings.Join(r.Order, "\n")
-		t.Logf("plan:\n%s", plan)
-		for _, want := range []string{"cp1: etcd", "cp3: kube-apiserver", "add-ons: kube-proxy", "w1 (workers batch 1 of 1): cordon, drain"} {
-			if !strings.Contains(plan, want) {
-				t.Errorf("the plan lacks %q", want)
-			}
-		}
-		if strings.Index(plan, "cp3: kube-apiserver") > strings.Index(plan, "add-ons") || strings.Index(plan, "add-ons") > strings.Index(plan, "cp1: cordon") {
-			t.Errorf("the plan's order is not control planes, add-ons, kubelets")
-		}
-		if _, err := os.Stat(filepath.Join(c.StateDir, "upgrade.json")); !os.IsNotExist(err) {
-			t.Errorf("a dry run recorded an upgrade: %v", err)
-		}
+		upgradeDryRun(t, c, target, from, to, "cp3", "w1 (workers batch 1 of 1): cordon, drain")
 	})
 
 	stopProxy := StartProxyClient(t, c, "w1")
@@ -155,20 +134,64 @@ func TestUpgrade(t *testing.T) {
 	})
 
 	t.Run("a second run changes nothing; a downgrade is refused", func(t *testing.T) {
-		before := c.Hash(t, "cp2")
-		r, stderr, code := c.upgrade(t, append(target, "--yes")...)
-		if code != 0 || len(r.ControlPlanes)+len(r.Kubelets) != 0 {
-			t.Errorf("second upgrade: exit %d, %+v\n%s", code, r, tail(stderr, 20))
-		}
-		if after := c.Hash(t, "cp2"); after != before {
-			t.Errorf("a second upgrade changed cp2's files")
-		}
-		// Preflight finds the kubelets newer than the target first (kubeadm's KubeletVersion check).
-		r, _, code = c.upgrade(t, "--to", from, "--artifacts", fromDir, "--yes")
-		if code != 1 || !strings.Contains(r.Error, "preflight found errors") || !strings.Contains(r.PreflightText(), "the kubelet version is higher than the control plane version") {
-			t.Errorf("downgrade: exit %d, %s: %s; preflight %s", code, r.Status, r.Error, r.PreflightText())
-		}
+		upgradeAgainAndDowngrade(t, c, target, "cp2", from, fromDir)
 	})
+}
+
+// upgradeRefusesKubeletsFirst checks that an upgrade of worker's kubelet alone (--limit), before the control
+// plane, is refused and changes nothing.
+func upgradeRefusesKubeletsFirst(t *testing.T, c *Cluster, target []string, worker, from string) {
+	t.Helper()
+	r, stderr, code := c.upgrade(t, append(target, "--yes", "--limit", worker)...)
+	if code != 1 || r.Status != "refused" || !strings.Contains(r.Error, "newer than an API server") {
+		t.Fatalf("upgrade --limit %s before the control plane: exit %d, %s: %s\n%s", worker, code, r.Status, r.Error, tail(stderr, 10))
+	}
+	if v := c.MustK(t, "get", "node", worker, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); v != from {
+		t.Errorf("%s's kubelet: %s", worker, v)
+	}
+}
+
+// upgradeDryRun checks an upgrade's dry run: the plan goes through etcd and the API server of every
+// control-plane node (lastCP the last), then the add-ons, then the kubelets (a step of which is worker), and
+// nothing is recorded.
+func upgradeDryRun(t *testing.T, c *Cluster, target []string, from, to, lastCP, worker string) {
+	t.Helper()
+	r, _, code := c.upgrade(t, append(target, "--dry-run")...)
+	if code != 0 || r.From != from || r.To != to {
+		t.Fatalf("dry run: exit %d, %+v", code, r)
+	}
+	plan := strings.Join(r.Order, "\n")
+	t.Logf("plan:\n%s", plan)
+	for _, want := range []string{"cp1: etcd", lastCP + ": kube-apiserver", "add-ons: kube-proxy", worker} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the plan lacks %q", want)
+		}
+	}
+	if strings.Index(plan, lastCP+": kube-apiserver") > strings.Index(plan, "add-ons") || strings.Index(plan, "add-ons") > strings.Index(plan, "cp1: cordon") {
+		t.Errorf("the plan's order is not control planes, add-ons, kubelets")
+	}
+	if _, err := os.Stat(filepath.Join(c.StateDir, "upgrade.json")); !os.IsNotExist(err) {
+		t.Errorf("a dry run recorded an upgrade: %v", err)
+	}
+}
+
+// upgradeAgainAndDowngrade checks, after an upgrade, that the same upgrade again changes nothing (host's
+// files the same) and that going back to from is refused by preflight.
+func upgradeAgainAndDowngrade(t *testing.T, c *Cluster, target []string, host, from, fromDir string) {
+	t.Helper()
+	before := c.Hash(t, host)
+	r, stderr, code := c.upgrade(t, append(target, "--yes")...)
+	if code != 0 || len(r.ControlPlanes)+len(r.Kubelets) != 0 {
+		t.Errorf("second upgrade: exit %d, %+v\n%s", code, r, tail(stderr, 20))
+	}
+	if after := c.Hash(t, host); after != before {
+		t.Errorf("a second upgrade changed %s's files", host)
+	}
+	// Preflight finds the kubelets newer than the target first (kubeadm's KubeletVersion check).
+	r, _, code = c.upgrade(t, "--to", from, "--artifacts", fromDir, "--yes")
+	if code != 1 || !strings.Contains(r.Error, "preflight found errors") || !strings.Contains(r.PreflightText(), "the kubelet version is higher than the control plane version") {
+		t.Errorf("downgrade: exit %d, %s: %s; preflight %s", code, r.Status, r.Error, r.PreflightText())
+	}
 }
 
 // StartMovingClients starts, as StartClients does, a workload (two replicas behind a Service, a
