@@ -52,4 +52,27 @@ func TestConformanceReportsMerge(t *testing.T) {
 	if focused := summarize(results, nil, []string{`\[sig-b\]`}, false); !strings.Contains(focused, "tests: 1;") {
 		t.Errorf("focused on sig-b:\n%s", focused)
 	}
+
+	// B passes when run again alone, C times out again: B is a pass that says so, C stays a failure.
+	retry := mergeJUnit(t, write("r.xml", `
+<testcase name="[It] [sig-a] B fails [Conformance]" status="passed" time="4"></testcase>
+<testcase name="[It] [sig-a] C serial [Conformance] [Serial]" status="timedout" time="600"><failure message="timed out"></failure></testcase>`))
+	summary = summarize(retryResults(results, retry), nil, []string{""}, true)
+	for _, want := range []string{"tests: 4; passed 2, failed 1, skipped 1", "passed when run again alone (1)", "B fails [Conformance]\n    first run: boom\n", "failed:\n  [sig-a] C serial"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary after the retry lacks %q:\n%s", want, summary)
+		}
+	}
+}
+
+// The focus a failed test is run again with is its JUnit name without the labels, which ginkgo does not match.
+func TestSpecText(t *testing.T) {
+	for name, want := range map[string]string{
+		"[sig-node] Probing container should *not* be restarted with a GRPC liveness probe [Conformance] [NodeConformance] [sig-node, NodeConformance, Conformance]": "[sig-node] Probing container should *not* be restarted with a GRPC liveness probe [Conformance] [NodeConformance]",
+		"[sig-a] B fails [Conformance]": "[sig-a] B fails [Conformance]",
+	} {
+		if got := specText(name); got != want {
+			t.Errorf("specText(%q) = %q, want %q", name, got, want)
+		}
+	}
 }

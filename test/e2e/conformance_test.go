@@ -90,9 +90,25 @@ func TestConformance(t *testing.T) {
 	serial := time.Since(start)
 
 	results := mergeJUnit(t, filepath.Join(out, "junit-parallel.xml"), filepath.Join(out, "junit-serial.xml"))
+	// The failed tests run once more, alone: on two cores shared by every host a probe with a timeout can
+	// miss it under the other processes' load. A test that passes then is reported as such, with its first
+	// failure; one that fails again is a failure. Many failures are not retried: something is wrong.
+	var again []string
+	for _, r := range results {
+		if r.status != "passed" && r.status != "skipped" {
+			again = append(again, regexp.QuoteMeta(specText(r.name)))
+		}
+	}
+	retried := ""
+	if len(again) > 0 && len(again) <= maxConformanceRetries {
+		start = time.Now()
+		ginkgo(t, c, suite, repoList, out, "retry", "1", "Conformance", again, skipRes)
+		results = retryResults(results, mergeJUnit(t, filepath.Join(out, "junit-retry.xml")))
+		retried = fmt.Sprintf(", %d failed test(s) run again alone %v", len(again), time.Since(start).Round(time.Second))
+	}
 	summary := summarize(results, skips, focus, full)
-	summary = fmt.Sprintf("Kubernetes %s, %d control-plane node(s) and 2 workers made by clusterctl up; parallel (%s procs) %v, serial %v\n%s",
-		m.KubernetesVersion, controlPlanes, procs, parallel.Round(time.Second), serial.Round(time.Second), summary)
+	summary = fmt.Sprintf("Kubernetes %s, %d control-plane node(s) and 2 workers made by clusterctl up; parallel (%s procs) %v, serial %v%s\n%s",
+		m.KubernetesVersion, controlPlanes, procs, parallel.Round(time.Second), serial.Round(time.Second), retried, summary)
 	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(summary), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -277,6 +293,35 @@ type junitCase struct {
 type conformanceResult struct {
 	name, status, message string
 	seconds               float64
+	// retried: the test failed (message) and passed when run again alone.
+	retried bool
+}
+
+// maxConformanceRetries bounds the failed tests run again: more failures than that are not load.
+const maxConformanceRetries = 10
+
+// specText is the text ginkgo matches --focus against: a JUnit test name without its labels ("[a, b]").
+func specText(name string) string {
+	if i := strings.LastIndex(name, " ["); i >= 0 && strings.HasSuffix(name, "]") && strings.Contains(name[i:], ", ") {
+		return name[:i]
+	}
+	return name
+}
+
+// retryResults marks the failed results that passed in retry as passed on their second run.
+func retryResults(results, retry []conformanceResult) []conformanceResult {
+	passed := map[string]bool{}
+	for _, r := range retry {
+		if r.status == "passed" {
+			passed[r.name] = true
+		}
+	}
+	for i, r := range results {
+		if r.status != "passed" && r.status != "skipped" && passed[r.name] {
+			results[i].status, results[i].retried = "passed", true
+		}
+	}
+	return results
 }
 
 // mergeJUnit reads the reports and gives each [Conformance] test its result: where it ran, else skipped.
@@ -325,7 +370,7 @@ func mergeJUnit(t *testing.T, files ...string) []conformanceResult {
 // summarize counts the results and lists every failure and skip with its reason.
 func summarize(results []conformanceResult, skips []conformanceSkip, focus []string, full bool) string {
 	counts := map[string]int{}
-	var failed, skipped []string
+	var failed, skipped, retried []string
 	for _, r := range results {
 		if !full && !matchesAny(r.name, focus) {
 			continue
@@ -333,6 +378,9 @@ func summarize(results []conformanceResult, skips []conformanceSkip, focus []str
 		counts[r.status]++
 		switch r.status {
 		case "passed":
+			if r.retried {
+				retried = append(retried, fmt.Sprintf("  %s\n    first run: %s", r.name, firstLine(r.message)))
+			}
 		case "skipped":
 			reason := r.message
 			for _, s := range skips {
@@ -351,6 +399,9 @@ func summarize(results []conformanceResult, skips []conformanceSkip, focus []str
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[Conformance] tests: %d; passed %d, failed %d, skipped %d\n", total, counts["passed"], total-counts["passed"]-counts["skipped"], counts["skipped"])
+	if len(retried) > 0 {
+		fmt.Fprintf(&b, "passed when run again alone (%d), after failing in the run with the others:\n%s\n", len(retried), strings.Join(retried, "\n"))
+	}
 	if len(failed) > 0 {
 		fmt.Fprintf(&b, "failed:\n%s\n", strings.Join(failed, "\n"))
 	}
