@@ -82,9 +82,8 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	race=0; go test -race -p 1 -count=1 -timeout 80m $$(go list ./... | grep -v -x $(foreach p,$(NORACE_PKGS),-e '.*/$(patsubst ./%/,%,$(p))')) || race=$$?; \
 	fuzz=0; $(MAKE) --no-print-directory fuzz FUZZTIME=runs FUZZFLAGS=-parallel=1 || fuzz=$$?; \
 	labrc=0; wait $$lab || labrc=$$?; \
-	if [ $$labrc -ne 0 ]; then echo "make test: the end of the lab tests' output:"; tail -n 150 .lab/test-lab.log; fi; \
-	echo "make test: lab tests, each with its time (whole output in .lab/test-lab.log):"; \
-	grep -E '^(--- (PASS|FAIL|SKIP)|ok |FAIL|panic:)' .lab/test-lab.log || true; \
+	if [ $$labrc -ne 0 ] && ! grep -q '^--- FAIL' .lab/test-lab.log; then echo "make test: the end of the lab tests' output:"; tail -n 150 .lab/test-lab.log; fi; \
+	test/lab/report.sh .lab/test-lab.log; \
 	echo "make test: -race run exit $$race, fuzzing exit $$fuzz, $(NORACE_PKGS)exit $$labrc"; \
 	[ $$race -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$labrc -eq 0 ]
 

@@ -270,6 +270,26 @@ func (c *Cluster) MustK(t testing.TB, args ...string) string {
 	return out
 }
 
+// MustWait waits up to timeout for obj (kind/name) to exist and then for the condition (kubectl wait's --for)
+// to hold. kubectl wait alone fails at once on an object not created yet, such as the Node of a kubelet that
+// has its client certificate but has not registered.
+func (c *Cluster) MustWait(t testing.TB, obj, cond string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := c.K(t, "", "get", obj, "-o", "name")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not there after %s: %v", obj, timeout, err)
+		}
+		time.Sleep(time.Second)
+	}
+	left := max(time.Until(deadline), time.Second).Round(time.Second)
+	c.MustK(t, "wait", "--for="+cond, obj, "--timeout="+left.String())
+}
+
 // ProbeImage is the reference of the test workload's image.
 const ProbeImage = "clusterctl.local/e2e/probe:1"
 

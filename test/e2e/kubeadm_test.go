@@ -115,7 +115,7 @@ func TestKubeadm(t *testing.T) {
 		if out, err := full.Lab.SSH("", "w2", join+" --ignore-preflight-errors=all 2>&1"); err != nil {
 			t.Fatalf("%s: %v\n%s", join, err, out)
 		}
-		full.MustK(t, "wait", "--for=jsonpath={.spec.podCIDR}", "node/w2", "--timeout=60s")
+		full.MustWait(t, "node/w2", "jsonpath={.spec.podCIDR}", 60*time.Second)
 		clientCert := full.Lab.Run(t, "w2", "sha256sum /var/lib/kubelet/pki/kubelet-client-current.pem")
 
 		// In the inventory, w2 is taken over: up writes its configuration and gives it the pod network.

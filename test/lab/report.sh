@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# report.sh LOG: what make test prints of the lab tests' `go test -v` output: for each top-level test that
+# failed, the last lines it wrote (parallel tests interleave; go test names the test a line belongs to with
+# "=== RUN/CONT/NAME"), then every top-level test with its result and time.
+set -euo pipefail
+log=${1:?usage: report.sh LOG}
+lines=${REPORT_LINES:-60}
+
+mapfile -t failed < <(grep -oE '^--- FAIL: [^ ]+' "$log" | cut -d' ' -f3 | sort -u)
+for name in "${failed[@]}"; do
+	echo "make test: the last $lines lines $name wrote:"
+	awk -v want="$name" '
+		/^=== (RUN|CONT|NAME|PAUSE) / { split($3, p, "/"); cur = p[1]; next }
+		/^(--- |ok |FAIL|PASS$)/ { next }
+		cur == want { print }
+	' "$log" | tail -n "$lines"
+done
+echo "make test: lab tests, each with its time (whole output in $log):"
+grep -E '^(--- (PASS|FAIL|SKIP)|ok |FAIL|panic:)' "$log" || true
