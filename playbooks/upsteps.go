@@ -386,11 +386,12 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 		if err != nil {
 			return false, err
 		}
-		unit, err := cni.RoutesUnit(h.NodeName, all, svc)
+		routes, err := cni.Routes(h.NodeName, all, svc)
 		if err != nil {
 			return false, err
 		}
-		files := []transport.File{{Path: cni.RoutesUnitPath, Data: unit, Mode: 0o644}}
+		// The unit came with the node's files (push); a node outside this run may have an older one.
+		files := []transport.File{{Path: cni.RoutesUnitPath, Data: cni.RoutesUnit(), Mode: 0o644}, {Path: cni.RoutesPath, Data: routes, Mode: 0o644}}
 		if cidr, ok := cidrs[name]; ok {
 			conf, err := cni.Config(cidr)
 			if err != nil {
@@ -398,7 +399,7 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 			}
 			files = append(files, transport.File{Path: cni.ConfigPath, Data: conf, Mode: 0o644})
 		}
-		out, err := apply.Routes(ctx, u.e.Conn(name), apply.RoutesUnit{Files: files, UnitPath: cni.RoutesUnitPath, UnitName: cni.RoutesUnitName})
+		out, err := apply.Routes(ctx, u.e.Conn(name), apply.RoutesUnit{Files: files, Inputs: []string{cni.RoutesUnitPath, cni.RoutesPath}, UnitName: cni.RoutesUnitName})
 		u.record(name, out)
 		return out.Changed(), err
 	}})

@@ -145,18 +145,21 @@ func Kubelet(ctx context.Context, h Host, p scripts.KubeletParams) (Outcome, err
 
 // RoutesUnit is a node's pod routes unit and the files that go with it.
 type RoutesUnit struct {
-	Files              []transport.File // the unit's file, and the node's CNI configuration when it gets one
-	UnitPath, UnitName string
-	Stamps             string // kubeadm.StampsDir when empty
+	// Files are the unit's file, its routes file, and the node's CNI configuration when it gets one.
+	Files []transport.File
+	// Inputs are the paths among Files whose change restarts the unit (the unit's file and its routes).
+	Inputs   []string
+	UnitName string
+	Stamps   string // kubeadm.StampsDir when empty
 }
 
-// Routes puts the pod routes unit's files and restarts the unit when it changed.
+// Routes puts the pod routes unit's files and restarts the unit when its inputs changed.
 func Routes(ctx context.Context, h Host, u RoutesUnit) (Outcome, error) {
 	out, err := Files(ctx, h, u.Files, false)
 	if err != nil {
 		return out, err
 	}
-	actions, err := run(ctx, h, scripts.Routes(u.UnitPath, u.UnitName, u.Stamps))
+	actions, err := run(ctx, h, scripts.Routes(u.Inputs, u.UnitName, u.Stamps))
 	out.Actions = append(out.Actions, actions...)
 	return out, err
 }

@@ -139,25 +139,59 @@ func TestMayPreexist(t *testing.T) {
 	}
 }
 
-// The routes unit restarts when its file changed, and only then.
+// The routes unit restarts when its routes or unit changed, and only then; systemd is reloaded only when it
+// says the unit on disk is not the one it runs (not loaded, or NeedDaemonReload).
 func TestRoutes(t *testing.T) {
 	ctx := context.Background()
 	log := fakes(t, true)
 	conn := conntest.Connect(t)
 	dir := t.TempDir()
-	u := RoutesUnit{UnitPath: filepath.Join(dir, "routes.service"), UnitName: "clusterctl-pod-routes.service", Stamps: filepath.Join(dir, "stamps")}
-	for i, data := range []string{"a", "a", "b"} {
-		u.Files = []transport.File{{Path: u.UnitPath, Data: []byte(data), Mode: 0o644}}
+	// systemctl show answers from $dir/show.LoadState and $dir/show.NeedDaemonReload.
+	show := `case "$1" in show) cat "` + dir + `/show.$3" 2>/dev/null;; esac; exit 0`
+	bin := filepath.Dir(log)
+	rec, err := os.ReadFile(filepath.Join(bin, "systemctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(strings.Replace(string(rec), "exit 0\n", show+"\n", 1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := func(load, need string) {
+		for k, v := range map[string]string{"LoadState": load, "NeedDaemonReload": need} {
+			if err := os.WriteFile(filepath.Join(dir, "show."+k), []byte(v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	unitPath, routesPath := filepath.Join(dir, "routes.service"), filepath.Join(dir, "routes")
+	u := RoutesUnit{Inputs: []string{unitPath, routesPath}, UnitName: "clusterctl-pod-routes.service", Stamps: filepath.Join(dir, "stamps")}
+	for i, c := range []struct {
+		unit, routes, load, need string
+		restart, reload          bool
+	}{
+		{"u", "a", "loaded", "no", true, false},     // the unit came with the node's files: new routes, no reload
+		{"u", "a", "loaded", "no", false, false},    // nothing new
+		{"u", "b", "loaded", "no", true, false},     // new routes
+		{"u2", "b", "loaded", "yes", true, true},    // a unit systemd runs an older version of
+		{"u2", "b", "not-found", "no", false, true}, // one systemd never loaded
+	} {
+		state(c.load, c.need)
+		before := calls(t, log)
+		u.Files = []transport.File{{Path: unitPath, Data: []byte(c.unit), Mode: 0o644}, {Path: routesPath, Data: []byte(c.routes), Mode: 0o644}}
 		out, err := Routes(ctx, conn, u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := i != 1; out.Changed() != want || want && !slices.Equal(out.Actions, []string{"restart the pod routes"}) {
-			t.Errorf("run %d: %+v", i, out)
+		got := strings.TrimPrefix(calls(t, log), before)
+		if restarted := slices.Equal(out.Actions, []string{"restart the pod routes"}); restarted != c.restart || strings.Contains(got, "|restart|") != c.restart {
+			t.Errorf("run %d: restart %v, want %v: %+v\n%s", i, restarted, c.restart, out, got)
 		}
-	}
-	if got := calls(t, log); strings.Count(got, "systemctl|restart|clusterctl-pod-routes.service|") != 2 {
-		t.Errorf("restarts:\n%s", got)
+		if reloaded := strings.Contains(got, "systemctl|daemon-reload|"); reloaded != c.reload {
+			t.Errorf("run %d: daemon-reload %v, want %v:\n%s", i, reloaded, c.reload, got)
+		}
+		if strings.Contains(got, "|enable|") && !strings.Contains(got, "|enable|--no-reload|") {
+			t.Errorf("run %d: enable reloads systemd:\n%s", i, got)
+		}
 	}
 }
 

@@ -18,6 +18,10 @@ const (
 	ConfigPath     = "/etc/cni/net.d/10-clusterctl-bridge.conflist"
 	RoutesUnitName = "clusterctl-pod-routes.service"
 	RoutesUnitPath = "/etc/systemd/system/" + RoutesUnitName
+	// RoutesPath holds the node's routes, ip commands the unit runs with `ip -batch`: the unit itself is the
+	// same on every node and never changes with the routes, so that new routes cost a restart of the unit
+	// and no reload of systemd (seconds on a busy host, twice per node when the routes were in the unit).
+	RoutesPath = "/var/lib/clusterctl/pod-routes"
 )
 
 // Node is a node's pod range and the address other nodes route it to.
@@ -114,10 +118,20 @@ type ServiceRoute struct{ CIDR, Dev string }
 // ifaceName is what Linux accepts as an interface name that ip takes as one argument.
 var ifaceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 
-// RoutesUnit is node self's unit routing every other node's pod range, in a stable order, and the Service
-// range when svc says so. Each route is an ip command that systemd runs directly (no shell), with a range and
-// an address or interface name checked to be nothing else.
-func RoutesUnit(self string, nodes []Node, svc ServiceRoute) ([]byte, error) {
+// RoutesUnit is the pod routes unit: a oneshot that runs the node's routes file (RoutesPath) at boot and
+// whenever clusterctl changes the file.
+func RoutesUnit() []byte {
+	data, err := templates.Render("pod-routes.service", map[string]string{"Routes": RoutesPath})
+	if err != nil {
+		panic(err) // an embedded template without data to check
+	}
+	return data
+}
+
+// Routes is node self's routes file: every other node's pod range, in a stable order, and the Service range
+// when svc says so. Each line is an ip command (`ip -batch`, no shell) with a range and an address or
+// interface name checked to be nothing else.
+func Routes(self string, nodes []Node, svc ServiceRoute) ([]byte, error) {
 	var first []Route
 	if svc.CIDR != "" {
 		if _, err := parseRange(svc.CIDR); err != nil {
@@ -142,5 +156,5 @@ func RoutesUnit(self string, nodes []Node, svc ServiceRoute) ([]byte, error) {
 		routes = append(routes, Route{Dst: n.PodCIDR, Via: n.IP})
 	}
 	sort.Slice(routes, func(i, j int) bool { return routes[i].Dst < routes[j].Dst })
-	return templates.Render("pod-routes.service", map[string]any{"Routes": append(first, routes...)})
+	return templates.Render("pod-routes", map[string]any{"Routes": append(first, routes...)})
 }

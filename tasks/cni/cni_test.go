@@ -33,24 +33,24 @@ func TestConfig(t *testing.T) {
 	}
 }
 
-func TestRoutesUnit(t *testing.T) {
+func TestRoutes(t *testing.T) {
 	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w2", "10.244.2.0/24", "10.0.0.12"},
 		{"w1", "10.244.1.0/24", "10.0.0.11"}, {"w3", "", "10.0.0.13"}}
-	data, err := RoutesUnit("w1", nodes, ServiceRoute{})
+	data, err := Routes("w1", nodes, ServiceRoute{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(data)
-	want := "ExecStart=ip route replace 10.244.0.0/24 via 10.0.0.10\nExecStart=ip route replace 10.244.2.0/24 via 10.0.0.12\n"
-	if !strings.Contains(s, want) || strings.Contains(s, "10.244.1.0") || strings.Contains(s, "10.0.0.13") {
-		t.Errorf("unit:\n%s", s)
+	want := "route replace 10.244.0.0/24 via 10.0.0.10\nroute replace 10.244.2.0/24 via 10.0.0.12\n"
+	if !strings.HasSuffix(s, "\n"+want) || strings.Contains(s, "10.244.1.0") || strings.Contains(s, "10.0.0.13") {
+		t.Errorf("routes:\n%s", s)
 	}
-	if data, _ := RoutesUnit("cp1", nodes[:1], ServiceRoute{}); !strings.Contains(string(data), "ExecStart=true\n") {
-		t.Errorf("a lone node's unit has no command:\n%s", data)
+	if data, _ := Routes("cp1", nodes[:1], ServiceRoute{}); strings.Contains(string(data), "route replace") {
+		t.Errorf("a lone node has routes:\n%s", data)
 	}
 	for _, line := range strings.Split(s, "\n") {
-		if strings.HasPrefix(line, "Exec") && !strings.HasPrefix(line, "ExecStart=ip route replace ") {
-			t.Errorf("a command other than ip: %s", line)
+		if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "route replace ") {
+			t.Errorf("a command other than route replace: %s", line)
 		}
 	}
 	for _, bad := range []Node{
@@ -60,35 +60,49 @@ func TestRoutesUnit(t *testing.T) {
 		{"x", "10.244.3.0/24", "::ffff:10.0.0.1"}, // not canonical
 		{"x", "10.244.3.0/24", "0.0.0.0"},
 		{"x", "10.244.3.1/24", "10.0.0.1"}, // not a network address
-		{"x", "10.244.3.0/24\nExecStart=/bin/x", "10.0.0.1"},
+		{"x", "10.244.3.0/24\nroute flush all", "10.0.0.1"},
 	} {
-		if data, err := RoutesUnit("w1", []Node{bad}, ServiceRoute{}); err == nil {
+		if data, err := Routes("w1", []Node{bad}, ServiceRoute{}); err == nil {
 			t.Errorf("%q via %q accepted:\n%s", bad.PodCIDR, bad.IP, data)
 		}
 	}
 }
 
+// The unit is the same on every node, whatever its routes: it runs the routes file, nothing else.
+func TestRoutesUnit(t *testing.T) {
+	s := string(RoutesUnit())
+	var exec []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, "Exec") {
+			exec = append(exec, line)
+		}
+	}
+	if want := "ExecStart=ip -batch " + RoutesPath; len(exec) != 1 || exec[0] != want || !strings.Contains(s, "ConditionPathExists="+RoutesPath+"\n") {
+		t.Errorf("unit:\n%s\nwant its one command: %s", s, want)
+	}
+}
+
 // A host with no default route gets the Service range out of its interface; nothing else is written.
-func TestRoutesUnitServiceRange(t *testing.T) {
+func TestRoutesServiceRange(t *testing.T) {
 	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w1", "10.244.1.0/24", "10.0.0.11"}}
-	data, err := RoutesUnit("w1", nodes, ServiceRoute{CIDR: "10.96.0.0/12", Dev: "host0"})
+	data, err := Routes("w1", nodes, ServiceRoute{CIDR: "10.96.0.0/12", Dev: "host0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "ExecStart=ip route replace 10.96.0.0/12 dev host0\nExecStart=ip route replace 10.244.0.0/24 via 10.0.0.10\n"
-	if !strings.Contains(string(data), want) {
-		t.Errorf("unit:\n%s\nwant:\n%s", data, want)
+	want := "\nroute replace 10.96.0.0/12 dev host0\nroute replace 10.244.0.0/24 via 10.0.0.10\n"
+	if !strings.HasSuffix(string(data), want) {
+		t.Errorf("routes:\n%s\nwant:\n%s", data, want)
 	}
 	for _, bad := range []ServiceRoute{
 		{CIDR: "10.96.0.0/12", Dev: "eth0; reboot"},
-		{CIDR: "10.96.0.0/12", Dev: "eth0\nExecStart=/bin/x"},
+		{CIDR: "10.96.0.0/12", Dev: "eth0\nroute flush all"},
 		{CIDR: "10.96.0.0/12", Dev: ".."},
 		{CIDR: "10.96.0.0/12", Dev: "a-name-over-15-chars"},
 		{CIDR: "10.96.0.0/12", Dev: ""},
 		{CIDR: "10.96.0.1/12", Dev: "eth0"},
 		{CIDR: "10.96.0.0/12 via 1.2.3.4", Dev: "eth0"},
 	} {
-		if data, err := RoutesUnit("w1", nodes, bad); err == nil {
+		if data, err := Routes("w1", nodes, bad); err == nil {
 			t.Errorf("%+v accepted:\n%s", bad, data)
 		}
 	}

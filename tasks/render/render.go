@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/cni"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
@@ -373,6 +374,10 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	add(kubeadm.SysctlConfig, r.sysctl, modePublic)
 	add(kubeadm.ModulesConfig, r.modules, modePublic)
 	add(kubeadm.CACert, r.tr.bundle["ca"], modePublic)
+	if c.CNI.Plugin == inventory.CNIBridge {
+		// Its routes come once the node has its pod range (the network step).
+		add(cni.RoutesUnitPath, cni.RoutesUnit(), modePublic)
+	}
 	if r.localProxy {
 		if err := proxyFiles(o, h.NodeName, add); err != nil {
 			return nil, err

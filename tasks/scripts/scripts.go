@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/clusterctl/clusterctl/tasks/cni"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/templates"
 )
@@ -61,7 +62,9 @@ type SetupParams struct {
 // and configuration), image archives not imported yet. It prints "action: WHAT" for each thing it
 // does, or in a dry run would do.
 func Setup(p SetupParams) string {
-	units := []string{kubeadm.KubeletUnit, kubeadm.KubeletDropIn}
+	// The pod routes unit is written with a node's files (the bridge pod network): reloaded here with them,
+	// not when the routes come (see Routes).
+	units := []string{kubeadm.KubeletUnit, kubeadm.KubeletDropIn, cni.RoutesUnitPath}
 	switch {
 	case p.EtcdOnly:
 		units = []string{kubeadm.EtcdUnit}
@@ -120,12 +123,14 @@ type KubeletParams struct {
 	Stamps       string // kubeadm.StampsDir when empty
 }
 
-// Routes restarts the pod routes unit when its file changed.
-func Routes(unitPath, unitName, stampsDir string) string {
+// Routes restarts the pod routes unit when one of its inputs (the unit, the routes file) changed since it
+// last started with them, reloading systemd only when it does not run the unit as it is on disk.
+func Routes(inputs []string, unitName, stampsDir string) string {
 	return render("routes.sh", struct {
 		stamps
-		Unit, Name string
-	}{newStamps(stampsDir, nil, false), unitPath, unitName})
+		Inputs []string
+		Name   string
+	}{newStamps(stampsDir, nil, false), inputs, unitName})
 }
 
 // NodeState is one line: the kubelet's state and the Pods it runs.

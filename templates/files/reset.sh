@@ -8,9 +8,11 @@ if grep -qs 'Managed by clusterctl' /etc/systemd/system/etcd.service; then
   rm -f /etc/systemd/system/etcd.service
 fi
 rm -f /etc/kubernetes/etcd-initial.env
+# Its routes are in its routes file (an older clusterctl wrote them in the unit itself).
 routes=/etc/systemd/system/clusterctl-pod-routes.service
 if [ -f $routes ]; then
-  sed -n 's/^ExecStart=.*ip route replace \([^ ]*\) .*/\1/p' $routes | while read -r dst; do ip route del "$dst" 2>/dev/null; done
+  { sed -n 's/^route replace \([^ ]*\) .*/\1/p' /var/lib/clusterctl/pod-routes 2>/dev/null
+    sed -n 's/^ExecStart=.*ip route replace \([^ ]*\) .*/\1/p' $routes; } | while read -r dst; do ip route del "$dst" 2>/dev/null; done
   systemctl disable --now clusterctl-pod-routes.service >/dev/null 2>&1
 fi
 # Every container of containerd's Kubernetes namespace (the Pods, static ones included).

@@ -7,9 +7,11 @@ set -e
 if stale modules {{q .Modules}}; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl {{q .Sysctl}}; then act "apply kernel settings" sysctl -q -p {{q .Sysctl}}; commit sysctl; fi
 {{- end}}
+# One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
+# reload takes seconds on a busy host).
 if stale units {{args .Units}}; then quiet systemctl daemon-reload; commit units; fi
 {{- if .EtcdUnit}}
-systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable -q etcd
+systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable --no-reload -q etcd
 {{- end}}
 {{- if not .EtcdOnly}}
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
@@ -17,8 +19,8 @@ if stale containerd {{args .Containerd}}; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
-elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable --no-reload -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable --no-reload -q containerd; fi
 {{- if not .Dry}}
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
@@ -32,5 +34,5 @@ if changes {{q .File}} || ! ctr -n k8s.io images ls -q {{q (print "name==" .Ref)
 {{- end}}
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
-systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet
 {{- end}}

@@ -1,6 +1,6 @@
 # lablib.sh — sourced by the lab benchmarks (up.sh, addnode.sh): the checks they share, a work directory
 # $W, clusterctl built from this checkout into it, and the lab $lab removed on exit. The caller sets NAME
-# (its name in messages, and the lab's).
+# (its name in messages, and the lab's). KEEP=1 keeps $W.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
@@ -14,7 +14,11 @@ command -v jq >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q
 
 W=$(mktemp -d "/tmp/clusterctl-$NAME.XXXXXX")
 lab=$NAME
-cleanup() { "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1 || true; rm -rf "$W"; }
+# KEEP=1 keeps $W (each run's JSON events and stderr) for a closer look.
+cleanup() {
+  "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1 || true
+  if [ -n "${KEEP:-}" ]; then echo "$NAME: kept $W" >&2; else rm -rf "$W"; fi
+}
 trap cleanup EXIT
 (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl" ./cmd/clusterctl)
 

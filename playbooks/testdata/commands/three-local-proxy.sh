@@ -60,6 +60,7 @@ changed='
 /etc/kubernetes/super-admin.conf
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/system/clusterctl-pod-routes.service
 /etc/systemd/system/containerd.service
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
@@ -110,14 +111,16 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
+# reload takes seconds on a busy host).
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
-elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable --no-reload -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable --no-reload -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
 # Image archives are imported side by side (each unpacks its layers), then each import's status checked
@@ -134,7 +137,7 @@ if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io imag
 if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
-systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet
 ######## cp1: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
@@ -229,6 +232,7 @@ changed='
 /etc/kubernetes/scheduler.conf
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/system/clusterctl-pod-routes.service
 /etc/systemd/system/containerd.service
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
@@ -279,14 +283,16 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
+# reload takes seconds on a busy host).
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
-elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable --no-reload -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable --no-reload -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
 # Image archives are imported side by side (each unpacks its layers), then each import's status checked
@@ -303,7 +309,7 @@ if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io imag
 if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
-systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet
 ######## cp2: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
@@ -398,6 +404,7 @@ changed='
 /etc/kubernetes/scheduler.conf
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/system/clusterctl-pod-routes.service
 /etc/systemd/system/containerd.service
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
@@ -448,14 +455,16 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
+# reload takes seconds on a busy host).
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
-elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable --no-reload -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable --no-reload -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
 # Image archives are imported side by side (each unpacks its layers), then each import's status checked
@@ -472,7 +481,7 @@ if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! ctr -n k8s.io imag
 if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
-systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet
 ######## cp3: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
@@ -538,6 +547,7 @@ changed='
 /etc/kubernetes/pki/ca.crt
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/system/clusterctl-pod-routes.service
 /etc/systemd/system/containerd.service
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
@@ -582,14 +592,16 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
+# reload takes seconds on a busy host).
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
-elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable --no-reload -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable --no-reload -q containerd; fi
 # The runtime may have just started: wait for its socket (at most 30 s).
 i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
 # Image archives are imported side by side (each unpacks its layers), then each import's status checked
@@ -602,7 +614,7 @@ if changes /var/lib/clusterctl/images/kube-proxy.tar || ! ctr -n k8s.io images l
 if changes /var/lib/clusterctl/images/pause.tar || ! ctr -n k8s.io images ls -q name==registry.k8s.io/pause:3.10.1 2>/dev/null | grep -q .; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
-systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet
 ######## w1: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:

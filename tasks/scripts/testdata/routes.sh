@@ -1,4 +1,6 @@
-# Managed by clusterctl: (re)start the pod routes unit when its file changed.
+# Managed by clusterctl: (re)start the pod routes unit when its routes (or the unit) changed. The unit comes
+# with the node's other files, where systemd is reloaded: it is reloaded here only when it does not run
+# the unit as it is on disk (one written by an older clusterctl, or by this step alone).
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -25,4 +27,8 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-if stale routes /etc/systemd/system/clusterctl-pod-routes.service; then quiet systemctl daemon-reload; quiet systemctl enable -q clusterctl-pod-routes.service; act "restart the pod routes" systemctl restart clusterctl-pod-routes.service; commit routes; fi
+if [ "$(systemctl show -p LoadState --value clusterctl-pod-routes.service)" != loaded ] || [ "$(systemctl show -p NeedDaemonReload --value clusterctl-pod-routes.service)" = yes ]; then
+  quiet systemctl daemon-reload
+fi
+systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || quiet systemctl enable --no-reload -q clusterctl-pod-routes.service
+if stale routes /etc/systemd/system/clusterctl-pod-routes.service /var/lib/clusterctl/pod-routes; then act "restart the pod routes" systemctl restart clusterctl-pod-routes.service; commit routes; fi

@@ -29,18 +29,20 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
+# reload takes seconds on a busy host).
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
   commit containerd
 fi
-if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable -q --now containerd
-elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable -q containerd; fi
+if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable --no-reload -q --now containerd
+elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable --no-reload -q containerd; fi
 # Image archives are imported side by side (each unpacks its layers), then each import's status checked
 # (ctr's error names the archive).
 imports=
 import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.io images import "$2" >/dev/null & imports="$imports $!"; }; }
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
-systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable -q kubelet
+systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet
