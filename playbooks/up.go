@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apply"
 )
 
@@ -77,6 +80,18 @@ type upRun struct {
 	*deployment
 	o   UpOptions
 	res *UpResult
+	// later is the push to the hosts the control plane does not start with, under way beside its start
+	// (pushStep); nil when there is none.
+	later *laterPush
+}
+
+// laterPush is a push under way in the background: its result comes on done; cancel ends it.
+type laterPush struct {
+	hosts  []string
+	done   chan error
+	cancel context.CancelFunc
+	err    error
+	waited bool
 }
 
 // Up brings up a cluster on the session's hosts (and the first control-plane host), kubeadm's way. Every
@@ -108,6 +123,14 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 		}
 	}()
 	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, u.steps())
+	if u.later != nil {
+		if err != nil {
+			u.later.cancel() // a step failed: the run ends now, its later push too
+		}
+		if lerr := u.pushed(ctx); err == nil {
+			err = lerr
+		}
+	}
 	return u.res, err
 }
 
@@ -134,9 +157,71 @@ func (u *upRun) renderStep(ctx context.Context) error {
 
 // pushStep puts every host's files and applies them. Control-plane plays stop at the first failure; workers
 // tolerate none either here, since a cluster missing a worker is not what was asked for.
+//
+// The hosts the control plane starts with (the first control-plane node, external etcd hosts) are pushed
+// first and alone: the other hosts' pushes (workers, the other control-plane nodes) go on in the background
+// while the first control-plane node starts, and the steps that start their kubelets wait for them
+// (pushed). Pushes share the workstation's and, in a lab, the hosts' CPUs: measured on a 1+2 lab, the
+// first control-plane node's push took ~10 s alone and ~19 s beside the workers', and its API server came
+// only after the last push ended. A dry run pushes all hosts in one play.
 func (u *upRun) pushStep(ctx context.Context) error {
-	_, err := u.push(ctx, "push", names(u.hosts), u.e.Forks)
-	return err
+	first, rest := u.pushOrder()
+	if u.o.DryRun || len(first) == 0 || len(rest) == 0 {
+		_, err := u.push(ctx, "push", names(u.hosts), u.e.Forks)
+		return err
+	}
+	if _, err := u.push(ctx, "push", names(first), u.e.Forks); err != nil {
+		return err
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	u.later = &laterPush{hosts: names(rest), done: make(chan error, 1), cancel: cancel}
+	u.e.say("push", "", "%d more hosts pushed beside the control plane's start: %s", len(rest), strings.Join(u.later.hosts, ", "))
+	go func(l *laterPush) {
+		_, err := u.push(lctx, "push", l.hosts, u.e.Forks)
+		l.done <- err
+	}(u.later)
+	return nil
+}
+
+// pushOrder splits the run's hosts into those the control plane starts with (the first control-plane node
+// and external etcd hosts, when they are in the run) and the rest.
+func (u *upRun) pushOrder() (first, rest []*inventory.Host) {
+	etcd := u.etcdHosts()
+	for _, h := range u.hosts {
+		if h == u.cp1 || slices.Contains(etcd, h) {
+			first = append(first, h)
+		} else {
+			rest = append(rest, h)
+		}
+	}
+	return first, rest
+}
+
+// pushed waits for the background push (pushStep), if any, and returns its error (the same to every caller).
+func (u *upRun) pushed(ctx context.Context) error {
+	l := u.later
+	if l == nil || l.waited {
+		if l != nil {
+			return l.err
+		}
+		return nil
+	}
+	start := time.Now()
+	select {
+	case l.err = <-l.done:
+	case <-ctx.Done():
+		l.cancel()
+		l.err = <-l.done
+		if l.err == nil {
+			l.err = ctx.Err()
+		}
+	}
+	l.waited = true
+	l.cancel()
+	if l.err == nil {
+		u.e.say("push", "", "pushed to %s (waited %.1fs for it)", strings.Join(l.hosts, ", "), time.Since(start).Seconds())
+	}
+	return l.err
 }
 
 func (u *upRun) etcdStep(ctx context.Context) error { return u.startEtcd(ctx, "etcd", u.etcdHosts()) }
@@ -158,6 +243,9 @@ func (u *upRun) startControlPlane(ctx context.Context) error {
 // join starts the workers' kubelets, which TLS-bootstrap with the token; clusterctl approves their client
 // certificates (see csr.CheckClient), the controller-manager signs them.
 func (u *upRun) join(ctx context.Context) error {
+	if err := u.pushed(ctx); err != nil {
+		return err
+	}
 	if err := u.waitSigner(ctx); err != nil {
 		return err
 	}

@@ -148,13 +148,14 @@ func (u *upRun) waitSigner(ctx context.Context) error {
 		return err
 	}
 	u.approver.Kube = admin.Kube
+	early := map[string]bool{}
 	err = wait.Poll(ctx, wait.Options{Timeout: signerWait, Interval: 250 * time.Millisecond}, func() (bool, string, error) {
 		list, err := u.approver.Round(ctx)
 		if err != nil {
 			return false, "", err
 		}
 		if r := csr.AwaitingSignature(list); r != "" {
-			return false, "the controller-manager to sign " + r, nil
+			return false, "the controller-manager to sign " + r, u.earlyNetwork(ctx, admin, early)
 		}
 		return true, "", nil
 	})
@@ -163,6 +164,40 @@ func (u *upRun) waitSigner(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// earlyNetwork, while the workers wait for the controller-manager's signers, gives the run's nodes that
+// have their pod range already (the first control-plane node: the controller-manager allocates it when its
+// node-ipam controller starts, about when its signers do) their bridge pod network, so that they turn Ready
+// and CoreDNS starts on them while the workers join, not after. done holds the nodes given it; the network
+// step then does every node, theirs included (their routes to the workers' ranges).
+func (u *upRun) earlyNetwork(ctx context.Context, admin *apiclient.Client, done map[string]bool) error {
+	if u.e.Inv.Cluster.CNI.Plugin != inventory.CNIBridge || u.o.DryRun {
+		return nil
+	}
+	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	cidrs := map[string]string{}
+	for i := range list.Items {
+		n := &list.Items[i]
+		for _, h := range u.nodes() {
+			if h.NodeName == n.Name && n.Spec.PodCIDR != "" && !done[h.Name] {
+				cidrs[h.Name] = n.Spec.PodCIDR
+			}
+		}
+	}
+	if len(cidrs) == 0 {
+		return nil
+	}
+	if err := u.routesOf(ctx, admin, list.Items, cidrs, false); err != nil {
+		return err
+	}
+	for name := range cidrs {
+		done[name] = true
+	}
+	return nil
 }
 
 // controlPlaneJoins are the run's control-plane hosts but the first.
@@ -189,6 +224,9 @@ func (u *upRun) noControlPlaneJoins() string {
 // API server must be ready before the next node. Members already there are left alone. A dry run records
 // what their kubelets would do.
 func (u *upRun) joinControlPlanes(ctx context.Context) error {
+	if err := u.pushed(ctx); err != nil {
+		return err
+	}
 	joining := u.controlPlaneJoins()
 	if u.o.DryRun {
 		return u.startKubelet(ctx, "control-plane-join", names(joining))
@@ -353,13 +391,19 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 	if err != nil {
 		return err
 	}
-	var all []cni.Node
+	return u.routesOf(ctx, admin, list.Items, cidrs, true)
+}
+
+// routesOf is routes with the cluster's Nodes listed. all: every node of the run and the cluster's other
+// nodes get their routes; else (earlyNetwork) only the nodes in cidrs.
+func (u *upRun) routesOf(ctx context.Context, admin *apiclient.Client, list []corev1.Node, cidrs map[string]string, all bool) error {
+	var nodeList []cni.Node
 	others := []*inventory.Host{}
-	for i := range list.Items {
-		n := &list.Items[i]
-		all = append(all, cni.Node{Name: n.Name, PodCIDR: n.Spec.PodCIDR, IP: nodes.InternalIP(n)})
+	for i := range list {
+		n := &list[i]
+		nodeList = append(nodeList, cni.Node{Name: n.Name, PodCIDR: n.Spec.PodCIDR, IP: nodes.InternalIP(n)})
 		for j := range u.e.Inv.Hosts {
-			if h := &u.e.Inv.Hosts[j]; h.NodeName == n.Name && !slices.Contains(u.hosts, h) {
+			if h := &u.e.Inv.Hosts[j]; all && h.NodeName == n.Name && !slices.Contains(u.hosts, h) {
 				others = append(others, h)
 			}
 		}
@@ -375,18 +419,23 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 		}
 		expect[h.NodeName] = ip
 	}
-	all, skipped := cni.Vet(all, expect, u.e.Inv.Cluster.Networking.PodSubnet)
-	for _, msg := range skipped {
-		u.e.say("network", "", "%s", msg)
+	vetted, skipped := cni.Vet(nodeList, expect, u.e.Inv.Cluster.Networking.PodSubnet)
+	hosts := append(names(u.nodes()), names(others)...)
+	if all {
+		for _, msg := range skipped {
+			u.e.say("network", "", "%s", msg)
+		}
+		u.res.SkippedRoutes = skipped
+	} else {
+		hosts = slices.DeleteFunc(hosts, func(name string) bool { _, ok := cidrs[name]; return !ok })
 	}
-	u.res.SkippedRoutes = skipped
-	_, err = u.e.play(ctx, Play{Name: "network", Hosts: append(names(u.nodes()), names(others)...), Run: func(ctx context.Context, name string) (bool, error) {
+	_, err := u.e.play(ctx, Play{Name: "network", Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
 		h := u.e.Inv.Host(name)
 		svc, err := u.serviceRoute(ctx, h, expect[h.NodeName])
 		if err != nil {
 			return false, err
 		}
-		routes, err := cni.Routes(h.NodeName, all, svc)
+		routes, err := cni.Routes(h.NodeName, vetted, svc)
 		if err != nil {
 			return false, err
 		}
