@@ -15,6 +15,11 @@ NAME=benchup
 . "$(dirname "$0")/lablib.sh"
 
 ms() { date +%s%3N; }
+# busy: CPU time (s) this machine spent so far, all of it (the lab's hosts are its containers): user, nice,
+# system, irq, softirq, steal from /proc/stat. A run's share divided by the CPUs is the least wall time it
+# could take here if every step overlapped perfectly.
+busy() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2+$3+$4+$7+$8+$9)/hz; exit}' /proc/stat; }
+ncpu=$(nproc)
 echo "hosts: $LAYER"
 printf '%-6s %-4s %8s %8s %s\n' size run up_s rerun_s "phases of the first run (s), peak RSS of up/re-run"
 for size in $SIZES; do
@@ -24,8 +29,10 @@ for size in $SIZES; do
     mkdir -p "$dir"
     "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts $((cps + workers)) --control-planes "$cps" --layer "$LAYER" >/dev/null 2>&1
     lab_inventory "$dir" >"$dir/cluster.yaml"
-    # Peak RSS of each run (GNU time's %M, KiB) goes to its .rss file.
-    /usr/bin/time -f %M -o "$dir/up.rss" "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" "$dir/up.json" >&2; exit 1; }
+    # Peak RSS (GNU time's %M, KiB) of each run goes to its .rss file, with up's user and system CPU seconds.
+    b0=$(busy)
+    /usr/bin/time -f '%M %U %S' -o "$dir/up.rss" "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" "$dir/up.json" >&2; exit 1; }
+    cpu=$(echo "$(busy) - $b0" | bc -l)
     /usr/bin/time -f %M -o "$dir/rerun.rss" "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/rerun.json" 2>"$dir/rerun.err" || { tail -5 "$dir/rerun.err" "$dir/rerun.json" >&2; exit 1; }
     t0=$(ms)
     "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
@@ -35,7 +42,8 @@ for size in $SIZES; do
     phases=$(jq -r 'select(.type=="up_result") | [.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" ")' "$dir/up.json")
     # Per host: the push's time on it.
     pushes=$(jq -r 'select(.type=="host_done" and .play=="push") | "\(.host)=\(.duration_ms/100|round/10)"' "$dir/up.json" | tr '\n' ' ')
-    printf '%-6s %-4s %8.1f %8.1f %s (push by host: %s; peak RSS %d/%d MiB; lab down %.1fs)\n' "$size" "$run" "$up" "$rerun" "$phases" \
-      "${pushes% }" $(( $(cat "$dir/up.rss") / 1024 )) $(( $(cat "$dir/rerun.rss") / 1024 )) "$(echo "$down/1000" | bc -l)"
+    read -r rss user sys <"$dir/up.rss"
+    printf '%-6s %-4s %8.1f %8.1f %s (push by host: %s; peak RSS %d/%d MiB; CPU busy during up %.1fs, /%d CPUs = %.1fs, of it clusterctl %.1fs; lab down %.1fs)\n' "$size" "$run" "$up" "$rerun" "$phases" \
+      "${pushes% }" $(( rss / 1024 )) $(( $(cat "$dir/rerun.rss") / 1024 )) "$cpu" "$ncpu" "$(echo "$cpu/$ncpu" | bc -l)" "$(echo "$user+$sys" | bc -l)" "$(echo "$down/1000" | bc -l)"
   done
 done
