@@ -191,7 +191,7 @@ func (u *upRun) earlyNetwork(ctx context.Context, admin *apiclient.Client, done 
 	if len(cidrs) == 0 {
 		return nil
 	}
-	if err := u.routesOf(ctx, admin, list.Items, cidrs, false); err != nil {
+	if err := u.routesOf(ctx, list.Items, cidrs, false); err != nil {
 		return err
 	}
 	for name := range cidrs {
@@ -391,12 +391,12 @@ func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[s
 	if err != nil {
 		return err
 	}
-	return u.routesOf(ctx, admin, list.Items, cidrs, true)
+	return u.routesOf(ctx, list.Items, cidrs, true)
 }
 
 // routesOf is routes with the cluster's Nodes listed. all: every node of the run and the cluster's other
 // nodes get their routes; else (earlyNetwork) only the nodes in cidrs.
-func (u *upRun) routesOf(ctx context.Context, admin *apiclient.Client, list []corev1.Node, cidrs map[string]string, all bool) error {
+func (u *upRun) routesOf(ctx context.Context, list []corev1.Node, cidrs map[string]string, all bool) error {
 	var nodeList []cni.Node
 	others := []*inventory.Host{}
 	for i := range list {
