@@ -122,7 +122,7 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 			u.res.Plan = u.plan()
 		}
 	}()
-	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, u.steps())
+	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun, Before: func(int) error { return u.laterFailed() }}, u.steps())
 	if u.later != nil {
 		if err != nil {
 			u.later.cancel() // a step failed: the run ends now, its later push too
@@ -195,6 +195,26 @@ func (u *upRun) pushOrder() (first, rest []*inventory.Host) {
 		}
 	}
 	return first, rest
+}
+
+// laterFailed returns the background push's error once it has ended with one (nil while it runs): the run
+// stops at the next step, not only when a step needs the hosts pushed.
+func (u *upRun) laterFailed() error {
+	l := u.later
+	if l == nil || l.waited {
+		return nil
+	}
+	select {
+	case l.err = <-l.done:
+		l.waited = true
+		l.cancel()
+		if l.err == nil {
+			u.e.say("push", "", "pushed to %s", strings.Join(l.hosts, ", "))
+		}
+		return l.err
+	default:
+		return nil
+	}
 }
 
 // pushed waits for the background push (pushStep), if any, and returns its error (the same to every caller).

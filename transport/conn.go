@@ -99,6 +99,12 @@ func (c *Conn) connErr(ctx context.Context, err error) error {
 	var de *DialError
 	var ce *CommandError
 	var se *sftp.StatusError
+	if errors.As(err, &de) && errors.As(c.Lost(), &le) {
+		// A session that could not be opened on a connection already lost (keepalives unanswered while it
+		// was idle): the host is unreachable, as it is when the loss comes in the middle of an operation.
+		le.Err = err
+		return le
+	}
 	if err == nil || ctx.Err() != nil || errors.As(err, &le) || errors.As(err, &de) || errors.As(err, &se) ||
 		errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
 		errors.As(err, &ce) && (ce.ExitCode >= 0 || ce.Signal != "") {

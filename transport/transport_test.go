@@ -345,6 +345,34 @@ func TestPutIsAtomicIdempotentAndFixesModes(t *testing.T) {
 	}
 }
 
+// A connection lost while idle (the host gone between two operations): the next upload or command reports
+// the host unreachable, as a loss in the middle of one does, not as a session it could not open.
+func TestConnectionLostWhileIdle(t *testing.T) {
+	srv, target, opts := setup(t, transporttest.Options{})
+	opts.Keepalive = -1
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Lost() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c.Lost() == nil {
+		t.Fatal("the connection's end was not noticed")
+	}
+	p := filepath.Join(t.TempDir(), "f")
+	_, putErr := c.Put(context.Background(), []transport.File{{Path: p, Data: []byte("x"), UID: os.Getuid(), GID: os.Getgid()}})
+	_, runErr := c.Run(context.Background(), "true", nil)
+	for what, err := range map[string]error{"upload": putErr, "command": runErr} {
+		var lost *transport.LostError
+		if !errors.As(err, &lost) || lost.Host != target.Name || !strings.Contains(err.Error(), target.Name+": unreachable: ") {
+			t.Errorf("%s on a connection lost while idle: %v, want a *LostError naming the host unreachable", what, err)
+		}
+	}
+}
+
 func TestDroppedConnectionMidUploadLeavesNoPartialFile(t *testing.T) {
 	_, target, opts := setup(t, transporttest.Options{DropSFTPAfter: 64 << 10})
 	opts.Keepalive = -1
