@@ -175,7 +175,7 @@ func (u *upRun) pushStep(ctx context.Context) error {
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	u.later = &laterPush{hosts: names(rest), done: make(chan error, 1), cancel: cancel}
-	u.e.say("push", "", "%d more hosts pushed beside the control plane's start: %s", len(rest), strings.Join(u.later.hosts, ", "))
+	u.e.say("push", "", "pushing %d more hosts beside the control plane's start: %s", len(rest), strings.Join(u.later.hosts, ", "))
 	go func(l *laterPush) {
 		_, err := u.push(lctx, "push", l.hosts, u.e.Forks)
 		l.done <- err
