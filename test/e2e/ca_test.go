@@ -82,7 +82,16 @@ func TestRotateCA(t *testing.T) {
 		if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{end}"); out != "TrueTrue" {
 			t.Errorf("nodes Ready: %q", out)
 		}
-		if _, err := c.K(t, "", "logs", "deploy/sa-client", "--tail=1"); err != nil {
+		// A kubelet restarted by the rotation answers for its Pods' logs once it knows them again (until then
+		// "NotFound ... pods/log", seen once 5 s after the rotation): tried for 30 s. A certificate the API
+		// server does not trust fails all that time.
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Second) {
+			if _, err = c.K(t, "", "logs", "deploy/sa-client", "--tail=1"); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
 			t.Errorf("logs through the kubelet's new serving certificate: %v", err)
 		}
 	})
