@@ -165,8 +165,8 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 }
 
 // etcdMemberFiles are what a host of an external etcd cluster has for its member: the etcd CA and its
-// leaves (a control-plane host has them already), the member's unit, carrying the digest of the
-// certificates it reads so that new ones restart it, and its initial cluster.
+// leaves (a control-plane host has them already), the member's unit, carrying the digest of the files
+// it reads only at start (etcdReadsAtStart) so that new ones restart it, and its initial cluster.
 func (r *renderer) etcdMemberFiles(h *inventory.Host, ip string, files *[]transport.File, add func(string, []byte, fs.FileMode)) error {
 	if !h.Has(inventory.RoleControlPlane) {
 		add(path.Join(kubeadm.PKIDir, "etcd", "ca.crt"), r.tr.bundle["etcd-ca"], modePublic)
@@ -176,7 +176,7 @@ func (r *renderer) etcdMemberFiles(h *inventory.Host, ip string, files *[]transp
 	}
 	digest := sha256.New()
 	for _, f := range *files {
-		if strings.HasPrefix(f.Path, kubeadm.PKIDir+"/etcd/") {
+		if rel, ok := strings.CutPrefix(f.Path, kubeadm.PKIDir+"/"); ok && etcdReadsAtStart(rel) {
 			digest.Write([]byte(f.Path + "\x00"))
 			digest.Write(f.Data)
 		}
@@ -231,17 +231,35 @@ func readers(p string) []string {
 	case rel == "etcd/ca.crt":
 		return []string{etcd, api}
 	case strings.HasPrefix(rel, "etcd/"):
-		return []string{etcd}
+		if etcdReadsAtStart(rel) {
+			return []string{etcd}
+		}
+		return nil
 	case rel == "ca.crt", rel == "front-proxy-ca.crt":
 		return []string{api, cm}
 	case rel == "sa.key":
 		return []string{api, cm}
 	case strings.HasPrefix(rel, pki.SignerName+"."), rel == "ca.key":
 		return []string{cm}
-	case strings.HasSuffix(rel, ".key") && (strings.HasPrefix(rel, "front-proxy-ca") || strings.HasPrefix(rel, "etcd/")):
+	case rel == "front-proxy-ca.key":
 		return nil
 	}
 	return []string{api} // apiserver*, front-proxy-client*, sa.pub
+}
+
+// etcdReadsAtStart tells whether etcd reads a file of pki/etcd/ only when it starts, so that a new one
+// must restart it: its CA bundle, and its serving and peer keys. Its serving and peer certificates etcd
+// reads again at each new connection (go.etcd.io/etcd/client/pkg/v3/transport: GetCertificate and
+// GetClientCertificate load the files at every handshake), so a certificate renewed with its key kept is
+// served without a restart, and a rotation keeps the member (and the API server beside it) up. A new key
+// restarts it, so that no connection pairs it with the old certificate for longer than the files take to
+// write. The CA's key and the health-check client's files etcd does not read.
+func etcdReadsAtStart(rel string) bool {
+	switch rel {
+	case "etcd/ca.crt", "etcd/server.key", "etcd/peer.key":
+		return true
+	}
+	return false
 }
 
 func component(c inventory.Component) manifests.Component {

@@ -576,3 +576,45 @@ hosts:
 		t.Error("e1's unit changed when e2 joined")
 	}
 }
+
+// TestLeafRotationKeepsEtcdRunning: etcd reads its serving and peer certificates again at each new
+// connection, so renewing them with their keys kept leaves etcd's manifest as it was (no restart), while the
+// API server's, which reads its certificates at start, changes; new keys change etcd's manifest too.
+func TestLeafRotationKeepsEtcdRunning(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o700)
+	inv, diags := inventory.Parse("hosts.yaml", []byte(hostsYAML))
+	if err := diags.Err(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	render := func(later time.Time, renew *Renewal) map[string]transport.File {
+		t.Helper()
+		res, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv), Renew: renew, Now: func() time.Time { return later }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files(res, "cp2")
+	}
+	const (
+		etcd   = "/etc/kubernetes/manifests/etcd.yaml"
+		api    = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+		server = "/etc/kubernetes/pki/etcd/server.crt"
+		key    = "/etc/kubernetes/pki/etcd/server.key"
+	)
+	before := files(renderLab(t, state), "cp2")
+	renewed := render(now.Add(48*time.Hour), &Renewal{IssuedBefore: now.Add(time.Hour)})
+	if bytes.Equal(renewed[server].Data, before[server].Data) || !bytes.Equal(renewed[key].Data, before[key].Data) {
+		t.Fatal("the rotation should renew etcd's serving certificate and keep its key")
+	}
+	if !bytes.Equal(renewed[etcd].Data, before[etcd].Data) {
+		t.Error("renewing etcd's certificates with their keys kept changed etcd's manifest (a restart it does not need)")
+	}
+	if bytes.Equal(renewed[api].Data, before[api].Data) {
+		t.Error("renewing the API server's certificates left its manifest unchanged (it reads them at start)")
+	}
+	newKeys := render(now.Add(96*time.Hour), &Renewal{IssuedBefore: now.Add(72 * time.Hour), NewKeys: true})
+	if bytes.Equal(newKeys[key].Data, renewed[key].Data) || bytes.Equal(newKeys[etcd].Data, renewed[etcd].Data) {
+		t.Error("new keys should change etcd's manifest (a restart with the new pair)")
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -486,6 +489,37 @@ func (c *Cluster) Subset(t testing.TB, name string, hosts ...string) *Cluster {
 	sub := *c
 	sub.Inventory = path
 	return &sub
+}
+
+// Presented is the certificate a lab host serves on a port: the first of the handshake's chain (no client
+// certificate is offered, so a server that asks for one ends the handshake after showing its own), to
+// compare with the file the server was given.
+func (c *Cluster) Presented(t testing.TB, host string, port int) *x509.Certificate {
+	t.Helper()
+	var addr string
+	for _, h := range c.Lab.Hosts {
+		if h.Name == host {
+			addr = h.Address
+		}
+	}
+	var got *x509.Certificate
+	conf := &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // nothing is sent: the certificate is read, then compared
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) > 0 {
+				got, _ = x509.ParseCertificate(raw[0])
+			}
+			return nil
+		},
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", net.JoinHostPort(addr, strconv.Itoa(port)), conf)
+	if err == nil {
+		conn.Close()
+	}
+	if got == nil {
+		t.Fatalf("%s (%s) port %d presented no certificate: %v", host, addr, port, err)
+	}
+	return got
 }
 
 // Etcdctl runs etcdctl on a control-plane host against its local member.

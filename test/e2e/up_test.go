@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/test/lab"
 )
 
@@ -261,6 +262,10 @@ func TestUp(t *testing.T) {
 			return out
 		}
 		before := serial()
+		etcdContainer := func() string {
+			return c.MustK(t, "-n", "kube-system", "get", "pod", "etcd-cp1", "-o", "jsonpath={.status.containerStatuses[0].containerID}")
+		}
+		etcdBefore := etcdContainer()
 		// A client of the single API server during the rotation: its restart is unavoidable here; measure it.
 		cfg, err := clientcmd.BuildConfigFromFlags("", c.Admin())
 		if err != nil {
@@ -321,6 +326,20 @@ func TestUp(t *testing.T) {
 		}
 		if ready := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{end}"); ready != "TrueTrueTrue" {
 			t.Errorf("nodes Ready after rotation: %q", ready)
+		}
+		// etcd was not restarted (its keys kept: it reads its certificates at each connection); what every
+		// server presents now is the renewed file.
+		if after := etcdContainer(); after != etcdBefore {
+			t.Errorf("etcd restarted by a rotation that kept its keys: container %s, then %s", etcdBefore, after)
+		}
+		for port, file := range map[int]string{2379: "etcd/server.crt", 2380: "etcd/peer.crt", 6443: "apiserver.crt"} {
+			onDisk, err := pki.ParseCert([]byte(c.Lab.Run(t, "cp1", "cat /etc/kubernetes/pki/"+file)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Presented(t, "cp1", port); !got.Equal(onDisk) {
+				t.Errorf("cp1 port %d presents a certificate issued %s, not its renewed %s (issued %s)", port, got.NotBefore, file, onDisk.NotBefore)
+			}
 		}
 		stdout, stderr, code := c.Run(t, "certs", "rotate", "--yes")
 		if code != 0 || !strings.Contains(stdout, "nothing to do") {
