@@ -12,6 +12,8 @@ FUZZTIME ?= 5m
 K8S_VERSION ?= v1.37.2
 # The version upgrade tests start from: one minor version below K8S_VERSION (test/lab/lab.go pins both).
 K8S_UPGRADE_FROM ?= v1.36.3
+# The other versions clusterctl accepts: the lab builds their kubeadm alone (test/lab/lab.go's KubeadmOnly).
+K8S_KUBEADM_ONLY ?= v1.34.4 v1.35.4
 
 N ?= 3
 CONTROL_PLANES ?= 1
@@ -20,7 +22,7 @@ ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_V
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long faults conformance unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-upgrade
+.PHONY: help build release test test-long faults conformance unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-upgrade
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -71,8 +73,9 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	$(MAKE) --no-print-directory lint
 	@reason=$$(test/lab/check.sh); \
 	if [ -z "$$reason" ]; then \
-	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs, Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts and the $(K8S_VERSION) conformance suite if not cached"; \
+	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs, Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts, kubeadm $(K8S_KUBEADM_ONLY) and the $(K8S_VERSION) conformance suite if not cached"; \
 	  test/lab/deps.sh && test/lab/artifacts.sh $(K8S_VERSION) >/dev/null && test/lab/artifacts.sh $(K8S_UPGRADE_FROM) >/dev/null \
+	    && for v in $(K8S_KUBEADM_ONLY); do test/lab/build-k8s.sh --kubeadm $$v >/dev/null || exit 1; done \
 	    && test/lab/conformance.sh $(K8S_VERSION) >/dev/null; \
 	else \
 	  echo "make test: SKIPPING the lab tier (integration tests on real hosts): $$reason"; export CLUSTERCTL_LAB=off; \
@@ -138,9 +141,10 @@ lab-down: ## remove the lab's hosts, bridge, cgroups and sysctl changes
 lab-selftest: lab-deps ## boot 3 hosts and check systemd, SSH (root and sudo user), SFTP, units, containerd
 	go test -count=1 -v -run 'TestSelftest|TestArtifactImagesRun' ./test/lab/
 
-artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts directories (cached per version outside the repo)
+artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts directories and kubeadm $(K8S_KUBEADM_ONLY) (cached per version outside the repo)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/lab/artifacts.sh $(K8S_UPGRADE_FROM)
+	for v in $(K8S_KUBEADM_ONLY); do test/lab/build-k8s.sh --kubeadm $$v || exit 1; done
 
 bench: ## Go benchmarks of every package (go test -bench), numbers printed
 	go test -run '^$$' -bench . -benchmem ./...
@@ -148,6 +152,10 @@ bench: ## Go benchmarks of every package (go test -bench), numbers printed
 bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime (root)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	LAYER=$(if $(BARE),bare,node) test/bench/up.sh
+
+bench-rotate: ## certs rotate (every leaf renewed), its no-op re-run, and certs rotate --ca on a 3+1 lab cluster: time by stage and control-plane node, peak RSS (root; SIZES="1+1 3+1")
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/bench/rotate.sh
 
 bench-upgrade: ## clusterctl upgrade from $(K8S_UPGRADE_FROM) to $(K8S_VERSION) on 1+1 and 3+1 lab clusters: time per control-plane node and per kubelet, and a no-op re-run (root)
 	test/lab/artifacts.sh $(K8S_VERSION)
