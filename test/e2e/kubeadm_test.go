@@ -16,11 +16,11 @@ import (
 // defaults; kubeadmStrict what it warns when the configuration has fields it does not know.
 var kubeadmFallback = []string{"Falling back to default configuration", "Error reading configuration", "strict decoding error", "unknown field"}
 
-// TestKubeadmDecodesClusterConfiguration runs the lab's kubeadm of each version on the ClusterConfiguration
-// clusterctl writes into kubeadm-config, in every shape it takes: kubeadm's own decoder and validation
-// accept it (`kubeadm config validate`).
+// TestKubeadmDecodesClusterConfiguration runs the lab's kubeadm of each version clusterctl accepts (v1.34 to
+// v1.37) on the ClusterConfiguration clusterctl writes into kubeadm-config, in every shape it takes:
+// kubeadm's own decoder and validation accept it (`kubeadm config validate`).
 func TestKubeadmDecodesClusterConfiguration(t *testing.T) {
-	for _, v := range []string{lab.UpgradeFrom, lab.KubernetesVersion} {
+	for _, v := range append(append([]string{}, lab.KubeadmOnly...), lab.UpgradeFrom, lab.KubernetesVersion) {
 		t.Run(v, func(t *testing.T) { kubeadmValidates(t, v) })
 	}
 }

@@ -4,6 +4,8 @@
 #
 #   test/lab/build-k8s.sh [VERSION]                (default: $K8S_VERSION, else the lab's pinned version)
 #   test/lab/build-k8s.sh --conformance [VERSION]  the conformance suite's programs instead (below)
+#   test/lab/build-k8s.sh --kubeadm [VERSION]      kubeadm alone (the accepted versions the lab runs no
+#                                                  cluster of: tests check kubeadm decodes what clusterctl writes)
 #
 # Output: $CACHE/<version>/bin/linux-<arch>/{kube-apiserver,kube-controller-manager,kube-scheduler,
 # kubelet,kube-proxy,kubectl,etcd,etcdctl,etcdutl,coredns} and $CACHE/<version>/bin/versions.env (the versions built), and
@@ -20,8 +22,11 @@
 set -euo pipefail
 exec 9>&-
 
-CONFORMANCE=
-if [ "${1:-}" = --conformance ]; then CONFORMANCE=1; shift; fi
+CONFORMANCE= KUBEADM_ONLY=
+case ${1:-} in
+  --conformance) CONFORMANCE=1; shift ;;
+  --kubeadm) KUBEADM_ONLY=1; shift ;;
+esac
 VERSION=${1:-${K8S_VERSION:-v1.37.2}}
 CACHE=${CLUSTERCTL_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterctl-lab}
 ARCH=$(go env GOARCH)
@@ -47,7 +52,11 @@ PAUSE=$(sed -n 's/^[[:space:]]*PauseVersion = "\([0-9.]*\)"/\1/p' "$consts")
 gover=$(awk '$1=="go"{print $2; exit}' "$upmod")
 [ "$ETCD" != v ] && [ -n "$COREDNS" ] && [ -n "$PAUSE" ] || { echo "build-k8s: cannot read versions from $consts" >&2; exit 1; }
 
-if [ -n "$CONFORMANCE" ]; then
+if [ -n "$KUBEADM_ONLY" ]; then
+  missing=()
+  [ -x "$TOOLS/kubeadm" ] || missing+=(kubeadm)
+  if [ ${#missing[@]} -eq 0 ]; then echo "build-k8s: kubeadm $VERSION cached in $TOOLS"; exit 0; fi
+elif [ -n "$CONFORMANCE" ]; then
   OUT=$CACHE/$VERSION/conformance/bin/linux-$ARCH
   want=(e2e.test ginkgo agnhost sample-apiserver nnp)
   missing=()
@@ -71,7 +80,8 @@ fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/clusterctl-k8s-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$OUT" "$TOOLS"
+mkdir -p "$TOOLS"
+[ -n "$KUBEADM_ONLY" ] || mkdir -p "$OUT"
 start=$(date +%s)
 
 
@@ -94,6 +104,13 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 need() { for b in "$@"; do [[ " ${missing[*]} " == *" $b "* ]] && return 0; done; return 1; }
+
+if [ -n "$KUBEADM_ONLY" ]; then
+  echo "build-k8s: building kubeadm $VERSION alone"
+  (cd "$work/k8s" && go mod download k8s.io/kubernetes && go build -trimpath -ldflags "$ldflags" -o "$TOOLS/" k8s.io/kubernetes/cmd/kubeadm)
+  echo "build-k8s: kubeadm $VERSION done in $(( $(date +%s) - start ))s: $TOOLS"
+  exit 0
+fi
 
 if [ -n "$CONFORMANCE" ]; then
   echo "build-k8s: building the conformance suite of Kubernetes $VERSION (e2e.test, ginkgo, agnhost, sample-apiserver, nnp); ~15 min on 2 cores the first time"

@@ -175,6 +175,11 @@ const (
 	UpgradeFrom       = "v1.36.3"
 )
 
+// KubeadmOnly are the other versions clusterctl accepts (v1.34 so that clusters made before can be upgraded,
+// v1.35): the lab builds their kubeadm alone (build-k8s.sh --kubeadm; the Makefile's K8S_KUBEADM_ONLY) to
+// check it decodes what clusterctl writes, and runs no cluster of them.
+var KubeadmOnly = []string{"v1.34.4", "v1.35.4"}
+
 // ArtifactsDir is where artifacts.sh leaves the artifacts of a version.
 func ArtifactsDir(version string) string {
 	cache := os.Getenv("CLUSTERCTL_LAB_CACHE")
