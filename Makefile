@@ -22,7 +22,7 @@ ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_V
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long faults conformance unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-upgrade
+.PHONY: help build release test test-long faults conformance unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-rss bench-upgrade
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -156,6 +156,10 @@ bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Re
 bench-rotate: ## certs rotate (every leaf renewed), its no-op re-run, and certs rotate --ca on a 3+1 lab cluster: time by stage and control-plane node, peak RSS (root; SIZES="1+1 3+1")
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/rotate.sh
+
+bench-rss: ## every command once in a cluster's life on lab hosts (1+1, a worker added and removed): wall time and peak RSS under /usr/bin/time -v (root; CA=0 leaves certs rotate --ca out)
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/bench/rss.sh
 
 bench-upgrade: ## clusterctl upgrade from $(K8S_UPGRADE_FROM) to $(K8S_VERSION) on 1+1 and 3+1 lab clusters: time per control-plane node and per kubelet, and a no-op re-run (root)
 	test/lab/artifacts.sh $(K8S_VERSION)

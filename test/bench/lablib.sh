@@ -1,4 +1,4 @@
-# lablib.sh — sourced by the lab benchmarks (up.sh, addnode.sh): the checks they share, a work directory
+# lablib.sh — sourced by the lab benchmarks (up.sh, addnode.sh, rotate.sh, rss.sh, upgrade.sh): the checks they share, a work directory
 # $W, clusterctl built from this checkout into it, and the lab $lab removed on exit. The caller sets NAME
 # (its name in messages, and the lab's). KEEP=1 keeps $W.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
