@@ -205,13 +205,8 @@ func (u *upRun) laterFailed() error {
 		return nil
 	}
 	select {
-	case l.err = <-l.done:
-		l.waited = true
-		l.cancel()
-		if l.err == nil {
-			u.e.say("push", "", "pushed to %s", strings.Join(l.hosts, ", "))
-		}
-		return l.err
+	case err := <-l.done:
+		return u.laterEnded(err, "")
 	default:
 		return nil
 	}
@@ -220,28 +215,35 @@ func (u *upRun) laterFailed() error {
 // pushed waits for the background push (pushStep), if any, and returns its error (the same to every caller).
 func (u *upRun) pushed(ctx context.Context) error {
 	l := u.later
-	if l == nil || l.waited {
-		if l != nil {
-			return l.err
-		}
+	if l == nil {
 		return nil
 	}
+	if l.waited {
+		return l.err
+	}
 	start := time.Now()
+	var err error
 	select {
-	case l.err = <-l.done:
+	case err = <-l.done:
 	case <-ctx.Done():
 		l.cancel()
-		l.err = <-l.done
-		if l.err == nil {
-			l.err = ctx.Err()
+		if err = <-l.done; err == nil {
+			err = ctx.Err()
 		}
 	}
-	l.waited = true
+	return u.laterEnded(err, fmt.Sprintf(" (waited %.1fs for it)", time.Since(start).Seconds()))
+}
+
+// laterEnded records the background push's end, once: its error for every later caller, its context
+// released, and a message when it succeeded.
+func (u *upRun) laterEnded(err error, note string) error {
+	l := u.later
+	l.err, l.waited = err, true
 	l.cancel()
-	if l.err == nil {
-		u.e.say("push", "", "pushed to %s (waited %.1fs for it)", strings.Join(l.hosts, ", "), time.Since(start).Seconds())
+	if err == nil {
+		u.e.say("push", "", "pushed to %s%s", strings.Join(l.hosts, ", "), note)
 	}
-	return l.err
+	return err
 }
 
 func (u *upRun) etcdStep(ctx context.Context) error { return u.startEtcd(ctx, "etcd", u.etcdHosts()) }
