@@ -98,7 +98,7 @@ faults: ## the fault-injection suite on lab hosts (root; ~30 min): up with a wor
 	CLUSTERCTL_E2E_FAULTS=1 go test -count=1 -timeout 40m -v -run 'TestNoLeaks$$' ./cmd/clusterctl/
 	go test -count=1 -timeout 10m -v -run 'TestFaultsDuringPush$$' ./test/integration/
 
-conformance: lab-deps ## Kubernetes' own [Conformance] tests (e2e.test built from the module proxy, their images packed offline) on a 1+2 cluster made by clusterctl up, parallel then serial; CONTROL_PLANES=3 for three control-plane nodes; reports in .lab/conformance/ (root; ~60 min)
+conformance: lab-deps ## Kubernetes' own [Conformance] tests (e2e.test built from the module proxy, their images packed offline) on a 1+2 cluster made by clusterctl up, parallel then serial; CONTROL_PLANES=3 for three control-plane nodes; reports in .lab/conformance/ (root; ~60 min, ~90 with CONTROL_PLANES=3)
 	test/lab/artifacts.sh $(K8S_VERSION) >/dev/null
 	test/lab/conformance.sh $(K8S_VERSION) >/dev/null
 	CLUSTERCTL_E2E_CONFORMANCE=full CONTROL_PLANES=$(CONTROL_PLANES) go test -count=1 -timeout 5h -v -run 'TestConformance$$' ./test/e2e/
