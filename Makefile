@@ -14,6 +14,8 @@ K8S_VERSION ?= v1.37.2
 K8S_UPGRADE_FROM ?= v1.36.3
 # The other versions clusterctl accepts: the lab builds their kubeadm alone (test/lab/lab.go's KubeadmOnly).
 K8S_KUBEADM_ONLY ?= v1.34.4 v1.35.4
+# $(call build_kubeadm_only,REDIRECT): each of them, cached per version.
+build_kubeadm_only = for v in $(K8S_KUBEADM_ONLY); do test/lab/build-k8s.sh --kubeadm $$v $(1) || exit 1; done
 
 N ?= 3
 CONTROL_PLANES ?= 1
@@ -75,7 +77,7 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	if [ -z "$$reason" ]; then \
 	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs, Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts, kubeadm $(K8S_KUBEADM_ONLY) and the $(K8S_VERSION) conformance suite if not cached"; \
 	  test/lab/deps.sh && test/lab/artifacts.sh $(K8S_VERSION) >/dev/null && test/lab/artifacts.sh $(K8S_UPGRADE_FROM) >/dev/null \
-	    && for v in $(K8S_KUBEADM_ONLY); do test/lab/build-k8s.sh --kubeadm $$v >/dev/null || exit 1; done \
+	    && $(call build_kubeadm_only,>/dev/null) \
 	    && test/lab/conformance.sh $(K8S_VERSION) >/dev/null; \
 	else \
 	  echo "make test: SKIPPING the lab tier (integration tests on real hosts): $$reason"; export CLUSTERCTL_LAB=off; \
@@ -144,7 +146,7 @@ lab-selftest: lab-deps ## boot 3 hosts and check systemd, SSH (root and sudo use
 artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts directories and kubeadm $(K8S_KUBEADM_ONLY) (cached per version outside the repo)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/lab/artifacts.sh $(K8S_UPGRADE_FROM)
-	for v in $(K8S_KUBEADM_ONLY); do test/lab/build-k8s.sh --kubeadm $$v || exit 1; done
+	$(call build_kubeadm_only)
 
 bench: ## Go benchmarks of every package (go test -bench), numbers printed
 	go test -run '^$$' -bench . -benchmem ./...

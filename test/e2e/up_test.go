@@ -248,12 +248,15 @@ func TestUp(t *testing.T) {
 
 	t.Run("certs rotate renews the control plane's certificates; a second run changes nothing", func(t *testing.T) {
 		serial := func() map[string]string {
-			stdout, _, _ := c.Run(t, "certs", "check-expiration", "--output", "json")
+			stdout, stderr, code := c.Run(t, "certs", "check-expiration", "--output", "json")
+			if code != 0 {
+				t.Fatalf("certs check-expiration: exit %d\n%s", code, tail(stderr, 20))
+			}
 			var report struct {
 				Certificates []struct{ Host, Path, State, NotAfter string } `json:"certificates"`
 			}
 			if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &report); err != nil {
-				t.Fatal(err)
+				t.Fatalf("certs check-expiration: %v\n%s", err, stdout)
 			}
 			out := map[string]string{}
 			for _, c := range report.Certificates {
@@ -262,8 +265,19 @@ func TestUp(t *testing.T) {
 			return out
 		}
 		before := serial()
+		// etcd's running container as its mirror Pod reports it (the kubelet may not have reported it yet).
 		etcdContainer := func() string {
-			return c.MustK(t, "-n", "kube-system", "get", "pod", "etcd-cp1", "-o", "jsonpath={.status.containerStatuses[0].containerID}")
+			deadline := time.Now().Add(time.Minute)
+			for {
+				id, err := c.K(t, "", "-n", "kube-system", "get", "pod", "etcd-cp1", "-o", "jsonpath={.status.containerStatuses[0].containerID}")
+				if err == nil && id != "" {
+					return id
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("etcd-cp1's container: %q, %v", id, err)
+				}
+				time.Sleep(time.Second)
+			}
 		}
 		etcdBefore := etcdContainer()
 		// A client of the single API server during the rotation: its restart is unavoidable here; measure it.

@@ -103,11 +103,15 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
 done
 
+build_kubeadm() {
+  (cd "$work/k8s" && go mod download k8s.io/kubernetes && go build -trimpath -ldflags "$ldflags" -o "$TOOLS/" k8s.io/kubernetes/cmd/kubeadm)
+}
+
 need() { for b in "$@"; do [[ " ${missing[*]} " == *" $b "* ]] && return 0; done; return 1; }
 
 if [ -n "$KUBEADM_ONLY" ]; then
   echo "build-k8s: building kubeadm $VERSION alone"
-  (cd "$work/k8s" && go mod download k8s.io/kubernetes && go build -trimpath -ldflags "$ldflags" -o "$TOOLS/" k8s.io/kubernetes/cmd/kubeadm)
+  build_kubeadm
   echo "build-k8s: kubeadm $VERSION done in $(( $(date +%s) - start ))s: $TOOLS"
   exit 0
 fi
@@ -131,7 +135,7 @@ if need "${components[@]}"; then
 fi
 if need kubeadm; then
   echo "build-k8s: building kubeadm $VERSION"
-  (cd "$work/k8s" && go mod download k8s.io/kubernetes && go build -trimpath -ldflags "$ldflags" -o "$TOOLS/" k8s.io/kubernetes/cmd/kubeadm)
+  build_kubeadm
 fi
 
 if need etcd etcdctl etcdutl; then
