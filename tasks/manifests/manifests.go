@@ -27,19 +27,7 @@ import (
 const (
 	// healthCheckTimeout is how long startup probes give a component (kubeadm's default, 4 minutes).
 	healthCheckTimeout = 240
-	// startupPeriod is how often a startup probe asks, from the container's start. kubeadm's probes wait
-	// 10 s, then ask every 10 s; a static Pod is Ready only once its startup probe passed, so a restarted
-	// API server answering after 11 s was Ready 20 s after its start, and every node of a rolling restart
-	// (certs rotate, upgrade) waited that much more (measured on three control-plane nodes: the scheduler
-	// Ready 20 s after its API server). Asking every second costs a few requests at each start and stops
-	// once the component answers.
-	startupPeriod = 1
 )
-
-// startupProbe is a component's startup probe: every startupPeriod from its start, for healthCheckTimeout.
-func startupProbe(host, p string, scheme corev1.URIScheme) *corev1.Probe {
-	return probe(host, p, scheme, 0, healthCheckTimeout/startupPeriod, startupPeriod)
-}
 
 // Arg is one flag, without its dashes.
 type Arg struct{ Name, Value string }
@@ -168,7 +156,7 @@ func APIServer(p *Params) *corev1.Pod {
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: port, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, 8, 10)
 	c.ReadinessProbe = probe(p.AdvertiseAddress, "/readyz", corev1.URISchemeHTTPS, 0, 3, 1)
-	c.StartupProbe = startupProbe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS)
+	c.StartupProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, healthCheckTimeout/10, 10)
 	vols := append(caVolumes(), Volume{Name: "k8s-certs", HostPath: kubeadm.PKIDir, MountPath: kubeadm.PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate})
 	pod := podFor(c, merged(vols, p.APIServer.ExtraVolumes))
 	pod.Annotations = map[string]string{
@@ -213,7 +201,7 @@ func ControllerManager(p *Params) *corev1.Pod {
 	c := container("kube-controller-manager", p.Images.Ref(images.ControllerManager), merge(args, p.ControllerManager.ExtraArgs), "200m")
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortControllerManager, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 8, 10)
-	c.StartupProbe = startupProbe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS)
+	c.StartupProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, healthCheckTimeout/10, 10)
 	vols := append(caVolumes(),
 		Volume{Name: "k8s-certs", HostPath: kubeadm.PKIDir, MountPath: kubeadm.PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate},
 		Volume{Name: "kubeconfig", HostPath: kubeconfig, MountPath: kubeconfig, ReadOnly: true, Type: corev1.HostPathFileOrCreate},
@@ -237,7 +225,7 @@ func Scheduler(p *Params) *corev1.Pod {
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortScheduler, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, 8, 10)
 	c.ReadinessProbe = probe("127.0.0.1", "/readyz", corev1.URISchemeHTTPS, 0, 3, 1)
-	c.StartupProbe = startupProbe("127.0.0.1", "/livez", corev1.URISchemeHTTPS)
+	c.StartupProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, healthCheckTimeout/10, 10)
 	vols := []Volume{{Name: "kubeconfig", HostPath: kubeconfig, MountPath: kubeconfig, ReadOnly: true, Type: corev1.HostPathFileOrCreate}}
 	return podFor(c, merged(vols, p.Scheduler.ExtraVolumes))
 }
@@ -302,7 +290,7 @@ func Etcd(p *Params) *corev1.Pod {
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortEtcdMetrics, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe(lo, "/livez", corev1.URISchemeHTTP, 10, 8, 10)
 	c.ReadinessProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 0, 3, 1)
-	c.StartupProbe = startupProbe(lo, "/readyz", corev1.URISchemeHTTP)
+	c.StartupProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 10, healthCheckTimeout/10, 10)
 	vols := []Volume{
 		{Name: "etcd-certs", HostPath: path.Join(kubeadm.PKIDir, "etcd"), MountPath: path.Join(kubeadm.PKIDir, "etcd"), Type: corev1.HostPathDirectoryOrCreate},
 		{Name: "etcd-data", HostPath: kubeadm.EtcdDataDir, MountPath: kubeadm.EtcdDataDir, Type: corev1.HostPathDirectoryOrCreate},
