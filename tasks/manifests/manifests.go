@@ -156,7 +156,7 @@ func APIServer(p *Params) *corev1.Pod {
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: port, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, 8, 10)
 	c.ReadinessProbe = probe(p.AdvertiseAddress, "/readyz", corev1.URISchemeHTTPS, 0, 3, 1)
-	c.StartupProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, healthCheckTimeout/10, 10)
+	c.StartupProbe = startupProbe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS)
 	vols := append(caVolumes(), Volume{Name: "k8s-certs", HostPath: kubeadm.PKIDir, MountPath: kubeadm.PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate})
 	pod := podFor(c, merged(vols, p.APIServer.ExtraVolumes))
 	pod.Annotations = map[string]string{
@@ -201,7 +201,7 @@ func ControllerManager(p *Params) *corev1.Pod {
 	c := container("kube-controller-manager", p.Images.Ref(images.ControllerManager), merge(args, p.ControllerManager.ExtraArgs), "200m")
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortControllerManager, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 8, 10)
-	c.StartupProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, healthCheckTimeout/10, 10)
+	c.StartupProbe = startupProbe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS)
 	vols := append(caVolumes(),
 		Volume{Name: "k8s-certs", HostPath: kubeadm.PKIDir, MountPath: kubeadm.PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate},
 		Volume{Name: "kubeconfig", HostPath: kubeconfig, MountPath: kubeconfig, ReadOnly: true, Type: corev1.HostPathFileOrCreate},
@@ -225,7 +225,7 @@ func Scheduler(p *Params) *corev1.Pod {
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortScheduler, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, 8, 10)
 	c.ReadinessProbe = probe("127.0.0.1", "/readyz", corev1.URISchemeHTTPS, 0, 3, 1)
-	c.StartupProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, healthCheckTimeout/10, 10)
+	c.StartupProbe = startupProbe("127.0.0.1", "/livez", corev1.URISchemeHTTPS)
 	vols := []Volume{{Name: "kubeconfig", HostPath: kubeconfig, MountPath: kubeconfig, ReadOnly: true, Type: corev1.HostPathFileOrCreate}}
 	return podFor(c, merged(vols, p.Scheduler.ExtraVolumes))
 }
@@ -290,7 +290,7 @@ func Etcd(p *Params) *corev1.Pod {
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortEtcdMetrics, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe(lo, "/livez", corev1.URISchemeHTTP, 10, 8, 10)
 	c.ReadinessProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 0, 3, 1)
-	c.StartupProbe = probe(lo, "/readyz", corev1.URISchemeHTTP, 10, healthCheckTimeout/10, 10)
+	c.StartupProbe = startupProbe(lo, "/readyz", corev1.URISchemeHTTP)
 	vols := []Volume{
 		{Name: "etcd-certs", HostPath: path.Join(kubeadm.PKIDir, "etcd"), MountPath: path.Join(kubeadm.PKIDir, "etcd"), Type: corev1.HostPathDirectoryOrCreate},
 		{Name: "etcd-data", HostPath: kubeadm.EtcdDataDir, MountPath: kubeadm.EtcdDataDir, Type: corev1.HostPathDirectoryOrCreate},
@@ -427,6 +427,13 @@ func container(name, image string, args []string, cpu string) corev1.Container {
 }
 
 // probe is an HTTP probe of the component's probe-port, with kubeadm's 15 s timeout.
+// startupProbe is kubeadm's: first after 10 s, then every 10 s, for up to healthCheckTimeout. Sooner
+// probes let etcd and the controller-manager (no readiness probe) start before their API server is up,
+// and the kubelet then creates their mirror Pods only at its next sync, up to a minute later.
+func startupProbe(host, p string, scheme corev1.URIScheme) *corev1.Probe {
+	return probe(host, p, scheme, 10, healthCheckTimeout/10, 10)
+}
+
 func probe(host, p string, scheme corev1.URIScheme, delay, failures, period int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
