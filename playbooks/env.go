@@ -219,7 +219,7 @@ func (e *Env) Facts(ctx context.Context, h *inventory.Host) (*tasks.Facts, error
 	if _, err := Connect(ctx, e, []*inventory.Host{h}, 0); err != nil {
 		return nil, err
 	}
-	f, err := tasks.GatherFacts(ctx, e.Conn(h.Name), e.Inv.Cluster.ContainerRuntimeEndpoint)
+	f, err := tasks.GatherFacts(ctx, e.Conn(h.Name), e.Inv.Cluster.ContainerRuntimeEndpoint, e.Inv.Cluster.ContainerRuntime == inventory.RuntimeHost)
 	if err != nil {
 		return nil, err
 	}

@@ -144,7 +144,7 @@ func (p *preflightRun) connect(ctx context.Context) ([]string, error) {
 // gather learns every reachable host's facts, one command each, and keeps them in the session.
 func (p *preflightRun) gather(ctx context.Context, reachable []string) error {
 	_, err := p.e.play(ctx, Play{Name: "facts", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
-		f, err := tasks.GatherFacts(ctx, p.e.Conn(name), p.e.Inv.Cluster.ContainerRuntimeEndpoint)
+		f, err := tasks.GatherFacts(ctx, p.e.Conn(name), p.e.Inv.Cluster.ContainerRuntimeEndpoint, p.e.Inv.Cluster.ContainerRuntime == inventory.RuntimeHost)
 		if err != nil {
 			p.add(tasks.Finding{Host: name, Check: "Facts", Severity: tasks.SevError, Message: err.Error()})
 			return false, err

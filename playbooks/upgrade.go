@@ -595,7 +595,7 @@ func (u *upgradeRun) addons(ctx context.Context) error {
 			c.Data["Corefile"] = corefile
 		}
 	}
-	applied, err := admin.Apply(ctx, objs...)
+	applied, err := admin.ApplyAll(ctx, objs...)
 	if err != nil {
 		return err
 	}

@@ -93,7 +93,7 @@ func (u *upRun) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	applied, err := admin.Apply(ctx, objs...)
+	applied, err := admin.ApplyAll(ctx, objs...)
 	if err != nil {
 		return err
 	}

@@ -124,10 +124,12 @@ var (
 		"touch", "losetup", "cp", "crictl", "ctr", "kubelet", "containerd", "runc", "systemctl", "bash", "sha256sum", "modprobe"}
 )
 
-// factsScript is the facts script (templates/files/facts.sh) for a runtime socket.
-func factsScript(criSocket string) string {
-	return scripts.Facts(scripts.FactsParams{Socket: strings.TrimPrefix(criSocket, "unix://"), Commands: factCommands,
-		Files: factFiles, Dirs: factDirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert})
+// factsScript is the facts script (templates/files/facts.sh) for a runtime socket; askCRI: whether it asks
+// the runtime if it answers (the host's own runtime; one clusterctl installs starts after the push).
+func factsScript(criSocket string, askCRI bool) string {
+	return scripts.Facts(scripts.FactsParams{Socket: strings.TrimPrefix(criSocket, "unix://"), AskCRI: askCRI, Commands: factCommands,
+		Files: factFiles, Dirs: factDirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert,
+		VersionCache: kubeadm.VersionCache})
 }
 
 // cniBinDirs are where distributions put the CNI plugins.
@@ -135,14 +137,14 @@ var cniBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni", "/usr/libexec/cni"}
 
 // FactsScript is the facts script for a runtime socket, for tools that run it themselves (the fan-out
 // benchmark runs the same script with other tools).
-func FactsScript(criSocket string) string { return factsScript(criSocket) }
+func FactsScript(criSocket string) string { return factsScript(criSocket, true) }
 
 // GatherFacts learns everything preflight needs about a host in one command.
-func GatherFacts(ctx context.Context, h Runner, criSocket string) (*Facts, error) {
+func GatherFacts(ctx context.Context, h Runner, criSocket string, askCRI bool) (*Facts, error) {
 	sent := time.Now()
 	// The script goes to sh on stdin: whatever the login shell is, a POSIX sh runs it (dash reads /proc
 	// an order of magnitude faster than bash does).
-	res, err := h.Run(ctx, "sh -s", []byte(factsScript(criSocket)))
+	res, err := h.Run(ctx, "sh -s", []byte(factsScript(criSocket, askCRI)))
 	received := time.Now()
 	if err != nil {
 		return nil, err

@@ -189,10 +189,13 @@ func Certs() string {
 // FactsParams say what the facts script looks for.
 type FactsParams struct {
 	Socket                            string // the runtime's socket path
+	AskCRI                            bool   // whether to ask the runtime if it answers
 	Commands, Files, Dirs, CNIBinDirs []string
 	MemberPath                        string
 	// CACert is the cluster CA's certificate on a node, read when the host has no membership mark.
 	CACert string
+	// VersionCache keeps the components' versions on a host clusterctl manages (its directory exists).
+	VersionCache string
 }
 
 // Facts prints one fact per line, "key<TAB>value".
