@@ -24,7 +24,7 @@ ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_V
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long faults conformance unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-rss bench-upgrade
+.PHONY: help build release test test-long faults conformance unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-rss bench-upgrade bench-noop
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -154,6 +154,10 @@ bench: ## Go benchmarks of every package (go test -bench), numbers printed
 bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime (root)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	LAYER=$(if $(BARE),bare,node) test/bench/up.sh
+
+bench-noop: ## no-op re-runs of clusterctl up on settled 1+2 and 1+5 lab clusters, by phase; BASE=REV: each beside a run of the code at REV (root; RUNS, SETTLE)
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/bench/noop.sh
 
 bench-rotate: ## certs rotate (every leaf renewed), its no-op re-run, and certs rotate --ca on a 3+1 lab cluster: time by stage and control-plane node, peak RSS (root; SIZES="1+1 3+1")
 	test/lab/artifacts.sh $(K8S_VERSION)

@@ -12,12 +12,28 @@ changed='
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(for f in "$@"; do [ -e "$f" ] && { printf '%s ' "$f"; digest "$f"; }; done | sha256sum | cut -d' ' -f1)
-  [ -n "$s" ] || [ "$(cat "$stamps/$n" 2>/dev/null)" != "$d" ] || return 1
+  d=$(digests "$@" | sha256sum); d=${d%% *}
+  was=; [ -r "$stamps/$n" ] && read -r was < "$stamps/$n"
+  [ -n "$s" ] || [ "$was" != "$d" ] || return 1
   [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
-# digest FILE: its content's digest; for a file over 1 MiB (a binary, only ever replaced by a rename) its
-# size, modification time and inode, which say as much without reading it.
-digest() { if [ "$(stat -c %s "$1")" -gt 1048576 ]; then stat -c '%s %Y %i' "$1"; else sha256sum < "$1"; fi; }
+# digests FILES...: "FILE DIGEST" of each file that exists, in order: its content's sha256sum ("HASH  -"),
+# or for a file over 1 MiB (a binary, only ever replaced by a rename) its size, modification time and
+# inode, which say as much without reading it. One stat and one sha256sum for all: on a busy host each
+# process started costs more than the hashing.
+digests() { st=$(stat -c '%s %Y %i %n' -- "$@" 2>/dev/null) || true
+  set --; while read -r sz mt ino f; do [ -n "$f" ] && [ "$sz" -le 1048576 ] && set -- "$@" "$f"; done <<EOS
+$st
+EOS
+  sums=; [ $# -gt 0 ] && sums=$(sha256sum -- "$@")
+  while read -r sz mt ino f; do [ -n "$f" ] || continue
+    if [ "$sz" -gt 1048576 ]; then printf '%s %s %s %s\n' "$f" "$sz" "$mt" "$ino"; continue; fi
+    while read -r h g; do [ "$g" = "$f" ] && { printf '%s %s  -\n' "$f" "$h"; break; }; done <<EOS
+$sums
+EOS
+  done <<EOS
+$st
+EOS
+}
 commit() { [ -n "$dry" ] || [ ! -f "$stamps/$1.next" ] || mv "$stamps/$1.next" "$stamps/$1"; }
 # changes FILE: this run writes (or in a dry run would write) FILE.
 changes() { case "$changed" in *"$nl$1$nl"*) return 0;; esac; return 1; }
@@ -40,8 +56,11 @@ if stale containerd /etc/containerd/config.toml; then
 fi
 if ! systemctl is-active -q containerd; then act "start containerd" systemctl enable --no-reload -q --now containerd
 elif ! systemctl is-enabled -q containerd 2>/dev/null; then act "enable containerd" systemctl enable --no-reload -q containerd; fi
-# The runtime may have just started: wait for its socket (at most 30 s).
-i=0; until ctr version >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+# The images containerd has, listed once (ctr is a Go program: each start costs 0.1-0.2 s on a busy host).
+# The runtime may have just started: wait until it answers (at most 30 s).
+i=0; until have=$(ctr -n k8s.io images ls -q 2>/dev/null); do i=$((i+1)); [ $i -lt 60 ] || { echo 'containerd does not answer' >&2; exit 1; }; sleep 0.5; done
+# imported REF: containerd has the image REF.
+imported() { case "$nl$have$nl" in *"$nl$1$nl"*) return 0;; esac; return 1; }
 # Image archives are imported side by side (each unpacks its layers), then each import's status checked
 # (ctr's error names the archive).
 imports=

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# noop.sh — the no-op `clusterctl up` benchmark (make bench-noop): a cluster brought up on lab hosts, left
+# SETTLE seconds to settle, then RUNS re-runs of `up` on it (nothing to do), each with its time by phase and
+# the slowest host's facts and push. With BASE=REV, every re-run is followed by one of clusterctl built from
+# the commit REV, on the same cluster: the previous figure beside the new one.
+#
+#   SIZES="1+2 1+5" RUNS=3 SETTLE=60 BASE=HEAD~1 test/bench/noop.sh
+set -euo pipefail
+exec 9>&-
+SIZES=${SIZES:-"1+2 1+5"}
+RUNS=${RUNS:-3}
+SETTLE=${SETTLE:-60}
+NAME=benchnoop
+# shellcheck source=lablib.sh
+. "$(dirname "$0")/lablib.sh"
+
+codes=(now)
+if [ -n "${BASE:-}" ]; then
+  rev=$(git -C "$REPO" rev-parse --short "$BASE")
+  git -C "$REPO" worktree add -q --detach "$W/base-src" "$rev"
+  (cd "$W/base-src" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl-base" ./cmd/clusterctl)
+  git -C "$REPO" worktree remove --force "$W/base-src"
+  codes+=(base)
+fi
+bin() { if [ "$1" = base ]; then echo "$W/clusterctl-base"; else echo "$W/clusterctl"; fi; }
+# slowest PLAY FILE: the slowest host of a play in a run's events, "host=seconds".
+slowest() { jq -r --arg p "$1" 'select(.type=="host_done" and .play==$p) | "\(.duration_ms) \(.host)"' "$2" | sort -n | tail -1 | awk '{printf "%s=%.1f", $2, $1/1000}'; }
+
+printf '%-5s %-10s %4s %7s %8s  %s\n' size code run time_s rss_MiB "phases (s); slowest host's facts and push"
+for size in $SIZES; do
+  cps=${size%+*} workers=${size#*+}
+  dir=$W/$size
+  mkdir -p "$dir"
+  "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts $((cps + workers)) --control-planes "$cps" >/dev/null 2>&1
+  lab_inventory "$dir" >"$dir/cluster.yaml"
+  "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" >&2; exit 1; }
+  sleep "$SETTLE"
+  declare -A all=()
+  for run in $(seq 1 "$RUNS"); do
+    for code in "${codes[@]}"; do
+      out=$dir/$code-$run
+      /usr/bin/time -f %M -o "$out.rss" "$(bin "$code")" up -i "$dir/cluster.yaml" -o json >"$out.json" 2>"$out.err" || { tail -5 "$out.err" >&2; exit 1; }
+      t=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$out.json")
+      all[$code]+="$t "
+      printf '%-5s %-10s %4s %7.2f %8d  %s; facts %s, push %s\n' "$size" "$code" "$run" "$t" $(( $(cat "$out.rss") / 1024 )) \
+        "$(jq -r 'select(.type=="up_result") | [.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" ")' "$out.json")" \
+        "$(slowest facts "$out.json")" "$(slowest push "$out.json")"
+    done
+  done
+  for code in "${codes[@]}"; do
+    # shellcheck disable=SC2086
+    printf '%-5s %-10s median %.2f s of %s\n' "$size" "$code" "$(printf '%s\n' ${all[$code]} | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" "${all[$code]% }"
+  done
+  unset all
+  "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
+done
