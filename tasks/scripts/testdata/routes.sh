@@ -43,8 +43,11 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-if [ "$(systemctl show -p LoadState --value clusterctl-pod-routes.service)" != loaded ] || [ "$(systemctl show -p NeedDaemonReload --value clusterctl-pod-routes.service)" = yes ]; then
-  quiet systemctl daemon-reload
-fi
-systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || quiet systemctl enable --no-reload -q clusterctl-pod-routes.service
+# One systemctl for what systemd knows of the unit (each start costs on a busy host).
+load= reload= enabled=
+while IFS== read -r k v; do case $k in LoadState) load=$v;; NeedDaemonReload) reload=$v;; UnitFileState) enabled=$v;; esac; done <<EOS
+$(systemctl show -p LoadState -p NeedDaemonReload -p UnitFileState clusterctl-pod-routes.service)
+EOS
+if [ "$load" != loaded ] || [ "$reload" = yes ]; then quiet systemctl daemon-reload; fi
+[ "$enabled" = enabled ] || quiet systemctl enable --no-reload -q clusterctl-pod-routes.service
 if stale routes /etc/systemd/system/clusterctl-pod-routes.service /var/lib/clusterctl/pod-routes; then act "restart the pod routes" systemctl restart clusterctl-pod-routes.service; commit routes; fi
