@@ -146,8 +146,9 @@ func TestRoutes(t *testing.T) {
 	log := fakes(t, true)
 	conn := conntest.Connect(t)
 	dir := t.TempDir()
-	// systemctl show answers from $dir/show.LoadState and $dir/show.NeedDaemonReload.
-	show := `case "$1" in show) cat "` + dir + `/show.$3" 2>/dev/null;; esac; exit 0`
+	// systemctl show answers "Key=value" from $dir/show.LoadState and $dir/show.NeedDaemonReload, and that
+	// the unit is enabled.
+	show := `case "$1" in show) for k in LoadState NeedDaemonReload; do printf '%s=' $k; cat "` + dir + `/show.$k" 2>/dev/null; done; echo UnitFileState=enabled;; esac; exit 0`
 	bin := filepath.Dir(log)
 	rec, err := os.ReadFile(filepath.Join(bin, "systemctl"))
 	if err != nil {
