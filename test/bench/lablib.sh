@@ -22,5 +22,15 @@ cleanup() {
 trap cleanup EXIT
 (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl" ./cmd/clusterctl)
 
+# build_base REV: clusterctl built from the commit REV into $W/clusterctl-base (a worktree removed after),
+# for benchmarks that run the code before a change beside it (BASE=REV).
+build_base() {
+  git -C "$REPO" worktree add -q --detach "$W/base-src" "$(git -C "$REPO" rev-parse --short "$1")"
+  (cd "$W/base-src" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl-base" ./cmd/clusterctl)
+  git -C "$REPO" worktree remove --force "$W/base-src"
+}
+# bin now|base: the clusterctl of the code now, or of BASE.
+bin() { if [ "$1" = base ]; then echo "$W/clusterctl-base"; else echo "$W/clusterctl"; fi; }
+
 # lab_inventory DIR: the inventory lab.sh wrote in DIR, for an air-gapped install from the artifacts.
 lab_inventory() { sed "s|^  name: $lab\$|  name: $lab\n  kubernetesVersion: $K8S_VERSION\n  artifacts: $ART|" "$1/hosts.yaml"; }

@@ -15,14 +15,7 @@ NAME=benchnoop
 . "$(dirname "$0")/lablib.sh"
 
 codes=(now)
-if [ -n "${BASE:-}" ]; then
-  rev=$(git -C "$REPO" rev-parse --short "$BASE")
-  git -C "$REPO" worktree add -q --detach "$W/base-src" "$rev"
-  (cd "$W/base-src" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl-base" ./cmd/clusterctl)
-  git -C "$REPO" worktree remove --force "$W/base-src"
-  codes+=(base)
-fi
-bin() { if [ "$1" = base ]; then echo "$W/clusterctl-base"; else echo "$W/clusterctl"; fi; }
+if [ -n "${BASE:-}" ]; then build_base "$BASE"; codes+=(base); fi
 # slowest PLAY FILE: the slowest host of a play in a run's events, "host=seconds".
 slowest() { jq -r --arg p "$1" 'select(.type=="host_done" and .play==$p) | "\(.duration_ms) \(.host)"' "$2" | sort -n | tail -1 | awk '{printf "%s=%.1f", $2, $1/1000}'; }
 
