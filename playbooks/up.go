@@ -163,38 +163,24 @@ func (u *upRun) renderStep(ctx context.Context) error {
 // while the first control-plane node starts, and the steps that start their kubelets wait for them
 // (pushed). Pushes share the workstation's and, in a lab, the hosts' CPUs: measured on a 1+2 lab, the
 // first control-plane node's push took ~10 s alone and ~19 s beside the workers', and its API server came
-// only after the last push ended. When its API server runs already (a re-run, a cluster grown), there is no
-// start to hurry: the other hosts' pushes begin first, beside its own (on a settled 1+2 lab the workers'
-// no-op pushes took 0.75 s, the first control-plane node's and the steps up to join 0.8 s after it). A dry
-// run pushes all hosts in one play.
+// only after the last push ended. A dry run pushes all hosts in one play.
 func (u *upRun) pushStep(ctx context.Context) error {
 	first, rest := u.pushOrder()
 	if u.o.DryRun || len(first) == 0 || len(rest) == 0 {
 		_, err := u.push(ctx, "push", names(u.hosts), u.e.Forks)
 		return err
 	}
-	running := u.facts[u.cp1.Name] != nil && u.facts[u.cp1.Name].ListensOn(u.e.Inv.Cluster.APIServer.BindPort)
-	if running {
-		u.pushLater(ctx, rest, "beside the running control plane's")
-	}
 	if _, err := u.push(ctx, "push", names(first), u.e.Forks); err != nil {
 		return err
 	}
-	if !running {
-		u.pushLater(ctx, rest, "beside the control plane's start")
-	}
-	return nil
-}
-
-// pushLater pushes hosts in the background (u.later; pushed waits for it).
-func (u *upRun) pushLater(ctx context.Context, hosts []*inventory.Host, beside string) {
 	lctx, cancel := context.WithCancel(ctx)
-	u.later = &laterPush{hosts: names(hosts), done: make(chan error, 1), cancel: cancel}
-	u.e.say("push", "", "pushing %d more hosts %s: %s", len(hosts), beside, strings.Join(u.later.hosts, ", "))
+	u.later = &laterPush{hosts: names(rest), done: make(chan error, 1), cancel: cancel}
+	u.e.say("push", "", "pushing %d more hosts beside the control plane's start: %s", len(rest), strings.Join(u.later.hosts, ", "))
 	go func(l *laterPush) {
 		_, err := u.push(lctx, "push", l.hosts, u.e.Forks)
 		l.done <- err
 	}(u.later)
+	return nil
 }
 
 // pushOrder splits the run's hosts into those the control plane starts with (the first control-plane node
