@@ -32,5 +32,18 @@ build_base() {
 # bin now|base: the clusterctl of the code now, or of BASE.
 bin() { if [ "$1" = base ]; then echo "$W/clusterctl-base"; else echo "$W/clusterctl"; fi; }
 
+# lab_cluster SIZE DIR: lab hosts for a cluster of SIZE (CPS+WORKERS) in DIR, and its inventory for an
+# air-gapped install there (DIR/cluster.yaml).
+lab_cluster() {
+  local cps=${1%+*} workers=${1#*+}
+  mkdir -p "$2"
+  "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$2" --hosts $((cps + workers)) --control-planes "$cps" >/dev/null 2>&1
+  lab_inventory "$2" >"$2/cluster.yaml"
+}
+# busy: CPU time (s) this machine spent so far, all of it (the lab's hosts are its containers): user, nice,
+# system, irq, softirq, steal from /proc/stat. A run's share divided by the CPUs is the least wall time it
+# could take here if every step overlapped perfectly.
+busy() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2+$3+$4+$7+$8+$9)/hz; exit}' /proc/stat; }
+
 # lab_inventory DIR: the inventory lab.sh wrote in DIR, for an air-gapped install from the artifacts.
 lab_inventory() { sed "s|^  name: $lab\$|  name: $lab\n  kubernetesVersion: $K8S_VERSION\n  artifacts: $ART|" "$1/hosts.yaml"; }

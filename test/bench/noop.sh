@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # noop.sh — the no-op `clusterctl up` benchmark (make bench-noop): a cluster brought up on lab hosts, left
-# SETTLE seconds to settle, then RUNS re-runs of `up` on it (nothing to do), each with its time by phase and
-# the slowest host's facts and push. With BASE=REV, every re-run is followed by one of clusterctl built from
-# the commit REV, on the same cluster: the previous figure beside the new one.
+# SETTLE seconds to settle, then RUNS re-runs of `up` on it (nothing to do), each with its time by phase,
+# the slowest host's facts and push, and the CPU time the whole machine spent meanwhile (the hosts are its
+# containers; divided by its CPUs, the least wall time the run could take here). With BASE=REV, every
+# re-run is followed by one of clusterctl built from the commit REV, on the same cluster: the previous
+# figure beside the new one.
 #
 #   SIZES="1+2 1+5" RUNS=3 SETTLE=60 BASE=HEAD~1 test/bench/noop.sh
 set -euo pipefail
@@ -19,23 +21,22 @@ if [ -n "${BASE:-}" ]; then build_base "$BASE"; codes+=(base); fi
 # slowest PLAY FILE: the slowest host of a play in a run's events, "host=seconds".
 slowest() { jq -r --arg p "$1" 'select(.type=="host_done" and .play==$p) | "\(.duration_ms) \(.host)"' "$2" | sort -n | tail -1 | awk '{printf "%s=%.1f", $2, $1/1000}'; }
 
-printf '%-5s %-10s %4s %7s %8s  %s\n' size code run time_s rss_MiB "phases (s); slowest host's facts and push"
+printf '%-5s %-10s %4s %7s %8s %6s  %s\n' size code run time_s rss_MiB cpu_s "phases (s); slowest host's facts and push"
 for size in $SIZES; do
-  cps=${size%+*} workers=${size#*+}
   dir=$W/$size
-  mkdir -p "$dir"
-  "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts $((cps + workers)) --control-planes "$cps" >/dev/null 2>&1
-  lab_inventory "$dir" >"$dir/cluster.yaml"
+  lab_cluster "$size" "$dir"
   "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" >&2; exit 1; }
   sleep "$SETTLE"
   declare -A all=()
   for run in $(seq 1 "$RUNS"); do
     for code in "${codes[@]}"; do
       out=$dir/$code-$run
+      b0=$(busy)
       /usr/bin/time -f %M -o "$out.rss" "$(bin "$code")" up -i "$dir/cluster.yaml" -o json >"$out.json" 2>"$out.err" || { tail -5 "$out.err" >&2; exit 1; }
+      cpu=$(echo "$(busy) - $b0" | bc -l)
       t=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$out.json")
       all[$code]+="$t "
-      printf '%-5s %-10s %4s %7.2f %8d  %s; facts %s, push %s\n' "$size" "$code" "$run" "$t" $(( $(cat "$out.rss") / 1024 )) \
+      printf '%-5s %-10s %4s %7.2f %8d %6.2f  %s; facts %s, push %s\n' "$size" "$code" "$run" "$t" $(( $(cat "$out.rss") / 1024 )) "$cpu" \
         "$(jq -r 'select(.type=="up_result") | [.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" ")' "$out.json")" \
         "$(slowest facts "$out.json")" "$(slowest push "$out.json")"
     done

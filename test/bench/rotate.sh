@@ -31,11 +31,8 @@ steps() { jq -r 'select(.type=="phase_done") | "\(.play)=\(.duration_ms/100|roun
 
 printf '%-5s %-9s %8s %8s  %s\n' size command time_s rss_MiB "stages / control-plane nodes (s)"
 for size in $SIZES; do
-  cps=${size%+*} workers=${size#*+}
   dir=$W/$size
-  mkdir -p "$dir"
-  "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts $((cps + workers)) --control-planes "$cps" >/dev/null 2>&1
-  lab_inventory "$dir" >"$dir/cluster.yaml"
+  lab_cluster "$size" "$dir"
   timed up up -i "$dir/cluster.yaml"
   r() { jq -r "select(.type==\"$1\") | $2" "$3"; }
   for run in $(seq 1 "$RUNS"); do

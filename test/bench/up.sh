@@ -15,10 +15,6 @@ NAME=benchup
 . "$(dirname "$0")/lablib.sh"
 
 ms() { date +%s%3N; }
-# busy: CPU time (s) this machine spent so far, all of it (the lab's hosts are its containers): user, nice,
-# system, irq, softirq, steal from /proc/stat. A run's share divided by the CPUs is the least wall time it
-# could take here if every step overlapped perfectly.
-busy() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2+$3+$4+$7+$8+$9)/hz; exit}' /proc/stat; }
 ncpu=$(nproc)
 echo "hosts: $LAYER"
 printf '%-6s %-4s %8s %8s %s\n' size run up_s rerun_s "phases of the first run (s), peak RSS of up/re-run"
