@@ -43,7 +43,7 @@ lab_cluster() {
 # busy: CPU time (s) this machine spent so far, all of it (the lab's hosts are its containers): user, nice,
 # system, irq, softirq, steal from /proc/stat. A run's share divided by the CPUs is the least wall time it
 # could take here if every step overlapped perfectly.
-busy() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2+$3+$4+$7+$8+$9)/hz; exit}' /proc/stat; }
+busy() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{printf "%.2f\n", ($2+$3+$4+$7+$8+$9)/hz; exit}' /proc/stat; }
 
 # lab_inventory DIR: the inventory lab.sh wrote in DIR, for an air-gapped install from the artifacts.
 lab_inventory() { sed "s|^  name: $lab\$|  name: $lab\n  kubernetesVersion: $K8S_VERSION\n  artifacts: $ART|" "$1/hosts.yaml"; }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # noop.sh — the no-op `clusterctl up` benchmark (make bench-noop): a cluster brought up on lab hosts, left
 # SETTLE seconds to settle, then RUNS re-runs of `up` on it (nothing to do), each with its time by phase,
-# the slowest host's facts and push, and the CPU time the whole machine spent meanwhile (the hosts are its
-# containers; divided by its CPUs, the least wall time the run could take here). With BASE=REV, every
-# re-run is followed by one of clusterctl built from the commit REV, on the same cluster: the previous
-# figure beside the new one.
+# the slowest host's facts and push, and the CPU time the whole machine spent on it (the hosts are its
+# containers; the settled cluster's own use, measured before, taken out; divided by the CPUs, the least
+# wall time the run could take here). With BASE=REV, every re-run is followed by one of clusterctl built
+# from the commit REV, on the same cluster: the previous figure beside the new one.
 #
 #   SIZES="1+2 1+5" RUNS=3 SETTLE=60 BASE=HEAD~1 test/bench/noop.sh
 set -euo pipefail
@@ -27,6 +27,9 @@ for size in $SIZES; do
   lab_cluster "$size" "$dir"
   "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" >&2; exit 1; }
   sleep "$SETTLE"
+  # What the settled cluster itself keeps the machine busy with, per second: its share of each run's CPU.
+  b0=$(busy); sleep 10; idle=$(echo "($(busy) - $b0) / 10" | bc -l)
+  printf '%-5s idle cluster: %.2f CPU-s per second\n' "$size" "$idle"
   declare -A all=()
   for run in $(seq 1 "$RUNS"); do
     for code in "${codes[@]}"; do
@@ -35,6 +38,7 @@ for size in $SIZES; do
       /usr/bin/time -f %M -o "$out.rss" "$(bin "$code")" up -i "$dir/cluster.yaml" -o json >"$out.json" 2>"$out.err" || { tail -5 "$out.err" >&2; exit 1; }
       cpu=$(echo "$(busy) - $b0" | bc -l)
       t=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$out.json")
+      cpu=$(echo "$cpu - $idle * $t" | bc -l) # the run's own
       all[$code]+="$t "
       printf '%-5s %-10s %4s %7.2f %8d %6.2f  %s; facts %s, push %s\n' "$size" "$code" "$run" "$t" $(( $(cat "$out.rss") / 1024 )) "$cpu" \
         "$(jq -r 'select(.type=="up_result") | [.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" ")' "$out.json")" \
