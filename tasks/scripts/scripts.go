@@ -194,8 +194,6 @@ type FactsParams struct {
 	MemberPath                        string
 	// CACert is the cluster CA's certificate on a node, read when the host has no membership mark.
 	CACert string
-	// VersionCache keeps the components' versions on a host clusterctl manages (its directory exists).
-	VersionCache string
 }
 
 // Facts prints one fact per line, "key<TAB>value".

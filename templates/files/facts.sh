@@ -1,7 +1,7 @@
 {{- /* One fact per line, "key<TAB>value", under sh (dash or bash) as root, reading /proc and /sys with shell
 builtins wherever it can: on a host, each process it starts costs more than everything else, so it starts
-about ten (date, uname, nproc, ip twice, stat, systemctl, getent; the version of each installed Kubernetes
-component when it changed, and crictl when the runtime is the host's own). A missing tool leaves its fact empty. */ -}}
+about ten (date, uname, nproc, ip twice, systemctl, getent, the version of each installed Kubernetes
+component, and crictl when the runtime is the host's own). A missing tool leaves its fact empty. */ -}}
 export LC_ALL=C PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
 f() { printf '%s\t%s\n' "$1" "$2"; }
 r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
@@ -23,25 +23,8 @@ r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id
 for t in /proc/net/tcp /proc/net/tcp6; do [ -r $t ] && while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done < $t; done
 for c in {{args .Commands}}; do command -v $c >/dev/null 2>&1 && f command "$c"; done
-{{- /* The components' versions cost a Go program's start each (0.1-0.3 s on a busy host). On a host clusterctl
-manages, a cache keeps each first line of --version by the binary's inode, size and change time (ctime, which
-no rename or utime can set back), all four read by one stat. */}}
-vc={{q .VersionCache}}; set --
-for c in kubelet containerd crictl runc; do p=$(command -v $c 2>/dev/null) && [ -f "$p" ] && set -- "$@" "$p"; done
-keys=; [ $# -gt 0 ] && keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null)
-cache=; miss=
-for p in "$@"; do k= v=
-  while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
-$keys
-EOK
-  [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	};; esac; done < "$vc"
-  if [ -z "$v" ]; then v=$("$p" --version 2>&1); v=${v%%
-*}; [ -n "$k" ] && miss=1; fi
-  f version "${p##*/} $v"
-  [ -n "$k" ] && cache="$cache$k	$v
-"
-done
-[ -n "$miss" ] && [ -d "${vc%/*}" ] && printf '%s' "$cache" > "$vc.tmp" && mv -f "$vc.tmp" "$vc"
+for c in kubelet containerd crictl runc; do command -v $c >/dev/null 2>&1 && { v=$($c --version 2>&1); f version "$c ${v%%
+*}"; }; done
 sock={{q .Socket}}
 if [ -S "$sock" ]; then f cri_socket yes
 {{- /* The host's own runtime is asked whether it answers; one clusterctl installs is not (it starts later). */}}

@@ -19,22 +19,8 @@ r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id
 for t in /proc/net/tcp /proc/net/tcp6; do [ -r $t ] && while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done < $t; done
 for c in ip kubelet; do command -v $c >/dev/null 2>&1 && f command "$c"; done
-vc=/var/lib/clusterctl/versions; set --
-for c in kubelet containerd crictl runc; do p=$(command -v $c 2>/dev/null) && [ -f "$p" ] && set -- "$@" "$p"; done
-keys=; [ $# -gt 0 ] && keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null)
-cache=; miss=
-for p in "$@"; do k= v=
-  while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
-$keys
-EOK
-  [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	};; esac; done < "$vc"
-  if [ -z "$v" ]; then v=$("$p" --version 2>&1); v=${v%%
-*}; [ -n "$k" ] && miss=1; fi
-  f version "${p##*/} $v"
-  [ -n "$k" ] && cache="$cache$k	$v
-"
-done
-[ -n "$miss" ] && [ -d "${vc%/*}" ] && printf '%s' "$cache" > "$vc.tmp" && mv -f "$vc.tmp" "$vc"
+for c in kubelet containerd crictl runc; do command -v $c >/dev/null 2>&1 && { v=$($c --version 2>&1); f version "$c ${v%%
+*}"; }; done
 sock=/run/containerd/containerd.sock
 if [ -S "$sock" ]; then f cri_socket yes
   if command -v crictl >/dev/null 2>&1; then crictl --runtime-endpoint "unix://$sock" --timeout 3s version >/dev/null 2>&1 && f cri_answers ok || f cri_answers fail
