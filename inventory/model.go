@@ -90,6 +90,10 @@ const (
 	RuntimeHost      = "host"
 )
 
+// InstallsRuntime: clusterctl installs containerd, runc, the CNI plugins and crictl from the artifacts
+// (and reset removes them); otherwise the runtime is the host's own.
+func (c *Cluster) InstallsRuntime() bool { return c.ContainerRuntime != RuntimeHost }
+
 // Registry says how hosts reach a private registry.
 type Registry struct {
 	// Pull: hosts pull the cluster's images from imageRepository's registry (the node-local proxy's as

@@ -182,7 +182,7 @@ func (d *deployment) render(ctx context.Context) error {
 			cniDir = f.CNIBinDir
 		}
 	}
-	if d.installRuntime() {
+	if d.e.Inv.Cluster.InstallsRuntime() {
 		cniDir = kubeadm.CNIBinDir
 	}
 	reg, err := d.registry()
@@ -194,7 +194,7 @@ func (d *deployment) render(ctx context.Context) error {
 	}
 	res, err := render.Render(render.Options{Registry: reg, Inv: d.e.Inv, StateDir: d.e.StateDir, Now: d.o.Now, Renew: d.o.Renew, Images: d.images,
 		KubeletPath: d.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: d.cps,
-		InstallRuntime: d.installRuntime(), EtcdJoin: d.etcdJoin, EtcdMembers: d.etcdMembers})
+		InstallRuntime: d.e.Inv.Cluster.InstallsRuntime(), EtcdJoin: d.etcdJoin, EtcdMembers: d.etcdMembers})
 	if err != nil {
 		return err
 	}
@@ -354,7 +354,7 @@ func (d *deployment) lacks(m *artifacts.Manifest, arches []string) string {
 		for _, n := range images {
 			need = append(need, struct{ kind, name string }{artifacts.KindImage, n})
 		}
-		if d.installRuntime() {
+		if d.e.Inv.Cluster.InstallsRuntime() {
 			for _, n := range append(slices.Clone(pull.ContainerdBinaries), "runc") {
 				need = append(need, struct{ kind, name string }{artifacts.KindRuntime, n})
 			}
@@ -371,15 +371,10 @@ func (d *deployment) lacks(m *artifacts.Manifest, arches []string) string {
 	return ""
 }
 
-// installRuntime: clusterctl installs containerd, runc, the CNI plugins and crictl from the artifacts.
-func (d *deployment) installRuntime() bool {
-	return d.e.Inv.Cluster.ContainerRuntime != inventory.RuntimeHost
-}
-
 // hostsHaveWhatTheyNeed checks that hosts have what clusterctl does not install: with the host's own
 // runtime, the CNI plugins (for the bridge network).
 func (d *deployment) hostsHaveWhatTheyNeed() error {
-	if d.installRuntime() {
+	if d.e.Inv.Cluster.InstallsRuntime() {
 		return nil
 	}
 	for name, f := range d.facts {
@@ -480,7 +475,7 @@ func (d *deployment) needed(f artifacts.File, h *inventory.Host) bool {
 	case f.Kind == artifacts.KindImage && d.e.Inv.Cluster.Registry.Pull:
 		return false // the hosts pull them
 	case f.Kind == artifacts.KindRuntime || f.Kind == artifacts.KindCNI:
-		return d.installRuntime()
+		return d.e.Inv.Cluster.InstallsRuntime()
 	case f.Kind == artifacts.KindImage && f.Name == images.APIServerProxy:
 		return d.localProxy()
 	case f.Kind == artifacts.KindImage && slices.ContainsFunc(d.e.Inv.Cluster.ExtraImages, func(ref string) bool { return pull.ExtraImageName(ref) == f.Name }):

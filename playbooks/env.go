@@ -219,11 +219,17 @@ func (e *Env) Facts(ctx context.Context, h *inventory.Host) (*tasks.Facts, error
 	if _, err := Connect(ctx, e, []*inventory.Host{h}, 0); err != nil {
 		return nil, err
 	}
-	f, err := tasks.GatherFacts(ctx, e.Conn(h.Name), e.Inv.Cluster.ContainerRuntimeEndpoint, e.Inv.Cluster.ContainerRuntime == inventory.RuntimeHost)
+	return e.gatherFacts(ctx, h.Name)
+}
+
+// gatherFacts asks a connected host its facts (one command) and keeps them in the session.
+func (e *Env) gatherFacts(ctx context.Context, name string) (*tasks.Facts, error) {
+	c := &e.Inv.Cluster
+	f, err := tasks.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint, !c.InstallsRuntime())
 	if err != nil {
 		return nil, err
 	}
-	e.setFacts(h.Name, f)
+	e.setFacts(name, f)
 	return f, nil
 }
 

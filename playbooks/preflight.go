@@ -144,12 +144,11 @@ func (p *preflightRun) connect(ctx context.Context) ([]string, error) {
 // gather learns every reachable host's facts, one command each, and keeps them in the session.
 func (p *preflightRun) gather(ctx context.Context, reachable []string) error {
 	_, err := p.e.play(ctx, Play{Name: "facts", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
-		f, err := tasks.GatherFacts(ctx, p.e.Conn(name), p.e.Inv.Cluster.ContainerRuntimeEndpoint, p.e.Inv.Cluster.ContainerRuntime == inventory.RuntimeHost)
+		f, err := p.e.gatherFacts(ctx, name)
 		if err != nil {
 			p.add(tasks.Finding{Host: name, Check: "Facts", Severity: tasks.SevError, Message: err.Error()})
 			return false, err
 		}
-		p.e.setFacts(name, f)
 		p.mu.Lock()
 		p.byHost[name].Facts = f
 		p.mu.Unlock()
@@ -177,7 +176,7 @@ func (p *preflightRun) check() {
 		p.add(tasks.Run(ph.Facts, &tasks.Node{Set: ph.Set, NodeName: h.NodeName, KubernetesVersion: c.KubernetesVersion,
 			APIServerPort: c.APIServer.BindPort, CRISocket: c.ContainerRuntimeEndpoint,
 			ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, APIHost: apiHost,
-			InstallsRuntime: c.ContainerRuntime != inventory.RuntimeHost, AllowCgroupV1: c.Kubelet.AllowsCgroupV1(),
+			InstallsRuntime: c.InstallsRuntime(), AllowCgroupV1: c.Kubelet.AllowsCgroupV1(),
 			ExternalEtcd: p.e.Inv.ExternalEtcd(), EtcdMember: h.Has(inventory.RoleEtcd)})...)
 	}
 	p.add(tasks.CrossHostChecks(all, p.opts.MaxClockSkew)...)

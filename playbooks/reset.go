@@ -86,7 +86,7 @@ func (r *resetRun) reset(ctx context.Context) error {
 	for _, b := range append(slices.Clone(pull.KubernetesBinaries), pull.EtcdBinaries...) {
 		binaries = append(binaries, kubeadm.Binary(b))
 	}
-	if e.Inv.Cluster.ContainerRuntime != inventory.RuntimeHost {
+	if e.Inv.Cluster.InstallsRuntime() {
 		for _, b := range append(slices.Clone(pull.ContainerdBinaries), "runc", "crictl") {
 			runtime = append(runtime, kubeadm.RuntimeBinary(b))
 		}

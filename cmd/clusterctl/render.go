@@ -70,7 +70,7 @@ func runRender(g *globalOptions, o *renderOptions) error {
 		set.Pause = o.pauseVersion
 	}
 	res, err := render.Render(render.Options{Inv: inv, StateDir: state, Images: set, KubeletPath: o.kubeletPath,
-		InstallRuntime: inv.Cluster.ContainerRuntime != inventory.RuntimeHost})
+		InstallRuntime: inv.Cluster.InstallsRuntime()})
 	if err != nil {
 		return failedOnHosts(err)
 	}

@@ -176,17 +176,14 @@ func applyWave(gk schema.GroupKind) int {
 }
 
 // applyOne applies one object; its error names the object.
-func (c *Client) applyOne(ctx context.Context, u *unstructured.Unstructured) (Applied, error) {
-	a, err := c.apply(ctx, u)
-	if err != nil {
-		return a, fmt.Errorf("applying %s %s: %w", u.GetKind(), qualified(u), err)
-	}
-	return a, nil
-}
-
-func (c *Client) apply(ctx context.Context, u *unstructured.Unstructured) (Applied, error) {
+func (c *Client) applyOne(ctx context.Context, u *unstructured.Unstructured) (a Applied, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("applying %s %s: %w", u.GetKind(), qualified(u), err)
+		}
+	}()
 	gvk := u.GroupVersionKind()
-	a := Applied{Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+	a = Applied{Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
 	var mapping *meta.RESTMapping
 	for attempt := 0; ; attempt++ {
 		m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)

@@ -22,9 +22,12 @@ cleanup() {
 trap cleanup EXIT
 (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl" ./cmd/clusterctl)
 
-# build_base REV: clusterctl built from the commit REV into $W/clusterctl-base (a worktree removed after),
-# for benchmarks that run the code before a change beside it (BASE=REV).
+# build_base REV: the codes a benchmark runs, in codes: now, and with a REV (BASE=REV) base too, the code
+# before a change, built from that commit into $W/clusterctl-base (a worktree removed after).
 build_base() {
+  codes=(now)
+  [ -n "$1" ] || return 0
+  codes+=(base)
   git -C "$REPO" worktree add -q --detach "$W/base-src" "$(git -C "$REPO" rev-parse --short "$1")"
   (cd "$W/base-src" && CGO_ENABLED=0 go build -trimpath -o "$W/clusterctl-base" ./cmd/clusterctl)
   git -C "$REPO" worktree remove --force "$W/base-src"

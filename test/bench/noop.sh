@@ -16,8 +16,7 @@ NAME=benchnoop
 # shellcheck source=lablib.sh
 . "$(dirname "$0")/lablib.sh"
 
-codes=(now)
-if [ -n "${BASE:-}" ]; then build_base "$BASE"; codes+=(base); fi
+build_base "${BASE:-}"
 # slowest PLAY FILE: the slowest host of a play in a run's events, "host=seconds".
 slowest() { jq -r --arg p "$1" 'select(.type=="host_done" and .play==$p) | "\(.duration_ms) \(.host)"' "$2" | sort -n | tail -1 | awk '{printf "%s=%.1f", $2, $1/1000}'; }
 

@@ -19,8 +19,7 @@ NAME=benchrot
 
 # rss FILE: the peak RSS /usr/bin/time -v wrote into FILE, in MiB.
 rss() { awk -F: '/Maximum resident set size/{printf "%.0f", $2/1024}' "$1"; }
-codes=(now)
-if [ -n "${BASE:-}" ]; then build_base "$BASE"; codes+=(base); fi
+build_base "${BASE:-}"
 
 # timed NAME ARGS...: clusterctl ARGS (the code now, or $code's) with its JSON events in $dir/NAME.json, stderr and time's in NAME.err.
 timed() {
