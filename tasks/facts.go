@@ -128,7 +128,8 @@ var (
 // the runtime if it answers (the host's own runtime; one clusterctl installs starts after the push).
 func factsScript(criSocket string, askCRI bool) string {
 	return scripts.Facts(scripts.FactsParams{Socket: strings.TrimPrefix(criSocket, "unix://"), AskCRI: askCRI, Commands: factCommands,
-		Files: factFiles, Dirs: factDirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert})
+		Files: factFiles, Dirs: factDirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert,
+		VersionCache: kubeadm.VersionCache})
 }
 
 // cniBinDirs are where distributions put the CNI plugins.

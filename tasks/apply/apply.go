@@ -102,8 +102,9 @@ type Node struct {
 	// restarts when one changes. Empty: the host's own containerd.
 	Runtime []string
 	Dry     bool
-	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty).
-	Stamps string
+	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty), VersionCache the
+	// components' versions (kubeadm.VersionCache when empty).
+	Stamps, VersionCache string
 	// EtcdUnit: the host runs a member of an external etcd cluster; EtcdOnly: nothing else (no node).
 	EtcdUnit, EtcdOnly bool
 }
@@ -127,7 +128,7 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 // SetupScript is the script Push runs after writing a node's files, changed those it wrote.
 func SetupScript(n Node, changed []string) string {
 	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps,
-		EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly})
+		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly})
 }
 
 // Etcd starts or restarts an external etcd member as scripts.Etcd says.

@@ -257,3 +257,87 @@ func TestPushImportFails(t *testing.T) {
 		t.Errorf("the other imports did not finish:\n%s", got)
 	}
 }
+
+// The setup script keeps the components' versions for the facts script, which then starts none of them
+// and writes nothing; a binary replaced is asked again. A dry run asks and writes nothing.
+func TestVersionCache(t *testing.T) {
+	ctx := context.Background()
+	log := fakes(t, true)
+	bin := filepath.Dir(log)
+	// component installs a fake that prints its version, as the push does: written beside, then renamed.
+	component := func(name, version string) {
+		script := "#!/bin/sh\nprintf '%s|' \"$(basename \"$0\")\" \"$@\" >>" + log + "; echo >>" + log + "\necho '" + name + " version " + version + "'; echo 'more lines'\n"
+		tmp := filepath.Join(bin, name+".tmp")
+		if err := os.WriteFile(tmp, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []string{"kubelet", "containerd", "crictl", "runc"} {
+		component(c, "v1")
+	}
+	conn := conntest.Connect(t)
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "versions")
+	n := Node{Mark: transport.File{Path: filepath.Join(dir, "mark"), Data: []byte("m")}, Stamps: filepath.Join(dir, "stamps"), VersionCache: cache}
+	asked := func() int { return strings.Count(calls(t, log), "|--version|") }
+	push := func(dry bool) {
+		t.Helper()
+		n.Dry = dry
+		if _, err := Push(ctx, conn, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() string {
+		data, err := os.ReadFile(cache)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	// kubeletVersion is the facts script's version line of the kubelet, checking it reports all four.
+	kubeletVersion := func() string {
+		t.Helper()
+		res, err := conn.Run(ctx, "sh -s", []byte(scripts.Facts(scripts.FactsParams{Socket: filepath.Join(dir, "none.sock"), VersionCache: cache})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := string(res.Stdout)
+		if c := strings.Count(out, "\nversion\t"); c != 4 {
+			t.Errorf("facts report %d versions:\n%s", c, out)
+		}
+		_, v, _ := strings.Cut(out, "\nversion\tkubelet ")
+		v, _, _ = strings.Cut(v, "\n")
+		return v
+	}
+
+	push(true)
+	if asked() != 0 || read() != "" {
+		t.Fatalf("a dry run asked %d versions, wrote %q", asked(), read())
+	}
+	push(false)
+	cached := read()
+	if asked() != 4 || strings.Count(cached, "version v1\n") != 4 {
+		t.Fatalf("the push asked %d versions and kept:\n%s", asked(), cached)
+	}
+	if v := kubeletVersion(); v != "kubelet version v1" || asked() != 4 {
+		t.Errorf("facts: kubelet %q, %d versions asked in all", v, asked())
+	}
+	push(false)
+	if asked() != 4 || read() != cached {
+		t.Errorf("a push with nothing new asked %d versions in all, cache:\n%s", asked(), read())
+	}
+	component("kubelet", "v2")
+	if v := kubeletVersion(); v != "kubelet version v2" || asked() != 5 || read() != cached {
+		t.Errorf("facts after the kubelet changed: %q, %d asked, cache:\n%s", v, asked(), read())
+	}
+	push(false)
+	if asked() != 6 || !strings.Contains(read(), "kubelet version v2\n") || strings.Count(read(), "\n") != 4 {
+		t.Errorf("the push after the kubelet changed asked %d in all, cache:\n%s", asked(), read())
+	}
+	if v := kubeletVersion(); v != "kubelet version v2" || asked() != 6 {
+		t.Errorf("facts: %q, %d asked", v, asked())
+	}
+}

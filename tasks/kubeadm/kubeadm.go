@@ -75,6 +75,9 @@ const (
 	ImagesDir = StateDir + "/images"
 	// StampsDir holds, per service, the digest of the files it last started with.
 	StampsDir = StateDir + "/applied"
+	// VersionCache is where the setup script keeps the versions of the host's kubelet, containerd, crictl
+	// and runc, by each binary's inode, size and change time, for the facts script.
+	VersionCache = StateDir + "/versions"
 )
 
 // Ports of current Kubernetes (no insecure ports any more).

@@ -53,6 +53,9 @@ type SetupParams struct {
 	Dry     bool
 	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty).
 	Stamps string
+	// VersionCache is where the components' versions are kept for the facts script (kubeadm.VersionCache
+	// when empty), written when its directory exists.
+	VersionCache string
 	// EtcdUnit: the host runs a member of an external etcd cluster (its unit is enabled, not started:
 	// Etcd starts it). EtcdOnly: that is all it runs (no runtime, no kubelet).
 	EtcdUnit, EtcdOnly bool
@@ -76,13 +79,16 @@ func Setup(p SetupParams) string {
 		units = append(units, kubeadm.ContainerdUnit)
 		containerd = append(append(containerd, kubeadm.ContainerdUnit), p.Runtime...)
 	}
+	if p.VersionCache == "" {
+		p.VersionCache = kubeadm.VersionCache
+	}
 	return render("setup.sh", struct {
 		stamps
-		Images             []Image
-		Units, Containerd  []string
-		Modules, Sysctl    string
-		EtcdUnit, EtcdOnly bool
-	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly})
+		Images                        []Image
+		Units, Containerd             []string
+		Modules, Sysctl, VersionCache string
+		EtcdUnit, EtcdOnly            bool
+	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.VersionCache, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly})
 }
 
 // EtcdParams are what Etcd needs.
@@ -194,6 +200,8 @@ type FactsParams struct {
 	MemberPath                        string
 	// CACert is the cluster CA's certificate on a node, read when the host has no membership mark.
 	CACert string
+	// VersionCache is the setup script's cache of the components' versions (read only).
+	VersionCache string
 }
 
 // Facts prints one fact per line, "key<TAB>value".

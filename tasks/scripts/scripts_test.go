@@ -36,7 +36,7 @@ func TestGolden(t *testing.T) {
 		"renew-serving":           RenewServing(),
 		"pod-tokens":              PodTokens(),
 		"certs":                   Certs(),
-		"facts":                   Facts(FactsParams{Socket: "/run/containerd/containerd.sock", AskCRI: true, Commands: []string{"ip", "kubelet"}, Files: []string{kubeadm.KubeletKubeconfig}, Dirs: []string{kubeadm.EtcdDataDir}, CNIBinDirs: []string{"/opt/cni/bin"}, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert}),
+		"facts":                   Facts(FactsParams{Socket: "/run/containerd/containerd.sock", AskCRI: true, VersionCache: kubeadm.VersionCache, Commands: []string{"ip", "kubelet"}, Files: []string{kubeadm.KubeletKubeconfig}, Dirs: []string{kubeadm.EtcdDataDir}, CNIBinDirs: []string{"/opt/cni/bin"}, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert}),
 		"listen-ipv6":             Listen("fd00:10::11", 2380),
 		"listen-wait":             ListenWait(6443),
 		"probe-ipv6":              Probe("fd00:10::11", 6443),

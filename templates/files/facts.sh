@@ -1,7 +1,7 @@
 {{- /* One fact per line, "key<TAB>value", under sh (dash or bash) as root, reading /proc and /sys with shell
 builtins wherever it can: on a host, each process it starts costs more than everything else, so it starts
-about ten (date, uname, nproc, ip twice, systemctl, getent, the version of each installed Kubernetes
-component, and crictl when the runtime is the host's own). A missing tool leaves its fact empty. */ -}}
+about ten (date, uname, nproc, ip twice, stat, systemctl, getent; the version of each installed Kubernetes
+component that the setup script's cache lacks, and crictl when the runtime is the host's own). A missing tool leaves its fact empty. */ -}}
 export LC_ALL=C PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
 f() { printf '%s\t%s\n' "$1" "$2"; }
 r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
@@ -23,8 +23,11 @@ r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id
 for t in /proc/net/tcp /proc/net/tcp6; do [ -r $t ] && while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done < $t; done
 for c in {{args .Commands}}; do command -v $c >/dev/null 2>&1 && f command "$c"; done
-for c in kubelet containerd crictl runc; do command -v $c >/dev/null 2>&1 && { v=$($c --version 2>&1); f version "$c ${v%%
-*}"; }; done
+{{template "versions.sh" . -}}
+versions
+while IFS= read -r l; do [ -n "$l" ] && f version "$l"; done <<EOV
+$vout
+EOV
 sock={{q .Socket}}
 if [ -S "$sock" ]; then f cri_socket yes
 {{- /* The host's own runtime is asked whether it answers; one clusterctl installs is not (it starts later). */}}

@@ -37,6 +37,12 @@ import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.i
 {{- range .Images}}
 if changes {{q .File}} || ! imported {{q .Ref}}; then import_image {{q .Ref}} {{q .File}}; fi
 {{- end}}
+{{- if not .Dry}}
+# The components' versions, for the facts script (while the imports run): asked only where the cache lacks one.
+{{template "versions.sh" . -}}
+versions
+[ -z "$vmiss" ] || [ ! -d "${vc%/*}" ] || { printf '%s' "$vnew" > "$vc.tmp" && mv -f "$vc.tmp" "$vc"; }
+{{- end}}
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet

@@ -150,6 +150,28 @@ if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! imported 
 if changes /var/lib/clusterctl/images/kube-proxy.tar || ! imported registry.k8s.io/kube-proxy:v1.34.4; then import_image registry.k8s.io/kube-proxy:v1.34.4 /var/lib/clusterctl/images/kube-proxy.tar; fi
 if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! imported registry.k8s.io/kube-scheduler:v1.34.4; then import_image registry.k8s.io/kube-scheduler:v1.34.4 /var/lib/clusterctl/images/kube-scheduler.tar; fi
 if changes /var/lib/clusterctl/images/pause.tar || ! imported registry.k8s.io/pause:3.10.1; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
+# The components' versions, for the facts script (while the imports run): asked only where the cache lacks one.
+vc=/var/lib/clusterctl/versions
+# versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary
+# as it is, else asked; in vnew the cache as it should be; vmiss set when the cache lacked one.
+versions() { set --
+  for c in kubelet containerd crictl runc; do p=$(command -v $c 2>/dev/null) && [ -f "$p" ] && set -- "$@" "$p"; done
+  keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vout= vnew= vmiss=
+  for p in "$@"; do k= v= hit=
+    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
+$keys
+EOK
+    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
+*}; [ -z "$k" ] || vmiss=1; fi
+    vout="$vout${p##*/} $v
+"
+    [ -z "$k" ] || vnew="$vnew$k	$v
+"
+  done; }
+versions
+[ -z "$vmiss" ] || [ ! -d "${vc%/*}" ] || { printf '%s' "$vnew" > "$vc.tmp" && mv -f "$vc.tmp" "$vc"; }
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet
@@ -353,6 +375,28 @@ if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! imported 
 if changes /var/lib/clusterctl/images/kube-proxy.tar || ! imported registry.k8s.io/kube-proxy:v1.34.4; then import_image registry.k8s.io/kube-proxy:v1.34.4 /var/lib/clusterctl/images/kube-proxy.tar; fi
 if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! imported registry.k8s.io/kube-scheduler:v1.34.4; then import_image registry.k8s.io/kube-scheduler:v1.34.4 /var/lib/clusterctl/images/kube-scheduler.tar; fi
 if changes /var/lib/clusterctl/images/pause.tar || ! imported registry.k8s.io/pause:3.10.1; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
+# The components' versions, for the facts script (while the imports run): asked only where the cache lacks one.
+vc=/var/lib/clusterctl/versions
+# versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary
+# as it is, else asked; in vnew the cache as it should be; vmiss set when the cache lacked one.
+versions() { set --
+  for c in kubelet containerd crictl runc; do p=$(command -v $c 2>/dev/null) && [ -f "$p" ] && set -- "$@" "$p"; done
+  keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vout= vnew= vmiss=
+  for p in "$@"; do k= v= hit=
+    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
+$keys
+EOK
+    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
+*}; [ -z "$k" ] || vmiss=1; fi
+    vout="$vout${p##*/} $v
+"
+    [ -z "$k" ] || vnew="$vnew$k	$v
+"
+  done; }
+versions
+[ -z "$vmiss" ] || [ ! -d "${vc%/*}" ] || { printf '%s' "$vnew" > "$vc.tmp" && mv -f "$vc.tmp" "$vc"; }
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet
@@ -556,6 +600,28 @@ if changes /var/lib/clusterctl/images/kube-controller-manager.tar || ! imported 
 if changes /var/lib/clusterctl/images/kube-proxy.tar || ! imported registry.k8s.io/kube-proxy:v1.34.4; then import_image registry.k8s.io/kube-proxy:v1.34.4 /var/lib/clusterctl/images/kube-proxy.tar; fi
 if changes /var/lib/clusterctl/images/kube-scheduler.tar || ! imported registry.k8s.io/kube-scheduler:v1.34.4; then import_image registry.k8s.io/kube-scheduler:v1.34.4 /var/lib/clusterctl/images/kube-scheduler.tar; fi
 if changes /var/lib/clusterctl/images/pause.tar || ! imported registry.k8s.io/pause:3.10.1; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
+# The components' versions, for the facts script (while the imports run): asked only where the cache lacks one.
+vc=/var/lib/clusterctl/versions
+# versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary
+# as it is, else asked; in vnew the cache as it should be; vmiss set when the cache lacked one.
+versions() { set --
+  for c in kubelet containerd crictl runc; do p=$(command -v $c 2>/dev/null) && [ -f "$p" ] && set -- "$@" "$p"; done
+  keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vout= vnew= vmiss=
+  for p in "$@"; do k= v= hit=
+    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
+$keys
+EOK
+    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
+*}; [ -z "$k" ] || vmiss=1; fi
+    vout="$vout${p##*/} $v
+"
+    [ -z "$k" ] || vnew="$vnew$k	$v
+"
+  done; }
+versions
+[ -z "$vmiss" ] || [ ! -d "${vc%/*}" ] || { printf '%s' "$vnew" > "$vc.tmp" && mv -f "$vc.tmp" "$vc"; }
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet
@@ -720,6 +786,28 @@ import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.i
 if changes /var/lib/clusterctl/images/coredns.tar || ! imported registry.k8s.io/coredns/coredns:v1.12.1; then import_image registry.k8s.io/coredns/coredns:v1.12.1 /var/lib/clusterctl/images/coredns.tar; fi
 if changes /var/lib/clusterctl/images/kube-proxy.tar || ! imported registry.k8s.io/kube-proxy:v1.34.4; then import_image registry.k8s.io/kube-proxy:v1.34.4 /var/lib/clusterctl/images/kube-proxy.tar; fi
 if changes /var/lib/clusterctl/images/pause.tar || ! imported registry.k8s.io/pause:3.10.1; then import_image registry.k8s.io/pause:3.10.1 /var/lib/clusterctl/images/pause.tar; fi
+# The components' versions, for the facts script (while the imports run): asked only where the cache lacks one.
+vc=/var/lib/clusterctl/versions
+# versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary
+# as it is, else asked; in vnew the cache as it should be; vmiss set when the cache lacked one.
+versions() { set --
+  for c in kubelet containerd crictl runc; do p=$(command -v $c 2>/dev/null) && [ -f "$p" ] && set -- "$@" "$p"; done
+  keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vout= vnew= vmiss=
+  for p in "$@"; do k= v= hit=
+    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
+$keys
+EOK
+    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
+*}; [ -z "$k" ] || vmiss=1; fi
+    vout="$vout${p##*/} $v
+"
+    [ -z "$k" ] || vnew="$vnew$k	$v
+"
+  done; }
+versions
+[ -z "$vmiss" ] || [ ! -d "${vc%/*}" ] || { printf '%s' "$vnew" > "$vc.tmp" && mv -f "$vc.tmp" "$vc"; }
 failed=; for p in $imports; do wait "$p" || failed=1; done
 [ -z "$failed" ] || { echo "importing an image archive failed" >&2; exit 1; }
 systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemctl enable --no-reload -q kubelet

@@ -19,8 +19,29 @@ r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id
 for t in /proc/net/tcp /proc/net/tcp6; do [ -r $t ] && while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done < $t; done
 for c in ip kubelet; do command -v $c >/dev/null 2>&1 && f command "$c"; done
-for c in kubelet containerd crictl runc; do command -v $c >/dev/null 2>&1 && { v=$($c --version 2>&1); f version "$c ${v%%
-*}"; }; done
+vc=/var/lib/clusterctl/versions
+# versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary
+# as it is, else asked; in vnew the cache as it should be; vmiss set when the cache lacked one.
+versions() { set --
+  for c in kubelet containerd crictl runc; do p=$(command -v $c 2>/dev/null) && [ -f "$p" ] && set -- "$@" "$p"; done
+  keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vout= vnew= vmiss=
+  for p in "$@"; do k= v= hit=
+    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
+$keys
+EOK
+    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
+*}; [ -z "$k" ] || vmiss=1; fi
+    vout="$vout${p##*/} $v
+"
+    [ -z "$k" ] || vnew="$vnew$k	$v
+"
+  done; }
+versions
+while IFS= read -r l; do [ -n "$l" ] && f version "$l"; done <<EOV
+$vout
+EOV
 sock=/run/containerd/containerd.sock
 if [ -S "$sock" ]; then f cri_socket yes
   if command -v crictl >/dev/null 2>&1; then crictl --runtime-endpoint "unix://$sock" --timeout 3s version >/dev/null 2>&1 && f cri_answers ok || f cri_answers fail
