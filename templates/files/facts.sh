@@ -1,7 +1,8 @@
 {{- /* One fact per line, "key<TAB>value", under sh (dash or bash) as root, reading /proc and /sys with shell
 builtins wherever it can: on a host, each process it starts costs more than everything else, so it starts
 about ten (date, uname, nproc, ip twice, stat, systemctl, getent; the version of each installed Kubernetes
-component that the setup script's cache lacks, and crictl when the runtime is the host's own). A missing tool leaves its fact empty. */ -}}
+component that the setup script's cache lacks, and crictl when the runtime is the host's own). A missing
+tool leaves its fact empty. */ -}}
 export LC_ALL=C PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
 f() { printf '%s\t%s\n' "$1" "$2"; }
 r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
