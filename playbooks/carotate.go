@@ -223,9 +223,10 @@ func (r *caRotation) finish(ctx context.Context) error {
 }
 
 // apply renders the stage's files and puts them on every host: external etcd members one at a time (each
-// restarted and ready before the next), control-plane nodes one at a time (static
-// Pods restarted and Ready, API server ready, before the next), then the workers together (their kubelets
-// restarted where ca.crt changed, their kubelet.conf's CA data following it).
+// restarted and ready before the next), control-plane nodes one at a time (API server ready before the next,
+// static Pods restarted and Ready before the next's controller-manager and scheduler: cpRoll), then the
+// workers together (their kubelets restarted where ca.crt changed, their kubelet.conf's CA data following
+// it).
 func (r *caRotation) apply(ctx context.Context, play string) error {
 	d := r.d
 	if err := d.render(ctx); err != nil {
@@ -245,10 +246,14 @@ func (r *caRotation) apply(ctx context.Context, play string) error {
 	if err := d.rollEtcd(ctx, play); err != nil {
 		return err
 	}
+	roll := d.cpRoll(play, true)
 	for _, h := range d.e.Inv.ControlPlanes() {
-		if _, err := d.rollControlPlane(ctx, play, h); err != nil {
+		if _, err := roll.node(ctx, h); err != nil {
 			return err
 		}
+	}
+	if err := roll.settle(ctx); err != nil {
+		return err
 	}
 	workers := names(d.workers())
 	if len(workers) == 0 {

@@ -28,9 +28,56 @@ import (
 	"github.com/clusterctl/clusterctl/transport"
 )
 
-// rollControlPlane pushes a control-plane node's files and restarts what reads them, in an order that keeps
-// each restart clean, and waits until its static Pods run the current manifests and are Ready, and its API
-// server is ready:
+// rollControlPlane rolls one control-plane node (cpRoll.node) and waits until its static Pods run the
+// current manifests and are Ready.
+func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inventory.Host) (bool, error) {
+	r := d.cpRoll(play, false)
+	changed, err := r.node(ctx, h)
+	if err != nil {
+		return changed, err
+	}
+	return changed, r.settle(ctx)
+}
+
+// cpRoll rolls control-plane nodes one after the other, each node's API server ready before the next node
+// is touched. A node's new controller-manager and scheduler become Ready only after kubeadm's startup
+// probes (10 s after their containers start, then every 10 s): rather than wait for them there, the roll
+// goes on with the next node's API server, and checks the node's static Pods (every one at its manifest's
+// digest, and Ready) before it replaces the next node's controller-manager and scheduler, and when it
+// ends (settle). So a node's old controller-manager and scheduler run until the previous node's new ones
+// are Ready, and a new one that does not come up stops the roll with the next nodes' left as they were
+// (measured on three control-plane nodes: a leaf rotation took 134.6 s waiting for each node's Pods).
+//
+// With controllersFirst (certificate rotations, where every component stays at its version), a node's
+// controller-manager and scheduler are replaced before its API server, while the old one still serves:
+// their new Pods start, list and turn Ready during the API server's restart, not after it (the API server
+// stays first for upgrades: a controller-manager or scheduler must not be newer than its API server).
+type cpRoll struct {
+	d                *deployment
+	play             string
+	controllersFirst bool
+	// pending is the node rolled last, its API server ready, its static Pods not checked yet.
+	pending *inventory.Host
+}
+
+func (d *deployment) cpRoll(play string, controllersFirst bool) *cpRoll {
+	return &cpRoll{d: d, play: play, controllersFirst: controllersFirst}
+}
+
+// settle waits until the static Pods of the node rolled last run the current manifests and are Ready.
+func (r *cpRoll) settle(ctx context.Context) error {
+	if r.pending == nil {
+		return nil
+	}
+	if err := r.d.waitStaticPods(ctx, r.play, r.pending); err != nil {
+		return err
+	}
+	r.pending = nil
+	return nil
+}
+
+// node pushes a control-plane node's files and restarts what reads them, in an order that keeps each
+// restart clean, and waits until its API server is ready:
 //  1. every file but the static Pod manifests (certificates and kubeconfigs, which etcd and the API server
 //     reload, the kubelet's files, the runtime);
 //  2. the kubelet, restarted when its files changed, and given the time to know its static Pods again: a
@@ -40,8 +87,13 @@ import (
 //  3. etcd, when its manifest changes, restarted alone with the node's API server stopped first: an API
 //     server whose etcd stops first hangs in its shutdown until the kubelet kills it, 30 s later, and the
 //     kubelet's own calls to it hold up the new Pods as long;
-//  4. the API server's manifest, and once it is ready, the other manifests (see putManifests).
-func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inventory.Host) (bool, error) {
+//  4. the API server's manifest, and once it is ready (and the node rolled before settled), the other
+//     manifests (see putManifests).
+//
+// A node whose files were all in place already has its static Pods checked at once: a run interrupted
+// after the push resumes here, and the node must be back with its files before the next one is touched.
+func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
+	d, play := r.d, r.play
 	rest, err := d.pushPart(ctx, play, []string{h.Name}, 1, func(n *apply.Node) {
 		n.Files = slices.DeleteFunc(n.Files, isManifest)
 	})
@@ -56,22 +108,23 @@ func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inven
 	if restarted {
 		d.waitKubeletPods(ctx, play, h)
 	}
+	var controllers bool
+	if r.controllersFirst {
+		if controllers, err = r.putControllers(ctx, h); err != nil {
+			return true, err
+		}
+	}
 	first, err := d.restartEtcdAlone(ctx, play, h)
 	if err != nil {
 		return true, err
 	}
-	manifests, err := d.putManifests(ctx, play, h)
+	manifests, err := d.putManifests(ctx, play, h, r.settle)
 	if err != nil {
 		return true, err
 	}
-	changed := first || rest || restarted || manifests
-	// Also when nothing changed: a run interrupted after the push resumes here, and the node must be back
-	// with its files before the next one is touched (a check of four Pods when it is).
-	if err := d.waitStaticPods(ctx, play, h); err != nil {
-		return changed, err
-	}
-	if !changed {
-		return false, nil
+	r.pending = h
+	if !(first || rest || restarted || controllers || manifests) {
+		return false, r.settle(ctx) // a check of four Pods when all is well
 	}
 	if err := d.waitNodeAPI(ctx, h); err != nil {
 		return true, err
@@ -138,16 +191,39 @@ func staticPods(inv *inventory.Inventory) []string {
 
 func isManifest(f transport.File) bool { return path.Dir(f.Path) == kubeadm.ManifestsDir }
 
-// putManifests writes a control-plane node's static Pod manifests, and nothing else: the rest of its
-// files, and what they need, were put before. When the API server's manifest changes (or is back after
-// restartEtcdAlone), it goes first and the others once that API server is ready. The kubelet replaces a
-// static Pod's mirror Pod through the API, and one it could not reach is retried at its next sync of the
-// Pod, up to a minute later (measured on one control-plane node: the controller-manager's mirror Pod stale
-// for 70 s after a certificate rotation); and a controller-manager or scheduler started beside its
-// restarting API server fails its informers' first lists and retries them under client-go's back-off
-// (measured on three control-plane nodes with kubeadm's startup probes: the leaf rotation took 203.8 s
-// with all manifests at once, 163.6 s with the API server's first).
-func (d *deployment) putManifests(ctx context.Context, play string, h *inventory.Host) (bool, error) {
+// putControllers writes a node's controller-manager and scheduler manifests, once the node rolled before
+// is settled.
+func (r *cpRoll) putControllers(ctx context.Context, h *inventory.Host) (bool, error) {
+	d := r.d
+	if err := r.settle(ctx); err != nil {
+		return false, err
+	}
+	res, err := d.e.play(ctx, Play{Name: r.play, Hosts: []string{h.Name}, Run: func(ctx context.Context, name string) (bool, error) {
+		n, err := d.node(name)
+		if err != nil {
+			return false, err
+		}
+		files := slices.DeleteFunc(slices.Clone(n.Files), func(f transport.File) bool {
+			return f.Path != kubeadm.Manifest(kubeadm.ControllerManager) && f.Path != kubeadm.Manifest(kubeadm.Scheduler)
+		})
+		out, err := apply.Files(ctx, d.e.Conn(name), files, n.Dry)
+		d.record(name, out)
+		return out.Changed(), err
+	}})
+	return anyChanged(res), err
+}
+
+// putManifests writes a control-plane node's static Pod manifests, and nothing else: the rest of its files,
+// and what they need, were put before. When the API server's manifest changes (or is back after
+// restartEtcdAlone), it goes first and the others once that API server is ready, and after before (which
+// settles the node rolled before, see cpRoll). The kubelet replaces a static Pod's mirror Pod through the
+// API, and one it could not reach is retried at its next sync of the Pod, up to a minute later (measured on
+// one control-plane node: the controller-manager's mirror Pod stale for 70 s after a certificate rotation);
+// and a controller-manager or scheduler started beside its restarting API server fails its informers' first
+// lists and retries them under client-go's back-off (measured on three control-plane nodes with kubeadm's
+// startup probes: the leaf rotation took 203.8 s with all manifests at once, 163.6 s with the API server's
+// first).
+func (d *deployment) putManifests(ctx context.Context, play string, h *inventory.Host, before func(context.Context) error) (bool, error) {
 	res, err := d.e.play(ctx, Play{Name: play, Hosts: []string{h.Name}, Run: func(ctx context.Context, name string) (bool, error) {
 		n, err := d.node(name)
 		if err != nil {
@@ -166,16 +242,26 @@ func (d *deployment) putManifests(ctx context.Context, play string, h *inventory
 		}
 		var changed bool
 		if len(first) > 0 {
+			old, err := apiServerPIDs(ctx, conn)
+			if err != nil {
+				return false, err
+			}
 			out, err := apply.Files(ctx, conn, first, n.Dry)
 			d.record(name, out)
 			if err != nil {
 				return out.Changed(), err
 			}
 			if changed = out.Changed(); changed && !n.Dry {
+				if err := d.waitAPIServerGone(ctx, play, h, old); err != nil {
+					return true, err
+				}
 				if err := d.waitNodeAPI(ctx, h); err != nil {
 					return true, err
 				}
 			}
+		}
+		if err := before(ctx); err != nil {
+			return changed, err
 		}
 		out, err := apply.Files(ctx, conn, rest, n.Dry)
 		d.record(name, out)
@@ -274,6 +360,32 @@ func (d *deployment) waitStaticPods(ctx context.Context, play string, h *invento
 		return fmt.Errorf("%s: %w", h.Name, err)
 	}
 	return err
+}
+
+// apiServerPIDs are the process IDs of the API servers running on a host.
+func apiServerPIDs(ctx context.Context, conn *transport.Conn) ([]string, error) {
+	res, err := conn.Run(ctx, scripts.PIDs(kubeadm.APIServer), nil)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(res.Stdout)), nil
+}
+
+// waitAPIServerGone waits until none of the API server processes old runs on the node any more: the
+// kubelet stops the old API server after its manifest changed, and until then (the shutdown delay
+// included) that one answers as ready, not the new one.
+func (d *deployment) waitAPIServerGone(ctx context.Context, play string, h *inventory.Host, old []string) error {
+	if len(old) == 0 {
+		return nil
+	}
+	return d.e.poll(ctx, play, h.Name, d.o.Timeout, func() (bool, string, error) {
+		now, err := apiServerPIDs(ctx, d.e.Conn(h.Name))
+		if err != nil {
+			return false, "", err
+		}
+		still := slices.ContainsFunc(now, func(p string) bool { return slices.Contains(old, p) })
+		return !still, "the API server's old process (" + strings.Join(old, ", ") + ") to stop", nil
+	})
 }
 
 // waitNodeAPI waits for a control-plane node's own API server to be ready, through its SSH connection.

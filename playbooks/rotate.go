@@ -32,12 +32,12 @@ type RotateResult struct {
 const ServingName = "kubelet-serving"
 
 // RotateCerts renews the control-plane leaf certificates and kubeconfigs in the state directory (keys kept
-// unless NewKeys), then, one control-plane node at a time, pushes the node's files (its static Pod
-// manifests carry a digest of its certificates, so the kubelet restarts etcd and the control plane with the
-// new ones; its kubelet restarts if kubelet.conf changed) and waits until the node's static Pods run the new
-// manifests and are Ready, and its API server is ready, before the next. Nodes whose certificates are fresh
-// are left alone. Every host takes part: control-plane nodes for their files, every node for its kubelet
-// serving certificate.
+// unless NewKeys), then, one control-plane node at a time, pushes the node's files (its static Pod manifests
+// carry a digest of its certificates, so the kubelet restarts etcd and the control plane with the new ones;
+// its kubelet restarts if kubelet.conf changed) and waits until its API server is ready before the next, and
+// until its static Pods run the new manifests and are Ready before the next node's controller-manager and
+// scheduler restart (cpRoll). Nodes whose certificates are fresh are left alone. Every host takes part:
+// control-plane nodes for their files, every node for its kubelet serving certificate.
 func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
@@ -66,9 +66,10 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 			if err := d.rollEtcd(ctx, "rotate"); err != nil {
 				return err
 			}
+			roll := d.cpRoll("rotate", true)
 			for _, h := range e.Inv.ControlPlanes() {
 				start := time.Now()
-				changed, err := d.rollControlPlane(ctx, "rotate", h)
+				changed, err := roll.node(ctx, h)
 				if err != nil {
 					return err
 				}
@@ -76,7 +77,7 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 					res.Nodes = append(res.Nodes, PhaseTiming{Name: h.Name, DurationMS: time.Since(start).Milliseconds()})
 				}
 			}
-			return nil
+			return roll.settle(ctx)
 		}},
 		// Kubelet serving certificates are the controller-manager's to sign: the kubelets request them anew.
 		{Name: "serving", Skip: func() string {

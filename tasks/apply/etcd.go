@@ -77,7 +77,7 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 }
 
 func etcdPID(ctx context.Context, h Host) (string, error) {
-	res, err := h.Run(ctx, scripts.EtcdPID(), nil)
+	res, err := h.Run(ctx, scripts.PIDs(kubeadm.Etcd), nil)
 	if err != nil {
 		return "", err
 	}

@@ -145,8 +145,8 @@ func NodeState() string { return render("node-state.sh", nil) }
 // Diagnose prints the kubelet's state and log, and etcd's and the API server's last log lines.
 func Diagnose() string { return render("diagnose.sh", nil) }
 
-// EtcdPID prints etcd's process ID, or nothing.
-func EtcdPID() string { return render("etcd-pid.sh", nil) }
+// PIDs prints the process IDs of the program name (etcd, kube-apiserver), one per line, or nothing.
+func PIDs(name string) string { return render("pids.sh", struct{ Name string }{name}) }
 
 // StopAPIServer removes the API server's manifest and waits, polling every half second at most tries
 // times, for the kubelet to stop it.

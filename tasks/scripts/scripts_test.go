@@ -28,7 +28,7 @@ func TestGolden(t *testing.T) {
 		"routes":                  Routes([]string{"/etc/systemd/system/clusterctl-pod-routes.service", "/var/lib/clusterctl/pod-routes"}, "clusterctl-pod-routes.service", ""),
 		"node-state":              NodeState(),
 		"diagnose":                Diagnose(),
-		"etcd-pid":                EtcdPID(),
+		"pids":                    PIDs("kube-apiserver"),
 		"stop-apiserver":          StopAPIServer(600),
 		"remove-files":            RemoveFiles(kubeadm.PKIDir+"/ca-signer.crt", kubeadm.PKIDir+"/ca-signer.key"),
 		"read-cert":               ReadCert(kubeadm.KubeletServerCurrent),

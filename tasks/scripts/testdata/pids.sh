@@ -1,0 +1,1 @@
+pgrep -x kube-apiserver || true

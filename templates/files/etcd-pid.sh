@@ -1,1 +1,0 @@
-pgrep -x etcd || true

@@ -1,0 +1,2 @@
+{{- /* The process IDs of a program, one per line, or nothing. */ -}}
+pgrep -x {{q .Name}} || true
