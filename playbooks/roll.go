@@ -40,28 +40,32 @@ func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inven
 }
 
 // cpRoll rolls control-plane nodes one after the other, each node's API server ready before the next node
-// is touched. A node's new controller-manager and scheduler become Ready only after kubeadm's startup
-// probes (10 s after their containers start, then every 10 s): rather than wait for them there, the roll
-// goes on with the next node's API server, and checks the node's static Pods (every one at its manifest's
-// digest, and Ready) before it replaces the next node's controller-manager and scheduler, and when it
-// ends (settle). So a node's old controller-manager and scheduler run until the previous node's new ones
-// are Ready, and a new one that does not come up stops the roll with the next nodes' left as they were
-// (measured on three control-plane nodes: a leaf rotation took 134.6 s waiting for each node's Pods).
+// is touched. A node's new controller-manager turns Ready only after kubeadm's startup probe (10 s after
+// its container starts, then every 10 s), and the kubelet shows the scheduler's new mirror Pod 10-16 s
+// after its manifest changed, right after the API server's restart: rather than wait for them there, the
+// roll goes on with the next node's API server, and checks the node's static Pods (every one at its
+// manifest's digest, and Ready) before it replaces the next node's controller-manager and scheduler, and
+// when it ends (settle). So a node's old controller-manager and scheduler run until the previous node's
+// new ones are Ready, and a new one that does not come up stops the roll with the next nodes' left as
+// they were.
 //
-// With controllersFirst (certificate rotations, where every component stays at its version), a node's
-// controller-manager and scheduler are replaced before its API server, while the old one still serves:
-// their new Pods start, list and turn Ready during the API server's restart, not after it (the API server
-// stays first for upgrades: a controller-manager or scheduler must not be newer than its API server).
+// With controllerManagerFirst (certificate rotations, where every component stays at its version), a
+// node's controller-manager is replaced before its API server, while the old one still serves: its new Pod
+// starts and passes kubeadm's startup probe during the API server's restart, not after it. The scheduler
+// stays after the API server: its readiness follows its informers, which, started before the restart,
+// list again under client-go's back-off after it (measured: its Pod not Ready up to 20 s after the new API
+// server was). Upgrades keep the API server first: a controller-manager must not be newer than its API
+// server.
 type cpRoll struct {
-	d                *deployment
-	play             string
-	controllersFirst bool
+	d                      *deployment
+	play                   string
+	controllerManagerFirst bool
 	// pending is the node rolled last, its API server ready, its static Pods not checked yet.
 	pending *inventory.Host
 }
 
-func (d *deployment) cpRoll(play string, controllersFirst bool) *cpRoll {
-	return &cpRoll{d: d, play: play, controllersFirst: controllersFirst}
+func (d *deployment) cpRoll(play string, controllerManagerFirst bool) *cpRoll {
+	return &cpRoll{d: d, play: play, controllerManagerFirst: controllerManagerFirst}
 }
 
 // settle waits until the static Pods of the node rolled last run the current manifests and are Ready.
@@ -108,9 +112,9 @@ func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 	if restarted {
 		d.waitKubeletPods(ctx, play, h)
 	}
-	var controllers bool
-	if r.controllersFirst {
-		if controllers, err = r.putControllers(ctx, h); err != nil {
+	var cm bool
+	if r.controllerManagerFirst {
+		if cm, err = r.putControllerManager(ctx, h); err != nil {
 			return true, err
 		}
 	}
@@ -123,7 +127,7 @@ func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 		return true, err
 	}
 	r.pending = h
-	if !(first || rest || restarted || controllers || manifests) {
+	if !(first || rest || restarted || cm || manifests) {
 		return false, r.settle(ctx) // a check of four Pods when all is well
 	}
 	if err := d.waitNodeAPI(ctx, h); err != nil {
@@ -191,9 +195,9 @@ func staticPods(inv *inventory.Inventory) []string {
 
 func isManifest(f transport.File) bool { return path.Dir(f.Path) == kubeadm.ManifestsDir }
 
-// putControllers writes a node's controller-manager and scheduler manifests, once the node rolled before
-// is settled.
-func (r *cpRoll) putControllers(ctx context.Context, h *inventory.Host) (bool, error) {
+// putControllerManager writes a node's controller-manager manifest, once the node rolled before is
+// settled.
+func (r *cpRoll) putControllerManager(ctx context.Context, h *inventory.Host) (bool, error) {
 	d := r.d
 	if err := r.settle(ctx); err != nil {
 		return false, err
@@ -203,9 +207,7 @@ func (r *cpRoll) putControllers(ctx context.Context, h *inventory.Host) (bool, e
 		if err != nil {
 			return false, err
 		}
-		files := slices.DeleteFunc(slices.Clone(n.Files), func(f transport.File) bool {
-			return f.Path != kubeadm.Manifest(kubeadm.ControllerManager) && f.Path != kubeadm.Manifest(kubeadm.Scheduler)
-		})
+		files := slices.DeleteFunc(slices.Clone(n.Files), func(f transport.File) bool { return f.Path != kubeadm.Manifest(kubeadm.ControllerManager) })
 		out, err := apply.Files(ctx, d.e.Conn(name), files, n.Dry)
 		d.record(name, out)
 		return out.Changed(), err

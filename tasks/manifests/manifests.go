@@ -156,7 +156,7 @@ func APIServer(p *Params) *corev1.Pod {
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: port, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS, 10, 8, 10)
 	c.ReadinessProbe = probe(p.AdvertiseAddress, "/readyz", corev1.URISchemeHTTPS, 0, 3, 1)
-	c.StartupProbe = startupProbe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS)
+	c.StartupProbe = readyStartupProbe(p.AdvertiseAddress, "/livez", corev1.URISchemeHTTPS)
 	vols := append(caVolumes(), Volume{Name: "k8s-certs", HostPath: kubeadm.PKIDir, MountPath: kubeadm.PKIDir, ReadOnly: true, Type: corev1.HostPathDirectoryOrCreate})
 	pod := podFor(c, merged(vols, p.APIServer.ExtraVolumes))
 	pod.Annotations = map[string]string{
@@ -225,7 +225,7 @@ func Scheduler(p *Params) *corev1.Pod {
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortScheduler, Protocol: corev1.ProtocolTCP}}
 	c.LivenessProbe = probe("127.0.0.1", "/livez", corev1.URISchemeHTTPS, 10, 8, 10)
 	c.ReadinessProbe = probe("127.0.0.1", "/readyz", corev1.URISchemeHTTPS, 0, 3, 1)
-	c.StartupProbe = startupProbe("127.0.0.1", "/livez", corev1.URISchemeHTTPS)
+	c.StartupProbe = readyStartupProbe("127.0.0.1", "/livez", corev1.URISchemeHTTPS)
 	vols := []Volume{{Name: "kubeconfig", HostPath: kubeconfig, MountPath: kubeconfig, ReadOnly: true, Type: corev1.HostPathFileOrCreate}}
 	return podFor(c, merged(vols, p.Scheduler.ExtraVolumes))
 }
@@ -432,6 +432,15 @@ func container(name, image string, args []string, cpu string) corev1.Container {
 // and the kubelet then creates their mirror Pods only at its next sync, up to a minute later.
 func startupProbe(host, p string, scheme corev1.URIScheme) *corev1.Probe {
 	return probe(host, p, scheme, 10, healthCheckTimeout/10, 10)
+}
+
+// readyStartupProbe is the startup probe of a component with a readiness probe (the API server, the
+// scheduler): every second from the container's start, so that its Pod is Ready about when the component
+// is, not up to 10 s later (a rolling restart waits for each node's Pods). Its mirror Pod is not left
+// behind: the component's readiness, which follows, is another Pod change the kubelet syncs, with its API
+// server there.
+func readyStartupProbe(host, p string, scheme corev1.URIScheme) *corev1.Probe {
+	return probe(host, p, scheme, 0, healthCheckTimeout, 1)
 }
 
 func probe(host, p string, scheme corev1.URIScheme, delay, failures, period int32) *corev1.Probe {
