@@ -40,22 +40,22 @@ func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inven
 }
 
 // cpRoll rolls control-plane nodes one after the other, each node's API server ready before the next node
-// is touched. A node's new controller-manager turns Ready only after kubeadm's startup probe (10 s after
-// its container starts, then every 10 s), and the kubelet shows the scheduler's new mirror Pod 10-16 s
-// after its manifest changed, right after the API server's restart: rather than wait for them there, the
-// roll goes on with the next node's API server, and checks the node's static Pods (every one at its
-// manifest's digest, and Ready) before it replaces the next node's controller-manager and scheduler, and
-// when it ends (settle). So a node's old controller-manager and scheduler run until the previous node's
-// new ones are Ready, and a new one that does not come up stops the roll with the next nodes' left as
-// they were.
+// is touched. A node's new controller-manager and scheduler turn Ready 10-16 s after their manifests
+// change (the controller-manager's after kubeadm's startup probe, 10 s after its container starts; the
+// scheduler's new mirror Pod is shown about as late): rather than wait for them there, the roll goes on
+// with the next node's API server, and checks the node's static Pods (every one at its manifest's digest,
+// and Ready) once that API server is ready, before it replaces that node's controller-manager and
+// scheduler, and when it ends (settle). So a node's old controller-manager and scheduler run until the
+// previous node's new ones are Ready, and a new one that does not come up stops the roll with the next
+// nodes' left as they were.
 //
-// With controllerManagerFirst (certificate rotations, where every component stays at its version), a
-// node's controller-manager is replaced before its API server, while the old one still serves: its new Pod
-// starts and passes kubeadm's startup probe during the API server's restart, not after it. The scheduler
-// stays after the API server: its readiness follows its informers, which, started before the restart,
-// list again under client-go's back-off after it (measured: its Pod not Ready up to 20 s after the new API
-// server was). Upgrades keep the API server first: a controller-manager must not be newer than its API
-// server.
+// With controllerManagerFirst (certificate rotations of several control-plane nodes, where every component
+// stays at its version and another API server serves the kubelet meanwhile), a node's controller-manager
+// is replaced before its API server, once the previous node's new one is Ready: its new Pod starts and
+// passes kubeadm's startup probe during the API server's restart, not after it. The scheduler stays after
+// the API server: started before the restart, its informers list again under client-go's back-off after
+// it (measured: its Pod not Ready up to 20 s after the new API server was). Upgrades keep the API server
+// first: a controller-manager must not be newer than its API server.
 type cpRoll struct {
 	d                      *deployment
 	play                   string
@@ -65,7 +65,8 @@ type cpRoll struct {
 }
 
 func (d *deployment) cpRoll(play string, controllerManagerFirst bool) *cpRoll {
-	return &cpRoll{d: d, play: play, controllerManagerFirst: controllerManagerFirst}
+	first := controllerManagerFirst && len(d.e.Inv.ControlPlanes()) > 1
+	return &cpRoll{d: d, play: play, controllerManagerFirst: first}
 }
 
 // settle waits until the static Pods of the node rolled last run the current manifests and are Ready.
@@ -195,12 +196,14 @@ func staticPods(inv *inventory.Inventory) []string {
 
 func isManifest(f transport.File) bool { return path.Dir(f.Path) == kubeadm.ManifestsDir }
 
-// putControllerManager writes a node's controller-manager manifest, once the node rolled before is
-// settled.
+// putControllerManager writes a node's controller-manager manifest once the previous node's new
+// controller-manager is Ready.
 func (r *cpRoll) putControllerManager(ctx context.Context, h *inventory.Host) (bool, error) {
 	d := r.d
-	if err := r.settle(ctx); err != nil {
-		return false, err
+	if r.pending != nil {
+		if err := d.waitStaticPods(ctx, r.play, r.pending, kubeadm.ControllerManager); err != nil {
+			return false, err
+		}
 	}
 	res, err := d.e.play(ctx, Play{Name: r.play, Hosts: []string{h.Name}, Run: func(ctx context.Context, name string) (bool, error) {
 		n, err := d.node(name)
@@ -322,9 +325,13 @@ func (d *deployment) restartEtcdAlone(ctx context.Context, play string, h *inven
 	return restarted, err
 }
 
-// waitStaticPods waits until the node's etcd and control-plane mirror Pods carry their manifests' current
-// certificate digests and are Ready. API errors while an API server restarts are retried.
-func (d *deployment) waitStaticPods(ctx context.Context, play string, h *inventory.Host) error {
+// waitStaticPods waits until the node's etcd and control-plane mirror Pods (or only the components named)
+// carry their manifests' current certificate digests and are Ready. API errors while an API server
+// restarts are retried.
+func (d *deployment) waitStaticPods(ctx context.Context, play string, h *inventory.Host, components ...string) error {
+	if len(components) == 0 {
+		components = d.staticPods()
+	}
 	want := map[string]nodes.StaticPod{} // component -> the digest and image its manifest carries
 	for _, hf := range d.rendered.Hosts {
 		if hf.Host != h.Name {
@@ -355,7 +362,7 @@ func (d *deployment) waitStaticPods(ctx context.Context, play string, h *invento
 		return err
 	}
 	err = d.e.poll(ctx, play, h.Name, d.o.Timeout, func() (bool, string, error) {
-		waiting := nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, render.PKIAnnotation, want, d.staticPods())
+		waiting := nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, render.PKIAnnotation, want, components)
 		return len(waiting) == 0, strings.Join(waiting, ", "), nil
 	})
 	if err != nil && ctx.Err() == nil {
