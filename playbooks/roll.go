@@ -128,7 +128,7 @@ func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 		return true, err
 	}
 	r.pending = h
-	if !(first || rest || restarted || cm || manifests) {
+	if changed := first || rest || restarted || cm || manifests; !changed {
 		return false, r.settle(ctx) // a check of four Pods when all is well
 	}
 	if err := d.waitNodeAPI(ctx, h); err != nil {
