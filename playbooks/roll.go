@@ -252,7 +252,7 @@ func (d *deployment) putManifests(ctx context.Context, play string, h *inventory
 		}
 		var changed bool
 		if len(first) > 0 {
-			old, err := apiServerPIDs(ctx, conn)
+			old, err := apply.PIDs(ctx, conn, kubeadm.APIServer)
 			if err != nil {
 				return false, err
 			}
@@ -376,15 +376,6 @@ func (d *deployment) waitStaticPods(ctx context.Context, play string, h *invento
 	return err
 }
 
-// apiServerPIDs are the process IDs of the API servers running on a host.
-func apiServerPIDs(ctx context.Context, conn *transport.Conn) ([]string, error) {
-	res, err := conn.Run(ctx, scripts.PIDs(kubeadm.APIServer), nil)
-	if err != nil {
-		return nil, err
-	}
-	return strings.Fields(string(res.Stdout)), nil
-}
-
 // waitAPIServerGone waits until none of the API server processes old runs on the node any more: the
 // kubelet stops the old API server after its manifest changed, and until then (the shutdown delay
 // included) that one answers as ready, not the new one.
@@ -393,7 +384,7 @@ func (d *deployment) waitAPIServerGone(ctx context.Context, play string, h *inve
 		return nil
 	}
 	return d.e.poll(ctx, play, h.Name, d.o.Timeout, func() (bool, string, error) {
-		now, err := apiServerPIDs(ctx, d.e.Conn(h.Name))
+		now, err := apply.PIDs(ctx, d.e.Conn(h.Name), kubeadm.APIServer)
 		if err != nil {
 			return false, "", err
 		}

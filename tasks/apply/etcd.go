@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,8 +45,8 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 	if err != nil || diff[0] != transport.ChangeContent {
 		return out, false, err
 	}
-	oldPID, err := etcdPID(ctx, h)
-	if err != nil || oldPID == "" {
+	oldPID, err := PIDs(ctx, h, kubeadm.Etcd)
+	if err != nil || len(oldPID) == 0 {
 		return out, false, err // not running: nothing to protect
 	}
 	say("stopping the API server while etcd restarts")
@@ -60,11 +61,11 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: h.DialContext}}
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", kubeadm.PortEtcdMetrics)
 	return out, true, wait.Poll(ctx, wait.Options{Timeout: timeout, Report: func(w string) { say("waiting for %s", w) }}, func() (bool, string, error) {
-		pid, err := etcdPID(ctx, h)
+		pid, err := PIDs(ctx, h, kubeadm.Etcd)
 		if err != nil {
 			return false, "", err
 		}
-		if pid == "" || pid == oldPID {
+		if len(pid) == 0 || slices.Equal(pid, oldPID) {
 			return false, "etcd to restart", nil
 		}
 		resp, err := client.Get(url)
@@ -76,10 +77,11 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 	})
 }
 
-func etcdPID(ctx context.Context, h Host) (string, error) {
-	res, err := h.Run(ctx, scripts.PIDs(kubeadm.Etcd), nil)
+// PIDs are the process IDs of the program name (etcd, kube-apiserver) running on a host.
+func PIDs(ctx context.Context, h Host, name string) ([]string, error) {
+	res, err := h.Run(ctx, scripts.PIDs(name), nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return strings.TrimSpace(string(res.Stdout)), nil
+	return strings.Fields(string(res.Stdout)), nil
 }
