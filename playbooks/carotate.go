@@ -148,7 +148,8 @@ func (r *caRotation) trust(ctx context.Context) error {
 	return r.restartWorkloads(ctx, play, r.rot.TrustedAt)
 }
 
-// reissue makes the new CAs current and issues every leaf from them; kubelets get new client certificates.
+// reissue makes the new CAs current and issues every leaf from them, the controller-manager and the token
+// signer sign with them from their restart on; kubelets get new client certificates.
 func (r *caRotation) reissue(ctx context.Context) error {
 	const play = "ca-reissue"
 	if err := r.store.Swap(r.rot); err != nil {
@@ -160,8 +161,10 @@ func (r *caRotation) reissue(ctx context.Context) error {
 	return r.kubeletClientCerts(ctx, play)
 }
 
-// sign has the controller-manager sign, and the API server sign tokens, with the new CA and key; kubelets
-// request new serving certificates and new tokens for their Pods.
+// sign has kubelets request new serving certificates (signed with the new CA since reissue) and new tokens
+// for their Pods. Its files are the reissue stage's: its roll restarts nothing (but the
+// controller-manager and API server where an earlier version applied the reissue stage, which kept the
+// old signers).
 func (r *caRotation) sign(ctx context.Context) error {
 	const play = "ca-sign"
 	d := r.d

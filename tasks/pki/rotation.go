@@ -25,10 +25,12 @@ const (
 	StageTrust = 2
 	// StageReissue: the new CAs become the state directory's current ones (the old kept aside); every leaf
 	// certificate and kubeconfig is issued anew by them, and every kubelet gets a client certificate they
-	// signed. The controller-manager and the token signer still sign with the old ones.
+	// signed. The controller-manager signs with the new CA, and the API server signs service-account tokens
+	// with the new key, from their restart in this stage on.
 	StageReissue = 3
-	// StageSign: the controller-manager signs with the new CA and the API server signs service-account
-	// tokens with the new key; kubelet serving certificates are requested anew.
+	// StageSign: kubelet serving certificates are requested anew (the controller-manager signs them with the
+	// new CA), and kubelets request new tokens, of the new key, for their Pods. The hosts' files are those
+	// of the reissue stage.
 	StageSign = 4
 	// StageFinish: once nothing presents a certificate the old CAs signed, they leave every bundle.
 	StageFinish = 5

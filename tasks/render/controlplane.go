@@ -1,8 +1,10 @@
 package render
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/pem"
 	"hash"
 	"io/fs"
 	"net"
@@ -33,7 +35,7 @@ func (r *renderer) controlPlaneFiles(h *inventory.Host, ip string, first bool, a
 	add := func(p string, data []byte, mode fs.FileMode) {
 		for _, pod := range readers(p) {
 			digests[pod].Write([]byte(p + "\x00"))
-			digests[pod].Write(data)
+			digests[pod].Write(digested(p, data))
 		}
 		addFile(p, data, mode)
 	}
@@ -178,7 +180,7 @@ func (r *renderer) etcdMemberFiles(h *inventory.Host, ip string, files *[]transp
 	for _, f := range *files {
 		if rel, ok := strings.CutPrefix(f.Path, kubeadm.PKIDir+"/"); ok && etcdReadsAtStart(rel) {
 			digest.Write([]byte(f.Path + "\x00"))
-			digest.Write(f.Data)
+			digest.Write(digested(f.Path, f.Data))
 		}
 	}
 	c := r.c
@@ -260,6 +262,33 @@ func etcdReadsAtStart(rel string) bool {
 		return true
 	}
 	return false
+}
+
+// digested is what a static Pod's (or etcd unit's) digest covers of a file it reads: the file, but a CA
+// bundle's certificates in a fixed order. A CA rotation puts the current CA first in every bundle, so the
+// swap to the new CAs reorders each bundle and changes none: etcd, which reads its bundle only at start,
+// is not restarted for it (it reads its reissued serving and peer certificates at each connection), and
+// the reissue stage rolls each node's API server without stopping it for an etcd restart. A file of one
+// certificate is digested as it is (so digests outside a rotation are those of the code before).
+func digested(p string, data []byte) []byte {
+	switch strings.TrimPrefix(p, kubeadm.PKIDir+"/") {
+	case "ca.crt", "front-proxy-ca.crt", "etcd/ca.crt":
+	default:
+		return data
+	}
+	var blocks [][]byte
+	for rest := data; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		blocks = append(blocks, pem.EncodeToMemory(b))
+	}
+	if len(blocks) < 2 {
+		return data
+	}
+	slices.SortFunc(blocks, bytes.Compare)
+	return bytes.Join(blocks, nil)
 }
 
 func component(c inventory.Component) manifests.Component {

@@ -554,11 +554,10 @@ func trustOf(store *pki.Store, p *pki.PKI) (*trust, error) {
 		return nil, err
 	}
 	tr.saPub = append(tr.saPub, otherPub...)
-	// Until the sign stage, the controller-manager and the token signer keep the old CA and key: the current
-	// ones before the swap, the others after it.
+	// The controller-manager and the token signer sign with the current CA and key: the old ones until the
+	// swap, the new ones from the reissue stage on, when every host trusts both (the trust stage). So the
+	// reissue stage's restart of each controller-manager and API server (for their reissued certificates)
+	// also switches their signers, and the sign stage restarts none of them.
 	tr.signer = p.CAs["ca"]
-	if rot.Stage < pki.StageSign && rot.Swapped {
-		tr.signer, tr.saKey = others.CAs["ca"], others.SA
-	}
 	return tr, nil
 }
