@@ -190,9 +190,9 @@ fleet and recorded in the state directory (pki/rotation) so that an interrupted 
               kubeconfigs, workers' kubelet.conf, cluster-info, kube-root-ca.crt) and tokens of both keys
               are accepted; Deployments, DaemonSets and StatefulSets whose Pods started before are rolled
   3 reissue   every leaf certificate and kubeconfig issued by the new CAs, control-plane node by node;
-              every kubelet gets a client certificate of the new CA
-  4 sign      the controller-manager signs with the new CA and tokens with the new key; kubelets
-              request new serving certificates and get new tokens for their Pods
+              the controller-manager signs with the new CA and tokens with the new key; every kubelet
+              gets a client certificate of the new CA
+  4 sign      kubelets request new serving certificates and get new tokens for their Pods
   5 finish    once no host presents a certificate of the old CAs, they leave every bundle
 The old service-account key stays accepted while legacy token Secrets it signed remain (reported).`,
 		Example: `  clusterctl certs rotate -i hosts.yaml --yes
