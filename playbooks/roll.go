@@ -216,7 +216,7 @@ func (r *cpRoll) putControllerManager(ctx context.Context, h *inventory.Host) (b
 			return false, err
 		}
 		files := slices.DeleteFunc(slices.Clone(n.Files), func(f transport.File) bool { return f.Path != kubeadm.Manifest(kubeadm.ControllerManager) })
-		out, err := apply.Files(ctx, d.e.Conn(name), files, n.Dry)
+		out, err := apply.Manifests(ctx, d.e.Conn(name), files, n.Dry, d.o.Timeout)
 		d.record(name, out)
 		return out.Changed(), err
 	}})
@@ -256,7 +256,7 @@ func (d *deployment) putManifests(ctx context.Context, play string, h *inventory
 			if err != nil {
 				return false, err
 			}
-			out, err := apply.Files(ctx, conn, first, n.Dry)
+			out, err := apply.Manifests(ctx, conn, first, n.Dry, d.o.Timeout)
 			d.record(name, out)
 			if err != nil {
 				return out.Changed(), err
@@ -273,7 +273,7 @@ func (d *deployment) putManifests(ctx context.Context, play string, h *inventory
 		if err := before(ctx); err != nil {
 			return changed, err
 		}
-		out, err := apply.Files(ctx, conn, rest, n.Dry)
+		out, err := apply.Manifests(ctx, conn, rest, n.Dry, d.o.Timeout)
 		d.record(name, out)
 		return changed || out.Changed(), err
 	}})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -24,8 +25,8 @@ type ControlPlaneHost interface {
 // RestartEtcdAlone restarts a running etcd member whose manifest (among files) is about to change while the
 // node's API server is stopped: the API server talks to its local member only, and requests it holds while
 // that member restarts would hang. The API server's manifest is removed and the kubelet stops it
-// (gracefully: it fails /readyz, proxies and load balancers move away, it drains); then the new etcd
-// manifest, until a new etcd process answers /readyz. The other manifests, the API server's new one
+// (gracefully: it fails /readyz, proxies and load balancers move away, it drains); then etcd's is replaced
+// (Manifests: the old member stopped first), until a new etcd process answers /readyz. The other manifests, the API server's new one
 // among them, are left to the caller: written now, they would be Pods whose mirror Pods the kubelet
 // cannot update while the API server is away (it tries again at its next sync, up to a minute later). It
 // reports what it wrote and whether it restarted etcd (nothing when etcd's manifest is unchanged or etcd
@@ -53,7 +54,7 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 	if _, err := h.Run(ctx, scripts.StopAPIServer(int(timeout/(500*time.Millisecond))), nil); err != nil {
 		return out, true, err
 	}
-	etcdOut, err := Files(ctx, h, etcdFile, false)
+	etcdOut, err := Manifests(ctx, h, etcdFile, false, timeout)
 	out.Add(etcdOut)
 	if err != nil {
 		return out, true, err
@@ -75,6 +76,33 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, "etcd to be ready (" + resp.Status + ")", nil
 	})
+}
+
+// Manifests writes static Pod manifests (as Files). A running Pod whose manifest changes is stopped first,
+// and the new manifest written once the kubelet is done with the old Pod: the kubelet starts a static
+// Pod whose name another Pod still holds only after a back-off of 10-15 s, and a changed manifest is such a
+// Pod (measured in rotations: a new API server ready 12 s after its old one stopped, 4 s when its manifest
+// came after the old Pod was gone; the scheduler's new Pod as late).
+func Manifests(ctx context.Context, h Host, files []transport.File, dry bool, timeout time.Duration) (Outcome, error) {
+	if dry || len(files) == 0 {
+		return Files(ctx, h, files, dry)
+	}
+	diff, err := h.Diff(ctx, files)
+	if err != nil {
+		return Outcome{}, err
+	}
+	var stop []string
+	for i, f := range files {
+		if diff[i] == transport.ChangeContent {
+			stop = append(stop, strings.TrimSuffix(path.Base(f.Path), ".yaml"))
+		}
+	}
+	if len(stop) > 0 {
+		if _, err := h.Run(ctx, scripts.StopStaticPods(stop, int(timeout/(200*time.Millisecond))), nil); err != nil {
+			return Outcome{}, err
+		}
+	}
+	return Files(ctx, h, files, false)
 }
 
 // PIDs are the process IDs of the program name (etcd, kube-apiserver) running on a host.

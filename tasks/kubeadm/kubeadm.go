@@ -14,6 +14,8 @@ const (
 	KubeletDir    = "/var/lib/kubelet"
 	// KubeletPKIDir is where the kubelet keeps the certificates it requests (TLS bootstrap, serving).
 	KubeletPKIDir = KubeletDir + "/pki"
+	// KubeletPodsDir holds a directory per Pod the kubelet runs, removed once it is done with the Pod.
+	KubeletPodsDir = KubeletDir + "/pods"
 	// BinDir is where binaries from an artifacts directory go; packages put theirs in /usr/bin.
 	BinDir = "/usr/local/bin"
 	// PackagedKubelet is where distributions' Kubernetes packages install the kubelet.

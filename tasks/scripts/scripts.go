@@ -157,6 +157,30 @@ func StopAPIServer(tries int) string {
 	}{kubeadm.Manifest(kubeadm.APIServer), tries})
 }
 
+// StopStaticPods removes the manifests of the static Pods of components (kubeadm.APIServer, ...) and waits,
+// polling every 0.2 s at most tries times, until the kubelet has stopped their programs, then (5 s at
+// most) until it has cleaned up their Pods, so that new manifests written next start at once.
+func StopStaticPods(components []string, tries int) string {
+	var manifests, processes []string
+	for _, c := range components {
+		manifests = append(manifests, kubeadm.Manifest(c))
+		processes = append(processes, ProcessName(c))
+	}
+	return render("stop-static-pods.sh", struct {
+		Manifests, Containers, Processes []string
+		PodsDir                          string
+		Tries                            int
+	}{manifests, components, processes, kubeadm.KubeletPodsDir, tries})
+}
+
+// ProcessName is the name the kernel gives a program's process (its first 15 bytes), as pgrep -x matches.
+func ProcessName(program string) string {
+	if len(program) > 15 {
+		return program[:15]
+	}
+	return program
+}
+
 // RemoveFiles removes files, printing "removed" for each that was there.
 func RemoveFiles(files ...string) string {
 	return render("remove-files.sh", struct{ Files []string }{files})

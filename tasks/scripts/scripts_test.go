@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
@@ -30,6 +31,7 @@ func TestGolden(t *testing.T) {
 		"diagnose":                Diagnose(),
 		"pids":                    PIDs("kube-apiserver"),
 		"stop-apiserver":          StopAPIServer(600),
+		"stop-static-pods":        StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Scheduler}, 3000),
 		"remove-files":            RemoveFiles(kubeadm.PKIDir+"/ca-signer.crt", kubeadm.PKIDir+"/ca-signer.key"),
 		"read-cert":               ReadCert(kubeadm.KubeletServerCurrent),
 		"switch-client":           SwitchKubeletClient("kubelet-client-2026-11-23-15-40-00.pem"),
@@ -66,5 +68,14 @@ func TestGolden(t *testing.T) {
 		if out, err := exec.Command("sh", "-n", "-c", script).CombinedOutput(); err != nil {
 			t.Errorf("%s: sh -n: %v: %s", name, err, out)
 		}
+	}
+}
+
+// pgrep -x matches a process's name, the first 15 bytes of its program's: the controller-manager's is
+// "kube-controller".
+func TestStopStaticPodsProcessNames(t *testing.T) {
+	s := StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Etcd}, 5)
+	if !strings.Contains(s, "for p in kube-controller etcd;") || !strings.Contains(s, "rm -f /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/manifests/etcd.yaml\n") {
+		t.Errorf("StopStaticPods:\n%s", s)
 	}
 }
