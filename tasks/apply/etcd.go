@@ -26,11 +26,11 @@ type ControlPlaneHost interface {
 // node's API server is stopped: the API server talks to its local member only, and requests it holds while
 // that member restarts would hang. The API server's manifest is removed and the kubelet stops it
 // (gracefully: it fails /readyz, proxies and load balancers move away, it drains); then etcd's is replaced
-// (Manifests: the old member stopped first), until a new etcd process answers /readyz. The other manifests, the API server's new one
-// among them, are left to the caller: written now, they would be Pods whose mirror Pods the kubelet
-// cannot update while the API server is away (it tries again at its next sync, up to a minute later). It
-// reports what it wrote and whether it restarted etcd (nothing when etcd's manifest is unchanged or etcd
-// is not running).
+// (Manifests: the old member stopped first), until a new etcd process answers /readyz. The other
+// manifests, the API server's new one among them, are left to the caller: written now, they would be
+// Pods whose mirror Pods the kubelet cannot update while the API server is away (it tries again at its
+// next sync, up to a minute later). It reports what it wrote and whether it restarted etcd (nothing when
+// etcd's manifest is unchanged or etcd is not running).
 func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport.File, timeout time.Duration, say func(string, ...any)) (Outcome, bool, error) {
 	var out Outcome
 	var etcdFile []transport.File
@@ -51,7 +51,7 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 		return out, false, err // not running: nothing to protect
 	}
 	say("stopping the API server while etcd restarts")
-	if _, err := h.Run(ctx, scripts.StopAPIServer(int(timeout/(500*time.Millisecond))), nil); err != nil {
+	if _, err := h.Run(ctx, scripts.StopStaticPods([]string{kubeadm.APIServer}, int(timeout/(200*time.Millisecond))), nil); err != nil {
 		return out, true, err
 	}
 	etcdOut, err := Manifests(ctx, h, etcdFile, false, timeout)

@@ -148,15 +148,6 @@ func Diagnose() string { return render("diagnose.sh", nil) }
 // PIDs prints the process IDs of the program name (etcd, kube-apiserver), one per line, or nothing.
 func PIDs(name string) string { return render("pids.sh", struct{ Name string }{name}) }
 
-// StopAPIServer removes the API server's manifest and waits, polling every half second at most tries
-// times, for the kubelet to stop it.
-func StopAPIServer(tries int) string {
-	return render("stop-apiserver.sh", struct {
-		Manifest string
-		Tries    int
-	}{kubeadm.Manifest(kubeadm.APIServer), tries})
-}
-
 // StopStaticPods removes the manifests of the static Pods of components (kubeadm.APIServer, ...) and waits,
 // polling every 0.2 s at most tries times, until the kubelet has stopped their programs, then (5 s at
 // most) until it has cleaned up their Pods, so that new manifests written next start at once.
