@@ -195,7 +195,16 @@ func (e *Env) say(play, host, format string, args ...any) { say(e.Sink, play, ho
 
 // poll waits for check (every second), saying every 10 s what it waits for.
 func (e *Env) poll(ctx context.Context, play, host string, timeout time.Duration, check wait.Check) error {
-	return wait.Poll(ctx, wait.Options{Timeout: timeout, Report: func(w string) { e.say(play, host, "waiting for %s", w) }}, check)
+	return e.pollEvery(ctx, play, host, timeout, time.Second, check)
+}
+
+// upPoll is how often up checks what it waits for on a new cluster (the API server's readiness, Nodes,
+// add-ons): each is a few API requests, and each check's interval is, on average, half of it lost.
+const upPoll = 250 * time.Millisecond
+
+// pollEvery is poll with its own interval between checks.
+func (e *Env) pollEvery(ctx context.Context, play, host string, timeout, interval time.Duration, check wait.Check) error {
+	return wait.Poll(ctx, wait.Options{Timeout: timeout, Interval: interval, Report: func(w string) { e.say(play, host, "waiting for %s", w) }}, check)
 }
 
 // setFacts keeps a host's facts for the session (preflight gathers them for every host at once).

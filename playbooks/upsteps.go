@@ -46,7 +46,7 @@ func (u *upRun) waitAPI(ctx context.Context) error {
 		return err
 	}
 	conn := u.e.Conn(u.cp1.Name)
-	err = wait.Poll(ctx, wait.Options{Timeout: u.o.APITimeout, Report: func(string) { u.e.say("wait-api", u.cp1.Name, "%s", u.nodeState(ctx, conn)) }},
+	err = wait.Poll(ctx, wait.Options{Timeout: u.o.APITimeout, Interval: upPoll, Report: func(string) { u.e.say("wait-api", u.cp1.Name, "%s", u.nodeState(ctx, conn)) }},
 		func() (bool, string, error) {
 			if err := c.Ready(ctx); err != nil {
 				return false, fmt.Sprintf("the API server on %s (last: %v)", u.cp1.Name, err), nil
@@ -300,7 +300,7 @@ func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string
 	}
 	u.approver.Kube = admin.Kube
 	labelled := map[string]bool{}
-	return u.e.poll(ctx, play, "", u.o.NodeTimeout, func() (bool, string, error) {
+	return u.e.pollEvery(ctx, play, "", u.o.NodeTimeout, upPoll, func() (bool, string, error) {
 		for _, h := range u.nodes() {
 			if c := u.e.Conn(h.Name); c != nil {
 				if err := c.Lost(); err != nil {
@@ -435,7 +435,7 @@ func (u *upRun) routesOf(ctx context.Context, list []corev1.Node, cidrs map[stri
 		if err != nil {
 			return false, err
 		}
-		routes, err := cni.Routes(h.NodeName, vetted, svc)
+		routes, err := cni.Routes(h.NodeName, vetted, svc, u.serviceRanges())
 		if err != nil {
 			return false, err
 		}
@@ -455,6 +455,17 @@ func (u *upRun) routesOf(ctx context.Context, list []corev1.Node, cidrs map[stri
 	return err
 }
 
+// serviceRanges are the cluster's Service ranges.
+func (u *upRun) serviceRanges() []string {
+	var out []string
+	for _, cidr := range strings.Split(u.e.Inv.Cluster.Networking.ServiceSubnet, ",") {
+		if cidr = strings.TrimSpace(cidr); cidr != "" {
+			out = append(out, cidr)
+		}
+	}
+	return out
+}
+
 // serviceRoute is the route to the Service range a host needs (cni.ServiceRoute): none when its facts show a
 // default route; else out of the interface that holds its node address ip.
 func (u *upRun) serviceRoute(ctx context.Context, h *inventory.Host, ip string) (cni.ServiceRoute, error) {
@@ -471,8 +482,8 @@ func (u *upRun) serviceRoute(ctx context.Context, h *inventory.Host, ip string) 
 		if err != nil || p.Addr() != addr {
 			continue
 		}
-		for _, cidr := range strings.Split(u.e.Inv.Cluster.Networking.ServiceSubnet, ",") {
-			if r, err := netip.ParsePrefix(strings.TrimSpace(cidr)); err == nil && r.Addr().Is4() == addr.Is4() {
+		for _, cidr := range u.serviceRanges() {
+			if r, err := netip.ParsePrefix(cidr); err == nil && r.Addr().Is4() == addr.Is4() {
 				return cni.ServiceRoute{CIDR: r.Masked().String(), Dev: a.Iface}, nil
 			}
 		}
@@ -528,7 +539,7 @@ func (u *upRun) ready(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		err = u.e.poll(ctx, "ready", "", u.o.NodeTimeout, func() (bool, string, error) {
+		err = u.e.pollEvery(ctx, "ready", "", u.o.NodeTimeout, upPoll, func() (bool, string, error) {
 			waiting, err := nodes.AddonsWaiting(ctx, admin.Kube)
 			return len(waiting) == 0, strings.Join(waiting, ", "), err
 		})

@@ -186,11 +186,12 @@ func CoreDNS(p Params) []runtime.Object {
 	}
 	liveness := probe("/health", 8080)
 	liveness.InitialDelaySeconds = 60
-	// Readiness every 2 s (kubeadm's manifest: the default 10 s): a new cluster's CoreDNS answers /ready a
-	// second or two after it starts, and a 10 s period kept it unready, and up waiting, up to 8 s longer
-	// (measured on the lab). Five failures (10 s) take a replica out of the Service.
+	// Readiness every second (kubeadm's manifest: the default 10 s): a new cluster's CoreDNS answers /ready
+	// a second or two after it starts, and a 10 s period kept it unready, and up waiting, up to 8 s longer
+	// (measured on the lab); 2 s, up to a second longer. Ten failures (10 s) take a replica out of the
+	// Service.
 	readiness := probe("/ready", 8181)
-	readiness.PeriodSeconds, readiness.FailureThreshold = 2, 5
+	readiness.PeriodSeconds, readiness.FailureThreshold = 1, 10
 	deploy := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: coreDNS, Namespace: bootstrap.KubeSystem, Labels: labels},

@@ -116,3 +116,32 @@ func TestClusterObjects(t *testing.T) {
 		}
 	}
 }
+
+// kubeadm-config carries the controller-manager's client rate, as its manifest does, and an inventory's
+// extraArgs of the same name replace it.
+func TestKubeadmConfigControllerManagerRate(t *testing.T) {
+	for _, tc := range []struct{ extra, want, notWant string }{
+		{"", "name: kube-api-qps\n    value: \"100\"", ""},
+		{", controllerManager: {extraArgs: {kube-api-qps: \"7\"}}", "name: kube-api-qps\n    value: \"7\"", "value: \"100\""},
+	} {
+		inv, diags := inventory.Parse("hosts.yaml", []byte("cluster: {name: c1"+tc.extra+"}\nhosts:\n  - {name: cp1, address: 10.0.0.1, roles: [control-plane]}\n"))
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		objs, err := ClusterObjects(ClusterParams{Cluster: inv.Cluster, NodeEndpoint: "https://10.0.0.1:6443", CAPEM: []byte("CA"),
+			KubeletConfig: []byte("kind: KubeletConfiguration\n"), Images: images.For("registry.k8s.io", "v1.37.2")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg string
+		for _, o := range objs {
+			if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == "kubeadm-config" {
+				cfg = cm.Data["ClusterConfiguration"]
+			}
+		}
+		if !strings.Contains(cfg, tc.want) || !strings.Contains(cfg, "name: kube-api-burst\n    value: \"200\"") ||
+			tc.notWant != "" && strings.Contains(cfg, tc.notWant) {
+			t.Errorf("extra %q: kubeadm-config:\n%s", tc.extra, cfg)
+		}
+	}
+}

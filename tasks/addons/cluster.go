@@ -1,6 +1,7 @@
 package addons
 
 import (
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -9,6 +10,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
+	"github.com/clusterctl/clusterctl/tasks/manifests"
 )
 
 // ClusterParams are what the objects of a new cluster depend on.
@@ -37,7 +39,7 @@ func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 		ServiceSubnet: c.Networking.ServiceSubnet, DNSDomain: c.Networking.DNSDomain, ImageRepository: c.ImageRepository,
 		EncryptionAlgorithm: c.Certificates.KeyAlgorithm, CertValidity: c.Certificates.Validity.Duration,
 		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: c.APIServer.ExtraArgs.Pairs(),
-		ControllerManager: c.ControllerManager.ExtraArgs.Pairs(), SchedulerArgs: c.Scheduler.ExtraArgs.Pairs(),
+		ControllerManager: withDefaults(manifests.ControllerManagerRate, c.ControllerManager.ExtraArgs.Pairs()), SchedulerArgs: c.Scheduler.ExtraArgs.Pairs(),
 		EtcdArgs: c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs,
 		EtcdServers: p.EtcdServers})
 	if err != nil {
@@ -72,4 +74,15 @@ func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 	}
 	objs = append(objs, proxy...)
 	return append(objs, CoreDNS(ap)...), nil
+}
+
+// withDefaults is defaults with the user's args after them, a user's arg of a default's name replacing it.
+func withDefaults(defaults, user [][2]string) [][2]string {
+	out := make([][2]string, 0, len(defaults)+len(user))
+	for _, d := range defaults {
+		if !slices.ContainsFunc(user, func(u [2]string) bool { return u[0] == d[0] }) {
+			out = append(out, d)
+		}
+	}
+	return append(out, user...)
 }

@@ -24,6 +24,14 @@ const (
 	RoutesPath = "/var/lib/clusterctl/pod-routes"
 )
 
+// Bridge is the pod network's bridge (cni-bridge.conflist names it).
+const Bridge = "cni0"
+
+// ServiceRulePriority is the priority of the policy rule that answers a Pod's packet to a Service address
+// that kube-proxy has not translated with "unreachable" (Services): between the local table's (0) and the
+// main table's (32766), away from the 32765 and below that `ip rule add` gives rules without one.
+const ServiceRulePriority = 32700
+
 // Node is a node's pod range and the address other nodes route it to.
 type Node struct {
 	Name    string
@@ -131,7 +139,26 @@ func RoutesUnit() []byte {
 // Routes is node self's routes file: every other node's pod range, in a stable order, and the Service range
 // when svc says so. Each line is an ip command (`ip -batch`, no shell) with a range and an address or
 // interface name checked to be nothing else.
-func Routes(self string, nodes []Node, svc ServiceRoute) ([]byte, error) {
+//
+// It also refuses at once what a Pod sends to an IPv4 range of services (the cluster's Service ranges)
+// untranslated: a Pod that starts before its node's kube-proxy has written its rules (CoreDNS on a new
+// node) connects to the API server's Service address; untranslated, that first connection waited 3 s for
+// an ARP answer out of the Service route's interface (or, on a host with a default route, for its SYNs to
+// a gateway that drops them), and its retries belong to the same connection, which kube-proxy's rules
+// never translate. Refused, the client connects again, through kube-proxy's rules. Translated packets
+// carry a Pod's address by the time they are routed: the rule never sees them. The file flushes the rule
+// before adding it, so that each run of the file leaves one.
+func Routes(self string, nodes []Node, svc ServiceRoute, services []string) ([]byte, error) {
+	var refuse []string
+	for _, cidr := range services {
+		p, err := parseRange(cidr)
+		if err != nil {
+			return nil, fmt.Errorf("service range %q: %w", cidr, err)
+		}
+		if p.Addr().Is4() { // ip -batch takes a rule's family from its options only: IPv4
+			refuse = append(refuse, cidr)
+		}
+	}
 	var first []Route
 	if svc.CIDR != "" {
 		if _, err := parseRange(svc.CIDR); err != nil {
@@ -156,5 +183,6 @@ func Routes(self string, nodes []Node, svc ServiceRoute) ([]byte, error) {
 		routes = append(routes, Route{Dst: n.PodCIDR, Via: n.IP})
 	}
 	sort.Slice(routes, func(i, j int) bool { return routes[i].Dst < routes[j].Dst })
-	return templates.Render("pod-routes", map[string]any{"Routes": append(first, routes...)})
+	return templates.Render("pod-routes", map[string]any{"Routes": append(first, routes...), "Refuse": refuse,
+		"Bridge": Bridge, "Priority": ServiceRulePriority})
 }

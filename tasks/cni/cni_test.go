@@ -36,21 +36,21 @@ func TestConfig(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w2", "10.244.2.0/24", "10.0.0.12"},
 		{"w1", "10.244.1.0/24", "10.0.0.11"}, {"w3", "", "10.0.0.13"}}
-	data, err := Routes("w1", nodes, ServiceRoute{})
+	data, err := Routes("w1", nodes, ServiceRoute{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(data)
-	want := "route replace 10.244.0.0/24 via 10.0.0.10\nroute replace 10.244.2.0/24 via 10.0.0.12\n"
+	want := "route replace 10.244.0.0/24 via 10.0.0.10\nroute replace 10.244.2.0/24 via 10.0.0.12\nrule flush priority 32700\n"
 	if !strings.HasSuffix(s, "\n"+want) || strings.Contains(s, "10.244.1.0") || strings.Contains(s, "10.0.0.13") {
 		t.Errorf("routes:\n%s", s)
 	}
-	if data, _ := Routes("cp1", nodes[:1], ServiceRoute{}); strings.Contains(string(data), "route replace") {
+	if data, _ := Routes("cp1", nodes[:1], ServiceRoute{}, nil); strings.Contains(string(data), "route replace") {
 		t.Errorf("a lone node has routes:\n%s", data)
 	}
 	for _, line := range strings.Split(s, "\n") {
-		if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "route replace ") {
-			t.Errorf("a command other than route replace: %s", line)
+		if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "route replace ") && line != "rule flush priority 32700" {
+			t.Errorf("a command other than route replace and the rule's flush: %s", line)
 		}
 	}
 	for _, bad := range []Node{
@@ -62,7 +62,7 @@ func TestRoutes(t *testing.T) {
 		{"x", "10.244.3.1/24", "10.0.0.1"}, // not a network address
 		{"x", "10.244.3.0/24\nroute flush all", "10.0.0.1"},
 	} {
-		if data, err := Routes("w1", []Node{bad}, ServiceRoute{}); err == nil {
+		if data, err := Routes("w1", []Node{bad}, ServiceRoute{}, nil); err == nil {
 			t.Errorf("%q via %q accepted:\n%s", bad.PodCIDR, bad.IP, data)
 		}
 	}
@@ -85,11 +85,11 @@ func TestRoutesUnit(t *testing.T) {
 // A host with no default route gets the Service range out of its interface; nothing else is written.
 func TestRoutesServiceRange(t *testing.T) {
 	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w1", "10.244.1.0/24", "10.0.0.11"}}
-	data, err := Routes("w1", nodes, ServiceRoute{CIDR: "10.96.0.0/12", Dev: "host0"})
+	data, err := Routes("w1", nodes, ServiceRoute{CIDR: "10.96.0.0/12", Dev: "host0"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "\nroute replace 10.96.0.0/12 dev host0\nroute replace 10.244.0.0/24 via 10.0.0.10\n"
+	want := "\nroute replace 10.96.0.0/12 dev host0\nroute replace 10.244.0.0/24 via 10.0.0.10\nrule flush priority 32700\n"
 	if !strings.HasSuffix(string(data), want) {
 		t.Errorf("routes:\n%s\nwant:\n%s", data, want)
 	}
@@ -102,8 +102,28 @@ func TestRoutesServiceRange(t *testing.T) {
 		{CIDR: "10.96.0.1/12", Dev: "eth0"},
 		{CIDR: "10.96.0.0/12 via 1.2.3.4", Dev: "eth0"},
 	} {
-		if data, err := Routes("w1", nodes, bad); err == nil {
+		if data, err := Routes("w1", nodes, bad, nil); err == nil {
 			t.Errorf("%+v accepted:\n%s", bad, data)
+		}
+	}
+}
+
+// A Pod's untranslated packets to an IPv4 Service range are refused: the rule is flushed, then added once per
+// range; an IPv6 range gets none (ip -batch takes a rule's family from its options); a range that is not
+// one is refused.
+func TestRoutesRefuseServices(t *testing.T) {
+	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w1", "10.244.1.0/24", "10.0.0.11"}}
+	data, err := Routes("w1", nodes, ServiceRoute{}, []string{"10.96.0.0/12", "fd00:96::/108"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "\nroute replace 10.244.0.0/24 via 10.0.0.10\nrule flush priority 32700\nrule add priority 32700 iif cni0 to 10.96.0.0/12 unreachable\n"
+	if !strings.HasSuffix(string(data), want) {
+		t.Errorf("routes:\n%s\nwant:\n%s", data, want)
+	}
+	for _, bad := range []string{"10.96.0.1/12", "10.96.0.0/12 table main", "10.96.0.0/12\nrule flush", "", "10.96.0.0"} {
+		if data, err := Routes("w1", nodes, ServiceRoute{}, []string{bad}); err == nil {
+			t.Errorf("service range %q accepted:\n%s", bad, data)
 		}
 	}
 }

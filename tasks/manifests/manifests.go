@@ -165,6 +165,14 @@ func APIServer(p *Params) *corev1.Pod {
 	return pod
 }
 
+// ControllerManagerRate is the controller-manager's client rate; kubeadm leaves the defaults, 20 requests a
+// second in bursts of 30. On a new cluster each of its ~45 controllers first gets a service account and
+// its token, 2-4 requests each, one controller after the other: at 20 a second they queued 4-5 s in the
+// client, and the CSR signers and node IPAM, which joining kubelets wait for, start only after the last.
+// It goes into kubeadm-config's extraArgs too (kubeadm's upgrade keeps it); an inventory's
+// controllerManager.extraArgs override it.
+var ControllerManagerRate = [][2]string{{"kube-api-qps", "100"}, {"kube-api-burst", "200"}}
+
 // ControllerManager is kube-controller-manager's static Pod: it signs kubelet certificates with the cluster
 // CA, runs the bootstrap-token signer and cleaner, and allocates node pod ranges when a pod subnet is set.
 func ControllerManager(p *Params) *corev1.Pod {
@@ -185,6 +193,9 @@ func ControllerManager(p *Params) *corev1.Pod {
 		{"root-ca-file", pki("ca.crt")},
 		{"service-account-private-key-file", pki("sa.key")},
 		{"use-service-account-credentials", "true"},
+	}
+	for _, a := range ControllerManagerRate {
+		args = setArg(args, a[0], a[1])
 	}
 	if p.ExternalCA {
 		args = setArg(args, "cluster-signing-cert-file", "")
