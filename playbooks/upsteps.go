@@ -541,20 +541,7 @@ func (u *upRun) ready(ctx context.Context) error {
 		}
 		err = u.e.pollEvery(ctx, "ready", "", u.o.NodeTimeout, upPoll, func() (bool, string, error) {
 			waiting, err := nodes.AddonsWaiting(ctx, admin.Kube)
-			if err != nil {
-				return false, "", err
-			}
-			// The control plane as the API shows it, so that kube-system is all Running when up returns.
-			for _, h := range u.nodes() {
-				if h.Has(inventory.RoleControlPlane) {
-					w, err := nodes.MirrorPodsWaiting(ctx, admin.Kube, h.NodeName, staticPods(u.e.Inv))
-					if err != nil {
-						return false, "", err
-					}
-					waiting = append(waiting, w...)
-				}
-			}
-			return len(waiting) == 0, strings.Join(waiting, ", "), nil
+			return len(waiting) == 0, strings.Join(waiting, ", "), err
 		})
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("%w (kubectl -n kube-system get pods shows why)", err)

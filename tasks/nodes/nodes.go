@@ -239,26 +239,6 @@ func AddonsWaiting(ctx context.Context, kube kubernetes.Interface) ([]string, er
 	return waiting, nil
 }
 
-// MirrorPodsWaiting lists a node's control-plane mirror Pods (components) that are not in the API yet or
-// not Running. The kubelet makes a static Pod's mirror Pod at its next sync of the Pod once the API server
-// answers; on a new node that can be its first probe result, up to 10 s after the container started.
-func MirrorPodsWaiting(ctx context.Context, kube kubernetes.Interface, nodeName string, components []string) ([]string, error) {
-	var waiting []string
-	for _, c := range components {
-		name := c + "-" + nodeName
-		pod, err := kube.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			waiting = append(waiting, name+" (no mirror Pod yet)")
-		case err != nil:
-			return nil, err
-		case pod.Status.Phase != corev1.PodRunning:
-			waiting = append(waiting, fmt.Sprintf("%s (%s)", name, pod.Status.Phase))
-		}
-	}
-	return waiting, nil
-}
-
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line

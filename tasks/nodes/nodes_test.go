@@ -104,28 +104,3 @@ func TestDrainRound(t *testing.T) {
 		t.Errorf("%d evictions, want 1", evicted)
 	}
 }
-
-// A control-plane node's mirror Pods are waited for until each is in the API and Running.
-func TestMirrorPodsWaiting(t *testing.T) {
-	pod := func(name string, phase corev1.PodPhase) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem}, Status: corev1.PodStatus{Phase: phase}}
-	}
-	kube := fake.NewClientset(pod("kube-apiserver-cp1", corev1.PodRunning), pod("kube-scheduler-cp1", corev1.PodPending))
-	components := []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
-	got, err := MirrorPodsWaiting(context.Background(), kube, "cp1", components)
-	want := []string{"kube-controller-manager-cp1 (no mirror Pod yet)", "kube-scheduler-cp1 (Pending)"}
-	if err != nil || !slices.Equal(got, want) {
-		t.Errorf("MirrorPodsWaiting = %q, %v; want %q", got, err, want)
-	}
-	for _, c := range components[1:] {
-		p := pod(c+"-cp1", corev1.PodRunning)
-		if _, err := kube.CoreV1().Pods(metav1.NamespaceSystem).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
-			if _, err := kube.CoreV1().Pods(metav1.NamespaceSystem).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if got, err := MirrorPodsWaiting(context.Background(), kube, "cp1", components); err != nil || len(got) != 0 {
-		t.Errorf("all Running: MirrorPodsWaiting = %q, %v", got, err)
-	}
-}
