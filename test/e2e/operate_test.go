@@ -70,9 +70,19 @@ func TestOperateUp(t *testing.T) {
 				t.Errorf("node %s is not Ready", n.Name)
 			}
 		}
-		out := c.MustK(t, "get", "pods", "-n", "kube-system", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.phase}{\"\\n\"}{end}")
+		// up returns once the control plane answers and works (the controller-manager signed and allocated,
+		// the scheduler placed CoreDNS), as kubeadm init does; the control plane's mirror Pods may lag: the
+		// kubelet makes one at its next sync of the static Pod (its first probe result, up to 10 s after
+		// its start) and reports its phase at its status manager's next round (every 10 s).
+		var out string
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+			out = c.MustK(t, "get", "pods", "-n", "kube-system", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.phase}{\"\\n\"}{end}")
+			if strings.Count(out, " Running") == strings.Count(out, "\n") && strings.Count(out, "\n") >= 9 || time.Now().After(end) {
+				break
+			}
+		}
 		if strings.Count(out, " Running") != strings.Count(out, "\n") || strings.Count(out, "\n") < 9 {
-			t.Errorf("kube-system pods not all Running:\n%s", out)
+			t.Errorf("kube-system pods not all Running 30 s after up:\n%s", out)
 		}
 	}
 
