@@ -3,10 +3,14 @@
 # size; the time of `clusterctl add-node` and the bytes it wrote to hosts (the new node's binaries, images
 # and files, and the other nodes' route to its pod range). Lab hosts, air-gapped from the artifacts.
 #
-#   SIZES="1+1 1+5" test/bench/addnode.sh
+#   SIZES="1+1 1+5" SETTLE=0 test/bench/addnode.sh
+#
+# SETTLE=N waits N seconds between the cluster's up and the add-node (0: right after up, while the new
+# cluster's Pods still start).
 set -euo pipefail
 exec 9>&-
 SIZES=${SIZES:-"1+1 1+5"}
+SETTLE=${SETTLE:-0}
 NAME=benchadd
 # shellcheck source=lablib.sh
 . "$(dirname "$0")/lablib.sh"
@@ -23,6 +27,7 @@ for size in $SIZES; do
   # The running cluster: every host but the new one.
   awk -v new="$new" '/^  - name: /{skip=($3==new)} !skip' "$dir/full.yaml" >"$dir/cluster.yaml"
   "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>&1 || { tail -3 "$dir/up.json" >&2; exit 1; }
+  sleep "$SETTLE"
   "$W/clusterctl" add-node -i "$dir/full.yaml" "$new" -o json >"$dir/add.json" 2>&1 || { tail -3 "$dir/add.json" >&2; exit 1; }
   jq -r --arg s "$size" 'select(.type=="up_result") | [$s, (.duration_ms/1000|tostring), ((.bytesPushed/1048576*10|round)/10|tostring),
     ([.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" "))] | @tsv' "$dir/add.json" |
