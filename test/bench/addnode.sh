@@ -11,6 +11,7 @@ set -euo pipefail
 exec 9>&-
 SIZES=${SIZES:-"1+1 1+5"}
 SETTLE=${SETTLE:-0}
+ncpu=$(nproc)
 NAME=benchadd
 # shellcheck source=lablib.sh
 . "$(dirname "$0")/lablib.sh"
@@ -27,10 +28,21 @@ for size in $SIZES; do
   # The running cluster: every host but the new one.
   awk -v new="$new" '/^  - name: /{skip=($3==new)} !skip' "$dir/full.yaml" >"$dir/cluster.yaml"
   "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>&1 || { tail -3 "$dir/up.json" >&2; exit 1; }
+  # The machine's CPU (the hosts are its containers) while the cluster settles, and during add-node.
+  b0=$(busy)
   sleep "$SETTLE"
+  b1=$(busy)
   "$W/clusterctl" add-node -i "$dir/full.yaml" "$new" -o json >"$dir/add.json" 2>&1 || { tail -3 "$dir/add.json" >&2; exit 1; }
+  b2=$(busy)
   jq -r --arg s "$size" 'select(.type=="up_result") | [$s, (.duration_ms/1000|tostring), ((.bytesPushed/1048576*10|round)/10|tostring),
     ([.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" "))] | @tsv' "$dir/add.json" |
     awk -F'\t' '{printf "%-6s %10.1f %12s %s\n", $1, $2, $3, $4}'
+  add=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$dir/add.json")
+  printf '       CPU busy during add-node %.1fs (%.0f%% of %d CPUs over its %.1fs)' "$(echo "$b2 - $b1" | bc -l)" \
+    "$(echo "100 * ($b2 - $b1) / ($ncpu * $add)" | bc -l)" "$ncpu" "$add"
+  if [ "$SETTLE" -gt 0 ]; then
+    printf '; the idle cluster beforehand: %.0f%% of %d CPUs' "$(echo "100 * ($b1 - $b0) / ($ncpu * $SETTLE)" | bc -l)" "$ncpu"
+  fi
+  echo
   "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
 done
