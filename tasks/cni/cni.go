@@ -24,7 +24,7 @@ const (
 	RoutesPath = "/var/lib/clusterctl/pod-routes"
 )
 
-// Bridge is the pod network's bridge (cni-bridge.conflist names it).
+// Bridge is the pod network's bridge, named in its CNI configuration and matched by its Service rule.
 const Bridge = "cni0"
 
 // ServiceRulePriority is the priority of the policy rule that answers a Pod's packet to a Service address
@@ -47,7 +47,7 @@ func Config(podCIDR string) ([]byte, error) {
 	if _, err := parseRange(podCIDR); err != nil {
 		return nil, fmt.Errorf("pod range %q: %w", podCIDR, err)
 	}
-	return templates.Render("cni-bridge.conflist", map[string]string{"PodCIDR": podCIDR})
+	return templates.Render("cni-bridge.conflist", map[string]string{"PodCIDR": podCIDR, "Bridge": Bridge})
 }
 
 // parseRange accepts a pod range only in its canonical form (a network address, no zone), so that what is

@@ -14,8 +14,9 @@ func TestConfig(t *testing.T) {
 	var conf struct {
 		CNIVersion string `json:"cniVersion"`
 		Plugins    []struct {
-			Type string `json:"type"`
-			IPAM struct {
+			Type   string `json:"type"`
+			Bridge string `json:"bridge"`
+			IPAM   struct {
 				Ranges [][]struct {
 					Subnet string `json:"subnet"`
 				} `json:"ranges"`
@@ -25,7 +26,8 @@ func TestConfig(t *testing.T) {
 	if err := json.Unmarshal(data, &conf); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, data)
 	}
-	if conf.Plugins[0].Type != "bridge" || conf.Plugins[0].IPAM.Ranges[0][0].Subnet != "10.244.1.0/24" {
+	// The bridge is the one the Service rule of the routes file matches (Bridge).
+	if conf.Plugins[0].Type != "bridge" || conf.Plugins[0].Bridge != "cni0" || conf.Plugins[0].IPAM.Ranges[0][0].Subnet != "10.244.1.0/24" {
 		t.Errorf("unexpected configuration:\n%s", data)
 	}
 	if _, err := Config("10.244.1.0"); err == nil {

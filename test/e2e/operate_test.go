@@ -75,13 +75,15 @@ func TestOperateUp(t *testing.T) {
 		// kubelet makes one at its next sync of the static Pod (its first probe result, up to 10 s after
 		// its start) and reports its phase at its status manager's next round (every 10 s).
 		var out string
-		for end := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		allRunning := func() bool {
 			out = c.MustK(t, "get", "pods", "-n", "kube-system", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.phase}{\"\\n\"}{end}")
-			if strings.Count(out, " Running") == strings.Count(out, "\n") && strings.Count(out, "\n") >= 9 || time.Now().After(end) {
-				break
-			}
+			return strings.Count(out, " Running") == strings.Count(out, "\n") && strings.Count(out, "\n") >= 9
 		}
-		if strings.Count(out, " Running") != strings.Count(out, "\n") || strings.Count(out, "\n") < 9 {
+		ok := allRunning()
+		for end := time.Now().Add(30 * time.Second); !ok && time.Now().Before(end); ok = allRunning() {
+			time.Sleep(time.Second)
+		}
+		if !ok {
 			t.Errorf("kube-system pods not all Running 30 s after up:\n%s", out)
 		}
 	}
