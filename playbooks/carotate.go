@@ -171,11 +171,11 @@ func (r *caRotation) sign(ctx context.Context) error {
 	if err := r.apply(ctx, play); err != nil {
 		return err
 	}
-	ca, err := r.currentCA()
+	ca, err := r.currentServingCA()
 	if err != nil {
 		return err
 	}
-	if _, err := d.renewServing(ctx, play, names(d.nodes()), func(c *x509.Certificate) bool { return c.CheckSignatureFrom(ca) != nil }); err != nil {
+	if _, err := d.renewServing(ctx, play, names(d.nodes()), func(c *x509.Certificate) bool { return c == nil || c.CheckSignatureFrom(ca) != nil }); err != nil {
 		return err
 	}
 	if err := r.waitTokens(ctx, play); err != nil {
@@ -268,8 +268,9 @@ func (r *caRotation) apply(ctx context.Context, play string) error {
 	return d.startKubelet(ctx, play, workers)
 }
 
-func (r *caRotation) currentCA() (*x509.Certificate, error) {
-	data, err := os.ReadFile(filepath.Join(r.store.Dir, "ca.crt"))
+// currentServingCA is the state directory's kubelet serving CA: once swapped, the new one.
+func (r *caRotation) currentServingCA() (*x509.Certificate, error) {
+	data, err := os.ReadFile(filepath.Join(r.store.Dir, pki.KubeletServingCA+".crt"))
 	if err != nil {
 		return nil, err
 	}

@@ -407,16 +407,17 @@ func (d *deployment) waitNodeAPI(ctx context.Context, h *inventory.Host) error {
 	})
 }
 
-// renewServing has the kubelets of hosts whose serving certificate is stale (or missing) request a new one:
-// the current one is removed and the kubelet restarted; the request is approved after csr.CheckServing, and
-// the wait ends when each node's new certificate is issued and its Node is Ready again.
+// renewServing has the kubelets of hosts whose serving certificate is stale request a new one (stale is
+// given nil for a node that has none): the current one is removed and the kubelet restarted; the request is
+// approved after csr.CheckServing, and the wait ends when each node's new certificate is issued and its Node
+// is Ready again.
 func (d *deployment) renewServing(ctx context.Context, play string, hosts []string, stale func(*x509.Certificate) bool) ([]string, error) {
 	since := time.Now().Add(-time.Second)
 	var mu sync.Mutex
 	var renewing []string
 	_, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
 		cur, err := readCert(ctx, d.e.Conn(name), kubeadm.KubeletServerCurrent)
-		if err != nil || cur != nil && !stale(cur) {
+		if err != nil || !stale(cur) {
 			return false, err
 		}
 		if _, err := d.e.Conn(name).Run(ctx, scripts.RenewServing(), nil); err != nil {

@@ -87,7 +87,7 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 			return ""
 		}, Run: func(ctx context.Context) error {
 			before := o.Now().Add(-o.Fresh)
-			serving, err := d.renewServing(ctx, "rotate", names(d.nodes()), func(c *x509.Certificate) bool { return c.NotBefore.Before(before) })
+			serving, err := d.renewServing(ctx, "rotate", names(d.nodes()), func(c *x509.Certificate) bool { return c == nil || c.NotBefore.Before(before) })
 			res.Serving = append(res.Serving, serving...)
 			return err
 		}},

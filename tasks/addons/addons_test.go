@@ -139,6 +139,14 @@ func TestKubeadmConfigControllerManagerRate(t *testing.T) {
 				cfg = cm.Data["ClusterConfiguration"]
 			}
 		}
+		// kubeadm upgrade writes the kubelet serving CA's flags too, and empties its own signing pair (the
+		// controller-manager refuses it beside the per-signer ones).
+		for _, w := range []string{"name: cluster-signing-cert-file\n    value: \"\"", "name: cluster-signing-kubelet-serving-cert-file\n    value: /etc/kubernetes/pki/kubelet-serving-ca.crt",
+			"name: cluster-signing-kubelet-client-cert-file\n    value: /etc/kubernetes/pki/ca.crt", "name: kubelet-certificate-authority\n    value: /etc/kubernetes/pki/kubelet-serving-ca.crt"} {
+			if !strings.Contains(cfg, w) {
+				t.Errorf("kubeadm-config lacks %q:\n%s", w, cfg)
+			}
+		}
 		if !strings.Contains(cfg, tc.want) || !strings.Contains(cfg, "name: kube-api-burst\n    value: \"200\"") ||
 			tc.notWant != "" && strings.Contains(cfg, tc.notWant) {
 			t.Errorf("extra %q: kubeadm-config:\n%s", tc.extra, cfg)

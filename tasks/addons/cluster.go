@@ -27,6 +27,22 @@ type ClusterParams struct {
 	Containerized bool
 	// EtcdServers are the client URLs of an external etcd cluster; empty: stacked etcd.
 	EtcdServers []string
+	// ExternalCA: the cluster CA's key is not on the hosts (the controller-manager signs kubelet serving
+	// certificates only).
+	ExternalCA bool
+}
+
+// kubeadmArgs are the flags clusterctl gives the API server and controller-manager beyond kubeadm's: they
+// go into kubeadm-config's extraArgs too, so that `kubeadm upgrade` writes the same manifests. The
+// controller-manager's signing flags empty kubeadm's --cluster-signing-cert-file/-key-file, which cannot be
+// given beside the per-signer ones.
+func kubeadmArgs(externalCA bool) (apiServer, controllerManager [][2]string) {
+	apiServer = [][2]string{{"kubelet-certificate-authority", manifests.KubeletServingCAFile}}
+	controllerManager = slices.Clone(manifests.ControllerManagerRate)
+	for _, a := range manifests.SigningArgs("ca", manifests.KubeletServingCA, externalCA) {
+		controllerManager = append(controllerManager, [2]string{a.Name, a.Value})
+	}
+	return apiServer, controllerManager
 }
 
 // ClusterObjects are the objects up applies through the API once the first API server answers, as kubeadm
@@ -34,12 +50,13 @@ type ClusterParams struct {
 // kubeadm-config, kubelet-config, the RBAC of joining nodes, kube-proxy and CoreDNS.
 func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 	c := p.Cluster
+	apiArgs, cmArgs := kubeadmArgs(p.ExternalCA)
 	kc, err := bootstrap.KubeadmConfig(bootstrap.ClusterConfig{KubernetesVersion: c.KubernetesVersion, ClusterName: c.Name,
 		ControlPlaneEndpoint: strings.TrimPrefix(p.NodeEndpoint, "https://"), PodSubnet: c.Networking.PodSubnet,
 		ServiceSubnet: c.Networking.ServiceSubnet, DNSDomain: c.Networking.DNSDomain, ImageRepository: c.ImageRepository,
 		EncryptionAlgorithm: c.Certificates.KeyAlgorithm, CertValidity: c.Certificates.Validity.Duration,
-		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: c.APIServer.ExtraArgs.Pairs(),
-		ControllerManager: withDefaults(manifests.ControllerManagerRate, c.ControllerManager.ExtraArgs.Pairs()), SchedulerArgs: c.Scheduler.ExtraArgs.Pairs(),
+		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: withDefaults(apiArgs, c.APIServer.ExtraArgs.Pairs()),
+		ControllerManager: withDefaults(cmArgs, c.ControllerManager.ExtraArgs.Pairs()), SchedulerArgs: c.Scheduler.ExtraArgs.Pairs(),
 		EtcdArgs: c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs,
 		EtcdServers: p.EtcdServers})
 	if err != nil {

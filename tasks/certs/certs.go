@@ -24,6 +24,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 )
 
@@ -142,8 +143,7 @@ func statePath(stateDir, node, p string) string {
 		return filepath.Join(stateDir, "kubeconfig", "super-admin.conf")
 	case strings.HasPrefix(p, kubeadm.PKIDir+"/"):
 		rel := strings.TrimPrefix(p, kubeadm.PKIDir+"/")
-		switch rel {
-		case "ca.crt", "front-proxy-ca.crt", "etcd/ca.crt":
+		if pki.IsCAFile(rel) {
 			return filepath.Join(stateDir, "pki", filepath.FromSlash(rel))
 		}
 		return filepath.Join(stateDir, "pki", "nodes", node, filepath.FromSlash(rel))

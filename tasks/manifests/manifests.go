@@ -62,12 +62,14 @@ type Params struct {
 	DNSDomain        string
 	NodeCIDRMaskSize int
 
-	// ExternalCA: the CA key is not on the hosts; the controller-manager cannot sign.
+	// ExternalCA: the CA key is not on the hosts; the controller-manager cannot sign client certificates.
 	ExternalCA bool
-	// Signer is the file name, under the pki directory and without extension, of the CA the
-	// controller-manager signs with: "ca" (kubeadm's ca.crt and ca.key) unless a CA rotation is under way,
-	// when ca.crt is a bundle of the old and new CAs and the signer must be a single certificate.
-	Signer string
+	// Signer and ServingSigner are the file names, under the pki directory and without extension, of the
+	// CAs the controller-manager signs with: kubelet serving certificates with ServingSigner
+	// ("kubelet-serving-ca"), every other kind with Signer ("ca", kubeadm's ca.crt and ca.key). While a CA
+	// rotation is under way the CAs' certificate files are bundles of the old and new CAs, and a signer must
+	// be a single certificate: the signers are then other files.
+	Signer, ServingSigner string
 
 	// EtcdCluster is the members this node's etcd joins; empty for the first node (a new cluster).
 	EtcdCluster []EtcdMember
@@ -98,6 +100,42 @@ func (p *Params) signer() string {
 	return p.Signer
 }
 
+func (p *Params) servingSigner() string {
+	if p.ServingSigner == "" {
+		return KubeletServingCA
+	}
+	return p.ServingSigner
+}
+
+// KubeletServingCA is the file name, under the pki directory and without extension, of the CA that signs
+// kubelet serving certificates (pki.KubeletServingCA): the API server verifies kubelets with it alone.
+const KubeletServingCA = "kubelet-serving-ca"
+
+// KubeletServingCAFile is the API server's --kubelet-certificate-authority.
+var KubeletServingCAFile = path.Join(kubeadm.PKIDir, KubeletServingCA+".crt")
+
+// clientSigners are the controller-manager's signers of client certificates (kubelets', and those asked
+// for through the certificates API) and of the legacy-unknown signer name: each the cluster CA, as
+// kubeadm's --cluster-signing-cert-file gives them. kubelet serving certificates have their own CA; the
+// controller-manager takes either the one pair of flags for all signers or a pair per signer, never both.
+var clientSigners = []string{"kube-apiserver-client", "kubelet-client", "legacy-unknown"}
+
+// SigningArgs are the controller-manager's signing flags: the per-signer pairs, the one pair for all
+// emptied (so that, in kubeadm-config's extraArgs, they also replace kubeadm's defaults). Without the
+// cluster CA's key (ExternalCA) only kubelet serving certificates are signed.
+func SigningArgs(signer, servingSigner string, externalCA bool) []Arg {
+	pki := func(f string) string { return path.Join(kubeadm.PKIDir, f) }
+	args := []Arg{{"cluster-signing-cert-file", ""}, {"cluster-signing-key-file", ""}}
+	if !externalCA {
+		for _, s := range clientSigners {
+			args = append(args, Arg{"cluster-signing-" + s + "-cert-file", pki(signer + ".crt")},
+				Arg{"cluster-signing-" + s + "-key-file", pki(signer + ".key")})
+		}
+	}
+	return append(args, Arg{"cluster-signing-kubelet-serving-cert-file", pki(servingSigner + ".crt")},
+		Arg{"cluster-signing-kubelet-serving-key-file", pki(servingSigner + ".key")})
+}
+
 func (p *Params) loopback() string {
 	if ip := net.ParseIP(p.AdvertiseAddress); ip != nil && ip.To4() == nil {
 		return "::1"
@@ -126,6 +164,7 @@ func APIServer(p *Params) *corev1.Pod {
 		{"etcd-certfile", pki("apiserver-etcd-client.crt")},
 		{"etcd-keyfile", pki("apiserver-etcd-client.key")},
 		{"etcd-servers", p.etcdServers()},
+		{"kubelet-certificate-authority", KubeletServingCAFile},
 		{"kubelet-client-certificate", pki("apiserver-kubelet-client.crt")},
 		{"kubelet-client-key", pki("apiserver-kubelet-client.key")},
 		{"kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},
@@ -173,8 +212,8 @@ func APIServer(p *Params) *corev1.Pod {
 // controllerManager.extraArgs override it.
 var ControllerManagerRate = [][2]string{{"kube-api-qps", "100"}, {"kube-api-burst", "200"}}
 
-// ControllerManager is kube-controller-manager's static Pod: it signs kubelet certificates with the cluster
-// CA, runs the bootstrap-token signer and cleaner, and allocates node pod ranges when a pod subnet is set.
+// ControllerManager is kube-controller-manager's static Pod: it signs kubelet client certificates with the
+// cluster CA and their serving certificates with the kubelet serving CA, runs the bootstrap-token signer and cleaner, and allocates node pod ranges when a pod subnet is set.
 func ControllerManager(p *Params) *corev1.Pod {
 	pki := func(f string) string { return path.Join(kubeadm.PKIDir, f) }
 	kubeconfig := path.Join(kubeadm.KubernetesDir, "controller-manager.conf")
@@ -184,8 +223,13 @@ func ControllerManager(p *Params) *corev1.Pod {
 		{"bind-address", "127.0.0.1"},
 		{"client-ca-file", pki("ca.crt")},
 		{"cluster-name", p.ClusterName},
-		{"cluster-signing-cert-file", pki(p.signer() + ".crt")},
-		{"cluster-signing-key-file", pki(p.signer() + ".key")},
+	}
+	for _, a := range SigningArgs(p.signer(), p.servingSigner(), p.ExternalCA) {
+		if a.Value != "" {
+			args = append(args, a)
+		}
+	}
+	args = append(args, []Arg{
 		{"controllers", "*,bootstrapsigner,tokencleaner"},
 		{"kubeconfig", kubeconfig},
 		{"leader-elect", "true"},
@@ -193,13 +237,9 @@ func ControllerManager(p *Params) *corev1.Pod {
 		{"root-ca-file", pki("ca.crt")},
 		{"service-account-private-key-file", pki("sa.key")},
 		{"use-service-account-credentials", "true"},
-	}
+	}...)
 	for _, a := range ControllerManagerRate {
 		args = setArg(args, a[0], a[1])
-	}
-	if p.ExternalCA {
-		args = setArg(args, "cluster-signing-cert-file", "")
-		args = setArg(args, "cluster-signing-key-file", "")
 	}
 	if p.PodSubnet != "" {
 		args = setArg(args, "allocate-node-cidrs", "true")

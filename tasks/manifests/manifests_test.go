@@ -81,3 +81,49 @@ func TestEtcdUnit(t *testing.T) {
 		t.Errorf("API server: %s", servers)
 	}
 }
+
+// The controller-manager signs kubelet serving certificates with the kubelet serving CA and everything else
+// with the cluster CA, through per-signer flags only (it refuses them beside --cluster-signing-cert-file);
+// without the cluster CA's key it signs serving certificates only. The API server verifies kubelets with the
+// kubelet serving CA.
+func TestSigners(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Params
+		want []string
+		not  []string
+	}{
+		{"default", Params{}, []string{
+			"--cluster-signing-kubelet-serving-cert-file=/etc/kubernetes/pki/kubelet-serving-ca.crt",
+			"--cluster-signing-kubelet-serving-key-file=/etc/kubernetes/pki/kubelet-serving-ca.key",
+			"--cluster-signing-kubelet-client-cert-file=/etc/kubernetes/pki/ca.crt",
+			"--cluster-signing-kube-apiserver-client-key-file=/etc/kubernetes/pki/ca.key",
+			"--cluster-signing-legacy-unknown-cert-file=/etc/kubernetes/pki/ca.crt",
+		}, []string{"--cluster-signing-cert-file", "--cluster-signing-key-file"}},
+		{"rotation", Params{Signer: "ca-signer", ServingSigner: "kubelet-serving-ca-signer"}, []string{
+			"--cluster-signing-kubelet-serving-cert-file=/etc/kubernetes/pki/kubelet-serving-ca-signer.crt",
+			"--cluster-signing-kubelet-client-key-file=/etc/kubernetes/pki/ca-signer.key",
+		}, nil},
+		{"external CA", Params{ExternalCA: true}, []string{
+			"--cluster-signing-kubelet-serving-cert-file=/etc/kubernetes/pki/kubelet-serving-ca.crt",
+		}, []string{"--cluster-signing-kubelet-client", "--cluster-signing-kube-apiserver-client", "--cluster-signing-cert-file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := strings.Join(ControllerManager(&tc.p).Spec.Containers[0].Command, "\n") + "\n"
+			for _, w := range tc.want {
+				if !strings.Contains(cmd, w+"\n") {
+					t.Errorf("no %s in\n%s", w, cmd)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(cmd, n) {
+					t.Errorf("%s in\n%s", n, cmd)
+				}
+			}
+		})
+	}
+	api := strings.Join(APIServer(&Params{AdvertiseAddress: "10.0.0.1", BindPort: 6443}).Spec.Containers[0].Command, "\n")
+	if !strings.Contains(api, "--kubelet-certificate-authority=/etc/kubernetes/pki/kubelet-serving-ca.crt") {
+		t.Errorf("the API server does not verify kubelets with the kubelet serving CA:\n%s", api)
+	}
+}

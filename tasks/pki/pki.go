@@ -133,14 +133,33 @@ type Cluster struct {
 	CertSANs     []string
 }
 
-// CAs returns the specs of the three CAs, in generation order.
+// KubeletServingCA is the name of the CA that signs kubelet serving certificates, and nothing else. kubeadm
+// has the controller-manager sign them with the cluster CA, so that a node which obtained a serving
+// certificate naming another host's address holds a certificate every client of the API server accepts as
+// that host's; with a CA of their own only the API server trusts them (--kubelet-certificate-authority),
+// for its connections to kubelets. Its key is on control-plane nodes only, as the other CA keys.
+const KubeletServingCA = "kubelet-serving-ca"
+
+// CAs returns the specs of the four CAs, in generation order.
 func CAs() []Spec {
 	return []Spec{
 		{Name: "ca", Path: "ca", CommonName: "kubernetes"},
 		{Name: "front-proxy-ca", Path: "front-proxy-ca", CommonName: "front-proxy-ca"},
 		{Name: "etcd-ca", Path: "etcd/ca", CommonName: "etcd-ca"},
+		{Name: KubeletServingCA, Path: KubeletServingCA, CommonName: KubeletServingCA},
 	}
 }
+
+// IsCAFile reports whether rel, a path under the pki directory, is one of the CAs' certificates (a bundle of
+// the old and new CA during a CA rotation).
+func IsCAFile(rel string) bool {
+	return slices.ContainsFunc(CAs(), func(s Spec) bool { return s.Path+".crt" == rel })
+}
+
+// SignerPath is where (under the pki directory, without extension) the controller-manager finds the CA it
+// signs with in place of ca's own files while a CA rotation is under way: the CA's certificate file is then
+// a bundle, and a signer must be one certificate. ca's is SignerName.
+func SignerPath(ca Spec) string { return ca.Path + "-signer" }
 
 // Leaves returns the leaf certificate specs of one node (those its kind holds), as kubeadm's certlist
 // computes them for current Kubernetes. A fresh table each call: nothing is shared between nodes or runs.

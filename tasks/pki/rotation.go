@@ -16,12 +16,13 @@ import (
 // rotation itself, by a re-run after an interruption, or by up and add-node meanwhile) makes the files of
 // that stage.
 const (
-	// StageGenerate: new CAs (cluster, front-proxy, etcd) and a new service-account key are made in the state
-	// directory. Nothing changes on the hosts.
+	// StageGenerate: new CAs (cluster, front-proxy, etcd, kubelet serving) and a new service-account key
+	// are made in the state directory. Nothing changes on the hosts.
 	StageGenerate = 1
 	// StageTrust: every trust bundle holds the old and the new CAs (ca.crt, front-proxy-ca.crt, etcd/ca.crt,
-	// kubeconfigs, cluster-info, kube-root-ca.crt through the controller-manager's root CA file), and the API
-	// server verifies service-account tokens with both keys. Everything is still signed by the old ones.
+	// kubelet-serving-ca.crt, kubeconfigs, cluster-info, kube-root-ca.crt through the controller-manager's
+	// root CA file), and the API server verifies service-account tokens with both keys. Everything is
+	// still signed by the old ones.
 	StageTrust = 2
 	// StageReissue: the new CAs become the state directory's current ones (the old kept aside); every leaf
 	// certificate and kubeconfig is issued anew by them, and every kubelet gets a client certificate they
@@ -29,7 +30,7 @@ const (
 	// with the new key, from their restart in this stage on.
 	StageReissue = 3
 	// StageSign: kubelet serving certificates are requested anew (the controller-manager signs them with the
-	// new CA), and kubelets request new tokens, of the new key, for their Pods. The hosts' files are those
+	// new kubelet serving CA), and kubelets request new tokens, of the new key, for their Pods. The hosts' files are those
 	// of the reissue stage.
 	StageSign = 4
 	// StageFinish: once nothing presents a certificate the old CAs signed, they leave every bundle.
@@ -56,9 +57,8 @@ type Rotation struct {
 	TokensAt time.Time `json:"tokensAt,omitzero"`
 }
 
-// SignerName is the file name (under the pki directory, without extension) of the CA the
-// controller-manager signs with while a rotation is under way: ca.crt is then a bundle, and a signer must be
-// one certificate.
+// SignerName is the file name (under the pki directory, without extension) of the cluster CA the
+// controller-manager signs with while a rotation is under way (SignerPath of ca).
 const SignerName = "ca-signer"
 
 // RetiredSAKeyFile keeps, after a rotation, the old service-account public key while token Secrets it signed

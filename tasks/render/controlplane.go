@@ -66,13 +66,17 @@ func (r *renderer) controlPlanePKI(h *inventory.Host, add func(string, []byte, f
 			add(path.Join(kubeadm.PKIDir, s.Path+".key"), key, modeSecret)
 		}
 	}
-	if tr.signer != nil {
-		key, err := pki.EncodeKey(tr.signer.Key)
+	for _, s := range pki.CAs() {
+		kp := tr.signers[s.Name]
+		if kp == nil || kp.Key == nil {
+			continue
+		}
+		key, err := pki.EncodeKey(kp.Key)
 		if err != nil {
 			return err
 		}
-		add(path.Join(kubeadm.PKIDir, pki.SignerName+".crt"), pki.EncodeCert(tr.signer.Cert), modePublic)
-		add(path.Join(kubeadm.PKIDir, pki.SignerName+".key"), key, modeSecret)
+		add(path.Join(kubeadm.PKIDir, pki.SignerPath(s)+".crt"), pki.EncodeCert(kp.Cert), modePublic)
+		add(path.Join(kubeadm.PKIDir, pki.SignerPath(s)+".key"), key, modeSecret)
 	}
 	saKey, err := pki.EncodeKey(tr.saKey)
 	if err != nil {
@@ -125,7 +129,7 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 		ClusterName: c.Name, Images: o.Images,
 		NodeName: h.NodeName, AdvertiseAddress: ip, BindPort: c.APIServer.BindPort,
 		ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain,
-		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, ExternalCA: r.pki.CAs["ca"].Key == nil,
+		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, ExternalCA: r.res.ExternalCA,
 		APIServer: component(c.APIServer.Component), ControllerManager: component(c.ControllerManager),
 		Scheduler: component(c.Scheduler), Etcd: component(c.Etcd),
 	}
@@ -139,8 +143,15 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 				PeerURL: "https://" + net.JoinHostPort(r.nodeIP(other), strconv.Itoa(kubeadm.PortEtcdPeer))})
 		}
 	}
-	if r.tr.signer != nil {
-		mp.Signer = pki.SignerName
+	if r.tr.signers != nil {
+		for _, s := range pki.CAs() {
+			switch s.Name {
+			case "ca":
+				mp.Signer = pki.SignerPath(s)
+			case pki.KubeletServingCA:
+				mp.ServingSigner = pki.SignerPath(s)
+			}
+		}
 	}
 	mp.EtcdServers = r.res.EtcdServers
 	pods := manifests.All(mp)
@@ -237,11 +248,11 @@ func readers(p string) []string {
 			return []string{etcd}
 		}
 		return nil
-	case rel == "ca.crt", rel == "front-proxy-ca.crt":
+	case rel == "ca.crt", rel == "front-proxy-ca.crt", rel == pki.KubeletServingCA+".crt":
 		return []string{api, cm}
 	case rel == "sa.key":
 		return []string{api, cm}
-	case strings.HasPrefix(rel, pki.SignerName+"."), rel == "ca.key":
+	case strings.HasSuffix(rel, "-signer.crt"), strings.HasSuffix(rel, "-signer.key"), rel == "ca.key", rel == pki.KubeletServingCA+".key":
 		return []string{cm}
 	case rel == "front-proxy-ca.key":
 		return nil
@@ -271,9 +282,7 @@ func etcdReadsAtStart(rel string) bool {
 // the reissue stage rolls each node's API server without stopping it for an etcd restart. A file of one
 // certificate is digested as it is (so digests outside a rotation are those of the code before).
 func digested(p string, data []byte) []byte {
-	switch strings.TrimPrefix(p, kubeadm.PKIDir+"/") {
-	case "ca.crt", "front-proxy-ca.crt", "etcd/ca.crt":
-	default:
+	if !pki.IsCAFile(strings.TrimPrefix(p, kubeadm.PKIDir+"/")) {
 		return data
 	}
 	var blocks [][]byte

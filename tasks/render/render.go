@@ -113,6 +113,8 @@ type Result struct {
 	// EtcdServers are the client URLs of an external etcd cluster's members (every API server's
 	// --etcd-servers); empty when etcd is stacked.
 	EtcdServers []string
+	// ExternalCA: the state directory has the cluster CA's certificate without its key.
+	ExternalCA bool
 }
 
 // Registry is how hosts reach the private registry they pull images from.
@@ -289,6 +291,7 @@ func (r *renderer) ensurePKI(sanHost string) error {
 		return err
 	}
 	r.pki, r.res.Changes = p, changes
+	r.res.ExternalCA = p.CAs["ca"].Key == nil
 	r.tr, err = trustOf(store, p)
 	return err
 }
@@ -513,7 +516,10 @@ func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyP
 // signing key and verification keys.
 type trust struct {
 	bundle map[string][]byte // CA spec name -> PEM, the current CA first
-	signer *pki.KeyPair      // nil: ca.crt and ca.key, as kubeadm
+	// signers are, during a CA rotation, the CAs the controller-manager signs with (by spec name: the
+	// cluster CA and the kubelet serving CA), in files of their own (pki.SignerPath); nil outside one: it
+	// signs with the CAs' own files, as kubeadm.
+	signers map[string]*pki.KeyPair
 	saKey  crypto.Signer
 	saPub  []byte
 }
@@ -558,6 +564,6 @@ func trustOf(store *pki.Store, p *pki.PKI) (*trust, error) {
 	// swap, the new ones from the reissue stage on, when every host trusts both (the trust stage). So the
 	// reissue stage's restart of each controller-manager and API server (for their reissued certificates)
 	// also switches their signers, and the sign stage restarts none of them.
-	tr.signer = p.CAs["ca"]
+	tr.signers = map[string]*pki.KeyPair{"ca": p.CAs["ca"], pki.KubeletServingCA: p.CAs[pki.KubeletServingCA]}
 	return tr, nil
 }

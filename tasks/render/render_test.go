@@ -262,10 +262,14 @@ func TestCARotationStages(t *testing.T) {
 		c, err := pki.ParseCert(f.Data)
 		return err == nil && c.CheckSignatureFrom(ca) == nil
 	}
-	cmFlag := func(fs map[string]transport.File) string {
-		m := regexp.MustCompile(`--cluster-signing-cert-file=(\S+)`).FindSubmatch(fs["/etc/kubernetes/manifests/kube-controller-manager.yaml"].Data)
+	signerFlag := func(fs map[string]transport.File, signer string) string {
+		m := regexp.MustCompile(`--cluster-signing-`+signer+`-cert-file=(\S+)`).FindSubmatch(fs["/etc/kubernetes/manifests/kube-controller-manager.yaml"].Data)
+		if m == nil {
+			return ""
+		}
 		return string(m[1])
 	}
+	cmFlag := func(fs map[string]transport.File) string { return signerFlag(fs, "kubelet-client") }
 
 	rot.Stage = pki.StageTrust
 	store.SaveRotation(rot)
@@ -276,7 +280,7 @@ func TestCARotationStages(t *testing.T) {
 		t.Fatalf("trust stage: ca.crt holds %d certificates, want the old then the new CA on every host", len(bundle))
 	}
 	newCA := bundle[1]
-	for _, f := range []string{"front-proxy-ca.crt", "etcd/ca.crt"} {
+	for _, f := range []string{"front-proxy-ca.crt", "etcd/ca.crt", "kubelet-serving-ca.crt"} {
 		if n := len(certsOf(trust["/etc/kubernetes/pki/"+f].Data)); n != 2 {
 			t.Errorf("trust stage: %s holds %d certificates", f, n)
 		}
@@ -286,6 +290,13 @@ func TestCARotationStages(t *testing.T) {
 	}
 	if cmFlag(trust) != "/etc/kubernetes/pki/ca-signer.crt" || !bytes.Equal(certsOf(trust["/etc/kubernetes/pki/ca-signer.crt"].Data)[0].Raw, oldCA.Raw) {
 		t.Error("trust stage: the controller-manager should sign with ca-signer.crt, the old CA")
+	}
+	if signerFlag(trust, "kubelet-serving") != "/etc/kubernetes/pki/kubelet-serving-ca-signer.crt" ||
+		len(certsOf(trust["/etc/kubernetes/pki/kubelet-serving-ca-signer.crt"].Data)) != 1 {
+		t.Error("trust stage: the controller-manager should sign serving certificates with kubelet-serving-ca-signer.crt, one CA")
+	}
+	if _, ok := w1["/etc/kubernetes/pki/kubelet-serving-ca.key"]; ok {
+		t.Error("trust stage: a worker received the kubelet serving CA's key")
 	}
 	if string(trust["/etc/kubernetes/pki/sa.key"].Data) != string(before["/etc/kubernetes/pki/sa.key"].Data) {
 		t.Error("trust stage: tokens should still be signed with the old key")
@@ -352,6 +363,9 @@ func TestCARotationStages(t *testing.T) {
 	}
 	if _, ok := finish["/etc/kubernetes/pki/ca-signer.crt"]; ok || cmFlag(finish) != kubeadm.CACert {
 		t.Error("finish stage: the controller-manager should sign with ca.crt again")
+	}
+	if signerFlag(finish, "kubelet-serving") != "/etc/kubernetes/pki/kubelet-serving-ca.crt" || len(certsOf(finish["/etc/kubernetes/pki/kubelet-serving-ca.crt"].Data)) != 1 {
+		t.Error("finish stage: the controller-manager should sign serving certificates with kubelet-serving-ca.crt, the new CA alone")
 	}
 	if err := store.EndRotation(); err != nil {
 		t.Fatal(err)

@@ -308,6 +308,8 @@ changed='
 /etc/kubernetes/pki/front-proxy-ca.key
 /etc/kubernetes/pki/front-proxy-client.crt
 /etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/kubelet-serving-ca.crt
+/etc/kubernetes/pki/kubelet-serving-ca.key
 /etc/kubernetes/pki/sa.key
 /etc/kubernetes/pki/sa.pub
 /etc/kubernetes/scheduler.conf

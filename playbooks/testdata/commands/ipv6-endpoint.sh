@@ -52,6 +52,8 @@ changed='
 /etc/kubernetes/pki/front-proxy-ca.key
 /etc/kubernetes/pki/front-proxy-client.crt
 /etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/kubelet-serving-ca.crt
+/etc/kubernetes/pki/kubelet-serving-ca.key
 /etc/kubernetes/pki/sa.key
 /etc/kubernetes/pki/sa.pub
 /etc/kubernetes/scheduler.conf
@@ -278,6 +280,8 @@ changed='
 /etc/kubernetes/pki/front-proxy-ca.key
 /etc/kubernetes/pki/front-proxy-client.crt
 /etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/kubelet-serving-ca.crt
+/etc/kubernetes/pki/kubelet-serving-ca.key
 /etc/kubernetes/pki/sa.key
 /etc/kubernetes/pki/sa.pub
 /etc/kubernetes/scheduler.conf
@@ -503,6 +507,8 @@ changed='
 /etc/kubernetes/pki/front-proxy-ca.key
 /etc/kubernetes/pki/front-proxy-client.crt
 /etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/kubelet-serving-ca.crt
+/etc/kubernetes/pki/kubelet-serving-ca.key
 /etc/kubernetes/pki/sa.key
 /etc/kubernetes/pki/sa.pub
 /etc/kubernetes/scheduler.conf

@@ -54,6 +54,8 @@ changed='
 /etc/kubernetes/pki/front-proxy-ca.key
 /etc/kubernetes/pki/front-proxy-client.crt
 /etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/kubelet-serving-ca.crt
+/etc/kubernetes/pki/kubelet-serving-ca.key
 /etc/kubernetes/pki/sa.key
 /etc/kubernetes/pki/sa.pub
 /etc/kubernetes/scheduler.conf
@@ -284,6 +286,8 @@ changed='
 /etc/kubernetes/pki/front-proxy-ca.key
 /etc/kubernetes/pki/front-proxy-client.crt
 /etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/kubelet-serving-ca.crt
+/etc/kubernetes/pki/kubelet-serving-ca.key
 /etc/kubernetes/pki/sa.key
 /etc/kubernetes/pki/sa.pub
 /etc/kubernetes/scheduler.conf
@@ -513,6 +517,8 @@ changed='
 /etc/kubernetes/pki/front-proxy-ca.key
 /etc/kubernetes/pki/front-proxy-client.crt
 /etc/kubernetes/pki/front-proxy-client.key
+/etc/kubernetes/pki/kubelet-serving-ca.crt
+/etc/kubernetes/pki/kubelet-serving-ca.key
 /etc/kubernetes/pki/sa.key
 /etc/kubernetes/pki/sa.pub
 /etc/kubernetes/scheduler.conf
