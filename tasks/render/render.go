@@ -520,8 +520,8 @@ type trust struct {
 	// cluster CA and the kubelet serving CA), in files of their own (pki.SignerPath); nil outside one: it
 	// signs with the CAs' own files, as kubeadm.
 	signers map[string]*pki.KeyPair
-	saKey  crypto.Signer
-	saPub  []byte
+	saKey   crypto.Signer
+	saPub   []byte
 }
 
 func trustOf(store *pki.Store, p *pki.PKI) (*trust, error) {

@@ -263,7 +263,7 @@ func TestCARotationStages(t *testing.T) {
 		return err == nil && c.CheckSignatureFrom(ca) == nil
 	}
 	signerFlag := func(fs map[string]transport.File, signer string) string {
-		m := regexp.MustCompile(`--cluster-signing-`+signer+`-cert-file=(\S+)`).FindSubmatch(fs["/etc/kubernetes/manifests/kube-controller-manager.yaml"].Data)
+		m := regexp.MustCompile(`--cluster-signing-` + signer + `-cert-file=(\S+)`).FindSubmatch(fs["/etc/kubernetes/manifests/kube-controller-manager.yaml"].Data)
 		if m == nil {
 			return ""
 		}
