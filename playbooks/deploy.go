@@ -51,8 +51,8 @@ type deployment struct {
 	images      images.Set
 	kubeletPath string
 	member      string
-	token       *bootstrap.Token // made only when a node has yet to join
-	joining     map[string]bool  // hosts whose kubelet has no credentials yet: they join with the token
+	tokens      map[string]bootstrap.Token // by host: one for each host joining by TLS bootstrap
+	joining     map[string]bool            // hosts whose kubelet has no credentials yet: they join with their token
 	approver    *csr.Approver
 	// external etcd: the run's etcd hosts that join the running etcd cluster (the members they join), and
 	// the hosts whose member is in it already
@@ -119,7 +119,8 @@ func (d *deployment) preflight(ctx context.Context, o PreflightOptions) (*Prefli
 		d.facts[h.Name] = h.Facts
 		d.nodeIPs[h.Name] = nodeIP(d.e.Inv.Host(h.Name), h.Facts)
 	}
-	d.approver = &csr.Approver{Nodes: csr.InventoryNodes(d.e.Inv, d.nodeIPs), Say: func(f string, a ...any) { d.e.say("approve", "", f, a...) }}
+	nodes, reserved := csr.Fleet(d.e.Inv, d.nodeIPs)
+	d.approver = &csr.Approver{Nodes: nodes, Reserved: reserved, Say: func(f string, a ...any) { d.e.say("approve", "", f, a...) }}
 	return report, nil
 }
 
@@ -208,10 +209,7 @@ func (d *deployment) render(ctx context.Context) error {
 			d.joining[h.Name] = true
 		}
 	}
-	if len(d.joining) == 0 {
-		return nil
-	}
-	return d.loadToken()
+	return d.loadTokens()
 }
 
 // artifacts reads the artifacts directory's manifest: the inventory's (cluster.artifacts), or the
@@ -385,32 +383,56 @@ func (d *deployment) hostsHaveWhatTheyNeed() error {
 	return nil
 }
 
-// loadToken keeps the token of an interrupted run while it has time left, or makes a new one; it is kept in
-// the state directory (0600) so that a re-run joins with the same token.
-func (d *deployment) loadToken() error {
-	if err := d.token0(); err != nil {
+// loadTokens gives each joining host a bootstrap token of its own: an interrupted run's while it has time
+// left, or a new one. They are kept in the state directory (0600) so that a re-run joins with the same
+// tokens, and the approver knows which host each was issued to.
+func (d *deployment) loadTokens() error {
+	file := filepath.Join(d.e.StateDir, tokensFile)
+	// The one token of every host that earlier versions kept.
+	if err := os.Remove(filepath.Join(d.e.StateDir, "bootstrap-token")); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	if d.approver != nil {
-		d.approver.TokenID = d.token.ID
-	}
-	return nil
-}
-
-func (d *deployment) token0() error {
-	file := filepath.Join(d.e.StateDir, tokenFile)
+	kept := map[string]bootstrap.Token{}
 	if data, err := os.ReadFile(file); err == nil {
-		if t, err := bootstrap.ParseToken(string(data)); err == nil && t.Expires.Sub(d.o.Now()) > d.o.TokenTTL/2 {
-			d.token = &t
-			return nil
+		if kept, err = bootstrap.ParseTokens(data); err != nil {
+			return fmt.Errorf("%s: %w (remove it: its tokens are made anew)", file, err)
 		}
 	}
-	t, err := bootstrap.NewToken(d.o.Now(), d.o.TokenTTL)
+	d.tokens = map[string]bootstrap.Token{}
+	for name := range d.joining {
+		if t, ok := kept[name]; ok && t.Expires.Sub(d.o.Now()) > d.o.TokenTTL/2 {
+			d.tokens[name] = t
+			continue
+		}
+		t, err := bootstrap.NewToken(name, d.o.Now(), d.o.TokenTTL)
+		if err != nil {
+			return err
+		}
+		d.tokens[name] = t
+	}
+	if d.approver != nil {
+		d.approver.Joining = map[string]string{}
+		for name, t := range d.tokens {
+			d.approver.Joining[t.ID] = d.e.Inv.Host(name).NodeName
+		}
+	}
+	return d.saveTokens()
+}
+
+// saveTokens writes the tokens still to be used to the state directory, or removes the file when none is.
+func (d *deployment) saveTokens() error {
+	file := filepath.Join(d.e.StateDir, tokensFile)
+	if len(d.tokens) == 0 {
+		if err := os.Remove(file); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return nil
+	}
+	data, err := bootstrap.MarshalTokens(d.tokens)
 	if err != nil {
 		return err
 	}
-	d.token = &t
-	return writeSecret(file, t.Marshal())
+	return writeSecret(file, data)
 }
 
 func writeSecret(file string, data []byte) error {
@@ -509,8 +531,8 @@ func (d *deployment) node(name string) (apply.Node, error) {
 			n.Files = append(n.Files, hf.Files...)
 		}
 	}
-	if d.joining[name] {
-		boot, err := bootstrap.BootstrapKubeconfig(d.e.Inv.Cluster.Name, d.rendered.NodeEndpoint, d.caPEM(), *d.token)
+	if t, ok := d.tokens[name]; ok && d.joining[name] {
+		boot, err := bootstrap.BootstrapKubeconfig(d.e.Inv.Cluster.Name, d.rendered.NodeEndpoint, d.caPEM(), t)
 		if err != nil {
 			return n, err
 		}

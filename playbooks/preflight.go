@@ -180,6 +180,18 @@ func (p *preflightRun) check() {
 			ExternalEtcd: p.e.Inv.ExternalEtcd(), EtcdMember: h.Has(inventory.RoleEtcd)})...)
 	}
 	p.add(tasks.CrossHostChecks(all, p.opts.MaxClockSkew)...)
+	// Node addresses: the run's hosts' (learned when the inventory gives none), the others' from the
+	// inventory.
+	addrs := map[string]string{}
+	for i := range p.e.Inv.Hosts {
+		h := &p.e.Inv.Hosts[i]
+		if ph := p.byHost[h.Name]; ph != nil && ph.Facts != nil {
+			addrs[h.Name] = nodeIP(h, ph.Facts)
+		} else if h.InternalAddress != "" {
+			addrs[h.Name] = h.InternalAddress
+		}
+	}
+	p.add(tasks.DuplicateNodeAddresses(addrs)...)
 }
 
 // tally drops, on this cluster's members, what clusterctl made there itself; applies --ignore; counts.

@@ -72,8 +72,9 @@ type PhaseTiming struct {
 // ErrPreflight is returned when preflight found errors; the report is in the result.
 var ErrPreflight = errors.New("preflight found errors")
 
-// tokenFile keeps, in the state directory, the bootstrap token of a run until its nodes have joined.
-const tokenFile = "bootstrap-token"
+// tokensFile keeps, in the state directory, the bootstrap tokens of a run (one per joining host) until
+// their nodes have registered.
+const tokensFile = "bootstrap-tokens.json"
 
 // upRun is one run of Up.
 type upRun struct {

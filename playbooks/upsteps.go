@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -125,7 +126,7 @@ func (d *deployment) bootstrapObjects() ([]runtime.Object, error) {
 		containerized = containerized || f.Virt != ""
 	}
 	return addons.ClusterObjects(addons.ClusterParams{Cluster: d.e.Inv.Cluster, NodeEndpoint: d.rendered.NodeEndpoint, CAPEM: d.caPEM(),
-		KubeletConfig: kubeletConf, Token: d.token, Images: d.images, Containerized: containerized,
+		KubeletConfig: kubeletConf, Tokens: d.tokenList(), Images: d.images, Containerized: containerized,
 		EtcdServers: d.rendered.EtcdServers, ExternalCA: d.rendered.ExternalCA})
 }
 
@@ -327,6 +328,11 @@ func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string
 				}
 				labelled[h.Name] = true
 			}
+		}
+		// A joining host's token is deleted as soon as its Node is registered: it has its client
+		// certificate, and nobody else is to use its token.
+		if err := u.retireTokens(ctx, admin, func(name string) bool { return byName[u.e.Inv.Host(name).NodeName] != nil }); err != nil {
+			return false, "", err
 		}
 		ok, waiting := done(byName)
 		return ok, waiting, nil
@@ -557,18 +563,44 @@ func (u *upRun) ready(ctx context.Context) error {
 	if err := u.dropBootstrapKubeconfigs(ctx); err != nil {
 		return err
 	}
-	// The token has done its job.
-	if u.token != nil {
-		err := admin.Kube.CoreV1().Secrets(bootstrap.KubeSystem).Delete(ctx, u.token.SecretName(), metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		if err := os.Remove(filepath.Join(u.e.StateDir, tokenFile)); err != nil && !os.IsNotExist(err) {
-			return err
-		}
+	// Every token has done its job (those of Nodes registered earlier are gone already).
+	if err := u.retireTokens(ctx, admin, func(string) bool { return true }); err != nil {
+		return err
 	}
 	u.res.Nodes, err = nodeStatuses(ctx, admin)
 	return err
+}
+
+// tokenList are the run's bootstrap tokens, by host name.
+func (d *deployment) tokenList() []bootstrap.Token {
+	var out []bootstrap.Token
+	for _, name := range slices.Sorted(maps.Keys(d.tokens)) {
+		out = append(out, d.tokens[name])
+	}
+	return out
+}
+
+// retireTokens deletes the tokens of the hosts done says are done with theirs (their Secrets, their entry
+// in the state directory); the approver approves nothing more for them.
+func (u *upRun) retireTokens(ctx context.Context, admin *apiclient.Client, done func(host string) bool) error {
+	var retired []string
+	for _, name := range slices.Sorted(maps.Keys(u.tokens)) {
+		if !done(name) {
+			continue
+		}
+		t := u.tokens[name]
+		err := admin.Kube.CoreV1().Secrets(bootstrap.KubeSystem).Delete(ctx, t.SecretName(), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		delete(u.tokens, name)
+		delete(u.approver.Joining, t.ID)
+		retired = append(retired, name)
+	}
+	if len(retired) == 0 {
+		return nil
+	}
+	return u.saveTokens()
 }
 
 // servingFromServingCA has the kubelets of the run's running nodes whose serving certificate the kubelet

@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"fmt"
+	"maps"
+	"net"
 	"regexp"
 	"slices"
 	"sort"
@@ -510,6 +512,32 @@ func CrossHostChecks(facts []*Facts, maxSkew time.Duration) []Finding {
 		case skew > time.Second:
 			out = append(out, Finding{Host: f.Host, Check: "ClockSkew", Severity: SevWarning,
 				Message: fmt.Sprintf("the host's clock is %s off the workstation's", f.ClockSkew.Round(time.Millisecond))})
+		}
+	}
+	return out
+}
+
+// DuplicateNodeAddresses are errors for hosts whose node address (internalAddress, else learned from the
+// host: by host name) is another host's: a kubelet's serving certificate names its node's address, and
+// clusterctl approves it only for that node, so two hosts cannot share one. Each finding names both hosts.
+func DuplicateNodeAddresses(addrs map[string]string) []Finding {
+	by := map[string][]string{}
+	for host, a := range addrs {
+		if ip := net.ParseIP(a); ip != nil {
+			by[ip.String()] = append(by[ip.String()], host)
+		}
+	}
+	var out []Finding
+	for _, a := range slices.Sorted(maps.Keys(by)) {
+		hosts := by[a]
+		if len(hosts) < 2 {
+			continue
+		}
+		sort.Strings(hosts)
+		for _, h := range hosts {
+			others := slices.DeleteFunc(slices.Clone(hosts), func(o string) bool { return o == h })
+			out = append(out, Finding{Host: h, Check: "DuplicateNodeAddress", Severity: SevError,
+				Message: fmt.Sprintf("node address %s is also %s's: each node needs an address of its own (set internalAddress in the inventory)", a, strings.Join(others, ", "))})
 		}
 	}
 	return out

@@ -265,3 +265,18 @@ func TestEtcdChecks(t *testing.T) {
 		}
 	}
 }
+
+// Two hosts with one node address (an internalAddress of one equal to another's learned address, say) are
+// an error on each, naming the other; distinct addresses and hosts with none are not.
+func TestDuplicateNodeAddresses(t *testing.T) {
+	got := DuplicateNodeAddresses(map[string]string{"cp1": "10.0.0.1", "w1": "10.0.0.11", "w2": "10.0.0.1", "w3": "", "w4": "fd00::1", "w5": "fd00:0::1"})
+	want := map[string]string{"cp1": "10.0.0.1 is also w2's", "w2": "10.0.0.1 is also cp1's", "w4": "fd00::1 is also w5's", "w5": "fd00::1 is also w4's"}
+	if len(got) != len(want) {
+		t.Fatalf("findings %+v", got)
+	}
+	for _, f := range got {
+		if f.Check != "DuplicateNodeAddress" || f.Severity != SevError || !strings.Contains(f.Message, want[f.Host]) {
+			t.Errorf("finding %+v, want %q", f, want[f.Host])
+		}
+	}
+}

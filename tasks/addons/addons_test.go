@@ -76,14 +76,18 @@ func TestClusterObjects(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	token, err := bootstrap.NewToken(time.Now(), time.Hour)
+	token, err := bootstrap.NewToken("w1", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	set := images.For("registry.k8s.io", "v1.34.4")
 	for _, tok := range []*bootstrap.Token{&token, nil} {
+		var tokens []bootstrap.Token
+		if tok != nil {
+			tokens = append(tokens, *tok)
+		}
 		objs, err := ClusterObjects(ClusterParams{Cluster: inv.Cluster, NodeEndpoint: "https://10.0.0.1:6443", CAPEM: []byte("CA"),
-			KubeletConfig: []byte("kind: KubeletConfiguration\n"), Token: tok, Images: set})
+			KubeletConfig: []byte("kind: KubeletConfiguration\n"), Tokens: tokens, Images: set})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,8 +98,8 @@ func TestClusterObjects(t *testing.T) {
 				found["secret "+x.Name] = true
 			case *corev1.ConfigMap:
 				found["configmap "+x.Name] = true
-				if x.Name == "cluster-info" && (tok != nil) != (len(x.Data) > 1) {
-					t.Errorf("cluster-info with token %v: %v", tok != nil, x.Data)
+				if x.Name == "cluster-info" && len(x.Data) > 1 {
+					t.Errorf("cluster-info signed for clusterctl's tokens (token %v): %v", tok != nil, x.Data)
 				}
 			case *appsv1.DaemonSet:
 				if img := x.Spec.Template.Spec.Containers[0].Image; img != set.Ref(images.Proxy) {

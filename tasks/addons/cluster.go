@@ -20,8 +20,8 @@ type ClusterParams struct {
 	CAPEM        []byte
 	// KubeletConfig is the kubelet configuration every node runs (kubelet-config).
 	KubeletConfig []byte
-	// Token is the bootstrap token joining nodes use, or nil when none joins.
-	Token  *bootstrap.Token
+	// Tokens are the bootstrap tokens of the hosts joining in the run, one each.
+	Tokens []bootstrap.Token
 	Images images.Set
 	// Containerized hosts cannot tune conntrack: kube-proxy leaves it alone.
 	Containerized bool
@@ -66,13 +66,11 @@ func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tokens []bootstrap.Token
 	var objs []runtime.Object
-	if p.Token != nil {
-		tokens = append(tokens, *p.Token)
-		objs = append(objs, p.Token.Object())
+	for _, t := range p.Tokens {
+		objs = append(objs, t.Object())
 	}
-	info, err := bootstrap.ClusterInfo(infoKC, tokens...)
+	info, err := bootstrap.ClusterInfo(infoKC)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ package bootstrap
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"path"
@@ -31,8 +32,14 @@ import (
 // Names kubeadm gives the groups, roles and bindings; kept identical so that kubeadm's tooling and operators'
 // habits work on clusters clusterctl makes.
 const (
-	// NodeBootstrapGroup is the extra group of the tokens nodes join with.
+	// NodeBootstrapGroup is the extra group of the tokens `kubeadm token create` makes: the
+	// controller-manager approves any node client certificate such a token asks for (kubeadm's
+	// node-autoapprove-bootstrap binding, kept for kubeadm join).
 	NodeBootstrapGroup = "system:bootstrappers:kubeadm:default-node-token"
+	// JoinGroup is the extra group of the tokens clusterctl makes, one per joining host: it may ask for
+	// certificates and nothing else. No binding lets the controller-manager approve what it asks for:
+	// clusterctl approves one client certificate per token, for that token's host (csr.CheckClient).
+	JoinGroup = "system:bootstrappers:clusterctl"
 	// ClusterAdminsGroup is admin.conf's group, bound to cluster-admin (kubeadm ≥ 1.29; super-admin.conf
 	// keeps system:masters for break-glass use).
 	ClusterAdminsGroup = "kubeadm:cluster-admins"
@@ -48,50 +55,69 @@ const (
 	KubePublic = metav1.NamespacePublic
 )
 
-// Token is a bootstrap token: <id>.<secret>, as kubeadm makes them.
+// Token is a bootstrap token, <id>.<secret> as kubeadm makes them, issued to one joining host.
 type Token struct {
 	ID      string
 	Secret  string
 	Expires time.Time
+	// Host is the inventory host the token was issued to: the only one it may join as.
+	Host string
 }
 
-// NewToken makes a random token that expires after ttl.
-func NewToken(now time.Time, ttl time.Duration) (Token, error) {
+// NewToken makes a random token for a host that expires after ttl.
+func NewToken(host string, now time.Time, ttl time.Duration) (Token, error) {
 	s, err := bootstraputil.GenerateBootstrapToken()
 	if err != nil {
 		return Token{}, err
 	}
 	id, secret, _ := strings.Cut(s, ".")
-	return Token{ID: id, Secret: secret, Expires: now.Add(ttl).UTC().Truncate(time.Second)}, nil
+	return Token{ID: id, Secret: secret, Expires: now.Add(ttl).UTC().Truncate(time.Second), Host: host}, nil
 }
 
-// ParseToken reads a token written by String (with its expiry on the second line, as kept in the state
-// directory).
-func ParseToken(data string) (Token, error) {
-	first, rest, _ := strings.Cut(strings.TrimSpace(data), "\n")
-	if !bootstraputil.IsValidBootstrapToken(first) {
-		return Token{}, fmt.Errorf("not a bootstrap token")
+// tokenJSON is a token as the state directory keeps it.
+type tokenJSON struct {
+	Token   string    `json:"token"`
+	Expires time.Time `json:"expires"`
+}
+
+// MarshalTokens are tokens by host, for the state directory (a file of mode 0600).
+func MarshalTokens(tokens map[string]Token) ([]byte, error) {
+	out := map[string]tokenJSON{}
+	for host, t := range tokens {
+		out[host] = tokenJSON{Token: t.String(), Expires: t.Expires}
 	}
-	exp, err := time.Parse(time.RFC3339, strings.TrimSpace(rest))
-	if err != nil {
-		return Token{}, fmt.Errorf("token expiry: %w", err)
+	data, err := json.MarshalIndent(out, "", "  ")
+	return append(data, '\n'), err
+}
+
+// ParseTokens reads what MarshalTokens wrote; a token that is not a bootstrap token is an error.
+func ParseTokens(data []byte) (map[string]Token, error) {
+	var in map[string]tokenJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return nil, err
 	}
-	id, secret, _ := strings.Cut(first, ".")
-	return Token{ID: id, Secret: secret, Expires: exp}, nil
+	out := map[string]Token{}
+	for host, t := range in {
+		if !bootstraputil.IsValidBootstrapToken(t.Token) {
+			return nil, fmt.Errorf("host %s: not a bootstrap token", host)
+		}
+		id, secret, _ := strings.Cut(t.Token, ".")
+		out[host] = Token{ID: id, Secret: secret, Expires: t.Expires, Host: host}
+	}
+	return out, nil
 }
 
 // String is the token as kubelets present it.
 func (t Token) String() string { return t.ID + "." + t.Secret }
 
-// Marshal is the token and its expiry, for the state directory.
-func (t Token) Marshal() []byte {
-	return []byte(t.String() + "\n" + t.Expires.Format(time.RFC3339) + "\n")
-}
+// Username is who the API server authenticates the token as.
+func (t Token) Username() string { return bootstrapapi.BootstrapUserPrefix + t.ID }
 
 // SecretName is the token's Secret in kube-system.
 func (t Token) SecretName() string { return bootstraputil.BootstrapTokenSecretName(t.ID) }
 
-// Object is the token's Secret: authentication for joining kubelets, signing for cluster-info.
+// Object is the token's Secret: authentication for its host's kubelet, in JoinGroup; no signing of
+// cluster-info (kubeadm join's discovery; clusterctl's kubelets get the CA with the token).
 func (t Token) Object() *corev1.Secret {
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
@@ -102,9 +128,8 @@ func (t Token) Object() *corev1.Secret {
 			bootstrapapi.BootstrapTokenSecretKey:           t.Secret,
 			bootstrapapi.BootstrapTokenExpirationKey:       t.Expires.Format(time.RFC3339),
 			bootstrapapi.BootstrapTokenUsageAuthentication: "true",
-			bootstrapapi.BootstrapTokenUsageSigningKey:     "true",
-			bootstrapapi.BootstrapTokenExtraGroupsKey:      NodeBootstrapGroup,
-			bootstrapapi.BootstrapTokenDescriptionKey:      "made by clusterctl to join nodes; deleted when they have joined",
+			bootstrapapi.BootstrapTokenExtraGroupsKey:      JoinGroup,
+			bootstrapapi.BootstrapTokenDescriptionKey:      "made by clusterctl for host " + t.Host + " to join; deleted once its Node is registered",
 		},
 	}
 }
@@ -239,6 +264,8 @@ func Objects(kubeadmConfig, kubeletConfig, clusterInfo *corev1.ConfigMap) []runt
 		ClusterRoleBinding("kubeadm:kubelet-bootstrap", "system:node-bootstrapper", group(NodeBootstrapGroup)),
 		ClusterRoleBinding("kubeadm:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", group(NodeBootstrapGroup)),
 		ClusterRoleBinding("kubeadm:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", group(NodesGroup)),
+		// clusterctl's join tokens may ask for certificates, nothing more: clusterctl approves them.
+		ClusterRoleBinding("clusterctl:kubelet-bootstrap", "system:node-bootstrapper", group(JoinGroup)),
 		// Joining nodes read their Node (kubeadm join checks for a name clash).
 		&rbacv1.ClusterRole{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,34 +18,42 @@ import (
 
 var caPEM = []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
 
+// Each joining host gets a token of its own, kept by host in the state directory; its Secret puts it in
+// clusterctl's join group (which nothing auto-approves) and does not sign cluster-info.
 func TestTokenRoundTrip(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	tok, err := NewToken(now, time.Hour)
+	tok, err := NewToken("w1", now, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`).MatchString(tok.String()) {
 		t.Errorf("token %q is not in bootstrap token form", tok)
 	}
-	back, err := ParseToken(string(tok.Marshal()))
-	if err != nil || back != tok {
+	other, _ := NewToken("w2", now, time.Hour)
+	data, err := MarshalTokens(map[string]Token{"w1": tok, "w2": other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseTokens(data)
+	if err != nil || len(back) != 2 || !back["w1"].Expires.Equal(tok.Expires) || back["w1"].String() != tok.String() || back["w2"].Host != "w2" {
 		t.Errorf("round trip: %+v, %v; want %+v", back, err, tok)
 	}
-	if !back.Expires.Equal(now.Add(time.Hour)) {
-		t.Errorf("expires %v", back.Expires)
+	if tok.Username() != "system:bootstrap:"+tok.ID {
+		t.Errorf("username %q", tok.Username())
 	}
-	if _, err := ParseToken("abcdef.0123456789abcdef\nyesterday"); err == nil {
-		t.Error("a bad expiry was accepted")
+	if _, err := ParseTokens([]byte(`{"w1": {"token": "abcdef.0123456789abcdef; rm -rf /", "expires": "2026-01-02T04:04:05Z"}}`)); err == nil {
+		t.Error("a bad token was accepted")
 	}
 	sec := tok.Object()
 	if sec.Type != bootstrapapi.SecretTypeBootstrapToken || sec.Name != "bootstrap-token-"+tok.ID || sec.Namespace != "kube-system" ||
-		sec.StringData["auth-extra-groups"] != NodeBootstrapGroup || sec.StringData["expiration"] != "2026-01-02T04:04:05Z" {
+		sec.StringData["auth-extra-groups"] != JoinGroup || sec.StringData["expiration"] != "2026-01-02T04:04:05Z" ||
+		sec.StringData["usage-bootstrap-signing"] != "" || !strings.Contains(sec.StringData["description"], "w1") {
 		t.Errorf("token Secret: %+v", sec)
 	}
 }
 
 func TestClusterInfoSignedForToken(t *testing.T) {
-	tok, _ := NewToken(time.Now(), time.Hour)
+	tok, _ := NewToken("w1", time.Now(), time.Hour)
 	kc, err := ClusterInfoKubeconfig("https://10.0.0.1:6443", caPEM)
 	if err != nil {
 		t.Fatal(err)
@@ -67,14 +76,14 @@ func TestClusterInfoSignedForToken(t *testing.T) {
 	if !jws.DetachedTokenIsValid(sig, cm.Data["kubeconfig"], tok.ID, tok.Secret) {
 		t.Error("the JWS signature does not verify with the token")
 	}
-	other, _ := NewToken(time.Now(), time.Hour)
+	other, _ := NewToken("w2", time.Now(), time.Hour)
 	if jws.DetachedTokenIsValid(sig, cm.Data["kubeconfig"], other.ID, other.Secret) {
 		t.Error("the JWS signature verifies with another token")
 	}
 }
 
 func TestBootstrapKubeconfig(t *testing.T) {
-	tok, _ := NewToken(time.Now(), time.Hour)
+	tok, _ := NewToken("w1", time.Now(), time.Hour)
 	data, err := BootstrapKubeconfig("prod", "https://api:6443", caPEM, tok)
 	if err != nil {
 		t.Fatal(err)

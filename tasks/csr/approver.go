@@ -2,8 +2,7 @@ package csr
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -14,12 +13,22 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+	"github.com/clusterctl/clusterctl/tasks/kubelet"
 )
 
-// InventoryNodes are the names and addresses each inventory host's kubelet may claim: its Node name and
-// host name, and its learned (nodeIPs, by host), internal and SSH addresses.
-func InventoryNodes(inv *inventory.Inventory, nodeIPs map[string]string) map[string]Node {
-	nodes := map[string]Node{}
+// Fleet are the names and addresses each inventory node's kubelet may claim (its Node name and host name,
+// its learned (nodeIPs, by host), internal and SSH addresses), and those reserved to their owner.
+func Fleet(inv *inventory.Inventory, nodeIPs map[string]string) (map[string]Node, Reserved) {
+	nodes, reserved := map[string]Node{}, Reserved{}
+	reserve := func(key string, c Claim) {
+		if ip := net.ParseIP(key); ip != nil {
+			key = ip.String()
+		}
+		if _, taken := reserved[key]; key != "" && !taken {
+			reserved[key] = c
+		}
+	}
 	for i := range inv.Hosts {
 		h := &inv.Hosts[i]
 		n := Node{Name: h.NodeName, DNSNames: []string{h.NodeName}}
@@ -31,26 +40,60 @@ func InventoryNodes(inv *inventory.Inventory, nodeIPs map[string]string) map[str
 				n.Addresses = append(n.Addresses, a)
 			}
 		}
-		nodes[h.NodeName] = n
+		owner := h.NodeName
+		if !h.IsNode() {
+			owner = "" // an etcd host: no kubelet of its own
+		} else {
+			nodes[h.NodeName] = n
+		}
+		for _, k := range append(slices.Clone(n.DNSNames), n.Addresses...) {
+			reserve(k, Claim{Owner: owner, What: "host " + h.Name + "'s"})
+		}
 	}
-	return nodes
+	// A host's own address stays its own when it is also the endpoint (one control-plane node, no load
+	// balancer): its serving certificate is of the kubelet serving CA, which no client of the API server
+	// trusts.
+	c := inv.Cluster
+	if c.ControlPlaneEndpoint != "" {
+		host, _, err := net.SplitHostPort(c.ControlPlaneEndpoint)
+		if err != nil {
+			host = c.ControlPlaneEndpoint
+		}
+		reserve(host, Claim{What: "the control-plane endpoint"})
+	}
+	for _, san := range c.APIServer.CertSANs {
+		reserve(san, Claim{What: "a name of the API server (apiServer.certSANs)"})
+	}
+	for _, subnet := range strings.Split(c.Networking.ServiceSubnet, ",") {
+		if vip, err := kubelet.NthIP(strings.TrimSpace(subnet), 1); err == nil {
+			reserve(vip, Claim{What: "the kubernetes Service's address"})
+		}
+	}
+	for _, name := range []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + c.Networking.DNSDomain} {
+		reserve(name, Claim{What: "a name of the kubernetes Service"})
+	}
+	return nodes, reserved
 }
 
 // Approver approves the pending kubelet serving requests that pass CheckServing, round after round, and
-// remembers the nodes that have an approved one and the requests it left pending, with why. With a
-// bootstrap token, it also approves the joining kubelets' client requests that pass CheckClient (others are
-// left to the controller-manager).
+// remembers the nodes that have an approved one and the requests it left pending, with why. With the
+// tokens of the hosts joining in the run, it also approves their kubelets' client requests that pass
+// CheckClient, one per token while no Node of its name is registered. A client request made with one of
+// clusterctl's tokens that it does not approve is left pending and reported; others (kubeadm's tokens) are
+// the controller-manager's.
 type Approver struct {
-	Kube  kubernetes.Interface
-	Nodes map[string]Node
-	// TokenID is the bootstrap token's ID of the run ("" when no node joins).
-	TokenID string
+	Kube     kubernetes.Interface
+	Nodes    map[string]Node
+	Reserved Reserved
+	// Joining are the Node names of the hosts joining in the run, by the ID of the token issued to each.
+	Joining map[string]string
 	// Say reports a decision (each request left pending is reported once).
 	Say func(format string, args ...any)
 
 	mu         sync.Mutex
 	approved   map[string]bool
 	unapproved map[string]string
+	used       map[string]string // token ID -> the client request approved for it
 }
 
 // Approved reports whether a node has an approved (or issued) serving request.
@@ -85,8 +128,8 @@ func (a *Approver) Round(ctx context.Context) ([]certificatesv1.CertificateSigni
 	a.mu.Unlock()
 	for i := range list.Items {
 		r := &list.Items[i]
-		if r.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && a.TokenID != "" && Pending(r) {
-			if err := a.client(ctx, r); err != nil {
+		if r.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && Pending(r) {
+			if err := a.client(ctx, r, list.Items); err != nil {
 				return nil, err
 			}
 			continue
@@ -96,19 +139,13 @@ func (a *Approver) Round(ctx context.Context) ([]certificatesv1.CertificateSigni
 		}
 		node := strings.TrimPrefix(r.Spec.Username, "system:node:")
 		if !Pending(r) {
-			if approved(r) && CheckServing(r, a.Nodes) == "" {
+			if approved(r) && CheckServing(r, a.Nodes, a.Reserved) == "" {
 				a.mark(node)
 			}
 			continue
 		}
-		if why := CheckServing(r, a.Nodes); why != "" {
-			a.mu.Lock()
-			_, seen := a.unapproved[r.Name]
-			a.unapproved[r.Name] = why
-			a.mu.Unlock()
-			if !seen {
-				a.say("left %s unapproved: %s", r.Name, why)
-			}
+		if why := CheckServing(r, a.Nodes, a.Reserved); why != "" {
+			a.refuse(r.Name, why)
 			continue
 		}
 		r.Status.Conditions = append(r.Status.Conditions, Approved("requester and every name and address checked against the inventory by clusterctl"))
@@ -124,27 +161,76 @@ func (a *Approver) Round(ctx context.Context) ([]certificatesv1.CertificateSigni
 	return list.Items, nil
 }
 
-// client approves a joining kubelet's client request that passes CheckClient; one that does not is left to
-// the controller-manager, silently: it may be another tool's.
-func (a *Approver) client(ctx context.Context, r *certificatesv1.CertificateSigningRequest) error {
-	if CheckClient(r, a.TokenID, a.Nodes) != "" {
+// client approves a joining kubelet's client request that passes CheckClient, the first for its token,
+// while no Node of its name is registered. One made with a token of clusterctl's (JoinGroup) that does not
+// pass is left pending and reported; others are left to the controller-manager, silently: they may be
+// another tool's.
+func (a *Approver) client(ctx context.Context, r *certificatesv1.CertificateSigningRequest, all []certificatesv1.CertificateSigningRequest) error {
+	why := CheckClient(r, a.Joining)
+	id := strings.TrimPrefix(r.Spec.Username, "system:bootstrap:")
+	node := a.Joining[id]
+	if why == "" {
+		why = a.usedBy(id, r.Name, all)
+	}
+	if why == "" {
+		_, err := a.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			why = "Node " + node + " is registered already: a joining kubelet asks before it registers"
+		case !apierrors.IsNotFound(err):
+			return err
+		}
+	}
+	if why != "" {
+		if slices.Contains(r.Spec.Groups, bootstrap.JoinGroup) {
+			a.refuse(r.Name, "client certificate requested by "+r.Spec.Username+": "+why)
+		}
 		return nil
 	}
-	r.Status.Conditions = append(r.Status.Conditions, Approved("a kubelet joining with clusterctl's bootstrap token, for an inventory node, checked by clusterctl"))
+	a.mu.Lock()
+	if a.used == nil {
+		a.used = map[string]string{}
+	}
+	a.used[id] = r.Name
+	a.mu.Unlock()
+	r.Status.Conditions = append(r.Status.Conditions, Approved("a kubelet joining with the token clusterctl issued to its host, for that host's Node, checked by clusterctl"))
 	if _, err := a.Kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, r.Name, r, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return nil
 		}
 		return err
 	}
-	node := "a joining kubelet"
-	if block, _ := pem.Decode(r.Spec.Request); block != nil {
-		if req, err := x509.ParseCertificateRequest(block.Bytes); err == nil {
-			node = strings.TrimPrefix(req.Subject.CommonName, "system:node:")
-		}
-	}
 	a.say("approved client certificate of %s, joining (%s)", node, r.Name)
 	return nil
+}
+
+// usedBy says why a token may get no other client certificate ("" when it may): one was approved for it
+// already, by this approver or before (another request of its user decided).
+func (a *Approver) usedBy(id, name string, all []certificatesv1.CertificateSigningRequest) string {
+	a.mu.Lock()
+	prev := a.used[id]
+	a.mu.Unlock()
+	if prev != "" && prev != name {
+		return "the token got a client certificate already (" + prev + ")"
+	}
+	for i := range all {
+		o := &all[i]
+		if o.Name != name && o.Spec.Username == "system:bootstrap:"+id && o.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && approved(o) {
+			return "the token got a client certificate already (" + o.Name + ")"
+		}
+	}
+	return ""
+}
+
+// refuse records a request left pending, reporting it the first time.
+func (a *Approver) refuse(name, why string) {
+	a.mu.Lock()
+	_, seen := a.unapproved[name]
+	a.unapproved[name] = why
+	a.mu.Unlock()
+	if !seen {
+		a.say("left %s unapproved: %s", name, why)
+	}
 }
 
 func (a *Approver) mark(node string) {

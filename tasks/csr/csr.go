@@ -1,8 +1,9 @@
-// Package csr decides which kubelet serving certificate requests clusterctl approves. Upstream leaves them to
-// the cluster operator (the controller-manager approves only client certificates), because a node could
-// otherwise ask for a certificate naming another host. clusterctl knows every host, so it approves a request
-// only when it comes from an inventory node, for that node, naming nothing but that node's names and
-// addresses, for serving only.
+// Package csr decides which kubelet certificate requests clusterctl approves. Upstream leaves serving
+// requests to the cluster operator, because a node could otherwise ask for a certificate naming another
+// host. clusterctl knows every host, so it approves a serving request only when it comes from an inventory
+// node, for that node, naming nothing but that node's names and addresses (none of another host's, the
+// control-plane endpoint's or the API server's), for serving only; and a joining kubelet's client request
+// only when made with the token clusterctl issued to that host, for that host's Node, once.
 package csr
 
 import (
@@ -81,9 +82,26 @@ func parseRequest(r *certificatesv1.CertificateSigningRequest) (*x509.Certificat
 	return req, ""
 }
 
+// Claim is whose a name or address is, for CheckServing: Owner is the Node name of the only node that may
+// put it in its serving certificate ("" for none), What says what it is.
+type Claim struct{ Owner, What string }
+
+// Reserved are the names and addresses (IP addresses in net.IP's String form) that only their owner may
+// claim: every host's, the control-plane endpoint's, the API server's, the kubernetes Service's.
+type Reserved map[string]Claim
+
+// claimOf is the claim on a name or address, if any.
+func (rs Reserved) claimOf(nameOrIP string) (Claim, bool) {
+	if ip := net.ParseIP(nameOrIP); ip != nil {
+		nameOrIP = ip.String()
+	}
+	c, ok := rs[nameOrIP]
+	return c, ok
+}
+
 // CheckServing returns "" when r is a kubelet serving request clusterctl may approve, else why it may not.
-// nodes are the inventory's nodes by Node name.
-func CheckServing(r *certificatesv1.CertificateSigningRequest, nodes map[string]Node) string {
+// nodes are the inventory's nodes by Node name; reserved are the names and addresses no other node may claim.
+func CheckServing(r *certificatesv1.CertificateSigningRequest, nodes map[string]Node, reserved Reserved) string {
 	if r.Spec.SignerName != certificatesv1.KubeletServingSignerName {
 		return fmt.Sprintf("signer is %s, not %s", r.Spec.SignerName, certificatesv1.KubeletServingSignerName)
 	}
@@ -111,6 +129,15 @@ func CheckServing(r *certificatesv1.CertificateSigningRequest, nodes map[string]
 	if len(req.DNSNames) == 0 && len(req.IPAddresses) == 0 {
 		return "the request names no DNS name or address"
 	}
+	sans := slices.Clone(req.DNSNames)
+	for _, ip := range req.IPAddresses {
+		sans = append(sans, ip.String())
+	}
+	for _, san := range sans {
+		if c, ok := reserved.claimOf(san); ok && c.Owner != name {
+			return fmt.Sprintf("%s is %s, not node %s's", san, c.What, name)
+		}
+	}
 	for _, d := range req.DNSNames {
 		if !slices.Contains(node.DNSNames, d) {
 			return fmt.Sprintf("DNS name %q is not node %s's (%s)", d, name, strings.Join(node.DNSNames, ", "))
@@ -125,17 +152,20 @@ func CheckServing(r *certificatesv1.CertificateSigningRequest, nodes map[string]
 }
 
 // CheckClient returns "" when r is a kubelet's first client certificate request (TLS bootstrap) that
-// clusterctl may approve, else why it may not: signed by kube-apiserver-client-kubelet, requested with this
-// run's bootstrap token (tokenID) by the system:bootstrappers group, for system:node:<name> of an inventory
-// node in system:nodes, naming nothing else, for client auth only. It is what the controller-manager's
-// csrapproving controller checks, narrowed to the inventory and this run's token; approving it here spares
-// a joining node the wait for a freshly started controller-manager.
-func CheckClient(r *certificatesv1.CertificateSigningRequest, tokenID string, nodes map[string]Node) string {
+// clusterctl may approve, else why it may not: signed by kube-apiserver-client-kubelet, requested with a
+// token clusterctl issued in this run (joining: the Node name of the host each token ID was issued to) by
+// the system:bootstrappers group, for system:node:<that host's Node name> in system:nodes, naming nothing
+// else, for client auth only. The Approver also checks that the token got no certificate before and that
+// no Node of the name is registered. It is what the controller-manager's csrapproving controller checks
+// for kubeadm's tokens, narrowed to one identity per token.
+func CheckClient(r *certificatesv1.CertificateSigningRequest, joining map[string]string) string {
 	if r.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
 		return fmt.Sprintf("signer is %s, not %s", r.Spec.SignerName, certificatesv1.KubeAPIServerClientKubeletSignerName)
 	}
-	if tokenID == "" || r.Spec.Username != "system:bootstrap:"+tokenID {
-		return fmt.Sprintf("requested by %q, not with this run's bootstrap token", r.Spec.Username)
+	id, ok := strings.CutPrefix(r.Spec.Username, "system:bootstrap:")
+	want, issued := joining[id]
+	if !ok || !issued {
+		return fmt.Sprintf("requested by %q, not with a token clusterctl issued to a host joining in this run", r.Spec.Username)
 	}
 	if !slices.Contains(r.Spec.Groups, "system:bootstrappers") {
 		return fmt.Sprintf("requester %s is not in group system:bootstrappers", r.Spec.Username)
@@ -147,12 +177,8 @@ func CheckClient(r *certificatesv1.CertificateSigningRequest, tokenID string, no
 	if why != "" {
 		return why
 	}
-	name, ok := strings.CutPrefix(req.Subject.CommonName, "system:node:")
-	if !ok {
-		return fmt.Sprintf("subject %q is not a node", req.Subject.CommonName)
-	}
-	if _, ok := nodes[name]; !ok {
-		return fmt.Sprintf("subject names node %q, which is not in the inventory", name)
+	if req.Subject.CommonName != "system:node:"+want {
+		return fmt.Sprintf("subject %q, but the token was issued to node %s", req.Subject.CommonName, want)
 	}
 	if len(req.DNSNames) > 0 || len(req.IPAddresses) > 0 {
 		return "a client request names hosts or addresses"

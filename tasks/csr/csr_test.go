@@ -9,9 +9,12 @@ import (
 	"encoding/pem"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+
+	"github.com/clusterctl/clusterctl/inventory"
 )
 
 func request(t *testing.T, cn string, orgs []string, dns []string, ips []string, mutate func(*x509.CertificateRequest)) []byte {
@@ -34,10 +37,25 @@ func request(t *testing.T, cn string, orgs []string, dns []string, ips []string,
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
 
+// fleet is a cluster of a control-plane node, two workers and an etcd host, behind a load balancer.
+func fleet(learned map[string]string) (map[string]Node, Reserved) {
+	inv := &inventory.Inventory{Hosts: []inventory.Host{
+		{Name: "cp1", NodeName: "cp1", Address: "10.0.0.1", Roles: []inventory.Role{inventory.RoleControlPlane}},
+		{Name: "w1", NodeName: "w1", Address: "10.0.0.11", Roles: []inventory.Role{inventory.RoleWorker}},
+		{Name: "w2", NodeName: "w2", Address: "10.0.0.12", Roles: []inventory.Role{inventory.RoleWorker}},
+		{Name: "etcd1", NodeName: "etcd1", Address: "10.0.0.21", Roles: []inventory.Role{inventory.RoleEtcd}},
+	}}
+	inv.Cluster.ControlPlaneEndpoint = "api.example.com:6443"
+	inv.Cluster.APIServer.CertSANs = []string{"10.0.0.100", "k8s.example.com"}
+	inv.Cluster.Networking.ServiceSubnet = "10.96.0.0/12"
+	inv.Cluster.Networking.DNSDomain = "cluster.local"
+	return Fleet(inv, learned)
+}
+
 func TestCheckServing(t *testing.T) {
-	nodes := map[string]Node{
-		"w1": {Name: "w1", DNSNames: []string{"w1"}, Addresses: []string{"10.0.0.11"}},
-		"w2": {Name: "w2", DNSNames: []string{"w2"}, Addresses: []string{"10.0.0.12"}},
+	nodes, reserved := fleet(map[string]string{"w1": "10.0.0.11"})
+	if _, ok := nodes["etcd1"]; ok {
+		t.Error("an etcd host is no node: it has no kubelet")
 	}
 	serving := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
 	good := func() *certificatesv1.CertificateSigningRequest {
@@ -47,7 +65,7 @@ func TestCheckServing(t *testing.T) {
 			Request: request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1"}, []string{"10.0.0.11"}, nil),
 		}}
 	}
-	if why := CheckServing(good(), nodes); why != "" {
+	if why := CheckServing(good(), nodes, reserved); why != "" {
 		t.Fatalf("a good request was refused: %s", why)
 	}
 	for _, tc := range []struct {
@@ -96,16 +114,41 @@ func TestCheckServing(t *testing.T) {
 			r.Spec.Request = request(t, "system:node:w1", []string{"system:nodes"}, nil, nil, nil)
 		}},
 		{"garbage", func(r *certificatesv1.CertificateSigningRequest) { r.Spec.Request = []byte("nope") }},
+		{"the control-plane node's address", func(r *certificatesv1.CertificateSigningRequest) {
+			r.Spec.Request = request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1"}, []string{"10.0.0.1"}, nil)
+		}},
+		{"an etcd host's address", func(r *certificatesv1.CertificateSigningRequest) {
+			r.Spec.Request = request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1"}, []string{"10.0.0.21"}, nil)
+		}},
+		{"the control-plane endpoint", func(r *certificatesv1.CertificateSigningRequest) {
+			r.Spec.Request = request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1", "api.example.com"}, nil, nil)
+		}},
+		{"an API server SAN", func(r *certificatesv1.CertificateSigningRequest) {
+			r.Spec.Request = request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1"}, []string{"10.0.0.100"}, nil)
+		}},
+		{"the kubernetes Service address", func(r *certificatesv1.CertificateSigningRequest) {
+			r.Spec.Request = request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1"}, []string{"10.96.0.1"}, nil)
+		}},
+		{"the kubernetes Service name", func(r *certificatesv1.CertificateSigningRequest) {
+			r.Spec.Request = request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1", "kubernetes.default.svc.cluster.local"}, nil, nil)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := good()
 			tc.mutate(r)
-			if why := CheckServing(r, nodes); why == "" {
+			if why := CheckServing(r, nodes, reserved); why == "" {
 				t.Errorf("approved")
 			} else {
 				t.Log(why)
 			}
 		})
+	}
+	// A learned node address that is another host's (w1's learned address is cp1's) stays cp1's.
+	nodes, reserved = fleet(map[string]string{"w1": "10.0.0.1"})
+	r := good()
+	r.Spec.Request = request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1"}, []string{"10.0.0.1"}, nil)
+	if why := CheckServing(r, nodes, reserved); !strings.Contains(why, "host cp1's") {
+		t.Errorf("w1 claiming cp1's address as its learned one: %q", why)
 	}
 }
 
@@ -151,39 +194,43 @@ func TestAwaitingSignature(t *testing.T) {
 	}
 }
 
-// A joining kubelet's client request is approved only with this run's token, for an inventory node,
-// naming nothing else, for client auth only.
+// A joining kubelet's client request is approved only with the token issued to its host, for that host's
+// Node, naming nothing else, for client auth only.
 func TestCheckClient(t *testing.T) {
-	nodes := map[string]Node{"w1": {Name: "w1"}}
+	joining := map[string]string{"abcdef": "w1", "ghijkl": "w2"}
 	client := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
 	mk := func(user string, groups []string, usages []certificatesv1.KeyUsage, req []byte) *certificatesv1.CertificateSigningRequest {
 		return &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
 			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Username: user, Groups: groups, Usages: usages, Request: req}}
 	}
-	boot := []string{"system:bootstrappers", "system:bootstrappers:kubeadm:default-node-token", "system:authenticated"}
+	boot := []string{"system:bootstrappers", "system:bootstrappers:clusterctl", "system:authenticated"}
 	good := request(t, "system:node:w1", []string{"system:nodes"}, nil, nil, nil)
-	if why := CheckClient(mk("system:bootstrap:abcdef", boot, client, good), "abcdef", nodes); why != "" {
+	if why := CheckClient(mk("system:bootstrap:abcdef", boot, client, good), joining); why != "" {
 		t.Errorf("a good request refused: %s", why)
 	}
 	for name, r := range map[string]*certificatesv1.CertificateSigningRequest{
-		"another token":      mk("system:bootstrap:zzzzzz", boot, client, good),
-		"not a bootstrapper": mk("system:bootstrap:abcdef", []string{"system:authenticated"}, client, good),
-		"server usage":       mk("system:bootstrap:abcdef", boot, append(client, certificatesv1.UsageServerAuth), good),
-		"foreign node":       mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:bank", []string{"system:nodes"}, nil, nil, nil)),
-		"masters group":      mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:w1", []string{"system:masters"}, nil, nil, nil)),
-		"with a SAN":         mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1"}, nil, nil)),
-		"not a node":         mk("system:bootstrap:abcdef", boot, client, request(t, "admin", []string{"system:nodes"}, nil, nil, nil)),
+		"another token":           mk("system:bootstrap:zzzzzz", boot, client, good),
+		"not a bootstrapper":      mk("system:bootstrap:abcdef", []string{"system:authenticated"}, client, good),
+		"server usage":            mk("system:bootstrap:abcdef", boot, append(client, certificatesv1.UsageServerAuth), good),
+		"foreign node":            mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:bank", []string{"system:nodes"}, nil, nil, nil)),
+		"another joining node":    mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:w2", []string{"system:nodes"}, nil, nil, nil)),
+		"a control-plane node":    mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:cp1", []string{"system:nodes"}, nil, nil, nil)),
+		"masters group":           mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:w1", []string{"system:masters"}, nil, nil, nil)),
+		"with a SAN":              mk("system:bootstrap:abcdef", boot, client, request(t, "system:node:w1", []string{"system:nodes"}, []string{"w1"}, nil, nil)),
+		"not a node":              mk("system:bootstrap:abcdef", boot, client, request(t, "admin", []string{"system:nodes"}, nil, nil, nil)),
+		"no token of this run":    mk("system:bootstrap:", boot, client, good),
+		"a node, not a bootstrap": mk("system:node:w1", []string{"system:nodes"}, client, good),
 	} {
-		if why := CheckClient(r, "abcdef", nodes); why == "" {
+		if why := CheckClient(r, joining); why == "" {
 			t.Errorf("%s: approved", name)
 		}
 	}
-	if why := CheckClient(mk("system:bootstrap:", boot, client, good), "", nodes); why == "" {
-		t.Error("approved without a token of this run")
+	if why := CheckClient(mk("system:bootstrap:abcdef", boot, client, good), nil); why == "" {
+		t.Error("approved with no host joining")
 	}
 	serving := mk("system:bootstrap:abcdef", boot, client, good)
 	serving.Spec.SignerName = certificatesv1.KubeletServingSignerName
-	if why := CheckClient(serving, "abcdef", nodes); why == "" {
+	if why := CheckClient(serving, joining); why == "" {
 		t.Error("a serving signer's request approved as a client one")
 	}
 }
