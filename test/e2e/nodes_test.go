@@ -18,12 +18,42 @@ func TestGrowAndShrink(t *testing.T) {
 	small := full.Subset(t, "small", "cp1", "w1")
 	small.Up(t)
 
-	t.Run("add a worker; a workload schedules there", func(t *testing.T) {
-		if _, stderr, code := full.Run(t, "add-node", "w2"); code != 0 {
-			t.Fatalf("add-node w2: exit %d\n%s", code, tail(stderr, 30))
+	t.Run("add a worker; its token gets no other node's certificate; a workload schedules there", func(t *testing.T) {
+		// w2's kubelet is held 25 s at its start: the window in which a host holding w2's token (as w2 does
+		// from the push on) asks for client certificates of other nodes with it.
+		full.Lab.Run(t, "w2", "mkdir -p /etc/systemd/system/kubelet.service.d && printf '[Service]\\nExecStartPre=/bin/sleep 25\\n' >/etc/systemd/system/kubelet.service.d/99-e2e-hold.conf")
+		type result struct {
+			stdout, stderr string
+			code           int
+		}
+		done := make(chan result, 1)
+		go func() {
+			stdout, stderr, code := full.Run(t, "add-node", "w2")
+			done <- result{stdout, stderr, code}
+		}()
+		forged := ForgeJoinRequests(t, full, "w2", 90*time.Second, "cp2", "cp1")
+		r := <-done
+		full.Lab.Run(t, "w2", "rm -f /etc/systemd/system/kubelet.service.d/99-e2e-hold.conf && systemctl daemon-reload")
+		if r.code != 0 {
+			t.Fatalf("add-node w2: exit %d\n%s", r.code, tail(r.stderr, 30))
+		}
+		for node, name := range forged {
+			if cond := full.MustK(t, "get", "csr", name, "-o", "jsonpath={.status.conditions[*].type}"); cond != "" {
+				t.Errorf("the client CSR %s for %s made with w2's token has conditions %q, want none (pending)", name, node, cond)
+			}
+			if !strings.Contains(r.stdout+r.stderr, name) {
+				t.Errorf("add-node did not name %s (for %s, made with w2's token) as left unapproved:\n%s", name, node, tail(r.stdout+r.stderr, 30))
+			}
+		}
+		if out := full.MustK(t, "get", "secrets", "-n", "kube-system", "--field-selector", "type=bootstrap.kubernetes.io/token", "-o", "name"); strings.TrimSpace(out) != "" {
+			t.Errorf("bootstrap tokens left after add-node: %s", out)
 		}
 		full.LoadProbe(t, "w2")
 		full.ProbePodOn(t, "on-w2", "w2")
+	})
+
+	t.Run("a kubelet's serving certificate is the kubelet serving CA's, not the cluster CA's; logs, exec, port-forward work", func(t *testing.T) {
+		CheckKubeletServing(t, full, "w2", "on-w2")
 	})
 
 	t.Run("grow the control plane to three", func(t *testing.T) {
