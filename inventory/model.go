@@ -117,6 +117,16 @@ type Downloads struct {
 	// RegistryMirror is a registry (host[:port][/path]) to fetch images from in place of the registry their
 	// references name.
 	RegistryMirror string `yaml:"registryMirror,omitempty" json:"registryMirror,omitempty"`
+	// Checksums is a file (relative to the inventory's directory) of trusted SHA-256 digests, one
+	// "<sha256>  <path>" line per file (the form of an artifacts directory's artifacts.lock): every
+	// download must match its line (clusterctl artifacts pull --checksums).
+	Checksums string `yaml:"checksums,omitempty" json:"checksums,omitempty"`
+	// AllowHTTP allows plain-HTTP download bases that are not on loopback; every file must then match
+	// checksums, a built-in digest or the lock.
+	AllowHTTP bool `yaml:"allowHTTP,omitempty" json:"allowHTTP,omitempty"`
+	// InsecureRegistries are registries (host[:port]) images may be fetched from over plain HTTP, without
+	// credentials.
+	InsecureRegistries []string `yaml:"insecureRegistries,omitempty" json:"insecureRegistries,omitempty"`
 }
 
 // CNI plugins clusterctl sets up.

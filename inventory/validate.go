@@ -161,6 +161,14 @@ func (v *validator) cluster() {
 	if m := d.RegistryMirror; m != "" && (!repositoryRE.MatchString(m) || len(m) > 255) {
 		v.errorf("cluster.downloads.registryMirror", "%q is not a registry (host[:port][/path]; no scheme)", m)
 	}
+	for i, r := range d.InsecureRegistries {
+		if !repositoryRE.MatchString(r) || strings.Contains(r, "/") || len(r) > 255 {
+			v.errorf(fmt.Sprintf("cluster.downloads.insecureRegistries[%d]", i), "%q is not a registry host[:port] (no scheme, no path)", r)
+		}
+	}
+	if strings.ContainsRune(d.Checksums, 0) || len(d.Checksums) > 4096 {
+		v.errorf("cluster.downloads.checksums", "%q is not a file path", d.Checksums)
+	}
 	for i, ref := range c.ExtraImages {
 		if _, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":"); len(tag) > 128 || !imageRefRE.MatchString(ref) || len(ref) > 512 {
 			v.errorf(fmt.Sprintf("cluster.extraImages[%d]", i), "%q is not an image reference with a registry and a tag (example: quay.io/calico/node:v3.30.3)", ref)

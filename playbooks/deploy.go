@@ -228,14 +228,25 @@ func (d *deployment) artifacts(ctx context.Context) error {
 		}
 		d.artDir = dir
 	}
+	if _, err := os.Stat(d.artDir); err == nil {
+		// What the hosts run as root comes from it: trusted like the state directory.
+		if err := pull.CheckDir(d.artDir); err != nil {
+			return err
+		}
+	}
 	m, err := artifacts.Load(d.artDir)
 	if c.Artifacts == "" && (err != nil || d.lacks(m, arches) != "") {
 		if m != nil {
 			arches = unionArches(arches, m)
 		}
 		d.e.say("artifacts", "", "pulling Kubernetes %s for %s into %s", c.KubernetesVersion, strings.Join(arches, ","), d.artDir)
+		checksums := ""
+		if c.Downloads.Checksums != "" {
+			checksums = d.e.Inv.Resolve(c.Downloads.Checksums)
+		}
 		m, err = pull.Pull(ctx, pull.Options{KubernetesVersion: c.KubernetesVersion, Arches: arches, Dir: d.artDir, SkipImages: c.Registry.Pull,
 			Sources: pull.DefaultSources().Override(pull.SourcesOf(c.Downloads)), ImageRepository: c.ImageRepository,
+			Checksums: checksums, AllowHTTP: c.Downloads.AllowHTTP, InsecureRegistries: c.Downloads.InsecureRegistries,
 			ExtraImages: c.ExtraImages, Events: func(ev pull.Event) {
 				if ev.Type == pull.EventFileDone && !ev.Cached {
 					d.e.say("artifacts", "", "%s: %d bytes in %dms, verified", ev.File, ev.Bytes, ev.DurationMS)

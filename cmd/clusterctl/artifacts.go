@@ -18,11 +18,11 @@ import (
 )
 
 type pullOptions struct {
-	version, out, imageRepository string
-	arches, extraImages           []string
-	parallel                      int
-	noImages                      bool
-	sources                       pull.Sources
+	version, out, imageRepository, checksums string
+	arches, extraImages, insecureRegistries  []string
+	parallel                                 int
+	noImages, allowHTTP                      bool
+	sources                                  pull.Sources
 }
 
 func newArtifactsCmd(g *globalOptions) *cobra.Command {
@@ -65,6 +65,19 @@ mismatch is an error naming the file, the URL, and both digests, with nothing of
 taken from HTTPS_PROXY/HTTP_PROXY/NO_PROXY; registry credentials from the Docker config
 (~/.docker/config.json), never from the inventory.
 
+A checksum from a file's own origin proves nothing against that origin, so every file is also checked
+against a digest from elsewhere: --checksums FILE ("<sha256>  <path>" lines, path as in the directory:
+bin/linux-amd64/kubelet, downloads/<archive>, runtime/linux-amd64/runc), then digests built into
+clusterctl for releases whose digests are public, then the directory's artifacts.lock, which the first
+verified pull writes (as go.sum): a later pull or mirror that serves other bytes (or another image digest)
+is refused, naming the file, the URL, and the locked and received digests.
+
+Plain HTTP: a redirect from https to http is refused; http:// base URLs only on loopback or with
+--allow-http, and every file must then match --checksums, a built-in digest or the lock; registries over
+plain HTTP only when named with --insecure-registry, and no credentials are sent to them. The directory
+must not be writable by others nor owned by another user (exit 2); files are never written through a
+symbolic link.
+
 With -i, the inventory gives the version, imageRepository, extraImages and cluster.downloads; flags win.
 The manifest is written last: a directory with a manifest.json is complete.`,
 		Example: `  clusterctl artifacts pull --kubernetes-version v1.37.2
@@ -91,6 +104,9 @@ The manifest is written last: a directory with a manifest.json is complete.`,
 	f.StringVar(&o.sources.CNI, "cni-url", "", "CNI plugins release download base URL")
 	f.StringVar(&o.sources.Crictl, "crictl-url", "", "crictl (cri-tools) release download base URL")
 	f.StringVar(&o.sources.RegistryMirror, "registry-mirror", "", "registry (host[:port][/path]) to fetch images from instead of the one each reference names")
+	f.StringVar(&o.checksums, "checksums", "", "file of trusted SHA-256 digests (\"<sha256>  <path>\" lines, as artifacts.lock) every download must match (default: the inventory's cluster.downloads.checksums)")
+	f.BoolVar(&o.allowHTTP, "allow-http", false, "allow plain-HTTP download URLs off loopback (every file must then match --checksums, a built-in digest or the lock)")
+	f.StringSliceVar(&o.insecureRegistries, "insecure-registry", nil, "registry (host:port) images may be fetched from over plain HTTP, without credentials (repeatable)")
 	return cmd
 }
 
@@ -121,13 +137,26 @@ func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
 		req.ExtraImages = append(req.ExtraImages, c.ExtraImages...)
 		req.SkipImages = req.SkipImages || c.Registry.Pull
 		sources = sources.Override(pull.SourcesOf(c.Downloads))
+		if c.Downloads.Checksums != "" {
+			req.Checksums = inv.Resolve(c.Downloads.Checksums)
+		}
+		req.AllowHTTP = c.Downloads.AllowHTTP
+		req.InsecureRegistries = c.Downloads.InsecureRegistries
 	}
+	if o.checksums != "" {
+		req.Checksums = o.checksums
+	}
+	req.AllowHTTP = req.AllowHTTP || o.allowHTTP
+	req.InsecureRegistries = append(req.InsecureRegistries, o.insecureRegistries...)
 	req.ExtraImages = append(req.ExtraImages, o.extraImages...)
 	req.Sources = sources.Override(o.sources)
 	if req.KubernetesVersion == "" {
 		req.KubernetesVersion = inventory.DefaultKubernetesVersion
 	}
 	if err := req.Sources.Validate(); err != nil {
+		return req, usageError("%v", err)
+	}
+	if err := req.Sources.CheckSchemes(req.AllowHTTP); err != nil {
 		return req, usageError("%v", err)
 	}
 	if _, err := pull.VersionsFor(req.KubernetesVersion); err != nil {
@@ -139,6 +168,9 @@ func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
 			return req, err
 		}
 		req.Dir = d
+	}
+	if err := pull.CheckDir(req.Dir); err != nil {
+		return req, usageError("%v", err)
 	}
 	return req, nil
 }

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
@@ -98,6 +99,12 @@ func (p *puller) get(ctx context.Context, u string, limit int64) ([]byte, error)
 // renames it into place only when its SHA-256 is want. A file already in place with that sum is kept.
 func (p *puller) download(ctx context.Context, u, dest, want string, mode os.FileMode) error {
 	rel := p.rel(dest)
+	if st, err := os.Lstat(dest); err == nil && !st.Mode().IsRegular() {
+		// Not ours (a planted symbolic link): replaced by the verified download.
+		if err := os.Remove(dest); err != nil {
+			return err
+		}
+	}
 	if sum, _, err := artifacts.HashFile(dest); err == nil && sum == want {
 		p.emit(Event{Type: EventFileDone, File: rel, URL: u, Cached: true})
 		return os.Chmod(dest, mode)
@@ -108,7 +115,7 @@ func (p *puller) download(ctx context.Context, u, dest, want string, mode os.Fil
 	part := dest + ".part"
 	h := sha256.New()
 	var have int64
-	if f, err := os.Open(part); err == nil {
+	if f, err := os.OpenFile(part, os.O_RDONLY|syscall.O_NOFOLLOW, 0); err == nil {
 		have, err = io.Copy(h, f)
 		f.Close()
 		if err != nil {
@@ -152,7 +159,12 @@ func (p *puller) download(ctx context.Context, u, dest, want string, mode os.Fil
 	if resp.ContentLength >= 0 {
 		total = have + resp.ContentLength
 	}
-	f, err := os.OpenFile(part, flags, mode)
+	var f *os.File
+	if flags&os.O_APPEND != 0 {
+		f, err = os.OpenFile(part, flags|syscall.O_NOFOLLOW, mode)
+	} else {
+		f, err = createExclusive(part, mode) // never through what a planted link points to
+	}
 	if err != nil {
 		return err
 	}

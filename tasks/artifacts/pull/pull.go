@@ -48,6 +48,15 @@ type Options struct {
 	Client *http.Client
 	// Events receives progress; it may be nil. It is called from many goroutines.
 	Events func(Event)
+	// Checksums is a file of trusted digests ("<sha256>  <path>", LockFile's form) checked before the
+	// lock and the origin's checksum files; "" for none.
+	Checksums string
+	// AllowHTTP allows plain-HTTP download bases off loopback (every file must then match Checksums, a
+	// built-in digest or the lock).
+	AllowHTTP bool
+	// InsecureRegistries are the registries (host:port) images may be fetched from over plain HTTP,
+	// without credentials.
+	InsecureRegistries []string
 }
 
 // Event is progress of a pull.
@@ -79,6 +88,7 @@ type puller struct {
 	client *http.Client
 	mu     sync.Mutex
 	m      *artifacts.Manifest
+	trust  *trust
 }
 
 // Pull downloads, verifies and lays out everything nodes of the given architectures need, and writes the
@@ -89,6 +99,9 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 		return nil, err
 	}
 	if err := o.Sources.Validate(); err != nil {
+		return nil, err
+	}
+	if err := o.Sources.CheckSchemes(o.AllowHTTP); err != nil {
 		return nil, err
 	}
 	if len(o.Arches) == 0 {
@@ -119,7 +132,15 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 	if p.client == nil {
 		p.client = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ResponseHeaderTimeout: time.Minute, TLSHandshakeTimeout: 30 * time.Second}}
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	if p.client.CheckRedirect == nil {
+		c := *p.client
+		c.CheckRedirect = noDowngrade
+		p.client = &c
+	}
+	if err := CheckDir(o.Dir); err != nil {
+		return nil, err
+	}
+	if p.trust, err = loadTrust(o.Dir, o.Checksums, v.Kubernetes); err != nil {
 		return nil, err
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -138,8 +159,9 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 			emu.Lock()
 			defer emu.Unlock()
 			var ce *ChecksumError
+			var le *LockError
 			switch {
-			case errors.As(err, &ce):
+			case errors.As(err, &ce), errors.As(err, &le):
 				// A checksum mismatch does not stop the other downloads: every bad file is named.
 				errs = append(errs, err)
 				return nil
@@ -175,6 +197,9 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 		return nil, errors.Join(errs...)
 	}
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := p.trust.save(o.Dir); err != nil {
 		return nil, err
 	}
 	if err := p.m.Write(o.Dir); err != nil {
@@ -230,6 +255,9 @@ func (p *puller) kubernetesBinary(ctx context.Context, arch, bin string) error {
 		return err
 	}
 	rel := path.Join("bin", "linux-"+arch, bin)
+	if err := p.trusted(rel, u, sum); err != nil {
+		return err
+	}
 	if err := p.download(ctx, u, filepath.Join(p.o.Dir, filepath.FromSlash(rel)), sum, 0o755); err != nil {
 		return err
 	}
@@ -245,6 +273,9 @@ func (p *puller) archive(ctx context.Context, archiveURL, sumURL, arch, kind, la
 		return err
 	}
 	file := filepath.Join(p.o.Dir, downloadsDir, base)
+	if err := p.trusted(path.Join(downloadsDir, base), archiveURL, sum); err != nil {
+		return err
+	}
 	if err := p.download(ctx, archiveURL, file, sum, 0o644); err != nil {
 		return err
 	}
@@ -263,6 +294,10 @@ func (p *puller) archive(ctx context.Context, archiveURL, sumURL, arch, kind, la
 	}
 	return nil
 }
+
+// trusted checks the SHA-256 an origin publishes for the file at rel (fetched from u) against the trusted
+// digests (see trust).
+func (p *puller) trusted(rel, u, sum string) error { return p.trust.check(rel, u, sum, plainHTTP(u)) }
 
 func (p *puller) etcd(ctx context.Context, arch string) error {
 	a, sums := p.o.Sources.etcdURL(p.v.Etcd, arch)
@@ -291,6 +326,9 @@ func (p *puller) runc(ctx context.Context, arch string) error {
 		return err
 	}
 	rel := path.Join("runtime", "linux-"+arch, "runc")
+	if err := p.trusted(rel, u, sum); err != nil {
+		return err
+	}
 	if err := p.download(ctx, u, filepath.Join(p.o.Dir, filepath.FromSlash(rel)), sum, 0o755); err != nil {
 		return err
 	}
@@ -333,7 +371,7 @@ func unpack(archive, dir string, wanted []string) (map[string]bool, error) {
 			return nil, fmt.Errorf("%w: %s is %d bytes", errBadArchive, hdr.Name, hdr.Size)
 		}
 		tmp := filepath.Join(dir, "."+base+".tmp")
-		out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+		out, err := createExclusive(tmp, 0o755)
 		if err != nil {
 			return nil, err
 		}
@@ -393,14 +431,25 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 		return fmt.Errorf("image %s: %w", from, err)
 	}
 	start := time.Now()
+	auth := remote.WithAuthFromKeychain(authn.DefaultKeychain)
+	if slices.Contains(p.o.InsecureRegistries, src.RegistryStr()) {
+		auth = remote.WithAuth(authn.Anonymous) // never credentials over plain HTTP
+	}
+	transport := p.client.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
 	remoteImg, err := remote.Image(src, remote.WithContext(ctx), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: arch}),
-		remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithTransport(p.client.Transport))
+		auth, remote.WithTransport(&registryGuard{next: transport, insecure: p.o.InsecureRegistries}))
 	if err != nil {
 		return fmt.Errorf("image %s (from %s): %w", img.ref, from, err)
 	}
 	digest, err := remoteImg.Digest()
 	if err != nil {
 		return fmt.Errorf("image %s (from %s): %w", img.ref, from, err)
+	}
+	if err := p.trust.check(imageKey(arch, img.ref), from, digest.String(), false); err != nil {
+		return err
 	}
 	if old := p.cachedImage(rel, img.ref, digest.String()); old {
 		p.emit(Event{Type: EventFileDone, File: rel, URL: from, Cached: true})
@@ -422,8 +471,7 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 			pr.report(false)
 		}
 	}()
-	err = tarball.WriteToFile(tmp, tag, remoteImg, tarball.WithProgress(updates))
-	close(updates) // go-containerregistry does not close it
+	err = writeImage(tmp, tag, remoteImg, updates)
 	<-done
 	if err != nil {
 		_ = os.Remove(tmp)
@@ -454,6 +502,21 @@ func (p *puller) cachedImage(rel, ref, digest string) bool {
 		}
 	}
 	return false
+}
+
+// writeImage saves img as an archive in tmp, created exclusively (never through a symbolic link), reporting
+// progress on updates, which it closes.
+func writeImage(tmp string, tag name.Tag, img v1.Image, updates chan v1.Update) error {
+	defer close(updates) // go-containerregistry does not close it
+	f, err := createExclusive(tmp, 0o644)
+	if err != nil {
+		return err
+	}
+	err = tarball.Write(tag, img, f, tarball.WithProgress(updates))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func syncFile(file string) error {

@@ -17,11 +17,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -40,9 +42,12 @@ type Mirror struct {
 	Root string
 	// URL is the base URL, http://127.0.0.1:PORT.
 	URL string
-	// Registry is the registry's host:port.
+	// Registry is the registry's host:port (plain HTTP, on loopback).
 	Registry string
-	srv      *http.Server
+	// Checksums is a file of the SHA-256 of every file served, as `artifacts pull --checksums` takes it:
+	// the mirror's own builds, which no upstream digest covers.
+	Checksums string
+	srv       *http.Server
 }
 
 // Sources are the pull sources that point at the mirror.
@@ -55,13 +60,15 @@ func (m *Mirror) Sources() pull.Sources {
 func (m *Mirror) Flags() []string {
 	s := m.Sources()
 	return []string{"--release-url", s.Release, "--etcd-url", s.Etcd, "--containerd-url", s.Containerd, "--runc-url", s.Runc,
-		"--cni-url", s.CNI, "--crictl-url", s.Crictl, "--registry-mirror", s.RegistryMirror}
+		"--cni-url", s.CNI, "--crictl-url", s.Crictl, "--registry-mirror", s.RegistryMirror,
+		"--checksums", m.Checksums, "--insecure-registry", m.Registry}
 }
 
 // Close stops the mirror and removes its directory.
 func (m *Mirror) Close() error {
 	err := m.srv.Close()
 	_ = os.RemoveAll(m.Root)
+	_ = os.Remove(m.Checksums)
 	return err
 }
 
@@ -85,7 +92,16 @@ func Start(ctx context.Context, dir, tmp string) (*Mirror, error) {
 			_ = os.RemoveAll(root)
 		}
 	}()
-	if err := layout(man, dir, root); err != nil {
+	sums, err := layout(man, dir, root)
+	if err != nil {
+		return nil, err
+	}
+	var list strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(sums)) {
+		fmt.Fprintf(&list, "%s  %s\n", sums[k], k)
+	}
+	checksums := root + ".sums"
+	if err := os.WriteFile(checksums, []byte(list.String()), 0o644); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -97,7 +113,7 @@ func Start(ctx context.Context, dir, tmp string) (*Mirror, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/v2/", reg)
 	mux.Handle("/", files)
-	m := &Mirror{Root: root, URL: "http://" + ln.Addr().String(), Registry: ln.Addr().String(), srv: &http.Server{Handler: mux}}
+	m := &Mirror{Root: root, URL: "http://" + ln.Addr().String(), Registry: ln.Addr().String(), Checksums: checksums, srv: &http.Server{Handler: mux}}
 	go func() { _ = m.srv.Serve(ln) }()
 	if err := m.pushImages(ctx, man, dir); err != nil {
 		_ = m.srv.Close()
@@ -134,10 +150,11 @@ func (m *Mirror) pushImages(ctx context.Context, man *artifacts.Manifest, dir st
 }
 
 // layout writes the release layouts of the manifest's files under root.
-func layout(man *artifacts.Manifest, dir, root string) error {
+func layout(man *artifacts.Manifest, dir, root string) (map[string]string, error) {
+	sums := map[string]string{} // by path in an artifacts directory, for --checksums
 	v, err := pull.VersionsFor(man.KubernetesVersion)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	src := func(kind, name, arch string) (string, error) {
 		f := man.Find(kind, name, arch)
@@ -158,15 +175,16 @@ func layout(man *artifacts.Manifest, dir, root string) error {
 		for _, b := range pull.KubernetesBinaries {
 			s, err := src(artifacts.KindBinary, b, arch)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			dst := filepath.Join(root, "release", man.KubernetesVersion, "bin", "linux", arch, b)
 			sum, err := copyFile(s, dst)
 			if err != nil {
-				return err
+				return nil, err
 			}
+			sums["bin/linux-"+arch+"/"+b] = sum
 			if err := os.WriteFile(dst+".sha256", []byte(sum), 0o644); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		// etcd: etcd-<V>-linux-<arch>/{etcd,etcdctl,etcdutl} in a .tar.gz, SHA256SUMS beside.
@@ -175,74 +193,79 @@ func layout(man *artifacts.Manifest, dir, root string) error {
 		for _, b := range []string{"etcd", "etcdctl", "etcdutl"} {
 			s, err := src(artifacts.KindBinary, b, arch)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			members = append(members, member{etcdName + "/" + b, s})
 		}
 		sum, err := tarGz(filepath.Join(root, "etcd", v.Etcd, etcdName+".tar.gz"), members)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		etcdSums[etcdName+".tar.gz"] = sum
+		sums["downloads/"+etcdName+".tar.gz"] = sum
 		// containerd's static archive: bin/<name>; "<sum>  <file>" in .sha256sum.
 		members = nil
 		for _, b := range pull.ContainerdBinaries {
 			s, err := src(artifacts.KindRuntime, b, arch)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			members = append(members, member{"bin/" + b, s})
 		}
-		if err := archiveWithSum(filepath.Join(root, "containerd", "v"+v.Containerd, fmt.Sprintf("containerd-static-%s-linux-%s.tar.gz", v.Containerd, arch)), members, ".sha256sum", true); err != nil {
-			return err
+		if err := archiveWithSum(sums, filepath.Join(root, "containerd", "v"+v.Containerd, fmt.Sprintf("containerd-static-%s-linux-%s.tar.gz", v.Containerd, arch)), members, ".sha256sum", true); err != nil {
+			return nil, err
 		}
 		// runc: runc.<arch>, and runc.sha256sum listing them.
 		s, err := src(artifacts.KindRuntime, "runc", arch)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		runcSum, err := copyFile(s, filepath.Join(root, "runc", "v"+v.Runc, "runc."+arch))
 		if err != nil {
-			return err
+			return nil, err
 		}
+		sums["runtime/linux-"+arch+"/runc"] = runcSum
 		if err := os.WriteFile(filepath.Join(root, "runc", "v"+v.Runc, "runc.sha256sum"), []byte(runcSum+"  runc."+arch+"\n"), 0o644); err != nil {
-			return err
+			return nil, err
 		}
 		// CNI plugins: ./<plugin> in a .tgz; "<sum>  <file>" in .sha256.
 		members = nil
 		for _, b := range pull.CNIPlugins {
 			s, err := src(artifacts.KindCNI, b, arch)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			members = append(members, member{"./" + b, s})
 		}
-		if err := archiveWithSum(filepath.Join(root, "cni", "v"+v.CNIPlugins, fmt.Sprintf("cni-plugins-linux-%s-v%s.tgz", arch, v.CNIPlugins)), members, ".sha256", true); err != nil {
-			return err
+		if err := archiveWithSum(sums, filepath.Join(root, "cni", "v"+v.CNIPlugins, fmt.Sprintf("cni-plugins-linux-%s-v%s.tgz", arch, v.CNIPlugins)), members, ".sha256", true); err != nil {
+			return nil, err
 		}
 		// crictl: crictl in a .tar.gz; the sum alone in .sha256.
 		s, err = src(artifacts.KindRuntime, "crictl", arch)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := archiveWithSum(filepath.Join(root, "crictl", "v"+v.Crictl, fmt.Sprintf("crictl-v%s-linux-%s.tar.gz", v.Crictl, arch)), []member{{"crictl", s}}, ".sha256", false); err != nil {
-			return err
+		if err := archiveWithSum(sums, filepath.Join(root, "crictl", "v"+v.Crictl, fmt.Sprintf("crictl-v%s-linux-%s.tar.gz", v.Crictl, arch)), []member{{"crictl", s}}, ".sha256", false); err != nil {
+			return nil, err
 		}
 	}
-	var sums strings.Builder
+	var list strings.Builder
 	for file, sum := range etcdSums {
-		fmt.Fprintf(&sums, "%s  %s\n", sum, file)
+		fmt.Fprintf(&list, "%s  %s\n", sum, file)
 	}
-	return os.WriteFile(filepath.Join(root, "etcd", v.Etcd, "SHA256SUMS"), []byte(sums.String()), 0o644)
+	return sums, os.WriteFile(filepath.Join(root, "etcd", v.Etcd, "SHA256SUMS"), []byte(list.String()), 0o644)
 }
 
 type member struct{ name, src string }
 
-func archiveWithSum(dst string, members []member, suffix string, withName bool) error {
+// archiveWithSum writes the archive dst and its published sum beside it, and records its sum in sums under
+// its path in an artifacts directory (downloads/<name>).
+func archiveWithSum(sums map[string]string, dst string, members []member, suffix string, withName bool) error {
 	sum, err := tarGz(dst, members)
 	if err != nil {
 		return err
 	}
+	sums["downloads/"+path.Base(dst)] = sum
 	line := sum
 	if withName {
 		line += "  " + path.Base(dst)

@@ -61,7 +61,8 @@ func TestPullFromMirror(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "artifacts")
 	opts := func(ev *events) pull.Options {
 		return pull.Options{KubernetesVersion: labMan.KubernetesVersion, Arches: []string{"amd64"}, Dir: dir,
-			Sources: pull.DefaultSources().Override(m.Sources()), Events: ev.add}
+			Sources: pull.DefaultSources().Override(m.Sources()), Events: ev.add,
+			Checksums: m.Checksums, InsecureRegistries: []string{m.Registry}}
 	}
 
 	// Interrupted as soon as the kubelet has a few MiB: its partial file is kept, and continued. The

@@ -1,0 +1,224 @@
+package pull
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+)
+
+// kubeletPuller is a puller of v1.37.2's kubelet from ts into dir, trusting what checksums says ("" for
+// nothing but the lock).
+func kubeletPuller(t *testing.T, ts *httptest.Server, dir, checksums string) *puller {
+	t.Helper()
+	tr, err := loadTrust(dir, checksums, "v1.37.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := VersionsFor("v1.37.2")
+	client := ts.Client()
+	client.CheckRedirect = noDowngrade
+	return &puller{o: Options{Dir: dir, Sources: Sources{Release: ts.URL}}, v: v, client: client, trust: tr, m: &artifacts.Manifest{}}
+}
+
+// kubeletFiles is what a release server serves for v1.37.2's amd64 kubelet: the binary and its sum.
+func kubeletFiles(data []byte) map[string][]byte {
+	const p = "/release/v1.37.2/bin/linux/amd64/kubelet"
+	return map[string][]byte{p: data, p + ".sha256": []byte(sumOf(data) + "\n")}
+}
+
+// The first verified pull writes the lock; a later pull from a server that serves other bytes with a
+// matching checksum file (another mirror, a compromised origin) is refused, naming the file, the URL, the
+// locked and the received digest, and the file in place is kept.
+func TestLockRefusesOtherBytes(t *testing.T) {
+	good, bad := []byte("the kubelet"), []byte("a kubelet with a backdoor")
+	srv := &server{files: kubeletFiles(good)}
+	ts := httptest.NewTLSServer(srv)
+	defer ts.Close()
+	dir := t.TempDir()
+	ctx := context.Background()
+	p := kubeletPuller(t, ts, dir, "")
+	if err := p.kubernetesBinary(ctx, "amd64", "kubelet"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.trust.save(dir); err != nil {
+		t.Fatal(err)
+	}
+	lock, _ := os.ReadFile(filepath.Join(dir, LockFile))
+	if !strings.Contains(string(lock), sumOf(good)+"  bin/linux-amd64/kubelet\n") {
+		t.Fatalf("lock:\n%s", lock)
+	}
+
+	srv.mu.Lock()
+	srv.files = kubeletFiles(bad)
+	srv.mu.Unlock()
+	err := kubeletPuller(t, ts, dir, "").kubernetesBinary(ctx, "amd64", "kubelet")
+	var le *LockError
+	if !errors.As(err, &le) {
+		t.Fatalf("error %v, want a LockError", err)
+	}
+	for _, s := range []string{"bin/linux-amd64/kubelet", ts.URL + "/release/v1.37.2/bin/linux/amd64/kubelet", sumOf(good), sumOf(bad), LockFile} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%q does not name %s", err, s)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "bin/linux-amd64/kubelet")); string(got) != string(good) {
+		t.Errorf("the verified kubelet was replaced by %q", got)
+	}
+}
+
+// A checksums file the user gives wins over the origin's: a file that differs from it is refused before
+// anything is downloaded; one that matches is pulled and locked. A malformed line is an error naming it.
+func TestChecksumsFile(t *testing.T) {
+	good := []byte("the kubelet")
+	ts := httptest.NewTLSServer(&server{files: kubeletFiles(good)})
+	defer ts.Close()
+	sums := filepath.Join(t.TempDir(), "sums")
+	os.WriteFile(sums, []byte("# own builds\n"+sumOf([]byte("my kubelet"))+"  bin/linux-amd64/kubelet\n"), 0o644)
+	dir := t.TempDir()
+	err := kubeletPuller(t, ts, dir, sums).kubernetesBinary(context.Background(), "amd64", "kubelet")
+	if le := (*LockError)(nil); !errors.As(err, &le) || !strings.Contains(err.Error(), "the checksums file "+sums) {
+		t.Fatalf("error %v, want a LockError naming the checksums file", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bin/linux-amd64/kubelet.part")); err == nil {
+		t.Error("a refused file was downloaded")
+	}
+	os.WriteFile(sums, []byte(sumOf(good)+"  bin/linux-amd64/kubelet\n"), 0o644)
+	if err := kubeletPuller(t, ts, dir, sums).kubernetesBinary(context.Background(), "amd64", "kubelet"); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(sums, []byte("d41d8cd98f00b204e9800998ecf8427e  bin/linux-amd64/kubelet\n"), 0o644) // MD5-sized
+	if _, err := loadTrust(dir, sums, "v1.37.2"); err == nil || !strings.Contains(err.Error(), sums+":1:") {
+		t.Errorf("a malformed checksums line: %v", err)
+	}
+}
+
+// Over plain HTTP (here a loopback server, the one kind allowed without --allow-http) a file whose digest
+// nothing but its origin gives is refused; with it in the checksums file it is pulled.
+func TestPlainHTTPNeedsATrustedDigest(t *testing.T) {
+	good := []byte("the kubelet")
+	ts := httptest.NewServer(&server{files: kubeletFiles(good)})
+	defer ts.Close()
+	dir := t.TempDir()
+	err := kubeletPuller(t, ts, dir, "").kubernetesBinary(context.Background(), "amd64", "kubelet")
+	if err == nil || !strings.Contains(err.Error(), "plain HTTP") || !strings.Contains(err.Error(), "--checksums") {
+		t.Fatalf("error %v", err)
+	}
+	sums := filepath.Join(t.TempDir(), "sums")
+	os.WriteFile(sums, []byte(sumOf(good)+"  bin/linux-amd64/kubelet\n"), 0o644)
+	if err := kubeletPuller(t, ts, dir, sums).kubernetesBinary(context.Background(), "amd64", "kubelet"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// http:// bases are refused but on loopback or with --allow-http.
+func TestCheckSchemes(t *testing.T) {
+	for base, ok := range map[string]bool{"https://dl.k8s.io": true, "http://127.0.0.1:8080": true, "http://[::1]:8080/k8s": true,
+		"http://localhost:8080": true, "http://mirror.example": false, "http://10.0.0.5/k8s": false} {
+		err := DefaultSources().Override(Sources{Release: base}).CheckSchemes(false)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v", base, err)
+		}
+		if err := DefaultSources().Override(Sources{Release: base}).CheckSchemes(true); err != nil {
+			t.Errorf("%s with --allow-http: %v", base, err)
+		}
+	}
+}
+
+// An https download that redirects to plain http is refused.
+func TestNoDowngradeRedirect(t *testing.T) {
+	plain := httptest.NewServer(&server{files: map[string][]byte{"/kubelet": []byte("x")}})
+	defer plain.Close()
+	ts := httptest.NewTLSServer(http.RedirectHandler(plain.URL+"/kubelet", http.StatusFound))
+	defer ts.Close()
+	client := ts.Client()
+	client.CheckRedirect = noDowngrade
+	p := &puller{o: Options{Dir: t.TempDir()}, client: client}
+	if _, err := p.get(context.Background(), ts.URL+"/kubelet.sha256", 1<<10); err == nil || !strings.Contains(err.Error(), "plain HTTP") {
+		t.Errorf("redirect to http: %v", err)
+	}
+}
+
+// Plain HTTP to a registry only to one named insecure.
+func TestRegistryGuard(t *testing.T) {
+	called := 0
+	g := &registryGuard{insecure: []string{"127.0.0.1:5000"}, next: roundTripper(func(*http.Request) (*http.Response, error) {
+		called++
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	})}
+	for u, ok := range map[string]bool{"http://127.0.0.1:5000/v2/": true, "http://10.0.0.5:5000/v2/": false, "https://10.0.0.5:5000/v2/": true, "http://127.0.0.1:5001/v2/": false} {
+		req := &http.Request{Method: "GET", URL: mustURL(t, u), Header: http.Header{}}
+		_, err := g.RoundTrip(req)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	if called != 2 {
+		t.Errorf("%d requests went through, want 2", called)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// The directory is refused when others may write to it; a planted symbolic link as a partial download is
+// replaced, never written through.
+func TestDirTrust(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	if err := CheckDir(dir); err == nil || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Errorf("a world-writable directory: %v", err)
+	}
+	os.Chmod(dir, 0o755)
+	if err := CheckDir(dir); err != nil {
+		t.Error(err)
+	}
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("precious"), 0o644)
+	good := []byte("the kubelet")
+	ts := httptest.NewTLSServer(&server{files: kubeletFiles(good)})
+	defer ts.Close()
+	os.MkdirAll(filepath.Join(dir, "bin/linux-amd64"), 0o755)
+	os.Symlink(victim, filepath.Join(dir, "bin/linux-amd64/kubelet.part"))
+	if err := kubeletPuller(t, ts, dir, "").kubernetesBinary(context.Background(), "amd64", "kubelet"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(victim); string(got) != "precious" {
+		t.Errorf("the pull wrote through a planted link: %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "bin/linux-amd64/kubelet")); string(got) != string(good) {
+		t.Errorf("kubelet %q", got)
+	}
+}
+
+// A built-in digest (a public fact) is checked before the origin is trusted.
+func TestBuiltinDigests(t *testing.T) {
+	tr, err := loadTrust(t.TempDir(), "", "v1.35.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "bin/linux-amd64/kubelet"
+	if err := tr.check(key, "https://dl.k8s.io/x", sumOf([]byte("not the release")), false); err == nil || !strings.Contains(err.Error(), "built-in") {
+		t.Errorf("a kubelet other than v1.35.1's: %v", err)
+	}
+	if err := tr.check(key, "https://dl.k8s.io/x", builtinDigests["v1.35.1"][key], false); err != nil {
+		t.Error(err)
+	}
+}
