@@ -232,7 +232,7 @@ func TestUp(t *testing.T) {
 			}
 		}
 		for _, want := range []string{"cp1:/etc/kubernetes/pki/apiserver.crt", "cp1:/etc/kubernetes/pki/etcd/server.crt", "cp1:/etc/kubernetes/admin.conf",
-			"cp1:/etc/kubernetes/super-admin.conf", "w1:/etc/kubernetes/pki/ca.crt", "w1:/var/lib/kubelet/pki/kubelet-client-current.pem",
+			"cp1:/etc/kubernetes/super-admin.conf", "cp1:/etc/kubernetes/pki/kubelet-serving-ca.crt", "w1:/etc/kubernetes/pki/ca.crt", "w1:/var/lib/kubelet/pki/kubelet-client-current.pem",
 			"w2:/var/lib/kubelet/pki/kubelet-server-current.pem"} {
 			if !seen[want] {
 				t.Errorf("not reported: %s", want)
