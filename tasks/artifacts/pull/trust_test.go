@@ -3,13 +3,22 @@ package pull
 import (
 	"context"
 	"errors"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 )
@@ -220,5 +229,69 @@ func TestBuiltinDigests(t *testing.T) {
 	}
 	if err := tr.check(key, "https://dl.k8s.io/x", builtinDigests["v1.35.1"][key], false); err != nil {
 		t.Error(err)
+	}
+}
+
+// An image is fetched over plain HTTP only from a registry named insecure, and then without the
+// credentials the Docker config holds for it; its digest is locked like a file's.
+func TestInsecureRegistryGetsNoCredentials(t *testing.T) {
+	var mu sync.Mutex
+	var auths []string
+	challenge := false // ask for credentials, as a registry that holds private images does
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		a, ask := r.Header.Get("Authorization"), challenge
+		if a != "" {
+			auths = append(auths, a)
+		}
+		mu.Unlock()
+		if ask && a == "" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="registry"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	host := strings.TrimPrefix(ts.URL, "http://")
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, _ := name.NewTag(host+"/pause:3.10.2", name.Insecure)
+	if err := remote.Write(dst, img, remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"})); err != nil {
+		t.Fatal(err)
+	}
+	cfg := t.TempDir()
+	os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"auths": {"`+host+`": {"auth": "dXNlcjpzZWNyZXQ="}}}`), 0o600)
+	t.Setenv("DOCKER_CONFIG", cfg)
+	pull := func(insecure []string) error {
+		dir := t.TempDir()
+		tr, err := loadTrust(dir, "", "v1.37.2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &puller{o: Options{Dir: dir, Sources: Sources{RegistryMirror: host}, InsecureRegistries: insecure},
+			client: &http.Client{Transport: http.DefaultTransport}, trust: tr, m: &artifacts.Manifest{}}
+		return p.image(context.Background(), "amd64", image{"pause", "registry.k8s.io/pause:3.10.2"})
+	}
+	if err := pull(nil); err == nil || !strings.Contains(err.Error(), "--insecure-registry "+host) {
+		t.Errorf("plain HTTP to a registry not named insecure: %v", err)
+	}
+	if err := pull([]string{host}); err != nil {
+		t.Fatal(err)
+	}
+	// A registry over plain HTTP that asks for credentials does not get them: the pull fails instead.
+	mu.Lock()
+	challenge = true
+	mu.Unlock()
+	if err := pull([]string{host}); err == nil {
+		t.Error("a pull from a plain-HTTP registry asking for credentials succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(auths) > 0 {
+		t.Errorf("credentials sent over plain HTTP: %q", auths)
 	}
 }
