@@ -212,7 +212,11 @@ func (r *caRotation) finish(ctx context.Context) error {
 	if err := r.apply(ctx, play); err != nil {
 		return err
 	}
-	remove := scripts.RemoveFiles(path.Join(kubeadm.PKIDir, pki.SignerName+".crt"), path.Join(kubeadm.PKIDir, pki.SignerName+".key"))
+	var signerFiles []string
+	for _, s := range pki.Signers() {
+		signerFiles = append(signerFiles, path.Join(kubeadm.PKIDir, pki.SignerPath(s)+".crt"), path.Join(kubeadm.PKIDir, pki.SignerPath(s)+".key"))
+	}
+	remove := scripts.RemoveFiles(signerFiles...)
 	if _, err := d.e.play(ctx, Play{Name: play, Hosts: names(d.e.Inv.ControlPlanes()), Run: func(ctx context.Context, name string) (bool, error) {
 		res, err := d.e.Conn(name).Run(ctx, remove, nil)
 		return err == nil && len(res.Stdout) > 0, err

@@ -156,6 +156,12 @@ func IsCAFile(rel string) bool {
 	return slices.ContainsFunc(CAs(), func(s Spec) bool { return s.Path+".crt" == rel })
 }
 
+// Signers are the CAs the controller-manager signs with: the cluster CA (kubelets' client certificates,
+// the certificates API's client signer) and the kubelet serving CA.
+func Signers() []Spec {
+	return slices.DeleteFunc(CAs(), func(s Spec) bool { return s.Name != "ca" && s.Name != KubeletServingCA })
+}
+
 // SignerPath is where (under the pki directory, without extension) the controller-manager finds the CA it
 // signs with in place of ca's own files while a CA rotation is under way: the CA's certificate file is then
 // a bundle, and a signer must be one certificate. ca's is SignerName.

@@ -66,7 +66,7 @@ func (r *renderer) controlPlanePKI(h *inventory.Host, add func(string, []byte, f
 			add(path.Join(kubeadm.PKIDir, s.Path+".key"), key, modeSecret)
 		}
 	}
-	for _, s := range pki.CAs() {
+	for _, s := range pki.Signers() {
 		kp := tr.signers[s.Name]
 		if kp == nil || kp.Key == nil {
 			continue
@@ -144,12 +144,11 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 		}
 	}
 	if r.tr.signers != nil {
-		for _, s := range pki.CAs() {
-			switch s.Name {
-			case "ca":
-				mp.Signer = pki.SignerPath(s)
-			case pki.KubeletServingCA:
+		for _, s := range pki.Signers() {
+			if s.Name == pki.KubeletServingCA {
 				mp.ServingSigner = pki.SignerPath(s)
+			} else {
+				mp.Signer = pki.SignerPath(s)
 			}
 		}
 	}

@@ -564,6 +564,9 @@ func trustOf(store *pki.Store, p *pki.PKI) (*trust, error) {
 	// swap, the new ones from the reissue stage on, when every host trusts both (the trust stage). So the
 	// reissue stage's restart of each controller-manager and API server (for their reissued certificates)
 	// also switches their signers, and the sign stage restarts none of them.
-	tr.signers = map[string]*pki.KeyPair{"ca": p.CAs["ca"], pki.KubeletServingCA: p.CAs[pki.KubeletServingCA]}
+	tr.signers = map[string]*pki.KeyPair{}
+	for _, s := range pki.Signers() {
+		tr.signers[s.Name] = p.CAs[s.Name]
+	}
 	return tr, nil
 }

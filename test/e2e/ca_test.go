@@ -175,18 +175,20 @@ func CheckNewCA(t testing.TB, c *Cluster, oldCA []byte, hosts ...string) {
 		t.Fatal("the state directory's CA is the old one")
 	}
 	ca := parseCert(t, caPEM)
+	servingCA := parseCert(t, readFile(t, filepath.Join(c.StateDir, "pki", "kubelet-serving-ca.crt")))
 	for _, h := range hosts {
 		if got := c.Lab.Run(t, h, "cat /etc/kubernetes/pki/ca.crt"); got != string(caPEM) {
 			t.Errorf("%s: ca.crt is not the new CA alone:\n%s", h, got)
 		}
-		for _, f := range []string{"/var/lib/kubelet/pki/kubelet-client-current.pem", "/var/lib/kubelet/pki/kubelet-server-current.pem"} {
+		// Client certificates are the new cluster CA's, serving certificates the new kubelet serving CA's.
+		for f, want := range map[string]*x509.Certificate{"/var/lib/kubelet/pki/kubelet-client-current.pem": ca, "/var/lib/kubelet/pki/kubelet-server-current.pem": servingCA} {
 			cert := parseCert(t, []byte(c.Lab.Run(t, h, "sed -n '/BEGIN CERTIFICATE/,/END CERTIFICATE/p' "+f)))
-			if err := cert.CheckSignatureFrom(ca); err != nil {
-				t.Errorf("%s: %s is not signed by the new CA: %v", h, f, err)
+			if err := cert.CheckSignatureFrom(want); err != nil {
+				t.Errorf("%s: %s is not signed by the new %s: %v", h, f, want.Subject.CommonName, err)
 			}
 		}
-		if out := c.Lab.Run(t, h, "ls /etc/kubernetes/pki/ca-signer.crt 2>/dev/null; true"); out != "" {
-			t.Errorf("%s: the rotation's signer file is left: %s", h, out)
+		if out := c.Lab.Run(t, h, "ls /etc/kubernetes/pki/ca-signer.crt /etc/kubernetes/pki/kubelet-serving-ca-signer.crt 2>/dev/null; true"); out != "" {
+			t.Errorf("%s: the rotation's signer files are left: %s", h, out)
 		}
 	}
 	info := c.MustK(t, "get", "configmap", "-n", "kube-public", "cluster-info", "-o", "jsonpath={.data.kubeconfig}")
