@@ -543,14 +543,21 @@ func DuplicateNodeAddresses(addrs map[string]string) []Finding {
 	return out
 }
 
+// Unignorable is the check whose errors --ignore-preflight-errors cannot ignore: a host that cannot be
+// reached cannot be set up either (nothing is known of it, nothing can be put there).
+const Unignorable = "SSH"
+
 // Ignore marks the errors of the named checks (or all, with "all") as ignored, as kubeadm's
-// --ignore-preflight-errors does. Names are matched case-insensitively.
+// --ignore-preflight-errors does, but Unignorable's. Names are matched case-insensitively.
 func Ignore(findings []Finding, names []string) {
 	set := map[string]bool{}
 	for _, n := range names {
 		set[strings.ToLower(strings.TrimSpace(n))] = true
 	}
 	for i := range findings {
+		if findings[i].Check == Unignorable {
+			continue
+		}
 		if findings[i].Severity == SevError && (set["all"] || set[strings.ToLower(findings[i].Check)]) {
 			findings[i].Ignored = true
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,6 +95,10 @@ func printPreflight(w io.Writer, r *playbooks.PreflightReport) {
 		}
 	}
 	fmt.Fprintf(w, "preflight: %d error(s), %d warning(s), %d ignored on %d host(s)\n", r.Errors, r.Warnings, r.Ignored, len(r.Hosts))
+	if slices.Contains(failing, tasks.Unignorable) {
+		failing = slices.DeleteFunc(failing, func(c string) bool { return c == tasks.Unignorable })
+		fmt.Fprintln(w, "a host that cannot be reached cannot be set up: fix the connection (the SSH errors above say what failed), or leave the host out of the inventory")
+	}
 	if len(failing) > 0 {
 		fmt.Fprintf(w, "fix the errors, or to go on anyway: --ignore-preflight-errors=%s\n", strings.Join(failing, ","))
 	}
