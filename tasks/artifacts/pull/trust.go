@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/clusterctl/clusterctl/tasks/pki"
 )
 
 // A checksum a file's own origin publishes proves nothing against that origin: a mirror (or a server posing
@@ -125,7 +127,7 @@ func (t *trust) save(dir string) error {
 	for _, k := range slices.Sorted(maps.Keys(all)) {
 		fmt.Fprintf(&b, "%s  %s\n", all[k], k)
 	}
-	return writeFileAtomic(filepath.Join(dir, LockFile), b.Bytes(), 0o644)
+	return pki.WriteFile(filepath.Join(dir, LockFile), b.Bytes(), 0o644)
 }
 
 // readDigests reads "<digest>  <key>" lines (# comments, blank lines); a missing file is empty when
@@ -257,27 +259,4 @@ func readRegular(file string, limit int64) ([]byte, error) {
 	data := make([]byte, st.Size())
 	_, err = io.ReadFull(f, data)
 	return data, err
-}
-
-// writeFileAtomic writes file through a temporary file created exclusively, synced, renamed into place.
-func writeFileAtomic(file string, data []byte, mode os.FileMode) error {
-	tmp := file + ".tmp"
-	f, err := createExclusive(tmp, mode)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, file)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }
