@@ -170,7 +170,7 @@ func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
 		req.Dir = d
 	}
 	if err := pull.CheckDir(req.Dir); err != nil {
-		return req, usageError("%v", err)
+		return req, err
 	}
 	return req, nil
 }

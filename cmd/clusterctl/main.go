@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
 )
 
 // Set at link time by the Makefile (-ldflags -X).
@@ -100,7 +102,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitInterrupted
 	case errors.As(err, &ee):
 		return ee.code
-	case isCobraUsage(err):
+	case isCobraUsage(err), errors.Is(err, pull.ErrUnsafeDir):
 		return exitUsage
 	default:
 		return exitFailed

@@ -248,3 +248,18 @@ func TestUnreachableHostCannotBeIgnored(t *testing.T) {
 		}
 	}
 }
+
+// An artifacts directory others may write to is refused with exit 2, naming it and the fix.
+func TestUnsafeArtifactsDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "artifacts")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "artifacts", "pull", "--kubernetes-version", "v1.37.2", "--out", dir)
+	if code != 2 || !strings.Contains(stderr, dir) || !strings.Contains(stderr, "chmod go-w") {
+		t.Errorf("exit %d, want 2 naming %s and the fix:\n%s", code, dir, stderr)
+	}
+}

@@ -211,6 +211,10 @@ func (g *registryGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return g.next.RoundTrip(req)
 }
 
+// ErrUnsafeDir marks the refusal of an artifacts directory others may change: the user's setup to fix, as a
+// bad flag or inventory is (exit 2).
+var ErrUnsafeDir = errors.New("unsafe artifacts directory")
+
 // CheckDir refuses an artifacts directory (or cache) that others may write to or that another user owns:
 // what it holds is run as root on every host. A missing directory is made (0755).
 func CheckDir(dir string) error {
@@ -225,10 +229,10 @@ func CheckDir(dir string) error {
 		return fmt.Errorf("%s is not a directory", dir)
 	}
 	if st.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("artifacts directory %s has mode %04o: others may change what hosts run as root; refusing it (chmod go-w %s)", dir, st.Mode().Perm(), dir)
+		return fmt.Errorf("%w: %s has mode %04o: others may change what hosts run as root; refusing it (chmod go-w %s)", ErrUnsafeDir, dir, st.Mode().Perm(), dir)
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
-		return fmt.Errorf("artifacts directory %s is owned by user %d, not by you (%d): refusing it (chown %d %s, or use another directory)", dir, sys.Uid, os.Geteuid(), os.Geteuid(), dir)
+		return fmt.Errorf("%w: %s is owned by user %d, not by you (%d): refusing it (chown %d %s, or use another directory)", ErrUnsafeDir, dir, sys.Uid, os.Geteuid(), os.Geteuid(), dir)
 	}
 	return nil
 }
