@@ -182,17 +182,20 @@ Kubelet serving certificates issued more than --fresh ago are requested anew by 
 approved after the same checks as at join (--only kubelet-serving for these alone). Workers' kubelets
 renew their own client certificates (rotation is on).
 
-With --ca, the CAs themselves are replaced (cluster, front-proxy and etcd CAs, and the service-account
-signing key), without downtime on several control-plane nodes, in five stages, each applied to the whole
-fleet and recorded in the state directory (pki/rotation) so that an interrupted run resumes:
+With --ca, the CAs themselves are replaced (cluster, front-proxy, etcd and kubelet serving CAs, and the
+service-account signing key), without downtime on several control-plane nodes, in five stages, each
+applied to the whole fleet and recorded in the state directory (pki/rotation) so that an interrupted run
+resumes:
   1 generate  new CAs and key made in the state directory; nothing changes on hosts
   2 trust     every trust bundle holds the old and new CAs (ca.crt, front-proxy-ca.crt, etcd/ca.crt,
-              kubeconfigs, workers' kubelet.conf, cluster-info, kube-root-ca.crt) and tokens of both keys
-              are accepted; Deployments, DaemonSets and StatefulSets whose Pods started before are rolled
+              kubelet-serving-ca.crt, kubeconfigs, workers' kubelet.conf, cluster-info, kube-root-ca.crt)
+              and tokens of both keys are accepted; Deployments, DaemonSets and StatefulSets whose Pods
+              started before are rolled
   3 reissue   every leaf certificate and kubeconfig issued by the new CAs, control-plane node by node;
-              the controller-manager signs with the new CA and tokens with the new key; every kubelet
+              the controller-manager signs with the new CAs and tokens with the new key; every kubelet
               gets a client certificate of the new CA
-  4 sign      kubelets request new serving certificates and get new tokens for their Pods
+  4 sign      kubelets request new serving certificates (of the new kubelet serving CA) and get new
+              tokens for their Pods
   5 finish    once no host presents a certificate of the old CAs, they leave every bundle
 The old service-account key stays accepted while legacy token Secrets it signed remain (reported).`,
 		Example: `  clusterctl certs rotate -i hosts.yaml --yes
