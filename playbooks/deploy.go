@@ -394,58 +394,6 @@ func (d *deployment) hostsHaveWhatTheyNeed() error {
 	return nil
 }
 
-// loadTokens gives each joining host a bootstrap token of its own: an interrupted run's while it has time
-// left, or a new one. They are kept in the state directory (0600) so that a re-run joins with the same
-// tokens, and the approver knows which host each was issued to.
-func (d *deployment) loadTokens() error {
-	file := filepath.Join(d.e.StateDir, tokensFile)
-	// The one token of every host that earlier versions kept.
-	if err := os.Remove(filepath.Join(d.e.StateDir, "bootstrap-token")); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	kept := map[string]bootstrap.Token{}
-	if data, err := os.ReadFile(file); err == nil {
-		if kept, err = bootstrap.ParseTokens(data); err != nil {
-			return fmt.Errorf("%s: %w (remove it: its tokens are made anew)", file, err)
-		}
-	}
-	d.tokens = map[string]bootstrap.Token{}
-	for name := range d.joining {
-		if t, ok := kept[name]; ok && t.Expires.Sub(d.o.Now()) > d.o.TokenTTL/2 {
-			d.tokens[name] = t
-			continue
-		}
-		t, err := bootstrap.NewToken(name, d.o.Now(), d.o.TokenTTL)
-		if err != nil {
-			return err
-		}
-		d.tokens[name] = t
-	}
-	if d.approver != nil {
-		d.approver.Joining = map[string]string{}
-		for name, t := range d.tokens {
-			d.approver.Joining[t.ID] = d.e.Inv.Host(name).NodeName
-		}
-	}
-	return d.saveTokens()
-}
-
-// saveTokens writes the tokens still to be used to the state directory, or removes the file when none is.
-func (d *deployment) saveTokens() error {
-	file := filepath.Join(d.e.StateDir, tokensFile)
-	if len(d.tokens) == 0 {
-		if err := os.Remove(file); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-		return nil
-	}
-	data, err := bootstrap.MarshalTokens(d.tokens)
-	if err != nil {
-		return err
-	}
-	return writeSecret(file, data)
-}
-
 func writeSecret(file string, data []byte) error {
 	tmp := file + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {

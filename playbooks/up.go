@@ -72,10 +72,6 @@ type PhaseTiming struct {
 // ErrPreflight is returned when preflight found errors; the report is in the result.
 var ErrPreflight = errors.New("preflight found errors")
 
-// tokensFile keeps, in the state directory, the bootstrap tokens of a run (one per joining host) until
-// their nodes have registered.
-const tokensFile = "bootstrap-tokens.json"
-
 // upRun is one run of Up.
 type upRun struct {
 	*deployment

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
-	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -569,38 +567,6 @@ func (u *upRun) ready(ctx context.Context) error {
 	}
 	u.res.Nodes, err = nodeStatuses(ctx, admin)
 	return err
-}
-
-// tokenList are the run's bootstrap tokens, by host name.
-func (d *deployment) tokenList() []bootstrap.Token {
-	var out []bootstrap.Token
-	for _, name := range slices.Sorted(maps.Keys(d.tokens)) {
-		out = append(out, d.tokens[name])
-	}
-	return out
-}
-
-// retireTokens deletes the tokens of the hosts done says are done with theirs (their Secrets, their entry
-// in the state directory); the approver approves nothing more for them.
-func (u *upRun) retireTokens(ctx context.Context, admin *apiclient.Client, done func(host string) bool) error {
-	var retired []string
-	for _, name := range slices.Sorted(maps.Keys(u.tokens)) {
-		if !done(name) {
-			continue
-		}
-		t := u.tokens[name]
-		err := admin.Kube.CoreV1().Secrets(bootstrap.KubeSystem).Delete(ctx, t.SecretName(), metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		delete(u.tokens, name)
-		delete(u.approver.Joining, t.ID)
-		retired = append(retired, name)
-	}
-	if len(retired) == 0 {
-		return nil
-	}
-	return u.saveTokens()
 }
 
 // servingFromServingCA has the kubelets of the run's running nodes whose serving certificate the kubelet
