@@ -5,7 +5,9 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -470,6 +472,35 @@ func (d *deployment) renewServing(ctx context.Context, play string, hosts []stri
 		}
 		return len(waiting) == 0, "Nodes Ready again: " + strings.Join(waiting, ", "), nil
 	})
+}
+
+// servingFromServingCA has the kubelets of the run's running nodes whose serving certificate the kubelet
+// serving CA did not sign (one the cluster CA signed, on a cluster made before that CA) request a new one:
+// the API server verifies kubelets with that CA alone, so until then it cannot reach them (logs, exec).
+// A node without one yet is left to ready's wait.
+func (u *upRun) servingFromServingCA(ctx context.Context) error {
+	var running []string
+	for _, h := range u.nodes() {
+		if f := u.facts[h.Name]; f != nil && f.Files[kubeadm.KubeletKubeconfig] {
+			running = append(running, h.Name)
+		}
+	}
+	if len(running) == 0 {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(u.e.StateDir, "pki", pki.KubeletServingCA+".crt"))
+	if err != nil {
+		return err
+	}
+	ca, err := pki.ParseCert(data)
+	if err != nil {
+		return err
+	}
+	renewed, err := u.renewServing(ctx, "ready", running, func(c *x509.Certificate) bool { return c != nil && c.CheckSignatureFrom(ca) != nil })
+	if len(renewed) > 0 {
+		u.e.say("ready", "", "serving certificates of %s requested anew from the kubelet serving CA", strings.Join(renewed, ", "))
+	}
+	return err
 }
 
 // readCert reads the certificate (never the key) of a PEM file on a host; nil when there is none.

@@ -83,7 +83,7 @@ func (d *deployment) tokenList() []bootstrap.Token {
 // retireTokens deletes the tokens of the hosts done says are done with theirs (their Secrets, their entry
 // in the state directory); the approver approves nothing more for them.
 func (u *upRun) retireTokens(ctx context.Context, admin *apiclient.Client, done func(host string) bool) error {
-	var retired []string
+	retired := false
 	for _, name := range slices.Sorted(maps.Keys(u.tokens)) {
 		if !done(name) {
 			continue
@@ -95,9 +95,9 @@ func (u *upRun) retireTokens(ctx context.Context, admin *apiclient.Client, done 
 		}
 		delete(u.tokens, name)
 		delete(u.approver.Joining, t.ID)
-		retired = append(retired, name)
+		retired = true
 	}
-	if len(retired) == 0 {
+	if !retired {
 		return nil
 	}
 	return u.saveTokens()

@@ -2,7 +2,6 @@ package playbooks
 
 import (
 	"context"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/netip"
@@ -566,35 +565,6 @@ func (u *upRun) ready(ctx context.Context) error {
 		return err
 	}
 	u.res.Nodes, err = nodeStatuses(ctx, admin)
-	return err
-}
-
-// servingFromServingCA has the kubelets of the run's running nodes whose serving certificate the kubelet
-// serving CA did not sign (one the cluster CA signed, on a cluster made before that CA) request a new one:
-// the API server verifies kubelets with that CA alone, so until then it cannot reach them (logs, exec).
-// A node without one yet is left to ready's wait.
-func (u *upRun) servingFromServingCA(ctx context.Context) error {
-	var running []string
-	for _, h := range u.nodes() {
-		if f := u.facts[h.Name]; f != nil && f.Files[kubeadm.KubeletKubeconfig] {
-			running = append(running, h.Name)
-		}
-	}
-	if len(running) == 0 {
-		return nil
-	}
-	data, err := os.ReadFile(filepath.Join(u.e.StateDir, "pki", pki.KubeletServingCA+".crt"))
-	if err != nil {
-		return err
-	}
-	ca, err := pki.ParseCert(data)
-	if err != nil {
-		return err
-	}
-	renewed, err := u.renewServing(ctx, "ready", running, func(c *x509.Certificate) bool { return c != nil && c.CheckSignatureFrom(ca) != nil })
-	if len(renewed) > 0 {
-		u.e.say("ready", "", "serving certificates of %s requested anew from the kubelet serving CA", strings.Join(renewed, ", "))
-	}
 	return err
 }
 
