@@ -54,6 +54,7 @@ func (d *decoder) errorf(n *yaml.Node, key, display, format string, args ...any)
 var (
 	durationType = reflect.TypeOf(Duration{})
 	argsType     = reflect.TypeOf(Args{})
+	hostKeysType = reflect.TypeOf(HostKeys{})
 )
 
 // decode fills v from n. key is the model path of v, display the path as the user wrote it.
@@ -77,6 +78,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key, display string) {
 		return
 	case v.Type() == argsType:
 		d.decodeArgs(n, v, key, display)
+		return
+	case v.Type() == hostKeysType && n.Kind == yaml.ScalarNode:
+		// One pin, written as a string; a list is decoded as any list.
+		v.Set(reflect.ValueOf(HostKeys{n.Value}))
 		return
 	}
 	switch v.Kind() {

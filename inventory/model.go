@@ -228,7 +228,7 @@ type Bastion struct {
 	Port          int      `yaml:"port,omitempty" json:"port,omitempty"`
 	User          string   `yaml:"user,omitempty" json:"user,omitempty"`
 	IdentityFiles []string `yaml:"identityFiles,omitempty" json:"identityFiles,omitempty"`
-	HostKey       string   `yaml:"hostKey,omitempty" json:"hostKey,omitempty"`
+	HostKey       HostKeys `yaml:"hostKey,omitempty" json:"hostKey,omitempty"`
 }
 
 // Role is what a host does in the cluster.
@@ -266,16 +266,28 @@ type HostSSH struct {
 	Port          int      `yaml:"port,omitempty" json:"port,omitempty"`
 	IdentityFiles []string `yaml:"identityFiles,omitempty" json:"identityFiles,omitempty"`
 	Become        *bool    `yaml:"become,omitempty" json:"become,omitempty"`
-	// HostKey pins the host's key by fingerprint ("SHA256:..."), as ssh-keygen -lf prints it.
-	HostKey string `yaml:"hostKey,omitempty" json:"hostKey,omitempty"`
+	// HostKey pins the host's keys by fingerprint ("SHA256:..."), as ssh-keygen -lf prints it: one, or a list
+	// (one per key type the host has).
+	HostKey HostKeys `yaml:"hostKey,omitempty" json:"hostKey,omitempty"`
 	// Bastions replaces the inventory's chain for this host; an empty list keeps it.
 	Bastions []Bastion `yaml:"bastions,omitempty" json:"bastions,omitempty"`
 }
 
 // IsZero lets omitempty drop an empty override.
 func (s HostSSH) IsZero() bool {
-	return s.User == "" && s.Port == 0 && len(s.IdentityFiles) == 0 && s.Become == nil && s.HostKey == "" &&
+	return s.User == "" && s.Port == 0 && len(s.IdentityFiles) == 0 && s.Become == nil && len(s.HostKey) == 0 &&
 		len(s.Bastions) == 0
+}
+
+// HostKeys are pinned SSH host key fingerprints: written as one string or as a list of them.
+type HostKeys []string
+
+// MarshalYAML writes one pin as a string, several as a list.
+func (k HostKeys) MarshalYAML() (any, error) {
+	if len(k) == 1 {
+		return k[0], nil
+	}
+	return []string(k), nil
 }
 
 // Taint is a node taint, as in the Node API.

@@ -252,6 +252,24 @@ func (v *validator) ssh() {
 	v.bastions("ssh.bastions", s.Bastions)
 }
 
+// hostKeys checks pinned fingerprints: each as ssh-keygen -lf prints it, none twice.
+func (v *validator) hostKeys(key string, pins HostKeys) {
+	seen := map[string]bool{}
+	for i, p := range pins {
+		k := key
+		if len(pins) > 1 {
+			k = fmt.Sprintf("%s[%d]", key, i)
+		}
+		switch {
+		case !fingerprintRE.MatchString(p):
+			v.errorf(k, "%q is not a SHA256 fingerprint as ssh-keygen -lf prints it (SHA256:...)", p)
+		case seen[p]:
+			v.errorf(k, "%q is pinned twice", p)
+		}
+		seen[p] = true
+	}
+}
+
 func (v *validator) bastions(key string, bs []Bastion) {
 	for i, b := range bs {
 		k := fmt.Sprintf("%s[%d]", key, i)
@@ -262,9 +280,7 @@ func (v *validator) bastions(key string, bs []Bastion) {
 			v.portNumber(k+".port", b.Port)
 		}
 		v.user(k+".user", b.User)
-		if b.HostKey != "" && !fingerprintRE.MatchString(b.HostKey) {
-			v.errorf(k+".hostKey", "%q is not a SHA256 fingerprint as ssh-keygen -lf prints it (SHA256:...)", b.HostKey)
-		}
+		v.hostKeys(k+".hostKey", b.HostKey)
 	}
 }
 
@@ -332,9 +348,7 @@ func (v *validator) hosts() {
 			v.portNumber(k+".ssh.port", h.SSH.Port)
 		}
 		v.user(k+".ssh.user", h.SSH.User)
-		if h.SSH.HostKey != "" && !fingerprintRE.MatchString(h.SSH.HostKey) {
-			v.errorf(k+".ssh.hostKey", "%q is not a SHA256 fingerprint as ssh-keygen -lf prints it (SHA256:...)", h.SSH.HostKey)
-		}
+		v.hostKeys(k+".ssh.hostKey", h.SSH.HostKey)
 		v.bastions(k+".ssh.bastions", h.SSH.Bastions)
 	}
 	// A host's name may not be another host's node name: nodes are matched to hosts by both (CSR approval

@@ -100,7 +100,7 @@ func TargetFor(inv *inventory.Inventory, h *inventory.Host) transport.Target {
 		Port:          inv.ExplicitPort(h),
 		User:          inv.ExplicitUser(h),
 		IdentityFiles: h.SSH.IdentityFiles,
-		HostKey:       h.SSH.HostKey,
+		HostKeys:      h.SSH.HostKey,
 		Become:        h.SSH.Become,
 	}
 	if len(t.IdentityFiles) == 0 {
@@ -114,7 +114,7 @@ func TargetFor(inv *inventory.Inventory, h *inventory.Host) transport.Target {
 		bastions = inv.SSH.Bastions
 	}
 	for _, b := range bastions {
-		hop := transport.Hop{Address: b.Address, Port: b.Port, User: b.User, IdentityFiles: b.IdentityFiles, HostKey: b.HostKey}
+		hop := transport.Hop{Address: b.Address, Port: b.Port, User: b.User, IdentityFiles: b.IdentityFiles, HostKeys: b.HostKey}
 		if hop.User == "" {
 			hop.User = inv.ExplicitUser(h)
 		}

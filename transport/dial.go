@@ -26,8 +26,9 @@ type Target struct {
 	User    string
 	// IdentityFiles are private keys to offer; an OpenSSH certificate KEY-cert.pub beside a key is used with it.
 	IdentityFiles []string
-	// HostKey pins the host's key by SHA256 fingerprint; known_hosts is not consulted for this host.
-	HostKey string
+	// HostKeys pin the host's keys by SHA256 fingerprint (one per key type it has, or fewer); with pins,
+	// known_hosts is not consulted for this host.
+	HostKeys []string
 	// Become runs commands and SFTP as root through sudo; nil: for any login user but root.
 	Become *bool
 	// Bastions is the chain of jump hosts, the first dialled first.
@@ -40,7 +41,7 @@ type Hop struct {
 	Port          int
 	User          string
 	IdentityFiles []string
-	HostKey       string
+	HostKeys      []string
 }
 
 // Options are shared by every connection of a Dialer.
@@ -87,6 +88,8 @@ type Dialer struct {
 	agentSet bool
 	password map[string]string
 	becomePw *string
+	// pinnedType is, for an address with pinned keys, the key type that matched a pin last: asked first.
+	pinnedType map[string]int
 }
 
 // NewDialer validates the options and loads the known_hosts files.
@@ -113,7 +116,8 @@ func NewDialer(opts Options) (*Dialer, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dialer{opts: opts, keys: keys, signers: map[string][]ssh.Signer{}, password: map[string]string{}}
+	d := &Dialer{opts: opts, keys: keys, signers: map[string][]ssh.Signer{}, password: map[string]string{},
+		pinnedType: map[string]int{}}
 	if opts.SSHConfig != "none" {
 		path := opts.SSHConfig
 		if path == "" {
@@ -169,7 +173,7 @@ func portOr22(p int) int {
 
 func (d *Dialer) dialOnce(ctx context.Context, t Target) (*Conn, error) {
 	hops := append(append([]Hop{}, t.Bastions...), Hop{Address: t.Address, Port: t.Port, User: t.User,
-		IdentityFiles: t.IdentityFiles, HostKey: t.HostKey})
+		IdentityFiles: t.IdentityFiles, HostKeys: t.HostKeys})
 	var clients []*ssh.Client
 	closeAll := func() {
 		for i := len(clients) - 1; i >= 0; i-- {
@@ -182,7 +186,7 @@ func (d *Dialer) dialOnce(ctx context.Context, t Target) (*Conn, error) {
 		if i < len(hops)-1 {
 			name = fmt.Sprintf("%s (bastion %s)", t.Name, hop.Address)
 		}
-		client, err := d.handshake(ctx, clients, name, addr, hop)
+		client, err := d.connect(ctx, clients, name, addr, hop)
 		if err != nil {
 			closeAll()
 			var hk *HostKeyError
@@ -213,9 +217,56 @@ func (d *Dialer) dialOnce(ctx context.Context, t Target) (*Conn, error) {
 	return c, nil
 }
 
+// connect opens an SSH connection to one hop. A hop with pinned keys is asked for one key type at a time
+// (ED25519, ECDSA, RSA; the type that matched last time first) until the key it offers matches a pin: a
+// fingerprint does not say its key type, and a host offers only one key per handshake.
+func (d *Dialer) connect(ctx context.Context, via []*ssh.Client, name, addr string, hop Hop) (*ssh.Client, error) {
+	if len(hop.HostKeys) == 0 {
+		return d.handshake(ctx, via, addr, d.clientConfig(name, addr, hop, d.keys.algorithms(addr)))
+	}
+	d.mu.Lock()
+	first := d.pinnedType[addr]
+	d.mu.Unlock()
+	var offered []string
+	for i := range pinTypes {
+		t := (first + i) % len(pinTypes)
+		c, err := d.handshake(ctx, via, addr, d.clientConfig(name, addr, hop, pinTypes[t].algorithms))
+		var hk *HostKeyError
+		switch {
+		case err == nil:
+			d.mu.Lock()
+			d.pinnedType[addr] = t
+			d.mu.Unlock()
+			return c, nil
+		case errors.As(err, &hk):
+			offered = append(offered, hk.Offered)
+		case strings.Contains(err.Error(), "no common algorithm for host key"):
+			// The host has no key of this type.
+		default:
+			return nil, err
+		}
+	}
+	if len(offered) == 0 {
+		offered = []string{"no key of type ED25519, ECDSA or RSA"}
+	}
+	e := &HostKeyError{Host: name, Address: addr, Offered: strings.Join(offered, ", "),
+		Hint: "if the host was reinstalled on purpose, update its ssh.hostKey in the inventory (ssh-keyscan HOST | ssh-keygen -lf - lists its keys)"}
+	for _, p := range hop.HostKeys {
+		e.Expected = append(e.Expected, p+" (pinned in the inventory)")
+	}
+	return nil, e
+}
+
+// pinTypes are the key types asked of a host with pinned keys, one handshake each, in this order.
+var pinTypes = []struct{ algorithms []string }{
+	{[]string{ssh.KeyAlgoED25519}},
+	{[]string{ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521}},
+	{[]string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}},
+}
+
 // handshake opens the TCP connection (directly, or through the previous hop) and runs the SSH handshake,
 // both bounded by the connect timeout and the context.
-func (d *Dialer) handshake(ctx context.Context, via []*ssh.Client, name, addr string, hop Hop) (*ssh.Client, error) {
+func (d *Dialer) handshake(ctx context.Context, via []*ssh.Client, addr string, cfg *ssh.ClientConfig) (*ssh.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.ConnectTimeout)
 	defer cancel()
 	var conn net.Conn
@@ -228,7 +279,6 @@ func (d *Dialer) handshake(ctx context.Context, via []*ssh.Client, name, addr st
 	if err != nil {
 		return nil, err
 	}
-	cfg := d.clientConfig(name, addr, hop)
 	type result struct {
 		c     ssh.Conn
 		chans <-chan ssh.NewChannel
@@ -260,18 +310,18 @@ func (d *Dialer) handshake(ctx context.Context, via []*ssh.Client, name, addr st
 	}
 }
 
-func (d *Dialer) clientConfig(name, addr string, hop Hop) *ssh.ClientConfig {
+// clientConfig is the SSH configuration of one handshake with a hop; algorithms are the host key
+// algorithms asked for (nil: Go's defaults).
+func (d *Dialer) clientConfig(name, addr string, hop Hop, algorithms []string) *ssh.ClientConfig {
 	user := hop.User
 	if user == "" {
 		user = "root"
 	}
 	cfg := &ssh.ClientConfig{
 		User:            user,
-		HostKeyCallback: d.keys.callback(name, hop.HostKey),
-		Timeout:         d.opts.ConnectTimeout,
-	}
-	if hop.HostKey == "" {
-		cfg.HostKeyAlgorithms = d.keys.algorithms(addr)
+		HostKeyCallback:   d.keys.callback(name, hop.HostKeys),
+		HostKeyAlgorithms: algorithms,
+		Timeout:           d.opts.ConnectTimeout,
 	}
 	cfg.Auth = append(cfg.Auth, ssh.PublicKeysCallback(func() ([]ssh.Signer, error) {
 		return d.signersFor(hop.IdentityFiles)

@@ -71,7 +71,7 @@ func (e *DialError) Unwrap() error { return e.Err }
 type HostKeyError struct {
 	Host     string
 	Address  string
-	Offered  string   // SHA256 fingerprint of the key the host offered
+	Offered  string   // SHA256 fingerprint and type of the key the host offered (of each, when asked for several types)
 	Expected []string // fingerprints and where each was found (known_hosts file:line, or the inventory pin)
 	Unknown  bool     // no key is known for the host at all
 	Hint     string

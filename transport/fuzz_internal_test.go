@@ -76,7 +76,7 @@ func FuzzKnownHosts(f *testing.F) {
 			return
 		}
 		addr := &net.TCPAddr{IP: net.ParseIP("10.0.0.1"), Port: 22}
-		if err := hk.callback("cp1", "")("10.0.0.1:22", addr, key); err == nil && !bytes.Contains(data, []byte(keyText)) {
+		if err := hk.callback("cp1", nil)("10.0.0.1:22", addr, key); err == nil && !bytes.Contains(data, []byte(keyText)) {
 			t.Fatalf("the key was accepted, and no line names it:\n%q", data)
 		}
 		_ = hk.algorithms("10.0.0.1:22")

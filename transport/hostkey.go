@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -107,17 +108,21 @@ func (hk *hostKeys) index() {
 	}
 }
 
-// callback returns the ssh.HostKeyCallback for one host: name is the inventory name (for messages), pin an
-// optional SHA256 fingerprint that must match.
-func (hk *hostKeys) callback(name, pin string) ssh.HostKeyCallback {
+// callback returns the ssh.HostKeyCallback for one host: name is the inventory name (for messages), pins
+// optional SHA256 fingerprints, one of which must match.
+func (hk *hostKeys) callback(name string, pins []string) ssh.HostKeyCallback {
 	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
-		offered := ssh.FingerprintSHA256(key)
-		if pin != "" {
-			if offered == pin {
+		offered := describeKey(key)
+		if len(pins) > 0 {
+			if slices.Contains(pins, ssh.FingerprintSHA256(key)) {
 				return nil
 			}
-			return &HostKeyError{Host: name, Address: hostname, Offered: offered, Expected: []string{pin + " (pinned in the inventory)"},
+			e := &HostKeyError{Host: name, Address: hostname, Offered: offered,
 				Hint: "if the host was reinstalled on purpose, update its ssh.hostKey in the inventory"}
+			for _, p := range pins {
+				e.Expected = append(e.Expected, p+" (pinned in the inventory)")
+			}
+			return e
 		}
 		hk.mu.Lock()
 		defer hk.mu.Unlock()
@@ -225,6 +230,20 @@ func hashedMatch(entry, host string) bool {
 	mac := hmac.New(sha1.New, salt)
 	mac.Write([]byte(host))
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil)) == parts[3]
+}
+
+// describeKey is a key's fingerprint and type as ssh-keygen -l prints them: "SHA256:... (ED25519)".
+func describeKey(key ssh.PublicKey) string {
+	t := key.Type()
+	switch {
+	case t == ssh.KeyAlgoED25519:
+		t = "ED25519"
+	case strings.HasPrefix(t, "ecdsa-"):
+		t = "ECDSA"
+	case t == ssh.KeyAlgoRSA:
+		t = "RSA"
+	}
+	return ssh.FingerprintSHA256(key) + " (" + t + ")"
 }
 
 func keyAlgorithms(keyType string) []string {

@@ -23,7 +23,7 @@ func TestAcceptNewRefusesAKeyChangedWithinARun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb := hk.callback("h1", "")
+	cb := hk.callback("h1", nil)
 	remote := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 22}
 	first, second := transporttest.NewKey(t).PublicKey(), transporttest.NewKey(t).PublicKey()
 	if err := cb("10.0.0.1:22", remote, first); err != nil {
@@ -34,7 +34,7 @@ func TestAcceptNewRefusesAKeyChangedWithinARun(t *testing.T) {
 	}
 	err = cb("10.0.0.1:22", remote, second)
 	var he *HostKeyError
-	if !errors.As(err, &he) || he.Unknown || he.Offered != ssh.FingerprintSHA256(second) ||
+	if !errors.As(err, &he) || he.Unknown || he.Offered != describeKey(second) ||
 		len(he.Expected) != 1 || !strings.Contains(he.Expected[0], ssh.FingerprintSHA256(first)) {
 		t.Fatalf("a changed key within the run: got %v, want a mismatch naming the first key", err)
 	}

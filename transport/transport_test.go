@@ -93,7 +93,7 @@ func TestHostKeyMismatchIsFinal(t *testing.T) {
 	if !errors.As(err, &hk) || hk.Unknown {
 		t.Fatalf("got %v, want a host key mismatch", err)
 	}
-	offered := ssh.FingerprintSHA256(srv.HostKey.PublicKey())
+	offered := ssh.FingerprintSHA256(srv.HostKey.PublicKey()) + " (ED25519)"
 	if hk.Host != "h1" || hk.Offered != offered || len(hk.Expected) != 1 || !strings.Contains(hk.Expected[0], opts.ClusterKnownHosts+":1") {
 		t.Errorf("error does not name the host, the offered and the expected key: %v", hk)
 	}
@@ -156,11 +156,11 @@ func TestPinnedAndHashedAndCAHostKeys(t *testing.T) {
 	os.Remove(opts.ClusterKnownHosts)
 
 	pinned := target
-	pinned.HostKey = ssh.FingerprintSHA256(srv.HostKey.PublicKey())
+	pinned.HostKeys = []string{ssh.FingerprintSHA256(srv.HostKey.PublicKey())}
 	if _, err := dial(t, pinned, opts); err != nil {
 		t.Fatalf("pinned key: %v", err)
 	}
-	pinned.HostKey = ssh.FingerprintSHA256(transporttest.NewKey(t).PublicKey())
+	pinned.HostKeys = []string{ssh.FingerprintSHA256(transporttest.NewKey(t).PublicKey())}
 	var hk *transport.HostKeyError
 	if _, err := dial(t, pinned, opts); !errors.As(err, &hk) || !strings.Contains(err.Error(), "pinned in the inventory") {
 		t.Fatalf("wrong pinned key: %v", err)
@@ -198,6 +198,59 @@ func TestPinnedAndHashedAndCAHostKeys(t *testing.T) {
 	if err == nil || !errors.Is(err, transport.ErrAuth) {
 		// The host key was accepted (the failure is the login, with no key offered).
 		t.Fatalf("host certificate from a trusted CA: %v", err)
+	}
+}
+
+// A host with the usual three host keys (RSA, ECDSA, ED25519) is reached with any one of them pinned, or a
+// list of pins; known_hosts lines of any of its types work too. Go's client asks for ECDSA first unless told
+// otherwise: a pin of the ED25519 key failed on such hosts.
+func TestHostWithThreeKeyTypes(t *testing.T) {
+	ed, ec, rsa := transporttest.NewKey(t), transporttest.NewKeyOf(t, "ecdsa"), transporttest.NewKeyOf(t, "rsa")
+	srv, target, opts := setup(t, transporttest.Options{HostKey: ec, OtherHostKeys: []ssh.Signer{rsa, ed}})
+	os.Remove(opts.ClusterKnownHosts)
+	fp := func(s ssh.Signer) string { return ssh.FingerprintSHA256(s.PublicKey()) }
+	wrong := fp(transporttest.NewKey(t))
+	for name, pins := range map[string][]string{
+		"ED25519 pinned": {fp(ed)}, "ECDSA pinned": {fp(ec)}, "RSA pinned": {fp(rsa)},
+		"a list, the first wrong": {wrong, fp(rsa)}, "all three": {fp(rsa), fp(ec), fp(ed)},
+	} {
+		pinned := target
+		pinned.HostKeys = pins
+		if _, err := dial(t, pinned, opts); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	// A pin matching none of the keys: the error names every key the host offered, with its type.
+	pinned := target
+	pinned.HostKeys = []string{wrong}
+	_, err := dial(t, pinned, opts)
+	var hk *transport.HostKeyError
+	if !errors.As(err, &hk) {
+		t.Fatalf("a wrong pin: %v", err)
+	}
+	for _, want := range []string{fp(ed) + " (ED25519)", fp(ec) + " (ECDSA)", fp(rsa) + " (RSA)", wrong + " (pinned in the inventory)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not name %s: %v", want, err)
+		}
+	}
+	if transport.Retryable(err) {
+		t.Error("a pin mismatch is retryable")
+	}
+
+	// known_hosts with the host's RSA line only, then ED25519 and ECDSA lines.
+	addr := knownhosts.Normalize(srv.Addr)
+	for name, keys := range map[string][]ssh.Signer{"RSA only": {rsa}, "ED25519 and ECDSA": {ed, ec}} {
+		var lines string
+		for _, k := range keys {
+			lines += knownhosts.Line([]string{addr}, k.PublicKey()) + "\n"
+		}
+		if err := os.WriteFile(opts.ClusterKnownHosts, []byte(lines), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dial(t, target, opts); err != nil {
+			t.Errorf("known_hosts with %s: %v", name, err)
+		}
 	}
 }
 

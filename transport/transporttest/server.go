@@ -4,8 +4,11 @@
 package transporttest
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,6 +29,8 @@ import (
 type Options struct {
 	// HostKey is the server's key; a fresh ed25519 key when nil.
 	HostKey ssh.Signer
+	// OtherHostKeys are further keys of other types, as a real host has (RSA, ECDSA and ED25519).
+	OtherHostKeys []ssh.Signer
 	// AuthorizedKeys are the client keys accepted; nil accepts none (every login fails).
 	AuthorizedKeys []ssh.PublicKey
 	// Password, when set, is accepted for any user.
@@ -69,6 +74,29 @@ func NewServer(t testing.TB, opts Options) *Server {
 }
 
 // NewKey makes an ed25519 signer.
+// NewKeyOf makes a host key of another type: "ecdsa" (P-256) or "rsa" (2048 bits).
+func NewKeyOf(t testing.TB, keyType string) ssh.Signer {
+	t.Helper()
+	var priv any
+	var err error
+	switch keyType {
+	case "ecdsa":
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "rsa":
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	default:
+		return NewKey(t)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func NewKey(t testing.TB) ssh.Signer {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -120,6 +148,9 @@ func (s *Server) serve() {
 		}
 	}
 	cfg.AddHostKey(s.opts.HostKey)
+	for _, k := range s.opts.OtherHostKeys {
+		cfg.AddHostKey(k)
+	}
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
