@@ -222,7 +222,7 @@ func (d *Dialer) dialOnce(ctx context.Context, t Target) (*Conn, error) {
 // fingerprint does not say its key type, and a host offers only one key per handshake.
 func (d *Dialer) connect(ctx context.Context, via []*ssh.Client, name, addr string, hop Hop) (*ssh.Client, error) {
 	if len(hop.HostKeys) == 0 {
-		return d.handshake(ctx, via, addr, d.clientConfig(name, addr, hop, d.keys.algorithms(addr)))
+		return d.handshake(ctx, via, addr, d.clientConfig(name, hop, d.keys.algorithms(addr)))
 	}
 	d.mu.Lock()
 	first := d.pinnedType[addr]
@@ -230,7 +230,7 @@ func (d *Dialer) connect(ctx context.Context, via []*ssh.Client, name, addr stri
 	var offered []string
 	for i := range pinTypes {
 		t := (first + i) % len(pinTypes)
-		c, err := d.handshake(ctx, via, addr, d.clientConfig(name, addr, hop, pinTypes[t].algorithms))
+		c, err := d.handshake(ctx, via, addr, d.clientConfig(name, hop, pinTypes[t].algorithms))
 		var hk *HostKeyError
 		switch {
 		case err == nil:
@@ -312,13 +312,13 @@ func (d *Dialer) handshake(ctx context.Context, via []*ssh.Client, addr string, 
 
 // clientConfig is the SSH configuration of one handshake with a hop; algorithms are the host key
 // algorithms asked for (nil: Go's defaults).
-func (d *Dialer) clientConfig(name, addr string, hop Hop, algorithms []string) *ssh.ClientConfig {
+func (d *Dialer) clientConfig(name string, hop Hop, algorithms []string) *ssh.ClientConfig {
 	user := hop.User
 	if user == "" {
 		user = "root"
 	}
 	cfg := &ssh.ClientConfig{
-		User:            user,
+		User:              user,
 		HostKeyCallback:   d.keys.callback(name, hop.HostKeys),
 		HostKeyAlgorithms: algorithms,
 		Timeout:           d.opts.ConnectTimeout,
