@@ -51,6 +51,8 @@ type Facts struct {
 	BootID        string            `json:"bootID"`
 	Clock         time.Time         `json:"clock"`
 	ClockSkew     time.Duration     `json:"clockSkew"` // host clock minus the workstation's, at the midpoint of the round trip
+	// ClockUncertainty bounds the error of ClockSkew: half the round trip of the exchange that read the clock.
+	ClockUncertainty time.Duration `json:"clockUncertainty"`
 	Listening     []Listener        `json:"listening"`
 	Versions      map[string]string `json:"versions"` // kubelet, containerd, crictl, runc: first line of --version
 	Commands      map[string]bool   `json:"commands"`
@@ -139,13 +141,12 @@ var cniBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni", "/usr/libexec/cni"}
 // benchmark runs the same script with other tools).
 func FactsScript(criSocket string) string { return factsScript(criSocket, true) }
 
-// GatherFacts learns everything preflight needs about a host in one command.
+// GatherFacts learns everything preflight needs about a host in one command, and reads its clock in an
+// exchange of its own.
 func GatherFacts(ctx context.Context, h Runner, criSocket string, askCRI bool) (*Facts, error) {
-	sent := time.Now()
 	// The script goes to sh on stdin: whatever the login shell is, a POSIX sh runs it (dash reads /proc
 	// an order of magnitude faster than bash does).
 	res, err := h.Run(ctx, "sh -s", []byte(factsScript(criSocket, askCRI)))
-	received := time.Now()
 	if err != nil {
 		return nil, err
 	}
@@ -153,12 +154,55 @@ func GatherFacts(ctx context.Context, h Runner, criSocket string, askCRI bool) (
 	if err != nil {
 		return nil, err
 	}
-	// The host read its clock at some point of the round trip; its midpoint is the best guess.
-	mid := sent.Add(received.Sub(sent) / 2)
-	if !f.Clock.IsZero() {
-		f.ClockSkew = f.Clock.Sub(mid)
+	if err := readClock(ctx, h, f); err != nil {
+		return nil, err
 	}
 	return f, nil
+}
+
+// clockReads is how many times readClock asks at most; it stops earlier once a round trip is under
+// clockGoodRTT.
+const (
+	clockReads   = 3
+	clockGoodRTT = 20 * time.Millisecond
+)
+
+// readClock reads the host's clock with a command that does nothing else, and keeps the reading of the
+// shortest round trip: the skew is the host's reading minus the round trip's midpoint, and half the round
+// trip bounds its error. (Read within the facts script, the skew was off by half of a round trip of many
+// seconds on a slow host.)
+func readClock(ctx context.Context, h Runner, f *Facts) error {
+	best := time.Duration(-1)
+	for range clockReads {
+		sent := time.Now()
+		res, err := h.Run(ctx, "date +%s.%N", nil)
+		rtt := time.Since(sent)
+		if err != nil {
+			return err
+		}
+		clock := parseEpoch(strings.TrimSpace(string(res.Stdout)))
+		if clock.IsZero() {
+			return fmt.Errorf("%s: date +%%s.%%N printed %q, not a time", h.Name(), bounded(res.Stdout, 64))
+		}
+		if best < 0 || rtt < best {
+			best = rtt
+			f.Clock = clock
+			f.ClockSkew = clock.Sub(sent.Add(rtt / 2))
+			f.ClockUncertainty = rtt / 2
+		}
+		if rtt < clockGoodRTT {
+			break
+		}
+	}
+	return nil
+}
+
+// bounded is at most n bytes of b, for messages.
+func bounded(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
 }
 
 // ParseFacts reads the output of the facts script.

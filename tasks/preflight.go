@@ -504,14 +504,18 @@ func CrossHostChecks(facts []*Facts, maxSkew time.Duration) []Finding {
 	dup("DuplicateProductUUID", "product_uuid", func(f *Facts) []string { return []string{f.ProductUUID} })
 	dup("DuplicateMachineID", "machine-id", func(f *Facts) []string { return []string{f.MachineID} })
 	for _, f := range facts {
-		skew := f.ClockSkew.Abs()
+		skew, unc := f.ClockSkew.Abs(), f.ClockUncertainty
+		measured := fmt.Sprintf("%s (±%s, half the round trip that read it)", f.ClockSkew.Round(time.Millisecond), unc.Round(time.Millisecond))
 		switch {
-		case skew > maxSkew:
+		case skew-unc > maxSkew:
 			out = append(out, Finding{Host: f.Host, Check: "ClockSkew", Severity: SevError,
-				Message: fmt.Sprintf("the host's clock is %s off the workstation's (more than %s): certificates and tokens would not be valid when expected; synchronize clocks (NTP)", f.ClockSkew.Round(time.Millisecond), maxSkew)})
-		case skew > time.Second:
+				Message: fmt.Sprintf("the host's clock is %s off the workstation's, more than %s: certificates and tokens would not be valid when expected; synchronize clocks (NTP)", measured, maxSkew)})
+		case skew > maxSkew:
 			out = append(out, Finding{Host: f.Host, Check: "ClockSkew", Severity: SevWarning,
-				Message: fmt.Sprintf("the host's clock is %s off the workstation's", f.ClockSkew.Round(time.Millisecond))})
+				Message: fmt.Sprintf("the host's clock is %s off the workstation's: perhaps more than %s, the round trip was too slow to tell", measured, maxSkew)})
+		case skew-unc > time.Second:
+			out = append(out, Finding{Host: f.Host, Check: "ClockSkew", Severity: SevWarning,
+				Message: fmt.Sprintf("the host's clock is %s off the workstation's", measured)})
 		}
 	}
 	return out

@@ -140,6 +140,32 @@ func TestChecksFindProblems(t *testing.T) {
 	}
 }
 
+// A skew over the limit is an error only when its uncertainty cannot account for it: read over a round trip
+// of 16 s, 6.5 s may be 0.6 s.
+func TestClockSkewUncertainty(t *testing.T) {
+	for _, c := range []struct {
+		skew, unc time.Duration
+		want      string
+	}{
+		{6500 * time.Millisecond, 8 * time.Second, "warning"},
+		{-6500 * time.Millisecond, 10 * time.Millisecond, "error"},
+		{1500 * time.Millisecond, time.Second, ""},
+		{1500 * time.Millisecond, 10 * time.Millisecond, "warning"},
+	} {
+		f := loadFacts(t)
+		f.ClockSkew, f.ClockUncertainty = c.skew, c.unc
+		got := ""
+		for _, x := range CrossHostChecks([]*Facts{f}, 5*time.Second) {
+			if x.Check == "ClockSkew" {
+				got = string(x.Severity)
+			}
+		}
+		if got != c.want {
+			t.Errorf("skew %s ± %s: %q, want %q", c.skew, c.unc, got, c.want)
+		}
+	}
+}
+
 func TestCrossHostChecksAndIgnore(t *testing.T) {
 	a, b, c := loadFacts(t), loadFacts(t), loadFacts(t)
 	a.Host, b.Host, c.Host = "cp1", "w1", "w2"
@@ -148,7 +174,7 @@ func TestCrossHostChecksAndIgnore(t *testing.T) {
 	c.MACs = map[string]string{"host0": "aa:aa:aa:aa:aa:aa"}
 	c.MachineID = "other"
 	b.ClockSkew = 1500 * time.Millisecond
-	c.ClockSkew = -10 * time.Second
+	c.ClockSkew, c.ClockUncertainty = -10*time.Second, 3*time.Millisecond
 	got := CrossHostChecks([]*Facts{a, b, c}, 5*time.Second)
 	var lines []string
 	for _, f := range got {
@@ -166,6 +192,9 @@ func TestCrossHostChecksAndIgnore(t *testing.T) {
 	for _, f := range got {
 		if f.Check == "DuplicateHostname" && f.Host == "w2" && !strings.Contains(f.Message, "also on cp1") {
 			t.Errorf("message does not name the other host: %s", f.Message)
+		}
+		if f.Check == "ClockSkew" && f.Host == "w2" && !strings.Contains(f.Message, "-10s (±3ms") {
+			t.Errorf("the ClockSkew error does not name the skew and its uncertainty: %s", f.Message)
 		}
 	}
 	if !Failed(got) {
