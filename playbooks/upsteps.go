@@ -92,7 +92,11 @@ func (u *upRun) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	applied, err := admin.ApplyAll(ctx, objs...)
+	var applied []apiclient.Applied
+	err = wait.Retry(ctx, u.o.APITimeout, "the API server to take the cluster's objects", func() (err error) {
+		applied, err = admin.ApplyAll(ctx, objs...)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -103,7 +107,7 @@ func (u *upRun) bootstrap(ctx context.Context) error {
 		}
 	}
 	u.e.say("bootstrap", "", "%d objects applied, %d changed", len(applied), n)
-	return nodes.Label(ctx, admin.Kube, u.cp1)
+	return wait.Retry(ctx, u.o.APITimeout, "the labels of "+u.cp1.NodeName, func() error { return nodes.Label(ctx, admin.Kube, u.cp1) })
 }
 
 // bootstrapObjects are what bootstrap applies (addons.ClusterObjects).
@@ -358,7 +362,11 @@ func (u *upRun) network(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", file, err)
 			}
-			if _, err := admin.Apply(ctx, objs...); err != nil {
+			err = wait.Retry(ctx, u.o.NodeTimeout, "the API server to take "+file, func() error {
+				_, err := admin.Apply(ctx, objs...)
+				return err
+			})
+			if err != nil {
 				return fmt.Errorf("%s: %w", file, err)
 			}
 		}
@@ -391,7 +399,11 @@ func (u *upRun) network(ctx context.Context) error {
 // hundred bytes and a oneshot unit; no Pod or kubelet restarts. Routes go only to nodes that are the
 // inventory's hosts at the inventory's addresses (cni.Vet).
 func (u *upRun) routes(ctx context.Context, admin *apiclient.Client, cidrs map[string]string) error {
-	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	var list *corev1.NodeList
+	err := wait.Retry(ctx, u.o.NodeTimeout, "the list of Nodes", func() (err error) {
+		list, err = admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -561,11 +573,16 @@ func (u *upRun) ready(ctx context.Context) error {
 		return err
 	}
 	// Every token has done its job (those of Nodes registered earlier are gone already).
-	if err := u.retireTokens(ctx, admin, func(string) bool { return true }); err != nil {
+	err = wait.Retry(ctx, u.o.NodeTimeout, "the bootstrap tokens to be deleted", func() error {
+		return u.retireTokens(ctx, admin, func(string) bool { return true })
+	})
+	if err != nil {
 		return err
 	}
-	u.res.Nodes, err = nodeStatuses(ctx, admin)
-	return err
+	return wait.Retry(ctx, u.o.NodeTimeout, "the Nodes' status", func() (err error) {
+		u.res.Nodes, err = nodeStatuses(ctx, admin)
+		return err
+	})
 }
 
 // dropBootstrapKubeconfigs removes bootstrap-kubelet.conf from the workers, as kubeadm's join does, once
