@@ -21,10 +21,12 @@ N ?= 3
 CONTROL_PLANES ?= 1
 LAB_DIR := $(CURDIR)/.lab
 ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_VERSION)
+# lab.sh's host kind: nspawn hosts with the node layer, bare ones (BARE=1), or QEMU VMs (VM=1, always bare).
+LAB_KIND := $(if $(VM),--vm,--layer $(if $(BARE),bare,node))
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long faults conformance unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-rss bench-upgrade bench-noop
+.PHONY: help build release test test-long test-vm faults conformance unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-rss bench-upgrade bench-noop
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -33,19 +35,19 @@ build: ## build bin/clusterctl (static, -trimpath, version and commit injected)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/clusterctl ./cmd/clusterctl
 	@bin/clusterctl version
 
-up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers), air-gapped from the lab's artifacts (built on first use); BARE=1: hosts with nothing but sshd and systemd, artifacts pulled with `clusterctl artifacts pull` from the lab's mirror into the cache; kubeconfig in .lab/
+up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers), air-gapped from the lab's artifacts (built on first use); BARE=1: hosts with nothing but sshd and systemd, artifacts pulled with `clusterctl artifacts pull` from the lab's mirror into the cache; VM=1: bare QEMU VMs (Debian 13, own kernel, emulated: slow, waits of 25 min); kubeconfig in .lab/
 	test/lab/artifacts.sh $(K8S_VERSION)
-	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES) --layer $(if $(BARE),bare,node)
-ifeq ($(BARE),)
+	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES) $(LAB_KIND)
+ifeq ($(BARE)$(VM),)
 	sed 's|^  name: lab$$|  name: lab\n  kubernetesVersion: $(K8S_VERSION)\n  artifacts: $(ARTIFACTS)|' $(LAB_DIR)/hosts.yaml >$(LAB_DIR)/cluster.yaml
 else
 	CGO_ENABLED=0 go build -o bin/labmirror ./test/lab/cmd/labmirror
 	bin/labmirror -artifacts $(ARTIFACTS) -- bin/clusterctl artifacts pull --kubernetes-version $(K8S_VERSION)
 	sed 's|^  name: lab$$|  name: lab\n  kubernetesVersion: $(K8S_VERSION)|' $(LAB_DIR)/hosts.yaml >$(LAB_DIR)/cluster.yaml
 endif
-	bin/clusterctl up -i $(LAB_DIR)/cluster.yaml
+	bin/clusterctl up -i $(LAB_DIR)/cluster.yaml $(if $(VM),--api-timeout 25m --node-timeout 25m)
 	@echo "kubectl: $(ARTIFACTS)/bin/linux-amd64/kubectl --kubeconfig $(LAB_DIR)/.clusterctl/lab/admin.conf get nodes"
-	@echo "what the hosts received: bin/clusterctl artifacts list $(if $(BARE),$(PULLED),$(ARTIFACTS))"
+	@echo "what the hosts received: bin/clusterctl artifacts list $(if $(BARE)$(VM),$(PULLED),$(ARTIFACTS))"
 	@echo "remove the lab: make lab-down"
 
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
@@ -92,8 +94,14 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	echo "make test: -race run exit $$race, fuzzing exit $$fuzz, $(NORACE_PKGS)exit $$labrc"; \
 	[ $$race -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$labrc -eq 0 ]
 
-test-long: ## the end-to-end cases too long for make test (root; ~50 min): certs rotate --ca with external etcd and on three stacked control-plane nodes, in place of make test's leaf rotations; the upgrade of three control-plane nodes killed and resumed; etcd restored onto three members, then onto the survivor of three
+test-long: ## the end-to-end cases too long for make test (root; ~50 min, and test-vm's): certs rotate --ca with external etcd and on three stacked control-plane nodes, in place of make test's leaf rotations; the upgrade of three control-plane nodes killed and resumed; etcd restored onto three members, then onto the survivor of three
 	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 90m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$|TestUpgrade$$|TestEtcdRestore$$' ./test/e2e/
+	$(MAKE) --no-print-directory test-vm
+
+test-vm: ## the VM tier (root; ~40 min): on one QEMU VM of Debian 13 (own kernel, cgroup v2, networkd, three host key types, pinned by its ED25519 fingerprint) with the inventory's defaults: preflight, up, a Pod reaching a Service by name, certs rotate, a reboot the cluster comes back from by itself, reset leaving nothing; each step timed
+	test/lab/deps.sh --vm
+	test/lab/artifacts.sh $(K8S_VERSION) >/dev/null
+	CLUSTERCTL_E2E_VM=1 go test -count=1 -timeout 100m -v -run 'TestVM$$' ./test/e2e/
 
 faults: ## the fault-injection suite on lab hosts (root; ~30 min): up with a worker's link cut during the push, add-node of a worker powered off while it joins, certs rotate and certs rotate --ca killed in each stage and resumed, --forks 1 against --forks 500, the upload faults make test runs too (full disk, sshd killed, link cut), and up/add-node/remove-node 20 times in one process with goroutines, open files and the hosts' SSH sessions counted
 	CLUSTERCTL_E2E_FAULTS=1 go test -count=1 -timeout 30m -v -run 'TestFaults$$' ./test/e2e/
@@ -130,12 +138,12 @@ fuzz: ## fuzz every parser of outside input, each for $(FUZZTIME) (make test: FU
 	  go test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $$time $(FUZZFLAGS); \
 	done
 
-lab-deps: ## install the Debian packages the lab needs (root)
-	test/lab/deps.sh
+lab-deps: ## install the Debian packages the lab needs (root; VM=1: QEMU too)
+	test/lab/deps.sh $(if $(VM),--vm)
 
-lab-up: lab-deps ## start N lab hosts (CONTROL_PLANES of them control-plane) into .lab/, building rootfs and artifacts once; BARE=1: hosts without a runtime
+lab-up: lab-deps ## start N lab hosts (CONTROL_PLANES of them control-plane) into .lab/, building rootfs and artifacts once; BARE=1: hosts without a runtime; VM=1: QEMU VMs of Debian 13 (bare; the image built once)
 	test/lab/artifacts.sh $(K8S_VERSION)
-	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES) --layer $(if $(BARE),bare,node)
+	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES) $(LAB_KIND)
 
 lab-down: ## remove the lab's hosts, bridge, cgroups and sysctl changes
 	test/lab/lab.sh down --name lab

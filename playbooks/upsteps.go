@@ -456,7 +456,8 @@ func (u *upRun) routesOf(ctx context.Context, list []corev1.Node, cidrs map[stri
 			return false, err
 		}
 		// The unit came with the node's files (push); a node outside this run may have an older one.
-		files := []transport.File{{Path: cni.RoutesUnitPath, Data: cni.RoutesUnit(), Mode: 0o644}, {Path: cni.RoutesPath, Data: routes, Mode: 0o644}}
+		files := []transport.File{{Path: cni.RoutesUnitPath, Data: cni.RoutesUnit(), Mode: 0o644}, {Path: cni.RoutesPath, Data: routes, Mode: 0o644},
+			{Path: cni.NetworkdDropInPath, Data: cni.NetworkdDropIn(), Mode: 0o644}}
 		if cidr, ok := cidrs[name]; ok {
 			conf, err := cni.Config(cidr)
 			if err != nil {
@@ -464,7 +465,8 @@ func (u *upRun) routesOf(ctx context.Context, list []corev1.Node, cidrs map[stri
 			}
 			files = append(files, transport.File{Path: cni.ConfigPath, Data: conf, Mode: 0o644})
 		}
-		out, err := apply.Routes(ctx, u.e.Conn(name), apply.RoutesUnit{Files: files, Inputs: []string{cni.RoutesUnitPath, cni.RoutesPath}, UnitName: cni.RoutesUnitName})
+		out, err := apply.Routes(ctx, u.e.Conn(name), apply.RoutesUnit{Files: files, Inputs: []string{cni.RoutesUnitPath, cni.RoutesPath},
+			Networkd: cni.NetworkdDropInPath, UnitName: cni.RoutesUnitName})
 		u.record(name, out)
 		return out.Changed(), err
 	}})

@@ -52,24 +52,24 @@ type Facts struct {
 	Clock         time.Time         `json:"clock"`
 	ClockSkew     time.Duration     `json:"clockSkew"` // host clock minus the workstation's, at the midpoint of the round trip
 	// ClockUncertainty bounds the error of ClockSkew: half the round trip of the exchange that read the clock.
-	ClockUncertainty time.Duration `json:"clockUncertainty"`
-	Listening     []Listener        `json:"listening"`
-	Versions      map[string]string `json:"versions"` // kubelet, containerd, crictl, runc: first line of --version
-	Commands      map[string]bool   `json:"commands"`
-	CRISocket     bool              `json:"criSocket"`
-	CRIAnswers    string            `json:"criAnswers"` // ok, fail, or unknown (no client to ask with)
-	BrNetfilter   bool              `json:"brNetfilter"`
-	BridgeNFCall  string            `json:"bridgeNFCallIptables,omitempty"`
-	IPForward     string            `json:"ipForward"`
-	IPv6Forward   string            `json:"ipv6Forward,omitempty"`
-	Firewalld     bool              `json:"firewalldActive"`
-	Proxy         map[string]string `json:"proxy,omitempty"`
-	Files         map[string]bool   `json:"files"` // paths clusterctl cares about -> exists
-	DirEntries    map[string]int    `json:"dirEntries"`
-	KubeletUnit   string            `json:"kubeletEnabled"` // enabled, disabled, not-found, ...
-	UID           int               `json:"uid"`
-	HostResolves  bool              `json:"hostnameResolves"`
-	Virt          string            `json:"virtualization,omitempty"`
+	ClockUncertainty time.Duration     `json:"clockUncertainty"`
+	Listening        []Listener        `json:"listening"`
+	Versions         map[string]string `json:"versions"` // kubelet, containerd, crictl, runc: first line of --version
+	Commands         map[string]bool   `json:"commands"`
+	CRISocket        bool              `json:"criSocket"`
+	CRIAnswers       string            `json:"criAnswers"` // ok, fail, or unknown (no client to ask with)
+	BrNetfilter      bool              `json:"brNetfilter"`
+	BridgeNFCall     string            `json:"bridgeNFCallIptables,omitempty"`
+	IPForward        string            `json:"ipForward"`
+	IPv6Forward      string            `json:"ipv6Forward,omitempty"`
+	Firewalld        bool              `json:"firewalldActive"`
+	Proxy            map[string]string `json:"proxy,omitempty"`
+	Files            map[string]bool   `json:"files"` // paths clusterctl cares about -> exists
+	DirEntries       map[string]int    `json:"dirEntries"`
+	KubeletUnit      string            `json:"kubeletEnabled"` // enabled, disabled, not-found, ...
+	UID              int               `json:"uid"`
+	HostResolves     bool              `json:"hostnameResolves"`
+	Virt             string            `json:"virtualization,omitempty"`
 	// CNIBinDir is where the CNI plugins are: /opt/cni/bin upstream, /usr/lib/cni on Debian. Empty: none.
 	CNIBinDir string `json:"cniBinDir,omitempty"`
 	// Member is what clusterctl wrote in /etc/kubernetes/clusterctl-cluster: the cluster the host belongs to.

@@ -246,14 +246,14 @@ func required(cmd string) Checker {
 
 func checkNumCPU(f *Facts, _ *Node) ([]string, []string) {
 	if f.CPUs < controlPlaneCPUs {
-		return nil, []string{fmt.Sprintf("the number of available CPUs %d is less than the required %d", f.CPUs, controlPlaneCPUs)}
+		return nil, []string{fmt.Sprintf("the number of available CPUs %d is less than the required %d (for a test machine that may be slow: --ignore-preflight-errors=NumCPU)", f.CPUs, controlPlaneCPUs)}
 	}
 	return nil, nil
 }
 
 func checkMem(f *Facts, _ *Node) ([]string, []string) {
 	if mb := f.MemoryKB / 1024; mb < controlPlaneMemMB {
-		return nil, []string{fmt.Sprintf("the system RAM (%d MB) is less than the minimum %d MB", mb, controlPlaneMemMB)}
+		return nil, []string{fmt.Sprintf("the system RAM (%d MB) is less than the minimum %d MB (for a test machine that may be slow: --ignore-preflight-errors=Mem)", mb, controlPlaneMemMB)}
 	}
 	return nil, nil
 }

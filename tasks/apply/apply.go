@@ -149,7 +149,9 @@ type RoutesUnit struct {
 	// Files are the unit's file, its routes file, and the node's CNI configuration when it gets one.
 	Files []transport.File
 	// Inputs are the paths among Files whose change restarts the unit (the unit's file and its routes).
-	Inputs   []string
+	Inputs []string
+	// Networkd is systemd-networkd's drop-in among Files: networkd is restarted when it changed.
+	Networkd string
 	UnitName string
 	Stamps   string // kubeadm.StampsDir when empty
 }
@@ -160,7 +162,7 @@ func Routes(ctx context.Context, h Host, u RoutesUnit) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	actions, err := run(ctx, h, scripts.Routes(u.Inputs, u.UnitName, u.Stamps))
+	actions, err := run(ctx, h, scripts.Routes(u.Inputs, u.Networkd, u.UnitName, u.Stamps))
 	out.Actions = append(out.Actions, actions...)
 	return out, err
 }

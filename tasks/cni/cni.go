@@ -22,6 +22,8 @@ const (
 	// same on every node and never changes with the routes, so that new routes cost a restart of the unit
 	// and no reload of systemd (seconds on a busy host, twice per node when the routes were in the unit).
 	RoutesPath = "/var/lib/clusterctl/pod-routes"
+	// NetworkdDropInPath keeps systemd-networkd off the routes and rules it did not make (NetworkdDropIn).
+	NetworkdDropInPath = "/etc/systemd/networkd.conf.d/clusterctl.conf"
 )
 
 // Bridge is the pod network's bridge, named in its CNI configuration and matched by its Service rule.
@@ -132,6 +134,17 @@ func RoutesUnit() []byte {
 	data, err := templates.Render("pod-routes.service", map[string]string{"Routes": RoutesPath})
 	if err != nil {
 		panic(err) // an embedded template without data to check
+	}
+	return data
+}
+
+// NetworkdDropIn is systemd-networkd's drop-in that makes it leave foreign routes and policy rules alone:
+// by default it deletes the pod routes and the Service rule whenever it configures the interface (after the
+// routes unit at boot, on a DHCP renewal, on networkctl reconfigure). Harmless where networkd is not used.
+func NetworkdDropIn() []byte {
+	data, err := templates.Render("networkd-foreign.conf", nil)
+	if err != nil {
+		panic(err) // an embedded template without data
 	}
 	return data
 }

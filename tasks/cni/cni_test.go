@@ -79,7 +79,7 @@ func TestRoutesUnit(t *testing.T) {
 			exec = append(exec, line)
 		}
 	}
-	if want := "ExecStart=ip -batch " + RoutesPath; len(exec) != 1 || exec[0] != want || !strings.Contains(s, "ConditionPathExists="+RoutesPath+"\n") {
+	if want := "ExecStart=ip -force -batch " + RoutesPath; len(exec) != 1 || exec[0] != want || !strings.Contains(s, "ConditionPathExists="+RoutesPath+"\n") {
 		t.Errorf("unit:\n%s\nwant its one command: %s", s, want)
 	}
 }

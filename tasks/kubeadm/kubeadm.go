@@ -77,6 +77,9 @@ const (
 	ImagesDir = StateDir + "/images"
 	// StampsDir holds, per service, the digest of the files it last started with.
 	StampsDir = StateDir + "/applied"
+	// SysctlBefore holds the values the kernel settings of SysctlConfig had before up first applied them
+	// (sysctl.conf syntax): reset puts them back.
+	SysctlBefore = StateDir + "/sysctl-before"
 	// VersionCache is where the setup script keeps the versions of the host's kubelet, containerd, crictl
 	// and runc, by each binary's inode, size and change time, for the facts script.
 	VersionCache = StateDir + "/versions"

@@ -380,6 +380,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	if c.CNI.Plugin == inventory.CNIBridge {
 		// Its routes come once the node has its pod range (the network step).
 		add(cni.RoutesUnitPath, cni.RoutesUnit(), modePublic)
+		add(cni.NetworkdDropInPath, cni.NetworkdDropIn(), modePublic)
 	}
 	if r.localProxy {
 		if err := proxyFiles(o, h.NodeName, add); err != nil {

@@ -87,8 +87,10 @@ func Setup(p SetupParams) string {
 		Images                        []Image
 		Units, Containerd             []string
 		Modules, Sysctl, VersionCache string
+		SysctlBefore                  string
 		EtcdUnit, EtcdOnly            bool
-	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.VersionCache, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly})
+	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.VersionCache,
+		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly})
 }
 
 // EtcdParams are what Etcd needs.
@@ -130,13 +132,15 @@ type KubeletParams struct {
 }
 
 // Routes restarts the pod routes unit when one of its inputs (the unit, the routes file) changed since it
-// last started with them, reloading systemd only when it does not run the unit as it is on disk.
-func Routes(inputs []string, unitName, stampsDir string) string {
+// last started with them, reloading systemd only when it does not run the unit as it is on disk; and
+// restarts systemd-networkd when its drop-in networkd (cni.NetworkdDropIn; "": none) changed.
+func Routes(inputs []string, networkd, unitName, stampsDir string) string {
 	return render("routes.sh", struct {
 		stamps
-		Inputs []string
-		Name   string
-	}{newStamps(stampsDir, nil, false), inputs, unitName})
+		Inputs   []string
+		Networkd string
+		Name     string
+	}{newStamps(stampsDir, nil, false), inputs, networkd, unitName})
 }
 
 // NodeState is one line: the kubelet's state and the Pods it runs.
@@ -245,9 +249,10 @@ func Probe(ip string, port int) string {
 // directory.
 func Reset(binaries, runtime []string, backupDir, absentSuffix string) string {
 	return render("reset.sh", struct {
-		Binaries, Runtime []string
-		Backup, Absent    string
-	}{binaries, runtime, backupDir, absentSuffix})
+		Binaries, Runtime      []string
+		Backup, Absent         string
+		SysctlBefore, Networkd string
+	}{binaries, runtime, backupDir, absentSuffix, kubeadm.SysctlBefore, cni.NetworkdDropInPath})
 }
 
 // EtcdHold is where a restore keeps a node's etcd and control-plane manifests while they must not run.

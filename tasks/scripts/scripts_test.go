@@ -26,7 +26,7 @@ func TestGolden(t *testing.T) {
 		"etcd":                    Etcd(EtcdParams{RestartTimeout: 120}),
 		"kubelet-worker":          Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.Binary("kubelet")}}),
 		"kubelet-restart":         Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.KubeletKubeconfig}, Restart: true, Dry: true}),
-		"routes":                  Routes([]string{"/etc/systemd/system/clusterctl-pod-routes.service", "/var/lib/clusterctl/pod-routes"}, "clusterctl-pod-routes.service", ""),
+		"routes":                  Routes([]string{"/etc/systemd/system/clusterctl-pod-routes.service", "/var/lib/clusterctl/pod-routes"}, "/etc/systemd/networkd.conf.d/clusterctl.conf", "clusterctl-pod-routes.service", ""),
 		"node-state":              NodeState(),
 		"diagnose":                Diagnose(),
 		"pids":                    PIDs("kube-apiserver"),

@@ -17,6 +17,12 @@ if [ -f $routes ]; then
   sed -n 's/^rule add priority \([0-9]*\) .*/\1/p' /var/lib/clusterctl/pod-routes 2>/dev/null | while read -r p; do ip rule del priority "$p" 2>/dev/null; done
   systemctl disable --now clusterctl-pod-routes.service >/dev/null 2>&1
 fi
+# systemd-networkd's drop-in (it left those routes alone): gone, and networkd, where it runs, without it.
+if [ -f {{q .Networkd}} ]; then
+  rm -f {{q .Networkd}}
+  rmdir /etc/systemd/networkd.conf.d 2>/dev/null
+  systemctl is-active -q systemd-networkd && systemctl restart systemd-networkd
+fi
 # Every container of containerd's Kubernetes namespace (the Pods, static ones included).
 if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
   for t in $(ctr -n k8s.io tasks ls -q); do ctr -n k8s.io tasks kill -a -s SIGKILL "$t" >/dev/null 2>&1; done
@@ -27,6 +33,21 @@ if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
 fi
 # The kubelet's cgroup slices (systemd cgroup driver).
 for s in $(systemctl list-units --all --plain --no-legend 'kubepods*' 2>/dev/null | awk '{print $1}'); do systemctl stop "$s" >/dev/null 2>&1; done
+# Shims left running: a task ctr could not delete keeps its shim, and containerd's unit stops only the
+# daemon (KillMode=process). Every shim of the Kubernetes namespace is killed, and awaited (5 s at most).
+k8s_shims() {
+  for p in /proc/[0-9]*; do
+    case $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) in *containerd-shim*" -namespace k8s.io "*) echo "${p#/proc/}" ;; esac
+  done
+}
+kill_shims() {
+  pids=$(k8s_shims)
+  [ -n "$pids" ] || return 0
+  kill -KILL $pids 2>/dev/null
+  i=0
+  while [ $i -lt 25 ] && [ -n "$(k8s_shims)" ]; do sleep 0.2; i=$((i+1)); done
+}
+kill_shims
 # Mounts the Pods left: volumes, sandboxes' network namespaces, runtime state.
 awk '$2 ~ "^(/var/lib/kubelet/|/run/containerd/io.containerd|/run/netns/cni-|/var/run/netns/cni-)" {print $2}' /proc/mounts | sort -r |
   while read -r m; do umount -l "$m" 2>/dev/null; done
@@ -53,6 +74,10 @@ rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserv
   /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf \
   /etc/kubernetes/clusterctl-cluster
 rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/cni/networks/clusterctl-bridge
+# The CNI plugins' results for the bridge network's sandboxes, and the Pods' logs (the kubelet's).
+rm -f /var/lib/cni/results/clusterctl-bridge-*
+rmdir /var/lib/cni/results /var/lib/cni/networks /var/lib/cni 2>/dev/null
+rm -rf /var/log/pods /var/log/containers
 rmdir /etc/kubernetes/manifests /etc/kubernetes 2>/dev/null
 systemctl disable --now clusterctl-apiserver-proxy.service >/dev/null 2>&1
 rm -f /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service
@@ -75,6 +100,7 @@ awk '$2 ~ "^(/var/lib/containerd/|/run/containerd/)" {print $2}' /proc/mounts | 
 [ -d /var/lib/containerd ] && find /var/lib/containerd -mindepth 1 -maxdepth 1 -exec rm -rf {} +
 rm -rf /run/containerd /opt/containerd
 rm -f {{args .Runtime}}
+kill_shims
 {{- end}}
 # The host's own files that up replaced, kept aside at the first replacement, put back; where a marker says
 # there was none, up's file is removed.
@@ -88,6 +114,8 @@ if [ -d $backup ]; then
     esac
   done
 fi
+# The kernel settings up applied, back to the values they had before it (kept when it first applied them).
+[ -f {{q .SysctlBefore}} ] && sysctl -q -p {{q .SysctlBefore}} >/dev/null 2>&1
 rm -rf /var/lib/clusterctl
 rmdir /etc/containerd/certs.d/* /etc/containerd/certs.d 2>/dev/null
 rmdir /opt/cni/bin /opt/cni /etc/cni/net.d /etc/cni /etc/containerd 2>/dev/null

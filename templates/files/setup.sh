@@ -5,7 +5,16 @@ set -e
 {{template "stamps.sh" .}}
 {{- if not .EtcdOnly}}
 if stale modules {{q .Modules}}; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
-if stale sysctl {{q .Sysctl}}; then act "apply kernel settings" sysctl -q -p {{q .Sysctl}}; commit sysctl; fi
+if stale sysctl {{q .Sysctl}}; then
+  # The values the kernel had before, kept the first time only: reset puts them back.
+  before={{q .SysctlBefore}}
+  if [ -z "$dry" ] && [ ! -e "$before" ]; then
+    mkdir -p "${before%/*}"
+    sed -n 's/^\([a-z0-9_.-]*\) *=.*/\1/p' {{q .Sysctl}} | while read -r k; do if v=$(sysctl -n "$k" 2>/dev/null); then echo "$k = $v"; fi; done >"$before.tmp"
+    mv -f "$before.tmp" "$before"
+  fi
+  act "apply kernel settings" sysctl -q -p {{q .Sysctl}}; commit sysctl
+fi
 {{- end}}
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).

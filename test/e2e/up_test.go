@@ -43,6 +43,7 @@ func TestUp(t *testing.T) {
 	if out := c.Lab.Run(t, "w1", "command -v containerd runc crictl kubelet haproxy; test -e /opt/cni/bin && echo /opt/cni/bin; true"); strings.TrimSpace(out) != "" {
 		t.Fatalf("the bare host w1 has a runtime before up:\n%s", out)
 	}
+	sysctls := map[string]string{"cp1": Sysctls(t, c, "cp1"), "w1": Sysctls(t, c, "w1")}
 	res := c.Up(t)
 
 	t.Run("the runtime clusterctl installed runs the Pods", func(t *testing.T) {
@@ -462,6 +463,9 @@ func TestUp(t *testing.T) {
 			out := c.Lab.Run(t, h, "ls -A /usr/local/bin /opt /var/lib/containerd; ls -d /etc/containerd /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd.before-restore /var/lib/clusterctl /etc/crictl.yaml /etc/systemd/system/containerd.service /etc/systemd/system/kubelet.service 2>/dev/null; systemctl is-active containerd kubelet; true")
 			if strings.TrimSpace(out) != "/opt:\n\n/usr/local/bin:\n\n/var/lib/containerd:\ninactive\ninactive" {
 				t.Errorf("%s after reset:\n%s", h, out)
+			}
+			if left := ResetLeftovers(t, c, h, sysctls[h]); left != "" {
+				t.Errorf("%s after reset:\n%s", h, left)
 			}
 		}
 	})

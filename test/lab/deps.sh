@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # deps.sh — install the Debian packages the lab needs, if any is missing. Safe to run every time.
+#   test/lab/deps.sh [--vm]   (--vm: QEMU too, for the VM tier: vm.sh)
 set -euo pipefail
 pkgs=(systemd-container debootstrap bridge-utils openssh-client iproute2 iptables util-linux procps kmod
   gcc make libc6-dev bzip2) # the last four build busybox for the conformance images (conformance.sh)
+[ "${1:-}" = --vm ] && pkgs+=(qemu-system-x86 qemu-utils e2fsprogs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

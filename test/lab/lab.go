@@ -34,6 +34,9 @@ type Options struct {
 	Bare bool
 	// Release is the hosts' Debian release: bookworm (12, the default) or trixie (13; bare hosts only).
 	Release string
+	// VM starts QEMU virtual machines (Debian 13, bare, a kernel of their own, emulated CPU: vm.sh) in
+	// place of containers.
+	VM bool
 }
 
 // Host is one lab host.
@@ -117,8 +120,15 @@ func Start(t testing.TB, opts Options) *Lab {
 			t.Errorf("lab down: %v\n%s", err, out)
 		}
 	})
-	cmd := exec.Command(Script(), "up", "--name", l.Name, "--dir", l.Dir, "--hosts", fmt.Sprint(opts.Hosts),
-		"--control-planes", fmt.Sprint(opts.ControlPlanes), "--layer", layer, "--release", cmp.Or(opts.Release, "bookworm"))
+	args := []string{"up", "--name", l.Name, "--dir", l.Dir, "--hosts", fmt.Sprint(opts.Hosts),
+		"--control-planes", fmt.Sprint(opts.ControlPlanes), "--layer", layer, "--release", cmp.Or(opts.Release, "bookworm")}
+	if opts.VM {
+		if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+			t.Skip("lab: qemu-system-x86_64 is not installed (test/lab/deps.sh --vm installs it)")
+		}
+		args = append(args, "--vm")
+	}
+	cmd := exec.Command(Script(), args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
@@ -135,6 +145,16 @@ func Start(t testing.TB, opts Options) *Lab {
 		l.Hosts = append(l.Hosts, Host{Name: h.Name, Address: h.Address})
 	}
 	return l
+}
+
+// Timings is what lab.sh measured bringing the lab up (prepare_ms=... boot_to_ssh_ms=...).
+func (l *Lab) Timings(t testing.TB) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(l.Dir, "timings"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
 }
 
 // SSH runs a command on a host with the system's ssh client as user ("" for root) and returns its output.

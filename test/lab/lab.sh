@@ -5,6 +5,7 @@
 #
 #   test/lab/lab.sh up   --name NAME --dir DIR [--hosts N] [--control-planes K] [--layer node|bare|base]
 #                        [--release bookworm|trixie]   (Debian 12, the default, or 13: bare and base only)
+#                        [--vm]   (QEMU virtual machines of Debian 13, bare, with their own kernel: vm.sh)
 #   test/lab/lab.sh down --name NAME | --all
 #   test/lab/lab.sh list
 #   test/lab/lab.sh kill --name NAME HOST         (the host loses power)
@@ -22,6 +23,8 @@ exec 9>&-   # trap 8: never hand an inherited lock to long-running children
 
 LAB_ROOT=${CLUSTERCTL_LAB_STATE:-/var/lib/clusterctl-lab}
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=vm.sh
+. "$HERE/vm.sh"
 CGROUP_PARENT=clusterctl-lab
 SSH_TIMEOUT=${LAB_SSH_TIMEOUT:-90}
 
@@ -78,7 +81,7 @@ restore_sysctls() {
 
 # ---- up ----
 cmd_up() {
-  local name="" dir="" n=3 cps=1 layer=node release=bookworm
+  local name="" dir="" n=3 cps=1 layer=node release=bookworm vm=no
   while [ $# -gt 0 ]; do
     case $1 in
       --name) name=$2; shift 2 ;;
@@ -87,6 +90,7 @@ cmd_up() {
       --control-planes) cps=$2; shift 2 ;;
       --layer) layer=$2; shift 2 ;;
       --release) release=$2; shift 2 ;;
+      --vm) vm=yes; shift ;;
       *) die "up: unknown argument $1" ;;
     esac
   done
@@ -99,12 +103,22 @@ cmd_up() {
   # installs the runtime. base: base alone, for tests that run no node.
   case $layer in node|bare|base) ;; *) die "up: --layer is node, bare or base" ;; esac
   case $release in bookworm) ;; trixie) [ "$layer" != node ] || die "up: trixie hosts are bare or base" ;; *) die "up: --release is bookworm or trixie" ;; esac
+  if [ $vm = yes ]; then
+    # A VM is a Debian 13 host with nothing but what its image has: a bare host.
+    release=trixie layer=bare
+    SSH_TIMEOUT=${LAB_SSH_TIMEOUT:-400}
+  fi
   export RELEASE=$release
   require_root
   local t0; t0=$(now_ms)
 
-  "$HERE/rootfs.sh" "${layer/bare/base}" >&2
   local lower
+  if [ $vm = yes ]; then
+    mkdir -p "$VM_CACHE"
+    vm_image
+  else
+    "$HERE/rootfs.sh" "${layer/bare/base}" >&2
+  fi
   eval "$("$HERE/rootfs.sh" paths)"
   if [ "$layer" = node ]; then lower=$NODE:$BASE; else lower=$BASE; fi
 
@@ -136,9 +150,10 @@ cmd_up() {
   echo "$idx" >"$state/index"
   echo "$dir" >"$state/dir"
   echo "$layer" >"$state/layer"
+  [ $vm = yes ] && : >"$state/vm"
 
   set_sysctls $LAB_SYSCTLS
-  [ "$layer" != base ] && set_sysctls $NODE_SYSCTLS
+  [ "$layer" != base ] && [ $vm = no ] && set_sysctls $NODE_SYSCTLS
 
   ip link add "$br" type bridge
   ip addr add "$net.1/24" dev "$br"
@@ -164,6 +179,19 @@ cmd_up() {
   for i in "${!names[@]}"; do
     h=${names[$i]}; addr=$net.$((10 + i))
     local hd=$state/hosts/$h up
+    if [ $vm = yes ]; then
+      mkdir -p "$hd"
+      LAB_HOSTSFILE=$hostsfile vm_seed "$hd" "$h" "$addr" "$lab_uid" "$lab_gid" "$dir/id_ed25519.pub"
+      for t in ed25519 ecdsa rsa; do
+        echo "$h,$addr $(cut -d' ' -f1,2 "$hd/seed/files/etc/ssh/ssh_host_${t}_key.pub")" >>"$dir/known_hosts"
+      done
+      ssh-keygen -lf "$hd/seed/files/etc/ssh/ssh_host_ed25519_key.pub" | awk '{print $2}' >"$hd/hostkey"
+      rm -f "$hd/seed/files/etc/ssh/ssh_host_"*_key
+      write_ssh_config "$dir" "$h" "$addr"
+      echo "$addr" >"$hd/address"
+      vm_start "$name" "$idx" "$h" "$hd" "$br" "$((10 + i))"
+      continue
+    fi
     up=$hd/upper
     mkdir -p "$up/etc/ssh/sshd_config.d" "$up/etc/systemd/network" "$up/root/.ssh" "$up/home/lab/.ssh" "$hd/work" "$hd/root" \
       "$hd/containerd"
@@ -184,18 +212,7 @@ cmd_up() {
     install -m 0600 -o "$lab_uid" -g "$lab_gid" "$dir/id_ed25519.pub" "$up/home/lab/.ssh/authorized_keys"
     chmod 0700 "$up/root/.ssh"; chown "$lab_uid:$lab_gid" "$up/home/lab" "$up/home/lab/.ssh"; chmod 0700 "$up/home/lab/.ssh"
     echo "$h,$addr $(cut -d' ' -f1,2 "$up/etc/ssh/ssh_host_ed25519_key.pub")" >>"$dir/known_hosts"
-    cat >>"$dir/ssh_config" <<EOC
-Host $h
-  HostName $addr
-  User root
-  IdentityFile $dir/id_ed25519
-  IdentitiesOnly yes
-  UserKnownHostsFile $dir/known_hosts
-  StrictHostKeyChecking yes
-  BatchMode yes
-  ConnectTimeout 5
-
-EOC
+    write_ssh_config "$dir" "$h" "$addr"
     echo "$addr" >"$hd/address"
     start_host "$name" "$idx" "$h" "$hd" "$lower" "$br"
   done
@@ -215,6 +232,22 @@ EOC
   local t2; t2=$(now_ms)
   printf 'prepare_ms=%d boot_to_ssh_ms=%d total_ms=%d hosts=%d\n' $((t1 - t0)) $((t2 - t1)) $((t2 - t0)) "$n" | tee "$dir/timings" >&2
   log "lab $name: $n hosts up on $br ($net.0/24); try: ssh -F $dir/ssh_config ${names[0]}"
+}
+
+write_ssh_config() {
+  local dir=$1 h=$2 addr=$3
+  cat >>"$dir/ssh_config" <<EOC
+Host $h
+  HostName $addr
+  User root
+  IdentityFile $dir/id_ed25519
+  IdentitiesOnly yes
+  UserKnownHostsFile $dir/known_hosts
+  StrictHostKeyChecking yes
+  BatchMode yes
+  ConnectTimeout 5
+
+EOC
 }
 
 # start_host runs one host: in a private mount namespace (trap 2: its own tmpfs on /run, and the overlay root
@@ -279,6 +312,7 @@ wait_ssh() {
 write_inventory() {
   local lab=$1 dir=$2 cps=$3; shift 3
   local state=$LAB_ROOT/labs/$lab h role
+  if [ -f "$state/vm" ]; then write_vm_inventory "$@"; return; fi
   {
     echo "# clusterctl inventory of lab $lab, written by test/lab/lab.sh."
     echo "cluster:"
@@ -307,6 +341,29 @@ write_inventory() {
   } >"$dir/hosts.yaml"
 }
 
+# write_vm_inventory: VMs are used with the inventory's defaults (cgroup v2, no eviction override), each
+# host's key pinned by its ED25519 fingerprint, as ssh-keyscan | ssh-keygen -lf - prints it first.
+write_vm_inventory() {
+  {
+    echo "# clusterctl inventory of lab $lab (VMs), written by test/lab/lab.sh."
+    echo "cluster:"
+    echo "  name: $lab"
+    echo "ssh:"
+    echo "  user: root"
+    echo "  identityFiles: [$dir/id_ed25519]"
+    echo "hosts:"
+    for h in "$@"; do
+      role=worker
+      [[ $h == cp* ]] && role=control-plane
+      echo "  - name: $h"
+      echo "    address: $(cat "$state/hosts/$h/address")"
+      echo "    roles: [$role]"
+      echo "    ssh:"
+      echo "      hostKey: $(cat "$state/hosts/$h/hostkey")"
+    done
+  } >"$dir/hosts.yaml"
+}
+
 # ---- down ----
 cmd_down() {
   require_root
@@ -323,6 +380,9 @@ cmd_down() {
 down_locked() {
   local lab=$1 state=$LAB_ROOT/labs/$1 h pid cg deadline
   [ -d "$state" ] || { log "lab $lab is not up"; return 0; }
+  if [ -f "$state/vm" ]; then
+    for hd in "$state"/hosts/*/; do vm_stop "$hd"; done
+  fi
   # Ask every host to power off (nspawn turns SIGTERM into a clean shutdown), then kill what is left.
   for hd in "$state"/hosts/*/; do
     pid=$(cat "$hd/pid" 2>/dev/null || true)

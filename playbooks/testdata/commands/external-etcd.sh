@@ -316,6 +316,7 @@ changed='
 /etc/kubernetes/super-admin.conf
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/networkd.conf.d/clusterctl.conf
 /etc/systemd/system/clusterctl-pod-routes.service
 /etc/systemd/system/containerd.service
 /etc/systemd/system/kubelet.service
@@ -381,7 +382,16 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
-if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
+if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
+  # The values the kernel had before, kept the first time only: reset puts them back.
+  before=/var/lib/clusterctl/sysctl-before
+  if [ -z "$dry" ] && [ ! -e "$before" ]; then
+    mkdir -p "${before%/*}"
+    sed -n 's/^\([a-z0-9_.-]*\) *=.*/\1/p' /etc/sysctl.d/99-kubernetes.conf | while read -r k; do if v=$(sysctl -n "$k" 2>/dev/null); then echo "$k = $v"; fi; done >"$before.tmp"
+    mv -f "$before.tmp" "$before"
+  fi
+  act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl
+fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
@@ -520,6 +530,7 @@ changed='
 /etc/kubernetes/pki/etcd/server.key
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
+/etc/systemd/networkd.conf.d/clusterctl.conf
 /etc/systemd/system/clusterctl-pod-routes.service
 /etc/systemd/system/containerd.service
 /etc/systemd/system/etcd.service
@@ -583,7 +594,16 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 quiet() { [ -n "$dry" ] || "$@"; }
 
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
-if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl; fi
+if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
+  # The values the kernel had before, kept the first time only: reset puts them back.
+  before=/var/lib/clusterctl/sysctl-before
+  if [ -z "$dry" ] && [ ! -e "$before" ]; then
+    mkdir -p "${before%/*}"
+    sed -n 's/^\([a-z0-9_.-]*\) *=.*/\1/p' /etc/sysctl.d/99-kubernetes.conf | while read -r k; do if v=$(sysctl -n "$k" 2>/dev/null); then echo "$k = $v"; fi; done >"$before.tmp"
+    mv -f "$before.tmp" "$before"
+  fi
+  act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl
+fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/etcd.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi

@@ -1,6 +1,7 @@
 # Managed by clusterctl: (re)start the pod routes unit when its routes (or the unit) changed. The unit comes
 # with the node's other files, where systemd is reloaded: it is reloaded here only when it does not run
-# the unit as it is on disk (one written by an older clusterctl, or by this step alone).
+# the unit as it is on disk (one written by an older clusterctl, or by this step alone), or the unit was
+# just enabled (after the reload, not before: systemd would otherwise say the unit changed on disk).
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -43,11 +44,17 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
+# systemd-networkd reads its drop-in only when it starts: restarted (where it runs) when the drop-in
+# changed, before the routes are made, so that it leaves them alone from then on.
+if stale networkd /etc/systemd/networkd.conf.d/clusterctl.conf; then
+  if systemctl is-active -q systemd-networkd; then act "restart systemd-networkd (it leaves foreign routes alone)" systemctl restart systemd-networkd; fi
+  commit networkd
+fi
 # One systemctl for what systemd knows of the unit (each start costs on a busy host).
 load= reload= enabled=
 while IFS== read -r k v; do case $k in LoadState) load=$v;; NeedDaemonReload) reload=$v;; UnitFileState) enabled=$v;; esac; done <<EOS
 $(systemctl show -p LoadState -p NeedDaemonReload -p UnitFileState clusterctl-pod-routes.service)
 EOS
+[ "$enabled" = enabled ] || { quiet systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=yes; }
 if [ "$load" != loaded ] || [ "$reload" = yes ]; then quiet systemctl daemon-reload; fi
-[ "$enabled" = enabled ] || quiet systemctl enable --no-reload -q clusterctl-pod-routes.service
 if stale routes /etc/systemd/system/clusterctl-pod-routes.service /var/lib/clusterctl/pod-routes; then act "restart the pod routes" systemctl restart clusterctl-pod-routes.service; commit routes; fi
