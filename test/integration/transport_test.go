@@ -248,6 +248,17 @@ func TestPreflightOnLabHosts(t *testing.T) {
 	if got := errorsOf("w1"); len(got) != 1 || got[0] != "ClockSkew" {
 		t.Errorf("w1 errors: %v", got)
 	}
+	// The message names the skew measured and its uncertainty (half the round trip that read the clock).
+	for _, h := range final.Hosts {
+		for _, f := range h.Findings {
+			if f.Check == "ClockSkew" {
+				t.Logf("%s: %s", h.Name, f.Message)
+				if !strings.Contains(f.Message, "(±") || !strings.Contains(f.Message, "more than 5s") {
+					t.Errorf("the ClockSkew error does not name the skew, its uncertainty and the limit: %s", f.Message)
+				}
+			}
+		}
+	}
 	if got := errorsOf("w2"); len(got) != 1 || got[0] != "DirAvailable--etc-kubernetes-manifests" {
 		t.Errorf("w2 errors: %v", got)
 	}
