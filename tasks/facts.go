@@ -161,10 +161,10 @@ func GatherFacts(ctx context.Context, h Runner, criSocket string, askCRI bool) (
 }
 
 // clockReads is how many times readClock asks at most; it stops earlier once a round trip is under
-// clockGoodRTT.
+// clockGoodRTT (an uncertainty of ±250 ms, a quarter of the smallest skew preflight reports).
 const (
 	clockReads   = 3
-	clockGoodRTT = 20 * time.Millisecond
+	clockGoodRTT = 500 * time.Millisecond
 )
 
 // readClock reads the host's clock with a command that does nothing else, and keeps the reading of the
