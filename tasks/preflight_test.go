@@ -1,12 +1,16 @@
 package tasks
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 func loadFacts(t *testing.T) *Facts {
@@ -312,6 +316,54 @@ func TestDuplicateNodeAddresses(t *testing.T) {
 	for _, f := range got {
 		if f.Check != "DuplicateNodeAddress" || f.Severity != SevError || !strings.Contains(f.Message, want[f.Host]) {
 			t.Errorf("finding %+v, want %q", f, want[f.Host])
+		}
+	}
+}
+
+// slowHost answers the facts script with recorded facts and date(1) with its clock, skew ahead of this
+// machine's, after a delay on each side of the host reading it.
+type slowHost struct {
+	facts []byte
+	skew  time.Duration
+	delay time.Duration
+	dates int
+}
+
+func (h *slowHost) Name() string { return "cp1" }
+
+func (h *slowHost) Run(_ context.Context, command string, _ []byte) (transport.Result, error) {
+	if command != "date +%s.%N" {
+		time.Sleep(4 * h.delay) // the facts script: long, as on a slow host
+		return transport.Result{Stdout: h.facts}, nil
+	}
+	h.dates++
+	time.Sleep(h.delay)
+	now := time.Now().Add(h.skew)
+	time.Sleep(h.delay)
+	return transport.Result{Stdout: fmt.Appendf(nil, "%d.%09d\n", now.Unix(), now.Nanosecond())}, nil
+}
+
+// The clock is read in its own exchange: the skew is right within its uncertainty however long the facts
+// script took, and the uncertainty is half the round trip of the read kept.
+func TestGatherFactsReadsTheClockAlone(t *testing.T) {
+	facts, err := os.ReadFile("testdata/facts-debian12-nspawn.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		delay time.Duration
+		reads int
+	}{{time.Millisecond, 1}, {260 * time.Millisecond, clockReads}} {
+		h := &slowHost{facts: facts, skew: -600 * time.Millisecond, delay: c.delay}
+		f, err := GatherFacts(context.Background(), h, "unix:///run/containerd/containerd.sock", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := (f.ClockSkew - h.skew).Abs(); d > f.ClockUncertainty || f.ClockUncertainty < c.delay {
+			t.Errorf("delay %s: skew %s ± %s, want %s", c.delay, f.ClockSkew, f.ClockUncertainty, h.skew)
+		}
+		if h.dates != c.reads {
+			t.Errorf("delay %s: the clock was read %d times, want %d", c.delay, h.dates, c.reads)
 		}
 	}
 }
