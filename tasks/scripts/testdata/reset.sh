@@ -74,8 +74,9 @@ rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserv
   /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf \
   /etc/kubernetes/clusterctl-cluster
 rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/cni/networks/clusterctl-bridge
-# The CNI plugins' results for the bridge network's sandboxes, and the Pods' logs (the kubelet's).
-rm -f /var/lib/cni/results/clusterctl-bridge-*
+# The CNI results of the Pods' sandboxes (the bridge network's, and the loopback containerd sets up in each
+# of them), and the Pods' logs (the kubelet's).
+rm -f /var/lib/cni/results/clusterctl-bridge-* /var/lib/cni/results/cni-loopback-*
 rmdir /var/lib/cni/results /var/lib/cni/networks /var/lib/cni 2>/dev/null
 rm -rf /var/log/pods /var/log/containers
 rmdir /etc/kubernetes/manifests /etc/kubernetes 2>/dev/null
