@@ -28,13 +28,12 @@ func TestVM(t *testing.T) {
 	start := time.Now()
 	c := NewBareCluster(t, lab.Options{Hosts: 1, ControlPlanes: 1, VM: true}, "")
 	t.Logf("step lab: VM booted to SSH, artifacts pulled in %s (%s)", time.Since(start).Round(time.Second), c.Lab.Timings(t))
-	step := func(name string, f func(t *testing.T)) {
+	// Each step is timed; a failed step ends the test only when the next ones need it (up).
+	step := func(name string, f func(t *testing.T)) bool {
 		t0 := time.Now()
 		ok := t.Run(name, f)
 		t.Logf("step %s: %s", name, time.Since(t0).Round(time.Second))
-		if !ok {
-			t.FailNow()
-		}
+		return ok
 	}
 	before := Sysctls(t, c, "cp1")
 
@@ -56,7 +55,7 @@ func TestVM(t *testing.T) {
 		}
 	})
 
-	step("up", func(t *testing.T) {
+	upOK := step("up", func(t *testing.T) {
 		res := c.Up(t, "--api-timeout", vmTimeout, "--node-timeout", vmTimeout)
 		if len(res.Nodes) != 1 || !res.Nodes[0].Ready {
 			t.Fatalf("nodes: %+v", res.Nodes)
@@ -67,6 +66,9 @@ func TestVM(t *testing.T) {
 			t.Errorf("cp1 after up:\n%s\nwant:\n%s", out, want)
 		}
 	})
+	if !upOK {
+		t.FailNow()
+	}
 
 	step("a Pod reaches a Service by name", func(t *testing.T) {
 		c.LoadProbe(t, "cp1")
@@ -75,7 +77,7 @@ func TestVM(t *testing.T) {
 		}
 		c.MustWait(t, "pod/web", "condition=Ready", 10*time.Minute)
 		c.MustWait(t, "pod/client", "condition=Ready", 10*time.Minute)
-		reachService(t, c, 5*time.Minute)
+		reachService(t, c, 10*time.Minute)
 	})
 
 	step("certs rotate", func(t *testing.T) {
@@ -161,7 +163,10 @@ func reachService(t *testing.T, c *Cluster, timeout time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("client -> Service web by name: %q, %v", out, err)
+			// What a user would look at: the Pods, the Service's endpoints, kube-proxy's rules and log.
+			diag, _ := c.K(t, "", "get", "pods,endpointslices", "-A", "-o", "wide")
+			rules, _ := c.Lab.SSH("", "cp1", "iptables-save -t nat | grep -c KUBE-SVC; iptables-save | grep default/web; crictl logs --tail 20 $(crictl ps -q --name kube-proxy) 2>&1")
+			t.Fatalf("client -> Service web by name: %q, %v\n%s\n%s", out, err, diag, rules)
 		}
 		time.Sleep(3 * time.Second)
 	}
