@@ -47,7 +47,7 @@ else
 endif
 	bin/clusterctl up -i $(LAB_DIR)/cluster.yaml $(if $(VM),--api-timeout 25m --node-timeout 25m)
 	@echo "kubectl: $(ARTIFACTS)/bin/linux-amd64/kubectl --kubeconfig $(LAB_DIR)/.clusterctl/lab/admin.conf get nodes"
-	@echo "what the hosts received: bin/clusterctl artifacts list $(if $(BARE)$(VM),$(PULLED),$(ARTIFACTS))"
+	@echo "what the hosts received: bin/clusterctl artifacts list --dir $(if $(BARE)$(VM),$(PULLED),$(ARTIFACTS))"
 	@echo "remove the lab: make lab-down"
 
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64

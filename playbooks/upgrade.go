@@ -39,6 +39,8 @@ type UpgradeOptions struct {
 	Timeout time.Duration
 	DryRun  bool
 	Now     func() time.Time
+	// Preflight is what preflight ignores and the clock skew it allows (its hosts are the upgrade's).
+	Preflight PreflightOptions
 }
 
 // UpgradeResult is what an upgrade did, or in a dry run would do.
@@ -158,7 +160,7 @@ func (u *upgradeRun) steps() []Step {
 	return []Step{
 		// connect, gather facts, preflight checks for the target version
 		{Name: "preflight", Run: func(ctx context.Context) error {
-			report, err := u.preflight(ctx, PreflightOptions{})
+			report, err := u.preflight(ctx, u.o.Preflight)
 			u.res.Preflight = report
 			return err
 		}, Dry: true},

@@ -10,7 +10,7 @@ import (
 )
 
 func newAddNodeCmd(g *globalOptions) *cobra.Command {
-	o := &upOptions{}
+	o := &upOptions{need: stateCluster}
 	cmd := &cobra.Command{
 		Use:   "add-node NAME...",
 		Short: "Join hosts of the inventory to the running cluster: workers, control-plane nodes, etcd hosts",
@@ -44,6 +44,12 @@ form that touches nothing else.`,
 			if err != nil {
 				return err
 			}
+			if err := hostArgs(g, inv, "add-node", args); err != nil {
+				return err
+			}
+			if g.Limit != nil {
+				return usageError("add-node takes the hosts to add as arguments, not --limit")
+			}
 			g.Limit = args
 			for _, name := range args {
 				// A new control-plane node is a new backend of every node's API proxy (and may be what
@@ -56,7 +62,7 @@ form that touches nothing else.`,
 		},
 	}
 	o.ssh.addFlags(cmd)
-	cmd.Flags().StringSliceVar(&o.ignore, "ignore-preflight-errors", nil, "preflight checks whose errors are ignored (comma-separated names, or all)")
+	o.preflight.addFlags(cmd)
 	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for each joining control plane's etcd and API server")
 	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for the new nodes to register and be Ready")
 	return cmd

@@ -2,8 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -36,9 +40,9 @@ the inventory's extraImages) as archives ctr imports. Its manifest.json lists ev
 
 clusterctl up pulls one into the cache by itself when the inventory names none (cluster.artifacts).`,
 		Example: `  clusterctl artifacts pull --kubernetes-version v1.37.2
-  clusterctl artifacts pull -i hosts.yaml --arch amd64,arm64 --out ./artifacts
-  clusterctl artifacts verify ./artifacts
-  clusterctl artifacts list ./artifacts -o json`,
+  clusterctl artifacts pull -i hosts.yaml --arch amd64,arm64 --dir ./artifacts
+  clusterctl artifacts verify --dir ./artifacts
+  clusterctl artifacts list -o json`,
 	}
 	cmd.AddCommand(newArtifactsPullCmd(g), newArtifactsVerifyCmd(g), newArtifactsListCmd(g))
 	return cmd
@@ -81,7 +85,7 @@ symbolic link.
 With -i, the inventory gives the version, imageRepository, extraImages and cluster.downloads; flags win.
 The manifest is written last: a directory with a manifest.json is complete.`,
 		Example: `  clusterctl artifacts pull --kubernetes-version v1.37.2
-  clusterctl artifacts pull -i hosts.yaml --out /srv/k8s-artifacts
+  clusterctl artifacts pull -i hosts.yaml --dir /srv/k8s-artifacts
   clusterctl artifacts pull --kubernetes-version v1.37.2 --release-url https://mirror.example/k8s \
       --registry-mirror registry.example:5000 -o json`,
 		Args: cobra.NoArgs,
@@ -92,7 +96,9 @@ The manifest is written last: a directory with a manifest.json is complete.`,
 	f := cmd.Flags()
 	f.StringVar(&o.version, "kubernetes-version", "", "Kubernetes version (default: the inventory's, else "+inventory.DefaultKubernetesVersion+")")
 	f.StringSliceVar(&o.arches, "arch", []string{"amd64"}, "node architectures (amd64, arm64; comma-separated)")
-	f.StringVar(&o.out, "out", "", "directory to fill (default: the per-version cache, "+displayCache()+")")
+	f.StringVar(&o.out, "dir", "", "directory to fill (default: the inventory's cluster.artifacts with -i, else the per-version cache, "+displayCache()+")")
+	f.StringVar(&o.out, "out", "", "")
+	_ = f.MarkDeprecated("out", "use --dir (every artifacts command names its directory with --dir)")
 	f.StringVar(&o.imageRepository, "image-repository", "", "registry and path of the Kubernetes images (default: the inventory's, else registry.k8s.io)")
 	f.StringSliceVar(&o.extraImages, "extra-image", nil, "more images to pull (registry/repository:tag; added to the inventory's extraImages)")
 	f.IntVar(&o.parallel, "parallel", 4, "downloads at once")
@@ -130,6 +136,9 @@ func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
 		c := inv.Cluster
 		if req.KubernetesVersion == "" {
 			req.KubernetesVersion = c.KubernetesVersion
+		}
+		if req.Dir == "" {
+			req.Dir = inv.Resolve(c.Artifacts)
 		}
 		if req.ImageRepository == "" {
 			req.ImageRepository = c.ImageRepository
@@ -307,37 +316,97 @@ func formatSize(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
+// artifactsDirOptions name the artifacts directory verify and list read: --dir, else the directory up would
+// use (the inventory's cluster.artifacts with -i, else the per-version cache of the version asked for).
+type artifactsDirOptions struct {
+	dir     string
+	version string
+}
+
+func (o *artifactsDirOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.dir, "dir", "", "the artifacts directory (default: the inventory's cluster.artifacts with -i, else the per-version cache, "+displayCache()+")")
+	cmd.Flags().StringVar(&o.version, "kubernetes-version", "", "which version's cache directory, without --dir (default: the inventory's, else "+inventory.DefaultKubernetesVersion+")")
+}
+
+// resolve finds the directory and loads its manifest; a directory without one is a usage error that says
+// how to fill it.
+func (o *artifactsDirOptions) resolve(g *globalOptions, cmd *cobra.Command, args []string) (string, *artifacts.Manifest, error) {
+	if len(args) > 0 {
+		return "", nil, usageError("%s takes the directory as --dir %s, not as an argument", cmd.CommandPath(), args[0])
+	}
+	dir, version := o.dir, o.version
+	if dir == "" && g.Inventory != "" {
+		inv, _, err := g.loadInventory()
+		if err != nil {
+			return "", nil, err
+		}
+		dir = inv.Resolve(inv.Cluster.Artifacts)
+		if version == "" {
+			version = inv.Cluster.KubernetesVersion
+		}
+	}
+	if dir == "" {
+		if version == "" {
+			version = inventory.DefaultKubernetesVersion
+		}
+		if err := inventory.CheckKubernetesVersion(version); err != nil {
+			return "", nil, usageError("--kubernetes-version: %v", err)
+		}
+		d, err := pull.CacheDir(version)
+		if err != nil {
+			return "", nil, err
+		}
+		dir = d
+	}
+	if _, err := os.Stat(filepath.Join(dir, artifacts.ManifestFile)); errors.Is(err, fs.ErrNotExist) {
+		fill := "clusterctl artifacts pull --dir " + dir
+		if version != "" {
+			fill = "clusterctl artifacts pull --kubernetes-version " + version + " --dir " + dir
+		}
+		return "", nil, usageError("%s holds no artifacts (no %s): fill it with %s", dir, artifacts.ManifestFile, fill)
+	}
+	m, err := artifacts.Load(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, m, nil
+}
+
 func newArtifactsVerifyCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:     "verify DIR",
+	o := &artifactsDirOptions{}
+	cmd := &cobra.Command{
+		Use:     "verify",
 		Short:   "Check every file of an artifacts directory against its manifest (size and SHA-256)",
-		Example: "  clusterctl artifacts verify ~/.cache/clusterctl/artifacts/v1.37.2",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			m, err := artifacts.Load(args[0])
+		Example: "  clusterctl artifacts verify --kubernetes-version v1.37.2\n  clusterctl artifacts verify --dir ./artifacts -o json",
+		Args:    cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, m, err := o.resolve(g, cmd, args)
 			if err != nil {
 				return err
 			}
-			if err := m.Verify(args[0]); err != nil {
-				return fmt.Errorf("%s does not match its manifest:\n%w", args[0], err)
+			if err := m.Verify(dir); err != nil {
+				return fmt.Errorf("%s does not match its manifest:\n%w", dir, err)
 			}
 			if g.Output == "json" {
-				return json.NewEncoder(g.stdout).Encode(map[string]any{"dir": args[0], "kubernetesVersion": m.KubernetesVersion, "files": len(m.Files), "verified": true})
+				return json.NewEncoder(g.stdout).Encode(map[string]any{"dir": dir, "kubernetesVersion": m.KubernetesVersion, "files": len(m.Files), "verified": true})
 			}
-			_, err = fmt.Fprintf(g.stdout, "%s: Kubernetes %s, %d files verified\n", args[0], m.KubernetesVersion, len(m.Files))
+			_, err = fmt.Fprintf(g.stdout, "%s: Kubernetes %s, %d files verified\n", dir, m.KubernetesVersion, len(m.Files))
 			return err
 		},
 	}
+	o.addFlags(cmd)
+	return cmd
 }
 
 func newArtifactsListCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:     "list DIR",
+	o := &artifactsDirOptions{}
+	cmd := &cobra.Command{
+		Use:     "list",
 		Short:   "List an artifacts directory: versions, and every file with its kind, architecture, size and digest",
-		Example: "  clusterctl artifacts list ~/.cache/clusterctl/artifacts/v1.37.2\n  clusterctl artifacts list ./artifacts -o json | jq '.files[] | select(.kind==\"image\") | .image'",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			m, err := artifacts.Load(args[0])
+		Example: "  clusterctl artifacts list\n  clusterctl artifacts list -i hosts.yaml\n  clusterctl artifacts list --dir ./artifacts -o json | jq '.files[] | select(.kind==\"image\") | .image'",
+		Args:    cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, m, err := o.resolve(g, cmd, args)
 			if err != nil {
 				return err
 			}
@@ -354,4 +423,6 @@ func newArtifactsListCmd(g *globalOptions) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	o.addFlags(cmd)
+	return cmd
 }

@@ -36,14 +36,14 @@ kubeadm join's --discovery-token-ca-cert-hash, the same as this openssl pipeline
 		Example: "  clusterctl certs ca-hash -i hosts.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, state, err := loadWithState(g)
+			_, state, _, err := loadWithState(g, stateExisting)
 			if err != nil {
 				return err
 			}
 			p := filepath.Join(state, "pki", "ca.crt")
 			data, err := os.ReadFile(p)
 			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("no CA yet in %s: clusterctl render or up creates it", p)
+				return usageError("no CA yet in %s: clusterctl render or up creates it", p)
 			}
 			if err != nil {
 				return err
@@ -95,7 +95,7 @@ func runCheckExpiration(cmd *cobra.Command, g *globalOptions, o *checkExpiration
 	if g.Output == "json" {
 		view = newEventView(g.stderr, "plain")
 	}
-	env, err := openEnv(g, &o.ssh, view)
+	env, err := openCluster(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 		return runRotateCA(cmd, g, o)
 	}
 	view := g.progressView()
-	env, err := openEnv(g, &o.ssh, view)
+	env, err := openCluster(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
@@ -265,7 +265,7 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 
 func runRotateCA(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 	view := g.progressView()
-	env, err := openEnv(g, &o.ssh, view)
+	env, err := openCluster(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ Exit 0 when every member is a started, healthy member; 1 otherwise (for monitori
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			view := newEventView(io.Discard, "plain")
-			env, err := openEnv(g, &ssh, view)
+			env, err := openCluster(g, &ssh, view)
 			if err != nil {
 				return err
 			}
@@ -123,29 +123,29 @@ func newEtcdSnapshotCmd(g *globalOptions) *cobra.Command {
 		Short: "Stream a consistent etcd snapshot to the workstation (nothing is left on the host)",
 		Long: `Take a point-in-time snapshot of the cluster's etcd from a healthy voting member (a follower when there
 is one) and stream it to the workstation through that host's SSH connection: nothing is written on the
-host. The file is written 0600 (as FILE.part, synced, then renamed), its integrity hash (the SHA-256 etcd
-appends) checked; its size, SHA-256, revision and etcd version are printed. An existing FILE is refused.
-
-Without --out the snapshot goes to the state directory: snapshots/etcd-<cluster>-<UTC time>.db. The
-snapshot holds every Secret of the cluster: keep it as you keep the state directory's keys.`,
+host. The file, etcd-<cluster>-<UTC time>.db in the --out directory (default: the state directory's
+snapshots/), is written 0600 (as FILE.part, synced, then renamed), its integrity hash (the SHA-256 etcd
+appends) checked; its path, size, SHA-256, revision and etcd version are printed. A directory that does
+not exist is made 0700. The snapshot holds every Secret of the cluster: keep it as you keep the state
+directory's keys.`,
 		Example: `  clusterctl etcd snapshot -i hosts.yaml
-  clusterctl etcd snapshot -i hosts.yaml --out /backups/etcd-$(date +%F).db -o json`,
+  clusterctl etcd snapshot -i hosts.yaml --out /backups -o json | jq -r .file`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			view := g.progressView()
-			env, err := openEnv(g, &ssh, view)
+			env, err := openCluster(g, &ssh, view)
 			if err != nil {
 				return err
 			}
 			defer env.Close()
-			file := out
-			if file == "" {
-				dir := filepath.Join(env.StateDir, "snapshots")
-				if err := os.MkdirAll(dir, 0o700); err != nil {
-					return err
-				}
-				file = filepath.Join(dir, fmt.Sprintf("etcd-%s-%s.db", env.Inv.Cluster.Name, time.Now().UTC().Format("20060102T150405Z")))
+			dir := out
+			if dir == "" {
+				dir = filepath.Join(env.StateDir, "snapshots")
 			}
+			if err := outDir(dir); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			file := filepath.Join(dir, fmt.Sprintf("etcd-%s-%s.db", env.Inv.Cluster.Name, time.Now().UTC().Format("20060102T150405Z")))
 			start := time.Now()
 			res, err := playbooks.EtcdSnapshot(cmd.Context(), env, file)
 			view.Recap()
@@ -165,7 +165,7 @@ snapshot holds every Secret of the cluster: keep it as you keep the state direct
 		},
 	}
 	ssh.addFlags(cmd)
-	cmd.Flags().StringVar(&out, "out", "", "the snapshot file to write (default: the state directory's snapshots/)")
+	cmd.Flags().StringVar(&out, "out", "", "directory to write the snapshot into (default: the state directory's snapshots/)")
 	return cmd
 }
 
@@ -205,7 +205,7 @@ by running the same command again.`,
 				return usageError("--from %s: not a regular file", from)
 			}
 			view := g.progressView()
-			env, err := openEnv(g, &ssh, view)
+			env, err := openCluster(g, &ssh, view)
 			if err != nil {
 				return err
 			}
@@ -247,6 +247,8 @@ by running the same command again.`,
 	ssh.addFlags(cmd)
 	cmd.Flags().StringVar(&from, "from", "", "the snapshot file (from clusterctl etcd snapshot or etcdctl snapshot save)")
 	cmd.Flags().BoolVar(&assumeYes, "yes", false, "do not ask for confirmation")
-	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the members to stop, for quorum, and for each API server")
+	cmd.Flags().DurationVar(&timeout, "node-timeout", 5*time.Minute, "how long each wait may take (the members to stop, quorum, each API server)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "")
+	_ = cmd.Flags().MarkDeprecated("timeout", "use --node-timeout, as every command does")
 	return cmd
 }

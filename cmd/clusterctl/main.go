@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -54,14 +55,32 @@ func main() {
 }
 
 // run executes one command line and returns the exit code; the error, if any, is printed here and only here.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// A panic is a bug: it is reported with its stack and exits 1, never 2 (which says the input was wrong).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(stderr, "clusterctl: internal error (a bug in clusterctl; please report it with this output): %v\n%s", p, debug.Stack())
+			code = exitFailed
+		}
+	}()
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
-	code := exitCode(ctx, err)
+	code = exitCode(ctx, err)
+	if isCobraUsage(err) {
+		// cobra's own messages do not say which command they are about.
+		c, _, findErr := root.Find(args)
+		if findErr != nil {
+			c = root
+		}
+		if c != root && !strings.Contains(err.Error(), c.CommandPath()) {
+			err = fmt.Errorf("%s: %w", strings.TrimPrefix(c.CommandPath(), root.Name()+" "), err)
+		}
+		err = fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
+	}
 	if !errors.Is(err, errReported) {
 		fmt.Fprintf(stderr, "clusterctl: %v\n", err)
 	}
@@ -84,10 +103,12 @@ func usageError(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
-// isCobraUsage recognizes the usage errors cobra makes itself (unknown commands, wrong argument counts).
+// isCobraUsage recognizes the usage errors cobra makes itself (unknown commands, wrong argument counts,
+// required flags missing, flags given together that exclude each other).
 func isCobraUsage(err error) bool {
 	msg := err.Error()
-	for _, prefix := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "invalid argument"} {
+	for _, prefix := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "invalid argument",
+		"required flag", "if any flags in the group", "at least one of the flags"} {
 		if strings.HasPrefix(msg, prefix) {
 			return true
 		}

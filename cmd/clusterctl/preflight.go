@@ -14,9 +14,23 @@ import (
 )
 
 type preflightOptions struct {
-	ssh          sshOptions
+	ssh       sshOptions
+	preflight preflightFlags
+}
+
+// preflightFlags are the flags of every command that runs preflight (preflight, up, add-node, upgrade).
+type preflightFlags struct {
 	ignore       []string
 	maxClockSkew time.Duration
+}
+
+func (o *preflightFlags) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringSliceVar(&o.ignore, "ignore-preflight-errors", nil, "preflight checks whose errors are ignored (comma-separated names as the report gives them, or all); a host that cannot be reached is never ignored: the run stops (leave the host out with --limit or the inventory)")
+	cmd.Flags().DurationVar(&o.maxClockSkew, "max-clock-skew", 5*time.Second, "clock difference to this workstation above which a host fails preflight")
+}
+
+func (o *preflightFlags) options() playbooks.PreflightOptions {
+	return playbooks.PreflightOptions{Ignore: o.ignore, MaxClockSkew: o.maxClockSkew}
 }
 
 func newPreflightCmd(g *globalOptions) *cobra.Command {
@@ -43,8 +57,7 @@ their errors into ignored findings.`,
 		},
 	}
 	o.ssh.addFlags(cmd)
-	cmd.Flags().StringSliceVar(&o.ignore, "ignore-preflight-errors", nil, "checks whose errors are shown as ignored (comma-separated names, or all)")
-	cmd.Flags().DurationVar(&o.maxClockSkew, "max-clock-skew", 5*time.Second, "clock difference to this workstation above which a host fails")
+	o.preflight.addFlags(cmd)
 	return cmd
 }
 
@@ -55,7 +68,7 @@ func runPreflight(cmd *cobra.Command, g *globalOptions, o *preflightOptions) err
 		return err
 	}
 	defer env.Close()
-	report, err := playbooks.Preflight(cmd.Context(), env, playbooks.PreflightOptions{Ignore: o.ignore, MaxClockSkew: o.maxClockSkew})
+	report, err := playbooks.Preflight(cmd.Context(), env, o.preflight.options())
 	if err != nil {
 		return failedOnHosts(err)
 	}
@@ -67,7 +80,7 @@ func runPreflight(cmd *cobra.Command, g *globalOptions, o *preflightOptions) err
 			return err
 		}
 	} else {
-		printPreflight(g.stdout, report)
+		printPreflight(g.stdout, report, true)
 	}
 	if report.Failed() {
 		return &exitError{code: exitFailed, err: errReported}
@@ -75,11 +88,17 @@ func runPreflight(cmd *cobra.Command, g *globalOptions, o *preflightOptions) err
 	return nil
 }
 
-func printPreflight(w io.Writer, r *playbooks.PreflightReport) {
+// printPreflight prints the report by host; sets labels each host with the check set it got (init, join,
+// ...), which says what up would do with it (an upgrade does neither).
+func printPreflight(w io.Writer, r *playbooks.PreflightReport, sets bool) {
 	var failing []string
 	seen := map[string]bool{}
 	for _, h := range r.Hosts {
-		fmt.Fprintf(w, "%s (%s)\n", h.Name, h.Set)
+		if sets {
+			fmt.Fprintf(w, "%s (%s)\n", h.Name, h.Set)
+		} else {
+			fmt.Fprintf(w, "%s\n", h.Name)
+		}
 		if len(h.Findings) == 0 {
 			fmt.Fprintln(w, "  all checks passed")
 		}
@@ -97,7 +116,7 @@ func printPreflight(w io.Writer, r *playbooks.PreflightReport) {
 	fmt.Fprintf(w, "preflight: %d error(s), %d warning(s), %d ignored on %d host(s)\n", r.Errors, r.Warnings, r.Ignored, len(r.Hosts))
 	if slices.Contains(failing, tasks.Unignorable) {
 		failing = slices.DeleteFunc(failing, func(c string) bool { return c == tasks.Unignorable })
-		fmt.Fprintln(w, "a host that cannot be reached cannot be set up: fix the connection (the SSH errors above say what failed), or leave the host out of the inventory")
+		fmt.Fprintln(w, "a host that cannot be reached cannot be set up: fix the connection (the SSH errors above say what failed), or leave the host out (--limit, or the inventory)")
 	}
 	if len(failing) > 0 {
 		fmt.Fprintf(w, "fix the errors, or to go on anyway: --ignore-preflight-errors=%s\n", strings.Join(failing, ","))

@@ -37,17 +37,20 @@ cannot be removed: put another control-plane host first.`,
 	}
 	o.ssh.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
-	cmd.Flags().DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "how long to keep evicting the node's Pods")
+	cmd.Flags().DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, drainTimeoutUsage)
 	return cmd
 }
 
 func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, names []string) error {
 	view := g.progressView()
-	env, err := openEnv(g, &o.ssh, view)
+	env, err := openCluster(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
+	if err := hostArgs(g, env.Inv, "remove-node", names); err != nil {
+		return err
+	}
 	if !o.yes {
 		if err := confirm(g, "remove-node drains and resets "+strings.Join(names, ", "),
 			fmt.Sprintf("remove %s from cluster %q (drain, delete, reset)? [y/N] ", strings.Join(names, ", "), env.Inv.Cluster.Name), yes); err != nil {

@@ -21,10 +21,7 @@ import (
 )
 
 type renderOptions struct {
-	out          string
-	etcdVersion  string
-	pauseVersion string
-	kubeletPath  string
+	out string
 }
 
 func newRenderCmd(g *globalOptions) *cobra.Command {
@@ -40,7 +37,9 @@ DIR/_workstation/admin.conf. Workers get the CA certificate and no key, and no c
 Keys and certificates are kept in the state directory: rendering twice gives the same bytes, and a
 certificate that no longer matches the inventory (a new SAN, a new control-plane host) is reissued and
 reported. A bootstrap token and its kubeconfig are made only when a node joins, so they are not here.
-Hosts without internalAddress in the inventory need it for this command (up learns it from the host).`,
+The images (etcd and pause paired with the Kubernetes version as kubeadm pairs them) and the kubelet's
+path are the ones up uses. Hosts without internalAddress in the inventory need it for this command (up
+learns it from the host).`,
 		Example: `  clusterctl render -i hosts.yaml --out rendered/
   find rendered/cp1 -type f | sort
   openssl x509 -noout -text -in rendered/cp1/etc/kubernetes/pki/apiserver.crt`,
@@ -49,27 +48,20 @@ Hosts without internalAddress in the inventory need it for this command (up lear
 			return runRender(g, o)
 		},
 	}
-	cmd.Flags().StringVar(&o.out, "out", "", "directory to write into (created; files already there are replaced)")
-	cmd.Flags().StringVar(&o.etcdVersion, "etcd-version", "", "etcd image version (default: the one kubeadm pairs with the Kubernetes version)")
-	cmd.Flags().StringVar(&o.pauseVersion, "pause-version", "", "pause image version (default: the one kubeadm pairs with the Kubernetes version)")
-	cmd.Flags().StringVar(&o.kubeletPath, "kubelet-path", kubeadm.Binary("kubelet"), "where the kubelet binary is on the hosts (up pushes it there; "+kubeadm.PackagedKubelet+" from packages)")
-	_ = cmd.MarkFlagRequired("out")
+	cmd.Flags().StringVar(&o.out, "out", "", "directory to write into (required; created 0700; files already there are replaced)")
 	return cmd
 }
 
 func runRender(g *globalOptions, o *renderOptions) error {
-	inv, state, err := loadWithState(g)
+	if o.out == "" {
+		return usageError("render needs --out DIR: the directory to write each host's files into")
+	}
+	inv, state, _, err := loadWithState(g, stateCreate)
 	if err != nil {
 		return err
 	}
 	set := images.For(inv.Cluster.ImageRepository, inv.Cluster.KubernetesVersion)
-	if o.etcdVersion != "" {
-		set.Etcd = o.etcdVersion
-	}
-	if o.pauseVersion != "" {
-		set.Pause = o.pauseVersion
-	}
-	res, err := render.Render(render.Options{Inv: inv, StateDir: state, Images: set, KubeletPath: o.kubeletPath,
+	res, err := render.Render(render.Options{Inv: inv, StateDir: state, Images: set, KubeletPath: kubeadm.Binary("kubelet"),
 		InstallRuntime: inv.Cluster.InstallsRuntime()})
 	if err != nil {
 		return failedOnHosts(err)
@@ -110,21 +102,44 @@ func runRender(g *globalOptions, o *renderOptions) error {
 	return nil
 }
 
-// loadWithState loads a valid inventory and prepares its state directory.
-func loadWithState(g *globalOptions) (*inventory.Inventory, string, error) {
+// stateNeed says what a command needs of the state directory.
+type stateNeed int
+
+const (
+	// stateCreate: made when missing (up, render, preflight, exec, reset).
+	stateCreate stateNeed = iota
+	// stateCluster: must hold a cluster this workstation built (admin.conf); nothing is created.
+	stateCluster
+	// stateExisting: must exist (a command that reads what render or up left); nothing is created.
+	stateExisting
+)
+
+// loadWithState loads a valid inventory and prepares its state directory; created says whether this call
+// made it.
+func loadWithState(g *globalOptions, need stateNeed) (inv *inventory.Inventory, state string, created bool, err error) {
 	inv, diags, err := g.loadInventory()
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
 	printNotices(g.stderr, diags)
 	if err := diags.Err(); err != nil {
-		return nil, "", &exitError{code: exitUsage, err: err}
+		return nil, "", false, &exitError{code: exitUsage, err: err}
 	}
-	state := g.stateDir(inv)
+	state = g.stateDir(inv)
+	_, statErr := os.Stat(state)
+	if need == stateExisting && statErr != nil {
+		return nil, "", false, usageError("no state directory for cluster %q at %s: clusterctl render or up makes it (--state-dir names another)", inv.Cluster.Name, state)
+	}
+	if need == stateCluster {
+		if _, err := os.Stat(filepath.Join(state, "admin.conf")); err != nil {
+			return nil, "", false, usageError("no cluster %q has been built from this workstation: %s has no admin.conf (clusterctl up -i %s builds it; --state-dir names another state directory)",
+				inv.Cluster.Name, state, g.Inventory)
+		}
+	}
 	if err := playbooks.EnsureStateDir(state); err != nil {
-		return nil, "", &exitError{code: exitUsage, err: err}
+		return nil, "", false, &exitError{code: exitUsage, err: err}
 	}
-	return inv, state, nil
+	return inv, state, errors.Is(statErr, fs.ErrNotExist), nil
 }
 
 // outDir makes the directory render writes keys into (0700), or accepts an existing one only when it is a

@@ -46,6 +46,7 @@ Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad i
 130 interrupted.`,
 		Example: `  clusterctl inventory validate -i hosts.yaml
   clusterctl inventory show -i inventory/mycluster/hosts.ini --output json`,
+		Version:       fmt.Sprintf("%s (commit %s), default Kubernetes %s", version, commit, inventory.DefaultKubernetesVersion),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

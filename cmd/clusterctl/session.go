@@ -18,6 +18,12 @@ import (
 	"github.com/clusterctl/clusterctl/transport"
 )
 
+// The drain every command does (remove-node, upgrade) waits as long by default.
+const (
+	defaultDrainTimeout = 5 * time.Minute
+	drainTimeoutUsage   = "how long a node's drain may take (evictions a PodDisruptionBudget refuses are retried until then)"
+)
+
 // sshOptions are the flags of every command that connects to hosts.
 type sshOptions struct {
 	AcceptNew      bool
@@ -34,13 +40,32 @@ func (o *sshOptions) addFlags(cmd *cobra.Command) {
 
 // openEnv loads the inventory, applies --limit, prepares the state directory and the SSH dialer.
 func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.Env, error) {
-	inv, state, err := loadWithState(g)
+	env, _, err := openEnvNeeding(g, s, sink, stateCreate)
+	return env, err
+}
+
+// openCluster is openEnv for commands on a running cluster: a state directory without the cluster's
+// admin.conf is refused (exit 2) and nothing is created.
+func openCluster(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.Env, error) {
+	env, _, err := openEnvNeeding(g, s, sink, stateCluster)
+	return env, err
+}
+
+// openEnvNeeding is openEnv with what the command needs of the state directory; created says whether it
+// made the state directory (a run that then fails before changing anything removes it: dropNewState).
+func openEnvNeeding(g *globalOptions, s *sshOptions, sink transport.Sink, need stateNeed) (env *playbooks.Env, created bool, err error) {
+	inv, state, created, err := loadWithState(g, need)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	defer func() {
+		if err != nil && created {
+			dropNewState(state)
+		}
+	}()
 	hosts, err := inv.Limit(g.Limit)
 	if err != nil {
-		return nil, usageError("%v", err)
+		return nil, false, usageError("%v", err)
 	}
 	d, err := transport.NewDialer(transport.Options{
 		ClusterKnownHosts: filepath.Join(state, "known_hosts"),
@@ -55,9 +80,22 @@ func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.E
 		Log:               g.log,
 	})
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, false, &exitError{code: exitUsage, err: err}
 	}
-	return playbooks.NewEnv(playbooks.EnvConfig{Inv: inv, Hosts: hosts, Dialer: d, Forks: g.Forks, Sink: sink, Log: g.log, StateDir: state}), nil
+	return playbooks.NewEnv(playbooks.EnvConfig{Inv: inv, Hosts: hosts, Dialer: d, Forks: g.Forks, Sink: sink, Log: g.log, StateDir: state}), created, nil
+}
+
+// dropNewState removes a state directory this run made when the run stopped before it built anything:
+// only host keys recorded by --ssh-accept-new can be in it, and they are recorded again on the next run.
+// Anything else found there is left, and so is the directory.
+func dropNewState(dir string) {
+	for _, f := range []string{"known_hosts", "known_hosts.lock"} {
+		_ = os.Remove(filepath.Join(dir, f))
+	}
+	_ = os.Remove(dir)
+	if parent := filepath.Dir(dir); filepath.Base(parent) == ".clusterctl" {
+		_ = os.Remove(parent) // the default's parent, when nothing else is in it
+	}
 }
 
 // stateDir is --state-dir, else .clusterctl/<cluster name> beside the inventory.
@@ -145,4 +183,26 @@ func confirm(g *globalOptions, what, question string, accept func(answer string)
 func yes(answer string) bool {
 	a := strings.ToLower(answer)
 	return a == "y" || a == "yes"
+}
+
+// hostArgs checks that every NAME argument of a command is a host of the inventory.
+func hostArgs(g *globalOptions, inv *inventory.Inventory, cmd string, names []string) error {
+	var unknown []string
+	for _, n := range names {
+		if inv.Host(n) == nil {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return usageError("%s: %s is not a host of %s (hosts: %s)", cmd, strings.Join(unknown, ", "), g.Inventory, strings.Join(hostNames(inv), ", "))
+	}
+	return nil
+}
+
+func hostNames(inv *inventory.Inventory) []string {
+	out := make([]string, 0, len(inv.Hosts))
+	for _, h := range inv.Hosts {
+		out = append(out, h.Name)
+	}
+	return out
 }

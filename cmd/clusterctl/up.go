@@ -13,9 +13,10 @@ import (
 )
 
 type upOptions struct {
+	// need is what the command needs of the state directory: up makes it, add-node needs a cluster.
+	need         stateNeed
 	ssh          sshOptions
-	ignore       []string
-	maxClockSkew time.Duration
+	preflight    preflightFlags
 	apiTimeout   time.Duration
 	nodeTimeout  time.Duration
 	dryRun       bool
@@ -61,8 +62,7 @@ would change. The admin kubeconfig is left in the state directory (admin.conf). 
 		},
 	}
 	o.ssh.addFlags(cmd)
-	cmd.Flags().StringSliceVar(&o.ignore, "ignore-preflight-errors", nil, "preflight checks whose errors are ignored (comma-separated names, or all)")
-	cmd.Flags().DurationVar(&o.maxClockSkew, "max-clock-skew", 5*time.Second, "clock difference to this workstation above which a host fails preflight")
+	o.preflight.addFlags(cmd)
 	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for the first API server")
 	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for nodes to register and be Ready")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "go through the steps up to the kubelets' start recording, not making, each change: print what each host would receive and which services would (re)start; change nothing on the hosts")
@@ -71,17 +71,17 @@ would change. The admin kubeconfig is left in the state directory (admin.conf). 
 
 func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 	view := g.progressView()
-	env, err := openEnv(g, &o.ssh, view)
+	env, created, err := openEnvNeeding(g, &o.ssh, view, o.need)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
 	start := time.Now()
 	res, err := playbooks.Up(cmd.Context(), env, playbooks.UpOptions{APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
-		DryRun: o.dryRun, Preflight: playbooks.PreflightOptions{Ignore: o.ignore, MaxClockSkew: o.maxClockSkew}})
+		DryRun: o.dryRun, Preflight: o.preflight.options()})
 	view.Recap()
 	if res != nil && res.Preflight != nil && (errors.Is(err, playbooks.ErrPreflight) || res.Preflight.Errors+res.Preflight.Warnings > 0) && g.Output != "json" {
-		printPreflight(g.stderr, res.Preflight)
+		printPreflight(g.stderr, res.Preflight, true)
 	}
 	if g.Output == "json" && res != nil {
 		if werr := writeResultLine(g.stdout, "up_result", res, err, nil, time.Since(start)); werr != nil {
@@ -89,6 +89,9 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 		}
 	}
 	if errors.Is(err, playbooks.ErrPreflight) {
+		if created {
+			dropNewState(env.StateDir)
+		}
 		return &exitError{code: exitFailed, err: errReported}
 	}
 	if err != nil {

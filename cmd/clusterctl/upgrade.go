@@ -16,6 +16,7 @@ import (
 
 type upgradeOptions struct {
 	ssh                sshOptions
+	preflight          preflightFlags
 	to                 string
 	artifacts          string
 	maxUnavailable     int
@@ -69,11 +70,12 @@ restarts, and changes nothing. Exit codes: 0 done, 1 refused or failed (every re
 		},
 	}
 	o.ssh.addFlags(cmd)
+	o.preflight.addFlags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.to, "to", "", "the target Kubernetes version (default: the inventory's cluster.kubernetesVersion)")
 	f.StringVar(&o.artifacts, "artifacts", "", "the target's artifacts directory, in place of cluster.artifacts (default: the inventory's, else the per-version cache, pulled into when it lacks anything)")
 	f.IntVar(&o.maxUnavailable, "max-unavailable", 1, "how many workers are drained and upgraded at once")
-	f.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "how long a node's drain may take (evictions a PodDisruptionBudget refuses are retried until then)")
+	f.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, drainTimeoutUsage)
 	f.BoolVar(&o.certificateRenewal, "certificate-renewal", true, "renew the control-plane certificates and kubeconfigs on the way, as kubeadm upgrade does")
 	f.DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each wait may take (a node's static Pods, its API server, a node Ready, a rollout)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "check and print the plan: the order, and per host the files it would receive and what would restart; change nothing")
@@ -86,15 +88,17 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 		return usageError("--max-unavailable must be at least 1")
 	}
 	if o.to != "" {
-		if !strings.HasPrefix(o.to, "v") {
-			o.to = "v" + o.to
+		to := o.to
+		if !strings.HasPrefix(to, "v") {
+			to = "v" + to
 		}
-		if err := inventory.CheckKubernetesVersion(o.to); err != nil {
-			return usageError("--to: %v", err)
+		if inventory.CheckKubernetesVersion(to) != nil {
+			return usageError("--to %q is not a Kubernetes version: give one such as %s", o.to, inventory.DefaultKubernetesVersion)
 		}
+		o.to = to
 	}
 	view := g.progressView()
-	env, err := openEnv(g, &o.ssh, view)
+	env, err := openCluster(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
@@ -117,10 +121,10 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 	}
 	start := time.Now()
 	res, err := playbooks.Upgrade(cmd.Context(), env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,
-		CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun})
+		CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options()})
 	view.Recap()
 	if res != nil && res.Preflight != nil && errors.Is(err, playbooks.ErrPreflight) && g.Output != "json" {
-		printPreflight(g.stderr, res.Preflight)
+		printPreflight(g.stderr, res.Preflight, false)
 	}
 	if g.Output == "json" && res != nil {
 		if werr := writeResultLine(g.stdout, "upgrade_result", res, err, playbooks.ErrUpgradeRefused, time.Since(start)); werr != nil {

@@ -22,8 +22,8 @@ ms() { date +%s%3N; }
 printf '%-4s %8s %8s %10s\n' run cold_s warm_s MiB
 for run in $(seq 1 "$runs"); do
   out=$w/pull-$run
-  t0=$(ms); "$bin" artifacts pull --kubernetes-version "$version" --out "$out" "$@" -o json >"$w/cold-$run.json"; t1=$(ms)
-  "$bin" artifacts pull --kubernetes-version "$version" --out "$out" "$@" -o json >"$w/warm-$run.json"; t2=$(ms)
+  t0=$(ms); "$bin" artifacts pull --kubernetes-version "$version" --dir "$out" "$@" -o json >"$w/cold-$run.json"; t1=$(ms)
+  "$bin" artifacts pull --kubernetes-version "$version" --dir "$out" "$@" -o json >"$w/warm-$run.json"; t2=$(ms)
   mib=$(du -sm "$out" | cut -f1)
   printf '%-4s %8.2f %8.2f %10s\n' "$run" "$(echo "($t1-$t0)/1000" | bc -l)" "$(echo "($t2-$t1)/1000" | bc -l)" "$mib"
   rm -rf "$out"

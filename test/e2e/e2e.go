@@ -128,7 +128,7 @@ func NewBareCluster(t *testing.T, opts lab.Options, settings string) *Cluster {
 	}
 	t.Cleanup(func() { _ = mir.Close() })
 	pulled := filepath.Join(t.TempDir(), "artifacts")
-	if _, stderr, code := RunClusterctl(t, append([]string{"artifacts", "pull", "--kubernetes-version", m.KubernetesVersion, "--out", pulled}, mir.Flags()...)...); code != 0 {
+	if _, stderr, code := RunClusterctl(t, append([]string{"artifacts", "pull", "--kubernetes-version", m.KubernetesVersion, "--dir", pulled}, mir.Flags()...)...); code != 0 {
 		t.Fatalf("artifacts pull from the lab mirror: exit %d\n%s", code, stderr)
 	}
 	opts.Bare = true

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,10 +59,11 @@ func checkHealthy(t testing.TB, members []etcdMember, code int, hosts ...string)
 	}
 }
 
-// Snapshot runs `etcd snapshot --out FILE -o json` and checks what it reports against the file.
-func (c *Cluster) Snapshot(t testing.TB, file string) {
+// Snapshot runs `etcd snapshot --out DIR -o json` into a new directory, checks what it reports against the
+// file it made, and returns the file's path.
+func (c *Cluster) Snapshot(t testing.TB) string {
 	t.Helper()
-	stdout, stderr, code := c.Run(t, "etcd", "snapshot", "--out", file, "-o", "json")
+	stdout, stderr, code := c.Run(t, "etcd", "snapshot", "--out", t.TempDir(), "-o", "json")
 	var res struct {
 		Status   string `json:"status"`
 		File     string `json:"file"`
@@ -75,6 +75,7 @@ func (c *Cluster) Snapshot(t testing.TB, file string) {
 	if err := json.Unmarshal([]byte(lastLine(stdout)), &res); err != nil || code != 0 || res.Status != "ok" {
 		t.Fatalf("etcd snapshot: exit %d, %v\n%s\n%s", code, err, lastLine(stdout), tail(stderr, 20))
 	}
+	file := res.File
 	st, err := os.Stat(file)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +84,7 @@ func (c *Cluster) Snapshot(t testing.TB, file string) {
 		t.Errorf("snapshot %s: mode %04o size %d; reported size %d, revision %d, sha256 %s", file, st.Mode().Perm(), st.Size(), res.Size, res.Revision, res.SHA256)
 	}
 	t.Logf("snapshot from %s: %d bytes at revision %d", res.Host, res.Size, res.Revision)
+	return file
 }
 
 // Restore runs `etcd restore --from FILE --yes` and fails the test unless it succeeds.
@@ -119,12 +121,11 @@ func snapshotRestore(t *testing.T, c *Cluster, cps, workers []string) {
 	checkHealthy(t, members, code, cps...)
 	c.MustK(t, "create", "namespace", "kept")
 	c.MustK(t, "-n", "kept", "create", "configmap", "data", "--from-literal=k=before")
-	snap := filepath.Join(t.TempDir(), "etcd.db")
 	before := map[string]string{}
 	for _, h := range cps {
 		before[h] = c.Hash(t, h)
 	}
-	c.Snapshot(t, snap)
+	snap := c.Snapshot(t)
 	for _, h := range cps {
 		if c.Hash(t, h) != before[h] {
 			t.Errorf("the snapshot changed files on %s (it streams to the workstation)", h)
@@ -179,10 +180,10 @@ func TestEtcdRestore(t *testing.T) {
 	})
 
 	survivor := c.Subset(t, "survivor", "cp1", "w1")
-	snap := filepath.Join(t.TempDir(), "before-loss.db")
+	var snap string
 	t.Run("two of three control-plane hosts lost: restore onto the survivor", func(t *testing.T) {
 		c.MustK(t, "create", "namespace", "before-loss")
-		c.Snapshot(t, snap)
+		snap = c.Snapshot(t)
 		// cp2 and cp3 are lost: reinstalled bare (reset wipes their etcd and kubelet); etcd on cp1 alone
 		// has no quorum and the API cannot write.
 		if _, stderr, code := c.Run(t, "reset", "--limit", "cp2,cp3", "--yes"); code != 0 {

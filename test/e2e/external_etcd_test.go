@@ -159,7 +159,7 @@ kube_version=%s
 	t.Run("etcd status and snapshot from the etcd hosts", func(t *testing.T) {
 		members, code := c.EtcdStatus(t)
 		checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
-		c.Snapshot(t, filepath.Join(t.TempDir(), "etcd.db"))
+		c.Snapshot(t)
 	})
 
 	if os.Getenv(LongEnv) == "" {
@@ -255,8 +255,7 @@ kube_version=%s
 
 	t.Run("restore from a snapshot onto the etcd hosts: what was deleted after it is back", func(t *testing.T) {
 		c.MustK(t, "create", "namespace", "before-snapshot")
-		file := filepath.Join(t.TempDir(), "etcd.db")
-		c.Snapshot(t, file)
+		file := c.Snapshot(t)
 		c.MustK(t, "delete", "namespace", "before-snapshot", "--wait=false")
 		c.Restore(t, file)
 		if phase := c.MustK(t, "get", "namespace", "before-snapshot", "-o", "jsonpath={.status.phase}"); phase != "Active" {

@@ -69,7 +69,7 @@ func TestUp(t *testing.T) {
 		replace(bad)
 		defer replace(good)
 		out := filepath.Join(t.TempDir(), "artifacts")
-		_, stderr, code := RunClusterctl(t, append([]string{"artifacts", "pull", "--kubernetes-version", c.Version, "--out", out}, c.Mirror.Flags()...)...)
+		_, stderr, code := RunClusterctl(t, append([]string{"artifacts", "pull", "--kubernetes-version", c.Version, "--dir", out}, c.Mirror.Flags()...)...)
 		wantSum, gotSum := sha256.Sum256(good), sha256.Sum256(bad)
 		for _, want := range []string{"bin/linux-" + runtime.GOARCH + "/kubelet", c.Mirror.URL + "/release/" + c.Version + "/bin/linux/" + runtime.GOARCH + "/kubelet",
 			hex.EncodeToString(wantSum[:]), hex.EncodeToString(gotSum[:]), "checksum mismatch"} {
