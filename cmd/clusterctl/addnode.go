@@ -36,6 +36,7 @@ bridge pod network, every other node gets one small change: the route to the new
 up with a grown inventory does the same for every host not yet in the cluster; add-node is the explicit
 form that touches nothing else.`,
 		Example: `  clusterctl add-node -i hosts.yaml w4
+  clusterctl add-node -i hosts.yaml w4 --dry-run     # what w4 (and any other host) would receive
   clusterctl add-node -i hosts.yaml cp2 cp3          # grow the control plane to three (stacked etcd)
   clusterctl add-node -i hosts.yaml etcd3            # an etcd host back after remove-node (external etcd)`,
 		Args: cobra.MinimumNArgs(1),
@@ -65,5 +66,6 @@ form that touches nothing else.`,
 	o.preflight.addFlags(cmd)
 	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for each joining control plane's etcd and API server")
 	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for the new nodes to register and be Ready")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "check the new hosts and print what each host would receive and which services would (re)start; change nothing")
 	return cmd
 }

@@ -116,12 +116,9 @@ The manifest is written last: a directory with a manifest.json is complete.`,
 	return cmd
 }
 
+// displayCache names the per-version cache as help shows it (the same on every machine).
 func displayCache() string {
-	d, err := pull.CacheDir("<version>")
-	if err != nil {
-		return "the user cache directory"
-	}
-	return d
+	return "$XDG_CACHE_HOME/clusterctl/artifacts/<version>, by default ~/.cache/clusterctl/artifacts/<version>"
 }
 
 // pullRequest is what to pull, from the inventory (when -i is given) and the flags.
@@ -187,6 +184,9 @@ func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
 func runPull(cmd *cobra.Command, g *globalOptions, o *pullOptions) error {
 	req, err := pullRequest(g, o)
 	if err != nil {
+		return err
+	}
+	if err := offline(); err != nil {
 		return err
 	}
 	view := newPullView(g.stderr, g.Output)

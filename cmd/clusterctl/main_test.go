@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -258,8 +259,28 @@ func TestUnsafeArtifactsDirectory(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := runCLI(t, "artifacts", "pull", "--kubernetes-version", "v1.37.2", "--out", dir)
+	code, _, stderr := runCLI(t, "artifacts", "pull", "--kubernetes-version", "v1.37.2", "--dir", dir)
 	if code != 2 || !strings.Contains(stderr, dir) || !strings.Contains(stderr, "chmod go-w") {
 		t.Errorf("exit %d, want 2 naming %s and the fix:\n%s", code, dir, stderr)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite docs/cli.md from the commands")
+
+// docs/cli.md is the commands' own description: regenerate it with -update when a command or flag changes.
+func TestCLIReference(t *testing.T) {
+	const file = "../../docs/cli.md"
+	want := cliReference(newRootCmd(&bytes.Buffer{}, &bytes.Buffer{}))
+	if *update {
+		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("%s is not what the commands say: go test ./cmd/clusterctl -run TestCLIReference -update", file)
 	}
 }

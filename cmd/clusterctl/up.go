@@ -14,12 +14,12 @@ import (
 
 type upOptions struct {
 	// need is what the command needs of the state directory: up makes it, add-node needs a cluster.
-	need         stateNeed
-	ssh          sshOptions
-	preflight    preflightFlags
-	apiTimeout   time.Duration
-	nodeTimeout  time.Duration
-	dryRun       bool
+	need        stateNeed
+	ssh         sshOptions
+	preflight   preflightFlags
+	apiTimeout  time.Duration
+	nodeTimeout time.Duration
+	dryRun      bool
 }
 
 func newUpCmd(g *globalOptions) *cobra.Command {

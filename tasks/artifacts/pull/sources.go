@@ -58,7 +58,7 @@ func SourcesOf(d inventory.Downloads) Sources {
 func CacheDir(kubernetesVersion string) (string, error) {
 	base, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("no cache directory for artifacts (give one with --out, or cluster.artifacts): %w", err)
+		return "", fmt.Errorf("no cache directory for artifacts (give one with --dir, or cluster.artifacts): %w", err)
 	}
 	return filepath.Join(base, "clusterctl", "artifacts", kubernetesVersion), nil
 }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+)
+
+// Every command's --help works, exits 0 and says what the command is.
+func TestEveryCommandHelp(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" {
+			return
+		}
+		args := append(strings.Fields(c.CommandPath())[1:], "--help")
+		code, stdout, stderr := runCLI(t, args...)
+		about, _, _ := strings.Cut(c.Long, "\n")
+		if about == "" {
+			about = c.Short
+		}
+		if code != 0 || !strings.Contains(stdout, "Usage:") || !strings.Contains(stdout, about) || stderr != "" {
+			t.Errorf("%s --help: exit %d, stderr %q, stdout lacks usage or %q", c.CommandPath(), code, stderr, about)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd(&bytes.Buffer{}, &bytes.Buffer{}))
+}
+
+// lab inventories for the error paths: hosts on loopback ports that refuse connections.
+func unreachableInventory(t *testing.T) (dir, inv string) {
+	t.Helper()
+	dir = t.TempDir()
+	inv = filepath.Join(dir, "hosts.yaml")
+	if err := os.WriteFile(inv, []byte("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, roles: [control-plane], ssh: {port: 1}}\n  - {name: w1, address: 127.0.0.2, roles: [worker], ssh: {port: 1}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, inv
+}
+
+// The error paths a new user meets: each exits with the code the help documents, in one sentence that
+// names the flag or argument, and leaves no state directory behind.
+func TestDocumentedErrors(t *testing.T) {
+	dir, inv := unreachableInventory(t)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		line string
+	}{
+		{[]string{"up", "-i", inv, "--dry-run"}, 1, "a host that cannot be reached cannot be set up"},
+		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=SSH"}, 1, "a host that cannot be reached cannot be set up"},
+		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=all"}, 1, "a host that cannot be reached cannot be set up"},
+		{[]string{"remove-node", "-i", inv, "w1", "--yes"}, 2, `no cluster "c1" has been built from this workstation`},
+		{[]string{"add-node", "-i", inv, "w9"}, 2, "add-node: w9 is not a host of " + inv + " (hosts: cp1, w1)"},
+		{[]string{"add-node", "-i", inv, "w1", "--ignore-preflight-errors=all"}, 2, `no cluster "c1" has been built`},
+		{[]string{"add-node", "-i", inv, "w1", "--limit", "w1"}, 2, "add-node takes the hosts to add as arguments, not --limit"},
+		{[]string{"remove-node", "-i", inv}, 2, "remove-node: requires at least 1 arg(s), only received 0 (see 'clusterctl remove-node --help')"},
+		{[]string{"upgrade", "-i", inv, "--to", "banana"}, 2, `--to "banana" is not a Kubernetes version: give one such as v1.37.2`},
+		{[]string{"upgrade", "-i", inv, "--dry-run"}, 2, `no cluster "c1" has been built`},
+		{[]string{"upgrade", "-i", inv, "--max-unavailable", "0"}, 2, "--max-unavailable must be at least 1"},
+		{[]string{"certs", "rotate", "-i", inv, "--yes"}, 2, `no cluster "c1" has been built`},
+		{[]string{"certs", "ca-hash", "-i", inv}, 2, `no state directory for cluster "c1"`},
+		{[]string{"etcd", "snapshot", "-i", inv}, 2, `no cluster "c1" has been built`},
+		{[]string{"etcd", "restore", "-i", inv}, 2, "--from FILE is required"},
+		{[]string{"artifacts", "list"}, 2, "holds no artifacts (no manifest.json): fill it with clusterctl artifacts pull --kubernetes-version v1.37.2 --dir"},
+		{[]string{"artifacts", "list", "--dir", empty}, 2, empty + " holds no artifacts"},
+		{[]string{"artifacts", "list", empty}, 2, "takes the directory as --dir " + empty + ", not as an argument"},
+		{[]string{"artifacts", "verify", "--kubernetes-version", "banana"}, 2, `--kubernetes-version: "banana" is not a Kubernetes version`},
+		{[]string{"render", "-i", inv}, 2, "render needs --out DIR"},
+		{[]string{"up", "-i", inv, "--frob"}, 2, "unknown flag: --frob (see 'clusterctl up --help')"},
+		{[]string{"up", "--node-timeout", "soon"}, 2, `invalid argument "soon" for "--node-timeout"`},
+		{[]string{"up"}, 2, "no inventory: give one with -i FILE"},
+		{[]string{"version", "extra"}, 2, `unknown command "extra" for "clusterctl version"`},
+		{[]string{"--version"}, 0, "clusterctl version dev"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != tc.code || !strings.Contains(stdout+stderr, tc.line) {
+				t.Errorf("exit %d, want %d with %q\nstdout: %s\nstderr: %s", code, tc.code, tc.line, stdout, stderr)
+			}
+			if _, err := os.Stat(filepath.Join(dir, ".clusterctl")); err == nil {
+				t.Errorf("a state directory was left in %s", dir)
+				_ = os.RemoveAll(filepath.Join(dir, ".clusterctl"))
+			}
+		})
+	}
+}
+
+// Any command line ends with an exit code the help documents and a message, never a panic; a usage
+// error (2) is one line. Commands that pass their validation stop before the network (noNetwork).
+func FuzzCommandLine(f *testing.F) {
+	noNetwork = true
+	f.Cleanup(func() { noNetwork = false })
+	dir := f.TempDir()
+	inv := filepath.Join(dir, "hosts.yaml")
+	if err := os.WriteFile(inv, []byte("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, roles: [control-plane]}\n  - {name: w1, address: 127.0.0.2, roles: [worker]}\n"), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{
+		"up -i HOSTS --dry-run", "add-node -i HOSTS w1", "remove-node -i HOSTS w9 --yes", "upgrade -i HOSTS --to v1.99",
+		"render -i HOSTS --out OUT", "artifacts list --dir OUT", "artifacts pull --kubernetes-version v1.37.2 --arch s390x",
+		"etcd restore -i HOSTS --from HOSTS --yes", "certs check-expiration --fail-within 1x", "inventory show -i HOSTS -o yaml",
+		"reset -i HOSTS --limit w1,,w2", "exec -i HOSTS -- true", "preflight -i HOSTS --forks -1", "completion fish", "--help",
+		"up --max-clock-skew=-1s -i HOSTS", "certs rotate -i HOSTS --ca --only apiserver",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		if !utf8.ValidString(line) {
+			return
+		}
+		line = strings.ReplaceAll(line, "HOSTS", inv)
+		line = strings.ReplaceAll(line, "OUT", filepath.Join(dir, "out"))
+		var out, errb bytes.Buffer
+		code := run(context.Background(), strings.Fields(line), &out, &errb)
+		stderr := errb.String()
+		switch {
+		case strings.Contains(stderr, "internal error"):
+			t.Fatalf("%q: %s", line, stderr)
+		case code != exitOK && code != exitFailed && code != exitUsage:
+			t.Fatalf("%q: exit %d", line, code)
+		case code == exitUsage && !strings.HasPrefix(stderr, "clusterctl: ") && !strings.Contains(stderr, "\nclusterctl: "):
+			t.Fatalf("%q: exit 2 without a message: %q", line, stderr)
+		}
+	})
+}
