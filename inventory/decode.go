@@ -55,6 +55,7 @@ var (
 	durationType = reflect.TypeOf(Duration{})
 	argsType     = reflect.TypeOf(Args{})
 	hostKeysType = reflect.TypeOf(HostKeys{})
+	hookType     = reflect.TypeOf(Hook{})
 )
 
 // decode fills v from n. key is the model path of v, display the path as the user wrote it.
@@ -82,6 +83,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key, display string) {
 	case v.Type() == hostKeysType && n.Kind == yaml.ScalarNode:
 		// One pin, written as a string; a list is decoded as any list.
 		v.Set(reflect.ValueOf(HostKeys{n.Value}))
+		return
+	case v.Type() == hookType && n.Kind == yaml.ScalarNode:
+		// A hook with nothing but its command, written as a string.
+		v.Set(reflect.ValueOf(Hook{Run: n.Value}))
+		d.pos[key+".run"] = d.pos[key]
 		return
 	}
 	switch v.Kind() {

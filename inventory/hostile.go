@@ -20,6 +20,13 @@ func (v *validator) controlChars() {
 	walk = func(key string, rv reflect.Value) {
 		switch rv.Kind() {
 		case reflect.String:
+			if strings.HasSuffix(key, ".run") && strings.Contains(key, "hooks.") {
+				// A hook is a shell script of its author's: lines and tabs are its own.
+				if r, ok := controlChar(strings.NewReplacer("\n", "", "\t", "").Replace(rv.String())); ok {
+					v.errorf(key, "%q holds the control character %U; a hook may hold newlines and tabs, nothing else", rv.String(), r)
+				}
+				return
+			}
 			if r, ok := controlChar(rv.String()); ok {
 				v.errorf(key, "%q holds the control character %U; no value may", rv.String(), r)
 			}

@@ -44,7 +44,7 @@ func TestUpSteps(t *testing.T) {
 	}
 	u := &upRun{deployment: d, res: &UpResult{}}
 	steps := u.steps()
-	want := []string{"preflight", "render", "push", "etcd", "control-plane", "wait-api", "bootstrap", "control-plane-join", "join", "network", "ready"}
+	want := []string{"preflight", "render", "hooks-before", "push", "etcd", "control-plane", "wait-api", "bootstrap", "control-plane-join", "join", "network", "ready", "hooks-after"}
 	if got := stepNames(steps); !slices.Equal(got, want) {
 		t.Fatalf("steps %v", got)
 	}
@@ -58,7 +58,7 @@ func TestUpSteps(t *testing.T) {
 			skip[s.Name] = s.Skip()
 		}
 	}
-	if !slices.Equal(dry, []string{"preflight", "render", "push", "etcd", "control-plane", "control-plane-join", "join"}) {
+	if !slices.Equal(dry, []string{"preflight", "render", "hooks-before", "push", "etcd", "control-plane", "control-plane-join", "join", "hooks-after"}) {
 		t.Errorf("dry steps %v", dry)
 	}
 	if names(d.hosts)[0] != "cp1" || len(d.hosts) != 2 {

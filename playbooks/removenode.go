@@ -14,6 +14,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/hooks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 )
@@ -55,11 +56,15 @@ func RemoveNode(ctx context.Context, e *Env, hostNames []string, o RemoveOptions
 	for _, h := range hosts {
 		r := &removal{e: e, o: o, h: h, admin: admin}
 		steps := []Step{
+			// hooks.removeNode.before on the host, when it can be reached
+			{Name: "hooks-before", Run: r.hooks("before")},
 			{Name: "cordon", Run: r.cordon},
 			{Name: "drain", Run: r.drain, Skip: r.notANode},
 			{Name: "etcd-member", Run: r.removeMember, Skip: r.notEtcdMember},
 			{Name: "delete-node", Run: r.deleteNode, Skip: r.notANode},
 			{Name: "reset", Run: r.reset},
+			// hooks.removeNode.after on the host, when it was reset
+			{Name: "hooks-after", Run: r.hooks("after"), Skip: r.notReset},
 		}
 		if _, err := runSteps(ctx, runOptions{Sink: e.Sink}, steps); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
@@ -75,6 +80,8 @@ type removal struct {
 	h     *inventory.Host
 	admin *apiclient.Client
 	node  *corev1.Node // nil: not a Node (never joined, or deleted by an earlier run)
+	// wasReset: the reset step reset the host.
+	wasReset bool
 }
 
 func (r *removal) cordon(ctx context.Context) error {
@@ -168,5 +175,29 @@ func (r *removal) reset(ctx context.Context) error {
 			return nil
 		}
 	}
+	r.wasReset = err == nil
 	return err
+}
+
+func (r *removal) notReset() string {
+	if !r.wasReset {
+		return "the host was not reset"
+	}
+	return ""
+}
+
+// hooks runs the inventory's hooks of remove-node at when on the host; a host that cannot be reached (it
+// is removed from the cluster all the same) runs none, and that is said.
+func (r *removal) hooks(when string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		p := hooks.Point{Command: inventory.HookRemoveNode, When: when}
+		if len(r.e.Inv.HooksFor(r.h, p.Command, p.When)) == 0 {
+			return nil
+		}
+		if res, _ := Connect(ctx, r.e, []*inventory.Host{r.h}, 1); len(res) == 1 && res[0].Err != nil {
+			r.e.say("remove-node", r.h.Name, "hooks %s not run: the host cannot be reached", p)
+			return nil
+		}
+		return r.e.runHooks(ctx, p, []*inventory.Host{r.h}, false, nil)
+	}
 }

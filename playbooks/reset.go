@@ -10,6 +10,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/hooks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
@@ -22,6 +23,9 @@ type ResetOptions struct {
 	Hosts []*inventory.Host
 	// Force resets hosts that do not carry this cluster's mark (another cluster's, or none).
 	Force bool
+	// Hooks runs the inventory's hooks of reset before and after, on the hosts reached (remove-node runs
+	// its own instead).
+	Hooks bool
 }
 
 // ErrNotMember is the error of a host reset refuses: it carries another cluster's mark.
@@ -44,8 +48,12 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 	steps := []Step{
 		// every host at once; one that cannot be reached is reported, and the others are reset
 		{Name: "connect", Run: r.connect},
+		// the inventory's hooks.reset.before on the hosts reached
+		{Name: "hooks-before", Run: r.hooks("before", func() []string { return r.reachable }), Skip: r.noHooks},
 		// each host that carries this cluster's mark (see apply.CheckMember), in parallel
 		{Name: "reset", Run: r.reset, Skip: r.noneReachable},
+		// hooks.reset.after on the hosts reset
+		{Name: "hooks-after", Run: r.hooks("after", r.resetHosts), Skip: r.noHooks},
 	}
 	_, err := runSteps(ctx, runOptions{Sink: e.Sink}, steps)
 	return append(r.results, r.unreachable...), err
@@ -70,6 +78,34 @@ func (r *resetRun) connect(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+func (r *resetRun) noHooks() string {
+	if !r.o.Hooks {
+		return "hooks are the caller's"
+	}
+	return ""
+}
+
+// resetHosts are the hosts the reset play succeeded on.
+func (r *resetRun) resetHosts() []string {
+	var out []string
+	for _, res := range r.results {
+		if res.Err == nil && res.Status != transport.StatusSkipped {
+			out = append(out, res.Host)
+		}
+	}
+	return out
+}
+
+func (r *resetRun) hooks(when string, on func() []string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var hosts []*inventory.Host
+		for _, name := range on() {
+			hosts = append(hosts, r.e.Inv.Host(name))
+		}
+		return r.e.runHooks(ctx, hooks.Point{Command: inventory.HookReset, When: when}, hosts, false, nil)
+	}
 }
 
 func (r *resetRun) noneReachable() string {

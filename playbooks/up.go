@@ -12,6 +12,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/hooks"
 )
 
 // UpOptions tune `clusterctl up`.
@@ -27,6 +28,10 @@ type UpOptions struct {
 	// per-host plan of what would be uploaded, imported, started. Nothing on the hosts is changed (the PKI is
 	// made or kept in the local state directory).
 	DryRun bool
+	// Hooks is the command whose inventory hooks run (inventory.HookUp, the default, or HookAddNode), on
+	// HookHosts (default: the session's hosts).
+	Hooks     string
+	HookHosts []string
 }
 
 // UpResult is what `up` made.
@@ -285,6 +290,8 @@ func (u *upRun) steps() []Step {
 		{Name: "preflight", Run: u.preflightStep, Dry: true},
 		// PKI, kubeconfigs, static Pods, kubelet and runtime configuration, made locally
 		{Name: "render", Run: u.renderStep, Dry: true},
+		// the inventory's hooks before anything is pushed (hooks.up.before, or addNode.before)
+		{Name: "hooks-before", Run: u.hooksStep("before"), Dry: true},
 		// every host's files, binaries and images (air-gapped), the runtime configured
 		{Name: "push", Run: u.pushStep, Dry: true},
 		// external etcd: each etcd host's member started (a changed one restarted, one at a time), until
@@ -304,6 +311,29 @@ func (u *upRun) steps() []Step {
 		{Name: "network", Run: u.network},
 		// serving certificates approved (after checks), all Nodes Ready, addons available, token deleted
 		{Name: "ready", Run: u.ready},
+		// the inventory's hooks once the nodes are Ready
+		{Name: "hooks-after", Run: u.hooksStep("after"), Dry: true},
+	}
+}
+
+// hooksStep runs the inventory's hooks of up (or add-node) at when on the hosts they are for.
+func (u *upRun) hooksStep(when string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		command, hosts := u.o.Hooks, u.e.Hosts
+		if command == "" {
+			command = inventory.HookUp
+		}
+		if u.o.HookHosts != nil {
+			hosts = nil
+			for _, name := range u.o.HookHosts {
+				if h := u.e.Inv.Host(name); h != nil {
+					hosts = append(hosts, h)
+				}
+			}
+		}
+		return u.e.runHooks(ctx, hooks.Point{Command: command, When: when}, hosts, u.o.DryRun, func(host, action string) {
+			u.record(host, apply.Outcome{Actions: []string{action}})
+		})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/addons"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
+	"github.com/clusterctl/clusterctl/tasks/hooks"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
@@ -474,6 +475,15 @@ func controlPlaneFile(p string) bool {
 func imageFile(p string) bool { return strings.HasPrefix(p, kubeadm.ImagesDir+"/") }
 
 // planStep records, without changing anything, what each host would receive, and lists the order.
+// hookWords is how the plan names the hooks a node runs inside its drain window at when ("" for none).
+func (u *upgradeRun) hookWords(h *inventory.Host, when string) string {
+	var w string
+	for _, hk := range u.e.Inv.HooksFor(h, inventory.HookUpgrade, when) {
+		w += fmt.Sprintf("hook upgrade.%s %q, ", when, hk.Run)
+	}
+	return w
+}
+
 func (u *upgradeRun) planStep(ctx context.Context) error {
 	if _, err := u.push(ctx, "plan", names(u.hosts), u.e.Forks); err != nil {
 		return err
@@ -496,13 +506,14 @@ func (u *upgradeRun) planStep(ctx context.Context) error {
 		}
 		add("add-ons: kube-proxy → %s, CoreDNS %s → %s (Corefile migrated), kubeadm-config and kubelet-config", u.res.To, cur.CoreDNS, u.images.CoreDNS)
 		for _, h := range u.controlPlaneHosts() {
-			add("%s: cordon, drain, kubelet → %s, restart, Ready, uncordon", h.Name, u.res.To)
+			add("%s: cordon, drain, %skubelet → %s, restart, Ready, %suncordon", h.Name, u.hookWords(h, "before"), u.res.To, u.hookWords(h, "after"))
 		}
 	}
 	batches := u.workerBatches()
 	for i, batch := range batches {
 		for _, h := range batch {
-			add("%s (workers batch %d of %d): cordon, drain (up to %s), kubelet → %s, restart, Ready, uncordon", h.Name, i+1, len(batches), u.o.DrainTimeout, u.res.To)
+			add("%s (workers batch %d of %d): cordon, drain (up to %s), %skubelet → %s, restart, Ready, %suncordon", h.Name, i+1, len(batches), u.o.DrainTimeout,
+				u.hookWords(h, "before"), u.res.To, u.hookWords(h, "after"))
 		}
 	}
 	return nil
@@ -685,6 +696,10 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 		}
 		u.e.say("kubelets", h.Name, "drained")
 	}
+	// the inventory's hooks, inside the drain window
+	if err := u.e.runHooks(ctx, hooks.Point{Command: inventory.HookUpgrade, When: "before"}, todo, false, nil); err != nil {
+		return err
+	}
 	if _, err := u.push(ctx, "kubelets", names(todo), len(todo)); err != nil {
 		return err
 	}
@@ -707,6 +722,9 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 		return len(waiting) == 0, "nodes: " + strings.Join(waiting, ", "), nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := u.e.runHooks(ctx, hooks.Point{Command: inventory.HookUpgrade, When: "after"}, todo, false, nil); err != nil {
 		return err
 	}
 	for _, h := range batch {

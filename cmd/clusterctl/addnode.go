@@ -52,6 +52,7 @@ form that touches nothing else.`,
 				return usageError("add-node takes the hosts to add as arguments, not --limit")
 			}
 			g.Limit = args
+			o.hooks, o.hookHosts = inventory.HookAddNode, args
 			for _, name := range args {
 				// A new control-plane node is a new backend of every node's API proxy (and may be what
 				// turns the proxy on): every host's files are checked, unchanged ones left alone.

@@ -73,7 +73,7 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 			return err
 		}
 	}
-	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{Force: o.force})
+	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{Force: o.force, Hooks: true})
 	view.Recap()
 	failed, skipped := 0, 0
 	for _, r := range results {

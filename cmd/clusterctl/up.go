@@ -20,6 +20,9 @@ type upOptions struct {
 	apiTimeout  time.Duration
 	nodeTimeout time.Duration
 	dryRun      bool
+	// hooks is the command whose inventory hooks run (up's by default), on hookHosts (default: all).
+	hooks     string
+	hookHosts []string
 }
 
 func newUpCmd(g *globalOptions) *cobra.Command {
@@ -78,7 +81,7 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 	defer env.Close()
 	start := time.Now()
 	res, err := playbooks.Up(cmd.Context(), env, playbooks.UpOptions{APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
-		DryRun: o.dryRun, Preflight: o.preflight.options()})
+		DryRun: o.dryRun, Preflight: o.preflight.options(), Hooks: o.hooks, HookHosts: o.hookHosts})
 	view.Recap()
 	if res != nil && res.Preflight != nil && (errors.Is(err, playbooks.ErrPreflight) || res.Preflight.Errors+res.Preflight.Warnings > 0) && g.Output != "json" {
 		printPreflight(g.stderr, res.Preflight, true)
