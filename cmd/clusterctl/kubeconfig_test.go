@@ -1,0 +1,151 @@
+package main
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// renderedCluster is a state directory as render leaves it (CA, admin.conf), and its inventory.
+func renderedCluster(t *testing.T) (dir, inv string) {
+	t.Helper()
+	dir = t.TempDir()
+	inv = filepath.Join(dir, "hosts.yaml")
+	if err := os.WriteFile(inv, []byte("cluster: {name: lab, certificates: {keyAlgorithm: ECDSA-P256}}\nhosts:\n  - {name: cp1, address: 10.10.0.11, roles: [control-plane]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", filepath.Join(dir, "out")); code != 0 {
+		t.Fatalf("render: %d %s", code, stderr)
+	}
+	return dir, inv
+}
+
+func TestKubeconfigUser(t *testing.T) {
+	dir, inv := renderedCluster(t)
+	out := filepath.Join(dir, "alice.conf")
+	code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "--group", "dev,ops", "--ttl", "2h", "-i", inv, "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	st, err := os.Stat(out)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v, mode %v; want 0600", out, err, st)
+	}
+	cfg, err := clientcmd.LoadFromFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+	block, _ := pem.Decode(auth.ClientCertificateData)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := pem.Decode(readTestFile(t, filepath.Join(dir, ".clusterctl", "lab", "pki", "ca.crt")))
+	caCert, _ := x509.ParseCertificate(ca.Bytes)
+	if cert.Subject.CommonName != "alice" || !slices.Equal(cert.Subject.Organization, []string{"dev", "ops"}) ||
+		cert.CheckSignatureFrom(caCert) != nil || cert.NotAfter.Sub(time.Now()) > 2*time.Hour || !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
+		t.Errorf("certificate: CN %q O %v, until %v, usages %v, signed by the CA: %v", cert.Subject.CommonName, cert.Subject.Organization, cert.NotAfter, cert.ExtKeyUsage, cert.CheckSignatureFrom(caCert))
+	}
+	if code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "-i", inv, "--out", out); code != 2 || !strings.Contains(stderr, "exists") {
+		t.Errorf("over an existing file: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "kubeconfig", "user", "root", "--group", "system:masters", "-i", inv); code != 2 || !strings.Contains(stderr, "system:masters is refused") {
+		t.Errorf("system:masters: exit %d %s", code, stderr)
+	}
+}
+
+func TestKubeconfigMerge(t *testing.T) {
+	dir, inv := renderedCluster(t)
+	into := filepath.Join(dir, "kube", "config")
+	other := clientcmdapi.NewConfig()
+	other.Clusters["prod"] = &clientcmdapi.Cluster{Server: "https://prod.example:6443"}
+	other.AuthInfos["prod"] = &clientcmdapi.AuthInfo{Token: "t"}
+	other.Contexts["prod"] = &clientcmdapi.Context{Cluster: "prod", AuthInfo: "prod"}
+	other.CurrentContext = "prod"
+	if err := os.MkdirAll(filepath.Dir(into), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := clientcmd.WriteToFile(*other, into); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // twice: the second replaces what the first wrote
+		if code, _, stderr := runCLI(t, "kubeconfig", "--merge", "--kubeconfig", into, "-i", inv); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+	}
+	cfg, err := clientcmd.LoadFromFile(into)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.CurrentContext != "lab" || len(cfg.Contexts) != 2 || cfg.Contexts["prod"] == nil || cfg.AuthInfos["lab-admin"] == nil ||
+		cfg.Clusters["lab"] == nil || !strings.HasPrefix(cfg.Clusters["lab"].Server, "https://") {
+		t.Errorf("merged: current %q, contexts %v, users %v", cfg.CurrentContext, cfg.Contexts, cfg.AuthInfos)
+	}
+	if st, _ := os.Stat(into); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", st.Mode())
+	}
+	code, stdout, _ := runCLI(t, "kubeconfig", "-i", inv)
+	if code != 0 || !strings.Contains(stdout, "client-key-data") {
+		t.Errorf("print: exit %d", code)
+	}
+}
+
+// init's inventories are valid, and say what they were given; bad values are refused with exit 2.
+func TestInit(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "init", "--hosts", "10.0.0.11,10.0.0.12,10.0.0.13,db=db1.example.com", "--control-planes", "3", "--name", "prod", "--user", "admin")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	file := filepath.Join(t.TempDir(), "hosts.yaml")
+	if err := os.WriteFile(file, []byte(stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "inventory", "validate", "-i", file)
+	if code != 0 || !strings.Contains(out, `cluster "prod"`) || !strings.Contains(out, "4 hosts (3 control-plane, 1 worker,") {
+		t.Errorf("validate: exit %d\n%s%s\n%s", code, out, stderr, stdout)
+	}
+	if !strings.Contains(stdout, `name: "db"`) || !strings.Contains(stdout, `address: "db1.example.com"`) || !strings.Contains(stdout, `user: "admin"`) {
+		t.Errorf("init output:\n%s", stdout)
+	}
+	conv := filepath.Join(t.TempDir(), "from.yaml")
+	if code, _, stderr := runCLI(t, "init", "--from", "../../inventory/examples/kubespray/inventory.ini", "--out", conv); code != 0 {
+		t.Fatalf("--from: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "inventory", "validate", "-i", conv); code != 0 {
+		t.Errorf("converted: exit %d %s", code, stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		line string
+	}{
+		{[]string{"init"}, "init needs --hosts"},
+		{[]string{"init", "--hosts", "a;b"}, `"a;b" is neither an IP address nor a DNS name`},
+		{[]string{"init", "--hosts", "10.0.0.1", "--control-planes", "2"}, "--control-planes 2: give between 1 and the number of --hosts (1)"},
+		{[]string{"init", "--hosts", "x=10.0.0.1,x=10.0.0.2"}, "the name x is given twice"},
+		{[]string{"init", "--hosts", "10.0.0.1", "--name", "Bad Name"}, `--name "Bad Name"`},
+		{[]string{"init", "--hosts", "10.0.0.1", "--out", conv}, "exists: init never writes over a file"},
+		{[]string{"init", "--hosts", "10.0.0.1", "--from", conv}, "init takes --hosts or --from, not both"},
+	} {
+		if code, _, stderr := runCLI(t, tc.args...); code != 2 || !strings.Contains(stderr, tc.line) {
+			t.Errorf("%v: exit %d, want 2 with %q\n%s", tc.args, code, tc.line, stderr)
+		}
+	}
+}
+
+func readTestFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
