@@ -137,3 +137,29 @@ func FuzzCommandLine(f *testing.F) {
 		}
 	})
 }
+
+// Shell completion offers the inventory's host names (those not given yet) and each command's outputs.
+func TestCompletion(t *testing.T) {
+	_, inv := unreachableInventory(t)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"__complete", "add-node", "-i", inv, "cp1", ""}, []string{"w1"}},
+		{[]string{"__complete", "remove-node", "-i", inv, ""}, []string{"cp1", "w1"}},
+		{[]string{"__complete", "up", "-i", inv, "--limit", "w1,"}, []string{"w1,cp1"}},
+		{[]string{"__complete", "inventory", "show", "-o", ""}, []string{"text", "yaml", "json"}},
+		{[]string{"__complete", "up", "-o", ""}, []string{"text", "json"}},
+	} {
+		code, stdout, _ := runCLI(t, tc.args...)
+		var got []string
+		for _, l := range strings.Split(stdout, "\n") {
+			if l != "" && !strings.HasPrefix(l, ":") && !strings.HasPrefix(l, "Completion ended") {
+				got = append(got, l)
+			}
+		}
+		if code != 0 || strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("%v: exit %d, %v; want %v", tc.args, code, got, tc.want)
+		}
+	}
+}

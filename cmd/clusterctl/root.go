@@ -68,6 +68,7 @@ Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad i
 	f.StringSliceVar(&opts.Limit, "limit", nil, "act only on these hosts (comma-separated names from the inventory)")
 
 	root.AddCommand(newVersionCmd(opts), newInitCmd(opts), newInventoryCmd(opts), newKubeconfigCmd(opts), newPreflightCmd(opts), newExecCmd(opts), newRenderCmd(opts), newCertsCmd(opts), newUpCmd(opts), newResetCmd(opts), newAddNodeCmd(opts), newRemoveNodeCmd(opts), newUpgradeCmd(opts), newEtcdCmd(opts), newArtifactsCmd(opts))
+	registerCompletions(root, opts)
 	root.InitDefaultCompletionCmd()
 	completionExamples := map[string]string{
 		"bash":       "source <(clusterctl completion bash)",
@@ -79,7 +80,7 @@ Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad i
 		if c.Name() != "completion" {
 			continue
 		}
-		c.Example = "  " + strings.Join([]string{completionExamples["bash"], completionExamples["zsh"], completionExamples["fish"]}, "\n  ")
+		c.Example = "  " + strings.Join([]string{completionExamples["bash"], completionExamples["zsh"], completionExamples["fish"], completionExamples["powershell"]}, "\n  ")
 		for _, sub := range c.Commands() {
 			sub.Example = "  " + completionExamples[sub.Name()]
 		}
@@ -140,4 +141,50 @@ func newVersionCmd(opts *globalOptions) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// registerCompletions completes host names from the inventory given with -i (add-node, remove-node, --limit)
+// and the --output values each command takes.
+func registerCompletions(root *cobra.Command, opts *globalOptions) {
+	hosts := func(taken []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if opts.Inventory == "" {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		inv, _, err := inventory.Load(opts.Inventory)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, h := range inv.Hosts {
+			if !slices.Contains(taken, h.Name) && strings.HasPrefix(h.Name, toComplete) {
+				out = append(out, h.Name)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+	for _, c := range root.Commands() {
+		if c.Name() == "add-node" || c.Name() == "remove-node" {
+			c.ValidArgsFunction = func(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return hosts(args, toComplete)
+			}
+		}
+	}
+	_ = root.RegisterFlagCompletionFunc("limit", func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		// --limit a,b,<TAB>: complete the last name, keeping those before.
+		done, last := "", toComplete
+		if i := strings.LastIndex(toComplete, ","); i >= 0 {
+			done, last = toComplete[:i+1], toComplete[i+1:]
+		}
+		names, dir := hosts(strings.Split(done, ","), last)
+		for i := range names {
+			names[i] = done + names[i]
+		}
+		return names, dir
+	})
+	_ = root.RegisterFlagCompletionFunc("output", func(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if extra, ok := cmd.Annotations[outputsAnnotation]; ok {
+			return strings.Split(extra, ","), cobra.ShellCompDirectiveNoFileComp
+		}
+		return []string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp
+	})
 }
