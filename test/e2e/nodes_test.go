@@ -15,6 +15,9 @@ import (
 // preflight without touching the cluster.
 func TestGrowAndShrink(t *testing.T) {
 	full := NewBareCluster(t, lab.Options{Hosts: 5, ControlPlanes: 3}, "") // cp1 cp2 cp3 w1 w2: bare hosts; with three, the node-local proxy runs as a static Pod
+	// hooks of add-node and remove-node, each writing its point and host (first in the file: subsets keep them)
+	hook := `'echo "$CLUSTERCTL_COMMAND.$CLUSTERCTL_HOOK $CLUSTERCTL_HOST" >>` + hookLog + `'`
+	writeFile(t, full.Inventory, "hooks:\n  addNode: {before: ["+hook+"], after: ["+hook+"]}\n  removeNode: {before: ["+hook+"], after: ["+hook+"]}\n"+string(readFile(t, full.Inventory)))
 	small := full.Subset(t, "small", "cp1", "w1")
 	small.Up(t)
 
@@ -36,6 +39,12 @@ func TestGrowAndShrink(t *testing.T) {
 		full.Lab.Run(t, "w2", "rm -f /etc/systemd/system/kubelet.service.d/99-e2e-hold.conf && systemctl daemon-reload")
 		if r.code != 0 {
 			t.Fatalf("add-node w2: exit %d\n%s", r.code, tail(r.stderr, 30))
+		}
+		if got := strings.TrimSpace(full.Lab.Run(t, "w2", "cat "+hookLog)); got != "add-node.before w2\nadd-node.after w2" {
+			t.Errorf("w2's hooks: %q", got)
+		}
+		if got := full.Lab.Run(t, "cp1", "cat "+hookLog+" 2>/dev/null; true"); got != "" {
+			t.Errorf("add-node w2 ran hooks on cp1: %q", got)
 		}
 		for node, name := range forged {
 			if cond := full.MustK(t, "get", "csr", name, "-o", "jsonpath={.status.conditions[*].type}"); cond != "" {
@@ -109,6 +118,11 @@ func TestGrowAndShrink(t *testing.T) {
 	// is the cluster's (remove-node does not edit the user's inventory).
 	threeOne := full.Subset(t, "three-one", "cp1", "cp2", "cp3", "w1")
 	t.Run("remove a worker", func(t *testing.T) {
+		defer func() {
+			if got := strings.TrimSpace(full.Lab.Run(t, "w2", "cat "+hookLog+"; rm -f "+hookLog)); got != "add-node.before w2\nadd-node.after w2\nremove-node.before w2\nremove-node.after w2" {
+				t.Errorf("w2's hooks: %q", got)
+			}
+		}()
 		if _, stderr, code := full.Run(t, "remove-node", "--yes", "w2"); code != 0 {
 			t.Fatalf("remove-node w2: exit %d\n%s", code, tail(stderr, 30))
 		}

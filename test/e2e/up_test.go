@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -44,7 +45,48 @@ func TestUp(t *testing.T) {
 		t.Fatalf("the bare host w1 has a runtime before up:\n%s", out)
 	}
 	sysctls := map[string]string{"cp1": Sysctls(t, c, "cp1"), "w1": Sysctls(t, c, "w1")}
+	appendFile(t, c.Inventory, upHooks)
 	res := c.Up(t)
+
+	t.Run("the inventory's hooks ran where and when they say, with their environment", func(t *testing.T) {
+		for h, want := range map[string]string{"cp1": "up.before cp1 0", "w1": "up.before w1 0\nup.after w1 0", "w2": "up.before w2 0\nup.after w2 0"} {
+			if got := strings.TrimSpace(c.Lab.Run(t, h, "cat "+hookLog)); got != want {
+				t.Errorf("%s's hook log:\n%s\nwant:\n%s", h, got, want)
+			}
+		}
+		// A failing hook stops the command, naming the host, the hook and its stderr, before anything is
+		// pushed (an inventory of the same cluster with one more hook).
+		failing := filepath.Join(filepath.Dir(c.Inventory), "failing-hook.yaml")
+		appendFile(t, failing, string(readFile(t, c.Inventory))+"      - {run: \"echo no disk >&2; exit 3\", roles: [worker]}\n")
+		_, stderr, code := RunClusterctl(t, "up", "-i", failing)
+		if code != 1 || !strings.Contains(stderr, `hook up.before "echo no disk >&2; exit 3" failed: exit status 3: no disk`) || !strings.Contains(stderr, "hooks up.before") {
+			t.Errorf("up with a failing hook: exit %d, want 1 naming the hook and its stderr\n%s", code, tail(stderr, 30))
+		}
+		for _, h := range []string{"cp1", "w1"} {
+			c.Lab.Run(t, h, "rm -f "+hookLog)
+		}
+	})
+
+	t.Run("kubeconfig user: a certificate of the cluster CA, its group's RBAC and nothing more", func(t *testing.T) {
+		conf := filepath.Join(t.TempDir(), "alice.conf")
+		if _, stderr, code := c.Run(t, "kubeconfig", "user", "alice", "--group", "e2e-viewers", "--ttl", "1h", "--out", conf); code != 0 {
+			t.Fatalf("kubeconfig user: exit %d\n%s", code, stderr)
+		}
+		c.MustK(t, "create", "clusterrolebinding", "e2e-viewers", "--clusterrole", "view", "--group", "e2e-viewers")
+		alice := func(args ...string) (string, error) {
+			out, err := exec.Command(c.Kubectl, append([]string{"--kubeconfig", conf, "--request-timeout", "30s"}, args...)...).CombinedOutput()
+			return string(out), err
+		}
+		if out, err := alice("auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"); err != nil || !strings.HasPrefix(out, "alice ") || !strings.Contains(out, "e2e-viewers") {
+			t.Errorf("auth whoami as alice: %v\n%s", err, out)
+		}
+		if out, err := alice("get", "pods", "-n", "kube-system", "-o", "name"); err != nil || !strings.Contains(out, "pod/") {
+			t.Errorf("alice cannot view: %v\n%s", err, out)
+		}
+		if out, err := alice("create", "namespace", "alice-was-here"); err == nil || !strings.Contains(out, "forbidden") {
+			t.Errorf("alice could create a namespace: %v\n%s", err, out)
+		}
+	})
 
 	t.Run("the runtime clusterctl installed runs the Pods", func(t *testing.T) {
 		out := c.Lab.Run(t, "w1", "containerd --version; crictl ps --name kube-proxy -q | grep -c .; systemctl show -p FragmentPath containerd")
@@ -458,6 +500,13 @@ func TestUp(t *testing.T) {
 	t.Run("reset leaves the hosts bare again", func(t *testing.T) {
 		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s", code, stderr)
+		} else if !strings.Contains(stderr, "onFailure: continue") {
+			t.Errorf("reset does not report its failed continue hook:\n%s", tail(stderr, 30))
+		}
+		for _, h := range []string{"cp1", "w1"} {
+			if got := strings.TrimSpace(c.Lab.Run(t, h, "cat "+hookLog+"; rm -f "+hookLog)); got != "reset.before "+h+"\nreset.after "+h {
+				t.Errorf("%s's hook log after reset:\n%s", h, got)
+			}
 		}
 		for _, h := range []string{"cp1", "w1"} {
 			out := c.Lab.Run(t, h, "ls -A /usr/local/bin /opt /var/lib/containerd; ls -d /etc/containerd /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd.before-restore /var/lib/clusterctl /etc/crictl.yaml /etc/systemd/system/containerd.service /etc/systemd/system/kubelet.service 2>/dev/null; systemctl is-active containerd kubelet; true")
@@ -470,6 +519,24 @@ func TestUp(t *testing.T) {
 		}
 	})
 }
+
+// hookLog is where TestUp's hooks write.
+const hookLog = "/var/tmp/clusterctl-e2e-hooks.log"
+
+// upHooks are TestUp's inventory hooks: each writes its point, host and uid; one reset hook fails and goes
+// on. hooks.up.before is the last list: failing-hook.yaml adds to it.
+const upHooks = `hooks:
+  reset:
+    before:
+      - {run: "echo cannot deregister >&2; exit 1", onFailure: continue}
+      - echo "$CLUSTERCTL_COMMAND.$CLUSTERCTL_HOOK $CLUSTERCTL_HOST" >>` + hookLog + `
+    after: ['echo "reset.after $CLUSTERCTL_HOST" >>` + hookLog + `']
+  up:
+    after:
+      - {run: "echo \"$CLUSTERCTL_COMMAND.$CLUSTERCTL_HOOK $CLUSTERCTL_HOST $(id -u)\" >>` + hookLog + `", roles: [worker]}
+    before:
+      - echo "$CLUSTERCTL_COMMAND.$CLUSTERCTL_HOOK $CLUSTERCTL_HOST $(id -u)" >>` + hookLog + `
+`
 
 const crdManifest = `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
