@@ -75,6 +75,9 @@ type deployOptions struct {
 	TokenTTL time.Duration
 	// Timeout bounds each wait for an API server, a node's static Pods, serving certificates.
 	Timeout time.Duration
+	// PKIDir, when set, is where render keeps the PKI and kubeconfigs instead of the state directory (a
+	// dry run of certs rotate renews a copy).
+	PKIDir string
 }
 
 // newDeployment makes a run's deployment on hosts; the first control-plane host is always part of it: the
@@ -193,7 +196,11 @@ func (d *deployment) render(ctx context.Context) error {
 	if err := d.etcdMembership(ctx); err != nil {
 		return err
 	}
-	res, err := render.Render(render.Options{Registry: reg, Inv: d.e.Inv, StateDir: d.e.StateDir, Now: d.o.Now, Renew: d.o.Renew, Images: d.images,
+	stateDir := d.e.StateDir
+	if d.o.PKIDir != "" {
+		stateDir = d.o.PKIDir
+	}
+	res, err := render.Render(render.Options{Registry: reg, Inv: d.e.Inv, StateDir: stateDir, Now: d.o.Now, Renew: d.o.Renew, Images: d.images,
 		KubeletPath: d.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: d.cps,
 		InstallRuntime: d.e.Inv.Cluster.InstallsRuntime(), EtcdJoin: d.etcdJoin, EtcdMembers: d.etcdMembers})
 	if err != nil {

@@ -277,12 +277,17 @@ type RestoreOptions struct {
 	From string
 	// Timeout bounds each wait: the members stopping, quorum, each API server.
 	Timeout time.Duration
+	// DryRun checks the snapshot and every host as a restore does first, and says what it would do in Plan;
+	// nothing is stopped or written.
+	DryRun bool
 }
 
 // RestoreResult is what a restore did.
 type RestoreResult struct {
-	Snapshot string `json:"snapshot"`
-	SHA256   string `json:"sha256"`
+	// Plan is what a dry run would do, in order.
+	Plan     []string `json:"plan,omitempty"`
+	Snapshot string   `json:"snapshot"`
+	SHA256   string   `json:"sha256"`
 	// Revision is the snapshot's; the restored store continues at Revision + a billion.
 	Revision int64 `json:"revision"`
 	// Members are the hosts the new etcd cluster runs on.
@@ -390,6 +395,14 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return res, fmt.Errorf("nothing was changed: %s; a host that is not a control-plane node of this cluster (lost and reinstalled) is left out of the inventory for the restore and added back with add-node", strings.Join(missing, "; "))
+	}
+	if o.DryRun {
+		res.Plan = []string{
+			fmt.Sprintf("stop etcd and the control plane on %s (everything written after revision %d is lost)", strings.Join(names(all), ", "), rev),
+			fmt.Sprintf("restore each member's data directory from the snapshot, a new cluster of %s (the old data kept as %s.before-restore)", strings.Join(initial, ","), kubeadm.EtcdDataDir),
+			"start etcd, wait for quorum; start the control plane, wait for each API server and every node",
+		}
+		return res, nil
 	}
 	st, err := loadRestoreState(e.StateDir, sum, strings.Join(initial, ","))
 	if err != nil {

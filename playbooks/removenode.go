@@ -24,6 +24,10 @@ type RemoveOptions struct {
 	// DrainTimeout bounds the eviction of a node's Pods (PodDisruptionBudgets are respected: an eviction
 	// they refuse is retried until then).
 	DrainTimeout time.Duration
+	// DryRun changes nothing: Record gets, per host, what the removal would do (read from the cluster,
+	// etcd and the host).
+	DryRun bool
+	Record func(host, action string)
 }
 
 // RemoveNode takes hosts out of the cluster one at a time: cordon, drain (evictions, which respect
@@ -32,7 +36,7 @@ type RemoveOptions struct {
 // host that cannot be reached is still removed from the cluster, and reported.
 func RemoveNode(ctx context.Context, e *Env, hostNames []string, o RemoveOptions) error {
 	if o.DrainTimeout == 0 {
-		o.DrainTimeout = 2 * time.Minute
+		o.DrainTimeout = 5 * time.Minute
 	}
 	cp1, err := e.firstControlPlane()
 	if err != nil {
@@ -55,6 +59,12 @@ func RemoveNode(ctx context.Context, e *Env, hostNames []string, o RemoveOptions
 	}
 	for _, h := range hosts {
 		r := &removal{e: e, o: o, h: h, admin: admin}
+		if o.DryRun {
+			if err := r.plan(ctx); err != nil {
+				return fmt.Errorf("%s: %w", h.Name, err)
+			}
+			continue
+		}
 		steps := []Step{
 			// hooks.removeNode.before on the host, when it can be reached
 			{Name: "hooks-before", Run: r.hooks("before")},
@@ -136,6 +146,24 @@ func (r *removal) drain(ctx context.Context) error {
 // removeMember removes the host's etcd member, through another member (etcdmember refuses if etcd would
 // lose quorum).
 func (r *removal) removeMember(ctx context.Context) error {
+	peer, err := r.peer()
+	if err != nil {
+		return err
+	}
+	ec, err := r.e.etcdExcept(ctx, r.h)
+	if err != nil {
+		return err
+	}
+	defer ec.Close()
+	removed, err := ec.Remove(ctx, peer)
+	if removed {
+		r.e.say("remove-node", r.h.Name, "etcd member removed")
+	}
+	return err
+}
+
+// peer is the host's etcd peer URL: its internalAddress, else its Node's, else its address.
+func (r *removal) peer() (string, error) {
 	ip := r.h.InternalAddress
 	if ip == "" && r.node != nil {
 		ip = nodes.InternalIP(r.node)
@@ -144,18 +172,9 @@ func (r *removal) removeMember(ctx context.Context) error {
 		ip = r.h.Address
 	}
 	if ip == "" {
-		return fmt.Errorf("cannot tell %s's etcd peer address: set its internalAddress in the inventory", r.h.Name)
+		return "", fmt.Errorf("cannot tell %s's etcd peer address: set its internalAddress in the inventory", r.h.Name)
 	}
-	ec, err := r.e.etcdExcept(ctx, r.h)
-	if err != nil {
-		return err
-	}
-	defer ec.Close()
-	removed, err := ec.Remove(ctx, "https://"+net.JoinHostPort(ip, strconv.Itoa(kubeadm.PortEtcdPeer)))
-	if removed {
-		r.e.say("remove-node", r.h.Name, "etcd member removed")
-	}
-	return err
+	return "https://" + net.JoinHostPort(ip, strconv.Itoa(kubeadm.PortEtcdPeer)), nil
 }
 
 func (r *removal) deleteNode(ctx context.Context) error {
@@ -177,6 +196,64 @@ func (r *removal) reset(ctx context.Context) error {
 	}
 	r.wasReset = err == nil
 	return err
+}
+
+// plan records, through o.Record, what a removal of the host would do, reading the cluster and the host and
+// changing neither.
+func (r *removal) plan(ctx context.Context) error {
+	say := func(format string, a ...any) { r.o.Record(r.h.Name, fmt.Sprintf(format, a...)) }
+	dryHooks := func(when string) error {
+		return r.e.runHooks(ctx, hooks.Point{Command: inventory.HookRemoveNode, When: when}, []*inventory.Host{r.h}, true, r.o.Record)
+	}
+	if err := dryHooks("before"); err != nil {
+		return err
+	}
+	node, err := r.admin.Kube.CoreV1().Nodes().Get(ctx, r.h.NodeName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		say("%s is not a Node of the cluster: no cordon, drain or delete", r.h.NodeName)
+	case err != nil:
+		return err
+	default:
+		r.node = node
+		pods, err := nodes.Evictable(ctx, r.admin.Kube, r.h.NodeName)
+		if err != nil {
+			return err
+		}
+		say("cordon %s", r.h.NodeName)
+		if len(pods) == 0 {
+			say("drain: no Pod to evict")
+		} else {
+			say("drain: evict %d Pod(s) (PodDisruptionBudgets respected, up to %s): %s", len(pods), r.o.DrainTimeout, strings.Join(pods, ", "))
+		}
+	}
+	if r.notEtcdMember() == "" {
+		peer, err := r.peer()
+		if err != nil {
+			return err
+		}
+		ec, err := r.e.etcdExcept(ctx, r.h)
+		if err != nil {
+			return err
+		}
+		defer ec.Close()
+		m, err := ec.CanRemove(ctx, peer)
+		switch {
+		case err != nil:
+			return err
+		case m == nil:
+			say("no etcd member at %s: nothing to remove", peer)
+		default:
+			say("remove etcd member %s (%s) through another member; quorum is kept", m.Name, peer)
+		}
+	}
+	if r.node != nil {
+		say("delete Node %s", r.h.NodeName)
+	}
+	if _, err := Reset(ctx, r.e, ResetOptions{Hosts: []*inventory.Host{r.h}, DryRun: true, Record: func(_, a string) { say("reset: %s", a) }}); err != nil {
+		say("reset: %v (the host is removed from the cluster all the same)", err)
+	}
+	return dryHooks("after")
 }
 
 func (r *removal) notReset() string {

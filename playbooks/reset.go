@@ -26,6 +26,10 @@ type ResetOptions struct {
 	// Hooks runs the inventory's hooks of reset before and after, on the hosts reached (remove-node runs
 	// its own instead).
 	Hooks bool
+	// DryRun changes nothing: Record gets, per host, what reset would do there (the membership check and
+	// the hooks are the real ones; the rest is read from the host).
+	DryRun bool
+	Record func(host, action string)
 }
 
 // ErrNotMember is the error of a host reset refuses: it carries another cluster's mark.
@@ -104,7 +108,7 @@ func (r *resetRun) hooks(when string, on func() []string) func(context.Context) 
 		for _, name := range on() {
 			hosts = append(hosts, r.e.Inv.Host(name))
 		}
-		return r.e.runHooks(ctx, hooks.Point{Command: inventory.HookReset, When: when}, hosts, false, nil)
+		return r.e.runHooks(ctx, hooks.Point{Command: inventory.HookReset, When: when}, hosts, r.o.DryRun, r.o.Record)
 	}
 }
 
@@ -132,12 +136,23 @@ func (r *resetRun) reset(ctx context.Context) error {
 		runtime = append(runtime, kubeadm.ContainerdUnit)
 	}
 	script := []byte(scripts.Reset(binaries, runtime, transport.BackupDir, transport.AbsentSuffix))
+	plan := scripts.ResetPlan(binaries, runtime, transport.BackupDir)
 	var err error
 	r.results, err = e.play(ctx, Play{Name: "reset", Hosts: r.reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
 		conn := e.Conn(name)
 		if err := apply.CheckMember(ctx, conn, marks, r.o.Force); err != nil {
 			if errors.Is(err, transport.ErrSkipped) {
 				e.say("reset", name, "no %s: clusterctl made nothing here; left alone (--force resets it anyway)", kubeadm.MemberPath)
+			}
+			return false, err
+		}
+		if r.o.DryRun {
+			actions, err := apply.ResetPlan(ctx, conn, plan)
+			if len(actions) == 0 && err == nil {
+				actions = []string{"nothing of clusterctl's is left to undo"}
+			}
+			for _, a := range actions {
+				r.o.Record(name, a)
 			}
 			return false, err
 		}

@@ -3,9 +3,16 @@ package playbooks
 import (
 	"context"
 	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
 )
 
@@ -18,6 +25,10 @@ type RotateOptions struct {
 	Only    []string
 	Timeout time.Duration // per node, for its static Pods to come back ready
 	Now     func() time.Time
+	// DryRun renews a copy of the PKI (made in the state directory, removed after) and finds, per host,
+	// the files the rotation would change and what would restart; nothing changes on the hosts or in the
+	// state directory.
+	DryRun bool
 }
 
 // RotateResult is what a rotation renewed, and how long each control-plane node took.
@@ -26,6 +37,8 @@ type RotateResult struct {
 	Nodes   []PhaseTiming `json:"nodes"`
 	// Serving are the nodes whose kubelet requested a new serving certificate (approved and issued).
 	Serving []string `json:"serving"`
+	// Plan is what a dry run found would change on each host.
+	Plan []HostPlan `json:"plan,omitempty"`
 }
 
 // ServingName names the kubelet serving certificates in --only.
@@ -45,12 +58,24 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	d, err := newDeployment(e, allHosts(e.Inv), deployOptions{Now: o.Now, Timeout: o.Timeout,
-		Renew: &render.Renewal{IssuedBefore: o.Now().Add(-o.Fresh), NewKeys: o.NewKeys, Only: o.Only}})
+	dopts := deployOptions{Now: o.Now, Timeout: o.Timeout, DryRun: o.DryRun,
+		Renew: &render.Renewal{IssuedBefore: o.Now().Add(-o.Fresh), NewKeys: o.NewKeys, Only: o.Only}}
+	if o.DryRun {
+		dir, err := copyPKI(e.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		dopts.PKIDir = dir
+	}
+	d, err := newDeployment(e, allHosts(e.Inv), dopts)
 	if err != nil {
 		return nil, err
 	}
 	res := &RotateResult{Renewed: []string{}, Serving: []string{}}
+	if o.DryRun {
+		return res, rotatePlan(ctx, d, o, res)
+	}
 	steps := []Step{
 		{Name: "preflight", Run: func(ctx context.Context) error { _, err := d.preflight(ctx, PreflightOptions{}); return err }},
 		{Name: "render", Run: func(ctx context.Context) error {
@@ -94,4 +119,74 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 	}
 	_, err = runSteps(ctx, runOptions{Sink: e.Sink}, steps)
 	return res, err
+}
+
+// rotatePlan is a dry run's rotation: preflight, the renewal made on the copy, each host's files compared
+// with what it has.
+func rotatePlan(ctx context.Context, d *deployment, o RotateOptions, res *RotateResult) error {
+	if _, err := d.preflight(ctx, PreflightOptions{}); err != nil {
+		return err
+	}
+	if err := d.render(ctx); err != nil {
+		return err
+	}
+	for _, ch := range d.rendered.Changes {
+		res.Renewed = append(res.Renewed, ch.What)
+	}
+	if err := d.prepare(); err != nil {
+		return err
+	}
+	if _, err := d.push(ctx, "plan", names(d.hosts), d.e.Forks); err != nil {
+		return err
+	}
+	if len(o.Only) == 0 || slices.Contains(o.Only, ServingName) {
+		for _, h := range d.nodes() {
+			d.record(h.Name, apply.Outcome{Actions: []string{fmt.Sprintf("kubelet serving certificate requested anew if issued before %s", o.Now().Add(-o.Fresh).UTC().Format(time.RFC3339))}})
+		}
+	}
+	res.Plan = d.plan()
+	return nil
+}
+
+// copyPKI copies the state directory's PKI, kubeconfigs and admin.conf, modes kept, into a new directory of
+// it (0700), for a dry run to renew.
+func copyPKI(stateDir string) (dir string, err error) {
+	if dir, err = os.MkdirTemp(stateDir, ".dry-run-"); err != nil {
+		return "", err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	for _, sub := range []string{"pki", "kubeconfig", "admin.conf"} {
+		err := filepath.WalkDir(filepath.Join(stateDir, sub), func(p string, de fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(stateDir, p)
+			if err != nil {
+				return err
+			}
+			if de.IsDir() {
+				return os.MkdirAll(filepath.Join(dir, rel), 0o700)
+			}
+			if !de.Type().IsRegular() {
+				return fmt.Errorf("%s is not a regular file", p)
+			}
+			info, err := de.Info()
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return pki.WriteFile(filepath.Join(dir, rel), data, info.Mode().Perm())
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
+	return dir, nil
 }

@@ -163,6 +163,7 @@ type rotateOptions struct {
 	fresh   time.Duration
 	timeout time.Duration
 	ca      bool
+	dryRun  bool
 }
 
 func newRotateCmd(g *globalOptions) *cobra.Command {
@@ -197,8 +198,14 @@ resumes:
   4 sign      kubelets request new serving certificates (of the new kubelet serving CA) and get new
               tokens for their Pods
   5 finish    once no host presents a certificate of the old CAs, they leave every bundle
-The old service-account key stays accepted while legacy token Secrets it signed remain (reported).`,
-		Example: `  clusterctl certs rotate -i hosts.yaml --yes
+The old service-account key stays accepted while legacy token Secrets it signed remain (reported).
+
+--dry-run renews a copy of the PKI (made in the state directory and removed after), runs preflight, and
+prints what would be renewed and, per host, the files that would change and what would restart; with
+--ca it prints the stages and which a run would apply next. Nothing changes on the hosts or in the state
+directory.`,
+		Example: `  clusterctl certs rotate -i hosts.yaml --dry-run
+  clusterctl certs rotate -i hosts.yaml --yes
   clusterctl certs rotate -i hosts.yaml --only apiserver,admin.conf --new-keys --yes
   clusterctl certs rotate -i hosts.yaml --ca --yes`,
 		Args: cobra.NoArgs,
@@ -213,6 +220,7 @@ The old service-account key stays accepted while legacy token Secrets it signed 
 	cmd.Flags().DurationVar(&o.fresh, "fresh", 24*time.Hour, "leave certificates issued more recently than this alone (0 renews all)")
 	cmd.Flags().DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each wait may take (a node's static Pods, rollouts, certificates)")
 	cmd.Flags().BoolVar(&o.ca, "ca", false, "replace the CAs and the service-account key, in resumable stages (see above)")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what would be renewed and, per host, what would change and restart; change nothing")
 	return cmd
 }
 
@@ -223,6 +231,9 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 				return usageError("--%s does not apply to --ca: a CA rotation issues every certificate anew", f)
 			}
 		}
+		if o.dryRun {
+			return dryRotateCA(g)
+		}
 		return runRotateCA(cmd, g, o)
 	}
 	view := g.progressView()
@@ -231,6 +242,9 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 		return err
 	}
 	defer env.Close()
+	if o.dryRun {
+		return dryRotate(cmd, g, o, env, view)
+	}
 	if !o.yes {
 		if err := confirm(g, "certs rotate restarts etcd and the control plane on each control-plane node in turn",
 			fmt.Sprintf("renew the certificates of cluster %q and restart its control plane node by node? [y/N] ", env.Inv.Cluster.Name), yes); err != nil {
@@ -304,5 +318,57 @@ func runRotateCA(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 		fmt.Fprintf(g.stdout, "restarted %s\n", w)
 	}
 	fmt.Fprintf(g.stdout, "the cluster's CAs are replaced (%.0fs)\n", time.Since(start).Seconds())
+	return nil
+}
+
+// dryRotate prints what certs rotate would renew, and per host what would change.
+func dryRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions, env *playbooks.Env, view *eventView) error {
+	res, err := playbooks.RotateCerts(cmd.Context(), env, playbooks.RotateOptions{Fresh: o.fresh, NewKeys: o.newKeys,
+		Only: o.only, Timeout: o.timeout, DryRun: true})
+	view.Recap()
+	if g.Output == "json" {
+		if werr := writeResultLine(g.stdout, "rotate_plan", res, err, nil, 0); werr != nil {
+			return werr
+		}
+		return failedOnHosts(err)
+	}
+	if err != nil {
+		return failedOnHosts(err)
+	}
+	for _, r := range res.Renewed {
+		fmt.Fprintf(g.stdout, "would renew %s\n", r)
+	}
+	total := printHostPlans(g.stdout, res.Plan)
+	fmt.Fprintf(g.stdout, "dry run: %d renewal(s), %d change(s) on %d host(s); nothing was changed\n", len(res.Renewed), total, len(res.Plan))
+	return nil
+}
+
+// dryRotateCA prints the CA rotation's stages and where a run would start.
+func dryRotateCA(g *globalOptions) error {
+	_, state, _, err := loadWithState(g, stateCluster)
+	if err != nil {
+		return err
+	}
+	st := &pki.Store{Dir: filepath.Join(state, "pki")}
+	rot, err := st.Rotation()
+	if err != nil {
+		return err
+	}
+	done := 0
+	if rot != nil {
+		done = rot.Done
+	}
+	for stage := pki.StageGenerate; stage <= pki.StageFinish; stage++ {
+		mark := "to do"
+		if stage <= done {
+			mark = "done"
+		}
+		fmt.Fprintf(g.stdout, "  %d %-8s %s\n", stage, pki.StageNames[stage], mark)
+	}
+	if done == 0 {
+		fmt.Fprintln(g.stdout, "dry run: no CA rotation under way; --ca would run the five stages; nothing was changed")
+	} else {
+		fmt.Fprintf(g.stdout, "dry run: a CA rotation is under way (started %s); --ca resumes it at stage %d; nothing was changed\n", rot.Started.Format(time.RFC3339), done+1)
+	}
 	return nil
 }

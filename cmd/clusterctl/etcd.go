@@ -172,7 +172,7 @@ directory's keys.`,
 func newEtcdRestoreCmd(g *globalOptions) *cobra.Command {
 	var ssh sshOptions
 	var from string
-	var assumeYes bool
+	var assumeYes, dryRun bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "restore --from FILE",
@@ -191,8 +191,10 @@ inventory (its control-plane hosts, when etcd is stacked on them):
 
 Everything written to the cluster after the snapshot is lost. Hosts that are lost are left out of the
 inventory: restore onto the others, then add them back with add-node. An interrupted restore is resumed
-by running the same command again.`,
-		Example: `  clusterctl etcd restore -i hosts.yaml --from backup.db
+by running the same command again. --dry-run checks the snapshot and every host (steps 1 and the checks
+of 2) and prints the plan; nothing is stopped or written.`,
+		Example: `  clusterctl etcd restore -i hosts.yaml --from backup.db --dry-run
+  clusterctl etcd restore -i hosts.yaml --from backup.db
   clusterctl etcd restore -i survivors.yaml --from backup.db --yes && clusterctl add-node -i hosts.yaml cp2 cp3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -210,7 +212,7 @@ by running the same command again.`,
 				return err
 			}
 			defer env.Close()
-			if !assumeYes {
+			if !assumeYes && !dryRun {
 				var cps []string
 				for _, h := range env.Inv.ControlPlanes() {
 					cps = append(cps, h.Name)
@@ -221,7 +223,7 @@ by running the same command again.`,
 				}
 			}
 			start := time.Now()
-			res, err := playbooks.EtcdRestore(cmd.Context(), env, playbooks.RestoreOptions{From: from, Timeout: timeout})
+			res, err := playbooks.EtcdRestore(cmd.Context(), env, playbooks.RestoreOptions{From: from, Timeout: timeout, DryRun: dryRun})
 			view.Recap()
 			if g.Output == "json" && res != nil {
 				if werr := writeResultLine(g.stdout, "etcd_restore", res, err, nil, time.Since(start)); werr != nil {
@@ -230,6 +232,14 @@ by running the same command again.`,
 			}
 			if err != nil {
 				return failedOnHosts(err)
+			}
+			if g.Output != "json" && dryRun {
+				fmt.Fprintf(g.stdout, "snapshot %s (sha256 %s, revision %d) can be restored onto %s; a restore would:\n", res.Snapshot, res.SHA256, res.Revision, strings.Join(res.Members, ", "))
+				for i, line := range res.Plan {
+					fmt.Fprintf(g.stdout, "  %d. %s\n", i+1, line)
+				}
+				fmt.Fprintln(g.stdout, "dry run: nothing was changed")
+				return nil
 			}
 			if g.Output != "json" {
 				fmt.Fprintf(g.stdout, "restored etcd from %s on %s in %.1fs\n", res.Snapshot, strings.Join(res.Members, ", "), time.Since(start).Seconds())
@@ -247,6 +257,7 @@ by running the same command again.`,
 	ssh.addFlags(cmd)
 	cmd.Flags().StringVar(&from, "from", "", "the snapshot file (from clusterctl etcd snapshot or etcdctl snapshot save)")
 	cmd.Flags().BoolVar(&assumeYes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the snapshot and every host, print what a restore would do; change nothing")
 	cmd.Flags().DurationVar(&timeout, "node-timeout", 5*time.Minute, "how long each wait may take (the members to stop, quorum, each API server)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "")
 	_ = cmd.Flags().MarkDeprecated("timeout", "use --node-timeout, as every command does")

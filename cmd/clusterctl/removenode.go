@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 type removeNodeOptions struct {
 	ssh          sshOptions
 	yes          bool
+	dryRun       bool
 	drainTimeout time.Duration
 }
 
@@ -27,8 +29,11 @@ control-plane node with stacked etcd, or an etcd host (external etcd), its etcd 
 the etcd API (through another member), refused when the remaining members could not keep quorum; the Node deleted; then the host reset as clusterctl reset does. A host that
 cannot be reached is still removed from the cluster and reported. Remove the host from the inventory
 afterwards. The first control-plane host of the inventory is how clusterctl reaches the cluster and
-cannot be removed: put another control-plane host first.`,
-		Example: `  clusterctl remove-node -i hosts.yaml w3 --yes
+cannot be removed: put another control-plane host first. --dry-run reads the cluster, etcd and the host
+and prints what the removal would do (the Pods it would evict, the etcd member, what reset would undo,
+the hooks); nothing changes.`,
+		Example: `  clusterctl remove-node -i hosts.yaml w3 --dry-run
+  clusterctl remove-node -i hosts.yaml w3 --yes
   clusterctl remove-node -i hosts.yaml cp3 --drain-timeout 5m`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -37,6 +42,7 @@ cannot be removed: put another control-plane host first.`,
 	}
 	o.ssh.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print, per host, what the removal would do (read from the cluster, etcd and the host); change nothing")
 	cmd.Flags().DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, drainTimeoutUsage)
 	return cmd
 }
@@ -51,6 +57,9 @@ func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, n
 	if err := hostArgs(g, env.Inv, "remove-node", names); err != nil {
 		return err
 	}
+	if o.dryRun {
+		return dryRemove(cmd, g, o, env, view, names)
+	}
 	if !o.yes {
 		if err := confirm(g, "remove-node drains and resets "+strings.Join(names, ", "),
 			fmt.Sprintf("remove %s from cluster %q (drain, delete, reset)? [y/N] ", strings.Join(names, ", "), env.Inv.Cluster.Name), yes); err != nil {
@@ -63,5 +72,36 @@ func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, n
 		return failedOnHosts(err)
 	}
 	fmt.Fprintf(g.stdout, "removed %s; remove it from the inventory\n", strings.Join(names, ", "))
+	return nil
+}
+
+// dryRemove prints what remove-node would do on each named host.
+func dryRemove(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, env *playbooks.Env, view *eventView, names []string) error {
+	var mu sync.Mutex
+	actions := map[string][]string{}
+	err := playbooks.RemoveNode(cmd.Context(), env, names, playbooks.RemoveOptions{DrainTimeout: o.drainTimeout, DryRun: true,
+		Record: func(host, action string) {
+			mu.Lock()
+			actions[host] = append(actions[host], action)
+			mu.Unlock()
+		}})
+	view.Recap()
+	var plans []playbooks.HostPlan
+	for _, n := range names {
+		plans = append(plans, playbooks.HostPlan{Host: n, Files: []playbooks.PlannedFile{}, Actions: actions[n]})
+	}
+	if g.Output == "json" {
+		if werr := writeResultLine(g.stdout, "remove_node_plan", struct {
+			Plan []playbooks.HostPlan `json:"plan"`
+		}{plans}, err, nil, 0); werr != nil {
+			return werr
+		}
+		return failedOnHosts(err)
+	}
+	if err != nil {
+		return failedOnHosts(err)
+	}
+	total := printHostPlans(g.stdout, plans)
+	fmt.Fprintf(g.stdout, "dry run: %d action(s) on %d host(s); nothing was changed\n", total, len(plans))
 	return nil
 }

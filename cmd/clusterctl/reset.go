@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +16,7 @@ type resetOptions struct {
 	yes         bool
 	removeState bool
 	force       bool
+	dryRun      bool
 }
 
 func newResetCmd(g *globalOptions) *cobra.Command {
@@ -42,8 +44,10 @@ the same: everything listed above is removed from them, whoever made it (/etc/ku
 
 The cluster's data (etcd) is destroyed. Without --yes, reset asks for the cluster's name on a terminal
 and refuses to run otherwise. The local state directory (PKI, admin.conf) is kept unless --remove-state:
-a later up then makes a cluster with the same CA.`,
+a later up then makes a cluster with the same CA. --dry-run connects, checks each host's mark, and
+prints per host the hooks reset would run and what of the above is there to undo; nothing changes.`,
 		Example: `  clusterctl reset -i hosts.yaml
+  clusterctl reset -i hosts.yaml --dry-run
   clusterctl reset -i hosts.yaml --yes --remove-state    # CI: throwaway clusters
   clusterctl reset -i hosts.yaml --limit w3 --yes`,
 		Args: cobra.NoArgs,
@@ -53,6 +57,7 @@ a later up then makes a cluster with the same CA.`,
 	}
 	o.ssh.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print, per host, the hooks reset would run and what of clusterctl's it would undo there; change nothing")
 	cmd.Flags().BoolVar(&o.removeState, "remove-state", false, "also remove the local state directory (the cluster's PKI and kubeconfigs)")
 	cmd.Flags().BoolVar(&o.force, "force", false, "also reset hosts without this cluster's mark: removes /etc/kubernetes/pki, /var/lib/kubelet, /var/lib/etcd, every k8s.io container and the KUBE- iptables chains there, whoever made them")
 	return cmd
@@ -60,11 +65,17 @@ a later up then makes a cluster with the same CA.`,
 
 func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 	view := g.progressView()
-	env, err := openEnv(g, &o.ssh, view)
+	env, created, err := openEnvNeeding(g, &o.ssh, view, stateCreate)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
+	if o.dryRun {
+		if created {
+			defer dropNewState(env.StateDir)
+		}
+		return dryReset(cmd, g, o, env, view)
+	}
 	if !o.yes {
 		name := env.Inv.Cluster.Name
 		if err := confirm(g, fmt.Sprintf("reset destroys the cluster on %d host(s)", len(env.Hosts)),
@@ -99,6 +110,42 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 	}
 	fmt.Fprintf(g.stdout, "reset %d host(s)%s; the state directory %s is kept (the next up reuses its CA)\n", len(results)-skipped, leftAlone(skipped), env.StateDir)
 	return nil
+}
+
+// dryReset prints what reset would do on each host: its hooks, and what of clusterctl's is there to undo.
+func dryReset(cmd *cobra.Command, g *globalOptions, o *resetOptions, env *playbooks.Env, view *eventView) error {
+	var mu sync.Mutex
+	actions := map[string][]string{}
+	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{Force: o.force, Hooks: true, DryRun: true,
+		Record: func(host, action string) {
+			mu.Lock()
+			actions[host] = append(actions[host], action)
+			mu.Unlock()
+		}})
+	view.Recap()
+	var plans []playbooks.HostPlan
+	for _, h := range env.Hosts {
+		plans = append(plans, playbooks.HostPlan{Host: h.Name, Files: []playbooks.PlannedFile{}, Actions: actions[h.Name]})
+	}
+	if g.Output == "json" {
+		if werr := writeResultLine(g.stdout, "reset_plan", struct {
+			Plan []playbooks.HostPlan `json:"plan"`
+		}{plans}, err, nil, 0); werr != nil {
+			return werr
+		}
+		return failedOnHosts(err)
+	}
+	for _, r := range results {
+		switch {
+		case r.Status == transport.StatusSkipped:
+			fmt.Fprintf(g.stdout, "%s: left alone: no mark of this cluster (--force would reset it)\n", r.Host)
+		case r.Err != nil:
+			fmt.Fprintf(g.stdout, "%s: %v\n", r.Host, r.Err)
+		}
+	}
+	total := printHostPlans(g.stdout, plans)
+	fmt.Fprintf(g.stdout, "dry run: %d action(s) on %d host(s); nothing was changed\n", total, len(plans))
+	return failedOnHosts(err)
 }
 
 func leftAlone(n int) string {

@@ -191,13 +191,26 @@ func (c *Client) Promote(ctx context.Context, id uint64, timeout time.Duration) 
 // Remove removes the member with peerURL, refusing when the remaining voting members could not keep quorum
 // (more than half of them started).
 func (c *Client) Remove(ctx context.Context, peerURL string) (bool, error) {
+	m, err := c.CanRemove(ctx, peerURL)
+	if m == nil || err != nil {
+		return false, err
+	}
+	if err := whileUnhealthy(ctx, func(ctx context.Context) error { _, err := c.c.MemberRemove(ctx, m.ID); return err }); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// CanRemove finds the member with peerURL (nil when there is none) and says, as an error, why removing it
+// would cost quorum.
+func (c *Client) CanRemove(ctx context.Context, peerURL string) (*Member, error) {
 	members, err := c.List(ctx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	m := Find(members, peerURL)
 	if m == nil {
-		return false, nil
+		return nil, nil
 	}
 	voters, started := 0, 0
 	for _, o := range members {
@@ -210,10 +223,7 @@ func (c *Client) Remove(ctx context.Context, peerURL string) (bool, error) {
 		}
 	}
 	if !m.Learner && (voters == 0 || started <= voters/2) {
-		return false, fmt.Errorf("removing %s would leave %d started of %d voting members: etcd would lose quorum", peerURL, started, voters)
+		return m, fmt.Errorf("removing %s would leave %d started of %d voting members: etcd would lose quorum", peerURL, started, voters)
 	}
-	if err := whileUnhealthy(ctx, func(ctx context.Context) error { _, err := c.c.MemberRemove(ctx, m.ID); return err }); err != nil {
-		return false, err
-	}
-	return true, nil
+	return m, nil
 }

@@ -164,6 +164,24 @@ func DrainRound(ctx context.Context, kube kubernetes.Interface, nodeName string)
 	return left, nil
 }
 
+// Evictable lists the Pods a drain of the node would evict (namespace/name): all but DaemonSet and static
+// Pods, and those that ended.
+func Evictable(ctx context.Context, kube kubernetes.Interface, nodeName string) ([]string, error) {
+	list, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := range list.Items {
+		p := &list.Items[i]
+		if Daemon(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	return out, nil
+}
+
 // Daemon reports whether a Pod stays on its node through a drain: DaemonSet Pods and static Pods.
 func Daemon(p *corev1.Pod) bool {
 	if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {

@@ -255,6 +255,15 @@ func Reset(binaries, runtime []string, backupDir, absentSuffix string) string {
 	}{binaries, runtime, backupDir, absentSuffix, kubeadm.SysctlBefore, cni.NetworkdDropInPath})
 }
 
+// ResetPlan is Reset's read-only twin: it prints, as "action: " lines, what Reset would undo on the host.
+func ResetPlan(binaries, runtime []string, backupDir string) string {
+	return render("reset-plan.sh", struct {
+		Binaries, Runtime      []string
+		Backup                 string
+		SysctlBefore, Networkd string
+	}{binaries, runtime, backupDir, kubeadm.SysctlBefore, cni.NetworkdDropInPath})
+}
+
 // EtcdHold is where a restore keeps a node's etcd and control-plane manifests while they must not run.
 const EtcdHold = kubeadm.StateDir + "/etcd-restore/held"
 

@@ -497,6 +497,40 @@ func TestUp(t *testing.T) {
 		snapshotRestore(t, c, []string{"cp1"}, []string{"w1", "w2"})
 	})
 
+	t.Run("dry runs of remove-node, certs rotate, etcd restore and reset say what they would do and change nothing", func(t *testing.T) {
+		pkiBefore := dirDigest(t, filepath.Join(c.StateDir, "pki"))
+		nodesBefore := c.MustK(t, "get", "nodes", "-o", "jsonpath={.items[*].spec.unschedulable}")
+		for _, tc := range []struct {
+			args []string
+			want []string
+		}{
+			{[]string{"remove-node", "w2", "--dry-run"}, []string{"cordon w2", "drain: evict", "delete Node w2", "reset: remove /var/lib/kubelet", "dry run:"}},
+			{[]string{"certs", "rotate", "--dry-run", "--fresh", "0"}, []string{"would renew", "cp1:", "dry run:"}},
+			{[]string{"etcd", "restore", "--from", c.Snapshot(t), "--dry-run"}, []string{"can be restored onto cp1", "nothing was changed"}},
+			{[]string{"reset", "--dry-run"}, []string{"run hook reset.before", "remove /var/lib/etcd", "dry run:"}},
+		} {
+			stdout, stderr, code := c.Run(t, tc.args...)
+			for _, w := range tc.want {
+				if code != 0 || !strings.Contains(stdout, w) {
+					t.Errorf("%v: exit %d, stdout lacks %q\n%s\n%s", tc.args, code, w, stdout, tail(stderr, 20))
+					break
+				}
+			}
+		}
+		if after := dirDigest(t, filepath.Join(c.StateDir, "pki")); after != pkiBefore {
+			t.Error("a dry run changed the state directory's PKI")
+		}
+		if left, _ := filepath.Glob(filepath.Join(c.StateDir, ".dry-run-*")); len(left) > 0 {
+			t.Errorf("certs rotate --dry-run left %v", left)
+		}
+		if after := c.MustK(t, "get", "nodes", "-o", "jsonpath={.items[*].spec.unschedulable}"); after != nodesBefore {
+			t.Errorf("a dry run cordoned a node: %q, was %q", after, nodesBefore)
+		}
+		if out := c.Lab.Run(t, "cp1", "systemctl is-active kubelet; cat "+hookLog+" 2>/dev/null; true"); strings.TrimSpace(out) != "active" {
+			t.Errorf("after the dry runs, cp1: %s", out)
+		}
+	})
+
 	t.Run("reset leaves the hosts bare again", func(t *testing.T) {
 		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s", code, stderr)

@@ -1,0 +1,29 @@
+# Managed by clusterctl: what `clusterctl reset` would undo on this host, read only ("action: " lines).
+set -u
+systemctl is-active -q kubelet.service && echo "action: stop and disable the kubelet"
+grep -qs 'Managed by clusterctl' /etc/systemd/system/etcd.service && echo "action: stop and remove the etcd member's unit (external etcd)"
+[ -f /etc/systemd/system/clusterctl-pod-routes.service ] && echo "action: remove the pod routes and the Service rule, and their unit"
+[ -f {{q .Networkd}} ] && echo "action: remove systemd-networkd's drop-in {{.Networkd}}"
+if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
+  n=$(ctr -n k8s.io containers ls -q 2>/dev/null | grep -c .)
+  [ "$n" -gt 0 ] && echo "action: kill and delete the $n containers of containerd's k8s.io namespace"
+fi
+for cmd in iptables ip6tables; do
+  command -v $cmd-save >/dev/null 2>&1 || continue
+  n=$($cmd-save 2>/dev/null | grep -c '^:KUBE-')
+  [ "$n" -gt 0 ] && echo "action: remove $n KUBE-* chains of $cmd and the rules jumping to them"
+done
+for p in /etc/kubernetes/pki /etc/kubernetes/manifests /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/log/pods \
+  /etc/cni/net.d/10-clusterctl-bridge.conflist /etc/systemd/system/kubelet.service /etc/containerd/config.toml /var/lib/clusterctl; do
+  [ -e "$p" ] && echo "action: remove $p"
+done
+{{- range .Binaries}}
+[ -e {{q .}} ] && echo "action: remove {{.}}"
+{{- end}}
+{{- if .Runtime}}
+[ -f /etc/systemd/system/containerd.service ] && echo "action: stop containerd, remove its unit, binaries and state (images included)"
+{{- end}}
+backup={{q .Backup}}
+[ -d $backup ] && echo "action: put back the host's own files up replaced: $(find $backup -type f | wc -l)"
+[ -f {{q .SysctlBefore}} ] && echo "action: put the kernel settings back as they were before up"
+exit 0
