@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Every command's --help works, exits 0 and says what the command is.
@@ -161,5 +162,36 @@ func TestCompletion(t *testing.T) {
 		if code != 0 || strings.Join(got, " ") != strings.Join(tc.want, " ") {
 			t.Errorf("%v: exit %d, %v; want %v", tc.args, code, got, tc.want)
 		}
+	}
+}
+
+// One vocabulary: every command that changes hosts has --dry-run; the same flag means the same everywhere.
+func TestVocabulary(t *testing.T) {
+	root := newRootCmd(&bytes.Buffer{}, &bytes.Buffer{})
+	for _, path := range []string{"up", "add-node", "remove-node", "reset", "upgrade", "certs rotate", "etcd restore"} {
+		c, _, err := root.Find(strings.Fields(path))
+		if err != nil || c.Flags().Lookup("dry-run") == nil {
+			t.Errorf("%s has no --dry-run", path)
+		}
+	}
+	defaults := map[string]string{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Deprecated != "" || f.Name == "out" || f.Name == "dir" {
+				return // --out and --dir name what each command writes or reads: their defaults differ
+			}
+			if d, ok := defaults[f.Name]; ok && d != f.DefValue && f.Name != "api-timeout" {
+				t.Errorf("--%s defaults to %q on %s and %q elsewhere", f.Name, f.DefValue, c.CommandPath(), d)
+			}
+			defaults[f.Name] = f.DefValue
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	if _, ok := defaults["timeout"]; ok {
+		t.Error("a command still has --timeout (the vocabulary is --node-timeout)")
 	}
 }

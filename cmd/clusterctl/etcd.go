@@ -123,12 +123,13 @@ func newEtcdSnapshotCmd(g *globalOptions) *cobra.Command {
 		Short: "Stream a consistent etcd snapshot to the workstation (nothing is left on the host)",
 		Long: `Take a point-in-time snapshot of the cluster's etcd from a healthy voting member (a follower when there
 is one) and stream it to the workstation through that host's SSH connection: nothing is written on the
-host. The file, etcd-<cluster>-<UTC time>.db in the --out directory (default: the state directory's
-snapshots/), is written 0600 (as FILE.part, synced, then renamed), its integrity hash (the SHA-256 etcd
-appends) checked; its path, size, SHA-256, revision and etcd version are printed. A directory that does
-not exist is made 0700. The snapshot holds every Secret of the cluster: keep it as you keep the state
-directory's keys.`,
+host. The file is written 0600 (as FILE.part, synced, then renamed), its integrity hash (the SHA-256 etcd
+appends) checked; its path, size, SHA-256, revision and etcd version are printed. An existing FILE is
+refused. --out names the file, or a directory to write etcd-<cluster>-<UTC time>.db into (default: the
+state directory's snapshots/, made 0700). The snapshot holds every Secret of the cluster: keep it as you
+keep the state directory's keys.`,
 		Example: `  clusterctl etcd snapshot -i hosts.yaml
+  clusterctl etcd snapshot -i hosts.yaml --out /backups/etcd-$(date +%F).db
   clusterctl etcd snapshot -i hosts.yaml --out /backups -o json | jq -r .file`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -138,14 +139,19 @@ directory's keys.`,
 				return err
 			}
 			defer env.Close()
-			dir := out
-			if dir == "" {
-				dir = filepath.Join(env.StateDir, "snapshots")
+			file := out
+			if st, err := os.Stat(out); out == "" || err == nil && st.IsDir() {
+				dir := out
+				if dir == "" {
+					dir = filepath.Join(env.StateDir, "snapshots")
+				}
+				if err := outDir(dir); err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+				file = filepath.Join(dir, fmt.Sprintf("etcd-%s-%s.db", env.Inv.Cluster.Name, time.Now().UTC().Format("20060102T150405Z")))
+			} else if err == nil {
+				return usageError("--out %s exists: choose another file", out)
 			}
-			if err := outDir(dir); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			file := filepath.Join(dir, fmt.Sprintf("etcd-%s-%s.db", env.Inv.Cluster.Name, time.Now().UTC().Format("20060102T150405Z")))
 			start := time.Now()
 			res, err := playbooks.EtcdSnapshot(cmd.Context(), env, file)
 			view.Recap()
@@ -165,7 +171,7 @@ directory's keys.`,
 		},
 	}
 	ssh.addFlags(cmd)
-	cmd.Flags().StringVar(&out, "out", "", "directory to write the snapshot into (default: the state directory's snapshots/)")
+	cmd.Flags().StringVar(&out, "out", "", "the snapshot file, or a directory to write it into (default: the state directory's snapshots/)")
 	return cmd
 }
 

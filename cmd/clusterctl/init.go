@@ -53,7 +53,7 @@ existing file). Nothing is contacted: run clusterctl preflight -i FILE next.`,
 	f.IntVar(&o.controlPlanes, "control-planes", 1, "how many of --hosts (the first ones) are control-plane nodes")
 	f.StringVar(&o.name, "name", "kubernetes", "the cluster's name (kubeconfig contexts, the state directory)")
 	f.StringVar(&o.user, "user", "root", "the SSH user on every host (become through sudo when not root)")
-	f.StringVar(&o.version, "kubernetes-version", inventory.DefaultKubernetesVersion, "the Kubernetes version")
+	f.StringVar(&o.version, "kubernetes-version", "", "the Kubernetes version (default "+inventory.DefaultKubernetesVersion+")")
 	f.StringVar(&o.from, "from", "", "convert this Ansible/kubespray inventory (INI or YAML) instead of --hosts")
 	f.StringVar(&o.out, "out", "", "the file to write (default: stdout); an existing file is refused")
 	return cmd
@@ -147,6 +147,9 @@ func (o *initOptions) render() ([]byte, error) {
 		}
 		seen[h.Name] = true
 		hosts = append(hosts, h)
+	}
+	if o.version == "" {
+		o.version = inventory.DefaultKubernetesVersion
 	}
 	var b strings.Builder
 	err := initTemplate.Execute(&b, map[string]any{"Name": o.name, "Version": o.version, "User": o.user,

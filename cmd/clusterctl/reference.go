@@ -18,7 +18,13 @@ func cliReference(root *cobra.Command) string {
 	b.WriteString("says the same with examples. Flags every command takes:\n\n")
 	flagTable(&b, root.PersistentFlags())
 	b.WriteString("\nExit codes: 0 success, 1 the operation failed (or a bug: \"internal error\"), 2 bad usage or bad inventory\n")
-	b.WriteString("(nothing was changed), 130 interrupted.\n")
+	b.WriteString("(nothing was changed), 130 interrupted.\n\n")
+	b.WriteString("One vocabulary: `--dry-run` changes nothing and prints, per host, what the command would do (every command\n")
+	b.WriteString("that changes hosts has it, exec aside: it runs what you give it); `--yes` skips the confirmation; `--node-timeout` bounds each wait on a node\n")
+	b.WriteString("(`--api-timeout` the first API server's), `--drain-timeout` a node's drain (5m everywhere); `--out` is the\n")
+	b.WriteString("file a command writes (init, kubeconfig user, etcd snapshot, which also takes a directory) or the\n")
+	b.WriteString("directory of the many it writes (render); `--dir` is an artifacts directory, read or filled;\n")
+	b.WriteString("`--ignore-preflight-errors` and `--max-clock-skew` on every command that runs preflight.\n")
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, sub := range c.Commands() {

@@ -47,7 +47,7 @@ run exec "${c[@]}" -- uptime
 run add-node "${f[@]}" w2
 run certs check-expiration "${f[@]}"
 run etcd status "${f[@]}"
-run etcd snapshot "${f[@]}" --out "$dir/snapshots"
+run etcd snapshot "${f[@]}" --out "$dir/etcd.db"
 run certs rotate "${f[@]}" --fresh 0 --yes
 [ "${CA:-1}" = 0 ] || run certs rotate "${f[@]}" --ca --yes
 run remove-node "${f[@]}" w2 --yes
