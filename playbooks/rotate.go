@@ -65,7 +65,7 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		dopts.PKIDir = dir
 	}
 	d, err := newDeployment(e, allHosts(e.Inv), dopts)
@@ -156,7 +156,7 @@ func copyPKI(stateDir string) (dir string, err error) {
 	}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir)
 		}
 	}()
 	for _, sub := range []string{"pki", "kubeconfig", "admin.conf"} {

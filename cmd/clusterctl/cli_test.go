@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -20,7 +21,7 @@ func TestEveryCommandHelp(t *testing.T) {
 		if c.Hidden || c.Name() == "help" {
 			return
 		}
-		args := append(strings.Fields(c.CommandPath())[1:], "--help")
+		args := append(slices.Clone(strings.Fields(c.CommandPath())[1:]), "--help")
 		code, stdout, stderr := runCLI(t, args...)
 		about, _, _ := strings.Cut(c.Long, "\n")
 		if about == "" {

@@ -52,7 +52,7 @@ func TestKubeconfigUser(t *testing.T) {
 	ca, _ := pem.Decode(readTestFile(t, filepath.Join(dir, ".clusterctl", "lab", "pki", "ca.crt")))
 	caCert, _ := x509.ParseCertificate(ca.Bytes)
 	if cert.Subject.CommonName != "alice" || !slices.Equal(cert.Subject.Organization, []string{"dev", "ops"}) ||
-		cert.CheckSignatureFrom(caCert) != nil || cert.NotAfter.Sub(time.Now()) > 2*time.Hour || !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
+		cert.CheckSignatureFrom(caCert) != nil || time.Until(cert.NotAfter) > 2*time.Hour || !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
 		t.Errorf("certificate: CN %q O %v, until %v, usages %v, signed by the CA: %v", cert.Subject.CommonName, cert.Subject.Organization, cert.NotAfter, cert.ExtKeyUsage, cert.CheckSignatureFrom(caCert))
 	}
 	if code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "-i", inv, "--out", out); code != 2 || !strings.Contains(stderr, "exists") {

@@ -146,13 +146,14 @@ func newVersionCmd(opts *globalOptions) *cobra.Command {
 // registerCompletions completes host names from the inventory given with -i (add-node, remove-node, --limit)
 // and the --output values each command takes.
 func registerCompletions(root *cobra.Command, opts *globalOptions) {
-	hosts := func(taken []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	// hosts are the inventory's host names not in taken that start with toComplete (none without -i).
+	hosts := func(taken []string, toComplete string) []string {
 		if opts.Inventory == "" {
-			return nil, cobra.ShellCompDirectiveNoFileComp
+			return nil
 		}
 		inv, _, err := inventory.Load(opts.Inventory)
 		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
+			return nil
 		}
 		var out []string
 		for _, h := range inv.Hosts {
@@ -160,12 +161,12 @@ func registerCompletions(root *cobra.Command, opts *globalOptions) {
 				out = append(out, h.Name)
 			}
 		}
-		return out, cobra.ShellCompDirectiveNoFileComp
+		return out
 	}
 	for _, c := range root.Commands() {
 		if c.Name() == "add-node" || c.Name() == "remove-node" {
 			c.ValidArgsFunction = func(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-				return hosts(args, toComplete)
+				return hosts(args, toComplete), cobra.ShellCompDirectiveNoFileComp
 			}
 		}
 	}
@@ -175,11 +176,11 @@ func registerCompletions(root *cobra.Command, opts *globalOptions) {
 		if i := strings.LastIndex(toComplete, ","); i >= 0 {
 			done, last = toComplete[:i+1], toComplete[i+1:]
 		}
-		names, dir := hosts(strings.Split(done, ","), last)
+		names := hosts(strings.Split(done, ","), last)
 		for i := range names {
 			names[i] = done + names[i]
 		}
-		return names, dir
+		return names, cobra.ShellCompDirectiveNoFileComp
 	})
 	_ = root.RegisterFlagCompletionFunc("output", func(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if extra, ok := cmd.Annotations[outputsAnnotation]; ok {
