@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/test/lab"
 )
 
@@ -146,12 +147,20 @@ func TestKubeadm(t *testing.T) {
 	})
 
 	target := []string{"--to", to, "--artifacts", toDir}
+	// upgrade's hooks, inside each node's drain window: they write the point, the host, the node's
+	// schedulability and the kubelet's version there (the old one before, the new one after)
+	hook := `'echo "$CLUSTERCTL_COMMAND.$CLUSTERCTL_HOOK $CLUSTERCTL_HOST $(` + kubeadm.Binary("kubelet") + ` --version)" >>` + hookLog + `'`
+	writeFile(t, full.Inventory, "hooks:\n  upgrade: {before: ["+hook+"], after: ["+hook+"]}\n"+string(readFile(t, full.Inventory)))
 	t.Run("upgrade refused before anything changes: kubelets before the control plane", func(t *testing.T) {
 		upgradeRefusesKubeletsFirst(t, full, target, "w1", from)
 	})
 
 	t.Run("upgrade dry run: the plan, nothing changed", func(t *testing.T) {
 		upgradeDryRun(t, full, target, from, to, "cp1", "(workers batch 1 of ")
+		r, _, _ := full.upgrade(t, append(target, "--dry-run")...)
+		if plan := strings.Join(r.Order, "\n"); !strings.Contains(plan, `w2 (workers batch 2 of 2): cordon, drain (up to 5m0s), hook upgrade.before "echo`) {
+			t.Errorf("the plan does not show the hooks in the drain window:\n%s", plan)
+		}
 	})
 
 	t.Run("clusterctl upgrade with one control-plane node: the workload never fails", func(t *testing.T) {
@@ -171,6 +180,12 @@ func TestKubeadm(t *testing.T) {
 			t.Fatalf("upgrade: exit %d: %s\n%s", code, r.Error, tail(stderr, 40))
 		}
 		t.Logf("upgraded %s to %s: control plane %+v, kubelets %+v", r.From, r.To, r.ControlPlanes, r.Kubelets)
+		for _, h := range []string{"cp1", "w1", "w2"} {
+			want := "upgrade.before " + h + " Kubernetes " + from + "\nupgrade.after " + h + " Kubernetes " + to
+			if got := strings.TrimSpace(full.Lab.Run(t, h, "cat "+hookLog+"; rm -f "+hookLog)); got != want {
+				t.Errorf("%s's upgrade hooks:\n%s\nwant:\n%s", h, got, want)
+			}
+		}
 		if out := full.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.nodeInfo.kubeletVersion} {.spec.unschedulable}{\"\\n\"}{end}"); out != strings.Repeat(to+" \n", 3) {
 			t.Errorf("kubelets (version, unschedulable):\n%s", out)
 		}
