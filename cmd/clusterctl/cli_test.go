@@ -124,6 +124,12 @@ func FuzzCommandLine(f *testing.F) {
 		if !utf8.ValidString(line) {
 			return
 		}
+		// What a command line writes lands in the test's directory: its files, a kubeconfig merged into,
+		// caches.
+		t.Chdir(dir)
+		t.Setenv("HOME", dir)
+		t.Setenv("KUBECONFIG", filepath.Join(dir, "kubeconfig"))
+		t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 		line = strings.ReplaceAll(line, "HOSTS", inv)
 		line = strings.ReplaceAll(line, "OUT", filepath.Join(dir, "out"))
 		var out, errb bytes.Buffer
