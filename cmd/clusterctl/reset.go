@@ -70,10 +70,11 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 		return err
 	}
 	defer env.Close()
+	if created {
+		// reset writes nothing there: a state directory it had to make is not left behind.
+		defer dropNewState(env.StateDir)
+	}
 	if o.dryRun {
-		if created {
-			defer dropNewState(env.StateDir)
-		}
 		return dryReset(cmd, g, o, env, view)
 	}
 	if !o.yes {
