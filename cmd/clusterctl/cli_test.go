@@ -83,7 +83,7 @@ func TestDocumentedErrors(t *testing.T) {
 		{[]string{"artifacts", "verify", "--kubernetes-version", "banana"}, 2, `--kubernetes-version: "banana" is not a Kubernetes version`},
 		{[]string{"render", "-i", inv}, 2, "render needs --out DIR"},
 		{[]string{"up", "-i", inv, "--frob"}, 2, "unknown flag: --frob (see 'clusterctl up --help')"},
-		{[]string{"up", "--node-timeout", "soon"}, 2, `invalid argument "soon" for "--node-timeout"`},
+		{[]string{"up", "--node-timeout", "soon"}, 2, `invalid argument "soon" for "--node-timeout" flag: time: invalid duration "soon" (see 'clusterctl up --help')` + "\n"},
 		{[]string{"up"}, 2, "no inventory: give one with -i FILE"},
 		{[]string{"version", "extra"}, 2, `unknown command "extra" for "clusterctl version"`},
 		{[]string{"--version"}, 0, "clusterctl version dev"},

@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		return exitOK
 	}
 	code = exitCode(ctx, err)
-	if isCobraUsage(err) {
+	if isCobraUsage(err) && !strings.Contains(err.Error(), " --help')") {
 		// cobra's own messages do not say which command they are about.
 		c, _, findErr := root.Find(args)
 		if findErr != nil {
