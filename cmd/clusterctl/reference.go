@@ -14,7 +14,7 @@ import (
 func cliReference(root *cobra.Command) string {
 	var b strings.Builder
 	b.WriteString("# Command-line reference\n\n")
-	b.WriteString("Generated from the commands (`go test ./cmd/clusterctl -run TestCLIReference -update`); `clusterctl COMMAND --help`\n")
+	b.WriteString("Generated from the commands (`go test ./cmd/clusterctl -run TestCLIReference -update`); `clusterctl <command> --help`\n")
 	b.WriteString("says the same with examples. Flags every command takes:\n\n")
 	flagTable(&b, root.PersistentFlags())
 	b.WriteString("\nExit codes: 0 success, 1 the operation failed (or a bug: \"internal error\"), 2 bad usage or bad inventory\n")
