@@ -34,45 +34,6 @@ func (inv *Inventory) validate(diags *Diagnostics) {
 	v.networks()
 }
 
-// maxHook bounds a hook's command (it travels on a command line).
-const maxHook = 64 << 10
-
-// hooks checks each hook: a command, roles that exist (only inventory-wide hooks choose hosts by role), a
-// failure policy of stop or continue.
-func (v *validator) hooks(key string, h Hooks, top bool) {
-	for _, c := range []struct {
-		name string
-		p    HookPoints
-	}{{"up", h.Up}, {"addNode", h.AddNode}, {"removeNode", h.RemoveNode}, {"upgrade", h.Upgrade}, {"reset", h.Reset}} {
-		for _, w := range []struct {
-			when string
-			list []Hook
-		}{{"before", c.p.Before}, {"after", c.p.After}} {
-			for i, hk := range w.list {
-				when := w.when
-				k := fmt.Sprintf("%s.%s.%s[%d]", key, c.name, when, i)
-				switch {
-				case strings.TrimSpace(hk.Run) == "":
-					v.errorf(k+".run", "a hook needs a command to run")
-				case len(hk.Run) > maxHook:
-					v.errorf(k+".run", "is %d bytes; a hook may be %d at most (put a longer script on the host and run it)", len(hk.Run), maxHook)
-				}
-				if len(hk.Roles) > 0 && !top {
-					v.errorf(k+".roles", "a host's own hooks run on it: roles choose hosts only in the inventory-wide hooks")
-				}
-				for j, r := range hk.Roles {
-					if r != RoleControlPlane && r != RoleWorker && r != RoleEtcd {
-						v.errorf(fmt.Sprintf("%s.roles[%d]", k, j), "%q is not a role (control-plane, worker, etcd)", r)
-					}
-				}
-				if hk.OnFailure != "" && hk.OnFailure != HookStop && hk.OnFailure != HookContinue {
-					v.errorf(k+".onFailure", "%q is not stop or continue", hk.OnFailure)
-				}
-			}
-		}
-	}
-}
-
 // report adds a diagnostic at the field's position, unless the field (or one holding it) could not be
 // decoded at all: that was reported already, and anything more would be noise.
 func (v *validator) report(sev Severity, key, format string, args ...any) {

@@ -72,7 +72,7 @@ func summary(file string, inv *inventory.Inventory) string {
 		cps, workers, plural(workers), etcd)
 }
 
-// jsonDiagnostic is the JSON form of one diagnostic (documented in the README).
+// jsonDiagnostic is the JSON form of one diagnostic (documented in docs/inventory.md).
 type jsonDiagnostic struct {
 	Severity string `json:"severity"`
 	File     string `json:"file,omitempty"`

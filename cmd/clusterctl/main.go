@@ -22,7 +22,7 @@ var (
 	commit  = "unknown"
 )
 
-// Exit codes, documented in the README.
+// Exit codes, documented in the README and docs/cli.md.
 const (
 	exitOK          = 0
 	exitFailed      = 1   // the operation failed on some host
