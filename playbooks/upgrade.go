@@ -2,11 +2,9 @@ package playbooks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +17,6 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/addons"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
-	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/hooks"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
@@ -66,21 +63,6 @@ type UpgradeResult struct {
 
 // ErrUpgradeRefused is wrapped by the reasons an upgrade refuses to start.
 var ErrUpgradeRefused = errors.New("upgrade refused")
-
-// upgradeStateFile records, in the state directory, an upgrade under way: what is done, which nodes it
-// cordoned. A re-run with the same target resumes from it; it is removed when the upgrade is done.
-const upgradeStateFile = "upgrade.json"
-
-type upgradeState struct {
-	From, To string
-	Started  time.Time
-	// Done are the steps finished: "control-plane/<host>", "addons", "kubelet/<host>".
-	Done []string
-	// Cordoned are the nodes the upgrade cordoned (it uncordons those only).
-	Cordoned []string
-	// Current are the hosts being changed: they may be NotReady when a killed run resumes.
-	Current []string
-}
 
 type upgradeRun struct {
 	*deployment
@@ -198,262 +180,6 @@ func (u *upgradeRun) limited() string {
 		return "--limit: workers only"
 	}
 	return ""
-}
-
-func (u *upgradeRun) statePath() string { return filepath.Join(u.e.StateDir, upgradeStateFile) }
-
-// loadState reads the record of an upgrade under way; one to another version is refused.
-func (u *upgradeRun) loadState() error {
-	data, err := os.ReadFile(u.statePath())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var st upgradeState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("%s: %w", u.statePath(), err)
-	}
-	if st.To != u.res.To {
-		return fmt.Errorf("%w: an upgrade from %s to %s is under way (%s); finish it (clusterctl upgrade --to %s) before another",
-			ErrUpgradeRefused, st.From, st.To, u.statePath(), st.To)
-	}
-	u.st = &st
-	for _, h := range st.Current {
-		u.wasCurrent[h] = true
-	}
-	u.res.Resumed = true
-	u.res.From = st.From
-	return nil
-}
-
-// saveState writes the record (atomically, 0600); a dry run writes nothing.
-func (u *upgradeRun) saveState(change func(*upgradeState)) error {
-	if u.o.DryRun {
-		return nil
-	}
-	u.stMu.Lock()
-	defer u.stMu.Unlock()
-	if u.st == nil {
-		u.st = &upgradeState{From: u.res.From, To: u.res.To, Started: u.o.Now().UTC()}
-	}
-	change(u.st)
-	data, err := json.MarshalIndent(u.st, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeSecret(u.statePath(), append(data, '\n'))
-}
-
-func (u *upgradeRun) isDone(step string) bool {
-	u.stMu.Lock()
-	defer u.stMu.Unlock()
-	return u.st != nil && slices.Contains(u.st.Done, step)
-}
-
-func (u *upgradeRun) markDone(step string, hosts ...string) error {
-	return u.saveState(func(s *upgradeState) {
-		if !slices.Contains(s.Done, step) {
-			s.Done = append(s.Done, step)
-		}
-		s.Current = slices.DeleteFunc(s.Current, func(h string) bool { return slices.Contains(hosts, h) })
-	})
-}
-
-func (u *upgradeRun) markCurrent(hosts ...string) error {
-	return u.saveState(func(s *upgradeState) {
-		for _, h := range hosts {
-			if !slices.Contains(s.Current, h) {
-				s.Current = append(s.Current, h)
-			}
-		}
-	})
-}
-
-// interrupted are the control-plane hosts a killed run was rolling.
-func (u *upgradeRun) interrupted() []*inventory.Host {
-	var out []*inventory.Host
-	for _, h := range u.controlPlaneHosts() {
-		if u.current(h.Name) && !u.isDone("control-plane/"+h.Name) {
-			out = append(out, h)
-		}
-	}
-	return out
-}
-
-func (u *upgradeRun) nothingToResume() string {
-	if u.limit || len(u.interrupted()) == 0 {
-		return "no control-plane node was left half-way"
-	}
-	return ""
-}
-
-func (u *upgradeRun) resume(ctx context.Context) error {
-	u.filter = controlPlaneFile
-	defer func() { u.filter = nil }()
-	for _, h := range u.interrupted() {
-		u.e.say("resume", h.Name, "finishing its control plane, left half-way by the run that was interrupted")
-		if _, err := u.rollControlPlane(ctx, "resume", h); err != nil {
-			return fmt.Errorf("%s: %w", h.Name, err)
-		}
-	}
-	return nil
-}
-
-// check refuses, with every reason found, an upgrade that would leave the cluster outside what upstream
-// supports or that starts from a cluster in trouble.
-func (u *upgradeRun) check(ctx context.Context) error {
-	admin, err := u.e.Admin(ctx)
-	if err != nil {
-		return err
-	}
-	var reasons []string
-	// API servers: every control-plane Node's own, through its SSH connection.
-	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("listing the Nodes: %w", err)
-	}
-	byName := map[string]*corev1.Node{}
-	for i := range list.Items {
-		byName[list.Items[i].Name] = &list.Items[i]
-	}
-	var apiServers, kubelets []hostVersion
-	for _, h := range u.e.Inv.ControlPlanes() {
-		if byName[h.NodeName] == nil {
-			reasons = append(reasons, fmt.Sprintf("control-plane host %s is not a Node of the cluster: add it first (clusterctl add-node)", h.Name))
-			continue
-		}
-		v, err := u.apiServerVersion(ctx, h)
-		if err != nil && u.current(h.Name) {
-			continue // being upgraded by a run that was interrupted
-		}
-		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("the API server on %s does not answer: %v", h.Name, err))
-			continue
-		}
-		apiServers = append(apiServers, hostVersion{h.Name, v})
-	}
-	for _, h := range u.e.Inv.Hosts {
-		if n := byName[h.NodeName]; n != nil {
-			if kv, err := version.ParseGeneric(n.Status.NodeInfo.KubeletVersion); err == nil {
-				kubelets = append(kubelets, hostVersion{h.NodeName, kv})
-			}
-		}
-	}
-	for _, h := range u.workers() {
-		if byName[h.NodeName] == nil {
-			reasons = append(reasons, fmt.Sprintf("worker %s is not a Node of the cluster: join it first (clusterctl add-node %s), or leave it out of the inventory", h.Name, h.Name))
-		}
-	}
-	from, skew := versionReasons(u.to, apiServers, kubelets, u.limit)
-	reasons = append(reasons, skew...)
-	if from != nil && u.res.From == "" {
-		u.res.From = "v" + from.String()
-	}
-	var notReady []string
-	for _, h := range u.e.Inv.Hosts {
-		n := byName[h.NodeName]
-		if n == nil {
-			continue // refused above
-		}
-		if !nodes.Ready(n) && !u.current(h.Name) {
-			notReady = append(notReady, h.NodeName)
-		}
-	}
-	if len(notReady) > 0 {
-		reasons = append(reasons, fmt.Sprintf("Nodes not Ready: %s (kubectl describe node tells why); an upgrade starts from a healthy cluster", strings.Join(notReady, ", ")))
-	}
-	ec, err := u.e.etcd(ctx)
-	if err != nil {
-		reasons = append(reasons, fmt.Sprintf("etcd does not answer: %v", err))
-	} else {
-		defer ec.Close()
-		if members, err := ec.List(ctx); err != nil {
-			reasons = append(reasons, fmt.Sprintf("etcd lacks quorum (its members cannot be listed: %v)", err))
-		} else if err := etcdmember.Quorum(members); err != nil {
-			reasons = append(reasons, fmt.Sprintf("etcd lacks quorum: %v", err))
-		}
-	}
-	if len(reasons) > 0 {
-		return fmt.Errorf("%w:\n  - %s", ErrUpgradeRefused, strings.Join(reasons, "\n  - "))
-	}
-	u.e.say("check", "", "from %s to %s: versions, %d Nodes Ready, etcd quorum", u.res.From, u.res.To, len(list.Items))
-	return nil
-}
-
-// hostVersion is the version a host's API server or a node's kubelet runs.
-type hostVersion struct {
-	Name string
-	V    *version.Version
-}
-
-// versionReasons is what the versions alone forbid: an API server or kubelet newer than the target (no
-// downgrades), a jump of more than one minor version from the oldest API server, a kubelet more than
-// three minor versions behind, and with limit (workers only) an API server behind the target (a kubelet
-// must never be newer than an API server). It returns the oldest API server's version, where the upgrade
-// starts from.
-func versionReasons(to *version.Version, apiServers, kubelets []hostVersion, limit bool) (*version.Version, []string) {
-	var reasons []string
-	var lowest *hostVersion
-	for i, a := range apiServers {
-		if a.V.GreaterThan(to) {
-			reasons = append(reasons, fmt.Sprintf("the API server on %s runs v%s, newer than the target v%s: clusterctl does not downgrade", a.Name, a.V, to))
-		}
-		if lowest == nil || a.V.LessThan(lowest.V) {
-			lowest = &apiServers[i]
-		}
-		if limit && a.V.LessThan(to) {
-			reasons = append(reasons, fmt.Sprintf("the API server on %s runs v%s: upgrading kubelets to v%s would make them newer than an API server; upgrade the control plane first (without --limit)", a.Name, a.V, to))
-		}
-	}
-	if lowest != nil && to.Minor() > lowest.V.Minor()+1 {
-		reasons = append(reasons, fmt.Sprintf("v%s to v%s skips a minor version (the API server on %s runs v%s): upgrade to v1.%d first, one minor version at a time",
-			lowest.V, to, lowest.Name, lowest.V, lowest.V.Minor()+1))
-	}
-	for _, k := range kubelets {
-		if k.V.GreaterThan(to) {
-			reasons = append(reasons, fmt.Sprintf("the kubelet on %s runs v%s, newer than the target v%s: clusterctl does not downgrade", k.Name, k.V, to))
-		} else if to.Minor() > k.V.Minor()+3 {
-			reasons = append(reasons, fmt.Sprintf("the kubelet on %s runs v%s, more than three minor versions behind v%s: upgrade it first", k.Name, k.V, to))
-		}
-	}
-	if lowest == nil {
-		return nil, reasons
-	}
-	return lowest.V, reasons
-}
-
-func (u *upgradeRun) current(host string) bool {
-	u.stMu.Lock()
-	defer u.stMu.Unlock()
-	return u.st != nil && slices.Contains(u.st.Current, host)
-}
-
-// apiServerVersion asks a control-plane node's own API server its version.
-func (u *upgradeRun) apiServerVersion(ctx context.Context, h *inventory.Host) (*version.Version, error) {
-	c, err := u.e.nodeClient(ctx, h)
-	if err != nil {
-		return nil, err
-	}
-	return serverVersion(ctx, c)
-}
-
-// serverVersion asks an API server its version (/version).
-func serverVersion(ctx context.Context, c *apiclient.Client) (*version.Version, error) {
-	vctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	var info struct {
-		GitVersion string `json:"gitVersion"`
-	}
-	body, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/version").Do(vctx).Raw()
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(body, &info); err != nil {
-		return nil, err
-	}
-	return version.ParseSemantic(info.GitVersion)
 }
 
 func (u *upgradeRun) renderStep(ctx context.Context) error {

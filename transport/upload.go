@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +11,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -71,114 +66,6 @@ type remoteState struct {
 	size, mtime int64
 	// verified: a large file whose content was hashed on the host (and found the same), to be recorded.
 	verified bool
-}
-
-// RecordFile is where Put keeps, on each host, what it knows of the large files it wrote or hashed there:
-// one line "SHA256 SIZE MTIME PATH" per file. A large file whose size and modification time (seconds) are
-// those recorded is taken to hold the recorded content without hashing it on the host, as rsync's quick
-// check does; anything else about it (a size or time that differs, no line) has it hashed again.
-const RecordFile = "/var/lib/clusterctl/pushed"
-
-// recordLimit bounds the record read back from a host.
-const recordLimit = 1 << 20
-
-// recordEntry is one line of the record.
-type recordEntry struct {
-	sha256      string
-	size, mtime int64
-}
-
-// parseRecord reads a record; lines it does not understand are ignored (they are hashed again).
-func parseRecord(data []byte) map[string]recordEntry {
-	rec := map[string]recordEntry{}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.SplitN(line, " ", 4)
-		if len(f) != 4 || len(f[0]) != 64 || !path.IsAbs(f[3]) {
-			continue
-		}
-		if _, err := hex.DecodeString(f[0]); err != nil {
-			continue
-		}
-		size, err1 := strconv.ParseInt(f[1], 10, 64)
-		mtime, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil || size < 0 {
-			continue
-		}
-		rec[f[3]] = recordEntry{sha256: f[0], size: size, mtime: mtime}
-	}
-	return rec
-}
-
-// formatRecord writes a record, its lines sorted by path.
-func formatRecord(rec map[string]recordEntry) []byte {
-	paths := make([]string, 0, len(rec))
-	for p := range rec {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	var b bytes.Buffer
-	for _, p := range paths {
-		e := rec[p]
-		fmt.Fprintf(&b, "%s %d %d %s\n", e.sha256, e.size, e.mtime, p)
-	}
-	return b.Bytes()
-}
-
-// record is the host's record, read once per connection and kept up to date in memory (c.recMu held).
-func (c *Conn) record(client *sftp.Client) (map[string]recordEntry, error) {
-	if c.rec != nil {
-		return c.rec, nil
-	}
-	data, err := readLimited(client, c.recordFile, recordLimit)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errTooLarge) {
-		return nil, fmt.Errorf("%s: reading %s: %w", c.target.Name, c.recordFile, err)
-	}
-	// None, or one too large to be ours: every large file is hashed, and the record written anew.
-	c.rec = parseRecord(data)
-	return c.rec, nil
-}
-
-// digestOf is a file's content digest in hex: the caller's, or computed.
-func digestOf(f File) string {
-	if f.SHA256 != "" {
-		return f.SHA256
-	}
-	sum := sha256.Sum256(f.Data)
-	return hex.EncodeToString(sum[:])
-}
-
-// updateRecord records the large files of files that Put wrote (written) or hashed and found the same
-// (states[i].verified), with their size and modification time on the host, and writes the record back
-// when it changed.
-func (c *Conn) updateRecord(ctx context.Context, client *sftp.Client, files []File, states []remoteState, written []bool) error {
-	c.recMu.Lock()
-	defer c.recMu.Unlock()
-	rec, err := c.record(client)
-	if err != nil {
-		return err
-	}
-	changed := false
-	for i, f := range files {
-		if !f.large() || !written[i] && !states[i].verified {
-			continue
-		}
-		st, err := client.Stat(f.Path)
-		if err != nil {
-			return fmt.Errorf("%s: stat %s: %w", c.target.Name, f.Path, err)
-		}
-		e := recordEntry{sha256: digestOf(f), size: st.Size(), mtime: st.ModTime().Unix()}
-		if rec[f.Path] != e {
-			rec[f.Path] = e
-			changed = true
-		}
-	}
-	if !changed {
-		return nil
-	}
-	if err := mkdirAll(client, path.Dir(c.recordFile)); err != nil {
-		return fmt.Errorf("%s: creating %s: %w", c.target.Name, path.Dir(c.recordFile), err)
-	}
-	return c.writeAtomic(ctx, client, File{Path: c.recordFile, Data: formatRecord(rec)}, 0o600)
 }
 
 // tmpMarker names the temporary files of atomic uploads; leftovers of an interrupted upload are removed by
@@ -513,74 +400,6 @@ func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) (
 	return states, nil
 }
 
-// getLimit bounds what Get and the comparison of small files read back from a host.
-const getLimit = 16 << 20
-
-func readAll(client *sftp.Client, p string) ([]byte, error) { return readLimited(client, p, getLimit) }
-
-// readLimited reads a file of at most limit bytes (a larger one is an error).
-func readLimited(client *sftp.Client, p string, limit int64) ([]byte, error) {
-	f, err := client.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	w := &cappedBuffer{limit: limit}
-	if _, err := f.WriteTo(w); err != nil && !errors.Is(err, io.EOF) {
-		if w.over {
-			return nil, fmt.Errorf("%s is larger than %d bytes: %w", p, limit, errTooLarge)
-		}
-		return nil, err
-	}
-	return w.buf.Bytes(), nil
-}
-
-// errTooLarge is a file read back from a host that is over its limit.
-var errTooLarge = errors.New("too large")
-
-// cappedBuffer is a buffer that refuses to grow past limit.
-type cappedBuffer struct {
-	buf   bytes.Buffer
-	limit int64
-	over  bool
-}
-
-func (w *cappedBuffer) Write(p []byte) (int, error) {
-	if int64(w.buf.Len()+len(p)) > w.limit {
-		w.over = true
-		return 0, errors.New("over the limit")
-	}
-	return w.buf.Write(p)
-}
-
-func (c *Conn) writeAtomic(ctx context.Context, client *sftp.Client, f File, mode fs.FileMode) error {
-	if f.Source == "" {
-		return c.writeFrom(ctx, client, f, mode, bytes.NewReader(f.Data), nil)
-	}
-	src, err := os.Open(f.Source)
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", c.target.Name, f.Path, err)
-	}
-	defer src.Close()
-	h := sha256.New()
-	r := &sizedReader{r: io.TeeReader(&ctxReader{ctx: ctx, r: src}, h), size: f.Size}
-	return c.writeFrom(ctx, client, f, mode, r, func(n int64) error {
-		if sum := hex.EncodeToString(h.Sum(nil)); n != f.Size || sum != f.SHA256 {
-			return fmt.Errorf("%s changed since it was listed (%d bytes, sha256 %s; listed: %d bytes, sha256 %s)", f.Source, n, sum, f.Size, f.SHA256)
-		}
-		return nil
-	})
-}
-
-// sizedReader tells sftp's ReadFrom how much is coming, so that it writes with requests in flight together.
-type sizedReader struct {
-	r    io.Reader
-	size int64
-}
-
-func (r *sizedReader) Read(p []byte) (int, error) { return r.r.Read(p) }
-func (r *sizedReader) Size() int64                { return r.size }
-
 // PutFile streams a local file to a host as Put writes one (temporary file, mode and owner, content, fsync,
 // rename), without holding it in memory: for files as large as an etcd snapshot. The parent directory is
 // created (0755) if missing. It is always written.
@@ -606,105 +425,6 @@ func (c *Conn) PutFile(ctx context.Context, local, remote string, mode fs.FileMo
 		return err
 	}
 	return c.writeFrom(ctx, client, File{Path: remote, Source: local, Size: st.Size()}, mode, &ctxReader{ctx: ctx, r: src}, nil)
-}
-
-// ErrNoSpace is a write that failed because the host's filesystem had no room for the file.
-var ErrNoSpace = errors.New("no space left on the host's filesystem")
-
-// explainNoSpace turns a failed write into ErrNoSpace, with the figures, when the filesystem of dir has less
-// room than the file needs (its temporary file already removed): sftp-server reports a full disk as a bare
-// "Failure". Any other failure, or one it cannot tell (no statvfs@openssh.com), is returned as it was.
-func explainNoSpace(client *sftp.Client, dir string, size int64, err error) error {
-	st, serr := client.StatVFS(dir)
-	if serr != nil || size <= 0 || st.FreeSpace() >= uint64(size) {
-		return err
-	}
-	return fmt.Errorf("%w: the file is %s, the filesystem of %s has %s free of %s (%w)",
-		ErrNoSpace, mebibytes(uint64(size)), dir, mebibytes(st.FreeSpace()), mebibytes(st.TotalSpace()), err)
-}
-
-func mebibytes(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-
-// ctxReader stops a long copy when its context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (r *ctxReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return r.r.Read(p)
-}
-
-// writeFrom writes f.Path atomically from r, with f's owner and mode; check, when given, is told how many
-// bytes were written and may refuse them before the rename.
-func (c *Conn) writeFrom(ctx context.Context, client *sftp.Client, f File, mode fs.FileMode, r io.Reader, check func(int64) error) error {
-	dir, base := path.Dir(f.Path), path.Base(f.Path)
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		return err
-	}
-	tmp := path.Join(dir, "."+base+tmpMarker+hex.EncodeToString(b))
-	fail := func(op string, err error) error {
-		_ = client.Remove(tmp)
-		if op == "writing" || op == "closing" || op == "fsync" {
-			err = explainNoSpace(client, dir, f.Len(), err)
-		}
-		return fmt.Errorf("%s: %s %s: %w", c.target.Name, op, f.Path, err)
-	}
-	w, err := client.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-	if err != nil {
-		return fmt.Errorf("%s: creating %s: %w", c.target.Name, tmp, err)
-	}
-	// Mode and owner first, so that a secret is never readable by others, even empty.
-	if err := w.Chmod(mode); err != nil {
-		w.Close()
-		return fail("chmod", err)
-	}
-	if err := w.Chown(f.UID, f.GID); err != nil {
-		w.Close()
-		return fail("chown", err)
-	}
-	n, err := w.ReadFrom(r)
-	if err != nil {
-		w.Close()
-		return fail("writing", err)
-	}
-	syncErr := w.Sync()
-	if err := w.Close(); err != nil {
-		return fail("closing", err)
-	}
-	var status *sftp.StatusError
-	if errors.As(syncErr, &status) && status.FxCode() == sftp.ErrSSHFxOpUnsupported {
-		// A server without the fsync@openssh.com extension: coreutils' sync flushes the file instead.
-		_, syncErr = c.Run(ctx, "sync -- "+ShellQuote(tmp), nil)
-	}
-	if syncErr != nil {
-		return fail("fsync", syncErr)
-	}
-	if err := ctx.Err(); err != nil {
-		return fail("uploading", err)
-	}
-	if check != nil {
-		if err := check(n); err != nil {
-			return fail("uploading", err)
-		}
-	}
-	if err := client.PosixRename(tmp, f.Path); err != nil {
-		return fail("renaming into place", err)
-	}
-	// Temporary files an interrupted upload of the same file left behind.
-	if entries, err := client.ReadDir(dir); err == nil {
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), "."+base+tmpMarker) {
-				_ = client.Remove(path.Join(dir, e.Name()))
-			}
-		}
-	}
-	c.written.Add(n)
-	return nil
 }
 
 // Get reads a file from the host (as root when the connection becomes root). A missing file is an error

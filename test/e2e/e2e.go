@@ -25,10 +25,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/clusterctl/clusterctl/test/lab"
 	"github.com/clusterctl/clusterctl/test/lab/image"
 	"github.com/clusterctl/clusterctl/test/lab/mirror"
@@ -378,67 +374,6 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// UpKilled starts `clusterctl up --output json` and kills it with SIGKILL delay after the phase starts. It
-// fails the test if up ends before that.
-func (c *Cluster) UpKilled(t testing.TB, phase string, delay time.Duration) {
-	t.Helper()
-	c.RunKilled(t, phase, delay, "up")
-}
-
-// RunKilled runs a clusterctl command (the inventory added) and kills it (SIGKILL) delay after the JSON output
-// announces phase.
-func (c *Cluster) RunKilled(t testing.TB, phase string, delay time.Duration, args ...string) {
-	t.Helper()
-	c.RunFault(t, phase, delay, func(cmd *exec.Cmd) {
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("clusterctl %s killed (SIGKILL) %s into phase %s", strings.Join(args, " "), delay, phase)
-	}, args...)
-}
-
-// RunFault runs a clusterctl command with --output json (the inventory added), calls fault delay after the
-// output announces phase, and returns the output (JSON lines), stderr and the exit code. The test fails if
-// the command ends before phase.
-func (c *Cluster) RunFault(t testing.TB, phase string, delay time.Duration, fault func(*exec.Cmd), args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(c.Bin, append(args, "--output", "json", "-i", c.Inventory)...)
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(pipe)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	injected := false
-	for sc.Scan() {
-		stdout.Write(sc.Bytes())
-		stdout.WriteByte('\n')
-		var e struct{ Type, Play string }
-		if !injected && json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == "phase_start" && e.Play == phase {
-			time.Sleep(delay)
-			fault(cmd)
-			injected = true
-		}
-	}
-	err = cmd.Wait()
-	if !injected {
-		t.Fatalf("clusterctl %s ended before phase %s started:\n%s", args[0], phase, tail(stderr.String(), 20))
-	}
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
-}
-
 // Hash is a digest of every regular file's path and content under /etc and /var/lib on a host, leaving out
 // what a running cluster writes by itself (etcd's data, the kubelet's Pod state and certificates, CNI
 // address allocations, systemd's timers) but keeping the kubelet's configuration, which clusterctl writes.
@@ -536,92 +471,3 @@ func (c *Cluster) Etcdctl(t testing.TB, host, args string) string {
 // that share this machine's one disk and two cores). A backend stalled by the lab's load is not the proxy
 // failing over; refusals, resets and errors still fail at once, and a black hole still fails at 15 s.
 const proxyClientTimeout = 15 * time.Second
-
-// StartProxyClient starts a client of the control-plane endpoint as nodes see it: host's node-local API
-// proxy on 127.0.0.1:7443, reached through an SSH forward from here, as the cluster's admin, one request
-// every 50 ms. stop ends it and returns the requests that succeeded and those that failed (with times).
-func StartProxyClient(t testing.TB, c *Cluster, host string) (stop func() (int, []string)) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	fwd := exec.Command("ssh", "-F", c.Lab.SSHConfig(), "-N", "-o", "ExitOnForwardFailure=yes",
-		"-L", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:7443", port), host)
-	if err := fwd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Admin())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
-	cfg.Timeout = proxyClientTimeout
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; ; i++ {
-		if _, err = kube.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err == nil {
-			break
-		}
-		if i > 50 {
-			_ = fwd.Process.Kill()
-			_ = fwd.Wait()
-			t.Fatalf("no answer through %s's proxy: %v", host, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	quit := make(chan struct{})
-	type result struct {
-		ok     int
-		failed []string
-	}
-	done := make(chan result)
-	go func() {
-		var r result
-		for {
-			select {
-			case <-quit:
-				done <- r
-				return
-			default:
-			}
-			if _, err := kube.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
-				r.failed = append(r.failed, time.Now().Format("15:04:05.000")+" "+err.Error())
-			} else {
-				r.ok++
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	var once sync.Once
-	var r result
-	stop = func() (int, []string) {
-		once.Do(func() {
-			close(quit)
-			r = <-done
-			_ = fwd.Process.Kill()
-			_ = fwd.Wait()
-		})
-		return r.ok, r.failed
-	}
-	t.Cleanup(func() { stop() })
-	return stop
-}
-
-// ProxyLog is the end of host's node-local proxy's log (haproxy logs each backend going down or up).
-func ProxyLog(t testing.TB, c *Cluster, host string) string {
-	t.Helper()
-	return c.Lab.Run(t, host, `for id in $(crictl ps -a -q --name clusterctl-apiserver-proxy 2>/dev/null); do crictl logs --timestamps --tail 40 "$id" 2>&1; done; true`)
-}
-
-// first is the first n of list.
-func first(list []string, n int) []string {
-	if len(list) > n {
-		return list[:n]
-	}
-	return list
-}

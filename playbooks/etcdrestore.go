@@ -1,0 +1,380 @@
+package playbooks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/etcdmember"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/nodes"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
+)
+
+// RestoreOptions shape a restore.
+type RestoreOptions struct {
+	// From is the snapshot file.
+	From string
+	// Timeout bounds each wait: the members stopping, quorum, each API server.
+	Timeout time.Duration
+	// DryRun checks the snapshot and every host as a restore does first, and says what it would do in Plan;
+	// nothing is stopped or written.
+	DryRun bool
+}
+
+// RestoreResult is what a restore did.
+type RestoreResult struct {
+	// Plan is what a dry run would do, in order.
+	Plan     []string `json:"plan,omitempty"`
+	Snapshot string   `json:"snapshot"`
+	SHA256   string   `json:"sha256"`
+	// Revision is the snapshot's; the restored store continues at Revision + a billion.
+	Revision int64 `json:"revision"`
+	// Members are the hosts the new etcd cluster runs on.
+	Members []string     `json:"members"`
+	Nodes   []NodeStatus `json:"nodes,omitempty"`
+}
+
+// restoreStateFile records a restore under way, so that a re-run with the same snapshot resumes it: the
+// new cluster's token (every member must be restored with the same), the members restored, whether etcd
+// was started again.
+const restoreStateFile = "etcd-restore.json"
+
+type restoreState struct {
+	SHA256 string
+	// Members is the new cluster's --initial-cluster: a run with other members starts over.
+	Members  string
+	Token    string
+	Restored []string
+	Started  bool
+}
+
+// restoreBump is how far a restore moves the store's revision past the snapshot's: more than any cluster
+// writes between a snapshot and a restore, so that no client sees a revision again with other contents.
+// With --mark-compacted, every watch from before the restore ends with "compacted" and its client lists
+// again (what Kubernetes' informers do), instead of trusting a cache newer than the data.
+const restoreBump = 1_000_000_000
+
+// EtcdRestore replaces the etcd cluster of the inventory's etcd hosts (the control-plane hosts, when etcd
+// is stacked) with a new one restored from a snapshot: every member and control plane is stopped (static
+// Pods' manifests held aside, external members' units stopped), each member's data directory is restored
+// from the snapshot with etcdutl (the old one kept as /var/lib/etcd.before-restore), etcd is started on all
+// of them and quorum awaited, then the control plane is started again and each API server awaited. Every
+// etcd and control-plane host of the inventory must be reachable: hosts that are lost are left out of the
+// inventory, and added back with add-node afterwards.
+func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult, error) {
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	cps := e.Inv.ControlPlanes()
+	if len(cps) == 0 {
+		return nil, errors.New("the inventory has no control-plane host")
+	}
+	// The members restored: the control-plane hosts (stacked), or the etcd hosts (external: each a unit).
+	ext := e.Inv.ExternalEtcd()
+	members := e.Inv.EtcdHosts()
+	all := slices.Clone(members)
+	for _, h := range cps {
+		if !slices.Contains(all, h) {
+			all = append(all, h)
+		}
+	}
+	size, sum, err := etcdmember.VerifySnapshot(o.From)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := etcdmember.SnapshotRevision(o.From)
+	if err != nil {
+		return nil, err
+	}
+	res := &RestoreResult{Snapshot: o.From, SHA256: sum, Revision: rev, Members: names(members)}
+	e.say("etcd-restore", "", "snapshot %s: %d bytes at revision %d, integrity hash and pages checked, sha256 %s", o.From, size, rev, sum)
+	results, err := Connect(ctx, e, all, 1)
+	var lost []string
+	for _, r := range results {
+		if r.Err != nil {
+			lost = append(lost, fmt.Sprintf("%s (%v)", r.Host, r.Err))
+		}
+	}
+	if len(lost) > 0 {
+		return res, fmt.Errorf("hosts unreachable: %s: a restore makes a new etcd cluster of every etcd host of the inventory (its control-plane hosts, when etcd is stacked) and restarts every control plane; "+
+			"leave hosts that are lost out of the inventory, restore onto the others, then add-node them back", strings.Join(lost, "; "))
+	}
+	if err != nil {
+		return res, err
+	}
+	var initial []string
+	peers := map[string]string{}
+	for _, h := range members {
+		p, err := e.peerURL(ctx, h)
+		if err != nil {
+			return res, err
+		}
+		peers[h.Name] = p
+		initial = append(initial, h.NodeName+"="+p)
+	}
+	// Every member able to take part, before anything stops.
+	var missing []string
+	var mmu sync.Mutex
+	if _, err := e.play(ctx, Play{Name: "check", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
+		out, err := e.Conn(name).Run(ctx, scripts.RestoreCheck(ext), nil)
+		if err != nil {
+			return false, err
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out.Stdout)), "\n") {
+			if line != "" {
+				mmu.Lock()
+				missing = append(missing, name+": "+line)
+				mmu.Unlock()
+			}
+		}
+		return false, nil
+	}}); err != nil {
+		return res, err
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return res, fmt.Errorf("nothing was changed: %s; a host that is not a control-plane node of this cluster (lost and reinstalled) is left out of the inventory for the restore and added back with add-node", strings.Join(missing, "; "))
+	}
+	if o.DryRun {
+		res.Plan = []string{
+			fmt.Sprintf("stop etcd and the control plane on %s (everything written after revision %d is lost)", strings.Join(names(all), ", "), rev),
+			fmt.Sprintf("restore each member's data directory from the snapshot, a new cluster of %s (the old data kept as %s.before-restore)", strings.Join(initial, ","), kubeadm.EtcdDataDir),
+			"start etcd, wait for quorum; start the control plane, wait for each API server and every node",
+		}
+		return res, nil
+	}
+	st, err := loadRestoreState(e.StateDir, sum, strings.Join(initial, ","))
+	if err != nil {
+		return res, err
+	}
+	save := func() error {
+		data, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		return pki.WriteFile(filepath.Join(e.StateDir, restoreStateFile), data, 0o600)
+	}
+	if err := save(); err != nil {
+		return res, err
+	}
+	started := time.Now() // when etcd was started again (a resumed run: this run's start)
+	steps := []Step{
+		{Name: "hold", Skip: func() string { return doneIf(st.Started, "etcd was started again by the run resumed") }, Run: func(ctx context.Context) error {
+			// Every member stops before any is restored: no API server writes to the old cluster after the
+			// snapshot is the truth.
+			tries := int(o.Timeout / (500 * time.Millisecond))
+			if ext {
+				// External members first: a control-plane host that is also an etcd host waits below until
+				// nothing of etcd or the control plane runs.
+				if _, err := e.play(ctx, Play{Name: "hold", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
+					out, err := e.Conn(name).Run(ctx, scripts.StopEtcdUnit(), nil)
+					return err == nil && strings.Contains(string(out.Stdout), "held "), err
+				}}); err != nil {
+					return err
+				}
+			}
+			_, err := e.play(ctx, Play{Name: "hold", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
+				out, err := e.Conn(name).Run(ctx, scripts.HoldControlPlane(tries), nil)
+				if err != nil {
+					return false, err
+				}
+				return strings.Contains(string(out.Stdout), "held "), nil
+			}})
+			return err
+		}},
+		{Name: "restore", Skip: func() string { return doneIf(st.Started, "etcd was started again by the run resumed") }, Run: func(ctx context.Context) error {
+			var mu sync.Mutex
+			_, err := e.play(ctx, Play{Name: "restore", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
+				mu.Lock()
+				done := slices.Contains(st.Restored, name)
+				mu.Unlock()
+				if done {
+					return false, nil
+				}
+				h := e.Inv.Host(name)
+				snap := kubeadm.StateDir + "/etcd-restore/snapshot.db"
+				conn := e.Conn(name)
+				// Streamed, not read into memory: a snapshot is as large as the database (gigabytes).
+				if err := conn.PutFile(ctx, o.From, snap, 0o600); err != nil {
+					return false, err
+				}
+				if _, err := conn.Run(ctx, scripts.RestoreEtcd(scripts.EtcdRestoreParams{Snapshot: snap, Name: h.NodeName,
+					PeerURL: peers[name], InitialCluster: strings.Join(initial, ","), Token: st.Token, Bump: restoreBump}), nil); err != nil {
+					return false, err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				st.Restored = append(st.Restored, name)
+				return true, save()
+			}})
+			return err
+		}},
+		{Name: "etcd", Run: func(ctx context.Context) error {
+			release := scripts.ReleaseManifests(kubeadm.Etcd + ".yaml")
+			if ext {
+				release = scripts.StartEtcdUnit()
+			}
+			if _, err := e.play(ctx, Play{Name: "etcd", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
+				out, err := e.Conn(name).Run(ctx, release, nil)
+				return err == nil && strings.Contains(string(out.Stdout), "released"), err
+			}}); err != nil {
+				return err
+			}
+			st.Started = true
+			started = time.Now()
+			if err := save(); err != nil {
+				return err
+			}
+			return e.poll(ctx, "etcd", "", o.Timeout, func() (bool, string, error) {
+				return etcdQuorum(ctx, e, members, peers)
+			})
+		}},
+		{Name: "control-plane", Run: func(ctx context.Context) error {
+			var rest []string
+			for _, c := range kubeadm.ControlPlaneComponents[1:] {
+				rest = append(rest, c+".yaml")
+			}
+			_, err := e.play(ctx, Play{Name: "control-plane", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
+				conn := e.Conn(name)
+				out, err := conn.Run(ctx, scripts.ReleaseManifests(rest...), nil)
+				if err != nil {
+					return false, err
+				}
+				c, err := e.nodeClient(ctx, e.Inv.Host(name))
+				if err != nil {
+					return false, err
+				}
+				return strings.Contains(string(out.Stdout), "released"), e.poll(ctx, "control-plane", name, o.Timeout, func() (bool, string, error) {
+					if err := c.Ready(ctx); err != nil {
+						return false, fmt.Sprintf("the API server (last: %v)", firstLine(err.Error())), nil
+					}
+					return true, "", nil
+				})
+			}})
+			return err
+		}},
+		{Name: "nodes", Run: func(ctx context.Context) error {
+			// Every control-plane node's static Pods Ready, and every node's kubelet heard from since
+			// etcd came back (the Ready conditions restored are the snapshot's).
+			admin, err := e.Admin(ctx)
+			if err != nil {
+				return err
+			}
+			// The inventory's hosts that the restored cluster has as Nodes (one not joined yet is add-node's).
+			var nodeNames []string
+			err = e.poll(ctx, "nodes", "", o.Timeout, func() (bool, string, error) {
+				if nodeNames == nil {
+					list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+					if err != nil {
+						return false, "the API (" + firstLine(err.Error()) + ")", nil
+					}
+					nodeNames = []string{}
+					for _, h := range e.Inv.Hosts {
+						if slices.ContainsFunc(list.Items, func(n corev1.Node) bool { return n.Name == h.NodeName }) {
+							nodeNames = append(nodeNames, h.NodeName)
+						}
+					}
+				}
+				var waiting []string
+				for _, h := range cps {
+					// No annotation and no image asked for: the mirror Pods' readiness only.
+					waiting = append(waiting, nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, "", nil, staticPods(e.Inv))...)
+				}
+				waiting = append(waiting, nodes.LeasesWaiting(ctx, admin.Kube, nodeNames, started)...)
+				return len(waiting) == 0, strings.Join(waiting, ", "), nil
+			})
+			if err != nil {
+				return err
+			}
+			res.Nodes, err = nodeStatuses(ctx, admin)
+			return err
+		}},
+	}
+	if _, err := runSteps(ctx, runOptions{Sink: e.Sink}, steps); err != nil {
+		return res, err
+	}
+	return res, os.Remove(filepath.Join(e.StateDir, restoreStateFile))
+}
+
+func doneIf(done bool, why string) string {
+	if done {
+		return why
+	}
+	return ""
+}
+
+// loadRestoreState reads the record of a restore under way from the same snapshot onto the same members,
+// or starts a new one (a new cluster token); a record of another snapshot or other members is replaced:
+// nothing is started before every member is restored, and such a restore restores every member again.
+func loadRestoreState(stateDir, sum, members string) (*restoreState, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, restoreStateFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	var st restoreState
+	if err == nil {
+		if err := json.Unmarshal(data, &st); err != nil {
+			return nil, fmt.Errorf("%s: %w", restoreStateFile, err)
+		}
+	}
+	if st.SHA256 == sum && st.Members == members && st.Token != "" {
+		return &st, nil
+	}
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	return &restoreState{SHA256: sum, Members: members, Token: "clusterctl-restore-" + hex.EncodeToString(b)}, nil
+}
+
+// etcdQuorum reports whether every host's member is a started voting member of one cluster of exactly
+// those members, and healthy. Each poll dials afresh: a client made while a member is still down would
+// wait out gRPC's growing redial back-off after the member is up.
+func etcdQuorum(ctx context.Context, e *Env, hosts []*inventory.Host, peers map[string]string) (bool, string, error) {
+	var waiting []string
+	for _, h := range hosts {
+		c, err := e.etcdOn(ctx, h)
+		if err != nil {
+			return false, "", err
+		}
+		st, err := c.Status(ctx)
+		var list []etcdmember.Member
+		if err == nil && st.Healthy {
+			list, err = c.List(ctx)
+		}
+		c.Close()
+		switch {
+		case err != nil:
+			waiting = append(waiting, fmt.Sprintf("%s (%s)", h.Name, firstLine(err.Error())))
+		case !st.Healthy:
+			waiting = append(waiting, fmt.Sprintf("%s (%s)", h.Name, strings.Join(st.Errors, "; ")))
+		case len(list) != len(hosts) || etcdmember.Quorum(list) != nil:
+			waiting = append(waiting, fmt.Sprintf("%s (%d members listed)", h.Name, len(list)))
+		default:
+			for _, o := range hosts {
+				if etcdmember.Find(list, peers[o.Name]) == nil {
+					waiting = append(waiting, fmt.Sprintf("%s (%s not listed)", h.Name, o.Name))
+				}
+			}
+		}
+	}
+	if len(waiting) > 0 {
+		return false, "etcd members " + strings.Join(waiting, ", "), nil
+	}
+	return true, "", nil
+}
