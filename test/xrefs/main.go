@@ -1,0 +1,81 @@
+// Command xrefs counts, in one Go package directory, the references between its files: for each pair of
+// non-test files, whether one uses a top-level name (function, type, variable, constant, method) the
+// other declares. It prints the pairs that refer to each other both ways, and the totals.
+//
+//	go run ./test/xrefs playbooks
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: xrefs DIR")
+		os.Exit(2)
+	}
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, os.Args[1], func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	declared := map[string]string{} // name -> file
+	uses := map[string]map[string]bool{}
+	for _, pkg := range pkgs {
+		for path, f := range pkg.Files {
+			file := filepath.Base(path)
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					declared[d.Name.Name] = file
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						switch s := s.(type) {
+						case *ast.TypeSpec:
+							declared[s.Name.Name] = file
+						case *ast.ValueSpec:
+							for _, n := range s.Names {
+								declared[n.Name] = file
+							}
+						}
+					}
+				}
+			}
+			used := map[string]bool{}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if id, ok := n.(*ast.Ident); ok {
+					used[id.Name] = true
+				}
+				return true
+			})
+			uses[file] = used
+		}
+	}
+	refs := map[[2]string]bool{} // from file -> to file
+	for file, used := range uses {
+		for name := range used {
+			if to, ok := declared[name]; ok && to != file {
+				refs[[2]string{file, to}] = true
+			}
+		}
+	}
+	var both []string
+	for r := range refs {
+		if r[0] < r[1] && refs[[2]string{r[1], r[0]}] {
+			both = append(both, r[0]+" <-> "+r[1])
+		}
+	}
+	sort.Strings(both)
+	for _, b := range both {
+		fmt.Println(b)
+	}
+	fmt.Printf("%d files, %d file-to-file references, %d pairs referring to each other both ways\n", len(uses), len(refs), len(both))
+}
