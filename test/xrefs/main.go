@@ -22,15 +22,23 @@ func main() {
 		os.Exit(2)
 	}
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, os.Args[1], func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	paths, err := filepath.Glob(filepath.Join(os.Args[1], "*.go"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	declared := map[string]string{} // name -> file
 	uses := map[string]map[string]bool{}
-	for _, pkg := range pkgs {
-		for path, f := range pkg.Files {
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		{
 			file := filepath.Base(path)
 			for _, d := range f.Decls {
 				switch d := d.(type) {
