@@ -27,7 +27,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	declared := map[string]string{} // name -> file
+	// name -> the files declaring it (a method name may be declared on several types: a use of it counts
+	// as a reference to each of those files)
+	declared := map[string]map[string]bool{}
+	declare := func(name, file string) {
+		if declared[name] == nil {
+			declared[name] = map[string]bool{}
+		}
+		declared[name][file] = true
+	}
 	uses := map[string]map[string]bool{}
 	for _, path := range paths {
 		if strings.HasSuffix(path, "_test.go") {
@@ -43,15 +51,15 @@ func main() {
 			for _, d := range f.Decls {
 				switch d := d.(type) {
 				case *ast.FuncDecl:
-					declared[d.Name.Name] = file
+					declare(d.Name.Name, file)
 				case *ast.GenDecl:
 					for _, s := range d.Specs {
 						switch s := s.(type) {
 						case *ast.TypeSpec:
-							declared[s.Name.Name] = file
+							declare(s.Name.Name, file)
 						case *ast.ValueSpec:
 							for _, n := range s.Names {
-								declared[n.Name] = file
+								declare(n.Name, file)
 							}
 						}
 					}
@@ -70,8 +78,10 @@ func main() {
 	refs := map[[2]string]bool{} // from file -> to file
 	for file, used := range uses {
 		for name := range used {
-			if to, ok := declared[name]; ok && to != file {
-				refs[[2]string{file, to}] = true
+			for to := range declared[name] {
+				if to != file {
+					refs[[2]string{file, to}] = true
+				}
 			}
 		}
 	}
