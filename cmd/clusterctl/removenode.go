@@ -26,7 +26,9 @@ func newRemoveNodeCmd(g *globalOptions) *cobra.Command {
 		Long: `Remove the named inventory hosts from the running cluster, one at a time: cordon; drain (evictions,
 which respect PodDisruptionBudgets, retried until --drain-timeout; DaemonSet and static Pods stay); for a
 control-plane node with stacked etcd, or an etcd host (external etcd), its etcd member removed through
-the etcd API (through another member), refused when the remaining members could not keep quorum; the Node deleted; then the host reset as clusterctl reset does. A host that
+the etcd API (through another member), refused when the remaining members could not keep quorum; the Node deleted; then the host reset as clusterctl reset does. The inventory's
+hooks.removeNode.before run first on the host (when it can be reached), hooks.removeNode.after once it is
+reset. A host that
 cannot be reached is still removed from the cluster and reported. Remove the host from the inventory
 afterwards. The first control-plane host of the inventory is how clusterctl reaches the cluster and
 cannot be removed: put another control-plane host first. --dry-run reads the cluster, etcd and the host

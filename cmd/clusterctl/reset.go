@@ -44,7 +44,8 @@ the same: everything listed above is removed from them, whoever made it (/etc/ku
 
 The cluster's data (etcd) is destroyed. Without --yes, reset asks for the cluster's name on a terminal
 and refuses to run otherwise. The local state directory (PKI, admin.conf) is kept unless --remove-state:
-a later up then makes a cluster with the same CA. --dry-run connects, checks each host's mark, and
+a later up then makes a cluster with the same CA. The inventory's hooks.reset.before run on the hosts
+reached before anything is undone, hooks.reset.after on those reset. --dry-run connects, checks each host's mark, and
 prints per host the hooks reset would run and what of the above is there to undo; nothing changes.`,
 		Example: `  clusterctl reset -i hosts.yaml
   clusterctl reset -i hosts.yaml --dry-run

@@ -35,6 +35,7 @@ func newUpCmd(g *globalOptions) *cobra.Command {
   preflight      connect to every host, gather facts, kubeadm's checks for each role and across hosts
   render         PKI, kubeconfigs, static Pods, kubelet and containerd configuration, made here, kept in
                  the state directory
+  hooks-before   the inventory's hooks.up.before on each host (add-node: hooks.addNode, on the hosts added)
   push           each host's files (workers get no CA key); with cluster.artifacts, the kubelet, kubectl
                  and the image archives, imported with ctr (air-gapped installs); runtime configured
   control-plane  the first control-plane node's kubelet starts etcd, API server, controller-manager,
@@ -50,6 +51,7 @@ func newUpCmd(g *globalOptions) *cobra.Command {
   network        cni.plugin bridge: each node's pod range and routes between nodes; manifests: yours
   ready          kubelet serving certificates approved after checking the requesting node and every
                  name and address against the inventory; all Nodes Ready; the token deleted
+  hooks-after    the inventory's hooks.up.after (add-node: hooks.addNode.after)
 
 A re-run changes nothing that is right and finishes what an interrupted run left; --dry-run shows what
 would change. The admin kubeconfig is left in the state directory (admin.conf). Exit codes: 0 done,

@@ -51,8 +51,9 @@ or to --to without editing the file, in the order upstream documents:
   addons         kube-proxy and CoreDNS at the target (the cluster's Corefile migrated, not replaced, as
                  kubeadm does), kubeadm-config and kubelet-config; both rollouts waited for
   kubelets       control-plane nodes one at a time, then workers --max-unavailable at a time: cordon,
-                 drain (PodDisruptionBudgets respected, up to --drain-timeout), kubelet binary and
-                 configuration, restart, Ready at the target, uncordon
+                 drain (PodDisruptionBudgets respected, up to --drain-timeout), the inventory's
+                 hooks.upgrade.before, kubelet binary and configuration, restart, Ready at the
+                 target, hooks.upgrade.after, uncordon
 
 Each step is recorded in the state directory (upgrade.json): killed anywhere, the same command finishes
 the upgrade, starting with the control-plane node it left half-way. A node that fails stops the roll;
