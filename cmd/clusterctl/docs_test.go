@@ -9,14 +9,14 @@ import (
 	"testing"
 )
 
-// markdown is README.md and every file of docs/.
+// markdown is README.md, CHANGELOG.md and every file of docs/.
 func markdown(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append([]string{"../../README.md"}, files...)
+	return append([]string{"../../README.md", "../../CHANGELOG.md"}, files...)
 }
 
 // slug is the anchor GitHub makes of a heading.
