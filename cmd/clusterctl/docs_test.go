@@ -83,8 +83,10 @@ func TestDocsCommandLines(t *testing.T) {
 		}
 		args := strings.Fields(line)[1:]
 		root := newRootCmd(io.Discard, io.Discard)
+		root.InitDefaultVersionFlag() // cobra adds --version when it executes
 		cmd, rest, err := root.Find(args)
 		if err == nil {
+			cmd.InitDefaultHelpFlag()
 			err = cmd.ParseFlags(rest)
 		}
 		if err != nil || (cmd == root && len(rest) > 0 && !strings.HasPrefix(rest[0], "-")) {
