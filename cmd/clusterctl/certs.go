@@ -255,15 +255,14 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 	res, err := playbooks.RotateCerts(cmd.Context(), env, playbooks.RotateOptions{Fresh: o.fresh, NewKeys: o.newKeys,
 		Only: o.only, Timeout: o.timeout})
 	view.Recap()
-	if err != nil {
+	if g.Output == "json" {
+		if werr := writeResultLine(g.stdout, "rotate_result", res, err, nil, time.Since(start)); werr != nil {
+			return werr
+		}
 		return failedOnHosts(err)
 	}
-	if g.Output == "json" {
-		return writeJSONLine(g.stdout, struct {
-			Type string `json:"type"`
-			*playbooks.RotateResult
-			DurationMS int64 `json:"duration_ms"`
-		}{"rotate_result", res, time.Since(start).Milliseconds()})
+	if err != nil {
+		return failedOnHosts(err)
 	}
 	for _, r := range res.Renewed {
 		fmt.Fprintf(g.stdout, "renewed %s\n", r)
@@ -298,15 +297,14 @@ func runRotateCA(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 			fmt.Fprintf(g.stderr, "warning: %s\n", w)
 		}
 	}
-	if err != nil {
+	if g.Output == "json" {
+		if werr := writeResultLine(g.stdout, "ca_rotate_result", res, err, nil, time.Since(start)); werr != nil {
+			return werr
+		}
 		return failedOnHosts(err)
 	}
-	if g.Output == "json" {
-		return writeJSONLine(g.stdout, struct {
-			Type string `json:"type"`
-			*playbooks.CARotateResult
-			DurationMS int64 `json:"duration_ms"`
-		}{"ca_rotate_result", res, time.Since(start).Milliseconds()})
+	if err != nil {
+		return failedOnHosts(err)
 	}
 	if res.Resumed > 0 {
 		fmt.Fprintf(g.stdout, "resumed the interrupted rotation at stage %d\n", res.Resumed)
