@@ -14,6 +14,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/hooks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
@@ -146,11 +147,7 @@ func (r *removal) drain(ctx context.Context) error {
 // removeMember removes the host's etcd member, through another member (etcdmember refuses if etcd would
 // lose quorum).
 func (r *removal) removeMember(ctx context.Context) error {
-	peer, err := r.peer()
-	if err != nil {
-		return err
-	}
-	ec, err := r.e.etcdExcept(ctx, r.h)
+	peer, ec, err := r.etcdOfOthers(ctx)
 	if err != nil {
 		return err
 	}
@@ -160,6 +157,17 @@ func (r *removal) removeMember(ctx context.Context) error {
 		r.e.say("remove-node", r.h.Name, "etcd member removed")
 	}
 	return err
+}
+
+// etcdOfOthers is the host's etcd peer URL and a client of etcd through another member; the caller
+// closes it.
+func (r *removal) etcdOfOthers(ctx context.Context) (string, *etcdmember.Client, error) {
+	peer, err := r.peer()
+	if err != nil {
+		return "", nil, err
+	}
+	ec, err := r.e.etcdExcept(ctx, r.h)
+	return peer, ec, err
 }
 
 // peer is the host's etcd peer URL: its internalAddress, else its Node's, else its address.
@@ -228,11 +236,7 @@ func (r *removal) plan(ctx context.Context) error {
 		}
 	}
 	if r.notEtcdMember() == "" {
-		peer, err := r.peer()
-		if err != nil {
-			return err
-		}
-		ec, err := r.e.etcdExcept(ctx, r.h)
+		peer, ec, err := r.etcdOfOthers(ctx)
 		if err != nil {
 			return err
 		}

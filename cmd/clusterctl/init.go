@@ -2,11 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
-	"os"
 	"strings"
 	"text/template"
 
@@ -91,22 +88,7 @@ func runInit(g *globalOptions, o *initOptions) error {
 	if _, diags := inventory.Parse(name, data); diags.Err() != nil {
 		return usageError("the inventory made is not valid (a value given is wrong):\n%v", diags.Err())
 	}
-	if o.out == "" {
-		_, err := g.stdout.Write(data)
-		return err
-	}
-	f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		return usageError("--out %s exists: init never writes over a file", o.out)
-	}
-	if err != nil {
-		return usageError("--out: %v", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if wrote, err := writeOut(g, o.out, data, 0o644, "init never writes over a file"); !wrote || err != nil {
 		return err
 	}
 	fmt.Fprintf(g.stderr, "wrote %s: check it with clusterctl preflight -i %s\n", o.out, o.out)

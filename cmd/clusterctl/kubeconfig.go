@@ -151,22 +151,7 @@ over an existing file.`,
 			if err != nil {
 				return err
 			}
-			if out == "" {
-				_, err := g.stdout.Write(data)
-				return err
-			}
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if errors.Is(err, fs.ErrExist) {
-				return usageError("--out %s exists: a user's kubeconfig is never written over a file", out)
-			}
-			if err != nil {
-				return usageError("--out: %v", err)
-			}
-			if _, err := f.Write(data); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
+			if wrote, err := writeOut(g, out, data, 0o600, "a user's kubeconfig is never written over a file"); !wrote || err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stderr, "wrote %s: user %q, groups [%s], valid for %s\n", out, name, strings.Join(groups, ", "), ttl)

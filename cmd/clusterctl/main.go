@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		return exitOK
 	}
 	code = exitCode(ctx, err)
-	if isCobraUsage(err) && !strings.Contains(err.Error(), " --help')") {
+	if isCobraUsage(err) {
 		// cobra's own messages do not say which command they are about.
 		c, _, findErr := root.Find(args)
 		if findErr != nil {
@@ -103,9 +103,17 @@ func usageError(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
-// isCobraUsage recognizes the usage errors cobra makes itself (unknown commands, wrong argument counts,
-// required flags missing, flags given together that exclude each other).
+// flagError is a flag cobra could not parse (unknown, missing its value, a value of the wrong kind).
+type flagError struct{ error }
+
+func (e flagError) Unwrap() error { return e.error }
+
+// isCobraUsage recognizes the usage errors cobra makes itself (bad flags, unknown commands, wrong argument
+// counts, required flags missing, flags given together that exclude each other).
 func isCobraUsage(err error) bool {
+	if errors.As(err, new(flagError)) {
+		return true
+	}
 	msg := err.Error()
 	for _, prefix := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "invalid argument",
 		"required flag", "if any flags in the group", "at least one of the flags"} {

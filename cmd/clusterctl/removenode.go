@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -79,31 +78,16 @@ func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, n
 
 // dryRemove prints what remove-node would do on each named host.
 func dryRemove(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, env *playbooks.Env, view *eventView, names []string) error {
-	var mu sync.Mutex
-	actions := map[string][]string{}
-	err := playbooks.RemoveNode(cmd.Context(), env, names, playbooks.RemoveOptions{DrainTimeout: o.drainTimeout, DryRun: true,
-		Record: func(host, action string) {
-			mu.Lock()
-			actions[host] = append(actions[host], action)
-			mu.Unlock()
-		}})
+	var rec planRecorder
+	err := playbooks.RemoveNode(cmd.Context(), env, names, playbooks.RemoveOptions{DrainTimeout: o.drainTimeout, DryRun: true, Record: rec.record})
 	view.Recap()
-	var plans []playbooks.HostPlan
-	for _, n := range names {
-		plans = append(plans, playbooks.HostPlan{Host: n, Files: []playbooks.PlannedFile{}, Actions: actions[n]})
-	}
+	plans := rec.plans(names)
 	if g.Output == "json" {
-		if werr := writeResultLine(g.stdout, "remove_node_plan", struct {
-			Plan []playbooks.HostPlan `json:"plan"`
-		}{plans}, err, nil, 0); werr != nil {
-			return werr
-		}
-		return failedOnHosts(err)
+		return writePlanLine(g, "remove_node_plan", plans, err)
 	}
 	if err != nil {
 		return failedOnHosts(err)
 	}
-	total := printHostPlans(g.stdout, plans)
-	fmt.Fprintf(g.stdout, "dry run: %d action(s) on %d host(s); nothing was changed\n", total, len(plans))
+	printDryPlans(g.stdout, plans)
 	return nil
 }

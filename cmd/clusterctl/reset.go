@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -116,26 +115,12 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 
 // dryReset prints what reset would do on each host: its hooks, and what of clusterctl's is there to undo.
 func dryReset(cmd *cobra.Command, g *globalOptions, o *resetOptions, env *playbooks.Env, view *eventView) error {
-	var mu sync.Mutex
-	actions := map[string][]string{}
-	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{Force: o.force, Hooks: true, DryRun: true,
-		Record: func(host, action string) {
-			mu.Lock()
-			actions[host] = append(actions[host], action)
-			mu.Unlock()
-		}})
+	var rec planRecorder
+	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{Force: o.force, Hooks: true, DryRun: true, Record: rec.record})
 	view.Recap()
-	var plans []playbooks.HostPlan
-	for _, h := range env.Hosts {
-		plans = append(plans, playbooks.HostPlan{Host: h.Name, Files: []playbooks.PlannedFile{}, Actions: actions[h.Name]})
-	}
+	plans := rec.plans(hostNamesOf(env.Hosts))
 	if g.Output == "json" {
-		if werr := writeResultLine(g.stdout, "reset_plan", struct {
-			Plan []playbooks.HostPlan `json:"plan"`
-		}{plans}, err, nil, 0); werr != nil {
-			return werr
-		}
-		return failedOnHosts(err)
+		return writePlanLine(g, "reset_plan", plans, err)
 	}
 	for _, r := range results {
 		switch {
@@ -145,8 +130,7 @@ func dryReset(cmd *cobra.Command, g *globalOptions, o *resetOptions, env *playbo
 			fmt.Fprintf(g.stdout, "%s: %v\n", r.Host, r.Err)
 		}
 	}
-	total := printHostPlans(g.stdout, plans)
-	fmt.Fprintf(g.stdout, "dry run: %d action(s) on %d host(s); nothing was changed\n", total, len(plans))
+	printDryPlans(g.stdout, plans)
 	return failedOnHosts(err)
 }
 

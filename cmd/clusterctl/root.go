@@ -55,9 +55,8 @@ Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad i
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usageError("%v (see '%s --help')", err, cmd.CommandPath())
-	})
+	// A bad flag is a usage error; run names the command and its --help, as for cobra's other usage errors.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError{err} })
 
 	f := root.PersistentFlags()
 	f.StringVarP(&opts.Inventory, "inventory", "i", "", "inventory file: clusterctl hosts.yaml, or an Ansible/kubespray YAML or INI inventory")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,4 +223,33 @@ func hostNames(inv *inventory.Inventory) []string {
 		out = append(out, h.Name)
 	}
 	return out
+}
+
+func hostNamesOf(hosts []*inventory.Host) []string {
+	out := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		out = append(out, h.Name)
+	}
+	return out
+}
+
+// writeOut writes what a command made to stdout, or with --out to a new file of that mode: an existing one
+// is refused (exit 2, with why), never written over. It reports whether it wrote the file.
+func writeOut(g *globalOptions, out string, data []byte, mode fs.FileMode, why string) (bool, error) {
+	if out == "" {
+		_, err := g.stdout.Write(data)
+		return false, err
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if errors.Is(err, fs.ErrExist) {
+		return false, usageError("--out %s exists: %s", out, why)
+	}
+	if err != nil {
+		return false, usageError("--out: %v", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return false, err
+	}
+	return true, f.Close()
 }

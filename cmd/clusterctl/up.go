@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -118,6 +119,48 @@ func printPlan(w io.Writer, r *playbooks.UpResult) {
 	if total > 0 {
 		fmt.Fprintln(w, "then, through the API: control plane started and waited for, bootstrap objects applied, workers joined, pod network, serving certificates approved")
 	}
+}
+
+// planRecorder collects a dry run's actions per host; record is called from many goroutines.
+type planRecorder struct {
+	mu      sync.Mutex
+	actions map[string][]string
+}
+
+func (p *planRecorder) record(host, action string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.actions == nil {
+		p.actions = map[string][]string{}
+	}
+	p.actions[host] = append(p.actions[host], action)
+}
+
+// plans are the actions recorded for each of hosts, in their order.
+func (p *planRecorder) plans(hosts []string) []playbooks.HostPlan {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]playbooks.HostPlan, 0, len(hosts))
+	for _, h := range hosts {
+		out = append(out, playbooks.HostPlan{Host: h, Files: []playbooks.PlannedFile{}, Actions: p.actions[h]})
+	}
+	return out
+}
+
+// writePlanLine writes a dry run's result line (--output json) and returns the run's error as an exit.
+func writePlanLine(g *globalOptions, typ string, plans []playbooks.HostPlan, err error) error {
+	if werr := writeResultLine(g.stdout, typ, struct {
+		Plan []playbooks.HostPlan `json:"plan"`
+	}{plans}, err, nil, 0); werr != nil {
+		return werr
+	}
+	return failedOnHosts(err)
+}
+
+// printDryPlans prints each host's actions and the dry run's closing line.
+func printDryPlans(w io.Writer, plans []playbooks.HostPlan) {
+	total := printHostPlans(w, plans)
+	fmt.Fprintf(w, "dry run: %d action(s) on %d host(s); nothing was changed\n", total, len(plans))
 }
 
 // printHostPlans prints what a dry run found would change on each host; it returns the number of changes.
