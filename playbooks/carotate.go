@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
-	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -216,10 +216,8 @@ func (r *caRotation) finish(ctx context.Context) error {
 	for _, s := range pki.Signers() {
 		signerFiles = append(signerFiles, path.Join(kubeadm.PKIDir, pki.SignerPath(s)+".crt"), path.Join(kubeadm.PKIDir, pki.SignerPath(s)+".key"))
 	}
-	remove := scripts.RemoveFiles(signerFiles...)
 	if _, err := d.e.play(ctx, Play{Name: play, Hosts: names(d.e.Inv.ControlPlanes()), Run: func(ctx context.Context, name string) (bool, error) {
-		res, err := d.e.Conn(name).Run(ctx, remove, nil)
-		return err == nil && len(res.Stdout) > 0, err
+		return apply.RemoveFiles(ctx, d.e.Conn(name), signerFiles...)
 	}}); err != nil {
 		return err
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/certs"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
-	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/tasks/workloads"
 )
 
@@ -111,7 +110,7 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error 
 	ca := p.CAs["ca"]
 	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.nodes()), Run: func(ctx context.Context, name string) (bool, error) {
 		conn := d.e.Conn(name)
-		cur, err := readCert(ctx, conn, kubeadm.KubeletClientCurrent)
+		cur, err := apply.ReadCert(ctx, conn, kubeadm.KubeletClientCurrent)
 		if err != nil {
 			return false, err
 		}
@@ -153,7 +152,6 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 	if err != nil {
 		return err
 	}
-	script := scripts.PodTokens()
 	return d.e.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
 		running, err := workloads.RunningPods(ctx, admin.Kube)
 		if err != nil {
@@ -162,11 +160,10 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 		var mu sync.Mutex
 		var waiting []string
 		_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.nodes()), Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
-			res, err := d.e.Conn(name).Run(ctx, script, nil)
+			old, err := apply.OldPodTokens(ctx, d.e.Conn(name), running, want)
 			if err != nil {
 				return false, err
 			}
-			old := workloads.OldTokens(res.Stdout, kubeadm.KubeletDir+"/pods", running, want)
 			mu.Lock()
 			waiting = append(waiting, old...)
 			mu.Unlock()

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
@@ -131,18 +132,13 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 	var missing []string
 	var mmu sync.Mutex
 	if _, err := e.play(ctx, Play{Name: "check", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
-		out, err := e.Conn(name).Run(ctx, scripts.RestoreCheck(ext), nil)
-		if err != nil {
-			return false, err
+		lacks, err := apply.RestoreCheck(ctx, e.Conn(name), ext)
+		mmu.Lock()
+		defer mmu.Unlock()
+		for _, l := range lacks {
+			missing = append(missing, name+": "+l)
 		}
-		for _, line := range strings.Split(strings.TrimSpace(string(out.Stdout)), "\n") {
-			if line != "" {
-				mmu.Lock()
-				missing = append(missing, name+": "+line)
-				mmu.Unlock()
-			}
-		}
-		return false, nil
+		return false, err
 	}}); err != nil {
 		return res, err
 	}
@@ -182,18 +178,13 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 				// External members first: a control-plane host that is also an etcd host waits below until
 				// nothing of etcd or the control plane runs.
 				if _, err := e.play(ctx, Play{Name: "hold", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
-					out, err := e.Conn(name).Run(ctx, scripts.StopEtcdUnit(), nil)
-					return err == nil && strings.Contains(string(out.Stdout), "held "), err
+					return apply.HoldEtcdUnit(ctx, e.Conn(name))
 				}}); err != nil {
 					return err
 				}
 			}
 			_, err := e.play(ctx, Play{Name: "hold", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
-				out, err := e.Conn(name).Run(ctx, scripts.HoldControlPlane(tries), nil)
-				if err != nil {
-					return false, err
-				}
-				return strings.Contains(string(out.Stdout), "held "), nil
+				return apply.HoldControlPlane(ctx, e.Conn(name), tries)
 			}})
 			return err
 		}},
@@ -213,8 +204,8 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 				if err := conn.PutFile(ctx, o.From, snap, 0o600); err != nil {
 					return false, err
 				}
-				if _, err := conn.Run(ctx, scripts.RestoreEtcd(scripts.EtcdRestoreParams{Snapshot: snap, Name: h.NodeName,
-					PeerURL: peers[name], InitialCluster: strings.Join(initial, ","), Token: st.Token, Bump: restoreBump}), nil); err != nil {
+				if err := apply.RestoreMember(ctx, conn, scripts.EtcdRestoreParams{Snapshot: snap, Name: h.NodeName,
+					PeerURL: peers[name], InitialCluster: strings.Join(initial, ","), Token: st.Token, Bump: restoreBump}); err != nil {
 					return false, err
 				}
 				mu.Lock()
@@ -225,13 +216,12 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 			return err
 		}},
 		{Name: "etcd", Run: func(ctx context.Context) error {
-			release := scripts.ReleaseManifests(kubeadm.Etcd + ".yaml")
+			release := apply.ReleaseEtcd
 			if ext {
-				release = scripts.StartEtcdUnit()
+				release = apply.ReleaseEtcdUnit
 			}
 			if _, err := e.play(ctx, Play{Name: "etcd", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
-				out, err := e.Conn(name).Run(ctx, release, nil)
-				return err == nil && strings.Contains(string(out.Stdout), "released"), err
+				return release(ctx, e.Conn(name))
 			}}); err != nil {
 				return err
 			}
@@ -245,13 +235,8 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 			})
 		}},
 		{Name: "control-plane", Run: func(ctx context.Context) error {
-			var rest []string
-			for _, c := range kubeadm.ControlPlaneComponents[1:] {
-				rest = append(rest, c+".yaml")
-			}
 			_, err := e.play(ctx, Play{Name: "control-plane", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
-				conn := e.Conn(name)
-				out, err := conn.Run(ctx, scripts.ReleaseManifests(rest...), nil)
+				released, err := apply.ReleaseControlPlane(ctx, e.Conn(name))
 				if err != nil {
 					return false, err
 				}
@@ -259,7 +244,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 				if err != nil {
 					return false, err
 				}
-				return strings.Contains(string(out.Stdout), "released"), e.poll(ctx, "control-plane", name, o.Timeout, func() (bool, string, error) {
+				return released, e.poll(ctx, "control-plane", name, o.Timeout, func() (bool, string, error) {
 					if err := c.Ready(ctx); err != nil {
 						return false, fmt.Sprintf("the API server (last: %v)", firstLine(err.Error())), nil
 					}

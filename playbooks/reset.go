@@ -13,7 +13,6 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/hooks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
-	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -135,8 +134,7 @@ func (r *resetRun) reset(ctx context.Context) error {
 		}
 		runtime = append(runtime, kubeadm.ContainerdUnit)
 	}
-	script := []byte(scripts.Reset(binaries, runtime, transport.BackupDir, transport.AbsentSuffix))
-	plan := scripts.ResetPlan(binaries, runtime, transport.BackupDir)
+	files := apply.ResetFiles{Binaries: binaries, Runtime: runtime}
 	var err error
 	r.results, err = e.play(ctx, Play{Name: "reset", Hosts: r.reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
 		conn := e.Conn(name)
@@ -147,7 +145,7 @@ func (r *resetRun) reset(ctx context.Context) error {
 			return false, err
 		}
 		if r.o.DryRun {
-			actions, err := apply.ResetPlan(ctx, conn, plan)
+			actions, err := apply.ResetPlan(ctx, conn, files, transport.BackupDir)
 			if len(actions) == 0 && err == nil {
 				actions = []string{"nothing of clusterctl's is left to undo"}
 			}
@@ -156,7 +154,7 @@ func (r *resetRun) reset(ctx context.Context) error {
 			}
 			return false, err
 		}
-		_, err := conn.Run(ctx, "sh -s", script)
+		err := apply.Reset(ctx, conn, files, transport.BackupDir, transport.AbsentSuffix)
 		return err == nil, err
 	}})
 	return err

@@ -25,7 +25,6 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
-	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/tasks/workloads"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -418,11 +417,11 @@ func (d *deployment) renewServing(ctx context.Context, play string, hosts []stri
 	var mu sync.Mutex
 	var renewing []string
 	_, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
-		cur, err := readCert(ctx, d.e.Conn(name), kubeadm.KubeletServerCurrent)
+		cur, err := apply.ReadCert(ctx, d.e.Conn(name), kubeadm.KubeletServerCurrent)
 		if err != nil || !stale(cur) {
 			return false, err
 		}
-		if _, err := d.e.Conn(name).Run(ctx, scripts.RenewServing(), nil); err != nil {
+		if err := apply.RenewServing(ctx, d.e.Conn(name)); err != nil {
 			return false, err
 		}
 		mu.Lock()
@@ -501,16 +500,4 @@ func (u *upRun) servingFromServingCA(ctx context.Context) error {
 		u.e.say("ready", "", "serving certificates of %s requested anew from the kubelet serving CA", strings.Join(renewed, ", "))
 	}
 	return err
-}
-
-// readCert reads the certificate (never the key) of a PEM file on a host; nil when there is none.
-func readCert(ctx context.Context, conn *transport.Conn, file string) (*x509.Certificate, error) {
-	res, err := conn.Run(ctx, scripts.ReadCert(file), nil)
-	if err != nil {
-		return nil, err
-	}
-	if len(strings.TrimSpace(string(res.Stdout))) == 0 {
-		return nil, nil
-	}
-	return pki.ParseCert(res.Stdout)
 }

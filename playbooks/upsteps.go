@@ -17,15 +17,14 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/addons"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/csr"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/pki"
-	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/tasks/wait"
-	"github.com/clusterctl/clusterctl/transport"
 )
 
 // waitAPI waits for /readyz, reporting the kubelet's and the static Pods' state every 10 s, and on timeout
@@ -41,7 +40,7 @@ func (u *upRun) waitAPI(ctx context.Context) error {
 		return err
 	}
 	conn := u.e.Conn(u.cp1.Name)
-	err = wait.Poll(ctx, wait.Options{Timeout: u.o.APITimeout, Interval: upPoll, Report: func(string) { u.e.say("wait-api", u.cp1.Name, "%s", u.nodeState(ctx, conn)) }},
+	err = wait.Poll(ctx, wait.Options{Timeout: u.o.APITimeout, Interval: upPoll, Report: func(string) { u.e.say("wait-api", u.cp1.Name, "%s", apply.NodeState(ctx, conn)) }},
 		func() (bool, string, error) {
 			if err := c.Ready(ctx); err != nil {
 				return false, fmt.Sprintf("the API server on %s (last: %v)", u.cp1.Name, err), nil
@@ -52,30 +51,10 @@ func (u *upRun) waitAPI(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w\n%s", err, u.diagnose(ctx, conn))
+		return fmt.Errorf("%w\n%s", err, apply.Diagnose(ctx, conn))
 	}
 	_, err = c.Apply(ctx, bootstrap.Objects(nil, nil, nil)[0])
 	return err
-}
-
-// nodeState is a one-line summary of the kubelet and the Pods it runs.
-func (u *upRun) nodeState(ctx context.Context, conn *transport.Conn) string {
-	res, err := conn.Run(ctx, scripts.NodeState(), nil)
-	if err != nil {
-		return "cannot read the node's state: " + err.Error()
-	}
-	return strings.TrimSpace(string(res.Stdout))
-}
-
-// diagnose gathers what explains an API server that does not come up.
-func (u *upRun) diagnose(ctx context.Context, conn *transport.Conn) string {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-	defer cancel()
-	res, err := conn.Run(dctx, scripts.Diagnose(), nil)
-	if err != nil {
-		return "(cannot read the node's logs: " + err.Error() + ")"
-	}
-	return strings.TrimSpace(string(res.Stdout))
 }
 
 // bootstrap creates, through the API, everything joining nodes and the cluster's addons need.
@@ -392,10 +371,8 @@ func (u *upRun) dropBootstrapKubeconfigs(ctx context.Context) error {
 	if len(hosts) == 0 {
 		return nil
 	}
-	remove := scripts.RemoveFiles(kubeadm.BootstrapKubeconfig)
 	_, err := u.e.play(ctx, Play{Name: "ready", Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
-		res, err := u.e.Conn(name).Run(ctx, remove, nil)
-		return err == nil && len(res.Stdout) > 0, err
+		return apply.RemoveFiles(ctx, u.e.Conn(name), kubeadm.BootstrapKubeconfig)
 	}})
 	return err
 }

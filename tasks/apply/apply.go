@@ -1,7 +1,10 @@
 // Package apply is clusterctl's work on one host's files and services: put a node's files (or, in a dry
 // run, find which would change), apply what they need (kernel settings, units, the runtime, images) with
 // restart stamps, start or restart the kubelet, point a worker's kubelet at the API endpoint, install the
-// pod routes. Each function takes the narrow Host it needs; transport.Conn is one.
+// pod routes; read a node's state, certificates and Pods' tokens; remove files; reset a host; take an etcd
+// member through a restore. Playbooks do their work on hosts through these typed functions only, never a
+// script of their own or a marker parsed from its output. Each function takes the narrow Host it needs;
+// transport.Conn is one.
 package apply
 
 import (

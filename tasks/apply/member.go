@@ -44,9 +44,3 @@ func quoteAll(ss []string) []string {
 	}
 	return out
 }
-
-// ResetPlan runs a read-only plan script (scripts.ResetPlan) on the host and returns what reset would undo
-// there.
-func ResetPlan(ctx context.Context, h Host, script string) ([]string, error) {
-	return run(ctx, h, script)
-}

@@ -4,7 +4,9 @@
 package scripts
 
 import (
+	"cmp"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/clusterctl/clusterctl/tasks/cni"
@@ -190,14 +192,16 @@ func SwitchKubeletClient(file string) string {
 		strings.TrimPrefix(kubeadm.KubeletClientCurrent, kubeadm.KubeletPKIDir+"/")})
 }
 
-// RenewServing removes the kubelet's serving pair and restarts it: it requests a new one.
-func RenewServing() string {
-	return render("renew-serving.sh", struct{ File string }{kubeadm.KubeletServerCurrent})
+// RenewServing removes the kubelet's serving pair (file: kubeadm.KubeletServerCurrent) and restarts it: it
+// requests a new one.
+func RenewServing(file string) string {
+	return render("renew-serving.sh", struct{ File string }{file})
 }
 
-// PodTokens prints each Pod's service-account token file and the header of its token.
-func PodTokens() string {
-	return render("pod-tokens.sh", struct{ PodsDir string }{kubeadm.KubeletDir + "/pods"})
+// PodTokens prints each Pod's service-account token file under podsDir (the kubelet's, kubeadm.KubeletPodsDir) and
+// the header of its token.
+func PodTokens(podsDir string) string {
+	return render("pod-tokens.sh", struct{ PodsDir string }{podsDir})
 }
 
 // Certs prints every certificate-bearing file: "== PATH", then its certificates, or a kubeconfig's client
@@ -267,38 +271,39 @@ func ResetPlan(binaries, runtime []string, backupDir string) string {
 // EtcdHold is where a restore keeps a node's etcd and control-plane manifests while they must not run.
 const EtcdHold = kubeadm.StateDir + "/etcd-restore/held"
 
-// HoldControlPlane moves a node's etcd and control-plane manifests to EtcdHold and waits (every half second,
-// at most tries times) until none of them runs. It prints "held NAME" for each manifest it moved.
-func HoldControlPlane(tries int) string {
+// HoldControlPlane moves a node's etcd and control-plane manifests from manifestsDir (kubeadm.ManifestsDir)
+// to hold (EtcdHold) and waits (every half second, at most tries times) until none of them runs. It prints
+// "held NAME" for each manifest it moved.
+func HoldControlPlane(hold, manifestsDir string, tries int) string {
 	var manifests []string
 	for _, c := range kubeadm.ControlPlaneComponents {
-		manifests = append(manifests, kubeadm.Manifest(c))
+		manifests = append(manifests, path.Join(manifestsDir, c+".yaml"))
 	}
 	return render("etcd-hold.sh", struct {
 		Hold      string
 		Manifests []string
 		Tries     int
-	}{EtcdHold, manifests, tries})
+	}{hold, manifests, tries})
 }
 
-// ReleaseManifests moves the named held manifests (etcd.yaml, ...) back to the kubelet's manifests
-// directory, printing "released NAME" for each.
-func ReleaseManifests(names ...string) string {
+// ReleaseManifests moves the named held manifests (etcd.yaml, ...) from hold back to manifestsDir,
+// printing "released NAME" for each.
+func ReleaseManifests(hold, manifestsDir string, names ...string) string {
 	return render("etcd-release.sh", struct {
 		Hold, Manifests string
 		Names           []string
-	}{EtcdHold, kubeadm.ManifestsDir, names})
+	}{hold, manifestsDir, names})
 }
 
-// RestoreCheck prints what a host lacks to take part in a restore (etcdutl; an etcd manifest, or with unit
-// the external member's unit), one line each; nothing when it can.
-func RestoreCheck(unit bool) string {
-	u := ""
-	if unit {
-		u = kubeadm.EtcdUnit
-	}
-	return render("etcd-restore-check.sh", struct{ Etcdutl, Manifest, Held, Unit string }{kubeadm.Binary("etcdutl"),
-		kubeadm.Manifest(kubeadm.Etcd), EtcdHold + "/" + kubeadm.Etcd + ".yaml", u})
+// RestoreCheckParams are what a host needs to take part in a restore: etcdutl, and an etcd manifest (in
+// place or held: Manifest, Held) or, when Unit is set, an external member's unit.
+type RestoreCheckParams struct {
+	Etcdutl, Manifest, Held, Unit string
+}
+
+// RestoreCheck prints what a host lacks to take part in a restore, one line each; nothing when it can.
+func RestoreCheck(p RestoreCheckParams) string {
+	return render("etcd-restore-check.sh", p)
 }
 
 // StopEtcdUnit stops an external member for a restore, printing "held etcd" when it was running; StartEtcdUnit
@@ -322,13 +327,17 @@ type EtcdRestoreParams struct {
 	// Bump is how far the store's revision jumps: past any revision a client saw before the restore, so
 	// that watches resume by listing again (with --mark-compacted) instead of missing changes.
 	Bump uint64
+	// Etcdutl and DataDir are where etcdutl and the member's data directory are (empty:
+	// kubeadm.Binary("etcdutl"), kubeadm.EtcdDataDir).
+	Etcdutl, DataDir string
 }
 
 // RestoreEtcd restores the member's data directory from the snapshot with etcdutl (kept as
 // EtcdDataDir.before-restore the directory it replaces) and removes the snapshot; it prints "restored".
 func RestoreEtcd(p EtcdRestoreParams) string {
+	data := cmp.Or(p.DataDir, kubeadm.EtcdDataDir)
 	return render("etcd-restore.sh", struct {
 		EtcdRestoreParams
 		Etcdutl, Work, Data, Before string
-	}{p, kubeadm.Binary("etcdutl"), kubeadm.EtcdDataDir + ".restoring", kubeadm.EtcdDataDir, kubeadm.EtcdDataDir + ".before-restore"})
+	}{p, cmp.Or(p.Etcdutl, kubeadm.Binary("etcdutl")), data + ".restoring", data, data + ".before-restore"})
 }

@@ -17,6 +17,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // a value with quotes and a command substitution in it), is compared with its golden file and checked by
 // sh -n: what runs on hosts is reviewed here, exactly.
 func TestGolden(t *testing.T) {
+	restoreCheck := RestoreCheckParams{Etcdutl: kubeadm.Binary("etcdutl"), Manifest: kubeadm.Manifest(kubeadm.Etcd), Held: EtcdHold + "/" + kubeadm.Etcd + ".yaml"}
 	hostile := "registry.example.com:5000/k8s/pause:3.10'$(id)'"
 	cases := map[string]string{
 		"setup":                   Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}}),
@@ -34,18 +35,18 @@ func TestGolden(t *testing.T) {
 		"remove-files":            RemoveFiles(kubeadm.PKIDir+"/ca-signer.crt", kubeadm.PKIDir+"/ca-signer.key"),
 		"read-cert":               ReadCert(kubeadm.KubeletServerCurrent),
 		"switch-client":           SwitchKubeletClient("kubelet-client-2026-11-23-15-40-00.pem"),
-		"renew-serving":           RenewServing(),
-		"pod-tokens":              PodTokens(),
+		"renew-serving":           RenewServing(kubeadm.KubeletServerCurrent),
+		"pod-tokens":              PodTokens(kubeadm.KubeletPodsDir),
 		"certs":                   Certs(),
 		"facts":                   Facts(FactsParams{Socket: "/run/containerd/containerd.sock", AskCRI: true, VersionCache: kubeadm.VersionCache, Commands: []string{"ip", "kubelet"}, Files: []string{kubeadm.KubeletKubeconfig}, Dirs: []string{kubeadm.EtcdDataDir}, CNIBinDirs: []string{"/opt/cni/bin"}, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert}),
 		"listen-ipv6":             Listen("fd00:10::11", 2380),
 		"listen-wait":             ListenWait(6443),
 		"probe-ipv6":              Probe("fd00:10::11", 6443),
 		"probe-dotted-name":       Probe("cp1.lab.example.com", 7443),
-		"etcd-hold":               HoldControlPlane(240),
-		"etcd-restore-check":      RestoreCheck(false),
-		"etcd-restore-check-unit": RestoreCheck(true),
-		"etcd-release":            ReleaseManifests("etcd.yaml"),
+		"etcd-hold":               HoldControlPlane(EtcdHold, kubeadm.ManifestsDir, 240),
+		"etcd-restore-check":      RestoreCheck(restoreCheck),
+		"etcd-restore-check-unit": RestoreCheck(RestoreCheckParams{Etcdutl: restoreCheck.Etcdutl, Unit: kubeadm.EtcdUnit}),
+		"etcd-release":            ReleaseManifests(EtcdHold, kubeadm.ManifestsDir, "etcd.yaml"),
 		"etcd-restore":            RestoreEtcd(EtcdRestoreParams{Snapshot: kubeadm.StateDir + "/etcd-restore/snapshot.db", Name: "cp1.lab", PeerURL: "https://[fd00:10::11]:2380", InitialCluster: "cp1.lab=https://[fd00:10::11]:2380,cp2=https://10.0.0.12:2380", Token: "restore-'$(id)'", Bump: 1000000000}),
 		"reset":                   Reset([]string{kubeadm.Binary("kubelet"), kubeadm.Binary("kubectl")}, []string{kubeadm.RuntimeBinary("runc"), kubeadm.ContainerdUnit}, "/var/lib/clusterctl/backup", ".absent"),
 	}
