@@ -70,48 +70,42 @@ func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, 
 	}
 	res := &CARotateResult{Restarted: []string{}, Warnings: []string{}}
 	if rot == nil {
-		rot = &pki.Rotation{Started: o.Now().UTC()}
-	} else {
-		res.Resumed = rot.Done + 1
-		e.say("ca", "", "resuming the CA rotation started %s at stage %d (%s)", rot.Started.Format(time.RFC3339), rot.Done+1, pki.StageNames[rot.Done+1])
+		rot = store.NewRotation(o.Now())
+	} else if next := pki.StagesDone(rot) + 1; next <= pki.StageFinish {
+		res.Resumed = next
+		e.say("ca", "", "resuming the CA rotation started %s at stage %d (%s)", rot.Started.Format(time.RFC3339), next, pki.StageNames[next])
 	}
 	if _, err := d.preflight(ctx, PreflightOptions{}); err != nil {
 		return res, err
 	}
 	r := &caRotation{d: d, o: o, store: store, rot: rot, res: res}
-	res.Stages, err = runSteps(ctx, rotationResume(e.Sink, store, rot), r.stages())
-	return res, err
+	res.Stages, err = runSteps(ctx, rotationResume(e.Sink, rot), r.stages())
+	if err != nil {
+		return res, err
+	}
+	return res, store.EndRotation()
 }
 
 // stages are the CA rotation's stages, in pki's order (pki.StageGenerate first): each applied to the whole
 // fleet.
 func (r *caRotation) stages() []Step {
 	return []Step{
-		{Name: "ca-generate", Run: r.generate},
-		{Name: "ca-trust", Run: r.trust},
-		{Name: "ca-reissue", Run: r.reissue},
-		{Name: "ca-sign", Run: r.sign},
-		{Name: "ca-finish", Run: r.finish},
+		{Name: pki.StageStep(pki.StageGenerate), Run: r.generate},
+		{Name: pki.StageStep(pki.StageTrust), Run: r.trust},
+		{Name: pki.StageStep(pki.StageReissue), Run: r.reissue},
+		{Name: pki.StageStep(pki.StageSign), Run: r.sign},
+		{Name: pki.StageStep(pki.StageFinish), Run: r.finish},
 	}
 }
 
-// rotationResume runs the stages from the first not done, recording in the state directory the stage under
-// way before it and the stage done after it (the rotation ends with the last), so that a run interrupted
-// anywhere resumes where it stopped.
-func rotationResume(sink transport.Sink, store *pki.Store, rot *pki.Rotation) runOptions {
+// rotationResume runs the stages not done, recording in the rotation's journal the stage under way before it
+// and the stage done after it, so that a run interrupted anywhere resumes where it stopped.
+func rotationResume(sink transport.Sink, rot *pki.Rotation) runOptions {
 	stage := func(i int) int { return pki.StageGenerate + i }
-	return runOptions{Sink: sink, From: rot.Done,
-		Before: func(i int) error { rot.Stage = stage(i); return store.SaveRotation(rot) },
-		After: func(i int) error {
-			rot.Done = stage(i)
-			if rot.Done == pki.StageFinish {
-				return store.EndRotation()
-			}
-			return store.SaveRotation(rot)
-		},
+	return runOptions{Sink: sink, Journal: rot,
 		Wrap: func(i int, err error) error {
 			return fmt.Errorf("CA rotation, stage %d (%s): %w\n(the rotation is recorded in %s: run certs rotate --ca again to resume it)",
-				stage(i), pki.StageNames[stage(i)], err, filepath.Join(store.Dir, "rotation"))
+				stage(i), pki.StageNames[stage(i)], err, rot.Path())
 		}}
 }
 
@@ -139,13 +133,12 @@ func (r *caRotation) trust(ctx context.Context) error {
 	if err := r.waitRootCA(ctx, play); err != nil {
 		return err
 	}
-	if r.rot.TrustedAt.IsZero() {
-		r.rot.TrustedAt = time.Now().UTC()
-		if err := r.store.SaveRotation(r.rot); err != nil {
+	if r.rot.Data.TrustedAt.IsZero() {
+		if err := r.rot.Update(func(rot *pki.Rotation) { rot.Data.TrustedAt = time.Now().UTC() }); err != nil {
 			return err
 		}
 	}
-	return r.restartWorkloads(ctx, play, r.rot.TrustedAt)
+	return r.restartWorkloads(ctx, play, r.rot.Data.TrustedAt)
 }
 
 // reissue makes the new CAs current and issues every leaf from them, the controller-manager and the token
@@ -181,9 +174,8 @@ func (r *caRotation) sign(ctx context.Context) error {
 	if err := r.waitTokens(ctx, play); err != nil {
 		return err
 	}
-	if r.rot.TokensAt.IsZero() {
-		r.rot.TokensAt = time.Now().UTC()
-		return r.store.SaveRotation(r.rot)
+	if r.rot.Data.TokensAt.IsZero() {
+		return r.rot.Update(func(rot *pki.Rotation) { rot.Data.TokensAt = time.Now().UTC() })
 	}
 	return nil
 }
@@ -198,7 +190,7 @@ func (r *caRotation) finish(ctx context.Context) error {
 	}
 	// Clients read their token file again periodically (client-go every minute): the old key stays
 	// accepted until they all have.
-	if wait := time.Until(r.rot.TokensAt.Add(tokenReread)); wait > 0 {
+	if wait := time.Until(r.rot.Data.TokensAt.Add(tokenReread)); wait > 0 {
 		d.e.say(play, "", "waiting %s for clients to read their new service-account tokens", wait.Round(time.Second))
 		select {
 		case <-ctx.Done():

@@ -214,14 +214,6 @@ func (d *deployment) render(ctx context.Context) error {
 	return d.loadTokens()
 }
 
-func writeSecret(file string, data []byte) error {
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, file)
-}
-
 // prepare checks the artifacts the hosts need (each there, of its manifest's size: they are streamed from
 // disk at upload, each checked against its manifest's digest on the way) and makes the membership mark.
 func (d *deployment) prepare() error {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,8 +19,8 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
-	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 // RestoreOptions shape a restore.
@@ -50,18 +47,14 @@ type RestoreResult struct {
 	Nodes   []NodeStatus `json:"nodes,omitempty"`
 }
 
-// restoreStateFile records a restore under way, so that a re-run with the same snapshot resumes it: the
-// new cluster's token (every member must be restored with the same), the members restored, whether etcd
-// was started again.
-const restoreStateFile = "etcd-restore.json"
+// kindRestore is the kind of a restore's journal, so that a re-run with the same snapshot onto the same
+// members resumes it: its key the snapshot's hash and the new cluster's --initial-cluster; done its steps
+// and "restore/<host>" for each member restored; data the new cluster's token (every member must be
+// restored with the same).
+const kindRestore = "etcd-restore"
 
-type restoreState struct {
-	SHA256 string
-	// Members is the new cluster's --initial-cluster: a run with other members starts over.
-	Members  string
-	Token    string
-	Restored []string
-	Started  bool
+type restoreData struct {
+	Token string `json:"token"`
 }
 
 // restoreBump is how far a restore moves the store's revision past the snapshot's: more than any cluster
@@ -154,23 +147,13 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 		}
 		return res, nil
 	}
-	st, err := loadRestoreState(e.StateDir, sum, strings.Join(initial, ","))
+	st, err := openRestoreJournal(e.StateDir, sum+" "+strings.Join(initial, ","), time.Now())
 	if err != nil {
-		return res, err
-	}
-	save := func() error {
-		data, err := json.Marshal(st)
-		if err != nil {
-			return err
-		}
-		return pki.WriteFile(filepath.Join(e.StateDir, restoreStateFile), data, 0o600)
-	}
-	if err := save(); err != nil {
 		return res, err
 	}
 	started := time.Now() // when etcd was started again (a resumed run: this run's start)
 	steps := []Step{
-		{Name: "hold", Skip: func() string { return doneIf(st.Started, "etcd was started again by the run resumed") }, Run: func(ctx context.Context) error {
+		{Name: "hold", Run: func(ctx context.Context) error {
 			// Every member stops before any is restored: no API server writes to the old cluster after the
 			// snapshot is the truth.
 			tries := int(o.Timeout / (500 * time.Millisecond))
@@ -188,13 +171,9 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 			}})
 			return err
 		}},
-		{Name: "restore", Skip: func() string { return doneIf(st.Started, "etcd was started again by the run resumed") }, Run: func(ctx context.Context) error {
-			var mu sync.Mutex
+		{Name: "restore", Run: func(ctx context.Context) error {
 			_, err := e.play(ctx, Play{Name: "restore", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
-				mu.Lock()
-				done := slices.Contains(st.Restored, name)
-				mu.Unlock()
-				if done {
+				if st.IsDone("restore/" + name) {
 					return false, nil
 				}
 				h := e.Inv.Host(name)
@@ -205,13 +184,10 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 					return false, err
 				}
 				if err := apply.RestoreMember(ctx, conn, scripts.EtcdRestoreParams{Snapshot: snap, Name: h.NodeName,
-					PeerURL: peers[name], InitialCluster: strings.Join(initial, ","), Token: st.Token, Bump: restoreBump}); err != nil {
+					PeerURL: peers[name], InitialCluster: strings.Join(initial, ","), Token: st.Data.Token, Bump: restoreBump}); err != nil {
 					return false, err
 				}
-				mu.Lock()
-				defer mu.Unlock()
-				st.Restored = append(st.Restored, name)
-				return true, save()
+				return true, st.MarkDone("restore/" + name)
 			}})
 			return err
 		}},
@@ -225,11 +201,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 			}}); err != nil {
 				return err
 			}
-			st.Started = true
 			started = time.Now()
-			if err := save(); err != nil {
-				return err
-			}
 			return e.poll(ctx, "etcd", "", o.Timeout, func() (bool, string, error) {
 				return etcdQuorum(ctx, e, members, peers)
 			})
@@ -290,41 +262,28 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 			return err
 		}},
 	}
-	if _, err := runSteps(ctx, runOptions{Sink: e.Sink}, steps); err != nil {
+	if _, err := runSteps(ctx, runOptions{Sink: e.Sink, Journal: st}, steps); err != nil {
 		return res, err
 	}
-	return res, os.Remove(filepath.Join(e.StateDir, restoreStateFile))
+	return res, st.Remove()
 }
 
-func doneIf(done bool, why string) string {
-	if done {
-		return why
-	}
-	return ""
-}
-
-// loadRestoreState reads the record of a restore under way from the same snapshot onto the same members,
-// or starts a new one (a new cluster token); a record of another snapshot or other members is replaced:
-// nothing is started before every member is restored, and such a restore restores every member again.
-func loadRestoreState(stateDir, sum, members string) (*restoreState, error) {
-	data, err := os.ReadFile(filepath.Join(stateDir, restoreStateFile))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	var st restoreState
-	if err == nil {
-		if err := json.Unmarshal(data, &st); err != nil {
-			return nil, fmt.Errorf("%s: %w", restoreStateFile, err)
-		}
-	}
-	if st.SHA256 == sum && st.Members == members && st.Token != "" {
-		return &st, nil
+// openRestoreJournal reads the journal of a restore under way from the same snapshot onto the same members
+// (key), or starts a new one (a new cluster token), written at once; a journal of another snapshot or other
+// members is replaced: nothing is started before every member is restored, and such a restore restores
+// every member again.
+func openRestoreJournal(stateDir, key string, now time.Time) (*statedir.Journal[restoreData], error) {
+	path := statedir.JournalPath(stateDir, kindRestore)
+	st, err := statedir.OpenJournal[restoreData](path, kindRestore)
+	if err != nil || st != nil && st.Key == key && st.Data.Token != "" {
+		return st, err
 	}
 	b := make([]byte, 8)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	return &restoreState{SHA256: sum, Members: members, Token: "clusterctl-restore-" + hex.EncodeToString(b)}, nil
+	st = statedir.NewJournal[restoreData](path, kindRestore, key, now)
+	return st, st.Update(func(j *statedir.Journal[restoreData]) { j.Data.Token = "clusterctl-restore-" + hex.EncodeToString(b) })
 }
 
 // etcdQuorum reports whether every host's member is a started voting member of one cluster of exactly

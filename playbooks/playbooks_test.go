@@ -3,9 +3,11 @@ package playbooks
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/pki"
@@ -88,7 +90,7 @@ func TestUpSteps(t *testing.T) {
 // there, and the next run resumes at that stage, never redoing a finished one; the last one ends the
 // rotation.
 func TestRotationResume(t *testing.T) {
-	store := &pki.Store{Dir: t.TempDir()}
+	store := &pki.Store{Dir: filepath.Join(t.TempDir(), "pki")}
 	var ran []string
 	boom := errors.New("boom")
 	failAt := "ca-sign"
@@ -104,26 +106,26 @@ func TestRotationResume(t *testing.T) {
 			return nil
 		}
 	}
-	rot := &pki.Rotation{}
-	_, err := runSteps(context.Background(), rotationResume(nil, store, rot), steps)
+	rot := store.NewRotation(time.Now())
+	_, err := runSteps(context.Background(), rotationResume(nil, rot), steps)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "stage 4 (sign)") || !strings.Contains(err.Error(), "run certs rotate --ca again") {
 		t.Fatalf("error %v", err)
 	}
 	saved, err := store.Rotation()
-	if err != nil || saved == nil || saved.Done != pki.StageReissue || saved.Stage != pki.StageSign {
+	if err != nil || saved == nil || pki.StagesDone(saved) != pki.StageReissue || pki.RotationStage(saved) != pki.StageSign {
 		t.Fatalf("saved %+v %v", saved, err)
 	}
 
 	ran, failAt = nil, ""
-	timings, err := runSteps(context.Background(), rotationResume(nil, store, saved), steps)
+	timings, err := runSteps(context.Background(), rotationResume(nil, saved), steps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(ran, []string{"ca-sign", "ca-finish"}) || len(timings) != 2 {
 		t.Errorf("resumed with %v", ran)
 	}
-	if rot, err := store.Rotation(); rot != nil || err != nil {
-		t.Errorf("the finished rotation is still recorded: %+v %v", rot, err)
+	if rot, err := store.Rotation(); err != nil || pki.StagesDone(rot) != pki.StageFinish {
+		t.Errorf("the finished rotation is recorded as %+v %v", rot, err)
 	}
 }
 

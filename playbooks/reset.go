@@ -170,7 +170,7 @@ func memberMarks(cluster, stateDir string) []string {
 		}
 	}
 	store := &pki.Store{Dir: filepath.Join(stateDir, "pki")}
-	if rot, err := store.Rotation(); err == nil && rot != nil && rot.Done >= pki.StageGenerate {
+	if rot, err := store.Rotation(); err == nil && rot != nil && pki.StagesDone(rot) >= pki.StageGenerate {
 		if others, err := store.Others(rot); err == nil {
 			marks = append(marks, MemberMark(cluster, pki.CAHash(others.CAs["ca"].Cert)))
 		}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/apply"
-	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 // RotateOptions tune certs rotate.
@@ -182,7 +182,7 @@ func copyPKI(stateDir string) (dir string, err error) {
 			if err != nil {
 				return err
 			}
-			return pki.WriteFile(filepath.Join(dir, rel), data, info.Mode().Perm())
+			return statedir.WriteFile(filepath.Join(dir, rel), data, info.Mode().Perm())
 		})
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return "", err

@@ -24,13 +24,21 @@ type Step struct {
 type runOptions struct {
 	Sink   transport.Sink
 	DryRun bool
-	// From is the index of the first step to run: an interrupted run resumes there.
-	From int
-	// Before and After are called around each step that runs (with its index): resume points are saved
-	// there.
-	Before, After func(i int) error
+	// Journal, when set, makes the run resumable: a step it has as done is skipped, and each step is
+	// recorded there as under way before it runs and done after.
+	Journal stepJournal
+	// Before is called before each step that runs (with its index): a step may depend on what ran beside
+	// the run.
+	Before func(i int) error
 	// Wrap, when set, gives a failed step's error its context.
 	Wrap func(i int, err error) error
+}
+
+// stepJournal is what the runner keeps in a run's journal (a *statedir.Journal).
+type stepJournal interface {
+	IsDone(step string) bool
+	Begin(names ...string) error
+	MarkDone(step string, names ...string) error
 }
 
 // runSteps runs steps in order, each announced (phase_start, phase_done with its duration or error) and
@@ -38,8 +46,7 @@ type runOptions struct {
 // are returned, also on error.
 func runSteps(ctx context.Context, o runOptions, steps []Step) ([]PhaseTiming, error) {
 	timings := []PhaseTiming{}
-	for i := o.From; i < len(steps); i++ {
-		s := steps[i]
+	for i, s := range steps {
 		if err := ctx.Err(); err != nil {
 			return timings, err
 		}
@@ -47,6 +54,8 @@ func runSteps(ctx context.Context, o runOptions, steps []Step) ([]PhaseTiming, e
 		switch {
 		case o.DryRun && !s.Dry:
 			why = "dry run"
+		case o.Journal != nil && o.Journal.IsDone(s.Name):
+			why = "done by the run that was interrupted"
 		case s.Skip != nil:
 			why = s.Skip()
 		}
@@ -54,24 +63,7 @@ func runSteps(ctx context.Context, o runOptions, steps []Step) ([]PhaseTiming, e
 			emit(o.Sink, transport.Event{Type: transport.EventMessage, Play: s.Name, Message: "skipped: " + why})
 			continue
 		}
-		if o.Before != nil {
-			if err := o.Before(i); err != nil {
-				return timings, err
-			}
-		}
-		start := time.Now()
-		emit(o.Sink, transport.Event{Type: transport.EventPhaseStart, Play: s.Name})
-		err := s.Run(ctx)
-		d := time.Since(start)
-		timings = append(timings, PhaseTiming{Name: s.Name, DurationMS: d.Milliseconds()})
-		done := transport.Event{Type: transport.EventPhaseDone, Play: s.Name, DurationMS: d.Milliseconds()}
-		if err != nil {
-			done.Error = err.Error()
-		}
-		emit(o.Sink, done)
-		if err == nil && o.After != nil {
-			err = o.After(i)
-		}
+		err := runStep(ctx, o, i, s, &timings)
 		if err != nil {
 			if o.Wrap != nil {
 				err = o.Wrap(i, err)
@@ -80,6 +72,34 @@ func runSteps(ctx context.Context, o runOptions, steps []Step) ([]PhaseTiming, e
 		}
 	}
 	return timings, nil
+}
+
+// runStep runs one step of runSteps, recorded in the journal around it, its timing added to timings.
+func runStep(ctx context.Context, o runOptions, i int, s Step, timings *[]PhaseTiming) error {
+	if o.Before != nil {
+		if err := o.Before(i); err != nil {
+			return err
+		}
+	}
+	if o.Journal != nil {
+		if err := o.Journal.Begin(s.Name); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	emit(o.Sink, transport.Event{Type: transport.EventPhaseStart, Play: s.Name})
+	err := s.Run(ctx)
+	d := time.Since(start)
+	*timings = append(*timings, PhaseTiming{Name: s.Name, DurationMS: d.Milliseconds()})
+	done := transport.Event{Type: transport.EventPhaseDone, Play: s.Name, DurationMS: d.Milliseconds()}
+	if err != nil {
+		done.Error = err.Error()
+	}
+	emit(o.Sink, done)
+	if err == nil && o.Journal != nil {
+		err = o.Journal.MarkDone(s.Name)
+	}
+	return err
 }
 
 func emit(sink transport.Sink, e transport.Event) {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -50,20 +53,27 @@ func TestRunStepsOrderSkipResume(t *testing.T) {
 	steps := []Step{step("a"), dry, nothing, step("d")}
 
 	log := &eventLog{}
-	var before, after []int
-	timings, err := runSteps(context.Background(), runOptions{Sink: log, From: 1,
-		Before: func(i int) error { before = append(before, i); return nil },
-		After:  func(i int) error { after = append(after, i); return nil }}, steps)
+	var before []int
+	// A journal that has a done (an interrupted run did it): the run resumes after it.
+	j := statedir.NewJournal[struct{}](filepath.Join(t.TempDir(), "runs", "x.json"), "x", "", time.Now())
+	if err := j.MarkDone("a"); err != nil {
+		t.Fatal(err)
+	}
+	timings, err := runSteps(context.Background(), runOptions{Sink: log, Journal: j,
+		Before: func(i int) error { before = append(before, i); return nil }}, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(ran, []string{"b", "d"}) || !slices.Equal(before, []int{1, 3}) || !slices.Equal(after, []int{1, 3}) {
-		t.Errorf("ran %v, before %v, after %v", ran, before, after)
+	if !slices.Equal(ran, []string{"b", "d"}) || !slices.Equal(before, []int{1, 3}) {
+		t.Errorf("ran %v, before %v", ran, before)
+	}
+	if saved, err := statedir.OpenJournal[struct{}](j.Path(), "x"); err != nil || !slices.Equal(saved.Done, []string{"a", "b", "d"}) || len(saved.Current) != 0 {
+		t.Errorf("journal %+v %v", saved, err)
 	}
 	if len(timings) != 2 || timings[0].Name != "b" || timings[1].Name != "d" {
 		t.Errorf("timings %+v", timings)
 	}
-	want := []string{"phase_start b", "phase_done b", "message c skipped: nothing to join", "phase_start d", "phase_done d"}
+	want := []string{"message a skipped: done by the run that was interrupted", "phase_start b", "phase_done b", "message c skipped: nothing to join", "phase_start d", "phase_done d"}
 	if got := log.lines(); !slices.Equal(got, want) {
 		t.Errorf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -88,14 +98,14 @@ func TestRunStepsStopsAtFailureAndCancel(t *testing.T) {
 		{Name: "c", Run: func(context.Context) error { ran = append(ran, "c"); return nil }},
 	}
 	log := &eventLog{}
-	var after []int
-	timings, err := runSteps(ctx, runOptions{Sink: log, After: func(i int) error { after = append(after, i); return nil },
+	j := statedir.NewJournal[struct{}](filepath.Join(t.TempDir(), "x.json"), "x", "", time.Now())
+	timings, err := runSteps(ctx, runOptions{Sink: log, Journal: j,
 		Wrap: func(i int, err error) error { return fmt.Errorf("step %d: %w", i, err) }}, steps)
 	if !errors.Is(err, boom) || err.Error() != "step 1: boom" {
 		t.Errorf("error %v", err)
 	}
-	if !slices.Equal(ran, []string{"a", "b"}) || !slices.Equal(after, []int{0}) || len(timings) != 2 {
-		t.Errorf("ran %v, after %v (a failed step is not done), timings %v", ran, after, timings)
+	if !slices.Equal(ran, []string{"a", "b"}) || !slices.Equal(j.Done, []string{"a"}) || !slices.Equal(j.Current, []string{"b"}) || len(timings) != 2 {
+		t.Errorf("ran %v, done %v, under way %v (a failed step is not done), timings %v", ran, j.Done, j.Current, timings)
 	}
 	if got := log.lines(); got[len(got)-1] != "phase_done b error=boom" {
 		t.Errorf("last event %q", got[len(got)-1])

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 // tokensFile keeps, in the state directory, the bootstrap tokens of a run (one per joining host) until
@@ -68,7 +69,7 @@ func (d *deployment) saveTokens() error {
 	if err != nil {
 		return err
 	}
-	return writeSecret(file, data)
+	return statedir.WriteFile(file, data, 0o600)
 }
 
 // tokenList are the run's bootstrap tokens, by host name.

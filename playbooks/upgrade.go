@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +20,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/render"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 // UpgradeOptions tune `clusterctl upgrade`.
@@ -68,9 +67,8 @@ type upgradeRun struct {
 	*deployment
 	o     UpgradeOptions
 	res   *UpgradeResult
-	st    *upgradeState
-	stMu  sync.Mutex
-	limit bool // --limit: only the run's workers
+	st    *statedir.Journal[upgradeData] // nil in a dry run
+	limit bool                           // --limit: only the run's workers
 	to    *version.Version
 	// wasCurrent are the hosts a killed run was changing.
 	wasCurrent map[string]bool
@@ -404,7 +402,7 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 		}
 		if cordoned {
 			u.e.say("kubelets", h.Name, "cordoned")
-			if err := u.saveState(func(s *upgradeState) { s.Cordoned = append(s.Cordoned, h.NodeName) }); err != nil {
+			if err := u.saveState(func(s *upgradeData) { s.Cordoned = append(s.Cordoned, h.NodeName) }); err != nil {
 				return err
 			}
 		}
@@ -472,10 +470,7 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 
 // uncordon makes a node the upgrade cordoned schedulable again (a node cordoned before is left so).
 func (u *upgradeRun) uncordon(ctx context.Context, admin *apiclient.Client, h *inventory.Host) error {
-	u.stMu.Lock()
-	ours := u.st != nil && slices.Contains(u.st.Cordoned, h.NodeName)
-	u.stMu.Unlock()
-	if !ours {
+	if !u.cordoned(h.NodeName) {
 		return nil
 	}
 	changed, err := nodes.Uncordon(ctx, admin.Kube, h.NodeName)
@@ -485,7 +480,7 @@ func (u *upgradeRun) uncordon(ctx context.Context, admin *apiclient.Client, h *i
 	if changed {
 		u.e.say("kubelets", h.Name, "uncordoned")
 	}
-	return u.saveState(func(s *upgradeState) {
+	return u.saveState(func(s *upgradeData) {
 		s.Cordoned = slices.DeleteFunc(s.Cordoned, func(n string) bool { return n == h.NodeName })
 	})
 }
@@ -503,8 +498,5 @@ func (u *upgradeRun) done(ctx context.Context) error {
 		// Other workers may still be behind: the record stays for the run without --limit.
 		return nil
 	}
-	if err := os.Remove(u.statePath()); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	return nil
+	return u.st.Remove()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -139,12 +138,6 @@ func versionReasons(to *version.Version, apiServers, kubelets []hostVersion, lim
 		return nil, reasons
 	}
 	return lowest.V, reasons
-}
-
-func (u *upgradeRun) current(host string) bool {
-	u.stMu.Lock()
-	defer u.stMu.Unlock()
-	return u.st != nil && slices.Contains(u.st.Current, host)
 }
 
 // apiServerVersion asks a control-plane node's own API server its version.

@@ -2,97 +2,89 @@ package playbooks
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
-type upgradeState struct {
-	From, To string
-	Started  time.Time
-	// Done are the steps finished: "control-plane/<host>", "addons", "kubelet/<host>".
-	Done []string
+// kindUpgrade is the kind of an upgrade's journal: its key the target version; done "control-plane/<host>",
+// "addons", "kubelet/<host>"; current the hosts being changed (they may be NotReady when a killed run
+// resumes).
+const kindUpgrade = "upgrade"
+
+// upgradeData is what an upgrade keeps in its journal.
+type upgradeData struct {
+	From string `json:"from"`
 	// Cordoned are the nodes the upgrade cordoned (it uncordons those only).
-	Cordoned []string
-	// Current are the hosts being changed: they may be NotReady when a killed run resumes.
-	Current []string
+	Cordoned []string `json:"cordoned,omitempty"`
 }
 
-func (u *upgradeRun) statePath() string { return filepath.Join(u.e.StateDir, upgradeStateFile) }
-
-// loadState reads the record of an upgrade under way; one to another version is refused.
+// loadState reads the journal of an upgrade under way (one to another version is refused), or starts one;
+// a dry run keeps none.
 func (u *upgradeRun) loadState() error {
-	data, err := os.ReadFile(u.statePath())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	path := statedir.JournalPath(u.e.StateDir, kindUpgrade)
+	st, err := statedir.OpenJournal[upgradeData](path, kindUpgrade)
 	if err != nil {
 		return err
 	}
-	var st upgradeState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("%s: %w", u.statePath(), err)
+	if st == nil {
+		if !u.o.DryRun {
+			u.st = statedir.NewJournal[upgradeData](path, kindUpgrade, u.res.To, u.o.Now())
+		}
+		return nil
 	}
-	if st.To != u.res.To {
+	if st.Key != u.res.To {
 		return fmt.Errorf("%w: an upgrade from %s to %s is under way (%s); finish it (clusterctl upgrade --to %s) before another",
-			ErrUpgradeRefused, st.From, st.To, u.statePath(), st.To)
+			ErrUpgradeRefused, st.Data.From, st.Key, path, st.Key)
 	}
-	u.st = &st
+	u.st = st
 	for _, h := range st.Current {
 		u.wasCurrent[h] = true
 	}
 	u.res.Resumed = true
-	u.res.From = st.From
+	u.res.From = st.Data.From
 	return nil
 }
 
-// saveState writes the record (atomically, 0600); a dry run writes nothing.
-func (u *upgradeRun) saveState(change func(*upgradeState)) error {
+// saveState changes the journal (the version upgraded from recorded with the first change); a dry run
+// reads it but never writes it.
+func (u *upgradeRun) saveState(change func(*upgradeData)) error {
 	if u.o.DryRun {
 		return nil
 	}
-	u.stMu.Lock()
-	defer u.stMu.Unlock()
-	if u.st == nil {
-		u.st = &upgradeState{From: u.res.From, To: u.res.To, Started: u.o.Now().UTC()}
-	}
-	change(u.st)
-	data, err := json.MarshalIndent(u.st, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeSecret(u.statePath(), append(data, '\n'))
+	return u.st.Update(func(j *statedir.Journal[upgradeData]) {
+		if j.Data.From == "" {
+			j.Data.From = u.res.From
+		}
+		change(&j.Data)
+	})
 }
 
-func (u *upgradeRun) isDone(step string) bool {
-	u.stMu.Lock()
-	defer u.stMu.Unlock()
-	return u.st != nil && slices.Contains(u.st.Done, step)
-}
+func (u *upgradeRun) isDone(step string) bool { return u.st.IsDone(step) }
+
+func (u *upgradeRun) current(host string) bool { return u.st.IsCurrent(host) }
 
 func (u *upgradeRun) markDone(step string, hosts ...string) error {
-	return u.saveState(func(s *upgradeState) {
-		if !slices.Contains(s.Done, step) {
-			s.Done = append(s.Done, step)
-		}
-		s.Current = slices.DeleteFunc(s.Current, func(h string) bool { return slices.Contains(hosts, h) })
-	})
+	if err := u.saveState(func(*upgradeData) {}); err != nil || u.o.DryRun {
+		return err
+	}
+	return u.st.MarkDone(step, hosts...)
 }
 
 func (u *upgradeRun) markCurrent(hosts ...string) error {
-	return u.saveState(func(s *upgradeState) {
-		for _, h := range hosts {
-			if !slices.Contains(s.Current, h) {
-				s.Current = append(s.Current, h)
-			}
-		}
-	})
+	if err := u.saveState(func(*upgradeData) {}); err != nil || u.o.DryRun {
+		return err
+	}
+	return u.st.Begin(hosts...)
+}
+
+// cordoned reports whether the upgrade cordoned a node.
+func (u *upgradeRun) cordoned(node string) bool {
+	var ours bool
+	u.st.View(func(j *statedir.Journal[upgradeData]) { ours = slices.Contains(j.Data.Cordoned, node) })
+	return ours
 }
 
 // interrupted are the control-plane hosts a killed run was rolling.
@@ -124,7 +116,3 @@ func (u *upgradeRun) resume(ctx context.Context) error {
 	}
 	return nil
 }
-
-// upgradeStateFile records, in the state directory, an upgrade under way: what is done, which nodes it
-// cordoned. A re-run with the same target resumes from it; it is removed when the upgrade is done.
-const upgradeStateFile = "upgrade.json"

@@ -354,7 +354,7 @@ func dryRotateCA(g *globalOptions) error {
 	}
 	done := 0
 	if rot != nil {
-		done = rot.Done
+		done = pki.StagesDone(rot)
 	}
 	for stage := pki.StageGenerate; stage <= pki.StageFinish; stage++ {
 		mark := "to do"

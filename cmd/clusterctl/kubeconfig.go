@@ -18,6 +18,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 func newKubeconfigCmd(g *globalOptions) *cobra.Command {
@@ -101,7 +102,7 @@ func mergeKubeconfig(g *globalOptions, cluster string, admin []byte, into string
 	if err != nil {
 		return err
 	}
-	if err := pki.WriteFile(into, out, 0o600); err != nil {
+	if err := statedir.WriteFile(into, out, 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(g.stderr, "merged cluster %q into %s as context %q (now current)\n", cluster, into, cluster)

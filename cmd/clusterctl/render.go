@@ -15,8 +15,8 @@ import (
 	"github.com/clusterctl/clusterctl/playbooks"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
-	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -73,7 +73,7 @@ func runRender(g *globalOptions, o *renderOptions) error {
 			if err := noLinks(o.out, rel); err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			if err := pki.WriteFile(filepath.Join(o.out, rel), f.Data, f.Mode); err != nil {
+			if err := statedir.WriteFile(filepath.Join(o.out, rel), f.Data, f.Mode); err != nil {
 				return err
 			}
 			written++

@@ -55,7 +55,7 @@ or to --to without editing the file, in the order upstream documents:
                  hooks.upgrade.before, kubelet binary and configuration, restart, Ready at the
                  target, hooks.upgrade.after, uncordon
 
-Each step is recorded in the state directory (upgrade.json): killed anywhere, the same command finishes
+Each step is recorded in the state directory (runs/upgrade.json): killed anywhere, the same command finishes
 the upgrade, starting with the control-plane node it left half-way. A node that fails stops the roll;
 the nodes not reached are untouched and the cluster keeps serving. --limit upgrades only the named
 workers (once the control plane is at the target). --dry-run prints the plan, per host the files and

@@ -2,13 +2,14 @@ package pki
 
 import (
 	"crypto"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 // The stages of a CA rotation (certs rotate --ca). Each is applied to the whole fleet before the next starts;
@@ -40,14 +41,15 @@ const (
 // StageNames name the stages in messages and results.
 var StageNames = map[int]string{StageGenerate: "generate", StageTrust: "trust", StageReissue: "reissue", StageSign: "sign", StageFinish: "finish"}
 
-// Rotation is a CA rotation under way, kept in <pki>/rotation/state.json beside the new (or, once swapped,
-// the old) CAs.
-type Rotation struct {
-	// Started is when the rotation began.
-	Started time.Time `json:"started"`
-	// Stage is the stage being applied, Done the last one completed (Stage == Done once it is).
-	Stage int `json:"stage"`
-	Done  int `json:"done"`
+// KindCARotation is the kind of a CA rotation's journal (statedir.JournalPath of the state directory).
+const KindCARotation = "ca-rotation"
+
+// Rotation is a CA rotation under way: its journal, whose steps are the stages (StageStep), beside the new
+// (or, once swapped, the old) CAs in the pki directory's rotation/.
+type Rotation = statedir.Journal[RotationData]
+
+// RotationData is what a CA rotation keeps in its journal besides its stages.
+type RotationData struct {
 	// Swapped: the new CAs and service-account key are the current ones (pki/), the old ones are in
 	// rotation/old; before, the new ones wait in rotation/new.
 	Swapped bool `json:"swapped"`
@@ -55,6 +57,30 @@ type Rotation struct {
 	TrustedAt time.Time `json:"trustedAt,omitzero"`
 	// TokensAt is when every running Pod's token file held a token of the new key.
 	TokensAt time.Time `json:"tokensAt,omitzero"`
+}
+
+// StageStep is a stage's step name in the rotation's run and journal ("ca-trust").
+func StageStep(stage int) string { return "ca-" + StageNames[stage] }
+
+// StagesDone is the last stage of the rotation completed (0: none).
+func StagesDone(r *Rotation) int {
+	done := 0
+	for s := StageGenerate; s <= StageFinish && r.IsDone(StageStep(s)); s++ {
+		done = s
+	}
+	return done
+}
+
+// RotationStage is the stage being applied, or the last one completed: what every render makes the files
+// of.
+func RotationStage(r *Rotation) int {
+	stage := 0
+	for s := StageGenerate; s <= StageFinish; s++ {
+		if r.IsDone(StageStep(s)) || r.IsCurrent(StageStep(s)) {
+			stage = s
+		}
+	}
+	return stage
 }
 
 // SignerName is the file name (under the pki directory, without extension) of the cluster CA the
@@ -67,29 +93,18 @@ const RetiredSAKeyFile = "sa-retired.pub"
 
 func (st *Store) rotationDir() string { return filepath.Join(st.Dir, "rotation") }
 
-// Rotation is the CA rotation under way, or nil.
-func (st *Store) Rotation() (*Rotation, error) {
-	data, err := os.ReadFile(filepath.Join(st.rotationDir(), "state.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var r Rotation
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(st.rotationDir(), "state.json"), err)
-	}
-	return &r, nil
+func (st *Store) rotationJournal() string {
+	return statedir.JournalPath(filepath.Dir(st.Dir), KindCARotation)
 }
 
-// SaveRotation records the rotation's progress (atomically).
-func (st *Store) SaveRotation(r *Rotation) error {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	return WriteFile(filepath.Join(st.rotationDir(), "state.json"), append(data, '\n'), 0o600)
+// Rotation is the CA rotation under way, or nil.
+func (st *Store) Rotation() (*Rotation, error) {
+	return statedir.OpenJournal[RotationData](st.rotationJournal(), KindCARotation)
+}
+
+// NewRotation starts the journal of a CA rotation.
+func (st *Store) NewRotation(now time.Time) *Rotation {
+	return statedir.NewJournal[RotationData](st.rotationJournal(), KindCARotation, "", now)
 }
 
 // files a CA set is made of, relative to its directory.
@@ -135,14 +150,14 @@ func (st *Store) GenerateNewCAs() error {
 	if err != nil {
 		return err
 	}
-	return WriteFile(filepath.Join(dir, "sa.key"), data, 0o600)
+	return statedir.WriteFile(filepath.Join(dir, "sa.key"), data, 0o600)
 }
 
 // Swap makes the new CAs and service-account key the current ones: the current set is first copied, whole,
 // to rotation/old (a temporary directory renamed into place), then the new files replace the current ones one
 // by one. Re-running an interrupted swap finishes it.
 func (st *Store) Swap(r *Rotation) error {
-	if r.Swapped {
+	if r.Data.Swapped {
 		return nil
 	}
 	old := filepath.Join(st.rotationDir(), "old")
@@ -171,8 +186,7 @@ func (st *Store) Swap(r *Rotation) error {
 	if err := os.RemoveAll(filepath.Join(st.rotationDir(), "new")); err != nil {
 		return err
 	}
-	r.Swapped = true
-	return st.SaveRotation(r)
+	return r.Update(func(r *Rotation) { r.Data.Swapped = true })
 }
 
 // Others are the CAs and service-account key on the other side of a rotation: the new ones before the swap,
@@ -185,7 +199,7 @@ type Others struct {
 // Others loads the other side of the rotation r.
 func (st *Store) Others(r *Rotation) (*Others, error) {
 	dir := filepath.Join(st.rotationDir(), "new")
-	if r.Swapped {
+	if r.Data.Swapped {
 		dir = filepath.Join(st.rotationDir(), "old")
 	}
 	o := &Others{CAs: map[string]*KeyPair{}}
@@ -218,7 +232,7 @@ func (st *Store) RetiredSAKey() ([]byte, error) {
 func (st *Store) SetRetiredSAKey(pub []byte) error {
 	p := filepath.Join(st.Dir, RetiredSAKeyFile)
 	if pub != nil {
-		return WriteFile(p, pub, 0o644)
+		return statedir.WriteFile(p, pub, 0o644)
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -226,9 +240,15 @@ func (st *Store) SetRetiredSAKey(pub []byte) error {
 	return nil
 }
 
-// EndRotation closes a finished rotation: the old CAs and keys are deleted.
+// EndRotation closes a finished rotation: the old CAs and keys are deleted, then its journal.
 func (st *Store) EndRotation() error {
-	return os.RemoveAll(st.rotationDir())
+	if err := os.RemoveAll(st.rotationDir()); err != nil {
+		return err
+	}
+	if err := os.Remove(st.rotationJournal()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // Load reads the current CAs and service-account key (no leaves).
@@ -259,7 +279,7 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFile(dst, data, info.Mode().Perm())
+	return statedir.WriteFile(dst, data, info.Mode().Perm())
 }
 
 func syncDir(dir string) error {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestRotationSwapResumes: the new CAs are made once (a second generation keeps them), the swap keeps the
@@ -28,7 +29,10 @@ func TestRotationSwapResumes(t *testing.T) {
 	if newCA.Equal(oldCA) || newCA.Subject.CommonName != oldCA.Subject.CommonName {
 		t.Fatalf("new CA %s, old %s", newCA.Subject.CommonName, oldCA.Subject.CommonName)
 	}
-	rot := &Rotation{Stage: StageReissue}
+	rot := st.NewRotation(time.Now())
+	if err := rot.Begin(StageStep(StageReissue)); err != nil {
+		t.Fatal(err)
+	}
 	// Interrupted swap: the old set kept, nothing of the new one in place yet.
 	old := filepath.Join(st.rotationDir(), "old")
 	for _, f := range caSetFiles() {
@@ -46,7 +50,7 @@ func TestRotationSwapResumes(t *testing.T) {
 		t.Error("the old CA was not kept")
 	}
 	saved, err := st.Rotation()
-	if err != nil || saved == nil || !saved.Swapped {
+	if err != nil || saved == nil || !saved.Data.Swapped || RotationStage(saved) != StageReissue {
 		t.Fatalf("rotation state after the swap: %+v, %v", saved, err)
 	}
 	others, err := st.Others(saved)
@@ -69,5 +73,8 @@ func TestRotationSwapResumes(t *testing.T) {
 	}
 	if _, err := os.Stat(st.rotationDir()); !os.IsNotExist(err) {
 		t.Errorf("rotation directory left: %v", err)
+	}
+	if rot, err := st.Rotation(); rot != nil || err != nil {
+		t.Errorf("the rotation's journal is left: %+v %v", rot, err)
 	}
 }

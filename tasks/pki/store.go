@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 // Store keeps the cluster's PKI in a directory of the state directory:
@@ -294,7 +296,7 @@ func (st *Store) ensureSA() (crypto.Signer, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if err := WriteFile(filepath.Join(st.Dir, "sa.key"), pemKey, 0o600); err != nil {
+	if err := statedir.WriteFile(filepath.Join(st.Dir, "sa.key"), pemKey, 0o600); err != nil {
 		return nil, false, err
 	}
 	return key, true, st.writePublic(key)
@@ -309,7 +311,7 @@ func (st *Store) writePublic(key crypto.Signer) error {
 	if old, err := os.ReadFile(p); err == nil && string(old) == string(pub) {
 		return nil
 	}
-	return WriteFile(p, pub, 0o644)
+	return statedir.WriteFile(p, pub, 0o644)
 }
 
 // load reads rel.crt and rel.key.
@@ -351,38 +353,10 @@ func (st *Store) write(rel string, kp *KeyPair) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteFile(filepath.Join(st.Dir, rel+".key"), key, 0o600); err != nil {
+	if err := statedir.WriteFile(filepath.Join(st.Dir, rel+".key"), key, 0o600); err != nil {
 		return err
 	}
-	return WriteFile(filepath.Join(st.Dir, rel+".crt"), EncodeCert(kp.Cert), 0o644)
-}
-
-// WriteFile writes atomically: a temporary file in the same directory, synced, renamed over the target.
-func WriteFile(path string, data []byte, mode fs.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return statedir.WriteFile(filepath.Join(st.Dir, rel+".crt"), EncodeCert(kp.Cert), 0o644)
 }
 
 // ReadSecret reads a file of the state directory that holds a private key (a key, a kubeconfig with its

@@ -30,6 +30,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 	"github.com/clusterctl/clusterctl/templates"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -479,7 +480,7 @@ func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyP
 			if err != nil {
 				return nil, err
 			}
-			if err := pki.WriteFile(file, out, modeSecret); err != nil {
+			if err := statedir.WriteFile(file, out, modeSecret); err != nil {
 				return nil, err
 			}
 			*changes = append(*changes, pki.Change{What: file, Action: "updated", Reason: why})
@@ -501,7 +502,7 @@ func ensureKubeconfig(file, cluster string, id kubeconfig.Identity, ca *pki.KeyP
 	if err != nil {
 		return nil, err
 	}
-	if err := pki.WriteFile(file, out, modeSecret); err != nil {
+	if err := statedir.WriteFile(file, out, modeSecret); err != nil {
 		return nil, err
 	}
 	action := "reissued"
@@ -539,7 +540,7 @@ func trustOf(store *pki.Store, p *pki.PKI) (*trust, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rot == nil || rot.Stage < pki.StageTrust || rot.Stage >= pki.StageFinish {
+	if rot == nil || pki.RotationStage(rot) < pki.StageTrust || pki.RotationStage(rot) >= pki.StageFinish {
 		// No rotation on the hosts (yet, or any more): the old service-account key stays accepted while
 		// tokens it signed remain (see pki.RetiredSAKeyFile).
 		retired, err := store.RetiredSAKey()

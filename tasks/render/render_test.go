@@ -238,13 +238,23 @@ func TestCARotationStages(t *testing.T) {
 	}
 	store := &pki.Store{Dir: filepath.Join(state, "pki"), Issuer: &pki.Issuer{Algorithm: "ECDSA-P256", CAValidity: 87600 * time.Hour,
 		Now: func() time.Time { return time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) }}}
-	rot := &pki.Rotation{Stage: pki.StageGenerate}
+	rot := store.NewRotation(time.Now())
+	// stage records a stage as under way, the ones before as done, as the rotation's run does.
+	stage := func(s int) {
+		t.Helper()
+		for done := pki.StageGenerate; done < s; done++ {
+			if err := rot.MarkDone(pki.StageStep(done)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rot.Begin(pki.StageStep(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := store.GenerateNewCAs(); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.SaveRotation(rot); err != nil {
-		t.Fatal(err)
-	}
+	stage(pki.StageGenerate)
 	if got := files(renderLab(t, state), "cp1"); string(got[kubeadm.CACert].Data) != string(before[kubeadm.CACert].Data) {
 		t.Error("generating the new CAs changed what hosts get")
 	}
@@ -271,8 +281,7 @@ func TestCARotationStages(t *testing.T) {
 	}
 	cmFlag := func(fs map[string]transport.File) string { return signerFlag(fs, "kubelet-client") }
 
-	rot.Stage = pki.StageTrust
-	store.SaveRotation(rot)
+	stage(pki.StageTrust)
 	r := renderLab(t, state)
 	trust, w1 := files(r, "cp1"), files(r, "w1")
 	bundle := certsOf(trust[kubeadm.CACert].Data)
@@ -314,7 +323,7 @@ func TestCARotationStages(t *testing.T) {
 		}
 	}
 
-	rot.Stage = pki.StageReissue
+	stage(pki.StageReissue)
 	if err := store.Swap(rot); err != nil {
 		t.Fatal(err)
 	}
@@ -346,8 +355,7 @@ func TestCARotationStages(t *testing.T) {
 		}
 	}
 
-	rot.Stage = pki.StageSign
-	store.SaveRotation(rot)
+	stage(pki.StageSign)
 	sign := files(renderLab(t, state), "cp1")
 	for p, f := range reissue {
 		if !bytes.Equal(sign[p].Data, f.Data) {
@@ -355,8 +363,7 @@ func TestCARotationStages(t *testing.T) {
 		}
 	}
 
-	rot.Stage = pki.StageFinish
-	store.SaveRotation(rot)
+	stage(pki.StageFinish)
 	finish := files(renderLab(t, state), "cp1")
 	if b := certsOf(finish[kubeadm.CACert].Data); len(b) != 1 || !b[0].Equal(newCA) {
 		t.Error("finish stage: ca.crt should be the new CA alone")

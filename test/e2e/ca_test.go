@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +24,15 @@ func TestRotateCA(t *testing.T) {
 
 	t.Run("killed during the reissue stage, the rotation resumes and finishes", func(t *testing.T) {
 		c.RunKilled(t, "ca-reissue", 5*time.Second, "certs", "rotate", "--ca", "--yes")
-		var st struct{ Stage, Done int }
-		if err := json.Unmarshal(readFile(t, filepath.Join(c.StateDir, "pki", "rotation", "state.json")), &st); err != nil {
+		var st struct {
+			Kind          string
+			Done, Current []string
+		}
+		if err := json.Unmarshal(readFile(t, filepath.Join(c.StateDir, "runs", "ca-rotation.json")), &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.Stage != 3 || st.Done != 2 {
-			t.Fatalf("recorded stage %d, done %d; want the reissue stage (3) under way", st.Stage, st.Done)
+		if st.Kind != "ca-rotation" || !slices.Equal(st.Done, []string{"ca-generate", "ca-trust"}) || !slices.Equal(st.Current, []string{"ca-reissue"}) {
+			t.Fatalf("journal %+v; want the reissue stage under way after generate and trust", st)
 		}
 		stdout, stderr, code := c.Run(t, "certs", "rotate", "--ca", "--yes", "--output", "json")
 		if code != 0 {
@@ -50,8 +54,10 @@ func TestRotateCA(t *testing.T) {
 	})
 
 	t.Run("the new CA everywhere, the old one nowhere", func(t *testing.T) {
-		if _, err := os.Stat(filepath.Join(c.StateDir, "pki", "rotation")); !os.IsNotExist(err) {
-			t.Errorf("the rotation's state is still there: %v", err)
+		for _, p := range []string{filepath.Join(c.StateDir, "pki", "rotation"), filepath.Join(c.StateDir, "runs", "ca-rotation.json")} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("the rotation's state is still there: %v", err)
+			}
 		}
 		CheckNewCA(t, c, oldCA, "cp1", "w1")
 	})

@@ -69,7 +69,7 @@ func TestUpgrade(t *testing.T) {
 	stopProxy := StartProxyClient(t, c, "w1")
 	t.Run("killed during the control-plane roll, the same command finishes", func(t *testing.T) {
 		c.RunKilled(t, "control-plane", 25*time.Second, append([]string{"upgrade", "--yes"}, target...)...)
-		if _, err := os.Stat(filepath.Join(c.StateDir, "upgrade.json")); err != nil {
+		if _, err := os.Stat(filepath.Join(c.StateDir, "runs", "upgrade.json")); err != nil {
 			t.Fatalf("no record of the killed upgrade: %v", err)
 		}
 		start := time.Now()
@@ -81,7 +81,7 @@ func TestUpgrade(t *testing.T) {
 			t.Errorf("result: %+v", r)
 		}
 		t.Logf("resumed upgrade done in %s: control planes %+v, kubelets %+v", time.Since(start).Round(time.Second), r.ControlPlanes, r.Kubelets)
-		if _, err := os.Stat(filepath.Join(c.StateDir, "upgrade.json")); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(c.StateDir, "runs", "upgrade.json")); !os.IsNotExist(err) {
 			t.Errorf("the record of the upgrade is still there: %v", err)
 		}
 	})
@@ -170,7 +170,7 @@ func upgradeDryRun(t *testing.T, c *Cluster, target []string, from, to, lastCP, 
 	if strings.Index(plan, lastCP+": kube-apiserver") > strings.Index(plan, "add-ons") || strings.Index(plan, "add-ons") > strings.Index(plan, "cp1: cordon") {
 		t.Errorf("the plan's order is not control planes, add-ons, kubelets")
 	}
-	if _, err := os.Stat(filepath.Join(c.StateDir, "upgrade.json")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(c.StateDir, "runs", "upgrade.json")); !os.IsNotExist(err) {
 		t.Errorf("a dry run recorded an upgrade: %v", err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 // A checksum a file's own origin publishes proves nothing against that origin: a mirror (or a server posing
@@ -127,7 +127,7 @@ func (t *trust) save(dir string) error {
 	for _, k := range slices.Sorted(maps.Keys(all)) {
 		fmt.Fprintf(&b, "%s  %s\n", all[k], k)
 	}
-	return pki.WriteFile(filepath.Join(dir, LockFile), b.Bytes(), 0o644)
+	return statedir.WriteFile(filepath.Join(dir, LockFile), b.Bytes(), 0o644)
 }
 
 // readDigests reads "<digest>  <key>" lines (# comments, blank lines); a missing file is empty when
