@@ -83,20 +83,46 @@ func EtcdStatus(ctx context.Context, e *Env) ([]EtcdMember, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("the inventory has no etcd host (no control-plane host, and none with the etcd role)")
 	}
-	conn, _ := Connect(ctx, e, hosts, 1)
-	failed := map[string]error{}
-	for _, r := range conn {
-		if r.Err != nil {
-			failed[r.Host] = r.Err
+	seen := probeEtcd(ctx, e, hosts)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var members []etcdmember.Member
+	for _, h := range hosts {
+		if l, ok := seen.lists[h.Name]; ok {
+			members = l
+			break
 		}
 	}
-	var mu sync.Mutex
-	statuses := map[string]*etcdmember.Status{}
-	lists := map[string][]etcdmember.Member{}
-	peers := map[string]string{}
+	out := seen.members(hosts, members)
+	if members == nil {
+		return out, errors.New("no etcd member is healthy: etcd has no quorum, or no host could be reached")
+	}
+	return out, nil
+}
+
+// etcdSeen is what each etcd host's member said, by host: its status, the member list (when healthy), its
+// peer URL, or why it could not be asked.
+type etcdSeen struct {
+	mu       sync.Mutex
+	statuses map[string]*etcdmember.Status
+	lists    map[string][]etcdmember.Member
+	peers    map[string]string
+	failed   map[string]error
+}
+
+// probeEtcd asks every etcd host's own member, side by side.
+func probeEtcd(ctx context.Context, e *Env, hosts []*inventory.Host) *etcdSeen {
+	seen := &etcdSeen{statuses: map[string]*etcdmember.Status{}, lists: map[string][]etcdmember.Member{}, peers: map[string]string{}, failed: map[string]error{}}
+	conn, _ := Connect(ctx, e, hosts, 1)
+	for _, r := range conn {
+		if r.Err != nil {
+			seen.failed[r.Host] = r.Err
+		}
+	}
 	var reachable []string
 	for _, h := range hosts {
-		if failed[h.Name] == nil {
+		if seen.failed[h.Name] == nil {
 			reachable = append(reachable, h.Name)
 		}
 	}
@@ -112,44 +138,41 @@ func EtcdStatus(ctx context.Context, e *Env) ([]EtcdMember, error) {
 		}
 		defer c.Close()
 		st, err := c.Status(ctx)
+		var list []etcdmember.Member
+		listed := false
 		if err == nil && st.Healthy {
-			var list []etcdmember.Member
-			if list, err = c.List(ctx); err == nil {
-				mu.Lock()
-				lists[name] = list
-				mu.Unlock()
-			}
+			list, err = c.List(ctx)
+			listed = err == nil
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		peers[name] = peer
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		if listed {
+			seen.lists[name] = list
+		}
+		seen.peers[name] = peer
 		if err != nil && st == nil {
-			failed[name] = err
+			seen.failed[name] = err
 			return false, err
 		}
-		statuses[name] = st
+		seen.statuses[name] = st
 		return false, nil
 	}})
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var members []etcdmember.Member
-	for _, h := range hosts {
-		if l, ok := lists[h.Name]; ok {
-			members = l
-			break
-		}
-	}
+	return seen
+}
+
+// members are the cluster's members (as a healthy member lists them), each with its host and what it said,
+// then the hosts that are not members, in the inventory's order.
+func (seen *etcdSeen) members(hosts []*inventory.Host, members []etcdmember.Member) []EtcdMember {
 	var out []EtcdMember
-	seen := map[string]bool{}
+	isMember := map[string]bool{}
 	for _, m := range members {
 		em := EtcdMember{Name: m.Name, PeerURL: m.PeerURL, Member: true, Started: m.Started}
 		for _, h := range hosts {
-			if peers[h.Name] == m.PeerURL {
+			if seen.peers[h.Name] == m.PeerURL {
 				em.Host = h.Name
-				seen[h.Name] = true
-				em.Status = statuses[h.Name]
-				if err := failed[h.Name]; err != nil {
+				isMember[h.Name] = true
+				em.Status = seen.statuses[h.Name]
+				if err := seen.failed[h.Name]; err != nil {
 					em.Error = firstLine(err.Error())
 				}
 			}
@@ -160,13 +183,13 @@ func EtcdStatus(ctx context.Context, e *Env) ([]EtcdMember, error) {
 		out = append(out, em)
 	}
 	for _, h := range hosts {
-		if seen[h.Name] {
+		if isMember[h.Name] {
 			continue
 		}
-		em := EtcdMember{Host: h.Name, Name: h.NodeName, PeerURL: peers[h.Name], Status: statuses[h.Name]}
+		em := EtcdMember{Host: h.Name, Name: h.NodeName, PeerURL: seen.peers[h.Name], Status: seen.statuses[h.Name]}
 		switch {
-		case failed[h.Name] != nil:
-			em.Error = firstLine(failed[h.Name].Error())
+		case seen.failed[h.Name] != nil:
+			em.Error = firstLine(seen.failed[h.Name].Error())
 		case members != nil:
 			em.Error = "not a member of the cluster the others form"
 		default:
@@ -191,10 +214,7 @@ func EtcdStatus(ctx context.Context, e *Env) ([]EtcdMember, error) {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	if members == nil {
-		return out, errors.New("no etcd member is healthy: etcd has no quorum, or no host could be reached")
-	}
-	return out, nil
+	return out
 }
 
 // SnapshotResult is what `clusterctl etcd snapshot` made.

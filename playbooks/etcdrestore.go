@@ -74,17 +74,14 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
-	cps := e.Inv.ControlPlanes()
-	if len(cps) == 0 {
+	r := &restoreRun{e: e, o: o, cps: e.Inv.ControlPlanes(), ext: e.Inv.ExternalEtcd(), members: e.Inv.EtcdHosts(), peers: map[string]string{}}
+	if len(r.cps) == 0 {
 		return nil, errors.New("the inventory has no control-plane host")
 	}
-	// The members restored: the control-plane hosts (stacked), or the etcd hosts (external: each a unit).
-	ext := e.Inv.ExternalEtcd()
-	members := e.Inv.EtcdHosts()
-	all := slices.Clone(members)
-	for _, h := range cps {
-		if !slices.Contains(all, h) {
-			all = append(all, h)
+	r.all = slices.Clone(r.members)
+	for _, h := range r.cps {
+		if !slices.Contains(r.all, h) {
+			r.all = append(r.all, h)
 		}
 	}
 	size, sum, err := etcdmember.VerifySnapshot(o.From)
@@ -95,177 +92,221 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 	if err != nil {
 		return nil, err
 	}
-	res := &RestoreResult{Snapshot: o.From, SHA256: sum, Revision: rev, Members: names(members)}
+	r.res = &RestoreResult{Snapshot: o.From, SHA256: sum, Revision: rev, Members: names(r.members)}
 	e.say("etcd-restore", "", "snapshot %s: %d bytes at revision %d, integrity hash and pages checked, sha256 %s", o.From, size, rev, sum)
-	results, err := Connect(ctx, e, all, 1)
+	if err := r.check(ctx); err != nil {
+		return r.res, err
+	}
+	if o.DryRun {
+		r.res.Plan = []string{
+			fmt.Sprintf("stop etcd and the control plane on %s (everything written after revision %d is lost)", strings.Join(names(r.all), ", "), rev),
+			fmt.Sprintf("restore each member's data directory from the snapshot, a new cluster of %s (the old data kept as %s.before-restore)", strings.Join(r.initial, ","), kubeadm.EtcdDataDir),
+			"start etcd, wait for quorum; start the control plane, wait for each API server and every node",
+		}
+		return r.res, nil
+	}
+	if r.st, err = openRestoreJournal(e.StateDir, sum+" "+strings.Join(r.initial, ","), time.Now()); err != nil {
+		return r.res, err
+	}
+	r.started = time.Now()
+	if _, err := runSteps(ctx, runOptions{Sink: e.Sink, Journal: r.st}, r.steps()); err != nil {
+		return r.res, err
+	}
+	return r.res, r.st.Remove()
+}
+
+// restoreRun is one etcd restore.
+type restoreRun struct {
+	e   *Env
+	o   RestoreOptions
+	res *RestoreResult
+	st  *statedir.Journal[restoreData]
+	// cps are the control-plane hosts; members the hosts of the restored cluster (the control-plane hosts,
+	// when etcd is stacked; the etcd hosts, each a unit, when external: ext); all both.
+	cps, members, all []*inventory.Host
+	ext               bool
+	// peers are the members' peer URLs by host, initial the new cluster's --initial-cluster.
+	peers   map[string]string
+	initial []string
+	// started is when etcd was started again (a resumed run: this run's start).
+	started time.Time
+}
+
+func (r *restoreRun) steps() []Step {
+	return []Step{
+		{Name: "hold", Run: r.hold},
+		{Name: "restore", Run: r.restore},
+		{Name: "etcd", Run: r.startEtcd},
+		{Name: "control-plane", Run: r.startControlPlane},
+		{Name: "nodes", Run: r.waitNodes},
+	}
+}
+
+// check makes sure, before anything stops, that every host is reachable and every member able to take
+// part, and learns the members' peer URLs.
+func (r *restoreRun) check(ctx context.Context) error {
+	e := r.e
+	results, err := Connect(ctx, e, r.all, 1)
 	var lost []string
-	for _, r := range results {
-		if r.Err != nil {
-			lost = append(lost, fmt.Sprintf("%s (%v)", r.Host, r.Err))
+	for _, res := range results {
+		if res.Err != nil {
+			lost = append(lost, fmt.Sprintf("%s (%v)", res.Host, res.Err))
 		}
 	}
 	if len(lost) > 0 {
-		return res, fmt.Errorf("hosts unreachable: %s: a restore makes a new etcd cluster of every etcd host of the inventory (its control-plane hosts, when etcd is stacked) and restarts every control plane; "+
+		return fmt.Errorf("hosts unreachable: %s: a restore makes a new etcd cluster of every etcd host of the inventory (its control-plane hosts, when etcd is stacked) and restarts every control plane; "+
 			"leave hosts that are lost out of the inventory, restore onto the others, then add-node them back", strings.Join(lost, "; "))
 	}
 	if err != nil {
-		return res, err
+		return err
 	}
-	var initial []string
-	peers := map[string]string{}
-	for _, h := range members {
+	for _, h := range r.members {
 		p, err := e.peerURL(ctx, h)
 		if err != nil {
-			return res, err
+			return err
 		}
-		peers[h.Name] = p
-		initial = append(initial, h.NodeName+"="+p)
+		r.peers[h.Name] = p
+		r.initial = append(r.initial, h.NodeName+"="+p)
 	}
-	// Every member able to take part, before anything stops.
 	var missing []string
-	var mmu sync.Mutex
-	if _, err := e.play(ctx, Play{Name: "check", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
-		lacks, err := apply.RestoreCheck(ctx, e.Conn(name), ext)
-		mmu.Lock()
-		defer mmu.Unlock()
+	var mu sync.Mutex
+	if _, err := e.play(ctx, Play{Name: "check", Hosts: names(r.members), Run: func(ctx context.Context, name string) (bool, error) {
+		lacks, err := apply.RestoreCheck(ctx, e.Conn(name), r.ext)
+		mu.Lock()
+		defer mu.Unlock()
 		for _, l := range lacks {
 			missing = append(missing, name+": "+l)
 		}
 		return false, err
 	}}); err != nil {
-		return res, err
+		return err
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		return res, fmt.Errorf("nothing was changed: %s; a host that is not a control-plane node of this cluster (lost and reinstalled) is left out of the inventory for the restore and added back with add-node", strings.Join(missing, "; "))
+		return fmt.Errorf("nothing was changed: %s; a host that is not a control-plane node of this cluster (lost and reinstalled) is left out of the inventory for the restore and added back with add-node", strings.Join(missing, "; "))
 	}
-	if o.DryRun {
-		res.Plan = []string{
-			fmt.Sprintf("stop etcd and the control plane on %s (everything written after revision %d is lost)", strings.Join(names(all), ", "), rev),
-			fmt.Sprintf("restore each member's data directory from the snapshot, a new cluster of %s (the old data kept as %s.before-restore)", strings.Join(initial, ","), kubeadm.EtcdDataDir),
-			"start etcd, wait for quorum; start the control plane, wait for each API server and every node",
+	return nil
+}
+
+// hold stops every member before any is restored: no API server writes to the old cluster after the
+// snapshot is the truth.
+func (r *restoreRun) hold(ctx context.Context) error {
+	e := r.e
+	tries := int(r.o.Timeout / (500 * time.Millisecond))
+	if r.ext {
+		// External members first: a control-plane host that is also an etcd host waits below until
+		// nothing of etcd or the control plane runs.
+		if _, err := e.play(ctx, Play{Name: "hold", Hosts: names(r.members), Run: func(ctx context.Context, name string) (bool, error) {
+			return apply.HoldEtcdUnit(ctx, e.Conn(name))
+		}}); err != nil {
+			return err
 		}
-		return res, nil
 	}
-	st, err := openRestoreJournal(e.StateDir, sum+" "+strings.Join(initial, ","), time.Now())
+	_, err := e.play(ctx, Play{Name: "hold", Hosts: names(r.cps), Run: func(ctx context.Context, name string) (bool, error) {
+		return apply.HoldControlPlane(ctx, e.Conn(name), tries)
+	}})
+	return err
+}
+
+// restore puts the snapshot on each member not restored yet and restores its data directory from it.
+func (r *restoreRun) restore(ctx context.Context) error {
+	e := r.e
+	_, err := e.play(ctx, Play{Name: "restore", Hosts: names(r.members), Run: func(ctx context.Context, name string) (bool, error) {
+		if r.st.IsDone("restore/" + name) {
+			return false, nil
+		}
+		h := e.Inv.Host(name)
+		snap := kubeadm.StateDir + "/etcd-restore/snapshot.db"
+		conn := e.Conn(name)
+		// Streamed, not read into memory: a snapshot is as large as the database (gigabytes).
+		if err := conn.PutFile(ctx, r.o.From, snap, 0o600); err != nil {
+			return false, err
+		}
+		if err := apply.RestoreMember(ctx, conn, scripts.EtcdRestoreParams{Snapshot: snap, Name: h.NodeName,
+			PeerURL: r.peers[name], InitialCluster: strings.Join(r.initial, ","), Token: r.st.Data.Token, Bump: restoreBump}); err != nil {
+			return false, err
+		}
+		return true, r.st.MarkDone("restore/" + name)
+	}})
+	return err
+}
+
+// startEtcd starts every member at once (none is ready before the others are up) and waits for quorum.
+func (r *restoreRun) startEtcd(ctx context.Context) error {
+	e := r.e
+	release := apply.ReleaseEtcd
+	if r.ext {
+		release = apply.ReleaseEtcdUnit
+	}
+	if _, err := e.play(ctx, Play{Name: "etcd", Hosts: names(r.members), Run: func(ctx context.Context, name string) (bool, error) {
+		return release(ctx, e.Conn(name))
+	}}); err != nil {
+		return err
+	}
+	r.started = time.Now()
+	return e.poll(ctx, "etcd", "", r.o.Timeout, func() (bool, string, error) {
+		return etcdQuorum(ctx, e, r.members, r.peers)
+	})
+}
+
+// startControlPlane starts each control plane again and waits for its API server.
+func (r *restoreRun) startControlPlane(ctx context.Context) error {
+	e := r.e
+	_, err := e.play(ctx, Play{Name: "control-plane", Hosts: names(r.cps), Run: func(ctx context.Context, name string) (bool, error) {
+		released, err := apply.ReleaseControlPlane(ctx, e.Conn(name))
+		if err != nil {
+			return false, err
+		}
+		c, err := e.nodeClient(ctx, e.Inv.Host(name))
+		if err != nil {
+			return false, err
+		}
+		return released, e.poll(ctx, "control-plane", name, r.o.Timeout, func() (bool, string, error) {
+			if err := c.Ready(ctx); err != nil {
+				return false, fmt.Sprintf("the API server (last: %v)", firstLine(err.Error())), nil
+			}
+			return true, "", nil
+		})
+	}})
+	return err
+}
+
+// waitNodes waits for every control-plane node's static Pods to be Ready, and every node's kubelet to be
+// heard from since etcd came back (the Ready conditions restored are the snapshot's).
+func (r *restoreRun) waitNodes(ctx context.Context) error {
+	e := r.e
+	admin, err := e.Admin(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
-	started := time.Now() // when etcd was started again (a resumed run: this run's start)
-	steps := []Step{
-		{Name: "hold", Run: func(ctx context.Context) error {
-			// Every member stops before any is restored: no API server writes to the old cluster after the
-			// snapshot is the truth.
-			tries := int(o.Timeout / (500 * time.Millisecond))
-			if ext {
-				// External members first: a control-plane host that is also an etcd host waits below until
-				// nothing of etcd or the control plane runs.
-				if _, err := e.play(ctx, Play{Name: "hold", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
-					return apply.HoldEtcdUnit(ctx, e.Conn(name))
-				}}); err != nil {
-					return err
-				}
-			}
-			_, err := e.play(ctx, Play{Name: "hold", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
-				return apply.HoldControlPlane(ctx, e.Conn(name), tries)
-			}})
-			return err
-		}},
-		{Name: "restore", Run: func(ctx context.Context) error {
-			_, err := e.play(ctx, Play{Name: "restore", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
-				if st.IsDone("restore/" + name) {
-					return false, nil
-				}
-				h := e.Inv.Host(name)
-				snap := kubeadm.StateDir + "/etcd-restore/snapshot.db"
-				conn := e.Conn(name)
-				// Streamed, not read into memory: a snapshot is as large as the database (gigabytes).
-				if err := conn.PutFile(ctx, o.From, snap, 0o600); err != nil {
-					return false, err
-				}
-				if err := apply.RestoreMember(ctx, conn, scripts.EtcdRestoreParams{Snapshot: snap, Name: h.NodeName,
-					PeerURL: peers[name], InitialCluster: strings.Join(initial, ","), Token: st.Data.Token, Bump: restoreBump}); err != nil {
-					return false, err
-				}
-				return true, st.MarkDone("restore/" + name)
-			}})
-			return err
-		}},
-		{Name: "etcd", Run: func(ctx context.Context) error {
-			release := apply.ReleaseEtcd
-			if ext {
-				release = apply.ReleaseEtcdUnit
-			}
-			if _, err := e.play(ctx, Play{Name: "etcd", Hosts: names(members), Run: func(ctx context.Context, name string) (bool, error) {
-				return release(ctx, e.Conn(name))
-			}}); err != nil {
-				return err
-			}
-			started = time.Now()
-			return e.poll(ctx, "etcd", "", o.Timeout, func() (bool, string, error) {
-				return etcdQuorum(ctx, e, members, peers)
-			})
-		}},
-		{Name: "control-plane", Run: func(ctx context.Context) error {
-			_, err := e.play(ctx, Play{Name: "control-plane", Hosts: names(cps), Run: func(ctx context.Context, name string) (bool, error) {
-				released, err := apply.ReleaseControlPlane(ctx, e.Conn(name))
-				if err != nil {
-					return false, err
-				}
-				c, err := e.nodeClient(ctx, e.Inv.Host(name))
-				if err != nil {
-					return false, err
-				}
-				return released, e.poll(ctx, "control-plane", name, o.Timeout, func() (bool, string, error) {
-					if err := c.Ready(ctx); err != nil {
-						return false, fmt.Sprintf("the API server (last: %v)", firstLine(err.Error())), nil
-					}
-					return true, "", nil
-				})
-			}})
-			return err
-		}},
-		{Name: "nodes", Run: func(ctx context.Context) error {
-			// Every control-plane node's static Pods Ready, and every node's kubelet heard from since
-			// etcd came back (the Ready conditions restored are the snapshot's).
-			admin, err := e.Admin(ctx)
+	// The inventory's hosts that the restored cluster has as Nodes (one not joined yet is add-node's).
+	var nodeNames []string
+	err = e.poll(ctx, "nodes", "", r.o.Timeout, func() (bool, string, error) {
+		if nodeNames == nil {
+			list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return err
+				return false, "the API (" + firstLine(err.Error()) + ")", nil
 			}
-			// The inventory's hosts that the restored cluster has as Nodes (one not joined yet is add-node's).
-			var nodeNames []string
-			err = e.poll(ctx, "nodes", "", o.Timeout, func() (bool, string, error) {
-				if nodeNames == nil {
-					list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-					if err != nil {
-						return false, "the API (" + firstLine(err.Error()) + ")", nil
-					}
-					nodeNames = []string{}
-					for _, h := range e.Inv.Hosts {
-						if slices.ContainsFunc(list.Items, func(n corev1.Node) bool { return n.Name == h.NodeName }) {
-							nodeNames = append(nodeNames, h.NodeName)
-						}
-					}
+			nodeNames = []string{}
+			for _, h := range e.Inv.Hosts {
+				if slices.ContainsFunc(list.Items, func(n corev1.Node) bool { return n.Name == h.NodeName }) {
+					nodeNames = append(nodeNames, h.NodeName)
 				}
-				var waiting []string
-				for _, h := range cps {
-					// No annotation and no image asked for: the mirror Pods' readiness only.
-					waiting = append(waiting, nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, "", nil, staticPods(e.Inv))...)
-				}
-				waiting = append(waiting, nodes.LeasesWaiting(ctx, admin.Kube, nodeNames, started)...)
-				return len(waiting) == 0, strings.Join(waiting, ", "), nil
-			})
-			if err != nil {
-				return err
 			}
-			res.Nodes, err = nodeStatuses(ctx, admin)
-			return err
-		}},
+		}
+		var waiting []string
+		for _, h := range r.cps {
+			// No annotation and no image asked for: the mirror Pods' readiness only.
+			waiting = append(waiting, nodes.StaticPodsWaiting(ctx, admin.Kube, h.NodeName, "", nil, staticPods(e.Inv))...)
+		}
+		waiting = append(waiting, nodes.LeasesWaiting(ctx, admin.Kube, nodeNames, r.started)...)
+		return len(waiting) == 0, strings.Join(waiting, ", "), nil
+	})
+	if err != nil {
+		return err
 	}
-	if _, err := runSteps(ctx, runOptions{Sink: e.Sink, Journal: st}, steps); err != nil {
-		return res, err
-	}
-	return res, st.Remove()
+	r.res.Nodes, err = nodeStatuses(ctx, admin)
+	return err
 }
 
 // openRestoreJournal reads the journal of a restore under way from the same snapshot onto the same members

@@ -257,15 +257,35 @@ func ours(f tasks.Finding) bool {
 // the control-plane hosts when etcd is stacked). Where nothing listens yet, a short-lived listener is
 // started on the target for the probes and stopped afterwards.
 func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost map[string]*PreflightHost, add func(...tasks.Finding)) error {
-	type probe struct {
-		check  string
-		target string
-		port   int
-		from   []string
-	}
-	var probes []probe
-	cps := e.Inv.ControlPlanes()
 	ready := func(name string) bool { h, ok := byHost[name]; return ok && h.Facts != nil }
+	for _, p := range reachProbes(e.Inv, hosts, ready) {
+		target := byHost[p.target]
+		ip := nodeIP(e.Inv.Host(p.target), target.Facts)
+		if ip == "" {
+			add(tasks.Finding{Host: p.target, Check: p.check, Severity: tasks.SevError, Message: "cannot tell the host's node address: set internalAddress in the inventory"})
+			continue
+		}
+		if err := p.run(ctx, e, ip, target.Facts.ListensOn(p.port), add); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reachProbe is a port of a host (target) that other hosts (from) must reach.
+type reachProbe struct {
+	check  string
+	target string
+	port   int
+	from   []string
+}
+
+// reachProbes are the ports the hosts ready to be probed (with facts) must reach: the first control-plane
+// node's API server from every other node, each etcd member's peer port from the other members and its
+// client port from them and the API servers.
+func reachProbes(inv *inventory.Inventory, hosts []*inventory.Host, ready func(string) bool) []reachProbe {
+	var probes []reachProbe
+	cps := inv.ControlPlanes()
 	if len(cps) > 0 && ready(cps[0].Name) {
 		var from []string
 		for _, h := range hosts {
@@ -274,11 +294,10 @@ func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost m
 			}
 		}
 		if len(from) > 0 {
-			probes = append(probes, probe{"APIServerReachable", cps[0].Name, e.Inv.Cluster.APIServer.BindPort, from})
+			probes = append(probes, reachProbe{"APIServerReachable", cps[0].Name, inv.Cluster.APIServer.BindPort, from})
 		}
 	}
-	// Each etcd member's peer port from the other members, its client port from them and the API servers.
-	members := e.Inv.EtcdHosts()
+	members := inv.EtcdHosts()
 	for _, t := range members {
 		var peers, clients []string
 		for _, o := range members {
@@ -293,64 +312,57 @@ func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost m
 			}
 		}
 		if ready(t.Name) && len(clients) > 0 {
-			probes = append(probes, probe{"EtcdReachable", t.Name, kubeadm.PortEtcdClient, clients})
+			probes = append(probes, reachProbe{"EtcdReachable", t.Name, kubeadm.PortEtcdClient, clients})
 		}
 		if ready(t.Name) && len(peers) > 0 {
-			probes = append(probes, probe{"EtcdReachable", t.Name, kubeadm.PortEtcdPeer, peers})
+			probes = append(probes, reachProbe{"EtcdReachable", t.Name, kubeadm.PortEtcdPeer, peers})
 		}
 	}
-	for _, p := range probes {
-		target := byHost[p.target]
-		ip := nodeIP(e.Inv.Host(p.target), target.Facts)
-		if ip == "" {
-			add(tasks.Finding{Host: p.target, Check: p.check, Severity: tasks.SevError, Message: "cannot tell the host's node address: set internalAddress in the inventory"})
-			continue
-		}
-		if !target.Facts.ListensOn(p.port) {
-			stop, err := tasks.Listen(ctx, e.Conn(p.target), ip, p.port)
-			if err != nil {
-				add(tasks.Finding{Host: p.target, Check: p.check, Severity: tasks.SevWarning,
-					Message: fmt.Sprintf("could not test reachability of port %d: %v", p.port, err)})
-				continue
-			}
-			defer stop()
-		}
-		play := fmt.Sprintf("reach %s:%d", p.target, p.port)
-		probeFrom := func(hosts []string, final bool) ([]string, error) {
-			var mu sync.Mutex
-			var failed []string
-			_, err := e.play(ctx, Play{Name: play, Hosts: hosts, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
-				err := tasks.Probe(ctx, e.Conn(name), ip, p.port)
-				if err != nil {
-					mu.Lock()
-					failed = append(failed, name)
-					mu.Unlock()
-					if final {
-						add(tasks.Finding{Host: name, Check: p.check, Severity: tasks.SevError,
-							Message: fmt.Sprintf("cannot reach %s at %s:%d: check firewalls and routes between the hosts", p.target, ip, p.port)})
-						return false, err
-					}
-				}
-				return false, nil
-			}})
-			return failed, err
-		}
-		failed, err := probeFrom(p.from, false)
+	return probes
+}
+
+// run probes the target's port at ip from each host, with a listener of ours on it when nothing listens
+// there (listening: the facts say something does).
+func (p reachProbe) run(ctx context.Context, e *Env, ip string, listening bool, add func(...tasks.Finding)) error {
+	if !listening {
+		stop, err := tasks.Listen(ctx, e.Conn(p.target), ip, p.port)
 		if err != nil {
-			return err
+			add(tasks.Finding{Host: p.target, Check: p.check, Severity: tasks.SevWarning,
+				Message: fmt.Sprintf("could not test reachability of port %d: %v", p.port, err)})
+			return nil
 		}
-		if len(failed) == 0 {
-			continue
-		}
-		// What listened when the facts were read may have stopped since (an API server the kubelet is
-		// restarting, as when an interrupted rotation is resumed): listen there now if the port is free, and
-		// probe once more. The check is about the network between the hosts, not the service.
-		if stop, err := tasks.Listen(ctx, e.Conn(p.target), ip, p.port); err == nil {
-			defer stop()
-		}
-		if _, err := probeFrom(failed, true); err != nil {
-			return err
-		}
+		defer stop()
 	}
-	return nil
+	play := fmt.Sprintf("reach %s:%d", p.target, p.port)
+	probeFrom := func(hosts []string, final bool) ([]string, error) {
+		var mu sync.Mutex
+		var failed []string
+		_, err := e.play(ctx, Play{Name: play, Hosts: hosts, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
+			err := tasks.Probe(ctx, e.Conn(name), ip, p.port)
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, name)
+				mu.Unlock()
+				if final {
+					add(tasks.Finding{Host: name, Check: p.check, Severity: tasks.SevError,
+						Message: fmt.Sprintf("cannot reach %s at %s:%d: check firewalls and routes between the hosts", p.target, ip, p.port)})
+					return false, err
+				}
+			}
+			return false, nil
+		}})
+		return failed, err
+	}
+	failed, err := probeFrom(p.from, false)
+	if err != nil || len(failed) == 0 {
+		return err
+	}
+	// What listened when the facts were read may have stopped since (an API server the kubelet is
+	// restarting, as when an interrupted rotation is resumed): listen there now if the port is free, and
+	// probe once more. The check is about the network between the hosts, not the service.
+	if stop, err := tasks.Listen(ctx, e.Conn(p.target), ip, p.port); err == nil {
+		defer stop()
+	}
+	_, err = probeFrom(failed, true)
+	return err
 }

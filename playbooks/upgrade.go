@@ -386,39 +386,9 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 		return err
 	}
 	start := time.Now()
-	var todo []*inventory.Host
-	for _, h := range batch {
-		n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("%s: %w", h.Name, err)
-		}
-		if n.Status.NodeInfo.KubeletVersion == u.res.To && (u.isDone("kubelet/"+h.Name) || !u.wasCurrent[h.Name]) {
-			continue // upgraded already (a run killed while it was being upgraded does it again)
-		}
-		todo = append(todo, h)
-		cordoned, err := nodes.Cordon(ctx, admin.Kube, n)
-		if err != nil {
-			return fmt.Errorf("%s: %w", h.Name, err)
-		}
-		if cordoned {
-			u.e.say("kubelets", h.Name, "cordoned")
-			if err := u.saveState(func(s *upgradeData) { s.Cordoned = append(s.Cordoned, h.NodeName) }); err != nil {
-				return err
-			}
-		}
-	}
-	for _, h := range todo {
-		err := u.e.poll(ctx, "kubelets", h.Name, u.o.DrainTimeout, func() (bool, string, error) {
-			left, err := nodes.DrainRound(ctx, admin.Kube, h.NodeName)
-			return len(left) == 0, "Pods still on the node: " + strings.Join(left, ", "), err
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return err
-			}
-			return fmt.Errorf("%s: drain: %w (a PodDisruptionBudget may forbid an eviction; the node stays cordoned, the cluster serves; the same command resumes)", h.Name, err)
-		}
-		u.e.say("kubelets", h.Name, "drained")
+	todo, err := u.drain(ctx, admin, batch)
+	if err != nil {
+		return err
 	}
 	// the inventory's hooks, inside the drain window
 	if err := u.e.runHooks(ctx, hooks.Point{Command: inventory.HookUpgrade, When: "before"}, todo, false, nil); err != nil {
@@ -430,22 +400,7 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 	if err := u.startKubelet(ctx, "kubelets", names(todo)); err != nil {
 		return err
 	}
-	err = u.e.poll(ctx, "kubelets", "", u.o.Timeout, func() (bool, string, error) {
-		var waiting []string
-		for _, h := range todo {
-			n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
-			switch {
-			case err != nil:
-				waiting = append(waiting, h.NodeName+" (API: "+firstLine(err.Error())+")")
-			case n.Status.NodeInfo.KubeletVersion != u.res.To:
-				waiting = append(waiting, h.NodeName+" (kubelet "+n.Status.NodeInfo.KubeletVersion+")")
-			case !nodes.Ready(n):
-				waiting = append(waiting, h.NodeName+" (not Ready)")
-			}
-		}
-		return len(waiting) == 0, "nodes: " + strings.Join(waiting, ", "), nil
-	})
-	if err != nil {
+	if err := u.waitKubelets(ctx, admin, todo); err != nil {
 		return err
 	}
 	if err := u.e.runHooks(ctx, hooks.Point{Command: inventory.HookUpgrade, When: "after"}, todo, false, nil); err != nil {
@@ -466,6 +421,64 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 		}
 	}
 	return nil
+}
+
+// drain cordons and drains the nodes of a batch that are not at the target yet (todo).
+func (u *upgradeRun) drain(ctx context.Context, admin *apiclient.Client, batch []*inventory.Host) ([]*inventory.Host, error) {
+	var todo []*inventory.Host
+	for _, h := range batch {
+		n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.Name, err)
+		}
+		if n.Status.NodeInfo.KubeletVersion == u.res.To && (u.isDone("kubelet/"+h.Name) || !u.wasCurrent[h.Name]) {
+			continue // upgraded already (a run killed while it was being upgraded does it again)
+		}
+		todo = append(todo, h)
+		cordoned, err := nodes.Cordon(ctx, admin.Kube, n)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.Name, err)
+		}
+		if cordoned {
+			u.e.say("kubelets", h.Name, "cordoned")
+			if err := u.saveState(func(s *upgradeData) { s.Cordoned = append(s.Cordoned, h.NodeName) }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, h := range todo {
+		err := u.e.poll(ctx, "kubelets", h.Name, u.o.DrainTimeout, func() (bool, string, error) {
+			left, err := nodes.DrainRound(ctx, admin.Kube, h.NodeName)
+			return len(left) == 0, "Pods still on the node: " + strings.Join(left, ", "), err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%s: drain: %w (a PodDisruptionBudget may forbid an eviction; the node stays cordoned, the cluster serves; the same command resumes)", h.Name, err)
+		}
+		u.e.say("kubelets", h.Name, "drained")
+	}
+	return todo, nil
+}
+
+// waitKubelets waits for the nodes' kubelets to report the target and Ready.
+func (u *upgradeRun) waitKubelets(ctx context.Context, admin *apiclient.Client, todo []*inventory.Host) error {
+	return u.e.poll(ctx, "kubelets", "", u.o.Timeout, func() (bool, string, error) {
+		var waiting []string
+		for _, h := range todo {
+			n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+			switch {
+			case err != nil:
+				waiting = append(waiting, h.NodeName+" (API: "+firstLine(err.Error())+")")
+			case n.Status.NodeInfo.KubeletVersion != u.res.To:
+				waiting = append(waiting, h.NodeName+" (kubelet "+n.Status.NodeInfo.KubeletVersion+")")
+			case !nodes.Ready(n):
+				waiting = append(waiting, h.NodeName+" (not Ready)")
+			}
+		}
+		return len(waiting) == 0, "nodes: " + strings.Join(waiting, ", "), nil
+	})
 }
 
 // uncordon makes a node the upgrade cordoned schedulable again (a node cordoned before is left so).
