@@ -217,118 +217,118 @@ func ParseFacts(host string, out []byte) (*Facts, error) {
 		if !ok {
 			continue
 		}
-		first, rest, _ := strings.Cut(val, " ")
-		switch key {
-		case "clock":
-			f.Clock = parseEpoch(val)
-		case "hostname":
-			f.Hostname = val
-		case "os":
-			f.OS = val
-		case "os_version":
-			f.OSVersion = val
-		case "os_pretty":
-			f.OSPretty = val
-		case "kernel":
-			f.Kernel = val
-		case "arch":
-			f.Arch = goArch(val)
-		case "cgroupfs":
-			f.CgroupVersion = 1
-			if val == "cgroup2fs" {
-				f.CgroupVersion = 2
-			}
-		case "cgroup_controllers":
-			f.Cgroups = strings.Fields(val)
-		case "swap_devices":
-			f.SwapDevices, _ = strconv.Atoi(val)
-		case "swap_kb":
-			f.SwapKB, _ = strconv.ParseInt(val, 10, 64)
-		case "cpus":
-			f.CPUs, _ = strconv.Atoi(val)
-		case "mem_kb":
-			f.MemoryKB, _ = strconv.ParseInt(val, 10, 64)
-		case "addr":
-			f.Addresses = append(f.Addresses, Address{Iface: first, CIDR: rest})
-		case "default_route":
-			fields := strings.Fields(val)
-			for i := 0; i+1 < len(fields); i++ {
-				if fields[i] == "dev" && f.DefaultIface == "" {
-					f.DefaultIface = fields[i+1]
-				}
-			}
-		case "mac":
-			if first != "lo" && rest != "00:00:00:00:00:00" {
-				f.MACs[first] = rest
-			}
-		case "product_uuid":
-			f.ProductUUID = val
-		case "machine_id":
-			f.MachineID = val
-		case "boot_id":
-			f.BootID = val
-		case "listen":
-			if l, ok := parseProcNetTCP(val); ok {
-				f.Listening = append(f.Listening, l)
-			}
-		case "command":
-			f.Commands[val] = true
-		case "version":
-			f.Versions[first] = rest
-		case "cri_socket":
-			f.CRISocket = val == "yes"
-		case "cri_answers":
-			f.CRIAnswers = val
-		case "br_netfilter":
-			f.BrNetfilter = val == "yes"
-		case "bridge_nf_call":
-			f.BridgeNFCall = val
-		case "ip_forward":
-			f.IPForward = val
-		case "ipv6_forward":
-			f.IPv6Forward = val
-		case "unit_Id":
-			unit = val
-		case "unit_ActiveState":
-			if unit == "firewalld.service" {
-				f.Firewalld = val == "active"
-			}
-		case "unit_UnitFileState":
-			if unit == "kubelet.service" {
-				f.KubeletUnit = val
-				if val == "" {
-					f.KubeletUnit = "not-found"
-				}
-			}
-		case "proxy":
-			f.Proxy[first] = rest
-		case "file":
-			f.Files[val] = true
-		case "dir":
-			f.DirEntries[first], _ = strconv.Atoi(rest)
-		case "uid":
-			f.UID, _ = strconv.Atoi(val)
-		case "hostname_resolves":
-			f.HostResolves = true
-		case "virt":
-			f.Virt = val
-		case "member":
-			f.Member = val
-		case "ca_cert":
-			if len(f.CACert)+len(val) < maxCACert {
-				f.CACert += val + "\n"
-			}
-		case "cni_bin_dir":
-			// Written into containerd's configuration: only one of the directories the script looks in.
-			if slices.Contains(cniBinDirs, val) {
-				f.CNIBinDir = val
-			}
+		if field, ok := factStrings[key]; ok {
+			*field(f) = val
+			continue
 		}
+		if flag, ok := factFlags[key]; ok {
+			*flag(f) = val == "yes"
+			continue
+		}
+		f.parse(key, val, &unit)
 	}
 	if f.Hostname == "" || f.Kernel == "" {
 		return nil, fmt.Errorf("%s: the facts script printed no hostname or kernel: %q", host, tail(string(out), 500))
 	}
 	return f, sc.Err()
+}
+
+// parse reads one line of the facts script's output but those of factStrings and factFlags; unit is the unit whose
+// properties systemctl show is printing.
+func (f *Facts) parse(key, val string, unit *string) {
+	first, rest, _ := strings.Cut(val, " ")
+	switch key {
+	case "clock":
+		f.Clock = parseEpoch(val)
+	case "arch":
+		f.Arch = goArch(val)
+	case "cgroupfs":
+		f.CgroupVersion = 1
+		if val == "cgroup2fs" {
+			f.CgroupVersion = 2
+		}
+	case "cgroup_controllers":
+		f.Cgroups = strings.Fields(val)
+	case "swap_devices":
+		f.SwapDevices, _ = strconv.Atoi(val)
+	case "swap_kb":
+		f.SwapKB, _ = strconv.ParseInt(val, 10, 64)
+	case "cpus":
+		f.CPUs, _ = strconv.Atoi(val)
+	case "mem_kb":
+		f.MemoryKB, _ = strconv.ParseInt(val, 10, 64)
+	case "addr":
+		f.Addresses = append(f.Addresses, Address{Iface: first, CIDR: rest})
+	case "default_route":
+		fields := strings.Fields(val)
+		for i := 0; i+1 < len(fields); i++ {
+			if fields[i] == "dev" && f.DefaultIface == "" {
+				f.DefaultIface = fields[i+1]
+			}
+		}
+	case "mac":
+		if first != "lo" && rest != "00:00:00:00:00:00" {
+			f.MACs[first] = rest
+		}
+	case "listen":
+		if l, ok := parseProcNetTCP(val); ok {
+			f.Listening = append(f.Listening, l)
+		}
+	case "command":
+		f.Commands[val] = true
+	case "version":
+		f.Versions[first] = rest
+	case "unit_Id":
+		*unit = val
+	case "unit_ActiveState":
+		if *unit == "firewalld.service" {
+			f.Firewalld = val == "active"
+		}
+	case "unit_UnitFileState":
+		if *unit == "kubelet.service" {
+			f.KubeletUnit = val
+			if val == "" {
+				f.KubeletUnit = "not-found"
+			}
+		}
+	case "proxy":
+		f.Proxy[first] = rest
+	case "file":
+		f.Files[val] = true
+	case "dir":
+		f.DirEntries[first], _ = strconv.Atoi(rest)
+	case "uid":
+		f.UID, _ = strconv.Atoi(val)
+	case "hostname_resolves":
+		f.HostResolves = true
+	case "ca_cert":
+		if len(f.CACert)+len(val) < maxCACert {
+			f.CACert += val + "\n"
+		}
+	case "cni_bin_dir":
+		// Written into containerd's configuration: only one of the directories the script looks in.
+		if slices.Contains(cniBinDirs, val) {
+			f.CNIBinDir = val
+		}
+	}
+}
+
+// factStrings are the facts copied as they are printed.
+var factStrings = map[string]func(*Facts) *string{
+	"hostname":       func(f *Facts) *string { return &f.Hostname },
+	"os":             func(f *Facts) *string { return &f.OS },
+	"os_version":     func(f *Facts) *string { return &f.OSVersion },
+	"os_pretty":      func(f *Facts) *string { return &f.OSPretty },
+	"kernel":         func(f *Facts) *string { return &f.Kernel },
+	"product_uuid":   func(f *Facts) *string { return &f.ProductUUID },
+	"machine_id":     func(f *Facts) *string { return &f.MachineID },
+	"boot_id":        func(f *Facts) *string { return &f.BootID },
+	"cri_answers":    func(f *Facts) *string { return &f.CRIAnswers },
+	"bridge_nf_call": func(f *Facts) *string { return &f.BridgeNFCall },
+	"ip_forward":     func(f *Facts) *string { return &f.IPForward },
+	"ipv6_forward":   func(f *Facts) *string { return &f.IPv6Forward },
+	"virt":           func(f *Facts) *string { return &f.Virt },
+	"member":         func(f *Facts) *string { return &f.Member },
 }
 
 func parseEpoch(s string) time.Time {
@@ -422,4 +422,10 @@ func (f *Facts) NodeIP() string {
 		return ""
 	}
 	return candidates[0].String()
+}
+
+// factFlags are the facts printed as "yes" or not.
+var factFlags = map[string]func(*Facts) *bool{
+	"cri_socket":   func(f *Facts) *bool { return &f.CRISocket },
+	"br_netfilter": func(f *Facts) *bool { return &f.BrNetfilter },
 }

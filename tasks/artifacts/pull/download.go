@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"os"
@@ -99,15 +100,8 @@ func (p *puller) get(ctx context.Context, u string, limit int64) ([]byte, error)
 // renames it into place only when its SHA-256 is want. A file already in place with that sum is kept.
 func (p *puller) download(ctx context.Context, u, dest, want string, mode os.FileMode) error {
 	rel := p.rel(dest)
-	if st, err := os.Lstat(dest); err == nil && !st.Mode().IsRegular() {
-		// Not ours (a planted symbolic link): replaced by the verified download.
-		if err := os.Remove(dest); err != nil {
-			return err
-		}
-	}
-	if sum, _, err := artifacts.HashFile(dest); err == nil && sum == want {
-		p.emit(Event{Type: EventFileDone, File: rel, URL: u, Cached: true})
-		return os.Chmod(dest, mode)
+	if kept, err := p.keep(dest, u, want, mode); kept || err != nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return err
@@ -139,34 +133,13 @@ func (p *puller) download(ctx context.Context, u, dest, want string, mode os.Fil
 		return fmt.Errorf("%s: GET %s: %w", rel, u, err)
 	}
 	defer resp.Body.Close()
-	flags := os.O_WRONLY | os.O_CREATE
-	switch {
-	case resp.StatusCode == http.StatusPartialContent && have > 0 && strings.HasPrefix(resp.Header.Get("Content-Range"), fmt.Sprintf("bytes %d-", have)):
-		flags |= os.O_APPEND
-	case resp.StatusCode == http.StatusOK:
-		// The server ignored the range (or there was nothing to continue): start again.
-		flags |= os.O_TRUNC
-		h.Reset()
-		have = 0
-	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
-		// The partial file is complete or longer than the file: start again next time.
-		_ = os.Remove(part)
-		return fmt.Errorf("%s: GET %s: %s (a partial download was removed; run again)", rel, u, resp.Status)
-	default:
-		return fmt.Errorf("%s: GET %s: %s", rel, u, resp.Status)
+	f, have, err := openPart(resp, part, have, mode, h)
+	if err != nil {
+		return fmt.Errorf("%s: GET %s: %w", rel, u, err)
 	}
 	total := int64(-1)
 	if resp.ContentLength >= 0 {
 		total = have + resp.ContentLength
-	}
-	var f *os.File
-	if flags&os.O_APPEND != 0 {
-		f, err = os.OpenFile(part, flags|syscall.O_NOFOLLOW, mode)
-	} else {
-		f, err = createExclusive(part, mode) // never through what a planted link points to
-	}
-	if err != nil {
-		return err
 	}
 	pr := &progress{p: p, file: rel, url: u, done: have, total: total, start: time.Now(), startBytes: have}
 	pr.report(true)
@@ -199,6 +172,42 @@ func (p *puller) download(ctx context.Context, u, dest, want string, mode os.Fil
 	}
 	p.emit(Event{Type: EventFileDone, File: rel, URL: u, Bytes: have + n, Total: have + n, DurationMS: time.Since(pr.start).Milliseconds()})
 	return nil
+}
+
+// keep reports whether dest is in place with the SHA-256 want (its mode set to mode); what is there but not
+// a regular file (a planted symbolic link) is removed, to be replaced by the verified download.
+func (p *puller) keep(dest, u, want string, mode os.FileMode) (bool, error) {
+	if st, err := os.Lstat(dest); err == nil && !st.Mode().IsRegular() {
+		if err := os.Remove(dest); err != nil {
+			return false, err
+		}
+	}
+	if sum, _, err := artifacts.HashFile(dest); err == nil && sum == want {
+		p.emit(Event{Type: EventFileDone, File: p.rel(dest), URL: u, Cached: true})
+		return true, os.Chmod(dest, mode)
+	}
+	return false, nil
+}
+
+// openPart opens the partial file to write the response into: appended to when the server continues
+// where it stopped (have bytes, hashed into h), or written anew (h reset). It returns the bytes the file
+// starts from.
+func openPart(resp *http.Response, part string, have int64, mode os.FileMode, h hash.Hash) (*os.File, int64, error) {
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && have > 0 && strings.HasPrefix(resp.Header.Get("Content-Range"), fmt.Sprintf("bytes %d-", have)):
+		f, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, mode)
+		return f, have, err
+	case resp.StatusCode == http.StatusOK:
+		// The server ignored the range (or there was nothing to continue): start again.
+		h.Reset()
+		f, err := createExclusive(part, mode) // never through what a planted link points to
+		return f, 0, err
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+		// The partial file is complete or longer than the file: start again next time.
+		_ = os.Remove(part)
+		return nil, 0, fmt.Errorf("%s (a partial download was removed; run again)", resp.Status)
+	}
+	return nil, 0, errors.New(resp.Status)
 }
 
 // stallTimeout is how long a download may receive nothing before it is given up (and continued next run).

@@ -98,33 +98,8 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := o.Sources.Validate(); err != nil {
+	if err := o.check(); err != nil {
 		return nil, err
-	}
-	if err := o.Sources.CheckSchemes(o.AllowHTTP); err != nil {
-		return nil, err
-	}
-	if len(o.Arches) == 0 {
-		return nil, errors.New("no architecture to pull for")
-	}
-	for _, a := range o.Arches {
-		if !archRE.MatchString(a) {
-			return nil, fmt.Errorf("architecture %q: want amd64 or arm64", a)
-		}
-	}
-	if o.ImageRepository == "" {
-		o.ImageRepository = "registry.k8s.io"
-	}
-	if _, err := name.NewRepository(o.ImageRepository+"/pause", name.StrictValidation); err != nil {
-		return nil, fmt.Errorf("image repository %q: %w", o.ImageRepository, err)
-	}
-	for _, ref := range o.ExtraImages {
-		if _, err := name.NewTag(ref, name.StrictValidation); err != nil {
-			return nil, fmt.Errorf("extra image %q: want registry/repository:tag: %w", ref, err)
-		}
-	}
-	if o.Parallel <= 0 {
-		o.Parallel = 4
 	}
 	p := &puller{o: o, v: v, client: o.Client,
 		m: &artifacts.Manifest{KubernetesVersion: v.Kubernetes, EtcdVersion: v.Etcd, CoreDNSVersion: v.CoreDNS, PauseVersion: v.Pause,
@@ -143,8 +118,63 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 	if p.trust, err = loadTrust(o.Dir, o.Checksums, v.Kubernetes); err != nil {
 		return nil, err
 	}
+	errs := p.pullAll(ctx)
+	if o.SkipImages {
+		p.keepImages()
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := p.trust.save(o.Dir); err != nil {
+		return nil, err
+	}
+	if err := p.m.Write(o.Dir); err != nil {
+		return nil, err
+	}
+	return p.m, nil
+}
+
+// check validates the options, and sets the defaults of those left empty.
+func (o *Options) check() error {
+	if err := o.Sources.Validate(); err != nil {
+		return err
+	}
+	if err := o.Sources.CheckSchemes(o.AllowHTTP); err != nil {
+		return err
+	}
+	if len(o.Arches) == 0 {
+		return errors.New("no architecture to pull for")
+	}
+	for _, a := range o.Arches {
+		if !archRE.MatchString(a) {
+			return fmt.Errorf("architecture %q: want amd64 or arm64", a)
+		}
+	}
+	if o.ImageRepository == "" {
+		o.ImageRepository = "registry.k8s.io"
+	}
+	if _, err := name.NewRepository(o.ImageRepository+"/pause", name.StrictValidation); err != nil {
+		return fmt.Errorf("image repository %q: %w", o.ImageRepository, err)
+	}
+	for _, ref := range o.ExtraImages {
+		if _, err := name.NewTag(ref, name.StrictValidation); err != nil {
+			return fmt.Errorf("extra image %q: want registry/repository:tag: %w", ref, err)
+		}
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	return nil
+}
+
+// pullAll downloads everything, o.Parallel at a time, and returns the errors: every checksum mismatch and
+// lock error (they do not stop the other downloads), or the first other failure.
+func (p *puller) pullAll(ctx context.Context) []error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(o.Parallel)
+	g.SetLimit(p.o.Parallel)
 	var errs []error
 	var emu sync.Mutex
 	run := func(f func(context.Context) error) {
@@ -173,7 +203,7 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 			return err
 		})
 	}
-	for _, arch := range o.Arches {
+	for _, arch := range p.o.Arches {
 		for _, b := range KubernetesBinaries {
 			run(func(ctx context.Context) error { return p.kubernetesBinary(ctx, arch, b) })
 		}
@@ -183,29 +213,14 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 		run(func(ctx context.Context) error { return p.cni(ctx, arch) })
 		run(func(ctx context.Context) error { return p.crictl(ctx, arch) })
 		for _, img := range p.images() {
-			if o.SkipImages {
+			if p.o.SkipImages {
 				break
 			}
 			run(func(ctx context.Context) error { return p.image(ctx, arch, img) })
 		}
 	}
 	_ = g.Wait()
-	if o.SkipImages {
-		p.keepImages()
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := p.trust.save(o.Dir); err != nil {
-		return nil, err
-	}
-	if err := p.m.Write(o.Dir); err != nil {
-		return nil, err
-	}
-	return p.m, nil
+	return errs
 }
 
 // keepImages carries over the image archives an earlier pull left in the directory, still intact, for
