@@ -322,8 +322,15 @@ func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]
 			inv.pos[fmt.Sprintf("cluster.apiServer.certSANs[%d]", i)] = Pos{File: v.pos.File, Line: item.Line, Col: item.Column, Path: fmt.Sprintf("%s[%d]", v.pos.Path, i)}
 		}
 	}
-	// kubespray merges kubelet_config_extra_args into the kubelet's configuration; clusterctl takes the
-	// field it has a setting for.
+	a.kubeletExtraArgs(inv, fv, used)
+	a.endpoint(inv, fv, used)
+	a.warnClusterVars(first, vars)
+}
+
+// kubeletExtraArgs reads kubelet_config_extra_args: kubespray merges it into the kubelet's configuration;
+// clusterctl takes the field it has a setting for.
+func (a *ansible) kubeletExtraArgs(inv *Inventory, fv map[string]avar, used map[string]bool) {
+	c := &inv.Cluster
 	if v, ok := fv["kubelet_config_extra_args"]; ok {
 		used[v.name] = true
 		if v.value.Kind != yaml.MappingNode {
@@ -345,7 +352,12 @@ func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]
 			inv.pos["cluster.kubelet.failCgroupV1"] = at
 		}
 	}
-	// The endpoint: kubespray's load balancer (its domain name if given, else its address) and port.
+}
+
+// endpoint reads the control-plane endpoint: kubespray's load balancer (its domain name if given, else its
+// address) and port.
+func (a *ansible) endpoint(inv *Inventory, fv map[string]avar, used map[string]bool) {
+	c := &inv.Cluster
 	var host, port string
 	if v, ok := fv["loadbalancer_apiserver"]; ok {
 		used[v.name] = true
@@ -383,7 +395,12 @@ func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]
 		}
 		c.ControlPlaneEndpoint = host + ":" + port
 	}
-	// A cluster setting given differently to different hosts cannot be honoured: say which value wins.
+}
+
+// warnClusterVars warns of a cluster setting given differently to different hosts: it cannot be honoured,
+// and the first host's value is used.
+func (a *ansible) warnClusterVars(first string, vars map[string]map[string]avar) {
+	fv := vars[first]
 	warned := map[Pos]bool{}
 	for _, name := range a.hostOrder {
 		for vn := range clusterVars {

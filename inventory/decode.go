@@ -65,29 +65,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key, display string) {
 	if isNull(n) {
 		return
 	}
-	switch {
-	case v.Type() == durationType:
-		if !d.expect(n, yaml.ScalarNode, key, display) {
-			return
-		}
-		dur, err := ParseDuration(n.Value)
-		if err != nil {
-			d.errorf(n, key, display, "%v", err)
-			return
-		}
-		v.Set(reflect.ValueOf(dur))
-		return
-	case v.Type() == argsType:
-		d.decodeArgs(n, v, key, display)
-		return
-	case v.Type() == hostKeysType && n.Kind == yaml.ScalarNode:
-		// One pin, written as a string; a list is decoded as any list.
-		v.Set(reflect.ValueOf(HostKeys{n.Value}))
-		return
-	case v.Type() == hookType && n.Kind == yaml.ScalarNode:
-		// A hook with nothing but its command, written as a string.
-		v.Set(reflect.ValueOf(Hook{Run: n.Value}))
-		d.pos[key+".run"] = d.pos[key]
+	if d.decodeSpecial(n, v, key, display) {
 		return
 	}
 	switch v.Kind() {
@@ -145,6 +123,35 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key, display string) {
 	default:
 		panic(fmt.Sprintf("inventory: cannot decode into %s", v.Type()))
 	}
+}
+
+// decodeSpecial decodes the types written otherwise than their Go shape (a duration, arguments, a host key
+// pin or a hook written as a string), and reports whether v was one.
+func (d *decoder) decodeSpecial(n *yaml.Node, v reflect.Value, key, display string) bool {
+	switch {
+	case v.Type() == durationType:
+		if !d.expect(n, yaml.ScalarNode, key, display) {
+			return true
+		}
+		dur, err := ParseDuration(n.Value)
+		if err != nil {
+			d.errorf(n, key, display, "%v", err)
+			return true
+		}
+		v.Set(reflect.ValueOf(dur))
+	case v.Type() == argsType:
+		d.decodeArgs(n, v, key, display)
+	case v.Type() == hostKeysType && n.Kind == yaml.ScalarNode:
+		// One pin, written as a string; a list is decoded as any list.
+		v.Set(reflect.ValueOf(HostKeys{n.Value}))
+	case v.Type() == hookType && n.Kind == yaml.ScalarNode:
+		// A hook with nothing but its command, written as a string.
+		v.Set(reflect.ValueOf(Hook{Run: n.Value}))
+		d.pos[key+".run"] = d.pos[key]
+	default:
+		return false
+	}
+	return true
 }
 
 func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, key, display string) {

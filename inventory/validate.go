@@ -152,7 +152,18 @@ func (v *validator) cluster() {
 	if c.Registry.CA != "" && !c.Registry.Pull {
 		v.errorf("cluster.registry.ca", "a registry CA is used only when hosts pull from the registry: set registry.pull: true")
 	}
-	d := c.Downloads
+	v.downloads(&c.Downloads)
+	for i, ref := range c.ExtraImages {
+		if _, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":"); len(tag) > 128 || !imageRefRE.MatchString(ref) || len(ref) > 512 {
+			v.errorf(fmt.Sprintf("cluster.extraImages[%d]", i), "%q is not an image reference with a registry and a tag (example: quay.io/calico/node:v3.30.3)", ref)
+		}
+	}
+	v.cni(&c.CNI)
+	v.certificates(&c.Certificates)
+}
+
+// downloads checks where artifacts pull fetches from.
+func (v *validator) downloads(d *Downloads) {
 	for _, u := range []struct{ key, v string }{{"release", d.Release}, {"etcd", d.Etcd}, {"containerd", d.Containerd},
 		{"runc", d.Runc}, {"cni", d.CNI}, {"crictl", d.Crictl}} {
 		if u.v == "" {
@@ -173,24 +184,26 @@ func (v *validator) cluster() {
 	if strings.ContainsRune(d.Checksums, 0) || len(d.Checksums) > 4096 {
 		v.errorf("cluster.downloads.checksums", "%q is not a file path", d.Checksums)
 	}
-	for i, ref := range c.ExtraImages {
-		if _, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":"); len(tag) > 128 || !imageRefRE.MatchString(ref) || len(ref) > 512 {
-			v.errorf(fmt.Sprintf("cluster.extraImages[%d]", i), "%q is not an image reference with a registry and a tag (example: quay.io/calico/node:v3.30.3)", ref)
-		}
-	}
-	switch c.CNI.Plugin {
+}
+
+// cni checks the pod network.
+func (v *validator) cni(c *CNI) {
+	switch c.Plugin {
 	case CNIBridge, CNINone:
-		if len(c.CNI.Manifests) > 0 {
+		if len(c.Manifests) > 0 {
 			v.errorf("cluster.cni.manifests", "manifests are applied only with plugin: %s", CNIManifests)
 		}
 	case CNIManifests:
-		if len(c.CNI.Manifests) == 0 {
+		if len(c.Manifests) == 0 {
 			v.errorf("cluster.cni.manifests", "plugin %s needs at least one manifest file", CNIManifests)
 		}
 	default:
-		v.errorf("cluster.cni.plugin", "%q is not a pod network clusterctl sets up; use %s, %s or %s", c.CNI.Plugin, CNIBridge, CNIManifests, CNINone)
+		v.errorf("cluster.cni.plugin", "%q is not a pod network clusterctl sets up; use %s, %s or %s", c.Plugin, CNIBridge, CNIManifests, CNINone)
 	}
-	cert := &c.Certificates
+}
+
+// certificates checks the certificates' algorithm and validity.
+func (v *validator) certificates(cert *Certificates) {
 	if !slices.Contains(KeyAlgorithms, cert.KeyAlgorithm) {
 		v.errorf("cluster.certificates.keyAlgorithm", "%q is not supported; use one of %s", cert.KeyAlgorithm, strings.Join(KeyAlgorithms, ", "))
 	}
@@ -296,53 +309,12 @@ func (v *validator) hosts() {
 		v.errorf("hosts", "the inventory has no hosts")
 		return
 	}
-	names := map[string]int{}
-	nodeNames := map[string]int{}
-	addrs := map[string]int{}
-	internal := map[string]int{}
+	seen := hostsSeen{names: map[string]int{}, nodeNames: map[string]int{}, addrs: map[string]int{}, internal: map[string]int{}}
 	controlPlanes := 0
 	for i := range inv.Hosts {
 		h := &inv.Hosts[i]
 		k := fmt.Sprintf("hosts[%d]", i)
-		switch first, dup := names[h.Name]; {
-		case h.Name == "":
-			v.errorf(k+".name", "every host needs a name")
-		case !nameRE.MatchString(h.Name):
-			v.errorf(k+".name", "%q is not a host name clusterctl accepts (letters, digits, '.', '_' and '-')", h.Name)
-		case dup:
-			v.errorf(k+".name", "host %q is defined twice (first as host %d)", h.Name, first+1)
-		default:
-			names[h.Name] = i
-		}
-		if msg := checkAddress(h.Address); msg != "" {
-			v.errorf(k+".address", "%q %s", h.Address, msg)
-		} else {
-			at := fmt.Sprintf("%s:%d", strings.ToLower(h.Address), inv.Port(h))
-			if first, dup := addrs[at]; dup {
-				v.errorf(k+".address", "%q is also the address of host %q", h.Address, inv.Hosts[first].Name)
-			} else {
-				addrs[at] = i
-			}
-		}
-		if h.InternalAddress != "" && (h.InternalAddress != h.Address || v.written(k+".internalAddress")) {
-			if msg := checkIP(h.InternalAddress); msg != "" {
-				v.errorf(k+".internalAddress", "%q %s", h.InternalAddress, msg)
-			} else {
-				ip := netip.MustParseAddr(h.InternalAddress).String()
-				if first, dup := internal[ip]; dup {
-					v.errorf(k+".internalAddress", "%s is also the internal address of host %q", ip, inv.Hosts[first].Name)
-				} else {
-					internal[ip] = i
-				}
-			}
-		}
-		if errs := validation.IsDNS1123Subdomain(h.NodeName); len(errs) > 0 {
-			v.errorf(k+".nodeName", "%q is not a valid Kubernetes node name: %s", h.NodeName, dnsRule)
-		} else if first, dup := nodeNames[h.NodeName]; dup && (h.NodeName != h.Name || names[h.Name] != first) {
-			v.errorf(k+".nodeName", "node name %q is also the node name of host %q", h.NodeName, inv.Hosts[first].Name)
-		} else {
-			nodeNames[h.NodeName] = i
-		}
+		v.hostIdentity(k, i, h, &seen)
 		v.roles(k, h)
 		if h.Has(RoleControlPlane) {
 			controlPlanes++
@@ -359,36 +331,91 @@ func (v *validator) hosts() {
 	// among them), so one node could be given a certificate naming the other.
 	for i := range inv.Hosts {
 		h := &inv.Hosts[i]
-		if j, ok := names[h.NodeName]; ok && j != i && h.NodeName != h.Name && nodeNames[h.NodeName] == i {
+		if j, ok := seen.names[h.NodeName]; ok && j != i && h.NodeName != h.Name && seen.nodeNames[h.NodeName] == i {
 			v.errorf(fmt.Sprintf("hosts[%d].nodeName", i), "node name %q is the name of host %d; names and node names must each name one host", h.NodeName, j+1)
 		}
 	}
+	v.controlPlanes(controlPlanes)
+}
+
+// hostsSeen are the hosts' names, node names, SSH addresses (address:port) and internal addresses met so
+// far, each with the index of the first host that has it.
+type hostsSeen struct {
+	names, nodeNames, addrs, internal map[string]int
+}
+
+// hostIdentity checks a host's name, addresses and node name, each one host's only.
+func (v *validator) hostIdentity(k string, i int, h *Host, seen *hostsSeen) {
+	inv := v.inv
+	switch first, dup := seen.names[h.Name]; {
+	case h.Name == "":
+		v.errorf(k+".name", "every host needs a name")
+	case !nameRE.MatchString(h.Name):
+		v.errorf(k+".name", "%q is not a host name clusterctl accepts (letters, digits, '.', '_' and '-')", h.Name)
+	case dup:
+		v.errorf(k+".name", "host %q is defined twice (first as host %d)", h.Name, first+1)
+	default:
+		seen.names[h.Name] = i
+	}
+	if msg := checkAddress(h.Address); msg != "" {
+		v.errorf(k+".address", "%q %s", h.Address, msg)
+	} else {
+		at := fmt.Sprintf("%s:%d", strings.ToLower(h.Address), inv.Port(h))
+		if first, dup := seen.addrs[at]; dup {
+			v.errorf(k+".address", "%q is also the address of host %q", h.Address, inv.Hosts[first].Name)
+		} else {
+			seen.addrs[at] = i
+		}
+	}
+	if h.InternalAddress != "" && (h.InternalAddress != h.Address || v.written(k+".internalAddress")) {
+		if msg := checkIP(h.InternalAddress); msg != "" {
+			v.errorf(k+".internalAddress", "%q %s", h.InternalAddress, msg)
+		} else {
+			ip := netip.MustParseAddr(h.InternalAddress).String()
+			if first, dup := seen.internal[ip]; dup {
+				v.errorf(k+".internalAddress", "%s is also the internal address of host %q", ip, inv.Hosts[first].Name)
+			} else {
+				seen.internal[ip] = i
+			}
+		}
+	}
+	if errs := validation.IsDNS1123Subdomain(h.NodeName); len(errs) > 0 {
+		v.errorf(k+".nodeName", "%q is not a valid Kubernetes node name: %s", h.NodeName, dnsRule)
+	} else if first, dup := seen.nodeNames[h.NodeName]; dup && (h.NodeName != h.Name || seen.names[h.Name] != first) {
+		v.errorf(k+".nodeName", "node name %q is also the node name of host %q", h.NodeName, inv.Hosts[first].Name)
+	} else {
+		seen.nodeNames[h.NodeName] = i
+	}
+}
+
+// controlPlanes checks the number of control-plane hosts (n) and etcd members.
+func (v *validator) controlPlanes(n int) {
+	inv := v.inv
 	rolesFailed := false
 	for i := range inv.Hosts {
 		rolesFailed = rolesFailed || inv.failed[fmt.Sprintf("hosts[%d].roles", i)] || inv.failed[fmt.Sprintf("hosts[%d]", i)]
 	}
 	switch {
-	case controlPlanes == 0 && rolesFailed:
-	case controlPlanes == 0 && v.inv.Format != FormatNative:
-		v.inv.pos["controlPlaneGroup"] = v.inv.pos[""]
-		if g, ok := v.inv.pos["group.kube_control_plane"]; ok {
-			v.inv.pos["controlPlaneGroup"] = g
+	case n == 0 && rolesFailed:
+	case n == 0 && inv.Format != FormatNative:
+		inv.pos["controlPlaneGroup"] = inv.pos[""]
+		if g, ok := inv.pos["group.kube_control_plane"]; ok {
+			inv.pos["controlPlaneGroup"] = g
 		}
 		v.errorf("controlPlaneGroup", "no host is in group kube_control_plane: add the hosts that run etcd and the control plane to it (kube-master and kube_master are read too)")
-	case controlPlanes == 0:
+	case n == 0:
 		v.errorf("hosts", "no host has the control-plane role: give one (or three) of them roles: [%s]", RoleControlPlane)
 	case len(inv.EtcdHosts())%2 == 0:
-		n := len(inv.EtcdHosts())
+		m := len(inv.EtcdHosts())
 		what := "control-plane hosts"
 		if inv.ExternalEtcd() {
 			what = "etcd hosts"
 		}
 		v.report(Warning, "hosts", "%d %s: etcd needs a majority, so %d members tolerate no more failures than %d; use an odd number",
-			n, what, n, n-1)
+			m, what, m, m-1)
 	}
-
-	if controlPlanes > 1 && inv.Cluster.ControlPlaneEndpoint == "" {
-		v.report(Notice, "cluster.controlPlaneEndpoint", "not set with %d control-plane hosts: a node-local API proxy will run on every node and balance over all API servers", controlPlanes)
+	if n > 1 && inv.Cluster.ControlPlaneEndpoint == "" {
+		v.report(Notice, "cluster.controlPlaneEndpoint", "not set with %d control-plane hosts: a node-local API proxy will run on every node and balance over all API servers", n)
 	}
 }
 
