@@ -1,6 +1,20 @@
 // Package playbooks sequences clusterctl's work: each playbook is a list of steps (runSteps), a step runs
 // plays (which hosts, how many at once, what failure they tolerate) of the tasks that do the work. The
 // session (Env) holds what the playbooks share: the inventory, connections, facts, the API client.
+//
+// Its files are layered, and no two refer to each other (test/xrefs counts the references, and its test
+// fails on a pair that goes both ways):
+//
+//   - runner.go (steps and their runner), env.go (the session), hooks.go;
+//   - deployment.go: the deployment (what a run renders and pushes, and its results), whose work is in
+//     deploy.go, deployartifacts.go, deployetcd.go, tokens.go and roll.go;
+//   - a run's own state beside the files of its steps: uprun.go (up's options, result and run, used by
+//     upsteps.go and upnetwork.go), upgraderun.go (upgrade's, used by upgradecheck.go and
+//     upgradestate.go);
+//   - the playbooks, which sequence the steps: up.go, upgrade.go, carotate.go, rotate.go, removenode.go,
+//     reset.go, etcd.go, etcdrestore.go, preflight.go, certs.go.
+//
+// A declaration two files need goes down to the lowest layer that both use.
 package playbooks
 
 import (
@@ -21,6 +35,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/wait"
 	"github.com/clusterctl/clusterctl/transport"
@@ -398,4 +413,42 @@ func names(hosts []*inventory.Host) []string {
 		out = append(out, h.Name)
 	}
 	return out
+}
+
+// etcdOn is a client of an etcd host's own member, through that host's SSH connection, with
+// its API server's client certificate. The caller closes it.
+func (e *Env) etcdOn(ctx context.Context, h *inventory.Host) (*etcdmember.Client, error) {
+	pkiDir := filepath.Join(e.StateDir, "pki")
+	read := func(p ...string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(append([]string{pkiDir}, p...)...))
+	}
+	ca, err := read("etcd", "ca.crt")
+	if err != nil {
+		return nil, err
+	}
+	// A control-plane host's API server client certificate; an etcd host's own health-check client's.
+	client := "apiserver-etcd-client"
+	if !h.Has(inventory.RoleControlPlane) {
+		client = filepath.Join("etcd", "healthcheck-client")
+	}
+	cert, err := read("nodes", h.NodeName, client+".crt")
+	if err != nil {
+		return nil, err
+	}
+	key, err := read("nodes", h.NodeName, client+".key")
+	if err != nil {
+		return nil, err
+	}
+	addr, dial, err := e.dialVia(ctx, h, kubeadm.PortEtcdClient)
+	if err != nil {
+		return nil, err
+	}
+	return etcdmember.New("https://"+addr, ca, cert, key, func(ctx context.Context, a string) (net.Conn, error) { return dial(ctx, "tcp", a) })
+}
+
+func nodeIP(h *inventory.Host, f *tasks.Facts) string {
+	if h.InternalAddress != "" {
+		return h.InternalAddress
+	}
+	return f.NodeIP()
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,37 +16,6 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/transport"
 )
-
-// etcdOn is a client of an etcd host's own member, through that host's SSH connection, with
-// its API server's client certificate. The caller closes it.
-func (e *Env) etcdOn(ctx context.Context, h *inventory.Host) (*etcdmember.Client, error) {
-	pkiDir := filepath.Join(e.StateDir, "pki")
-	read := func(p ...string) ([]byte, error) {
-		return os.ReadFile(filepath.Join(append([]string{pkiDir}, p...)...))
-	}
-	ca, err := read("etcd", "ca.crt")
-	if err != nil {
-		return nil, err
-	}
-	// A control-plane host's API server client certificate; an etcd host's own health-check client's.
-	client := "apiserver-etcd-client"
-	if !h.Has(inventory.RoleControlPlane) {
-		client = filepath.Join("etcd", "healthcheck-client")
-	}
-	cert, err := read("nodes", h.NodeName, client+".crt")
-	if err != nil {
-		return nil, err
-	}
-	key, err := read("nodes", h.NodeName, client+".key")
-	if err != nil {
-		return nil, err
-	}
-	addr, dial, err := e.dialVia(ctx, h, kubeadm.PortEtcdClient)
-	if err != nil {
-		return nil, err
-	}
-	return etcdmember.New("https://"+addr, ca, cert, key, func(ctx context.Context, a string) (net.Conn, error) { return dial(ctx, "tcp", a) })
-}
 
 // peerURL is a member's peer URL as its manifest advertises it.
 func (e *Env) peerURL(ctx context.Context, h *inventory.Host) (string, error) {

@@ -113,3 +113,9 @@ func emit(sink transport.Sink, e transport.Event) {
 func say(sink transport.Sink, play, host, format string, args ...any) {
 	emit(sink, transport.Event{Type: transport.EventMessage, Play: play, Host: host, Message: fmt.Sprintf(format, args...)})
 }
+
+// PhaseTiming is how long a phase (a step) took.
+type PhaseTiming struct {
+	Name       string `json:"name"`
+	DurationMS int64  `json:"duration_ms"`
+}

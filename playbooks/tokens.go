@@ -83,23 +83,23 @@ func (d *deployment) tokenList() []bootstrap.Token {
 
 // retireTokens deletes the tokens of the hosts done says are done with theirs (their Secrets, their entry
 // in the state directory); the approver approves nothing more for them.
-func (u *upRun) retireTokens(ctx context.Context, admin *apiclient.Client, done func(host string) bool) error {
+func (d *deployment) retireTokens(ctx context.Context, admin *apiclient.Client, done func(host string) bool) error {
 	retired := false
-	for _, name := range slices.Sorted(maps.Keys(u.tokens)) {
+	for _, name := range slices.Sorted(maps.Keys(d.tokens)) {
 		if !done(name) {
 			continue
 		}
-		t := u.tokens[name]
+		t := d.tokens[name]
 		err := admin.Kube.CoreV1().Secrets(bootstrap.KubeSystem).Delete(ctx, t.SecretName(), metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		delete(u.tokens, name)
-		delete(u.approver.Joining, t.ID)
+		delete(d.tokens, name)
+		delete(d.approver.Joining, t.ID)
 		retired = true
 	}
 	if !retired {
 		return nil
 	}
-	return u.saveTokens()
+	return d.saveTokens()
 }

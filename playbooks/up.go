@@ -2,7 +2,6 @@ package playbooks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,87 +13,6 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/hooks"
 )
-
-// UpOptions tune `clusterctl up`.
-type UpOptions struct {
-	Preflight PreflightOptions
-	// APITimeout bounds the wait for the first API server; NodeTimeout the wait for nodes to be Ready.
-	APITimeout  time.Duration
-	NodeTimeout time.Duration
-	// TokenTTL is the bootstrap token's lifetime; it is deleted as soon as the nodes have joined.
-	TokenTTL time.Duration
-	Now      func() time.Time
-	// DryRun goes through the steps that touch hosts recording, instead of making, every change: the
-	// per-host plan of what would be uploaded, imported, started. Nothing on the hosts is changed (the PKI is
-	// made or kept in the local state directory).
-	DryRun bool
-	// Hooks is the command whose inventory hooks run (inventory.HookUp, the default, or HookAddNode), on
-	// HookHosts (default: the session's hosts).
-	Hooks     string
-	HookHosts []string
-}
-
-// UpResult is what `up` made.
-type UpResult struct {
-	Endpoint        string            `json:"endpoint"`
-	AdminKubeconfig string            `json:"adminKubeconfig"`
-	Nodes           []NodeStatus      `json:"nodes"`
-	Phases          []PhaseTiming     `json:"phases"`
-	Preflight       *PreflightReport  `json:"preflight,omitempty"`
-	Unapproved      map[string]string `json:"unapprovedCSRs,omitempty"`
-	// SkippedRoutes are the nodes whose pod routes were not written, with the reason (see cni.Vet).
-	SkippedRoutes []string   `json:"skippedRoutes,omitempty"`
-	Plan          []HostPlan `json:"plan,omitempty"`
-	// BytesPushed is the file content written to hosts in this run (unchanged files cost nothing here).
-	BytesPushed int64 `json:"bytesPushed"`
-}
-
-// HostPlan is what a dry run found would change on a host.
-type HostPlan struct {
-	Host    string        `json:"host"`
-	Files   []PlannedFile `json:"files"`
-	Actions []string      `json:"actions"`
-}
-
-// PlannedFile is one file a real run would write.
-type PlannedFile = apply.FileChange
-
-// NodeStatus is one Node as `up` left it.
-type NodeStatus struct {
-	Name    string   `json:"name"`
-	Roles   []string `json:"roles"`
-	Ready   bool     `json:"ready"`
-	Version string   `json:"version"`
-	PodCIDR string   `json:"podCIDR,omitempty"`
-}
-
-// PhaseTiming is how long a phase (a step) took.
-type PhaseTiming struct {
-	Name       string `json:"name"`
-	DurationMS int64  `json:"duration_ms"`
-}
-
-// ErrPreflight is returned when preflight found errors; the report is in the result.
-var ErrPreflight = errors.New("preflight found errors")
-
-// upRun is one run of Up.
-type upRun struct {
-	*deployment
-	o   UpOptions
-	res *UpResult
-	// later is the push to the hosts the control plane does not start with, under way beside its start
-	// (pushStep); nil when there is none.
-	later *laterPush
-}
-
-// laterPush is a push under way in the background: its result comes on done; cancel ends it.
-type laterPush struct {
-	hosts  []string
-	done   chan error
-	cancel context.CancelFunc
-	err    error
-	waited bool
-}
 
 // Up brings up a cluster on the session's hosts (and the first control-plane host), kubeadm's way. Every
 // step is idempotent; the state directory holds the PKI and the token between runs. add-node is Up on the
@@ -197,55 +115,6 @@ func (u *upRun) pushOrder() (first, rest []*inventory.Host) {
 		}
 	}
 	return first, rest
-}
-
-// laterFailed returns the background push's error once it has ended with one (nil while it runs): the run
-// stops at the next step, not only when a step needs the hosts pushed.
-func (u *upRun) laterFailed() error {
-	l := u.later
-	if l == nil || l.waited {
-		return nil
-	}
-	select {
-	case err := <-l.done:
-		return u.laterEnded(err, "")
-	default:
-		return nil
-	}
-}
-
-// pushed waits for the background push (pushStep), if any, and returns its error (the same to every caller).
-func (u *upRun) pushed(ctx context.Context) error {
-	l := u.later
-	if l == nil {
-		return nil
-	}
-	if l.waited {
-		return l.err
-	}
-	start := time.Now()
-	var err error
-	select {
-	case err = <-l.done:
-	case <-ctx.Done():
-		l.cancel()
-		if err = <-l.done; err == nil {
-			err = ctx.Err()
-		}
-	}
-	return u.laterEnded(err, fmt.Sprintf(" (waited %.1fs for it)", time.Since(start).Seconds()))
-}
-
-// laterEnded records the background push's end, once: its error for every later caller, its context
-// released, and a message when it succeeded.
-func (u *upRun) laterEnded(err error, note string) error {
-	l := u.later
-	l.err, l.waited = err, true
-	l.cancel()
-	if err == nil {
-		u.e.say("push", "", "pushed to %s%s", strings.Join(l.hosts, ", "), note)
-	}
-	return err
 }
 
 func (u *upRun) etcdStep(ctx context.Context) error { return u.startEtcd(ctx, "etcd", u.etcdHosts()) }

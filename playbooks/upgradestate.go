@@ -9,18 +9,6 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
-// kindUpgrade is the kind of an upgrade's journal: its key the target version; done "control-plane/<host>",
-// "addons", "kubelet/<host>"; current the hosts being changed (they may be NotReady when a killed run
-// resumes).
-const kindUpgrade = "upgrade"
-
-// upgradeData is what an upgrade keeps in its journal.
-type upgradeData struct {
-	From string `json:"from"`
-	// Cordoned are the nodes the upgrade cordoned (it uncordons those only).
-	Cordoned []string `json:"cordoned,omitempty"`
-}
-
 // loadState reads the journal of an upgrade under way (one to another version is refused), or starts one;
 // a dry run keeps none.
 func (u *upgradeRun) loadState() error {

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/clusterctl/clusterctl/inventory"
@@ -234,53 +232,6 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 	return nil
 }
 
-// waitNodes polls the Nodes until done says they are as wanted, approving serving CSRs and labelling nodes
-// as they come. A node whose host's connection is lost (powered off, its link cut: keepalives unanswered)
-// ends the wait at once, named, instead of at the timeout.
-func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string]*corev1.Node) (bool, string)) error {
-	admin, err := u.e.Admin(ctx)
-	if err != nil {
-		return err
-	}
-	u.approver.Kube = admin.Kube
-	labelled := map[string]bool{}
-	return u.e.pollEvery(ctx, play, "", u.o.NodeTimeout, upPoll, func() (bool, string, error) {
-		for _, h := range u.nodes() {
-			if c := u.e.Conn(h.Name); c != nil {
-				if err := c.Lost(); err != nil {
-					return false, "", err
-				}
-			}
-		}
-		if _, err := u.approver.Round(ctx); err != nil {
-			return false, "", err
-		}
-		list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		byName := map[string]*corev1.Node{}
-		for i := range list.Items {
-			byName[list.Items[i].Name] = &list.Items[i]
-		}
-		for _, h := range u.nodes() {
-			if byName[h.NodeName] != nil && !labelled[h.Name] {
-				if err := nodes.Label(ctx, admin.Kube, h); err != nil {
-					return false, "", err
-				}
-				labelled[h.Name] = true
-			}
-		}
-		// A joining host's token is deleted as soon as its Node is registered: it has its client
-		// certificate, and nobody else is to use its token.
-		if err := u.retireTokens(ctx, admin, func(name string) bool { return byName[u.e.Inv.Host(name).NodeName] != nil }); err != nil {
-			return false, "", err
-		}
-		ok, waiting := done(byName)
-		return ok, waiting, nil
-	})
-}
-
 // ready waits for every Node to be Ready with its serving certificate approved, deletes the token and
 // reports the nodes.
 func (u *upRun) ready(ctx context.Context) error {
@@ -384,20 +335,4 @@ func kubeletServes(ctx context.Context, admin *apiclient.Client, node string) bo
 	defer cancel()
 	_, err := admin.Kube.CoreV1().RESTClient().Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("healthz").DoRaw(ctx)
 	return err == nil
-}
-
-// nodeStatuses are the cluster's Nodes as a run leaves them, by name.
-func nodeStatuses(ctx context.Context, admin *apiclient.Client) ([]NodeStatus, error) {
-	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var out []NodeStatus
-	for i := range list.Items {
-		n := &list.Items[i]
-		out = append(out, NodeStatus{Name: n.Name, Roles: nodes.Roles(n), Ready: nodes.Ready(n),
-			Version: n.Status.NodeInfo.KubeletVersion, PodCIDR: n.Spec.PodCIDR})
-	}
-	slices.SortFunc(out, func(a, b NodeStatus) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
 }

@@ -146,33 +146,10 @@ func Fanout(ctx context.Context, play string, hosts []string, policy Policy, sin
 				return nil
 			}
 			mu.Unlock()
-			r := HostResult{Host: h, Start: time.Now()}
-			sink.Emit(Event{Time: r.Start, Type: EventHostStart, Play: play, Host: h})
-			changed, err := fn(ctx, h)
-			r.Duration = time.Since(r.Start)
-			var de *DialError
-			var hk *HostKeyError
-			var le *LostError
-			switch {
-			case errors.Is(err, ErrSkipped):
-				r.Status, err = StatusSkipped, nil
-			case err != nil && (errors.As(err, &de) || errors.As(err, &hk) || errors.As(err, &le)):
-				r.Status, r.Err = StatusUnreachable, err
-			case err != nil:
-				r.Status, r.Err = StatusFailed, err
-			case changed:
-				r.Status = StatusChanged
-			default:
-				r.Status = StatusOK
-			}
-			ev := Event{Time: time.Now(), Type: EventHostDone, Play: play, Host: h, Status: r.Status, DurationMS: r.Duration.Milliseconds()}
-			if err != nil {
-				ev.Error = err.Error()
-			}
-			sink.Emit(ev)
+			r := runHost(ctx, play, h, sink, fn)
 			mu.Lock()
 			results[i] = r
-			if err != nil && ctx.Err() == nil {
+			if r.Err != nil && ctx.Err() == nil {
 				failed++
 				if failed > allowed {
 					stopped = true
@@ -200,4 +177,34 @@ func Fanout(ctx context.Context, play string, hosts []string, policy Policy, sin
 		return results, pe
 	}
 	return results, nil
+}
+
+// runHost runs fn on one host of a play, announced and timed; its result's status says how it ended (an
+// error of ErrSkipped: skipped; of the connection: unreachable).
+func runHost(ctx context.Context, play, h string, sink Sink, fn func(ctx context.Context, host string) (bool, error)) HostResult {
+	r := HostResult{Host: h, Start: time.Now()}
+	sink.Emit(Event{Time: r.Start, Type: EventHostStart, Play: play, Host: h})
+	changed, err := fn(ctx, h)
+	r.Duration = time.Since(r.Start)
+	var de *DialError
+	var hk *HostKeyError
+	var le *LostError
+	switch {
+	case errors.Is(err, ErrSkipped):
+		r.Status = StatusSkipped
+	case err != nil && (errors.As(err, &de) || errors.As(err, &hk) || errors.As(err, &le)):
+		r.Status, r.Err = StatusUnreachable, err
+	case err != nil:
+		r.Status, r.Err = StatusFailed, err
+	case changed:
+		r.Status = StatusChanged
+	default:
+		r.Status = StatusOK
+	}
+	ev := Event{Time: time.Now(), Type: EventHostDone, Play: play, Host: h, Status: r.Status, DurationMS: r.Duration.Milliseconds()}
+	if r.Err != nil {
+		ev.Error = r.Err.Error()
+	}
+	sink.Emit(ev)
+	return r
 }

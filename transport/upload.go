@@ -357,7 +357,13 @@ func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) (
 	if len(large) == 0 {
 		return states, nil
 	}
-	// Large files the record vouches for are not hashed.
+	return states, c.compareLarge(ctx, client, files, states, large)
+}
+
+// compareLarge sets whether the large files (indexes into files and states) hold their content: those the
+// host's record of what was pushed vouches for (same size and time) by the record, the others hashed on the
+// host in one command.
+func (c *Conn) compareLarge(ctx context.Context, client *sftp.Client, files []File, states []remoteState, large []int) error {
 	c.recMu.Lock()
 	rec, err := c.record(client)
 	if err == nil {
@@ -371,11 +377,8 @@ func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) (
 		})
 	}
 	c.recMu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	if len(large) == 0 {
-		return states, nil
+	if err != nil || len(large) == 0 {
+		return err
 	}
 	var script strings.Builder
 	script.WriteString("sha256sum --")
@@ -384,7 +387,7 @@ func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) (
 	}
 	res, err := c.Run(ctx, script.String(), nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	remote := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(res.Stdout))
@@ -397,7 +400,7 @@ func (c *Conn) inspect(ctx context.Context, client *sftp.Client, files []File) (
 		states[i].sameContent = remote[files[i].Path] == digestOf(files[i])
 		states[i].verified = states[i].sameContent
 	}
-	return states, nil
+	return nil
 }
 
 // PutFile streams a local file to a host as Put writes one (temporary file, mode and owner, content, fsync,

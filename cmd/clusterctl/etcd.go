@@ -175,6 +175,26 @@ keep the state directory's keys.`,
 	return cmd
 }
 
+// printRestore prints what a restore did, or in a dry run the plan.
+func printRestore(g *globalOptions, res *playbooks.RestoreResult, dryRun bool, took time.Duration) {
+	if dryRun {
+		fmt.Fprintf(g.stdout, "snapshot %s (sha256 %s, revision %d) can be restored onto %s; a restore would:\n", res.Snapshot, res.SHA256, res.Revision, strings.Join(res.Members, ", "))
+		for i, line := range res.Plan {
+			fmt.Fprintf(g.stdout, "  %d. %s\n", i+1, line)
+		}
+		fmt.Fprintln(g.stdout, "dry run: nothing was changed")
+		return
+	}
+	fmt.Fprintf(g.stdout, "restored etcd from %s on %s in %.1fs\n", res.Snapshot, strings.Join(res.Members, ", "), took.Seconds())
+	for _, n := range res.Nodes {
+		ready := "Ready"
+		if !n.Ready {
+			ready = "NotReady"
+		}
+		fmt.Fprintf(g.stdout, "  %-20s %-8s %s\n", n.Name, ready, n.Version)
+	}
+}
+
 func newEtcdRestoreCmd(g *globalOptions) *cobra.Command {
 	var ssh sshOptions
 	var from string
@@ -239,23 +259,8 @@ of 2) and prints the plan; nothing is stopped or written.`,
 			if err != nil {
 				return failedOnHosts(err)
 			}
-			if g.Output != "json" && dryRun {
-				fmt.Fprintf(g.stdout, "snapshot %s (sha256 %s, revision %d) can be restored onto %s; a restore would:\n", res.Snapshot, res.SHA256, res.Revision, strings.Join(res.Members, ", "))
-				for i, line := range res.Plan {
-					fmt.Fprintf(g.stdout, "  %d. %s\n", i+1, line)
-				}
-				fmt.Fprintln(g.stdout, "dry run: nothing was changed")
-				return nil
-			}
 			if g.Output != "json" {
-				fmt.Fprintf(g.stdout, "restored etcd from %s on %s in %.1fs\n", res.Snapshot, strings.Join(res.Members, ", "), time.Since(start).Seconds())
-				for _, n := range res.Nodes {
-					ready := "Ready"
-					if !n.Ready {
-						ready = "NotReady"
-					}
-					fmt.Fprintf(g.stdout, "  %-20s %-8s %s\n", n.Name, ready, n.Version)
-				}
+				printRestore(g, res, dryRun, time.Since(start))
 			}
 			return nil
 		},

@@ -47,41 +47,10 @@ const (
 
 // KubeProxy is kube-proxy's ServiceAccount, RBAC, ConfigMap and DaemonSet (iptables mode).
 func KubeProxy(p Params) ([]runtime.Object, error) {
-	conf := map[string]any{
-		"apiVersion":       "kubeproxy.config.k8s.io/v1alpha1",
-		"kind":             "KubeProxyConfiguration",
-		"bindAddress":      "0.0.0.0",
-		"clientConnection": map[string]any{"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"},
-		"clusterCIDR":      p.ClusterCIDR,
-		"mode":             "iptables",
-	}
-	if p.NoConntrackTuning {
-		conf["conntrack"] = map[string]any{"maxPerCore": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"}
-	}
-	confYAML, err := yaml.Marshal(conf)
+	confYAML, kubeconfig, err := kubeProxyConfig(p)
 	if err != nil {
 		return nil, err
 	}
-	// The in-cluster kubeconfig: the ServiceAccount's token and CA, the API server's real address.
-	kubeconfig := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- cluster:
-    certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
-    server: %s
-  name: default
-contexts:
-- context:
-    cluster: default
-    namespace: default
-    user: default
-  name: default
-current-context: default
-users:
-- name: default
-  user:
-    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
-`, p.Endpoint)
 	image := p.KubeProxyImage
 	command := []string{"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)"}
 	for _, a := range p.KubeProxyArgs {
@@ -144,6 +113,46 @@ users:
 	}, nil
 }
 
+// kubeProxyConfig is kube-proxy's configuration file and its in-cluster kubeconfig.
+func kubeProxyConfig(p Params) (confYAML []byte, kubeconfig string, err error) {
+	conf := map[string]any{
+		"apiVersion":       "kubeproxy.config.k8s.io/v1alpha1",
+		"kind":             "KubeProxyConfiguration",
+		"bindAddress":      "0.0.0.0",
+		"clientConnection": map[string]any{"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"},
+		"clusterCIDR":      p.ClusterCIDR,
+		"mode":             "iptables",
+	}
+	if p.NoConntrackTuning {
+		conf["conntrack"] = map[string]any{"maxPerCore": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"}
+	}
+	confYAML, err = yaml.Marshal(conf)
+	if err != nil {
+		return nil, "", err
+	}
+	// The in-cluster kubeconfig: the ServiceAccount's token and CA, the API server's real address.
+	kubeconfig = fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+    server: %s
+  name: default
+contexts:
+- context:
+    cluster: default
+    namespace: default
+    user: default
+  name: default
+current-context: default
+users:
+- name: default
+  user:
+    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+`, p.Endpoint)
+	return confYAML, kubeconfig, nil
+}
+
 // Corefile is CoreDNS's configuration as kubeadm writes it.
 func Corefile(domain string) string {
 	return strings.ReplaceAll(`.:53 {
@@ -174,6 +183,9 @@ func Corefile(domain string) string {
 
 // CoreDNS is CoreDNS's ServiceAccount, RBAC, ConfigMap, Deployment (two replicas, spread over nodes) and the
 // kube-dns Service at the address kubelets give pods.
+//
+// Longer than 80 lines: flat object literals (the Deployment, the Service and the ClusterRole as kubeadm
+// writes them), read best whole.
 func CoreDNS(p Params) []runtime.Object {
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	replicas := int32(2)

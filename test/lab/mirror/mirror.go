@@ -151,109 +151,134 @@ func (m *Mirror) pushImages(ctx context.Context, man *artifacts.Manifest, dir st
 
 // layout writes the release layouts of the manifest's files under root.
 func layout(man *artifacts.Manifest, dir, root string) (map[string]string, error) {
-	sums := map[string]string{} // by path in an artifacts directory, for --checksums
 	v, err := pull.VersionsFor(man.KubernetesVersion)
 	if err != nil {
 		return nil, err
 	}
-	src := func(kind, name, arch string) (string, error) {
-		f := man.Find(kind, name, arch)
-		if f == nil {
-			return "", fmt.Errorf("the artifacts have no %s %s for %s", kind, name, arch)
-		}
-		return filepath.Join(dir, filepath.FromSlash(f.Path)), nil
-	}
+	l := &layouter{man: man, dir: dir, root: root, v: v, sums: map[string]string{}, etcdSums: map[string]string{}}
 	arches := map[string]bool{}
 	for _, f := range man.Files {
 		if f.Arch != "" {
 			arches[f.Arch] = true
 		}
 	}
-	etcdSums := map[string]string{}
 	for arch := range arches {
-		// Kubernetes: one file and one .sha256 (the sum alone) per binary.
-		for _, b := range pull.KubernetesBinaries {
-			s, err := src(artifacts.KindBinary, b, arch)
-			if err != nil {
+		for _, f := range []func(string) error{l.kubernetes, l.etcd, l.runtime} {
+			if err := f(arch); err != nil {
 				return nil, err
 			}
-			dst := filepath.Join(root, "release", man.KubernetesVersion, "bin", "linux", arch, b)
-			sum, err := copyFile(s, dst)
-			if err != nil {
-				return nil, err
-			}
-			sums["bin/linux-"+arch+"/"+b] = sum
-			if err := os.WriteFile(dst+".sha256", []byte(sum), 0o644); err != nil {
-				return nil, err
-			}
-		}
-		// etcd: etcd-<V>-linux-<arch>/{etcd,etcdctl,etcdutl} in a .tar.gz, SHA256SUMS beside.
-		etcdName := fmt.Sprintf("etcd-%s-linux-%s", v.Etcd, arch)
-		var members []member
-		for _, b := range []string{"etcd", "etcdctl", "etcdutl"} {
-			s, err := src(artifacts.KindBinary, b, arch)
-			if err != nil {
-				return nil, err
-			}
-			members = append(members, member{etcdName + "/" + b, s})
-		}
-		sum, err := tarGz(filepath.Join(root, "etcd", v.Etcd, etcdName+".tar.gz"), members)
-		if err != nil {
-			return nil, err
-		}
-		etcdSums[etcdName+".tar.gz"] = sum
-		sums["downloads/"+etcdName+".tar.gz"] = sum
-		// containerd's static archive: bin/<name>; "<sum>  <file>" in .sha256sum.
-		members = nil
-		for _, b := range pull.ContainerdBinaries {
-			s, err := src(artifacts.KindRuntime, b, arch)
-			if err != nil {
-				return nil, err
-			}
-			members = append(members, member{"bin/" + b, s})
-		}
-		if err := archiveWithSum(sums, filepath.Join(root, "containerd", "v"+v.Containerd, fmt.Sprintf("containerd-static-%s-linux-%s.tar.gz", v.Containerd, arch)), members, ".sha256sum", true); err != nil {
-			return nil, err
-		}
-		// runc: runc.<arch>, and runc.sha256sum listing them.
-		s, err := src(artifacts.KindRuntime, "runc", arch)
-		if err != nil {
-			return nil, err
-		}
-		runcSum, err := copyFile(s, filepath.Join(root, "runc", "v"+v.Runc, "runc."+arch))
-		if err != nil {
-			return nil, err
-		}
-		sums["runtime/linux-"+arch+"/runc"] = runcSum
-		if err := os.WriteFile(filepath.Join(root, "runc", "v"+v.Runc, "runc.sha256sum"), []byte(runcSum+"  runc."+arch+"\n"), 0o644); err != nil {
-			return nil, err
-		}
-		// CNI plugins: ./<plugin> in a .tgz; "<sum>  <file>" in .sha256.
-		members = nil
-		for _, b := range pull.CNIPlugins {
-			s, err := src(artifacts.KindCNI, b, arch)
-			if err != nil {
-				return nil, err
-			}
-			members = append(members, member{"./" + b, s})
-		}
-		if err := archiveWithSum(sums, filepath.Join(root, "cni", "v"+v.CNIPlugins, fmt.Sprintf("cni-plugins-linux-%s-v%s.tgz", arch, v.CNIPlugins)), members, ".sha256", true); err != nil {
-			return nil, err
-		}
-		// crictl: crictl in a .tar.gz; the sum alone in .sha256.
-		s, err = src(artifacts.KindRuntime, "crictl", arch)
-		if err != nil {
-			return nil, err
-		}
-		if err := archiveWithSum(sums, filepath.Join(root, "crictl", "v"+v.Crictl, fmt.Sprintf("crictl-v%s-linux-%s.tar.gz", v.Crictl, arch)), []member{{"crictl", s}}, ".sha256", false); err != nil {
-			return nil, err
 		}
 	}
 	var list strings.Builder
-	for file, sum := range etcdSums {
+	for file, sum := range l.etcdSums {
 		fmt.Fprintf(&list, "%s  %s\n", sum, file)
 	}
-	return sums, os.WriteFile(filepath.Join(root, "etcd", v.Etcd, "SHA256SUMS"), []byte(list.String()), 0o644)
+	return l.sums, os.WriteFile(filepath.Join(root, "etcd", v.Etcd, "SHA256SUMS"), []byte(list.String()), 0o644)
+}
+
+// layouter lays out an artifacts directory's files (dir, its manifest man) as their releases are, under
+// root; sums are the files' SHA-256 by path in an artifacts directory (for --checksums), etcdSums etcd's
+// archives' by name.
+type layouter struct {
+	man            *artifacts.Manifest
+	dir, root      string
+	v              pull.Versions
+	sums, etcdSums map[string]string
+}
+
+func (l *layouter) src(kind, name, arch string) (string, error) {
+	f := l.man.Find(kind, name, arch)
+	if f == nil {
+		return "", fmt.Errorf("the artifacts have no %s %s for %s", kind, name, arch)
+	}
+	return filepath.Join(l.dir, filepath.FromSlash(f.Path)), nil
+}
+
+// members are the files of an archive: each name in it, from the artifacts' kind and name.
+func (l *layouter) members(kind, arch string, names []string, in func(string) string) ([]member, error) {
+	var out []member
+	for _, b := range names {
+		s, err := l.src(kind, b, arch)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, member{in(b), s})
+	}
+	return out, nil
+}
+
+// kubernetes: one file and one .sha256 (the sum alone) per binary.
+func (l *layouter) kubernetes(arch string) error {
+	for _, b := range pull.KubernetesBinaries {
+		s, err := l.src(artifacts.KindBinary, b, arch)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(l.root, "release", l.man.KubernetesVersion, "bin", "linux", arch, b)
+		sum, err := copyFile(s, dst)
+		if err != nil {
+			return err
+		}
+		l.sums["bin/linux-"+arch+"/"+b] = sum
+		if err := os.WriteFile(dst+".sha256", []byte(sum), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// etcd: etcd-<V>-linux-<arch>/{etcd,etcdctl,etcdutl} in a .tar.gz, SHA256SUMS beside.
+func (l *layouter) etcd(arch string) error {
+	etcdName := fmt.Sprintf("etcd-%s-linux-%s", l.v.Etcd, arch)
+	members, err := l.members(artifacts.KindBinary, arch, []string{"etcd", "etcdctl", "etcdutl"}, func(b string) string { return etcdName + "/" + b })
+	if err != nil {
+		return err
+	}
+	sum, err := tarGz(filepath.Join(l.root, "etcd", l.v.Etcd, etcdName+".tar.gz"), members)
+	if err != nil {
+		return err
+	}
+	l.etcdSums[etcdName+".tar.gz"] = sum
+	l.sums["downloads/"+etcdName+".tar.gz"] = sum
+	return nil
+}
+
+// runtime: containerd, runc, the CNI plugins and crictl as each is released.
+func (l *layouter) runtime(arch string) error {
+	v, root := l.v, l.root
+	// containerd's static archive: bin/<name>; "<sum>  <file>" in .sha256sum.
+	members, err := l.members(artifacts.KindRuntime, arch, pull.ContainerdBinaries, func(b string) string { return "bin/" + b })
+	if err != nil {
+		return err
+	}
+	if err := archiveWithSum(l.sums, filepath.Join(root, "containerd", "v"+v.Containerd, fmt.Sprintf("containerd-static-%s-linux-%s.tar.gz", v.Containerd, arch)), members, ".sha256sum", true); err != nil {
+		return err
+	}
+	// runc: runc.<arch>, and runc.sha256sum listing them.
+	s, err := l.src(artifacts.KindRuntime, "runc", arch)
+	if err != nil {
+		return err
+	}
+	runcSum, err := copyFile(s, filepath.Join(root, "runc", "v"+v.Runc, "runc."+arch))
+	if err != nil {
+		return err
+	}
+	l.sums["runtime/linux-"+arch+"/runc"] = runcSum
+	if err := os.WriteFile(filepath.Join(root, "runc", "v"+v.Runc, "runc.sha256sum"), []byte(runcSum+"  runc."+arch+"\n"), 0o644); err != nil {
+		return err
+	}
+	// CNI plugins: ./<plugin> in a .tgz; "<sum>  <file>" in .sha256.
+	if members, err = l.members(artifacts.KindCNI, arch, pull.CNIPlugins, func(b string) string { return "./" + b }); err != nil {
+		return err
+	}
+	if err := archiveWithSum(l.sums, filepath.Join(root, "cni", "v"+v.CNIPlugins, fmt.Sprintf("cni-plugins-linux-%s-v%s.tgz", arch, v.CNIPlugins)), members, ".sha256", true); err != nil {
+		return err
+	}
+	// crictl: crictl in a .tar.gz; the sum alone in .sha256.
+	if s, err = l.src(artifacts.KindRuntime, "crictl", arch); err != nil {
+		return err
+	}
+	return archiveWithSum(l.sums, filepath.Join(root, "crictl", "v"+v.Crictl, fmt.Sprintf("crictl-v%s-linux-%s.tar.gz", v.Crictl, arch)), []member{{"crictl", s}}, ".sha256", false)
 }
 
 type member struct{ name, src string }

@@ -55,27 +55,65 @@ func run(dir, pause, rootfs, runtimeDir string, verifyOnly bool) error {
 		return errors.New("-dir is required")
 	}
 	if verifyOnly {
-		m, err := artifacts.Load(dir)
-		if err != nil {
-			return err
-		}
-		if err := m.Verify(dir); err != nil {
-			return fmt.Errorf("%s does not match its manifest:\n%w", dir, err)
-		}
-		fmt.Printf("labartifacts: %s verified: Kubernetes %s, %d files\n", dir, m.KubernetesVersion, len(m.Files))
-		return nil
+		return verify(dir)
 	}
 	if pause == "" || rootfs == "" || runtimeDir == "" {
 		return errors.New("-pause, -rootfs and -runtime are required")
 	}
 	arch := runtime.GOARCH
-	vers, err := readEnv(filepath.Join(dir, "bin", "versions.env"))
+	m, err := newManifest(dir)
 	if err != nil {
 		return err
 	}
-	paired, err := pull.VersionsFor(vers["KUBERNETES_VERSION"])
+	binDir := filepath.Join(dir, "bin", "linux-"+arch)
+	if err := writeImages(m, dir, arch, binDir, pause, rootfs); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(binDir)
 	if err != nil {
 		return err
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			rel := "bin/linux-" + arch + "/" + e.Name()
+			if err := m.Add(dir, artifacts.File{Path: rel, Kind: artifacts.KindBinary, Name: e.Name(), Arch: arch}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := layRuntime(m, dir, arch, runtimeDir, rootfs); err != nil {
+		return err
+	}
+	if err := m.Write(dir); err != nil {
+		return err
+	}
+	fmt.Printf("labartifacts: %s: Kubernetes %s, %d files\n", dir, m.KubernetesVersion, len(m.Files))
+	return nil
+}
+
+// verify checks an artifacts directory against its manifest.
+func verify(dir string) error {
+	m, err := artifacts.Load(dir)
+	if err != nil {
+		return err
+	}
+	if err := m.Verify(dir); err != nil {
+		return fmt.Errorf("%s does not match its manifest:\n%w", dir, err)
+	}
+	fmt.Printf("labartifacts: %s verified: Kubernetes %s, %d files\n", dir, m.KubernetesVersion, len(m.Files))
+	return nil
+}
+
+// newManifest is the manifest of the versions the build wrote in bin/versions.env (and those paired with
+// its Kubernetes version), with no file yet.
+func newManifest(dir string) (*artifacts.Manifest, error) {
+	vers, err := readEnv(filepath.Join(dir, "bin", "versions.env"))
+	if err != nil {
+		return nil, err
+	}
+	paired, err := pull.VersionsFor(vers["KUBERNETES_VERSION"])
+	if err != nil {
+		return nil, err
 	}
 	m := &artifacts.Manifest{KubernetesVersion: vers["KUBERNETES_VERSION"], EtcdVersion: vers["ETCD_VERSION"],
 		CoreDNSVersion: vers["COREDNS_VERSION"], PauseVersion: vers["PAUSE_VERSION"],
@@ -83,16 +121,21 @@ func run(dir, pause, rootfs, runtimeDir string, verifyOnly bool) error {
 	for k, v := range map[string]string{"KUBERNETES_VERSION": m.KubernetesVersion, "ETCD_VERSION": m.EtcdVersion,
 		"COREDNS_VERSION": m.CoreDNSVersion, "PAUSE_VERSION": m.PauseVersion} {
 		if v == "" {
-			return fmt.Errorf("bin/versions.env has no %s", k)
+			return nil, fmt.Errorf("bin/versions.env has no %s", k)
 		}
 	}
-	binDir := filepath.Join(dir, "bin", "linux-"+arch)
+	return m, nil
+}
+
+// writeImages writes the images nodes run, from the built binaries (binDir), the pause binary and files of
+// the node root filesystem (iptables for kube-proxy, haproxy for the node-local proxy), into images/ and
+// the manifest.
+func writeImages(m *artifacts.Manifest, dir, arch, binDir, pause, rootfs string) error {
 	imgRel := "images/linux-" + arch
 	if err := os.MkdirAll(filepath.Join(dir, imgRel), 0o755); err != nil {
 		return err
 	}
 	bin := func(name string) string { return filepath.Join(binDir, name) }
-
 	iptables, err := image.Collect(rootfs, iptablesFiles)
 	if err != nil {
 		return fmt.Errorf("collecting iptables for the kube-proxy image: %w", err)
@@ -129,25 +172,6 @@ func run(dir, pause, rootfs, runtimeDir string, verifyOnly bool) error {
 		}
 		fmt.Printf("labartifacts: %s -> %s\n", img.ref, rel)
 	}
-	entries, err := os.ReadDir(binDir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.Type().IsRegular() {
-			rel := "bin/linux-" + arch + "/" + e.Name()
-			if err := m.Add(dir, artifacts.File{Path: rel, Kind: artifacts.KindBinary, Name: e.Name(), Arch: arch}); err != nil {
-				return err
-			}
-		}
-	}
-	if err := layRuntime(m, dir, arch, runtimeDir, rootfs); err != nil {
-		return err
-	}
-	if err := m.Write(dir); err != nil {
-		return err
-	}
-	fmt.Printf("labartifacts: %s: Kubernetes %s, %d files\n", dir, m.KubernetesVersion, len(m.Files))
 	return nil
 }
 

@@ -1,0 +1,189 @@
+package playbooks
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/nodes"
+)
+
+// UpOptions tune `clusterctl up`.
+type UpOptions struct {
+	Preflight PreflightOptions
+	// APITimeout bounds the wait for the first API server; NodeTimeout the wait for nodes to be Ready.
+	APITimeout  time.Duration
+	NodeTimeout time.Duration
+	// TokenTTL is the bootstrap token's lifetime; it is deleted as soon as the nodes have joined.
+	TokenTTL time.Duration
+	Now      func() time.Time
+	// DryRun goes through the steps that touch hosts recording, instead of making, every change: the
+	// per-host plan of what would be uploaded, imported, started. Nothing on the hosts is changed (the PKI is
+	// made or kept in the local state directory).
+	DryRun bool
+	// Hooks is the command whose inventory hooks run (inventory.HookUp, the default, or HookAddNode), on
+	// HookHosts (default: the session's hosts).
+	Hooks     string
+	HookHosts []string
+}
+
+// UpResult is what `up` made.
+type UpResult struct {
+	Endpoint        string            `json:"endpoint"`
+	AdminKubeconfig string            `json:"adminKubeconfig"`
+	Nodes           []NodeStatus      `json:"nodes"`
+	Phases          []PhaseTiming     `json:"phases"`
+	Preflight       *PreflightReport  `json:"preflight,omitempty"`
+	Unapproved      map[string]string `json:"unapprovedCSRs,omitempty"`
+	// SkippedRoutes are the nodes whose pod routes were not written, with the reason (see cni.Vet).
+	SkippedRoutes []string   `json:"skippedRoutes,omitempty"`
+	Plan          []HostPlan `json:"plan,omitempty"`
+	// BytesPushed is the file content written to hosts in this run (unchanged files cost nothing here).
+	BytesPushed int64 `json:"bytesPushed"`
+}
+
+// NodeStatus is one Node as `up` left it.
+type NodeStatus struct {
+	Name    string   `json:"name"`
+	Roles   []string `json:"roles"`
+	Ready   bool     `json:"ready"`
+	Version string   `json:"version"`
+	PodCIDR string   `json:"podCIDR,omitempty"`
+}
+
+// upRun is one run of Up.
+type upRun struct {
+	*deployment
+	o   UpOptions
+	res *UpResult
+	// later is the push to the hosts the control plane does not start with, under way beside its start
+	// (pushStep); nil when there is none.
+	later *laterPush
+}
+
+// laterPush is a push under way in the background: its result comes on done; cancel ends it.
+type laterPush struct {
+	hosts  []string
+	done   chan error
+	cancel context.CancelFunc
+	err    error
+	waited bool
+}
+
+// laterFailed returns the background push's error once it has ended with one (nil while it runs): the run
+// stops at the next step, not only when a step needs the hosts pushed.
+func (u *upRun) laterFailed() error {
+	l := u.later
+	if l == nil || l.waited {
+		return nil
+	}
+	select {
+	case err := <-l.done:
+		return u.laterEnded(err, "")
+	default:
+		return nil
+	}
+}
+
+// pushed waits for the background push (pushStep), if any, and returns its error (the same to every caller).
+func (u *upRun) pushed(ctx context.Context) error {
+	l := u.later
+	if l == nil {
+		return nil
+	}
+	if l.waited {
+		return l.err
+	}
+	start := time.Now()
+	var err error
+	select {
+	case err = <-l.done:
+	case <-ctx.Done():
+		l.cancel()
+		if err = <-l.done; err == nil {
+			err = ctx.Err()
+		}
+	}
+	return u.laterEnded(err, fmt.Sprintf(" (waited %.1fs for it)", time.Since(start).Seconds()))
+}
+
+// laterEnded records the background push's end, once: its error for every later caller, its context
+// released, and a message when it succeeded.
+func (u *upRun) laterEnded(err error, note string) error {
+	l := u.later
+	l.err, l.waited = err, true
+	l.cancel()
+	if err == nil {
+		u.e.say("push", "", "pushed to %s%s", strings.Join(l.hosts, ", "), note)
+	}
+	return err
+}
+
+// waitNodes polls the Nodes until done says they are as wanted, approving serving CSRs and labelling nodes
+// as they come. A node whose host's connection is lost (powered off, its link cut: keepalives unanswered)
+// ends the wait at once, named, instead of at the timeout.
+func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string]*corev1.Node) (bool, string)) error {
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	u.approver.Kube = admin.Kube
+	labelled := map[string]bool{}
+	return u.e.pollEvery(ctx, play, "", u.o.NodeTimeout, upPoll, func() (bool, string, error) {
+		for _, h := range u.nodes() {
+			if c := u.e.Conn(h.Name); c != nil {
+				if err := c.Lost(); err != nil {
+					return false, "", err
+				}
+			}
+		}
+		if _, err := u.approver.Round(ctx); err != nil {
+			return false, "", err
+		}
+		list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		byName := map[string]*corev1.Node{}
+		for i := range list.Items {
+			byName[list.Items[i].Name] = &list.Items[i]
+		}
+		for _, h := range u.nodes() {
+			if byName[h.NodeName] != nil && !labelled[h.Name] {
+				if err := nodes.Label(ctx, admin.Kube, h); err != nil {
+					return false, "", err
+				}
+				labelled[h.Name] = true
+			}
+		}
+		// A joining host's token is deleted as soon as its Node is registered: it has its client
+		// certificate, and nobody else is to use its token.
+		if err := u.retireTokens(ctx, admin, func(name string) bool { return byName[u.e.Inv.Host(name).NodeName] != nil }); err != nil {
+			return false, "", err
+		}
+		ok, waiting := done(byName)
+		return ok, waiting, nil
+	})
+}
+
+// nodeStatuses are the cluster's Nodes as a run leaves them, by name.
+func nodeStatuses(ctx context.Context, admin *apiclient.Client) ([]NodeStatus, error) {
+	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []NodeStatus
+	for i := range list.Items {
+		n := &list.Items[i]
+		out = append(out, NodeStatus{Name: n.Name, Roles: nodes.Roles(n), Ready: nodes.Ready(n),
+			Version: n.Status.NodeInfo.KubeletVersion, PodCIDR: n.Spec.PodCIDR})
+	}
+	slices.SortFunc(out, func(a, b NodeStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
