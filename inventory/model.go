@@ -357,6 +357,16 @@ func (inv *Inventory) Nodes() []*Host {
 // IsNode reports whether the host is a Kubernetes node (control-plane or worker).
 func (h *Host) IsNode() bool { return h.Has(RoleControlPlane) || h.Has(RoleWorker) }
 
+// NodeIP is the host's address in the cluster (kubelets' node IP, etcd's peer and client address, the API
+// server's advertise address): its internalAddress, else learned (what its facts show, or its Node
+// reports); "" when neither is known. Every address of a node is decided here.
+func (h *Host) NodeIP(learned string) string {
+	if h.InternalAddress != "" {
+		return h.InternalAddress
+	}
+	return learned
+}
+
 func (inv *Inventory) withRole(r Role) []*Host {
 	var out []*Host
 	for i := range inv.Hosts {

@@ -260,14 +260,14 @@ func (e *Env) gatherFacts(ctx context.Context, name string) (*tasks.Facts, error
 // NodeIP is a host's address in the cluster: the inventory's internal address, else the one its facts show
 // (see tasks.Facts.NodeIP), gathered on first use.
 func (e *Env) NodeIP(ctx context.Context, h *inventory.Host) (string, error) {
-	if h.InternalAddress != "" {
-		return h.InternalAddress, nil
+	if ip := h.NodeIP(""); ip != "" {
+		return ip, nil
 	}
 	f, err := e.Facts(ctx, h)
 	if err != nil {
 		return "", err
 	}
-	if ip := f.NodeIP(); ip != "" {
+	if ip := h.NodeIP(f.NodeIP()); ip != "" {
 		return ip, nil
 	}
 	return "", fmt.Errorf("%s: cannot tell the host's node address: set internalAddress in the inventory", h.Name)
@@ -446,9 +446,5 @@ func (e *Env) etcdOn(ctx context.Context, h *inventory.Host) (*etcdmember.Client
 	return etcdmember.New("https://"+addr, ca, cert, key, func(ctx context.Context, a string) (net.Conn, error) { return dial(ctx, "tcp", a) })
 }
 
-func nodeIP(h *inventory.Host, f *tasks.Facts) string {
-	if h.InternalAddress != "" {
-		return h.InternalAddress
-	}
-	return f.NodeIP()
-}
+// nodeIP is a host's address in the cluster with its facts (inventory.Host.NodeIP).
+func nodeIP(h *inventory.Host, f *tasks.Facts) string { return h.NodeIP(f.NodeIP()) }

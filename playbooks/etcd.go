@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -23,7 +21,7 @@ func (e *Env) peerURL(ctx context.Context, h *inventory.Host) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return "https://" + net.JoinHostPort(ip, strconv.Itoa(kubeadm.PortEtcdPeer)), nil
+	return kubeadm.EtcdPeerURL(ip), nil
 }
 
 // EtcdMember is one etcd member, or one etcd host that is not a member, as `clusterctl etcd status`

@@ -185,10 +185,12 @@ func (p *preflightRun) check() {
 	addrs := map[string]string{}
 	for i := range p.e.Inv.Hosts {
 		h := &p.e.Inv.Hosts[i]
+		learned := ""
 		if ph := p.byHost[h.Name]; ph != nil && ph.Facts != nil {
-			addrs[h.Name] = nodeIP(h, ph.Facts)
-		} else if h.InternalAddress != "" {
-			addrs[h.Name] = h.InternalAddress
+			learned = ph.Facts.NodeIP()
+		}
+		if ip := h.NodeIP(learned); ip != "" {
+			addrs[h.Name] = ip
 		}
 	}
 	p.add(tasks.DuplicateNodeAddresses(addrs)...)

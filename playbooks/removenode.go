@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -172,17 +171,18 @@ func (r *removal) etcdOfOthers(ctx context.Context) (string, *etcdmember.Client,
 
 // peer is the host's etcd peer URL: its internalAddress, else its Node's, else its address.
 func (r *removal) peer() (string, error) {
-	ip := r.h.InternalAddress
-	if ip == "" && r.node != nil {
-		ip = nodes.InternalIP(r.node)
+	learned := ""
+	if r.node != nil {
+		learned = nodes.InternalIP(r.node)
 	}
+	ip := r.h.NodeIP(learned)
 	if ip == "" && net.ParseIP(r.h.Address) != nil {
 		ip = r.h.Address
 	}
 	if ip == "" {
 		return "", fmt.Errorf("cannot tell %s's etcd peer address: set its internalAddress in the inventory", r.h.Name)
 	}
-	return "https://" + net.JoinHostPort(ip, strconv.Itoa(kubeadm.PortEtcdPeer)), nil
+	return kubeadm.EtcdPeerURL(ip), nil
 }
 
 func (r *removal) deleteNode(ctx context.Context) error {

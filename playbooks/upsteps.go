@@ -3,9 +3,7 @@ package playbooks
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -198,7 +196,7 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 		return nil
 	}
 	for _, h := range joining {
-		peer := "https://" + net.JoinHostPort(u.nodeIPs[h.Name], strconv.Itoa(kubeadm.PortEtcdPeer))
+		peer := kubeadm.EtcdPeerURL(u.nodeIPs[h.Name])
 		m, added, err := ec.AddLearner(ctx, peer)
 		if err != nil {
 			return fmt.Errorf("%s: adding its etcd member: %w", h.Name, err)

@@ -3,7 +3,11 @@
 // writes, reads or checks one of these names it from here.
 package kubeadm
 
-import "path"
+import (
+	"net"
+	"path"
+	"strconv"
+)
 
 // Directories.
 const (
@@ -94,6 +98,16 @@ const (
 	PortEtcdPeer          = 2380
 	PortEtcdMetrics       = 2381
 )
+
+// EtcdPeerURL is the peer URL of the etcd member at ip (an IPv6 address in brackets).
+func EtcdPeerURL(ip string) string {
+	return "https://" + net.JoinHostPort(ip, strconv.Itoa(PortEtcdPeer))
+}
+
+// EtcdClientURL is the client URL of the etcd member at ip.
+func EtcdClientURL(ip string) string {
+	return "https://" + net.JoinHostPort(ip, strconv.Itoa(PortEtcdClient))
+}
 
 // The control-plane components, as their static Pods, manifests and images are named.
 const (

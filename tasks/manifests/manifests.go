@@ -147,7 +147,7 @@ func (p *Params) etcdServers() string {
 	if len(p.EtcdServers) > 0 {
 		return strings.Join(p.EtcdServers, ",")
 	}
-	return "https://" + net.JoinHostPort(p.loopback(), strconv.Itoa(kubeadm.PortEtcdClient))
+	return kubeadm.EtcdClientURL(p.loopback())
 }
 
 // APIServer is kube-apiserver's static Pod.
@@ -288,8 +288,8 @@ func Scheduler(p *Params) *corev1.Pod {
 func EtcdFlags(p *Params) []string {
 	pki := func(f string) string { return path.Join(kubeadm.PKIDir, "etcd", f) }
 	host := p.AdvertiseAddress
-	clientURL := "https://" + net.JoinHostPort(host, strconv.Itoa(kubeadm.PortEtcdClient))
-	peerURL := "https://" + net.JoinHostPort(host, strconv.Itoa(kubeadm.PortEtcdPeer))
+	clientURL := kubeadm.EtcdClientURL(host)
+	peerURL := kubeadm.EtcdPeerURL(host)
 	lo := p.loopback()
 	args := []Arg{
 		{"advertise-client-urls", clientURL},
@@ -300,7 +300,7 @@ func EtcdFlags(p *Params) []string {
 		{"initial-advertise-peer-urls", peerURL},
 		{"initial-cluster", p.NodeName + "=" + peerURL},
 		{"key-file", pki("server.key")},
-		{"listen-client-urls", "https://" + net.JoinHostPort(lo, strconv.Itoa(kubeadm.PortEtcdClient)) + "," + clientURL},
+		{"listen-client-urls", kubeadm.EtcdClientURL(lo) + "," + clientURL},
 		{"listen-metrics-urls", "http://" + net.JoinHostPort(lo, strconv.Itoa(kubeadm.PortEtcdMetrics))},
 		{"listen-peer-urls", peerURL},
 		{"name", p.NodeName},
@@ -335,7 +335,7 @@ func EtcdFlags(p *Params) []string {
 // Etcd is the node's stacked etcd member (EtcdFlags) as a static Pod.
 func Etcd(p *Params) *corev1.Pod {
 	lo := p.loopback()
-	clientURL := "https://" + net.JoinHostPort(p.AdvertiseAddress, strconv.Itoa(kubeadm.PortEtcdClient))
+	clientURL := kubeadm.EtcdClientURL(p.AdvertiseAddress)
 	c := container("etcd", p.Images.Ref(images.Etcd), EtcdFlags(p), "100m")
 	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("100Mi")
 	c.Ports = []corev1.ContainerPort{{Name: "probe-port", ContainerPort: kubeadm.PortEtcdMetrics, Protocol: corev1.ProtocolTCP}}

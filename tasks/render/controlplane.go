@@ -140,7 +140,7 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 				break
 			}
 			mp.EtcdCluster = append(mp.EtcdCluster, manifests.EtcdMember{Name: other.NodeName,
-				PeerURL: "https://" + net.JoinHostPort(r.nodeIP(other), strconv.Itoa(kubeadm.PortEtcdPeer))})
+				PeerURL: kubeadm.EtcdPeerURL(r.nodeIP(other))})
 		}
 	}
 	if r.tr.signers != nil {
@@ -201,7 +201,7 @@ func (r *renderer) etcdMemberFiles(h *inventory.Host, ip string, files *[]transp
 		for _, m := range r.etcd {
 			if _, joins := r.o.EtcdJoin[m.Name]; !joins {
 				mp.EtcdNew = append(mp.EtcdNew, manifests.EtcdMember{Name: m.NodeName,
-					PeerURL: "https://" + net.JoinHostPort(r.nodeIP(m), strconv.Itoa(kubeadm.PortEtcdPeer))})
+					PeerURL: kubeadm.EtcdPeerURL(r.nodeIP(m))})
 			}
 		}
 	}

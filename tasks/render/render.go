@@ -182,7 +182,7 @@ func Render(o Options) (*Result, error) {
 		return nil, err
 	}
 	for _, m := range r.etcd {
-		r.res.EtcdServers = append(r.res.EtcdServers, "https://"+net.JoinHostPort(r.nodeIP(m), strconv.Itoa(kubeadm.PortEtcdClient)))
+		r.res.EtcdServers = append(r.res.EtcdServers, kubeadm.EtcdClientURL(r.nodeIP(m)))
 	}
 	for i := range o.Inv.Hosts {
 		h := &o.Inv.Hosts[i]
@@ -217,12 +217,7 @@ type renderer struct {
 	admin, superAdmin                                            []byte
 }
 
-func (r *renderer) nodeIP(h *inventory.Host) string {
-	if h.InternalAddress != "" {
-		return h.InternalAddress
-	}
-	return r.o.NodeIPs[h.Name]
-}
+func (r *renderer) nodeIP(h *inventory.Host) string { return h.NodeIP(r.o.NodeIPs[h.Name]) }
 
 // endpoints are the API endpoint (controlPlaneEndpoint, else the first control-plane node) and the one
 // nodes use (the node-local proxy's, with several API servers and no endpoint); it returns the host the API
@@ -436,10 +431,7 @@ func proxyFiles(o Options, nodeName string, add func(string, []byte, fs.FileMode
 	type backend struct{ Name, Address string }
 	var backends []backend
 	for _, cp := range ControlPlanes(o.Inv, o.ControlPlanes) {
-		ip := cp.InternalAddress
-		if ip == "" {
-			ip = o.NodeIPs[cp.Name]
-		}
+		ip := cp.NodeIP(o.NodeIPs[cp.Name])
 		if ip == "" {
 			return fmt.Errorf("control-plane host %s: its node address is not known: set internalAddress in the inventory", cp.Name)
 		}
