@@ -37,8 +37,8 @@ func newDeployment(e *Env, hosts []*inventory.Host, o deployOptions) (*deploymen
 	if !slices.Contains(hosts, cp1) {
 		hosts = append([]*inventory.Host{cp1}, hosts...)
 	}
-	return &deployment{e: e, hosts: hosts, cp1: cp1, o: o, facts: map[string]*tasks.Facts{}, nodeIPs: map[string]string{},
-		restartKubelet: map[string]bool{}, outcomes: map[string]*apply.Outcome{}}, nil
+	return &deployment{e: e, o: o, plan: &plan{hosts: hosts, cp1: cp1, facts: map[string]*tasks.Facts{}, nodeIPs: map[string]string{}},
+		rec: &recorder{restartKubelet: map[string]bool{}, outcomes: map[string]*apply.Outcome{}}}, nil
 }
 
 // preflight runs the preflight playbook on the deployment's hosts and keeps their facts. Hosts marked with
@@ -53,10 +53,12 @@ func (d *deployment) preflight(ctx context.Context, o PreflightOptions) (*Prefli
 	if report.Failed() {
 		return report, ErrPreflight
 	}
+	facts, ips := map[string]*tasks.Facts{}, map[string]string{}
 	for _, h := range report.Hosts {
-		d.facts[h.Name] = h.Facts
-		d.nodeIPs[h.Name] = nodeIP(d.e.Inv.Host(h.Name), h.Facts)
+		facts[h.Name] = h.Facts
+		ips[h.Name] = nodeIP(d.e.Inv.Host(h.Name), h.Facts)
 	}
+	d.plan = d.plan.with(func(p *plan) { p.facts, p.nodeIPs = facts, ips })
 	nodes, reserved := csr.Fleet(d.e.Inv, d.nodeIPs)
 	d.approver = &csr.Approver{Nodes: nodes, Reserved: reserved, Say: func(f string, a ...any) { d.e.say("approve", "", f, a...) }}
 	return report, nil
@@ -66,38 +68,41 @@ func (d *deployment) preflight(ctx context.Context, o PreflightOptions) (*Prefli
 // of the cluster: those that are Nodes already and those joining now. Others the inventory lists are not
 // part of it yet: they must not make the cluster's nodes use the node-local proxy, nor be its backends.
 // Without an answer from the API (a cluster not up yet) every control-plane host of the inventory counts.
-func (d *deployment) clusterControlPlanes(ctx context.Context) {
+func (d *deployment) clusterControlPlanes(ctx context.Context) []string {
 	if len(d.hosts) == len(d.e.Inv.Hosts) {
-		return
+		return nil
 	}
 	c, err := d.e.Admin(ctx)
 	if err != nil {
-		return
+		return nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	list, err := c.Kube.CoreV1().Nodes().List(lctx, metav1.ListOptions{LabelSelector: bootstrap.ControlPlaneLabel})
 	if err != nil {
 		d.e.say("render", "", "the API does not answer (%s): every control-plane host of the inventory counts as the cluster's", firstLine(err.Error()))
-		return
+		return nil
 	}
 	joined := map[string]bool{}
 	for _, n := range list.Items {
 		joined[n.Name] = true
 	}
-	d.cps = []string{}
+	cps := []string{}
 	for _, h := range d.e.Inv.ControlPlanes() {
 		if joined[h.NodeName] || slices.Contains(d.hosts, h) {
-			d.cps = append(d.cps, h.Name)
+			cps = append(cps, h.Name)
 		}
 	}
+	return cps
 }
 
 // render makes, in the state directory and in memory, every file of every host: PKI, kubeconfigs, static
-// Pods, kubelet and runtime configuration; and the token when a node has yet to join.
+// Pods, kubelet and runtime configuration; and the token when a node has yet to join. The run's plan is
+// then the rendered one.
 func (d *deployment) render(ctx context.Context) error {
-	d.clusterControlPlanes(ctx)
-	if err := d.artifacts(ctx); err != nil {
+	cps := d.clusterControlPlanes(ctx)
+	art, err := d.artifacts(ctx)
+	if err != nil {
 		return err
 	}
 	if err := d.hostsHaveWhatTheyNeed(); err != nil {
@@ -118,34 +123,42 @@ func (d *deployment) render(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.etcdMembership(ctx); err != nil {
+	etcdJoin, etcdMembers, err := d.etcdMembership(ctx)
+	if err != nil {
 		return err
 	}
 	stateDir := d.e.StateDir
 	if d.o.PKIDir != "" {
 		stateDir = d.o.PKIDir
 	}
-	res, err := render.Render(render.Options{Registry: reg, Inv: d.e.Inv, StateDir: stateDir, Now: d.o.Now, Renew: d.o.Renew, Images: d.images,
-		KubeletPath: d.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: d.cps,
-		InstallRuntime: d.e.Inv.Cluster.InstallsRuntime(), EtcdJoin: d.etcdJoin, EtcdMembers: d.etcdMembers})
+	res, err := render.Render(render.Options{Registry: reg, Inv: d.e.Inv, StateDir: stateDir, Now: d.o.Now, Renew: d.o.Renew, Images: art.images,
+		KubeletPath: art.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: cps,
+		InstallRuntime: d.e.Inv.Cluster.InstallsRuntime(), EtcdJoin: etcdJoin, EtcdMembers: etcdMembers})
 	if err != nil {
 		return err
 	}
-	d.rendered = res
 	for _, ch := range res.Changes {
 		d.e.say("render", "", "%s %s", ch.Action, ch.What)
 	}
-	d.joining = map[string]bool{}
+	ca, err := pki.ParseCert(caOf(res))
+	if err != nil {
+		return err
+	}
+	joining := map[string]bool{}
 	for _, h := range d.hosts {
 		if f := d.facts[h.Name]; f != nil && h.IsNode() && !h.Has(inventory.RoleControlPlane) && !f.Files[kubeadm.KubeletKubeconfig] {
-			d.joining[h.Name] = true
+			joining[h.Name] = true
 		}
 	}
+	d.plan = d.plan.with(func(p *plan) {
+		p.cps, p.artifactSet, p.etcdJoin, p.etcdMembers, p.rendered, p.joining = cps, art, etcdJoin, etcdMembers, res, joining
+		p.member = MemberMark(d.e.Inv.Cluster.Name, pki.CAHash(ca))
+	})
 	return d.loadTokens()
 }
 
-// prepare checks the artifacts the hosts need (each there, of its manifest's size: they are streamed from
-// disk at upload, each checked against its manifest's digest on the way) and makes the membership mark.
+// prepare checks the artifacts the hosts need: each there, of its manifest's size (they are streamed from
+// disk at upload, each checked against its manifest's digest on the way).
 func (d *deployment) prepare() error {
 	if d.manifest != nil {
 		for _, f := range d.manifest.Files {
@@ -165,11 +178,6 @@ func (d *deployment) prepare() error {
 			}
 		}
 	}
-	ca, err := pki.ParseCert(d.caPEM())
-	if err != nil {
-		return err
-	}
-	d.member = MemberMark(d.e.Inv.Cluster.Name, pki.CAHash(ca))
 	return nil
 }
 
@@ -214,9 +222,9 @@ func (d *deployment) node(name string) (apply.Node, error) {
 			}
 		}
 	}
-	if d.filter != nil {
-		n.Files = slices.DeleteFunc(n.Files, func(f transport.File) bool { return !d.filter(f.Path) })
-		n.Images = slices.DeleteFunc(n.Images, func(im scripts.Image) bool { return !d.filter(im.File) })
+	if d.keep != nil {
+		n.Files = slices.DeleteFunc(n.Files, func(f transport.File) bool { return !d.keep(f.Path) })
+		n.Images = slices.DeleteFunc(n.Images, func(im scripts.Image) bool { return !d.keep(im.File) })
 	}
 	for i := range n.Files {
 		n.Files[i].Keep = apply.MayPreexist(n.Files[i].Path)
@@ -224,14 +232,14 @@ func (d *deployment) node(name string) (apply.Node, error) {
 	return n, nil
 }
 
-// plan is what the run changed, or would change, on each of its hosts.
-func (d *deployment) plan() []HostPlan {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+// hostPlans are what the run changed, or would change, on each of its hosts.
+func (d *deployment) hostPlans() []HostPlan {
+	d.rec.mu.Lock()
+	defer d.rec.mu.Unlock()
 	out := make([]HostPlan, 0, len(d.hosts))
 	for _, h := range d.hosts {
 		p := HostPlan{Host: h.Name, Files: []PlannedFile{}, Actions: []string{}}
-		if o := d.outcomes[h.Name]; o != nil {
+		if o := d.rec.outcomes[h.Name]; o != nil {
 			p.Files = append(p.Files, o.Files...)
 			p.Actions = append(p.Actions, o.Actions...)
 		}
@@ -290,15 +298,15 @@ func (d *deployment) kubelets(ctx context.Context, play string, hosts []string) 
 			}
 			d.record(name, out)
 		}
-		d.mu.Lock()
-		restart := d.restartKubelet[name]
-		d.mu.Unlock()
+		d.rec.mu.Lock()
+		restart := d.rec.restartKubelet[name]
+		d.rec.mu.Unlock()
 		out, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, d.kubeletPath), Restart: restart, Dry: d.o.DryRun})
 		d.record(name, out)
 		if err == nil && !d.o.DryRun {
-			d.mu.Lock()
-			delete(d.restartKubelet, name) // restarted: once per change, not at every later start
-			d.mu.Unlock()
+			d.rec.mu.Lock()
+			delete(d.rec.restartKubelet, name) // restarted: once per change, not at every later start
+			d.rec.mu.Unlock()
 		}
 		return out.Changed(), err
 	}})

@@ -22,36 +22,36 @@ import (
 // artifacts reads the artifacts directory's manifest: the inventory's (cluster.artifacts), or the
 // per-version cache on this workstation, pulled there first when it lacks what the hosts need. Its images
 // and binaries are pushed, and it says which images the cluster runs.
-func (d *deployment) artifacts(ctx context.Context) error {
+func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 	c := d.e.Inv.Cluster
-	d.images = images.For(c.ImageRepository, c.KubernetesVersion)
+	a := artifactSet{images: images.For(c.ImageRepository, c.KubernetesVersion), kubeletPath: kubeadm.Binary("kubelet")}
 	arches := d.arches()
 	if c.Artifacts != "" {
-		d.artDir = d.e.Inv.Resolve(c.Artifacts)
+		a.artDir = d.e.Inv.Resolve(c.Artifacts)
 	} else {
 		dir, err := pull.CacheDir(c.KubernetesVersion)
 		if err != nil {
-			return err
+			return a, err
 		}
-		d.artDir = dir
+		a.artDir = dir
 	}
-	if _, err := os.Stat(d.artDir); err == nil {
+	if _, err := os.Stat(a.artDir); err == nil {
 		// What the hosts run as root comes from it: trusted like the state directory.
-		if err := pull.CheckDir(d.artDir); err != nil {
-			return err
+		if err := pull.CheckDir(a.artDir); err != nil {
+			return a, err
 		}
 	}
-	m, err := artifacts.Load(d.artDir)
+	m, err := artifacts.Load(a.artDir)
 	if c.Artifacts == "" && (err != nil || d.lacks(m, arches) != "") {
 		if m != nil {
 			arches = unionArches(arches, m)
 		}
-		d.e.say("artifacts", "", "pulling Kubernetes %s for %s into %s", c.KubernetesVersion, strings.Join(arches, ","), d.artDir)
+		d.e.say("artifacts", "", "pulling Kubernetes %s for %s into %s", c.KubernetesVersion, strings.Join(arches, ","), a.artDir)
 		checksums := ""
 		if c.Downloads.Checksums != "" {
 			checksums = d.e.Inv.Resolve(c.Downloads.Checksums)
 		}
-		m, err = pull.Pull(ctx, pull.Options{KubernetesVersion: c.KubernetesVersion, Arches: arches, Dir: d.artDir, SkipImages: c.Registry.Pull,
+		m, err = pull.Pull(ctx, pull.Options{KubernetesVersion: c.KubernetesVersion, Arches: arches, Dir: a.artDir, SkipImages: c.Registry.Pull,
 			Sources: pull.DefaultSources().Override(pull.SourcesOf(c.Downloads)), ImageRepository: c.ImageRepository,
 			Checksums: checksums, AllowHTTP: c.Downloads.AllowHTTP, InsecureRegistries: c.Downloads.InsecureRegistries,
 			ExtraImages: c.ExtraImages, Events: func(ev pull.Event) {
@@ -60,26 +60,25 @@ func (d *deployment) artifacts(ctx context.Context) error {
 				}
 			}})
 		if err != nil {
-			return fmt.Errorf("pulling the artifacts (clusterctl artifacts pull does the same, with progress): %w", err)
+			return a, fmt.Errorf("pulling the artifacts (clusterctl artifacts pull does the same, with progress): %w", err)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("artifacts directory (cluster.artifacts): %w", err)
+		return a, fmt.Errorf("artifacts directory (cluster.artifacts): %w", err)
 	}
 	if m.KubernetesVersion != c.KubernetesVersion {
-		return fmt.Errorf("artifacts directory %s holds Kubernetes %s, the inventory asks for %s", d.artDir, m.KubernetesVersion, c.KubernetesVersion)
+		return a, fmt.Errorf("artifacts directory %s holds Kubernetes %s, the inventory asks for %s", a.artDir, m.KubernetesVersion, c.KubernetesVersion)
 	}
 	if why := d.lacks(m, arches); why != "" {
-		return fmt.Errorf("artifacts directory %s %s: clusterctl artifacts pull --out %s fills it", d.artDir, why, d.artDir)
+		return a, fmt.Errorf("artifacts directory %s %s: clusterctl artifacts pull --out %s fills it", a.artDir, why, a.artDir)
 	}
-	d.manifest = m
+	a.manifest = m
 	if c.Registry.Pull {
-		d.images = d.images.FromRegistry()
+		a.images = a.images.FromRegistry()
 	} else {
-		d.images = d.images.WithManifest(m, d.facts[d.cp1.Name].Arch)
+		a.images = a.images.WithManifest(m, d.facts[d.cp1.Name].Arch)
 	}
-	d.kubeletPath = kubeadm.Binary("kubelet")
-	return nil
+	return a, nil
 }
 
 // registry is the private registry hosts pull from (cluster.registry), with its CA read from the file the

@@ -25,11 +25,10 @@ func (d *deployment) etcdHosts() []*inventory.Host {
 
 // etcdMembership asks, with external etcd, a member of the running etcd cluster for its members (the first
 // etcd host that answers; with none, the cluster is new) and finds which of the run's etcd hosts join it
-// and which are members already.
-func (d *deployment) etcdMembership(ctx context.Context) error {
-	d.etcdJoin, d.etcdMembers = nil, nil
+// and which are members already (nil, nil: a new cluster, or etcd is stacked).
+func (d *deployment) etcdMembership(ctx context.Context) (join map[string][]manifests.EtcdMember, members []string, err error) {
 	if len(d.etcdHosts()) == 0 {
-		return nil
+		return nil, nil, nil
 	}
 	var list []etcdmember.Member
 	for _, h := range d.e.Inv.EtcdHosts() {
@@ -51,10 +50,10 @@ func (d *deployment) etcdMembership(ctx context.Context) error {
 		}
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if list == nil {
-		return nil // a new cluster: every etcd host starts with all the others
+		return nil, nil, nil // a new cluster: every etcd host starts with all the others
 	}
 	var started []manifests.EtcdMember
 	for _, m := range list {
@@ -62,20 +61,20 @@ func (d *deployment) etcdMembership(ctx context.Context) error {
 			started = append(started, manifests.EtcdMember{Name: m.Name, PeerURL: m.PeerURL})
 		}
 	}
-	d.etcdJoin = map[string][]manifests.EtcdMember{}
+	join = map[string][]manifests.EtcdMember{}
 	for _, h := range d.etcdHosts() {
 		peer, err := d.e.peerURL(ctx, h)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if m := etcdmember.Find(list, peer); m != nil && m.Started {
-			d.etcdMembers = append(d.etcdMembers, h.Name)
+			members = append(members, h.Name)
 			continue
 		}
-		d.etcdJoin[h.Name] = slices.DeleteFunc(slices.Clone(started), func(m manifests.EtcdMember) bool { return m.PeerURL == peer })
-		d.e.say("render", h.Name, "joins the running etcd cluster of %d members", len(d.etcdJoin[h.Name]))
+		join[h.Name] = slices.DeleteFunc(slices.Clone(started), func(m manifests.EtcdMember) bool { return m.PeerURL == peer })
+		d.e.say("render", h.Name, "joins the running etcd cluster of %d members", len(join[h.Name]))
 	}
-	return nil
+	return join, members, nil
 }
 
 // startEtcd starts the external etcd members of hosts that are not running and restarts, one at a time,

@@ -8,52 +8,48 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
-	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/csr"
-	"github.com/clusterctl/clusterctl/tasks/images"
-	"github.com/clusterctl/clusterctl/tasks/kubeadm"
-	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/render"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
-// deployment is one run's view of what the hosts should hold, and the work of putting it there: render
+// deployment is one run's work of putting on the hosts what its plan says they should hold: render
 // locally, push each host's files and apply them, start or restart kubelets, roll control-plane nodes one
-// at a time. Up, RotateCerts and RotateCA each make one (newDeployment); what it changes on hosts goes
-// through record, so that a dry run reports exactly what a real run does.
+// at a time. Up, upgrade, certs rotate and the CA rotation each make one (newDeployment); what it changes
+// on hosts goes through record, so that a dry run reports exactly what a real run does.
 type deployment struct {
-	e     *Env
-	hosts []*inventory.Host // the hosts acted on, the first control-plane host among them
-	cp1   *inventory.Host
-	o     deployOptions
+	e *Env
+	o deployOptions
+	// *plan is what the run works from; preflight and render replace it with a fuller one, nothing
+	// changes one (see plan).
+	*plan
+	// keep, when set, keeps only the files (and image archives) a phase pushes: an upgrade pushes a
+	// control-plane node's static Pods and certificates before its kubelet (see only).
+	keep func(path string) bool
 
-	facts       map[string]*tasks.Facts
-	nodeIPs     map[string]string
-	cps         []string // the cluster's control-plane hosts (nil: the inventory's)
-	rendered    *render.Result
-	manifest    *artifacts.Manifest
-	artDir      string
-	images      images.Set
-	kubeletPath string
-	member      string
-	tokens      map[string]bootstrap.Token // by host: one for each host joining by TLS bootstrap
-	joining     map[string]bool            // hosts whose kubelet has no credentials yet: they join with their token
-	approver    *csr.Approver
-	// external etcd: the run's etcd hosts that join the running etcd cluster (the members they join), and
-	// the hosts whose member is in it already
-	etcdJoin    map[string][]manifests.EtcdMember
-	etcdMembers []string
+	// the run's join state: a token for each host joining by TLS bootstrap, and the approver of their
+	// certificates
+	tokens   map[string]bootstrap.Token
+	approver *csr.Approver
 
-	// filter, when set, keeps only the files (and image archives) a phase pushes: an upgrade pushes a
-	// control-plane node's static Pods and certificates before its kubelet.
-	filter func(path string) bool
+	rec *recorder
+}
 
+// recorder keeps what a run changed on each host, or in a dry run would change, and which kubelets must
+// restart for it.
+type recorder struct {
 	mu             sync.Mutex
 	restartKubelet map[string]bool // hosts whose kubelet files changed in this run
 	outcomes       map[string]*apply.Outcome
+}
+
+// only is the deployment pushing only the files keep keeps.
+func (d *deployment) only(keep func(path string) bool) *deployment {
+	c := *d
+	c.keep = keep
+	return &c
 }
 
 type deployOptions struct {
@@ -83,17 +79,18 @@ func (d *deployment) localProxy() bool { return render.LocalProxyOf(d.e.Inv, d.c
 // record keeps what a unit of work changed on a host, or in a dry run would change: the run's plan. A
 // changed kubelet file marks the host's kubelet for a restart.
 func (d *deployment) record(host string, o apply.Outcome) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	cur := d.outcomes[host]
+	r := d.rec
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.outcomes[host]
 	if cur == nil {
 		cur = &apply.Outcome{}
-		d.outcomes[host] = cur
+		r.outcomes[host] = cur
 	}
 	cur.Add(o)
 	for _, f := range o.Files {
 		if apply.KubeletFile(f.Path) {
-			d.restartKubelet[host] = true
+			r.restartKubelet[host] = true
 		}
 	}
 }
@@ -103,16 +100,7 @@ func anyChanged(res []transport.HostResult) bool {
 	return slices.ContainsFunc(res, func(r transport.HostResult) bool { return r.Status == transport.StatusChanged })
 }
 
-func (d *deployment) caPEM() []byte {
-	for _, hf := range d.rendered.Hosts {
-		for _, f := range hf.Files {
-			if f.Path == kubeadm.CACert {
-				return f.Data
-			}
-		}
-	}
-	return nil
-}
+func (d *deployment) caPEM() []byte { return caOf(d.rendered) }
 
 // workers are the run's hosts that are nodes but not control-plane nodes.
 func (d *deployment) workers() []*inventory.Host {

@@ -144,7 +144,7 @@ func rotatePlan(ctx context.Context, d *deployment, o RotateOptions, res *Rotate
 			d.record(h.Name, apply.Outcome{Actions: []string{fmt.Sprintf("kubelet serving certificate requested anew if issued before %s", o.Now().Add(-o.Fresh).UTC().Format(time.RFC3339))}})
 		}
 	}
-	res.Plan = d.plan()
+	res.Plan = d.hostPlans()
 	return nil
 }
 

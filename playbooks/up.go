@@ -39,7 +39,7 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 			}
 		}
 		if o.DryRun {
-			u.res.Plan = u.plan()
+			u.res.Plan = u.hostPlans()
 		}
 	}()
 	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun, Before: func(int) error { return u.laterFailed() }}, u.steps())

@@ -76,7 +76,7 @@ func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, err
 	}
 	defer func() {
 		if o.DryRun {
-			u.res.Plan = u.plan()
+			u.res.Plan = u.hostPlans()
 		}
 	}()
 	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, u.steps())
@@ -197,9 +197,7 @@ func (u *upgradeRun) importImages(ctx context.Context) error {
 	if u.e.Inv.Cluster.Registry.Pull {
 		return nil
 	}
-	u.filter = imageFile
-	defer func() { u.filter = nil }()
-	_, err := u.push(ctx, "images", names(u.hosts), u.e.Forks)
+	_, err := u.only(imageFile).push(ctx, "images", names(u.hosts), u.e.Forks)
 	return err
 }
 
@@ -207,15 +205,14 @@ func (u *upgradeRun) importImages(ctx context.Context) error {
 // certificates (rollControlPlane: etcd alone first when its manifest changes), the kubelets left as they
 // are until every API server runs the target.
 func (u *upgradeRun) controlPlanes(ctx context.Context) error {
-	u.filter = controlPlaneFile
-	defer func() { u.filter = nil }()
+	cp := u.only(controlPlaneFile)
 	for _, h := range u.controlPlaneHosts() {
 		step := "control-plane/" + h.Name
 		if err := u.markCurrent(h.Name); err != nil {
 			return err
 		}
 		start := time.Now()
-		changed, err := u.rollControlPlane(ctx, "control-plane", h)
+		changed, err := cp.rollControlPlane(ctx, "control-plane", h)
 		if err != nil {
 			return fmt.Errorf("%s: %w (the other control-plane nodes are untouched; the same command resumes)", h.Name, err)
 		}

@@ -94,11 +94,10 @@ func (u *upgradeRun) nothingToResume() string {
 }
 
 func (u *upgradeRun) resume(ctx context.Context) error {
-	u.filter = controlPlaneFile
-	defer func() { u.filter = nil }()
+	cp := u.only(controlPlaneFile)
 	for _, h := range u.interrupted() {
 		u.e.say("resume", h.Name, "finishing its control plane, left half-way by the run that was interrupted")
-		if _, err := u.rollControlPlane(ctx, "resume", h); err != nil {
+		if _, err := cp.rollControlPlane(ctx, "resume", h); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}
 	}
