@@ -58,7 +58,7 @@ func (d *deployment) preflight(ctx context.Context, o PreflightOptions) (*Prefli
 		facts[h.Name] = h.Facts
 		ips[h.Name] = nodeIP(d.e.Inv.Host(h.Name), h.Facts)
 	}
-	d.plan = d.plan.with(func(p *plan) { p.facts, p.nodeIPs = facts, ips })
+	d.plan = d.with(func(p *plan) { p.facts, p.nodeIPs = facts, ips })
 	nodes, reserved := csr.Fleet(d.e.Inv, d.nodeIPs)
 	d.approver = &csr.Approver{Nodes: nodes, Reserved: reserved, Say: func(f string, a ...any) { d.e.say("approve", "", f, a...) }}
 	return report, nil
@@ -150,7 +150,7 @@ func (d *deployment) render(ctx context.Context) error {
 			joining[h.Name] = true
 		}
 	}
-	d.plan = d.plan.with(func(p *plan) {
+	d.plan = d.with(func(p *plan) {
 		p.cps, p.artifactSet, p.etcdJoin, p.etcdMembers, p.rendered, p.joining = cps, art, etcdJoin, etcdMembers, res, joining
 		p.member = MemberMark(d.e.Inv.Cluster.Name, pki.CAHash(ca))
 	})
