@@ -3,9 +3,11 @@
 // field, resolved by the type checker: a local variable that shares a name is not a reference). It prints
 // the pairs that refer to each other both ways, and the totals.
 //
-//	go run ./test/xrefs [-v] ./playbooks
+//	go run ./test/xrefs [-v | -steps] ./playbooks
 //
-// -v names, for each such pair, what each file uses of the other.
+// -v names, for each such pair, what each file uses of the other. -steps prints instead, for the playbooks
+// package, each playbook's steps and the parts of the run's plan each reads (kept in
+// playbooks/testdata/steps.golden).
 package main
 
 import (
@@ -28,10 +30,20 @@ import (
 
 func main() {
 	verbose := flag.Bool("v", false, "name what each file of a pair uses of the other")
+	steps := flag.Bool("steps", false, "print instead each playbook's steps and what of the run's plan each reads (playbooks only)")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: xrefs [-v] PACKAGE_DIR")
+		fmt.Fprintln(os.Stderr, "usage: xrefs [-v | -steps] PACKAGE_DIR")
 		os.Exit(2)
+	}
+	if *steps {
+		out, err := stepReads(flag.Arg(0))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "xrefs:", err)
+			os.Exit(1)
+		}
+		fmt.Print(out)
+		return
 	}
 	refs, files, err := references(flag.Arg(0))
 	if err != nil {
@@ -55,28 +67,35 @@ func main() {
 	fmt.Printf("%d files, %d file-to-file references, %d pairs referring to each other both ways\n", files, len(refs), len(both))
 }
 
-// references type-checks the package in dir (its imports from the build's export data) and returns which
-// of its files refer to which (from, to), and how many files it has.
-func references(dir string) (map[[2]string]map[string]bool, int, error) {
+// pkg is a type-checked package: its non-test files and what the type checker found.
+type pkg struct {
+	fset  *token.FileSet
+	files []*ast.File
+	info  *types.Info
+	types *types.Package
+}
+
+// load type-checks the package in dir, its imports from the build's export data.
+func load(dir string) (*pkg, error) {
 	exports, err := exportData(dir)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	fset := token.NewFileSet()
+	p := &pkg{fset: token.NewFileSet(), info: &types.Info{Uses: map[*ast.Ident]types.Object{}, Defs: map[*ast.Ident]types.Object{},
+		Selections: map[*ast.SelectorExpr]*types.Selection{}, Types: map[ast.Expr]types.TypeAndValue{}}}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	var files []*ast.File
-	for _, p := range paths {
-		if strings.HasSuffix(p, "_test.go") {
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
 			continue
 		}
-		f, err := parser.ParseFile(fset, p, nil, 0)
+		f, err := parser.ParseFile(p.fset, path, nil, 0)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		files = append(files, f)
+		p.files = append(p.files, f)
 	}
 	lookup := func(path string) (io.ReadCloser, error) {
 		if exports[path] == "" {
@@ -84,20 +103,26 @@ func references(dir string) (map[[2]string]map[string]bool, int, error) {
 		}
 		return os.Open(exports[path])
 	}
-	info := &types.Info{Uses: map[*ast.Ident]types.Object{}, Selections: map[*ast.SelectorExpr]*types.Selection{}}
-	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", lookup)}
-	pkg, err := conf.Check(files[0].Name.Name, fset, files, info)
+	conf := types.Config{Importer: importer.ForCompiler(p.fset, "gc", lookup)}
+	p.types, err = conf.Check(p.files[0].Name.Name, p.fset, p.files, p.info)
+	return p, err
+}
+
+// references returns which of the package's files (in dir) refer to which (from, to), with the names
+// used, and how many files it has.
+func references(dir string) (map[[2]string]map[string]bool, int, error) {
+	p, err := load(dir)
 	if err != nil {
 		return nil, 0, err
 	}
 	refs := map[[2]string]map[string]bool{}
-	for id, obj := range info.Uses {
+	for id, obj := range p.info.Uses {
 		// The package's own top-level names, methods and fields; not locals, not other packages'.
-		if obj.Pkg() != pkg || (obj.Parent() != nil && obj.Parent() != pkg.Scope()) {
+		if obj.Pkg() != p.types || (obj.Parent() != nil && obj.Parent() != p.types.Scope()) {
 			continue
 		}
-		from := filepath.Base(fset.Position(id.Pos()).Filename)
-		to := filepath.Base(fset.Position(obj.Pos()).Filename)
+		from := filepath.Base(p.fset.Position(id.Pos()).Filename)
+		to := filepath.Base(p.fset.Position(obj.Pos()).Filename)
 		if k := [2]string{from, to}; from != to {
 			if refs[k] == nil {
 				refs[k] = map[string]bool{}
@@ -105,7 +130,7 @@ func references(dir string) (map[[2]string]map[string]bool, int, error) {
 			refs[k][obj.Name()] = true
 		}
 	}
-	return refs, len(files), nil
+	return refs, len(p.files), nil
 }
 
 // names lists a set's names, sorted.

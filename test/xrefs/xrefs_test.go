@@ -1,7 +1,10 @@
 package main
 
 import (
+	"flag"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -21,4 +24,32 @@ func TestPlaybooksLayered(t *testing.T) {
 		}
 	}
 	t.Logf("%d files, %d file-to-file references", files, len(refs))
+}
+
+var update = flag.Bool("update", false, "rewrite playbooks/testdata/steps.golden")
+
+// Each playbook's steps and what of the run's plan each reads, as playbooks/testdata/steps.golden says: a
+// step that starts reading another part of the plan (or stops) changes the file, for review.
+func TestPlaybookSteps(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go command")
+	}
+	got, err := stepReads("../../playbooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join("..", "..", "playbooks", "testdata", "steps.golden")
+	if *update {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (go test ./test/xrefs -run TestPlaybookSteps -update writes it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("the playbooks' steps or what they read differ from %s (-update rewrites it; review the diff):\n%s", file, got)
+	}
 }
