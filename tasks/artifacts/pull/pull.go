@@ -88,7 +88,9 @@ type puller struct {
 	client *http.Client
 	mu     sync.Mutex
 	m      *artifacts.Manifest
-	trust  *trust
+	// old is the manifest the directory held before the pull (nil: none), read once.
+	old   *artifacts.Manifest
+	trust *trust
 }
 
 // Pull downloads, verifies and lays out everything nodes of the given architectures need, and writes the
@@ -117,6 +119,9 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 	}
 	if p.trust, err = loadTrust(o.Dir, o.Checksums, v.Kubernetes); err != nil {
 		return nil, err
+	}
+	if old, err := artifacts.Load(o.Dir); err == nil {
+		p.old = old
 	}
 	errs := p.pullAll(ctx)
 	if o.SkipImages {
@@ -226,11 +231,10 @@ func (p *puller) pullAll(ctx context.Context) []error {
 // keepImages carries over the image archives an earlier pull left in the directory, still intact, for
 // the architectures of this one: a pull without images does not forget them.
 func (p *puller) keepImages() {
-	old, err := artifacts.Load(p.o.Dir)
-	if err != nil {
+	if p.old == nil {
 		return
 	}
-	for _, f := range old.Files {
+	for _, f := range p.old.Files {
 		if f.Kind != artifacts.KindImage || !slices.Contains(p.o.Arches, f.Arch) {
 			continue
 		}
@@ -506,11 +510,10 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 // cachedImage: the directory's manifest already records this image at this digest, and its archive is
 // intact.
 func (p *puller) cachedImage(rel, ref, digest string) bool {
-	old, err := artifacts.Load(p.o.Dir)
-	if err != nil {
+	if p.old == nil {
 		return false
 	}
-	for _, f := range old.Files {
+	for _, f := range p.old.Files {
 		if f.Path == rel && f.Image == ref && f.Digest == digest {
 			sum, size, err := artifacts.HashFile(filepath.Join(p.o.Dir, filepath.FromSlash(rel)))
 			return err == nil && sum == f.SHA256 && size == f.Size
