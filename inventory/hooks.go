@@ -13,11 +13,17 @@ import (
 // everything (become), with CLUSTERCTL_HOST, CLUSTERCTL_COMMAND and CLUSTERCTL_HOOK (before, after) in
 // their environment; nothing else is ever put into them.
 type Hooks struct {
-	Up         HookPoints `yaml:"up,omitempty" json:"up,omitzero"`
-	AddNode    HookPoints `yaml:"addNode,omitempty" json:"addNode,omitzero"`
+	// Up: before, once preflight passed and before anything is pushed; after, once every node is Ready.
+	Up HookPoints `yaml:"up,omitempty" json:"up,omitzero"`
+	// AddNode: as up's, on the hosts added only.
+	AddNode HookPoints `yaml:"addNode,omitempty" json:"addNode,omitzero"`
+	// RemoveNode: before, before the node is cordoned and drained; after, once it is reset (on the hosts
+	// removed).
 	RemoveNode HookPoints `yaml:"removeNode,omitempty" json:"removeNode,omitzero"`
-	Upgrade    HookPoints `yaml:"upgrade,omitempty" json:"upgrade,omitzero"`
-	Reset      HookPoints `yaml:"reset,omitempty" json:"reset,omitzero"`
+	// Upgrade: inside each node's drain window, before its kubelet is upgraded and after it is Ready.
+	Upgrade HookPoints `yaml:"upgrade,omitempty" json:"upgrade,omitzero"`
+	// Reset: before and after clusterctl's own reset of each host.
+	Reset HookPoints `yaml:"reset,omitempty" json:"reset,omitzero"`
 }
 
 // IsZero lets omitempty drop hooks not given.
@@ -53,8 +59,11 @@ func (h Hooks) Of(command string) HookPoints {
 
 // HookPoints are the commands run before and after.
 type HookPoints struct {
+	// Before are the hooks run before clusterctl's work, in order; one that fails stops the run unless it
+	// says onFailure: continue.
 	Before []Hook `yaml:"before,omitempty" json:"before,omitempty"`
-	After  []Hook `yaml:"after,omitempty" json:"after,omitempty"`
+	// After are the hooks run after it, in order.
+	After []Hook `yaml:"after,omitempty" json:"after,omitempty"`
 }
 
 // IsZero lets omitempty drop an empty pair.

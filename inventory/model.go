@@ -18,11 +18,14 @@ import (
 
 // Inventory is a cluster and the hosts it is made of. Field names are those of the native hosts.yaml.
 type Inventory struct {
+	// Cluster is the settings of the cluster as a whole.
 	Cluster Cluster `yaml:"cluster" json:"cluster"`
-	SSH     SSH     `yaml:"ssh" json:"ssh"`
+	// SSH is how clusterctl reaches every host; a host may override it (hosts[].ssh).
+	SSH SSH `yaml:"ssh" json:"ssh"`
 	// Hooks are the inventory author's commands, run on every host (or those of the roles a hook names)
 	// around clusterctl's own work.
-	Hooks Hooks  `yaml:"hooks,omitempty" json:"hooks,omitzero"`
+	Hooks Hooks `yaml:"hooks,omitempty" json:"hooks,omitzero"`
+	// Hosts are the machines of the cluster: one at least has the control-plane role.
 	Hosts []Host `yaml:"hosts" json:"hosts"`
 
 	// Source is the file the inventory was read from; Format how it was written.
@@ -50,21 +53,35 @@ const (
 // Cluster holds the settings of the cluster as a whole.
 type Cluster struct {
 	// Name of the cluster, as in kubeconfigs (kubeadm's clusterName).
-	Name              string `yaml:"name" json:"name"`
+	Name string `yaml:"name" json:"name"`
+	// KubernetesVersion is the version the cluster runs (v1.34 to v1.37); raised by one minor version (or
+	// any patch), `clusterctl upgrade` moves the running cluster there.
 	KubernetesVersion string `yaml:"kubernetesVersion" json:"kubernetesVersion"`
 	// ControlPlaneEndpoint is HOST:PORT of a load balancer or DNS name in front of the API servers. Empty with
 	// one control-plane host: that host's address. Empty with several: a node-local proxy on every node.
-	ControlPlaneEndpoint     string       `yaml:"controlPlaneEndpoint,omitempty" json:"controlPlaneEndpoint,omitempty"`
-	Networking               Networking   `yaml:"networking" json:"networking"`
-	APIServer                APIServer    `yaml:"apiServer" json:"apiServer"`
-	ControllerManager        Component    `yaml:"controllerManager,omitempty" json:"controllerManager,omitzero"`
-	Scheduler                Component    `yaml:"scheduler,omitempty" json:"scheduler,omitzero"`
-	Etcd                     Component    `yaml:"etcd,omitempty" json:"etcd,omitzero"`
-	Kubelet                  Kubelet      `yaml:"kubelet,omitempty" json:"kubelet,omitzero"`
-	KubeProxy                Component    `yaml:"kubeProxy,omitempty" json:"kubeProxy,omitzero"`
-	ImageRepository          string       `yaml:"imageRepository" json:"imageRepository"`
-	ContainerRuntimeEndpoint string       `yaml:"containerRuntimeEndpoint" json:"containerRuntimeEndpoint"`
-	Certificates             Certificates `yaml:"certificates" json:"certificates"`
+	ControlPlaneEndpoint string `yaml:"controlPlaneEndpoint,omitempty" json:"controlPlaneEndpoint,omitempty"`
+	// Networking is the cluster's address ranges and DNS domain.
+	Networking Networking `yaml:"networking" json:"networking"`
+	// APIServer is kube-apiserver's port, certificate names, flags and mounts.
+	APIServer APIServer `yaml:"apiServer" json:"apiServer"`
+	// ControllerManager is kube-controller-manager's extra flags and mounts.
+	ControllerManager Component `yaml:"controllerManager,omitempty" json:"controllerManager,omitzero"`
+	// Scheduler is kube-scheduler's extra flags and mounts.
+	Scheduler Component `yaml:"scheduler,omitempty" json:"scheduler,omitzero"`
+	// Etcd is the etcd members' extra flags (in their static Pods, or an external member's unit) and, when
+	// stacked, mounts.
+	Etcd Component `yaml:"etcd,omitempty" json:"etcd,omitzero"`
+	// Kubelet is the kubelets' extra flags and cgroup v1 policy.
+	Kubelet Kubelet `yaml:"kubelet,omitempty" json:"kubelet,omitzero"`
+	// KubeProxy is kube-proxy's extra flags.
+	KubeProxy Component `yaml:"kubeProxy,omitempty" json:"kubeProxy,omitzero"`
+	// ImageRepository is the registry (and path) the control plane's images are named from, as kubeadm's
+	// imageRepository: registry.k8s.io/kube-apiserver becomes <imageRepository>/kube-apiserver.
+	ImageRepository string `yaml:"imageRepository" json:"imageRepository"`
+	// ContainerRuntimeEndpoint is the CRI socket of the container runtime on every host.
+	ContainerRuntimeEndpoint string `yaml:"containerRuntimeEndpoint" json:"containerRuntimeEndpoint"`
+	// Certificates is how clusterctl makes keys and certificates.
+	Certificates Certificates `yaml:"certificates" json:"certificates"`
 	// Artifacts is a directory of Kubernetes binaries, the container runtime and image archives (with its
 	// manifest.json, as `clusterctl artifacts pull` makes it) that clusterctl pushes to hosts; relative to
 	// the inventory's directory. Empty: up pulls the version's artifacts into the workstation's cache
@@ -111,12 +128,17 @@ type Registry struct {
 // Downloads are base URLs of the upstream download layouts (or mirrors of them).
 type Downloads struct {
 	// Release is Kubernetes' release bucket: <release>/release/<version>/bin/linux/<arch>/<name>.
-	Release    string `yaml:"release,omitempty" json:"release,omitempty"`
-	Etcd       string `yaml:"etcd,omitempty" json:"etcd,omitempty"`
+	Release string `yaml:"release,omitempty" json:"release,omitempty"`
+	// Etcd is etcd's GitHub releases: <etcd>/<version>/etcd-<version>-linux-<arch>.tar.gz.
+	Etcd string `yaml:"etcd,omitempty" json:"etcd,omitempty"`
+	// Containerd is containerd's GitHub releases: <containerd>/v<version>/containerd-static-....tar.gz.
 	Containerd string `yaml:"containerd,omitempty" json:"containerd,omitempty"`
-	Runc       string `yaml:"runc,omitempty" json:"runc,omitempty"`
-	CNI        string `yaml:"cni,omitempty" json:"cni,omitempty"`
-	Crictl     string `yaml:"crictl,omitempty" json:"crictl,omitempty"`
+	// Runc is runc's GitHub releases: <runc>/v<version>/runc.<arch>.
+	Runc string `yaml:"runc,omitempty" json:"runc,omitempty"`
+	// CNI is the CNI plugins' GitHub releases: <cni>/v<version>/cni-plugins-linux-<arch>-v<version>.tgz.
+	CNI string `yaml:"cni,omitempty" json:"cni,omitempty"`
+	// Crictl is cri-tools' GitHub releases: <crictl>/v<version>/crictl-v<version>-linux-<arch>.tar.gz.
+	Crictl string `yaml:"crictl,omitempty" json:"crictl,omitempty"`
 	// RegistryMirror is a registry (host[:port][/path]) to fetch images from in place of the registry their
 	// references name.
 	RegistryMirror string `yaml:"registryMirror,omitempty" json:"registryMirror,omitempty"`
@@ -154,9 +176,13 @@ type CNI struct {
 
 // Networking holds the address ranges of the cluster.
 type Networking struct {
-	PodSubnet     string `yaml:"podSubnet" json:"podSubnet"`
+	// PodSubnet is the range Pods get their addresses from, each node a part of it (nodeCIDRMaskSize).
+	PodSubnet string `yaml:"podSubnet" json:"podSubnet"`
+	// ServiceSubnet is the range of Services' cluster IPs: the API server's Service gets the first
+	// address, CoreDNS the tenth.
 	ServiceSubnet string `yaml:"serviceSubnet" json:"serviceSubnet"`
-	DNSDomain     string `yaml:"dnsDomain" json:"dnsDomain"`
+	// DNSDomain is the cluster's DNS domain (Services are <name>.<namespace>.svc.<dnsDomain>).
+	DNSDomain string `yaml:"dnsDomain" json:"dnsDomain"`
 	// NodeCIDRMaskSize is the prefix length of the pod range each node gets out of PodSubnet.
 	NodeCIDRMaskSize int `yaml:"nodeCIDRMaskSize" json:"nodeCIDRMaskSize"`
 }
@@ -186,7 +212,10 @@ func (k Kubelet) AllowsCgroupV1() bool { return k.FailCgroupV1 != nil && !*k.Fai
 
 // Component holds what the user adds to one component's command line and mounts.
 type Component struct {
-	ExtraArgs    Args          `yaml:"extraArgs,omitempty" json:"extraArgs,omitempty"`
+	// ExtraArgs are flags added to the component's command line: a mapping of flag names (no dashes) to
+	// values, in the order written; a flag clusterctl sets itself is replaced by yours.
+	ExtraArgs Args `yaml:"extraArgs,omitempty" json:"extraArgs,omitempty"`
+	// ExtraVolumes are host paths mounted into the component's static Pod (control-plane components).
 	ExtraVolumes []ExtraVolume `yaml:"extraVolumes,omitempty" json:"extraVolumes,omitempty"`
 }
 
@@ -195,25 +224,37 @@ func (c Component) IsZero() bool { return len(c.ExtraArgs) == 0 && len(c.ExtraVo
 
 // ExtraVolume is a host path mounted into a control-plane static Pod.
 type ExtraVolume struct {
-	Name      string `yaml:"name" json:"name"`
-	HostPath  string `yaml:"hostPath" json:"hostPath"`
+	// Name is the volume's name in the Pod.
+	Name string `yaml:"name" json:"name"`
+	// HostPath is the path on the host.
+	HostPath string `yaml:"hostPath" json:"hostPath"`
+	// MountPath is where the container sees it.
 	MountPath string `yaml:"mountPath" json:"mountPath"`
-	ReadOnly  bool   `yaml:"readOnly,omitempty" json:"readOnly,omitempty"`
-	PathType  string `yaml:"pathType,omitempty" json:"pathType,omitempty"`
+	// ReadOnly mounts it read-only.
+	ReadOnly bool `yaml:"readOnly,omitempty" json:"readOnly,omitempty"`
+	// PathType is the hostPath volume's type (DirectoryOrCreate, Directory, FileOrCreate, File, ...).
+	PathType string `yaml:"pathType,omitempty" json:"pathType,omitempty"`
 }
 
 // Certificates says how clusterctl makes keys and certificates.
 type Certificates struct {
 	// KeyAlgorithm is one of RSA-2048, RSA-3072, RSA-4096, ECDSA-P256.
-	KeyAlgorithm string   `yaml:"keyAlgorithm" json:"keyAlgorithm"`
-	CAValidity   Duration `yaml:"caValidity" json:"caValidity"`
-	Validity     Duration `yaml:"validity" json:"validity"`
+	KeyAlgorithm string `yaml:"keyAlgorithm" json:"keyAlgorithm"`
+	// CAValidity is how long the CAs clusterctl makes are valid: a Go duration, or days (d) and years (y).
+	CAValidity Duration `yaml:"caValidity" json:"caValidity"`
+	// Validity is how long leaf certificates and kubeconfigs are valid (cut to the CA's expiry);
+	// `clusterctl certs rotate` renews them.
+	Validity Duration `yaml:"validity" json:"validity"`
 }
 
 // SSH holds how clusterctl reaches hosts; each host may override the connection settings.
 type SSH struct {
-	User          string   `yaml:"user" json:"user"`
-	Port          int      `yaml:"port" json:"port"`
+	// User is the user clusterctl logs in as.
+	User string `yaml:"user" json:"user"`
+	// Port is the hosts' SSH port.
+	Port int `yaml:"port" json:"port"`
+	// IdentityFiles are private keys to offer, beside the ssh-agent's; none given: the IdentityFile lines
+	// ~/.ssh/config has for the host.
 	IdentityFiles []string `yaml:"identityFiles,omitempty" json:"identityFiles,omitempty"`
 	// Agent says whether to use the ssh-agent at $SSH_AUTH_SOCK.
 	Agent *bool `yaml:"agent,omitempty" json:"agent,omitempty"`
@@ -227,11 +268,16 @@ type SSH struct {
 
 // Bastion is one jump host.
 type Bastion struct {
-	Address       string   `yaml:"address" json:"address"`
-	Port          int      `yaml:"port,omitempty" json:"port,omitempty"`
-	User          string   `yaml:"user,omitempty" json:"user,omitempty"`
+	// Address is the jump host's IP address or DNS name.
+	Address string `yaml:"address" json:"address"`
+	// Port is its SSH port (default: ~/.ssh/config's for it, else 22).
+	Port int `yaml:"port,omitempty" json:"port,omitempty"`
+	// User is the user to log in as there (default the hosts' user).
+	User string `yaml:"user,omitempty" json:"user,omitempty"`
+	// IdentityFiles are the keys to offer it (default the hosts').
 	IdentityFiles []string `yaml:"identityFiles,omitempty" json:"identityFiles,omitempty"`
-	HostKey       HostKeys `yaml:"hostKey,omitempty" json:"hostKey,omitempty"`
+	// HostKey pins its host key as a host's (a SHA256 fingerprint, or a list of them).
+	HostKey HostKeys `yaml:"hostKey,omitempty" json:"hostKey,omitempty"`
 }
 
 // Role is what a host does in the cluster.
@@ -255,22 +301,34 @@ type Host struct {
 	Address string `yaml:"address" json:"address"`
 	// InternalAddress is the node's IP address in the cluster (kubelet --node-ip, the API server's advertise
 	// address, etcd's peer address). Default: Address when it is an IP address, else learned from the host.
-	InternalAddress string            `yaml:"internalAddress,omitempty" json:"internalAddress,omitempty"`
-	NodeName        string            `yaml:"nodeName" json:"nodeName"`
-	Roles           []Role            `yaml:"roles" json:"roles"`
-	Labels          map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
-	Taints          []Taint           `yaml:"taints,omitempty" json:"taints,omitempty"`
-	SSH             HostSSH           `yaml:"ssh,omitempty" json:"ssh,omitzero"`
+	InternalAddress string `yaml:"internalAddress,omitempty" json:"internalAddress,omitempty"`
+	// NodeName is the host's Kubernetes Node name (default: name), lower case, a DNS subdomain.
+	NodeName string `yaml:"nodeName" json:"nodeName"`
+	// Roles are what the host does: control-plane, worker, etcd (an external etcd member), any of them
+	// together.
+	Roles []Role `yaml:"roles" json:"roles"`
+	// Labels are set on the host's Node when it registers and at every run (a changed value is changed; a
+	// label taken out of the inventory stays on the Node).
+	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
+	// Taints are added to the host's Node, as the labels are; a control-plane node gets kubeadm's taint
+	// unless it is also a worker.
+	Taints []Taint `yaml:"taints,omitempty" json:"taints,omitempty"`
+	// SSH overrides the inventory's SSH settings for this host.
+	SSH HostSSH `yaml:"ssh,omitempty" json:"ssh,omitzero"`
 	// Hooks run on this host after the inventory's own (hooks.*), at the same points.
 	Hooks Hooks `yaml:"hooks,omitempty" json:"hooks,omitzero"`
 }
 
 // HostSSH overrides the inventory's SSH settings for one host.
 type HostSSH struct {
-	User          string   `yaml:"user,omitempty" json:"user,omitempty"`
-	Port          int      `yaml:"port,omitempty" json:"port,omitempty"`
+	// User is the user clusterctl logs in as on this host.
+	User string `yaml:"user,omitempty" json:"user,omitempty"`
+	// Port is this host's SSH port.
+	Port int `yaml:"port,omitempty" json:"port,omitempty"`
+	// IdentityFiles are the keys to offer this host, in place of the inventory's.
 	IdentityFiles []string `yaml:"identityFiles,omitempty" json:"identityFiles,omitempty"`
-	Become        *bool    `yaml:"become,omitempty" json:"become,omitempty"`
+	// Become runs this host's commands through sudo (default: for any user but root).
+	Become *bool `yaml:"become,omitempty" json:"become,omitempty"`
 	// HostKey pins the host's keys by fingerprint ("SHA256:..."), as ssh-keygen -lf prints it: one, or a list
 	// (one per key type the host has).
 	HostKey HostKeys `yaml:"hostKey,omitempty" json:"hostKey,omitempty"`
@@ -297,8 +355,11 @@ func (k HostKeys) MarshalYAML() (any, error) {
 
 // Taint is a node taint, as in the Node API.
 type Taint struct {
-	Key    string `yaml:"key" json:"key"`
-	Value  string `yaml:"value,omitempty" json:"value,omitempty"`
+	// Key is the taint's key, a qualified name (example.com/gpu).
+	Key string `yaml:"key" json:"key"`
+	// Value is the taint's value, empty or a label value.
+	Value string `yaml:"value,omitempty" json:"value,omitempty"`
+	// Effect is NoSchedule, PreferNoSchedule or NoExecute.
 	Effect string `yaml:"effect" json:"effect"`
 }
 
