@@ -230,8 +230,8 @@ func TestFieldReference(t *testing.T) {
 			sections[f.goType] = sec
 			order = append(order, f.goType)
 		}
-		parent := strings.TrimSuffix(strings.TrimSuffix(f.path, f.sf.Tag.Get("yaml")), ".")
-		parent, _, _ = strings.Cut(strings.TrimSuffix(f.path, "."+strings.Split(f.sf.Tag.Get("yaml"), ",")[0]), "\x00")
+		name, _, _ := strings.Cut(f.sf.Tag.Get("yaml"), ",")
+		parent := strings.TrimSuffix(f.path, "."+name)
 		if parent == f.path {
 			parent = "" // a top-level field
 		}
