@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -315,6 +316,9 @@ func (r *restoreRun) waitNodes(ctx context.Context) error {
 // every member again.
 func openRestoreJournal(stateDir, key string, now time.Time) (*statedir.Journal[restoreData], error) {
 	path := statedir.JournalPath(stateDir, kindRestore)
+	if err := statedir.CheckLegacy(filepath.Join(stateDir, "etcd-restore.json"), kindRestore); err != nil {
+		return nil, err
+	}
 	st, err := statedir.OpenJournal[restoreData](path, kindRestore)
 	if err != nil || st != nil && st.Key == key && st.Data.Token != "" {
 		return st, err

@@ -3,6 +3,7 @@ package playbooks
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/clusterctl/clusterctl/inventory"
@@ -13,6 +14,9 @@ import (
 // a dry run keeps none.
 func (u *upgradeRun) loadState() error {
 	path := statedir.JournalPath(u.e.StateDir, kindUpgrade)
+	if err := statedir.CheckLegacy(filepath.Join(u.e.StateDir, "upgrade.json"), kindUpgrade); err != nil {
+		return err
+	}
 	st, err := statedir.OpenJournal[upgradeData](path, kindUpgrade)
 	if err != nil {
 		return err

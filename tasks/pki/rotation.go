@@ -99,6 +99,9 @@ func (st *Store) rotationJournal() string {
 
 // Rotation is the CA rotation under way, or nil.
 func (st *Store) Rotation() (*Rotation, error) {
+	if err := statedir.CheckLegacy(filepath.Join(st.rotationDir(), "state.json"), KindCARotation); err != nil {
+		return nil, err
+	}
 	return statedir.OpenJournal[RotationData](st.rotationJournal(), KindCARotation)
 }
 

@@ -57,6 +57,15 @@ func OpenJournal[T any](path, kind string) (*Journal[T], error) {
 	return r, nil
 }
 
+// CheckLegacy refuses to start a run over the record an earlier clusterctl kept at path for a run of this
+// kind under way (before journals): it is not read, and must not be ignored.
+func CheckLegacy(path, kind string) error {
+	if _, err := os.Stat(path); err == nil {
+		return fmt.Errorf("%s: an earlier clusterctl recorded a %s under way here; finish it with that build, or remove the file to start over", path, kind)
+	}
+	return nil
+}
+
 // Path is where the journal is kept.
 func (r *Journal[T]) Path() string { return r.path }
 

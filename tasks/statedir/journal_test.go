@@ -55,3 +55,17 @@ func TestJournal(t *testing.T) {
 		t.Error("a nil journal is not empty and silent")
 	}
 }
+
+// A record an earlier clusterctl kept for a run under way is refused, named, not ignored.
+func TestCheckLegacy(t *testing.T) {
+	old := filepath.Join(t.TempDir(), "upgrade.json")
+	if err := CheckLegacy(old, "upgrade"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckLegacy(old, "upgrade"); err == nil || !strings.Contains(err.Error(), old) || !strings.Contains(err.Error(), "earlier clusterctl") {
+		t.Errorf("an old record: %v", err)
+	}
+}
