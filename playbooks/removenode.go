@@ -65,18 +65,7 @@ func RemoveNode(ctx context.Context, e *Env, hostNames []string, o RemoveOptions
 			}
 			continue
 		}
-		steps := []Step{
-			// hooks.removeNode.before on the host, when it can be reached
-			{Name: "hooks-before", Run: r.hooks("before")},
-			{Name: "cordon", Run: r.cordon},
-			{Name: "drain", Run: r.drain, Skip: r.notANode},
-			{Name: "etcd-member", Run: r.removeMember, Skip: r.notEtcdMember},
-			{Name: "delete-node", Run: r.deleteNode, Skip: r.notANode},
-			{Name: "reset", Run: r.reset},
-			// hooks.removeNode.after on the host, when it was reset
-			{Name: "hooks-after", Run: r.hooks("after"), Skip: r.notReset},
-		}
-		if _, err := runSteps(ctx, runOptions{Sink: e.Sink}, steps); err != nil {
+		if _, err := runSteps(ctx, runOptions{Sink: e.Sink}, r.steps()); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}
 	}
@@ -92,6 +81,22 @@ type removal struct {
 	node  *corev1.Node // nil: not a Node (never joined, or deleted by an earlier run)
 	// wasReset: the reset step reset the host.
 	wasReset bool
+}
+
+// steps are a host's removal, in order. A removal killed half-way is finished by running it again: each step
+// finds what is left of its work (the Node, the member, the host's files).
+func (r *removal) steps() []Step {
+	return []Step{
+		// hooks.removeNode.before on the host, when it can be reached
+		{Name: "hooks-before", Run: r.hooks("before")},
+		{Name: "cordon", Run: r.cordon},
+		{Name: "drain", Run: r.drain, Skip: r.notANode},
+		{Name: "etcd-member", Run: r.removeMember, Skip: r.notEtcdMember},
+		{Name: "delete-node", Run: r.deleteNode, Skip: r.notANode},
+		{Name: "reset", Run: r.reset},
+		// hooks.removeNode.after on the host, when it was reset
+		{Name: "hooks-after", Run: r.hooks("after"), Skip: r.notReset},
+	}
 }
 
 func (r *removal) cordon(ctx context.Context) error {

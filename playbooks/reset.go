@@ -48,7 +48,14 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 		o.Hosts = e.Hosts
 	}
 	r := &resetRun{e: e, o: o}
-	steps := []Step{
+	_, err := runSteps(ctx, runOptions{Sink: e.Sink}, r.steps())
+	return append(r.results, r.unreachable...), err
+}
+
+// steps are a reset's, in order. A reset killed half-way is finished by running it again: the reset script
+// undoes whatever of clusterctl's is left on a host.
+func (r *resetRun) steps() []Step {
+	return []Step{
 		// every host at once; one that cannot be reached is reported, and the others are reset
 		{Name: "connect", Run: r.connect},
 		// the inventory's hooks.reset.before on the hosts reached
@@ -58,8 +65,6 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 		// hooks.reset.after on the hosts reset
 		{Name: "hooks-after", Run: r.hooks("after", r.resetHosts), Skip: r.noHooks},
 	}
-	_, err := runSteps(ctx, runOptions{Sink: e.Sink}, steps)
-	return append(r.results, r.unreachable...), err
 }
 
 // resetRun is one run of Reset.

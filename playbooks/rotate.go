@@ -76,49 +76,78 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 	if o.DryRun {
 		return res, rotatePlan(ctx, d, o, res)
 	}
-	steps := []Step{
-		{Name: "preflight", Run: func(ctx context.Context) error { _, err := d.preflight(ctx, PreflightOptions{}); return err }},
-		{Name: "render", Run: func(ctx context.Context) error {
-			if err := d.render(ctx); err != nil {
-				return err
-			}
-			for _, ch := range d.rendered.Changes {
-				res.Renewed = append(res.Renewed, ch.What)
-			}
-			return d.prepare()
-		}},
-		{Name: "rotate", Run: func(ctx context.Context) error {
-			if err := d.rollEtcd(ctx, "rotate"); err != nil {
-				return err
-			}
-			roll := d.cpRoll("rotate", true)
-			for _, h := range e.Inv.ControlPlanes() {
-				start := time.Now()
-				changed, err := roll.node(ctx, h)
-				if err != nil {
-					return err
-				}
-				if changed {
-					res.Nodes = append(res.Nodes, PhaseTiming{Name: h.Name, DurationMS: time.Since(start).Milliseconds()})
-				}
-			}
-			return roll.settle(ctx)
-		}},
-		// Kubelet serving certificates are the controller-manager's to sign: the kubelets request them anew.
-		{Name: "serving", Skip: func() string {
-			if len(o.Only) > 0 && !slices.Contains(o.Only, ServingName) {
-				return "--only leaves them out"
-			}
-			return ""
-		}, Run: func(ctx context.Context) error {
-			before := o.Now().Add(-o.Fresh)
-			serving, err := d.renewServing(ctx, "rotate", names(d.nodes()), func(c *x509.Certificate) bool { return c == nil || c.NotBefore.Before(before) })
-			res.Serving = append(res.Serving, serving...)
-			return err
-		}},
-	}
-	_, err = runSteps(ctx, runOptions{Sink: e.Sink}, steps)
+	r := &rotation{deployment: d, o: o, res: res}
+	_, err = runSteps(ctx, runOptions{Sink: e.Sink}, r.steps())
 	return res, err
+}
+
+// rotation is one certs rotate: every leaf the options select renewed and rolled out. A rotation killed
+// half-way is finished by running it again: what was renewed is in the state directory, and each host's
+// files are compared with it.
+type rotation struct {
+	*deployment
+	o   RotateOptions
+	res *RotateResult
+}
+
+func (r *rotation) steps() []Step {
+	return []Step{
+		{Name: "preflight", Run: r.preflightStep},
+		{Name: "render", Run: r.renderStep},
+		{Name: "rotate", Run: r.rotate},
+		// Kubelet serving certificates are the controller-manager's to sign: the kubelets request them anew.
+		{Name: "serving", Skip: r.noServing, Run: r.serving},
+	}
+}
+
+func (r *rotation) preflightStep(ctx context.Context) error {
+	_, err := r.preflight(ctx, PreflightOptions{})
+	return err
+}
+
+// renderStep renews the certificates in the state directory and renders every host's files with them.
+func (r *rotation) renderStep(ctx context.Context) error {
+	if err := r.render(ctx); err != nil {
+		return err
+	}
+	for _, ch := range r.rendered.Changes {
+		r.res.Renewed = append(r.res.Renewed, ch.What)
+	}
+	return r.prepare()
+}
+
+// rotate rolls the external etcd members, then each control-plane node, one at a time.
+func (r *rotation) rotate(ctx context.Context) error {
+	if err := r.rollEtcd(ctx, "rotate"); err != nil {
+		return err
+	}
+	roll := r.cpRoll("rotate", true)
+	for _, h := range r.e.Inv.ControlPlanes() {
+		start := time.Now()
+		changed, err := roll.node(ctx, h)
+		if err != nil {
+			return err
+		}
+		if changed {
+			r.res.Nodes = append(r.res.Nodes, PhaseTiming{Name: h.Name, DurationMS: time.Since(start).Milliseconds()})
+		}
+	}
+	return roll.settle(ctx)
+}
+
+func (r *rotation) noServing() string {
+	if len(r.o.Only) > 0 && !slices.Contains(r.o.Only, ServingName) {
+		return "--only leaves them out"
+	}
+	return ""
+}
+
+// serving has the kubelets request new serving certificates, those issued before the rotation's freshness.
+func (r *rotation) serving(ctx context.Context) error {
+	before := r.o.Now().Add(-r.o.Fresh)
+	serving, err := r.renewServing(ctx, "rotate", names(r.nodes()), func(c *x509.Certificate) bool { return c == nil || c.NotBefore.Before(before) })
+	r.res.Serving = append(r.res.Serving, serving...)
+	return err
 }
 
 // rotatePlan is a dry run's rotation: preflight, the renewal made on the copy, each host's files compared
