@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -245,35 +246,24 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 	if o.dryRun {
 		return dryRotate(cmd, g, o, env, view)
 	}
-	if !o.yes {
-		if err := confirm(g, "certs rotate restarts etcd and the control plane on each control-plane node in turn",
-			fmt.Sprintf("renew the certificates of cluster %q and restart its control plane node by node? [y/N] ", env.Inv.Cluster.Name), yes); err != nil {
-			return err
-		}
-	}
-	start := time.Now()
-	res, err := playbooks.RotateCerts(cmd.Context(), env, playbooks.RotateOptions{Fresh: o.fresh, NewKeys: o.newKeys,
-		Only: o.only, Timeout: o.timeout})
-	view.Recap()
-	if g.Output == "json" {
-		if werr := writeResultLine(g.stdout, "rotate_result", res, err, nil, time.Since(start)); werr != nil {
-			return werr
-		}
-		return failedOnHosts(err)
-	}
-	if err != nil {
-		return failedOnHosts(err)
-	}
-	for _, r := range res.Renewed {
-		fmt.Fprintf(g.stdout, "renewed %s\n", r)
-	}
-	for _, n := range res.Nodes {
-		fmt.Fprintf(g.stdout, "%s: control plane back with the new certificates in %.1fs\n", n.Name, float64(n.DurationMS)/1000)
-	}
-	if len(res.Renewed) == 0 {
-		fmt.Fprintln(g.stdout, "every certificate is fresh: nothing to do")
-	}
-	return nil
+	return change[playbooks.RotateResult]{g: g, view: view, result: "rotate_result",
+		ask: &question{what: "certs rotate restarts etcd and the control plane on each control-plane node in turn",
+			ask: fmt.Sprintf("renew the certificates of cluster %q and restart its control plane node by node? [y/N] ", env.Inv.Cluster.Name), skip: o.yes},
+		play: func(ctx context.Context) (*playbooks.RotateResult, error) {
+			return playbooks.RotateCerts(ctx, env, playbooks.RotateOptions{Fresh: o.fresh, NewKeys: o.newKeys, Only: o.only, Timeout: o.timeout})
+		},
+		report: func(w io.Writer, res *playbooks.RotateResult, _ time.Duration) {
+			for _, r := range res.Renewed {
+				fmt.Fprintf(w, "renewed %s\n", r)
+			}
+			for _, n := range res.Nodes {
+				fmt.Fprintf(w, "%s: control plane back with the new certificates in %.1fs\n", n.Name, float64(n.DurationMS)/1000)
+			}
+			if len(res.Renewed) == 0 {
+				fmt.Fprintln(w, "every certificate is fresh: nothing to do")
+			}
+		},
+	}.run(cmd.Context())
 }
 
 func runRotateCA(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
@@ -283,62 +273,48 @@ func runRotateCA(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 		return err
 	}
 	defer env.Close()
-	if !o.yes {
-		if err := confirm(g, "certs rotate --ca replaces the cluster's CAs: control planes restart node by node, kubelets restart, workloads started before are rolled",
-			fmt.Sprintf("replace the CAs of cluster %q? [y/N] ", env.Inv.Cluster.Name), yes); err != nil {
-			return err
-		}
-	}
-	start := time.Now()
-	res, err := playbooks.RotateCA(cmd.Context(), env, playbooks.CARotateOptions{Timeout: o.timeout})
-	view.Recap()
-	if res != nil {
-		for _, w := range res.Warnings {
-			fmt.Fprintf(g.stderr, "warning: %s\n", w)
-		}
-	}
-	if g.Output == "json" {
-		if werr := writeResultLine(g.stdout, "ca_rotate_result", res, err, nil, time.Since(start)); werr != nil {
-			return werr
-		}
-		return failedOnHosts(err)
-	}
-	if err != nil {
-		return failedOnHosts(err)
-	}
-	if res.Resumed > 0 {
-		fmt.Fprintf(g.stdout, "resumed the interrupted rotation at stage %d\n", res.Resumed)
-	}
-	for _, s := range res.Stages {
-		fmt.Fprintf(g.stdout, "%s: %.1fs\n", s.Name, float64(s.DurationMS)/1000)
-	}
-	for _, w := range res.Restarted {
-		fmt.Fprintf(g.stdout, "restarted %s\n", w)
-	}
-	fmt.Fprintf(g.stdout, "the cluster's CAs are replaced (%.0fs)\n", time.Since(start).Seconds())
-	return nil
+	return change[playbooks.CARotateResult]{g: g, view: view, result: "ca_rotate_result",
+		ask: &question{what: "certs rotate --ca replaces the cluster's CAs: control planes restart node by node, kubelets restart, workloads started before are rolled",
+			ask: fmt.Sprintf("replace the CAs of cluster %q? [y/N] ", env.Inv.Cluster.Name), skip: o.yes},
+		play: func(ctx context.Context) (*playbooks.CARotateResult, error) {
+			return playbooks.RotateCA(ctx, env, playbooks.CARotateOptions{Timeout: o.timeout})
+		},
+		notes: func(res *playbooks.CARotateResult, _ error) {
+			if res != nil {
+				for _, w := range res.Warnings {
+					fmt.Fprintf(g.stderr, "warning: %s\n", w)
+				}
+			}
+		},
+		report: func(w io.Writer, res *playbooks.CARotateResult, took time.Duration) {
+			if res.Resumed > 0 {
+				fmt.Fprintf(w, "resumed the interrupted rotation at stage %d\n", res.Resumed)
+			}
+			for _, s := range res.Stages {
+				fmt.Fprintf(w, "%s: %.1fs\n", s.Name, float64(s.DurationMS)/1000)
+			}
+			for _, r := range res.Restarted {
+				fmt.Fprintf(w, "restarted %s\n", r)
+			}
+			fmt.Fprintf(w, "the cluster's CAs are replaced (%.0fs)\n", took.Seconds())
+		},
+	}.run(cmd.Context())
 }
 
 // dryRotate prints what certs rotate would renew, and per host what would change.
 func dryRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions, env *playbooks.Env, view *eventView) error {
-	res, err := playbooks.RotateCerts(cmd.Context(), env, playbooks.RotateOptions{Fresh: o.fresh, NewKeys: o.newKeys,
-		Only: o.only, Timeout: o.timeout, DryRun: true})
-	view.Recap()
-	if g.Output == "json" {
-		if werr := writeResultLine(g.stdout, "rotate_plan", res, err, nil, 0); werr != nil {
-			return werr
-		}
-		return failedOnHosts(err)
-	}
-	if err != nil {
-		return failedOnHosts(err)
-	}
-	for _, r := range res.Renewed {
-		fmt.Fprintf(g.stdout, "would renew %s\n", r)
-	}
-	total := printHostPlans(g.stdout, res.Plan)
-	fmt.Fprintf(g.stdout, "dry run: %d renewal(s), %d change(s) on %d host(s); nothing was changed\n", len(res.Renewed), total, len(res.Plan))
-	return nil
+	return change[playbooks.RotateResult]{g: g, view: view, result: "rotate_plan",
+		play: func(ctx context.Context) (*playbooks.RotateResult, error) {
+			return playbooks.RotateCerts(ctx, env, playbooks.RotateOptions{Fresh: o.fresh, NewKeys: o.newKeys, Only: o.only, Timeout: o.timeout, DryRun: true})
+		},
+		report: func(w io.Writer, res *playbooks.RotateResult, _ time.Duration) {
+			for _, r := range res.Renewed {
+				fmt.Fprintf(w, "would renew %s\n", r)
+			}
+			total := printHostPlans(w, res.Plan)
+			fmt.Fprintf(w, "dry run: %d renewal(s), %d change(s) on %d host(s); nothing was changed\n", len(res.Renewed), total, len(res.Plan))
+		},
+	}.run(cmd.Context())
 }
 
 // dryRotateCA prints the CA rotation's stages and where a run would start.

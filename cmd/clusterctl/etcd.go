@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -152,22 +153,15 @@ keep the state directory's keys.`,
 			} else if err == nil {
 				return usageError("--out %s exists: choose another file", out)
 			}
-			start := time.Now()
-			res, err := playbooks.EtcdSnapshot(cmd.Context(), env, file)
-			view.Recap()
-			if g.Output == "json" {
-				if werr := writeResultLine(g.stdout, "etcd_snapshot", res, err, nil, time.Since(start)); werr != nil {
-					return werr
-				}
-			}
-			if err != nil {
-				return failedOnHosts(err)
-			}
-			if g.Output != "json" {
-				fmt.Fprintf(g.stdout, "snapshot %s from %s in %.1fs\n  size %s (%d bytes), sha256 %s\n  revision %d, etcd %s\n",
-					res.File, res.Host, time.Since(start).Seconds(), formatSize(res.Size), res.Size, res.SHA256, res.Revision, res.Version)
-			}
-			return nil
+			return change[playbooks.SnapshotResult]{g: g, view: view, result: "etcd_snapshot",
+				play: func(ctx context.Context) (*playbooks.SnapshotResult, error) {
+					return playbooks.EtcdSnapshot(ctx, env, file)
+				},
+				report: func(w io.Writer, res *playbooks.SnapshotResult, took time.Duration) {
+					fmt.Fprintf(w, "snapshot %s from %s in %.1fs\n  size %s (%d bytes), sha256 %s\n  revision %d, etcd %s\n",
+						res.File, res.Host, took.Seconds(), formatSize(res.Size), res.Size, res.SHA256, res.Revision, res.Version)
+				},
+			}.run(cmd.Context())
 		},
 	}
 	ssh.addFlags(cmd)
@@ -176,22 +170,22 @@ keep the state directory's keys.`,
 }
 
 // printRestore prints what a restore did, or in a dry run the plan.
-func printRestore(g *globalOptions, res *playbooks.RestoreResult, dryRun bool, took time.Duration) {
+func printRestore(w io.Writer, res *playbooks.RestoreResult, dryRun bool, took time.Duration) {
 	if dryRun {
-		fmt.Fprintf(g.stdout, "snapshot %s (sha256 %s, revision %d) can be restored onto %s; a restore would:\n", res.Snapshot, res.SHA256, res.Revision, strings.Join(res.Members, ", "))
+		fmt.Fprintf(w, "snapshot %s (sha256 %s, revision %d) can be restored onto %s; a restore would:\n", res.Snapshot, res.SHA256, res.Revision, strings.Join(res.Members, ", "))
 		for i, line := range res.Plan {
-			fmt.Fprintf(g.stdout, "  %d. %s\n", i+1, line)
+			fmt.Fprintf(w, "  %d. %s\n", i+1, line)
 		}
-		fmt.Fprintln(g.stdout, "dry run: nothing was changed")
+		fmt.Fprintln(w, "dry run: nothing was changed")
 		return
 	}
-	fmt.Fprintf(g.stdout, "restored etcd from %s on %s in %.1fs\n", res.Snapshot, strings.Join(res.Members, ", "), took.Seconds())
+	fmt.Fprintf(w, "restored etcd from %s on %s in %.1fs\n", res.Snapshot, strings.Join(res.Members, ", "), took.Seconds())
 	for _, n := range res.Nodes {
 		ready := "Ready"
 		if !n.Ready {
 			ready = "NotReady"
 		}
-		fmt.Fprintf(g.stdout, "  %-20s %-8s %s\n", n.Name, ready, n.Version)
+		fmt.Fprintf(w, "  %-20s %-8s %s\n", n.Name, ready, n.Version)
 	}
 }
 
@@ -238,31 +232,21 @@ of 2) and prints the plan; nothing is stopped or written.`,
 				return err
 			}
 			defer env.Close()
-			if !assumeYes && !dryRun {
-				var cps []string
-				for _, h := range env.Inv.ControlPlanes() {
-					cps = append(cps, h.Name)
-				}
-				if err := confirm(g, "restore stops the control plane and replaces etcd's data: everything written after the snapshot is lost",
-					fmt.Sprintf("restore cluster %q's etcd on %s from %s? [y/N] ", env.Inv.Cluster.Name, strings.Join(cps, ", "), from), yes); err != nil {
-					return err
-				}
+			var cps []string
+			for _, h := range env.Inv.ControlPlanes() {
+				cps = append(cps, h.Name)
 			}
-			start := time.Now()
-			res, err := playbooks.EtcdRestore(cmd.Context(), env, playbooks.RestoreOptions{From: from, Timeout: timeout, DryRun: dryRun})
-			view.Recap()
-			if g.Output == "json" && res != nil {
-				if werr := writeResultLine(g.stdout, "etcd_restore", res, err, nil, time.Since(start)); werr != nil {
-					return werr
-				}
-			}
-			if err != nil {
-				return failedOnHosts(err)
-			}
-			if g.Output != "json" {
-				printRestore(g, res, dryRun, time.Since(start))
-			}
-			return nil
+			return change[playbooks.RestoreResult]{g: g, view: view, result: "etcd_restore",
+				ask: &question{what: "restore stops the control plane and replaces etcd's data: everything written after the snapshot is lost",
+					ask:  fmt.Sprintf("restore cluster %q's etcd on %s from %s? [y/N] ", env.Inv.Cluster.Name, strings.Join(cps, ", "), from),
+					skip: assumeYes || dryRun},
+				play: func(ctx context.Context) (*playbooks.RestoreResult, error) {
+					return playbooks.EtcdRestore(ctx, env, playbooks.RestoreOptions{From: from, Timeout: timeout, DryRun: dryRun})
+				},
+				report: func(w io.Writer, res *playbooks.RestoreResult, took time.Duration) {
+					printRestore(w, res, dryRun, took)
+				},
+			}.run(cmd.Context())
 		},
 	}
 	ssh.addFlags(cmd)

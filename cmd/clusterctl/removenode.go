@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -61,33 +63,31 @@ func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, n
 	if o.dryRun {
 		return dryRemove(cmd, g, o, env, view, names)
 	}
-	if !o.yes {
-		if err := confirm(g, "remove-node drains and resets "+strings.Join(names, ", "),
-			fmt.Sprintf("remove %s from cluster %q (drain, delete, reset)? [y/N] ", strings.Join(names, ", "), env.Inv.Cluster.Name), yes); err != nil {
-			return err
-		}
-	}
-	err = playbooks.RemoveNode(cmd.Context(), env, names, playbooks.RemoveOptions{DrainTimeout: o.drainTimeout})
-	view.Recap()
-	if err != nil {
-		return failedOnHosts(err)
-	}
-	fmt.Fprintf(g.stdout, "removed %s; remove it from the inventory\n", strings.Join(names, ", "))
-	return nil
+	return change[removeResult]{g: g, view: view, result: "remove_node_result",
+		ask: &question{what: "remove-node drains and resets " + strings.Join(names, ", "),
+			ask: fmt.Sprintf("remove %s from cluster %q (drain, delete, reset)? [y/N] ", strings.Join(names, ", "), env.Inv.Cluster.Name), skip: o.yes},
+		play: func(ctx context.Context) (*removeResult, error) {
+			return &removeResult{Removed: names}, playbooks.RemoveNode(ctx, env, names, playbooks.RemoveOptions{DrainTimeout: o.drainTimeout})
+		},
+		report: func(w io.Writer, res *removeResult, _ time.Duration) {
+			fmt.Fprintf(w, "removed %s; remove it from the inventory\n", strings.Join(res.Removed, ", "))
+		},
+	}.run(cmd.Context())
+}
+
+// removeResult is what remove-node removed.
+type removeResult struct {
+	Removed []string `json:"removed"`
 }
 
 // dryRemove prints what remove-node would do on each named host.
 func dryRemove(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, env *playbooks.Env, view *eventView, names []string) error {
 	var rec planRecorder
-	err := playbooks.RemoveNode(cmd.Context(), env, names, playbooks.RemoveOptions{DrainTimeout: o.drainTimeout, DryRun: true, Record: rec.record})
-	view.Recap()
-	plans := rec.plans(names)
-	if g.Output == "json" {
-		return writePlanLine(g, "remove_node_plan", plans, err)
-	}
-	if err != nil {
-		return failedOnHosts(err)
-	}
-	printDryPlans(g.stdout, plans)
-	return nil
+	return change[planResult]{g: g, view: view, result: "remove_node_plan",
+		play: func(ctx context.Context) (*planResult, error) {
+			err := playbooks.RemoveNode(ctx, env, names, playbooks.RemoveOptions{DrainTimeout: o.drainTimeout, DryRun: true, Record: rec.record})
+			return &planResult{Plan: rec.plans(names)}, err
+		},
+		report: func(w io.Writer, res *planResult, _ time.Duration) { printDryPlans(w, res.Plan) },
+	}.run(cmd.Context())
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -77,61 +80,79 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 	if o.dryRun {
 		return dryReset(cmd, g, o, env, view)
 	}
-	if !o.yes {
-		name := env.Inv.Cluster.Name
-		if err := confirm(g, fmt.Sprintf("reset destroys the cluster on %d host(s)", len(env.Hosts)),
-			fmt.Sprintf("reset destroys cluster %q on %d host(s) (its etcd data included). Type the cluster's name to go on: ", name, len(env.Hosts)),
-			func(a string) bool { return a == name }); err != nil {
-			return err
-		}
-	}
-	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{Force: o.force, Hooks: true})
-	view.Recap()
-	failed, skipped := 0, 0
-	for _, r := range results {
-		switch r.Status {
-		case transport.StatusFailed, transport.StatusUnreachable:
-			failed++
-		case transport.StatusSkipped:
-			skipped++
-		}
-	}
-	if err != nil || failed > 0 {
-		if err == nil {
-			err = fmt.Errorf("reset failed on %d host(s); the local state directory is kept", failed)
-		}
-		return failedOnHosts(err)
-	}
-	if o.removeState {
-		if err := os.RemoveAll(env.StateDir); err != nil {
-			return err
-		}
-		fmt.Fprintf(g.stdout, "reset %d host(s)%s; removed %s\n", len(results)-skipped, leftAlone(skipped), env.StateDir)
-		return nil
-	}
-	fmt.Fprintf(g.stdout, "reset %d host(s)%s; the state directory %s is kept (the next up reuses its CA)\n", len(results)-skipped, leftAlone(skipped), env.StateDir)
-	return nil
+	name := env.Inv.Cluster.Name
+	return change[resetResult]{g: g, view: view, result: "reset_result",
+		ask: &question{what: fmt.Sprintf("reset destroys the cluster on %d host(s)", len(env.Hosts)),
+			ask:    fmt.Sprintf("reset destroys cluster %q on %d host(s) (its etcd data included). Type the cluster's name to go on: ", name, len(env.Hosts)),
+			accept: func(a string) bool { return a == name }, skip: o.yes},
+		play: func(ctx context.Context) (*resetResult, error) {
+			results, err := playbooks.Reset(ctx, env, playbooks.ResetOptions{Force: o.force, Hooks: true})
+			res := &resetResult{}
+			failed := 0
+			for _, r := range results {
+				switch r.Status {
+				case transport.StatusFailed, transport.StatusUnreachable:
+					failed++
+				case transport.StatusSkipped:
+					res.LeftAlone = append(res.LeftAlone, r.Host)
+				default:
+					res.Reset = append(res.Reset, r.Host)
+				}
+			}
+			if err == nil && failed > 0 {
+				err = fmt.Errorf("reset failed on %d host(s); the local state directory is kept", failed)
+			}
+			if err == nil && o.removeState {
+				if err = os.RemoveAll(env.StateDir); err == nil {
+					res.RemovedState = env.StateDir
+				}
+			}
+			return res, err
+		},
+		report: func(w io.Writer, res *resetResult, _ time.Duration) {
+			if res.RemovedState != "" {
+				fmt.Fprintf(w, "reset %d host(s)%s; removed %s\n", len(res.Reset), leftAlone(len(res.LeftAlone)), res.RemovedState)
+				return
+			}
+			fmt.Fprintf(w, "reset %d host(s)%s; the state directory %s is kept (the next up reuses its CA)\n", len(res.Reset), leftAlone(len(res.LeftAlone)), env.StateDir)
+		},
+	}.run(cmd.Context())
+}
+
+// resetResult is what reset did: the hosts reset, those left alone (no mark of this cluster), and the state
+// directory it removed (--remove-state).
+type resetResult struct {
+	Reset        []string `json:"reset"`
+	LeftAlone    []string `json:"leftAlone,omitempty"`
+	RemovedState string   `json:"removedState,omitempty"`
 }
 
 // dryReset prints what reset would do on each host: its hooks, and what of clusterctl's is there to undo.
 func dryReset(cmd *cobra.Command, g *globalOptions, o *resetOptions, env *playbooks.Env, view *eventView) error {
 	var rec planRecorder
-	results, err := playbooks.Reset(cmd.Context(), env, playbooks.ResetOptions{Force: o.force, Hooks: true, DryRun: true, Record: rec.record})
-	view.Recap()
-	plans := rec.plans(hostNamesOf(env.Hosts))
-	if g.Output == "json" {
-		return writePlanLine(g, "reset_plan", plans, err)
-	}
-	for _, r := range results {
-		switch {
-		case r.Status == transport.StatusSkipped:
-			fmt.Fprintf(g.stdout, "%s: left alone: no mark of this cluster (--force would reset it)\n", r.Host)
-		case r.Err != nil:
-			fmt.Fprintf(g.stdout, "%s: %v\n", r.Host, r.Err)
-		}
-	}
-	printDryPlans(g.stdout, plans)
-	return failedOnHosts(err)
+	var results []transport.HostResult
+	return change[planResult]{g: g, view: view, result: "reset_plan",
+		play: func(ctx context.Context) (*planResult, error) {
+			var err error
+			results, err = playbooks.Reset(ctx, env, playbooks.ResetOptions{Force: o.force, Hooks: true, DryRun: true, Record: rec.record})
+			return &planResult{Plan: rec.plans(hostNamesOf(env.Hosts))}, err
+		},
+		// each host's mark, and the plan, also when some host failed
+		notes: func(res *planResult, _ error) {
+			if g.Output == "json" {
+				return
+			}
+			for _, r := range results {
+				switch {
+				case r.Status == transport.StatusSkipped:
+					fmt.Fprintf(g.stdout, "%s: left alone: no mark of this cluster (--force would reset it)\n", r.Host)
+				case r.Err != nil:
+					fmt.Fprintf(g.stdout, "%s: %v\n", r.Host, r.Err)
+				}
+			}
+			printDryPlans(g.stdout, res.Plan)
+		},
+	}.run(cmd.Context())
 }
 
 func leftAlone(n int) string {

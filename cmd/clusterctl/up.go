@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -82,35 +83,33 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 		return err
 	}
 	defer env.Close()
-	start := time.Now()
-	res, err := playbooks.Up(cmd.Context(), env, playbooks.UpOptions{APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
-		DryRun: o.dryRun, Preflight: o.preflight.options(), Hooks: o.hooks, HookHosts: o.hookHosts})
-	view.Recap()
-	if res != nil && res.Preflight != nil && (errors.Is(err, playbooks.ErrPreflight) || res.Preflight.Errors+res.Preflight.Warnings > 0) && g.Output != "json" {
-		printPreflight(g.stderr, res.Preflight, true)
-	}
-	if g.Output == "json" && res != nil {
-		if werr := writeResultLine(g.stdout, "up_result", res, err, nil, time.Since(start)); werr != nil {
-			return werr
-		}
-	}
-	if errors.Is(err, playbooks.ErrPreflight) {
-		if created {
-			dropNewState(env.StateDir)
-		}
-		return &exitError{code: exitFailed, err: errReported}
-	}
-	if err != nil {
-		return failedOnHosts(err)
-	}
-	if g.Output != "json" {
-		if o.dryRun {
-			printPlan(g.stdout, res)
-		} else {
-			printUp(g.stdout, res, time.Since(start))
-		}
-	}
-	return nil
+	return change[playbooks.UpResult]{g: g, view: view, result: "up_result",
+		play: func(ctx context.Context) (*playbooks.UpResult, error) {
+			return playbooks.Up(ctx, env, playbooks.UpOptions{APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
+				DryRun: o.dryRun, Preflight: o.preflight.options(), Hooks: o.hooks, HookHosts: o.hookHosts})
+		},
+		notes: func(res *playbooks.UpResult, err error) {
+			if res != nil && res.Preflight != nil && (errors.Is(err, playbooks.ErrPreflight) || res.Preflight.Errors+res.Preflight.Warnings > 0) && g.Output != "json" {
+				printPreflight(g.stderr, res.Preflight, true)
+			}
+		},
+		failed: func(_ *playbooks.UpResult, err error) error {
+			if !errors.Is(err, playbooks.ErrPreflight) {
+				return failedOnHosts(err)
+			}
+			if created {
+				dropNewState(env.StateDir)
+			}
+			return &exitError{code: exitFailed, err: errReported}
+		},
+		report: func(w io.Writer, res *playbooks.UpResult, took time.Duration) {
+			if o.dryRun {
+				printPlan(w, res)
+			} else {
+				printUp(w, res, took)
+			}
+		},
+	}.run(cmd.Context())
 }
 
 func printPlan(w io.Writer, r *playbooks.UpResult) {
@@ -145,16 +144,6 @@ func (p *planRecorder) plans(hosts []string) []playbooks.HostPlan {
 		out = append(out, playbooks.HostPlan{Host: h, Files: []playbooks.PlannedFile{}, Actions: p.actions[h]})
 	}
 	return out
-}
-
-// writePlanLine writes a dry run's result line (--output json) and returns the run's error as an exit.
-func writePlanLine(g *globalOptions, typ string, plans []playbooks.HostPlan, err error) error {
-	if werr := writeResultLine(g.stdout, typ, struct {
-		Plan []playbooks.HostPlan `json:"plan"`
-	}{plans}, err, nil, 0); werr != nil {
-		return werr
-	}
-	return failedOnHosts(err)
 }
 
 // printDryPlans prints each host's actions and the dry run's closing line.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -114,34 +115,24 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 		}
 		env.Inv.Cluster.Artifacts = abs
 	}
-	if !o.yes && !o.dryRun {
-		if err := confirm(g, "upgrade restarts the control plane node by node and drains every node in turn",
-			fmt.Sprintf("upgrade cluster %q to Kubernetes %s? [y/N] ", env.Inv.Cluster.Name, env.Inv.Cluster.KubernetesVersion), yes); err != nil {
-			return err
-		}
-	}
-	start := time.Now()
-	res, err := playbooks.Upgrade(cmd.Context(), env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,
-		CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options()})
-	view.Recap()
-	if res != nil && res.Preflight != nil && errors.Is(err, playbooks.ErrPreflight) && g.Output != "json" {
-		printPreflight(g.stderr, res.Preflight, false)
-	}
-	if g.Output == "json" && res != nil {
-		if werr := writeResultLine(g.stdout, "upgrade_result", res, err, playbooks.ErrUpgradeRefused, time.Since(start)); werr != nil {
-			return werr
-		}
-	}
-	if errors.Is(err, playbooks.ErrPreflight) {
-		return &exitError{code: exitFailed, err: errReported}
-	}
-	if err != nil {
-		return failedOnHosts(err)
-	}
-	if g.Output != "json" {
-		printUpgrade(g.stdout, res, o.dryRun, time.Since(start))
-	}
-	return nil
+	return change[playbooks.UpgradeResult]{g: g, view: view, result: "upgrade_result", refused: playbooks.ErrUpgradeRefused,
+		ask: &question{what: "upgrade restarts the control plane node by node and drains every node in turn",
+			ask:  fmt.Sprintf("upgrade cluster %q to Kubernetes %s? [y/N] ", env.Inv.Cluster.Name, env.Inv.Cluster.KubernetesVersion),
+			skip: o.yes || o.dryRun},
+		play: func(ctx context.Context) (*playbooks.UpgradeResult, error) {
+			return playbooks.Upgrade(ctx, env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,
+				CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options()})
+		},
+		notes: func(res *playbooks.UpgradeResult, err error) {
+			if res != nil && res.Preflight != nil && errors.Is(err, playbooks.ErrPreflight) && g.Output != "json" {
+				printPreflight(g.stderr, res.Preflight, false)
+			}
+		},
+		failed: preflightFailed[playbooks.UpgradeResult],
+		report: func(w io.Writer, res *playbooks.UpgradeResult, took time.Duration) {
+			printUpgrade(w, res, o.dryRun, took)
+		},
+	}.run(cmd.Context())
 }
 
 func printUpgrade(w io.Writer, r *playbooks.UpgradeResult, dry bool, took time.Duration) {
