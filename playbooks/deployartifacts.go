@@ -148,44 +148,6 @@ func unionArches(arches []string, m *artifacts.Manifest) []string {
 	return arches
 }
 
-// lacks says what the manifest misses for these architectures ("" when nothing): the kubelet, the images,
-// the runtime when clusterctl installs it, the inventory's extra images.
-func (d *deployment) lacks(m *artifacts.Manifest, arches []string) string {
-	if m.KubernetesVersion != d.e.Inv.Cluster.KubernetesVersion {
-		return "holds Kubernetes " + m.KubernetesVersion
-	}
-	for _, arch := range arches {
-		need := []struct{ kind, name string }{{artifacts.KindBinary, "kubelet"}, {artifacts.KindBinary, "kubectl"}}
-		if d.e.Inv.ExternalEtcd() {
-			need = append(need, struct{ kind, name string }{artifacts.KindBinary, "etcd"})
-		}
-		images := slices.Clone(images.Names)
-		for _, ref := range d.e.Inv.Cluster.ExtraImages {
-			images = append(images, pull.ExtraImageName(ref))
-		}
-		if d.e.Inv.Cluster.Registry.Pull {
-			images = nil // the hosts pull them
-		}
-		for _, n := range images {
-			need = append(need, struct{ kind, name string }{artifacts.KindImage, n})
-		}
-		if d.e.Inv.Cluster.InstallsRuntime() {
-			for _, n := range append(slices.Clone(pull.ContainerdBinaries), "runc") {
-				need = append(need, struct{ kind, name string }{artifacts.KindRuntime, n})
-			}
-			for _, n := range pull.CNIPlugins {
-				need = append(need, struct{ kind, name string }{artifacts.KindCNI, n})
-			}
-		}
-		for _, n := range need {
-			if m.Find(n.kind, n.name, arch) == nil {
-				return fmt.Sprintf("has no %s %s for %s", n.kind, n.name, arch)
-			}
-		}
-	}
-	return ""
-}
-
 // hostsHaveWhatTheyNeed checks that hosts have what clusterctl does not install: with the host's own
 // runtime, the CNI plugins (for the bridge network).
 func (d *deployment) hostsHaveWhatTheyNeed() error {
@@ -210,30 +172,6 @@ func (d *deployment) artifactFile(f artifacts.File, p string, mode fs.FileMode) 
 	return transport.File{Path: p, Source: d.artifact(f), Size: f.Size, SHA256: f.SHA256, Mode: mode}
 }
 
-// needed says whether a file of the artifacts goes to a host: what File.NeededBy says for a node, the
-// runtime when clusterctl installs it, the node-local proxy's image when nodes run it, and the inventory's
-// extra images; what File.NeededByEtcdHost says for a host of an external etcd cluster.
-func (d *deployment) needed(f artifacts.File, h *inventory.Host) bool {
-	if d.e.Inv.ExternalEtcd() && h.Has(inventory.RoleEtcd) && f.NeededByEtcdHost() {
-		return true
-	}
-	if !h.IsNode() || (f.Kind == artifacts.KindBinary && f.Name == "etcd") {
-		return false
-	}
-	controlPlane := h.Has(inventory.RoleControlPlane)
-	switch {
-	case f.Kind == artifacts.KindImage && d.e.Inv.Cluster.Registry.Pull:
-		return false // the hosts pull them
-	case f.Kind == artifacts.KindRuntime || f.Kind == artifacts.KindCNI:
-		return d.e.Inv.Cluster.InstallsRuntime()
-	case f.Kind == artifacts.KindImage && f.Name == images.APIServerProxy:
-		return d.localProxy()
-	case f.Kind == artifacts.KindImage && slices.ContainsFunc(d.e.Inv.Cluster.ExtraImages, func(ref string) bool { return pull.ExtraImageName(ref) == f.Name }):
-		return true
-	}
-	return f.NeededBy(controlPlane)
-}
-
 // neededByAny: some host of the run receives the file.
 func (d *deployment) neededByAny(f artifacts.File) bool {
 	return slices.ContainsFunc(d.hosts, func(h *inventory.Host) bool { return d.needed(f, h) })
@@ -243,6 +181,86 @@ func (d *deployment) archNeeded(arch string) bool {
 	for _, f := range d.facts {
 		if f.Arch == arch {
 			return true
+		}
+	}
+	return false
+}
+
+// artifactNeed is a file of an artifacts directory the run's hosts may receive: its kind and name ("": any
+// file of the kind), whether the directory must hold it for each architecture of the run, and which hosts
+// receive it.
+type artifactNeed struct {
+	kind, name string
+	required   bool
+	to         func(h *inventory.Host) bool
+}
+
+// artifactNeeds is the one table of what the run takes from an artifacts directory: what the directory
+// must hold (lacks) and which host receives what (needed).
+func (d *deployment) artifactNeeds() []artifactNeed {
+	c := d.e.Inv.Cluster
+	ext := d.e.Inv.ExternalEtcd()
+	node := (*inventory.Host).IsNode
+	cp := func(h *inventory.Host) bool { return h.Has(inventory.RoleControlPlane) }
+	etcdHost := func(h *inventory.Host) bool { return ext && h.Has(inventory.RoleEtcd) }
+	cpOrEtcd := func(h *inventory.Host) bool { return cp(h) || etcdHost(h) }
+	needs := []artifactNeed{
+		{artifacts.KindBinary, "kubelet", true, node},
+		{artifacts.KindBinary, "kubectl", true, cp},
+		// an external member runs etcd as a unit; everyone with a member, or a client of it, has the tools
+		{artifacts.KindBinary, "etcd", ext, etcdHost},
+		{artifacts.KindBinary, "etcdctl", false, cpOrEtcd},
+		{artifacts.KindBinary, "etcdutl", false, cpOrEtcd},
+	}
+	if !c.Registry.Pull { // else the hosts pull every image
+		for _, n := range images.Names {
+			to := node
+			switch n {
+			case images.APIServer, images.ControllerManager, images.Scheduler, images.Etcd:
+				to = cp
+			case images.APIServerProxy:
+				to = func(h *inventory.Host) bool { return h.IsNode() && d.localProxy() }
+			}
+			needs = append(needs, artifactNeed{artifacts.KindImage, n, true, to})
+		}
+		for _, ref := range c.ExtraImages {
+			needs = append(needs, artifactNeed{artifacts.KindImage, pull.ExtraImageName(ref), true, node})
+		}
+	}
+	if c.InstallsRuntime() {
+		for _, n := range append(slices.Clone(pull.ContainerdBinaries), "runc") {
+			needs = append(needs, artifactNeed{artifacts.KindRuntime, n, true, node})
+		}
+		for _, n := range pull.CNIPlugins {
+			needs = append(needs, artifactNeed{artifacts.KindCNI, n, true, node})
+		}
+		// and whatever else of the runtime the directory has (crictl)
+		needs = append(needs, artifactNeed{artifacts.KindRuntime, "", false, node}, artifactNeed{artifacts.KindCNI, "", false, node})
+	}
+	return needs
+}
+
+// lacks says what the manifest misses for these architectures ("" when nothing).
+func (d *deployment) lacks(m *artifacts.Manifest, arches []string) string {
+	if m.KubernetesVersion != d.e.Inv.Cluster.KubernetesVersion {
+		return "holds Kubernetes " + m.KubernetesVersion
+	}
+	needs := d.artifactNeeds()
+	for _, arch := range arches {
+		for _, n := range needs {
+			if n.required && m.Find(n.kind, n.name, arch) == nil {
+				return fmt.Sprintf("has no %s %s for %s", n.kind, n.name, arch)
+			}
+		}
+	}
+	return ""
+}
+
+// needed says whether a file of the artifacts goes to a host.
+func (d *deployment) needed(f artifacts.File, h *inventory.Host) bool {
+	for _, n := range d.artifactNeeds() {
+		if n.kind == f.Kind && (n.name == f.Name || n.name == "") {
+			return n.to(h)
 		}
 	}
 	return false

@@ -212,24 +212,3 @@ func HashFile(path string) (string, int64, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
-
-// NeededBy says whether the file goes to a control-plane node (controlPlane) or a worker: workers run the
-// kubelet, kube-proxy, CoreDNS and the pause image; control-plane nodes also kubectl, etcdctl and the
-// control plane.
-func (f File) NeededBy(controlPlane bool) bool {
-	switch f.Name {
-	case "kubelet", "kube-proxy", "coredns", "pause":
-		return f.Kind == KindImage || f.Name == "kubelet"
-	case "kubectl", "etcdctl", "etcdutl":
-		return controlPlane && f.Kind == KindBinary
-	case "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd":
-		return controlPlane && f.Kind == KindImage
-	}
-	return false
-}
-
-// NeededByEtcdHost says whether the file goes to a host of an external etcd cluster: etcd, and etcdctl and
-// etcdutl for status, snapshots and restores, as binaries (the member runs as a systemd unit).
-func (f File) NeededByEtcdHost() bool {
-	return f.Kind == KindBinary && (f.Name == "etcd" || f.Name == "etcdctl" || f.Name == "etcdutl")
-}

@@ -71,22 +71,3 @@ func TestLoadRejectsUnknownFields(t *testing.T) {
 		t.Errorf("Load = %v", err)
 	}
 }
-
-func TestNeededBy(t *testing.T) {
-	for _, tc := range []struct {
-		f        File
-		cp, node bool
-	}{
-		{File{Kind: KindBinary, Name: "kubelet"}, true, true},
-		{File{Kind: KindImage, Name: "kube-proxy"}, true, true},
-		{File{Kind: KindImage, Name: "pause"}, true, true},
-		{File{Kind: KindBinary, Name: "kubectl"}, true, false},
-		{File{Kind: KindImage, Name: "etcd"}, true, false},
-		{File{Kind: KindBinary, Name: "etcd"}, false, false},
-		{File{Kind: KindImage, Name: "unknown"}, false, false},
-	} {
-		if tc.f.NeededBy(true) != tc.cp || tc.f.NeededBy(false) != tc.node {
-			t.Errorf("%+v: control plane %v, worker %v", tc.f, tc.f.NeededBy(true), tc.f.NeededBy(false))
-		}
-	}
-}
