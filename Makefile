@@ -159,7 +159,7 @@ artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FRO
 bench: ## Go benchmarks of every package (go test -bench), numbers printed
 	go test -run '^$$' -bench . -benchmem ./...
 
-bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime (root)
+bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime; BASE=REV: each run followed by one of the code at REV (root; SIZES, RUNS)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	LAYER=$(if $(BARE),bare,node) test/bench/up.sh
 

@@ -2,9 +2,11 @@
 # up.sh — the `clusterctl up` benchmark (make bench-up): time from bare lab hosts to all Nodes Ready, by
 # phase, for each cluster size, then the time of a second (no-op) run on the healthy cluster. Hosts are the
 # lab's nspawn hosts on this machine; Kubernetes comes from the lab's artifacts directory (air-gapped).
-# LAYER=bare starts hosts with nothing but systemd and OpenSSH: up installs the runtime too.
+# LAYER=bare starts hosts with nothing but systemd and OpenSSH: up installs the runtime too. BASE=REV runs,
+# after each run of the code now, one of clusterctl built from REV on fresh hosts: the two compared in one
+# session on one machine.
 #
-#   SIZES="1+2 1+5" RUNS=1 LAYER=node|bare test/bench/up.sh
+#   SIZES="1+2 1+5" RUNS=1 LAYER=node|bare BASE=REV test/bench/up.sh
 set -euo pipefail
 exec 9>&-
 SIZES=${SIZES:-"1+2 1+5"}
@@ -14,32 +16,36 @@ NAME=benchup
 # shellcheck source=lablib.sh
 . "$(dirname "$0")/lablib.sh"
 
+build_base "${BASE:-}"
 ms() { date +%s%3N; }
 ncpu=$(nproc)
 echo "hosts: $LAYER"
-printf '%-6s %-4s %8s %8s %s\n' size run up_s rerun_s "phases of the first run (s), peak RSS of up/re-run"
+printf '%-6s %-4s %-5s %8s %8s %s\n' size run code up_s rerun_s "phases (s), peak RSS of up/re-run"
 for size in $SIZES; do
   cps=${size%+*} workers=${size#*+}
   for run in $(seq 1 "$RUNS"); do
-    dir=$W/$size-$run
-    mkdir -p "$dir"
-    "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts $((cps + workers)) --control-planes "$cps" --layer "$LAYER" >/dev/null 2>&1
-    lab_inventory "$dir" >"$dir/cluster.yaml"
-    # Peak RSS (GNU time's %M, KiB) of each run goes to its .rss file, with up's user and system CPU seconds.
-    b0=$(busy)
-    /usr/bin/time -f '%M %U %S' -o "$dir/up.rss" "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" "$dir/up.json" >&2; exit 1; }
-    cpu=$(echo "$(busy) - $b0" | bc -l)
-    /usr/bin/time -f %M -o "$dir/rerun.rss" "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/rerun.json" 2>"$dir/rerun.err" || { tail -5 "$dir/rerun.err" "$dir/rerun.json" >&2; exit 1; }
-    t0=$(ms)
-    "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
-    down=$(( $(ms) - t0 ))
-    up=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$dir/up.json")
-    rerun=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$dir/rerun.json")
-    phases=$(jq -r 'select(.type=="up_result") | [.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" ")' "$dir/up.json")
-    # Per host: the push's time on it.
-    pushes=$(jq -r 'select(.type=="host_done" and .play=="push") | "\(.host)=\(.duration_ms/100|round/10)"' "$dir/up.json" | tr '\n' ' ')
-    read -r rss user sys <"$dir/up.rss"
-    printf '%-6s %-4s %8.1f %8.1f %s (push by host: %s; peak RSS %d/%d MiB; CPU busy during up %.1fs, /%d CPUs = %.1fs, of it clusterctl %.1fs; lab down %.1fs)\n' "$size" "$run" "$up" "$rerun" "$phases" \
-      "${pushes% }" $(( rss / 1024 )) $(( $(cat "$dir/rerun.rss") / 1024 )) "$cpu" "$ncpu" "$(echo "$cpu/$ncpu" | bc -l)" "$(echo "$user+$sys" | bc -l)" "$(echo "$down/1000" | bc -l)"
+    for code in "${codes[@]}"; do
+      clusterctl=$(bin "$code")
+      dir=$W/$size-$run-$code
+      mkdir -p "$dir"
+      "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$dir" --hosts $((cps + workers)) --control-planes "$cps" --layer "$LAYER" >/dev/null 2>&1
+      lab_inventory "$dir" >"$dir/cluster.yaml"
+      # Peak RSS (GNU time's %M, KiB) of each run goes to its .rss file, with up's user and system CPU seconds.
+      b0=$(busy)
+      /usr/bin/time -f '%M %U %S' -o "$dir/up.rss" "$clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" "$dir/up.json" >&2; exit 1; }
+      cpu=$(echo "$(busy) - $b0" | bc -l)
+      /usr/bin/time -f %M -o "$dir/rerun.rss" "$clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/rerun.json" 2>"$dir/rerun.err" || { tail -5 "$dir/rerun.err" "$dir/rerun.json" >&2; exit 1; }
+      t0=$(ms)
+      "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
+      down=$(( $(ms) - t0 ))
+      up=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$dir/up.json")
+      rerun=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$dir/rerun.json")
+      phases=$(jq -r 'select(.type=="up_result") | [.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" ")' "$dir/up.json")
+      # Per host: the push's time on it.
+      pushes=$(jq -r 'select(.type=="host_done" and .play=="push") | "\(.host)=\(.duration_ms/100|round/10)"' "$dir/up.json" | tr '\n' ' ')
+      read -r rss user sys <"$dir/up.rss"
+      printf '%-6s %-4s %-5s %8.1f %8.1f %s (push by host: %s; peak RSS %d/%d MiB; CPU busy during up %.1fs, /%d CPUs = %.1fs, of it clusterctl %.1fs; lab down %.1fs)\n' "$size" "$run" "$code" "$up" "$rerun" "$phases" \
+        "${pushes% }" $(( rss / 1024 )) $(( $(cat "$dir/rerun.rss") / 1024 )) "$cpu" "$ncpu" "$(echo "$cpu/$ncpu" | bc -l)" "$(echo "$user+$sys" | bc -l)" "$(echo "$down/1000" | bc -l)"
+    done
   done
 done
