@@ -66,6 +66,7 @@ func (u *upgradeRun) check(ctx context.Context) error {
 	reasons = append(reasons, skew...)
 	if from != nil && u.res.From == "" {
 		u.res.From = "v" + from.String()
+		u.keepFrom()
 	}
 	var notReady []string
 	for _, h := range u.e.Inv.Hosts {

@@ -40,18 +40,20 @@ func (u *upgradeRun) loadState() error {
 	return nil
 }
 
-// saveState changes the journal (the version upgraded from recorded with the first change); a dry run
-// reads it but never writes it.
+// keepFrom puts the version upgraded from, once check has found it, in a journal not written yet: its
+// first change writes it. A journal that is not written (nothing changed) blocks no other upgrade.
+func (u *upgradeRun) keepFrom() {
+	if u.st != nil && u.st.Data.From == "" {
+		u.st.Data.From = u.res.From
+	}
+}
+
+// saveState changes the journal's data; a dry run reads the journal but never writes it.
 func (u *upgradeRun) saveState(change func(*upgradeData)) error {
 	if u.o.DryRun {
 		return nil
 	}
-	return u.st.Update(func(j *statedir.Journal[upgradeData]) {
-		if j.Data.From == "" {
-			j.Data.From = u.res.From
-		}
-		change(&j.Data)
-	})
+	return u.st.Update(func(j *statedir.Journal[upgradeData]) { change(&j.Data) })
 }
 
 func (u *upgradeRun) isDone(step string) bool { return u.st.IsDone(step) }
@@ -59,15 +61,15 @@ func (u *upgradeRun) isDone(step string) bool { return u.st.IsDone(step) }
 func (u *upgradeRun) current(host string) bool { return u.st.IsCurrent(host) }
 
 func (u *upgradeRun) markDone(step string, hosts ...string) error {
-	if err := u.saveState(func(*upgradeData) {}); err != nil || u.o.DryRun {
-		return err
+	if u.o.DryRun {
+		return nil
 	}
 	return u.st.MarkDone(step, hosts...)
 }
 
 func (u *upgradeRun) markCurrent(hosts ...string) error {
-	if err := u.saveState(func(*upgradeData) {}); err != nil || u.o.DryRun {
-		return err
+	if u.o.DryRun {
+		return nil
 	}
 	return u.st.Begin(hosts...)
 }

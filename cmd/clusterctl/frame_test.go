@@ -66,7 +66,7 @@ func TestChangeFrame(t *testing.T) {
 			if !strings.HasPrefix(out.String(), tc.wantOut) || tc.wantOut == "" && out.Len() > 0 {
 				t.Errorf("stdout %q, want %q", out.String(), tc.wantOut)
 			}
-			if tc.output == "json" && json.Valid(out.Bytes()) != true {
+			if tc.output == "json" && !json.Valid(out.Bytes()) {
 				t.Errorf("not one JSON line: %q", out.String())
 			}
 		})

@@ -67,7 +67,10 @@ func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, n
 		ask: &question{what: "remove-node drains and resets " + strings.Join(names, ", "),
 			ask: fmt.Sprintf("remove %s from cluster %q (drain, delete, reset)? [y/N] ", strings.Join(names, ", "), env.Inv.Cluster.Name), skip: o.yes},
 		play: func(ctx context.Context) (*removeResult, error) {
-			return &removeResult{Removed: names}, playbooks.RemoveNode(ctx, env, names, playbooks.RemoveOptions{DrainTimeout: o.drainTimeout})
+			if err := playbooks.RemoveNode(ctx, env, names, playbooks.RemoveOptions{DrainTimeout: o.drainTimeout}); err != nil {
+				return nil, err // what was removed before the failure is in the events
+			}
+			return &removeResult{Removed: names}, nil
 		},
 		report: func(w io.Writer, res *removeResult, _ time.Duration) {
 			fmt.Fprintf(w, "removed %s; remove it from the inventory\n", strings.Join(res.Removed, ", "))
