@@ -159,16 +159,26 @@ const (
 	// CNIBridge is the standard bridge plugin with each node's pod range and routes between nodes: it
 	// needs no image and suits nodes on one L2 network.
 	CNIBridge = "bridge"
+	// CNIFlannel is flannel's VXLAN overlay (flanneld as a DaemonSet): nodes on routed subnets.
+	CNIFlannel = "flannel"
 	// CNIManifests applies the user's manifests (Calico, Cilium, ...) after the control plane is up.
 	CNIManifests = "manifests"
 	// CNINone leaves pod networking to the user; nodes stay NotReady until they set it up.
 	CNINone = "none"
 )
 
+// CNIPlugins are the values of cni.plugin: the pod networks of tasks/bridge and tasks/flannel (each
+// registered in playbooks/networks.go), the user's manifests, or none.
+var CNIPlugins = []string{CNIBridge, CNIFlannel, CNIManifests, CNINone}
+
 // CNI says which pod network clusterctl sets up.
 type CNI struct {
-	// Plugin is bridge (default), manifests or none.
+	// Plugin is bridge (default: nodes on one L2 segment), flannel (VXLAN: nodes on routed subnets),
+	// manifests or none.
 	Plugin string `yaml:"plugin" json:"plugin"`
+	// MTU is the Pods' interfaces' MTU with bridge or flannel: 1280 or more. Default: with flannel, the
+	// node interface's MTU minus VXLAN's 50 bytes (70 over IPv6); with bridge, the bridge's.
+	MTU int `yaml:"mtu,omitempty" json:"mtu,omitempty"`
 	// Manifests are YAML files applied with server-side apply when Plugin is manifests; relative to the
 	// inventory's directory.
 	Manifests []string `yaml:"manifests,omitempty" json:"manifests,omitempty"`

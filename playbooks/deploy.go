@@ -37,7 +37,7 @@ func newDeployment(e *Env, hosts []*inventory.Host, o deployOptions) (*deploymen
 	if !slices.Contains(hosts, cp1) {
 		hosts = append([]*inventory.Host{cp1}, hosts...)
 	}
-	return &deployment{e: e, o: o, plan: &plan{hosts: hosts, cp1: cp1, facts: map[string]*tasks.Facts{}, nodeIPs: map[string]string{}},
+	return &deployment{e: e, o: o, plan: &plan{hosts: hosts, cp1: cp1, net: networkOf(e.Inv), facts: map[string]*tasks.Facts{}, nodeIPs: map[string]string{}},
 		rec: &recorder{restartKubelet: map[string]bool{}, outcomes: map[string]*apply.Outcome{}}}, nil
 }
 
@@ -132,7 +132,7 @@ func (d *deployment) render(ctx context.Context) error {
 		stateDir = d.o.PKIDir
 	}
 	res, err := render.Render(render.Options{Registry: reg, Inv: d.e.Inv, StateDir: stateDir, Now: d.o.Now, Renew: d.o.Renew, Images: art.images,
-		KubeletPath: art.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: cps,
+		KubeletPath: art.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: cps, NetworkFiles: d.net.NodeFiles(),
 		InstallRuntime: d.e.Inv.Cluster.InstallsRuntime(), EtcdJoin: etcdJoin, EtcdMembers: etcdMembers})
 	if err != nil {
 		return err
@@ -187,6 +187,11 @@ func (d *deployment) node(name string) (apply.Node, error) {
 	h := d.e.Inv.Host(name)
 	n := apply.Node{Mark: transport.File{Path: kubeadm.MemberPath, Data: []byte(d.member + "\n"), Mode: 0o644}, Dry: d.o.DryRun,
 		EtcdUnit: d.e.Inv.ExternalEtcd() && h.Has(inventory.RoleEtcd), EtcdOnly: !h.IsNode()}
+	for _, f := range d.net.NodeFiles() {
+		if f.Unit {
+			n.NetworkUnits = append(n.NetworkUnits, f.Path)
+		}
+	}
 	for _, hf := range d.rendered.Hosts {
 		if hf.Host == name {
 			n.Files = append(n.Files, hf.Files...)

@@ -54,7 +54,7 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 		m, err = pull.Pull(ctx, pull.Options{KubernetesVersion: c.KubernetesVersion, Arches: arches, Dir: a.artDir, SkipImages: c.Registry.Pull,
 			Sources: pull.DefaultSources().Override(pull.SourcesOf(c.Downloads)), ImageRepository: c.ImageRepository,
 			Checksums: checksums, AllowHTTP: c.Downloads.AllowHTTP, InsecureRegistries: c.Downloads.InsecureRegistries,
-			ExtraImages: c.ExtraImages, Events: func(ev pull.Event) {
+			ExtraImages: c.ExtraImages, Optional: d.net.Images(), Events: func(ev pull.Event) {
 				if ev.Type == pull.EventFileDone && !ev.Cached {
 					d.e.say("artifacts", "", "%s: %d bytes in %dms, verified", ev.File, ev.Bytes, ev.DurationMS)
 				}
@@ -149,14 +149,15 @@ func unionArches(arches []string, m *artifacts.Manifest) []string {
 }
 
 // hostsHaveWhatTheyNeed checks that hosts have what clusterctl does not install: with the host's own
-// runtime, the CNI plugins (for the bridge network).
+// runtime, the CNI plugins the pod network needs.
 func (d *deployment) hostsHaveWhatTheyNeed() error {
-	if d.e.Inv.Cluster.InstallsRuntime() {
+	need := d.net.Binaries()
+	if d.e.Inv.Cluster.InstallsRuntime() || len(need) == 0 {
 		return nil
 	}
 	for name, f := range d.facts {
-		if d.e.Inv.Cluster.CNI.Plugin == inventory.CNIBridge && f.CNIBinDir == "" {
-			return fmt.Errorf("%s has no CNI plugins (bridge, host-local, portmap in /opt/cni/bin or /usr/lib/cni): install your distribution's CNI plugins package (containernetworking-plugins), or let clusterctl install them (cluster.containerRuntime: artifacts)", name)
+		if f.CNIBinDir == "" {
+			return fmt.Errorf("%s has no CNI plugins (%s in /opt/cni/bin or /usr/lib/cni): install your distribution's CNI plugins package (containernetworking-plugins), or let clusterctl install them (cluster.containerRuntime: artifacts)", name, strings.Join(need, ", "))
 		}
 	}
 	return nil
@@ -225,6 +226,9 @@ func (d *deployment) artifactNeeds() []artifactNeed {
 		}
 		for _, ref := range c.ExtraImages {
 			needs = append(needs, artifactNeed{artifacts.KindImage, pull.ExtraImageName(ref), true, node})
+		}
+		for _, n := range d.net.Images() {
+			needs = append(needs, artifactNeed{artifacts.KindImage, n, true, node})
 		}
 	}
 	if c.InstallsRuntime() {

@@ -9,6 +9,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
+	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/render"
 )
 
@@ -22,6 +23,8 @@ type plan struct {
 	// hosts are the hosts acted on, the first control-plane host (cp1) among them.
 	hosts []*inventory.Host
 	cp1   *inventory.Host
+	// net is the pod network (cni.plugin), chosen once.
+	net network.Plugin
 
 	facts   map[string]*tasks.Facts
 	nodeIPs map[string]string // inventory.Host.NodeIP of each host, with its facts

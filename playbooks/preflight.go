@@ -11,6 +11,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -194,6 +195,24 @@ func (p *preflightRun) check() {
 		}
 	}
 	p.add(tasks.DuplicateNodeAddresses(addrs)...)
+	p.add(networkOf(p.e.Inv).Check(p.networkNodes(addrs))...)
+}
+
+// networkNodes are the inventory's nodes as the pod network's check sees them: the run's with their facts.
+func (p *preflightRun) networkNodes(addrs map[string]string) []network.Node {
+	var out []network.Node
+	for i := range p.e.Inv.Hosts {
+		h := &p.e.Inv.Hosts[i]
+		if !h.IsNode() || addrs[h.Name] == "" {
+			continue
+		}
+		n := network.Node{Host: h.Name, Name: h.NodeName, IP: addrs[h.Name]}
+		if ph := p.byHost[h.Name]; ph != nil {
+			n.InRun, n.Facts = true, ph.Facts
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // tally drops, on this cluster's members, what clusterctl made there itself; applies --ignore; counts.

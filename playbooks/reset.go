@@ -139,7 +139,7 @@ func (r *resetRun) reset(ctx context.Context) error {
 		}
 		runtime = append(runtime, kubeadm.ContainerdUnit)
 	}
-	files := apply.ResetFiles{Binaries: binaries, Runtime: runtime}
+	files := apply.ResetFiles{Binaries: binaries, Runtime: runtime, Network: networkLeftovers()}
 	var err error
 	r.results, err = e.play(ctx, Play{Name: "reset", Hosts: r.reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
 		conn := e.Conn(name)

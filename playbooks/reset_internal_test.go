@@ -3,9 +3,12 @@ package playbooks
 import (
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -14,7 +17,7 @@ import (
 // the delta removes the KUBE- chains and the rules of other chains that jump to them, and nothing else
 // (a foreign rule that merely mentions KUBE- in a comment stays).
 func TestResetIptablesDelta(t *testing.T) {
-	s := scripts.Reset(nil, nil, transport.BackupDir, transport.AbsentSuffix)
+	s := scripts.Reset(nil, nil, transport.BackupDir, transport.AbsentSuffix, scripts.NetworkLeftovers{})
 	start := strings.Index(s, "for cmd in iptables ip6tables")
 	end := strings.Index(s[start:], "\ndone\n") + start + len("\ndone\n")
 	part := s[start:end]
@@ -61,5 +64,33 @@ COMMIT
 `
 	if string(got) != want {
 		t.Errorf("iptables-restore got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestNetworkLeftovers: reset removes what every pod network leaves, each once (the scripts' golden of
+// reset uses the same list).
+func TestNetworkLeftovers(t *testing.T) {
+	got := networkLeftovers()
+	want := scripts.NetworkLeftovers{
+		Files: []string{"/etc/cni/net.d/10-clusterctl-bridge.conflist", "/etc/cni/net.d/10-clusterctl-flannel.conflist",
+			"/etc/systemd/system/clusterctl-pod-routes.service", "/var/lib/clusterctl/pod-routes"},
+		Dirs: []string{"/run/flannel"}, Links: []string{"cni0", "flannel.1"}, Networks: []string{"clusterctl-bridge", "clusterctl-flannel"},
+		Chains: []string{"FLANNEL-"}, Networkd: "/etc/systemd/networkd.conf.d/clusterctl.conf",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("networkLeftovers() = %+v, want %+v", got, want)
+	}
+}
+
+// TestNetworksRegistered: every value of cni.plugin has a pod network, and nothing else does.
+func TestNetworksRegistered(t *testing.T) {
+	var names []string
+	for name := range networks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	want := slices.Sorted(slices.Values(inventory.CNIPlugins))
+	if !slices.Equal(names, want) {
+		t.Errorf("networks = %v, inventory.CNIPlugins = %v", names, want)
 	}
 }

@@ -41,7 +41,7 @@ type UpResult struct {
 	Phases          []PhaseTiming     `json:"phases"`
 	Preflight       *PreflightReport  `json:"preflight,omitempty"`
 	Unapproved      map[string]string `json:"unapprovedCSRs,omitempty"`
-	// SkippedRoutes are the nodes whose pod routes were not written, with the reason (see cni.Vet).
+	// SkippedRoutes are the nodes whose pod routes were not written, with the reason (see bridge.Vet).
 	SkippedRoutes []string   `json:"skippedRoutes,omitempty"`
 	Plan          []HostPlan `json:"plan,omitempty"`
 	// BytesPushed is the file content written to hosts in this run (unchanged files cost nothing here).

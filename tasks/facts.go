@@ -45,7 +45,8 @@ type Facts struct {
 	MemoryKB      int64             `json:"memoryKB"`
 	Addresses     []Address         `json:"addresses"`
 	DefaultIface  string            `json:"defaultInterface,omitempty"`
-	MACs          map[string]string `json:"macs"` // interface -> MAC
+	MACs          map[string]string `json:"macs"`           // interface -> MAC
+	MTUs          map[string]int    `json:"mtus,omitempty"` // interface -> MTU
 	ProductUUID   string            `json:"productUUID,omitempty"`
 	MachineID     string            `json:"machineID"`
 	BootID        string            `json:"bootID"`
@@ -102,6 +103,16 @@ func (f *Facts) ListensOn(port int) bool {
 		}
 	}
 	return false
+}
+
+// IfaceOf is the interface that holds the address ip ("" when none does).
+func (f *Facts) IfaceOf(ip string) string {
+	for _, a := range f.Addresses {
+		if strings.SplitN(a.CIDR, "/", 2)[0] == ip {
+			return a.Iface
+		}
+	}
+	return ""
 }
 
 // HasAddress reports whether ip is one of the host's addresses.
@@ -269,6 +280,13 @@ func (f *Facts) parse(key, val string, unit *string) {
 	case "mac":
 		if first != "lo" && rest != "00:00:00:00:00:00" {
 			f.MACs[first] = rest
+		}
+	case "mtu":
+		if n, err := strconv.Atoi(rest); err == nil && n > 0 && n <= 65535 && first != "lo" {
+			if f.MTUs == nil {
+				f.MTUs = map[string]int{}
+			}
+			f.MTUs[first] = n
 		}
 	case "listen":
 		if l, ok := parseProcNetTCP(val); ok {

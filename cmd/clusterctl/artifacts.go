@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/playbooks"
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
 )
@@ -141,6 +142,7 @@ func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
 			req.ImageRepository = c.ImageRepository
 		}
 		req.ExtraImages = append(req.ExtraImages, c.ExtraImages...)
+		req.Optional = playbooks.NetworkImages(inv)
 		req.SkipImages = req.SkipImages || c.Registry.Pull
 		sources = sources.Override(pull.SourcesOf(c.Downloads))
 		if c.Downloads.Checksums != "" {

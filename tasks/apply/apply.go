@@ -110,6 +110,8 @@ type Node struct {
 	Stamps, VersionCache string
 	// EtcdUnit: the host runs a member of an external etcd cluster; EtcdOnly: nothing else (no node).
 	EtcdUnit, EtcdOnly bool
+	// NetworkUnits are the pod network's units among the files.
+	NetworkUnits []string
 }
 
 // Push puts a node's files and applies what they need (templates/files/setup.sh).
@@ -131,7 +133,7 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 // SetupScript is the script Push runs after writing a node's files, changed those it wrote.
 func SetupScript(n Node, changed []string) string {
 	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps,
-		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly})
+		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly, NetworkUnits: n.NetworkUnits})
 }
 
 // Etcd starts or restarts an external etcd member as scripts.Etcd says.

@@ -28,8 +28,19 @@ const (
 // ProxyImage is the node-local API proxy's image.
 const ProxyImage = "docker.io/library/haproxy:3.2"
 
+// Flannel is flanneld's image (cni.plugin flannel), at the release tasks/flannel deploys.
+const (
+	Flannel        = "flannel"
+	FlannelVersion = "v0.28.10"
+	FlannelImage   = "ghcr.io/flannel-io/flannel:" + FlannelVersion
+)
+
 // Names are every image a cluster runs.
 var Names = []string{APIServer, ControllerManager, Scheduler, Proxy, Etcd, CoreDNS, Pause, APIServerProxy}
+
+// Optional are the images only some clusters run (a pod network's): an artifacts directory holds them
+// when its inventory asks for them.
+var Optional = map[string]string{Flannel: FlannelImage}
 
 // Set is the images of one cluster.
 type Set struct {
@@ -88,6 +99,11 @@ func (s Set) WithManifest(m *artifacts.Manifest, arch string) Set {
 			s.exact[name] = f.Image
 		}
 	}
+	for name := range Optional {
+		if f := m.Find(artifacts.KindImage, name, arch); f != nil {
+			s.exact[name] = f.Image
+		}
+	}
 	return s
 }
 
@@ -108,6 +124,12 @@ func (s Set) Ref(name string) string {
 			return s.Repository + "/haproxy:" + ProxyImage[strings.LastIndexByte(ProxyImage, ':')+1:]
 		}
 		return ProxyImage
+	}
+	if ref, ok := Optional[name]; ok {
+		if s.fromRegistry { // <repository>/<last path element>:<tag>, as the proxy's
+			return s.Repository + ref[strings.LastIndexByte(ref, '/'):]
+		}
+		return ref
 	}
 	return s.Repository + "/" + name + ":" + s.Kubernetes
 }

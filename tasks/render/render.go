@@ -23,12 +23,12 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
-	"github.com/clusterctl/clusterctl/tasks/cni"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
+	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/statedir"
 	"github.com/clusterctl/clusterctl/templates"
@@ -54,6 +54,8 @@ type Options struct {
 	Containerized map[string]bool
 	// CNIBinDir is where the CNI plugins are on hosts (/opt/cni/bin upstream, /usr/lib/cni on Debian).
 	CNIBinDir string
+	// NetworkFiles are the pod network's files every node gets (network.Plugin.NodeFiles).
+	NetworkFiles []network.File
 	// Registry, when set, is the private registry hosts pull images from.
 	Registry *Registry
 	// InstallRuntime: clusterctl installs containerd 2 (and runc, the CNI plugins) from the artifacts;
@@ -373,10 +375,8 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	add(kubeadm.SysctlConfig, r.sysctl, modePublic)
 	add(kubeadm.ModulesConfig, r.modules, modePublic)
 	add(kubeadm.CACert, r.tr.bundle["ca"], modePublic)
-	if c.CNI.Plugin == inventory.CNIBridge {
-		// Its routes come once the node has its pod range (the network step).
-		add(cni.RoutesUnitPath, cni.RoutesUnit(), modePublic)
-		add(cni.NetworkdDropInPath, cni.NetworkdDropIn(), modePublic)
+	for _, f := range o.NetworkFiles {
+		add(f.Path, f.Data, f.Mode)
 	}
 	if r.localProxy {
 		if err := proxyFiles(o, h.NodeName, add); err != nil {

@@ -16,14 +16,25 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // Every script, for representative values (an IPv6 address, dotted host names, a registry with a port,
 // a value with quotes and a command substitution in it), is compared with its golden file and checked by
 // sh -n: what runs on hosts is reviewed here, exactly.
+// testNetwork is what playbooks' reset passes: every pod network's leftovers (networkLeftovers).
+var testNetwork = NetworkLeftovers{
+	Files: []string{"/etc/cni/net.d/10-clusterctl-bridge.conflist", "/etc/cni/net.d/10-clusterctl-flannel.conflist",
+		"/etc/systemd/system/clusterctl-pod-routes.service", "/var/lib/clusterctl/pod-routes"},
+	Dirs: []string{"/run/flannel"}, Links: []string{"cni0", "flannel.1"}, Networks: []string{"clusterctl-bridge", "clusterctl-flannel"},
+	Chains: []string{"FLANNEL-"}, Networkd: "/etc/systemd/networkd.conf.d/clusterctl.conf",
+}
+
+// routesUnit is the pod routes unit (tasks/bridge), a pod network's unit.
+const routesUnit = "/etc/systemd/system/clusterctl-pod-routes.service"
+
 func TestGolden(t *testing.T) {
 	restoreCheck := RestoreCheckParams{Etcdutl: kubeadm.Binary("etcdutl"), Manifest: kubeadm.Manifest(kubeadm.Etcd), Held: EtcdHold + "/" + kubeadm.Etcd + ".yaml"}
 	hostile := "registry.example.com:5000/k8s/pause:3.10'$(id)'"
 	cases := map[string]string{
-		"setup":                   Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}}),
-		"setup-runtime-dry":       Setup(SetupParams{Runtime: []string{kubeadm.RuntimeBinary("containerd"), kubeadm.RuntimeBinary("runc")}, Dry: true}),
+		"setup":                   Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}, NetworkUnits: []string{routesUnit}}),
+		"setup-runtime-dry":       Setup(SetupParams{Runtime: []string{kubeadm.RuntimeBinary("containerd"), kubeadm.RuntimeBinary("runc")}, Dry: true, NetworkUnits: []string{routesUnit}}),
 		"setup-etcd-only":         Setup(SetupParams{EtcdOnly: true, Changed: []string{kubeadm.EtcdUnit}}),
-		"setup-etcd-worker":       Setup(SetupParams{EtcdUnit: true}),
+		"setup-etcd-worker":       Setup(SetupParams{EtcdUnit: true, NetworkUnits: []string{routesUnit}}),
 		"etcd":                    Etcd(EtcdParams{RestartTimeout: 120}),
 		"kubelet-worker":          Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.Binary("kubelet")}}),
 		"kubelet-restart":         Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.KubeletKubeconfig}, Restart: true, Dry: true}),
@@ -48,7 +59,8 @@ func TestGolden(t *testing.T) {
 		"etcd-restore-check-unit": RestoreCheck(RestoreCheckParams{Etcdutl: restoreCheck.Etcdutl, Unit: kubeadm.EtcdUnit}),
 		"etcd-release":            ReleaseManifests(EtcdHold, kubeadm.ManifestsDir, "etcd.yaml"),
 		"etcd-restore":            RestoreEtcd(EtcdRestoreParams{Snapshot: kubeadm.StateDir + "/etcd-restore/snapshot.db", Name: "cp1.lab", PeerURL: "https://[fd00:10::11]:2380", InitialCluster: "cp1.lab=https://[fd00:10::11]:2380,cp2=https://10.0.0.12:2380", Token: "restore-'$(id)'", Bump: 1000000000}),
-		"reset":                   Reset([]string{kubeadm.Binary("kubelet"), kubeadm.Binary("kubectl")}, []string{kubeadm.RuntimeBinary("runc"), kubeadm.ContainerdUnit}, "/var/lib/clusterctl/backup", ".absent"),
+		"reset":                   Reset([]string{kubeadm.Binary("kubelet"), kubeadm.Binary("kubectl")}, []string{kubeadm.RuntimeBinary("runc"), kubeadm.ContainerdUnit}, "/var/lib/clusterctl/backup", ".absent", testNetwork),
+		"reset-plan":              ResetPlan([]string{kubeadm.Binary("kubelet")}, nil, "/var/lib/clusterctl/backup", testNetwork),
 	}
 	for name, script := range cases {
 		file := filepath.Join("testdata", name+".sh")

@@ -3,20 +3,29 @@ set -u
 systemctl is-active -q kubelet.service && echo "action: stop and disable the kubelet"
 grep -qs 'Managed by clusterctl' /etc/systemd/system/etcd.service && echo "action: stop and remove the etcd member's unit (external etcd)"
 [ -f /etc/systemd/system/clusterctl-pod-routes.service ] && echo "action: remove the pod routes and the Service rule, and their unit"
-[ -f {{q .Networkd}} ] && echo "action: remove systemd-networkd's drop-in {{.Networkd}}"
+[ -f {{q .Net.Networkd}} ] && echo "action: remove systemd-networkd's drop-in {{.Net.Networkd}}"
 if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
   n=$(ctr -n k8s.io containers ls -q 2>/dev/null | grep -c .)
   [ "$n" -gt 0 ] && echo "action: kill and delete the $n containers of containerd's k8s.io namespace"
 fi
 for cmd in iptables ip6tables; do
   command -v $cmd-save >/dev/null 2>&1 || continue
-  n=$($cmd-save 2>/dev/null | grep -c '^:KUBE-')
-  [ "$n" -gt 0 ] && echo "action: remove $n KUBE-* chains of $cmd and the rules jumping to them"
+  n=$($cmd-save 2>/dev/null | grep -Ec '^:({{.Chains}})')
+  [ "$n" -gt 0 ] && echo "action: remove $n chains ({{.Chains}}) of $cmd and the rules jumping to them"
 done
 for p in /etc/kubernetes/pki /etc/kubernetes/manifests /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/log/pods \
-  /etc/cni/net.d/10-clusterctl-bridge.conflist /etc/systemd/system/kubelet.service /etc/containerd/config.toml /var/lib/clusterctl; do
+  /etc/systemd/system/kubelet.service /etc/containerd/config.toml /var/lib/clusterctl; do
   [ -e "$p" ] && echo "action: remove $p"
 done
+{{- range .Net.Files}}
+[ -e {{q .}} ] && echo "action: remove {{.}}"
+{{- end}}
+{{- range .Net.Dirs}}
+[ -e {{q .}} ] && echo "action: remove {{.}}"
+{{- end}}
+{{- range .Net.Links}}
+[ -e /sys/class/net/{{q .}} ] && echo "action: delete the network link {{.}}"
+{{- end}}
 {{- range .Binaries}}
 [ -e {{q .}} ] && echo "action: remove {{.}}"
 {{- end}}

@@ -18,8 +18,8 @@ if [ -f $routes ]; then
   systemctl disable --now clusterctl-pod-routes.service >/dev/null 2>&1
 fi
 # systemd-networkd's drop-in (it left those routes alone): gone, and networkd, where it runs, without it.
-if [ -f {{q .Networkd}} ]; then
-  rm -f {{q .Networkd}}
+if [ -f {{q .Net.Networkd}} ]; then
+  rm -f {{q .Net.Networkd}}
   rmdir /etc/systemd/networkd.conf.d 2>/dev/null
   systemctl is-active -q systemd-networkd && systemctl restart systemd-networkd
 fi
@@ -52,16 +52,19 @@ kill_shims
 awk '$2 ~ "^(/var/lib/kubelet/|/run/containerd/io.containerd|/run/netns/cni-|/var/run/netns/cni-)" {print $2}' /proc/mounts | sort -r |
   while read -r m; do umount -l "$m" 2>/dev/null; done
 for n in /run/netns/cni-*; do [ -e "$n" ] && ip netns delete "${n##*/}" 2>/dev/null; done
-ip link delete cni0 2>/dev/null
-# kube-proxy's and the kubelet's iptables chains (KUBE-*) and the rules of other chains that jump to them,
+{{- range .Net.Links}}
+ip link delete {{q .}} 2>/dev/null
+{{- end}}
+# kube-proxy's and the kubelet's iptables chains (KUBE-*), the pod network's, and the rules of other chains
+# that jump to them,
 # removed by name in one delta per table (iptables-restore --noflush commits it atomically): nothing else of
 # the tables is touched, and no rule is written back.
 for cmd in iptables ip6tables; do
   command -v $cmd-save >/dev/null 2>&1 || continue
   for t in nat filter mangle raw; do
     delta=$($cmd-save -t $t 2>/dev/null | awk '
-      /^:KUBE-/ { n++; chain[n] = substr($1, 2) }
-      /^-A / && $2 !~ /^KUBE-/ && / -[jg] KUBE-/ { print "-D" substr($0, 3) }
+      /^:({{.Chains}})/ { n++; chain[n] = substr($1, 2) }
+      /^-A / && $2 !~ /^({{.Chains}})/ && / -[jg] ({{.Chains}})/ { print "-D" substr($0, 3) }
       END { for (i = 1; i <= n; i++) print "-F " chain[i]; for (i = 1; i <= n; i++) print "-X " chain[i] }')
     if [ -n "$delta" ]; then printf '*%s\n%s\nCOMMIT\n' "$t" "$delta" | $cmd-restore --noflush; fi
   done
@@ -73,16 +76,23 @@ rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserv
   /etc/kubernetes/admin.conf /etc/kubernetes/super-admin.conf /etc/kubernetes/kubelet.conf \
   /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf \
   /etc/kubernetes/clusterctl-cluster
-rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/cni/networks/clusterctl-bridge
-# The CNI results of the Pods' sandboxes (the bridge network's, and the loopback containerd sets up in each
-# of them), and the Pods' logs (the kubelet's).
-rm -f /var/lib/cni/results/clusterctl-bridge-* /var/lib/cni/results/cni-loopback-*
+rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/lib/etcd.restoring
+# The pod networks' directories; the CNI IP stores and results of the Pods' sandboxes (the pod network's,
+# and the loopback containerd sets up in each of them), and the Pods' logs (the kubelet's).
+{{- range .Net.Dirs}}
+rm -rf {{q .}}
+{{- end}}
+{{- range .Net.Networks}}
+rm -rf /var/lib/cni/networks/{{q .}}
+rm -f /var/lib/cni/results/{{q .}}-*
+{{- end}}
+rm -f /var/lib/cni/results/cni-loopback-*
 rmdir /var/lib/cni/results /var/lib/cni/networks /var/lib/cni 2>/dev/null
 rm -rf /var/log/pods /var/log/containers
 rmdir /etc/kubernetes/manifests /etc/kubernetes 2>/dev/null
 systemctl disable --now clusterctl-apiserver-proxy.service >/dev/null 2>&1
 rm -f /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service
-rm -f /etc/cni/net.d/10-clusterctl-bridge.conflist $routes /etc/systemd/system/kubelet.service \
+rm -f{{range .Net.Files}} {{q .}}{{end}} $routes /etc/systemd/system/kubelet.service \
   /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/sysctl.d/99-kubernetes.conf /etc/modules-load.d/kubernetes.conf
 rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null
 {{- if .Binaries}}

@@ -40,6 +40,8 @@ type Options struct {
 	ImageRepository string
 	// ExtraImages are full references pulled beside the cluster's (the user's CNI, ...).
 	ExtraImages []string
+	// Optional are images.Optional's names the cluster runs (its pod network's: flannel).
+	Optional []string
 	// SkipImages leaves the images out (hosts pull them from a registry).
 	SkipImages bool
 	// Parallel is how many downloads run at once (default 4).
@@ -415,11 +417,14 @@ func unpack(archive, dir string, wanted []string) (map[string]bool, error) {
 // image is one image to pull: its name in the manifest and its reference.
 type image struct{ name, ref string }
 
-// images are the cluster's images, the node-local proxy's, and the extra ones.
+// images are the cluster's images, the node-local proxy's, the optional ones asked for, and the extra ones.
 func (p *puller) images() []image {
 	set := images.For(p.o.ImageRepository, p.v.Kubernetes)
 	var out []image
 	for _, n := range images.Names {
+		out = append(out, image{n, set.Ref(n)})
+	}
+	for _, n := range p.o.Optional {
 		out = append(out, image{n, set.Ref(n)})
 	}
 	for _, ref := range p.o.ExtraImages {

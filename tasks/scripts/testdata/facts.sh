@@ -12,7 +12,8 @@ f cpus "$(nproc 2>/dev/null)"
 while read -r k v u; do case $k in MemTotal:) f mem_kb $v;; SwapTotal:) f swap_kb $v;; esac; done < /proc/meminfo
 ip -o addr show 2>/dev/null | while read -r i iface fam cidr rest; do f addr "$iface $cidr"; done
 ip route show default 2>/dev/null | while read -r l; do f default_route "$l"; done
-for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" && f mac "${d##*/} $m"; done
+for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" && f mac "${d##*/} $m"
+  [ -r "$d/mtu" ] && read -r m < "$d/mtu" && f mtu "${d##*/} $m"; done
 r /sys/class/dmi/id/product_uuid product_uuid
 r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id

@@ -53,15 +53,17 @@ awk '$2 ~ "^(/var/lib/kubelet/|/run/containerd/io.containerd|/run/netns/cni-|/va
   while read -r m; do umount -l "$m" 2>/dev/null; done
 for n in /run/netns/cni-*; do [ -e "$n" ] && ip netns delete "${n##*/}" 2>/dev/null; done
 ip link delete cni0 2>/dev/null
-# kube-proxy's and the kubelet's iptables chains (KUBE-*) and the rules of other chains that jump to them,
+ip link delete flannel.1 2>/dev/null
+# kube-proxy's and the kubelet's iptables chains (KUBE-*), the pod network's, and the rules of other chains
+# that jump to them,
 # removed by name in one delta per table (iptables-restore --noflush commits it atomically): nothing else of
 # the tables is touched, and no rule is written back.
 for cmd in iptables ip6tables; do
   command -v $cmd-save >/dev/null 2>&1 || continue
   for t in nat filter mangle raw; do
     delta=$($cmd-save -t $t 2>/dev/null | awk '
-      /^:KUBE-/ { n++; chain[n] = substr($1, 2) }
-      /^-A / && $2 !~ /^KUBE-/ && / -[jg] KUBE-/ { print "-D" substr($0, 3) }
+      /^:(KUBE-|FLANNEL-)/ { n++; chain[n] = substr($1, 2) }
+      /^-A / && $2 !~ /^(KUBE-|FLANNEL-)/ && / -[jg] (KUBE-|FLANNEL-)/ { print "-D" substr($0, 3) }
       END { for (i = 1; i <= n; i++) print "-F " chain[i]; for (i = 1; i <= n; i++) print "-X " chain[i] }')
     if [ -n "$delta" ]; then printf '*%s\n%s\nCOMMIT\n' "$t" "$delta" | $cmd-restore --noflush; fi
   done
@@ -73,16 +75,21 @@ rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserv
   /etc/kubernetes/admin.conf /etc/kubernetes/super-admin.conf /etc/kubernetes/kubelet.conf \
   /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf \
   /etc/kubernetes/clusterctl-cluster
-rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/cni/networks/clusterctl-bridge
-# The CNI results of the Pods' sandboxes (the bridge network's, and the loopback containerd sets up in each
-# of them), and the Pods' logs (the kubelet's).
-rm -f /var/lib/cni/results/clusterctl-bridge-* /var/lib/cni/results/cni-loopback-*
+rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/lib/etcd.restoring
+# The pod networks' directories; the CNI IP stores and results of the Pods' sandboxes (the pod network's,
+# and the loopback containerd sets up in each of them), and the Pods' logs (the kubelet's).
+rm -rf /run/flannel
+rm -rf /var/lib/cni/networks/clusterctl-bridge
+rm -f /var/lib/cni/results/clusterctl-bridge-*
+rm -rf /var/lib/cni/networks/clusterctl-flannel
+rm -f /var/lib/cni/results/clusterctl-flannel-*
+rm -f /var/lib/cni/results/cni-loopback-*
 rmdir /var/lib/cni/results /var/lib/cni/networks /var/lib/cni 2>/dev/null
 rm -rf /var/log/pods /var/log/containers
 rmdir /etc/kubernetes/manifests /etc/kubernetes 2>/dev/null
 systemctl disable --now clusterctl-apiserver-proxy.service >/dev/null 2>&1
 rm -f /etc/haproxy/clusterctl-apiserver.cfg /etc/systemd/system/clusterctl-apiserver-proxy.service
-rm -f /etc/cni/net.d/10-clusterctl-bridge.conflist $routes /etc/systemd/system/kubelet.service \
+rm -f /etc/cni/net.d/10-clusterctl-bridge.conflist /etc/cni/net.d/10-clusterctl-flannel.conflist /etc/systemd/system/clusterctl-pod-routes.service /var/lib/clusterctl/pod-routes $routes /etc/systemd/system/kubelet.service \
   /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/sysctl.d/99-kubernetes.conf /etc/modules-load.d/kubernetes.conf
 rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null
 rm -f /usr/local/bin/kubelet /usr/local/bin/kubectl

@@ -1,8 +1,8 @@
-// Package cni makes the files of clusterctl's bridge pod network: the standard bridge and host-local plugins
+// Package bridge makes the files of clusterctl's bridge pod network: the standard bridge and host-local plugins
 // with the node's pod range (allocated by the controller-manager), and a oneshot unit that routes every other
 // node's pod range to that node (and, on a host with no default route, the Service range out of its own
 // interface). It needs no image and no daemon; nodes must share an L2 network.
-package cni
+package bridge
 
 import (
 	"fmt"
@@ -45,11 +45,18 @@ type Node struct {
 type Route struct{ Dst, Via, Dev string }
 
 // Config is the CNI configuration of a node with pod range podCIDR.
-func Config(podCIDR string) ([]byte, error) {
+func Config(podCIDR string) ([]byte, error) { return NetworkConfig(Name, podCIDR, 0) }
+
+// NetworkConfig is a CNI configuration of the bridge and host-local plugins for the network name with pod
+// range podCIDR, and the Pods' interfaces' MTU (0: the bridge plugin's default, the bridge's).
+func NetworkConfig(name, podCIDR string, mtu int) ([]byte, error) {
 	if _, err := parseRange(podCIDR); err != nil {
 		return nil, fmt.Errorf("pod range %q: %w", podCIDR, err)
 	}
-	return templates.Render("cni-bridge.conflist", map[string]string{"PodCIDR": podCIDR, "Bridge": Bridge})
+	if mtu < 0 || mtu > 65535 {
+		return nil, fmt.Errorf("MTU %d: out of range", mtu)
+	}
+	return templates.Render("cni-bridge.conflist", map[string]any{"Name": name, "PodCIDR": podCIDR, "Bridge": Bridge, "MTU": mtu})
 }
 
 // parseRange accepts a pod range only in its canonical form (a network address, no zone), so that what is

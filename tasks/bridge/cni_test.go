@@ -1,4 +1,4 @@
-package cni
+package bridge
 
 import (
 	"encoding/json"

@@ -1,0 +1,60 @@
+package playbooks
+
+import (
+	"slices"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/bridge"
+	"github.com/clusterctl/clusterctl/tasks/flannel"
+	"github.com/clusterctl/clusterctl/tasks/network"
+)
+
+// networks are the pod networks by cni.plugin (inventory.CNIPlugins). A new one is a package under tasks/
+// that implements network.Plugin, a line here, and its name in inventory.CNIPlugins.
+var networks = map[string]func(c *inventory.CNI) network.Plugin{
+	inventory.CNIBridge:    func(c *inventory.CNI) network.Plugin { return bridge.New(c.MTU) },
+	inventory.CNIFlannel:   func(c *inventory.CNI) network.Plugin { return flannel.New(c.MTU) },
+	inventory.CNIManifests: func(*inventory.CNI) network.Plugin { return network.Manifests{} },
+	inventory.CNINone:      func(*inventory.CNI) network.Plugin { return network.None{} },
+}
+
+// networkOf is the inventory's pod network: validation refuses a plugin that is none of networks, and
+// defaults set the bridge where the inventory names none.
+func networkOf(inv *inventory.Inventory) network.Plugin {
+	plugin := inv.Cluster.CNI.Plugin
+	if plugin == "" {
+		plugin = inventory.CNIBridge
+	}
+	if f, ok := networks[plugin]; ok {
+		return f(&inv.Cluster.CNI)
+	}
+	return network.None{}
+}
+
+// NetworkImages are the images (artifacts manifest names) the inventory's pod network runs.
+func NetworkImages(inv *inventory.Inventory) []string { return networkOf(inv).Images() }
+
+// networkLeftovers are what every pod network leaves on a host: reset removes them all, whatever the
+// inventory says now.
+func networkLeftovers() network.Leftovers {
+	names := make([]string, 0, len(networks))
+	for name := range networks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var out network.Leftovers
+	for _, name := range names {
+		out = out.Add(networks[name](&inventory.CNI{}).Leftovers())
+	}
+	out.Files = compactSorted(out.Files)
+	out.Dirs = compactSorted(out.Dirs)
+	out.Links = compactSorted(out.Links)
+	out.Networks = compactSorted(out.Networks)
+	out.Chains = compactSorted(out.Chains)
+	return out
+}
+
+func compactSorted(s []string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
+}

@@ -1,0 +1,213 @@
+package bridge
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/network"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// Name is the network's cni.plugin and CNI network name.
+const Name = "clusterctl-bridge"
+
+// Binaries are the CNI plugins the bridge network's configuration names (and containerd's loopback).
+var Binaries = []string{"bridge", "host-local", "loopback", "portmap"}
+
+// Plugin is cni.plugin bridge: a bridge on each node with its pod range, and routes between the nodes;
+// mtu is the Pods' MTU (0: the bridge's).
+type Plugin struct{ mtu int }
+
+// New is the plugin with the inventory's cni.mtu.
+func New(mtu int) Plugin { return Plugin{mtu: mtu} }
+
+var _ network.Early = Plugin{}
+
+func (Plugin) Images() []string   { return nil }
+func (Plugin) Binaries() []string { return Binaries }
+func (Plugin) Ready() bool        { return true }
+
+// NodeFiles are the routes unit and networkd's drop-in: the routes come once the node has its range.
+func (Plugin) NodeFiles() []network.File { return UnitFiles() }
+
+// UnitFiles are the pod routes unit and networkd's drop-in (the routes unit also holds the Service rule of
+// the networks that use it without routes).
+func UnitFiles() []network.File {
+	return []network.File{{Path: RoutesUnitPath, Data: RoutesUnit(), Mode: 0o644, Unit: true},
+		{Path: NetworkdDropInPath, Data: NetworkdDropIn(), Mode: 0o644}}
+}
+
+// Leftovers are the configuration, the routes unit and its files, the bridge and the plugin's IP store.
+func (Plugin) Leftovers() network.Leftovers {
+	return network.Leftovers{Files: []string{ConfigPath}, Links: []string{Bridge}, Networks: []string{Name}}.Add(UnitLeftovers())
+}
+
+// UnitLeftovers are the routes unit's files (reset removes its routes and rule first, by the routes file,
+// and stops the unit) and networkd's drop-in.
+func UnitLeftovers() network.Leftovers {
+	return network.Leftovers{Files: []string{RoutesUnitPath, RoutesPath}, Networkd: NetworkdDropInPath}
+}
+
+// Check refuses nodes that do not share an L2 segment: a route between two nodes that goes through a
+// gateway (the other node's address is inside none of the node's own networks) takes the pod routes to a
+// router that knows nothing of the pod ranges.
+func (Plugin) Check(nodes []network.Node) []tasks.Finding {
+	var errs []tasks.Finding
+	for _, a := range nodes {
+		if a.Facts == nil {
+			continue
+		}
+		for _, b := range nodes {
+			if b.Host == a.Host || b.Host < a.Host && b.Facts != nil {
+				continue // each pair once, from the first of the two that has facts
+			}
+			if !OnLink(a.Facts, b.IP) {
+				errs = append(errs, network.Finding(a.Host, "%s and %s are not on one L2 segment: %s (%s) is on none of %s's networks (%s), so pod traffic between them would go through a gateway that does not route pod ranges; use cni.plugin: flannel (VXLAN) for nodes on routed networks",
+					a.Host, b.Host, b.Host, b.IP, a.Host, strings.Join(networks(a.Facts), ", ")))
+			}
+		}
+	}
+	return errs
+}
+
+// OnLink reports whether ip is inside one of the networks of the host's addresses.
+func OnLink(f *tasks.Facts, ip string) bool {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	for _, a := range f.Addresses {
+		if p, err := netip.ParsePrefix(a.CIDR); err == nil && p.Bits() < p.Addr().BitLen() && p.Masked().Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// networks are the networks of a host's global addresses.
+func networks(f *tasks.Facts) []string {
+	var out []string
+	for _, a := range f.Addresses {
+		p, err := netip.ParsePrefix(a.CIDR)
+		if err != nil || p.Addr().IsLoopback() || p.Addr().IsLinkLocalUnicast() {
+			continue
+		}
+		if s := p.Masked().String(); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ApplyEarly gives the run's nodes that have their range their configuration and routes.
+func (p Plugin) ApplyEarly(ctx context.Context, env network.Env, c *network.Cluster) error {
+	_, err := p.apply(ctx, env, c, false)
+	return err
+}
+
+// Apply gives every node of the cluster routes to every other's range: the nodes acted on get the whole
+// configuration, the cluster's other nodes (add-node, up --limit) only their routes unit, a file of a few
+// hundred bytes and a oneshot unit; no Pod or kubelet restarts. Routes go only to nodes that are the
+// inventory's hosts at the inventory's addresses (Vet).
+func (p Plugin) Apply(ctx context.Context, env network.Env, c *network.Cluster) (network.Outcome, error) {
+	return p.apply(ctx, env, c, true)
+}
+
+// apply: all, every node of the cluster gets its routes; else only the run's nodes that have a range.
+func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, all bool) (network.Outcome, error) {
+	var list []Node
+	expect := map[string]string{}
+	byHost := map[string]network.Node{}
+	for _, n := range c.Nodes {
+		list = append(list, Node{Name: n.Name, PodCIDR: n.PodCIDR, IP: n.Reported})
+		expect[n.Name] = n.IP
+		byHost[n.Host] = n
+	}
+	for name, cidr := range c.Unknown {
+		list = append(list, Node{Name: name, PodCIDR: cidr})
+	}
+	vetted, skipped := Vet(list, expect, c.Inv.Cluster.Networking.PodSubnet)
+	var out network.Outcome
+	var hosts []string
+	for _, n := range c.Nodes {
+		if all || n.InRun && n.PodCIDR != "" {
+			hosts = append(hosts, n.Host)
+		}
+	}
+	if all {
+		for _, msg := range skipped {
+			env.Say("", "%s", msg)
+		}
+		out.Skipped = skipped
+	}
+	services := ServiceRanges(c.Inv.Cluster.Networking.ServiceSubnet)
+	err := env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
+		n := byHost[host]
+		routes, err := Routes(n.Name, vetted, HostServiceRoute(env, n, services), services)
+		if err != nil {
+			return apply.Outcome{}, err
+		}
+		var conf []byte
+		if n.InRun && n.PodCIDR != "" {
+			if conf, err = NetworkConfig(Name, n.PodCIDR, p.mtu); err != nil {
+				return apply.Outcome{}, err
+			}
+		}
+		return PutRoutes(ctx, h, routes, ConfigPath, conf)
+	})
+	return out, err
+}
+
+// PutRoutes writes the routes unit's files with the node's routes (and its CNI configuration at confPath
+// when conf is set), and restarts the unit when they changed.
+func PutRoutes(ctx context.Context, h apply.Host, routes []byte, confPath string, conf []byte) (apply.Outcome, error) {
+	// The unit came with the node's files (push); a node outside this run may have an older one.
+	files := []transport.File{{Path: RoutesUnitPath, Data: RoutesUnit(), Mode: 0o644}, {Path: RoutesPath, Data: routes, Mode: 0o644},
+		{Path: NetworkdDropInPath, Data: NetworkdDropIn(), Mode: 0o644}}
+	if conf != nil {
+		files = append(files, transport.File{Path: confPath, Data: conf, Mode: 0o644})
+	}
+	return apply.Routes(ctx, h, apply.RoutesUnit{Files: files, Inputs: []string{RoutesUnitPath, RoutesPath},
+		Networkd: NetworkdDropInPath, UnitName: RoutesUnitName})
+}
+
+// ServiceRanges are the Service ranges of a serviceSubnet setting ("10.96.0.0/12" or a dual-stack pair).
+func ServiceRanges(serviceSubnet string) []string {
+	var out []string
+	for _, cidr := range strings.Split(serviceSubnet, ",") {
+		if cidr = strings.TrimSpace(cidr); cidr != "" {
+			out = append(out, cidr)
+		}
+	}
+	return out
+}
+
+// HostServiceRoute is the route to the Service range a node needs (ServiceRoute): none when its facts show
+// a default route; else out of the interface that holds its node address.
+func HostServiceRoute(env network.Env, n network.Node, services []string) ServiceRoute {
+	f := n.Facts
+	if f == nil || f.DefaultIface != "" {
+		return ServiceRoute{}
+	}
+	addr, err := netip.ParseAddr(n.IP)
+	if err != nil {
+		return ServiceRoute{}
+	}
+	for _, a := range f.Addresses {
+		p, err := netip.ParsePrefix(a.CIDR)
+		if err != nil || p.Addr() != addr {
+			continue
+		}
+		for _, cidr := range services {
+			if r, err := netip.ParsePrefix(cidr); err == nil && r.Addr().Is4() == addr.Is4() {
+				return ServiceRoute{CIDR: r.Masked().String(), Dev: a.Iface}
+			}
+		}
+	}
+	env.Say(n.Host, "no default route, and no interface holds %s: Services are unreachable from the host's own processes", n.IP)
+	return ServiceRoute{}
+}

@@ -1,0 +1,306 @@
+// Package flannel is cni.plugin flannel: flanneld (VXLAN backend, node ranges from the controller-manager
+// through --kube-subnet-mgr) as a DaemonSet from an image of the artifacts, and on each node the standard
+// bridge and host-local CNI plugins with the node's range and an MTU that leaves room for VXLAN's header.
+// Pods of nodes on different subnets reach each other: their packets travel in UDP between the nodes'
+// addresses, which the routers between them already route.
+//
+// Upstream's manifest (Documentation/kube-flannel.yml) installs a CNI plugin of flannel's own that reads
+// flanneld's subnet.env and delegates to the bridge plugin; clusterctl knows each node's range and MTU and
+// writes that bridge configuration itself, so nodes need only the standard CNI plugins.
+package flannel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/bridge"
+	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/network"
+)
+
+const (
+	// ImageName is the image's name in an artifacts manifest (images.FlannelImage upstream, at the
+	// release clusterctl deploys: images.FlannelVersion).
+	ImageName = images.Flannel
+	// Namespace is where upstream's manifest runs flanneld.
+	Namespace = "kube-flannel"
+	name      = "kube-flannel"
+	// Network is the CNI network's name.
+	Network = "clusterctl-flannel"
+	// ConfigPath is each node's CNI configuration.
+	ConfigPath = "/etc/cni/net.d/10-clusterctl-flannel.conflist"
+	// Link is the VXLAN device flanneld makes; RunDir where it writes its subnet.env.
+	Link   = "flannel.1"
+	RunDir = "/run/flannel"
+	// Overhead is what VXLAN adds to a packet over IPv4 (outer IP, UDP, VXLAN and Ethernet headers): the
+	// Pods' MTU is the node interface's minus it (IPv6 between the nodes: 70).
+	Overhead   = 50
+	Overhead6  = 70
+	vxlanPort  = 8472
+	minPodMTU  = 1280
+	healthPort = 8081
+)
+
+// Plugin is cni.plugin flannel, with the Pods' MTU mtu (0: from each node's interface).
+type Plugin struct{ mtu int }
+
+// New is the plugin with the inventory's cni.mtu.
+func New(mtu int) Plugin { return Plugin{mtu: mtu} }
+
+func (Plugin) Images() []string   { return []string{ImageName} }
+func (Plugin) Binaries() []string { return bridge.Binaries }
+func (Plugin) Ready() bool        { return true }
+
+// NodeFiles are the pod routes unit's: on flannel's nodes it holds only the Service rule (and the Service
+// route of a host without a default route); flanneld makes the routes between nodes.
+func (Plugin) NodeFiles() []network.File { return bridge.UnitFiles() }
+
+// Leftovers are the CNI configuration, flanneld's directory, devices and iptables chains, the routes unit.
+func (Plugin) Leftovers() network.Leftovers {
+	return network.Leftovers{Files: []string{ConfigPath}, Dirs: []string{RunDir}, Links: []string{Link, bridge.Bridge},
+		Networks: []string{Network}, Chains: []string{"FLANNEL-"}}.Add(bridge.UnitLeftovers())
+}
+
+// Check refuses a node whose interface leaves the Pods less than IPv6's minimum MTU once VXLAN's header is
+// taken, or less than cni.mtu.
+func (p Plugin) Check(nodes []network.Node) []tasks.Finding {
+	var errs []tasks.Finding
+	for _, n := range nodes {
+		if n.Facts == nil {
+			continue
+		}
+		iface := n.Facts.IfaceOf(n.IP)
+		link := n.Facts.MTUs[iface]
+		if iface == "" || link == 0 {
+			continue // no interface holds the address: preflight says so on its own
+		}
+		want := link - overhead(n.IP)
+		if want < minPodMTU {
+			errs = append(errs, network.Finding(n.Host, "%s's MTU %d leaves Pods %d once VXLAN takes its %d bytes, below %d (IPv6's minimum): raise the interface's MTU",
+				iface, link, want, overhead(n.IP), minPodMTU))
+		}
+		if m := p.mtu; m > want {
+			errs = append(errs, network.Finding(n.Host, "cni.mtu %d is more than %s's MTU %d leaves once VXLAN takes its %d bytes (%d): Pods' large packets would be dropped",
+				m, iface, link, overhead(n.IP), want))
+		}
+	}
+	return errs
+}
+
+func overhead(ip string) int {
+	if strings.Contains(ip, ":") {
+		return Overhead6
+	}
+	return Overhead
+}
+
+// MTU is the Pods' MTU on a node: cni.mtu, else the node interface's minus VXLAN's overhead, else what an
+// interface of 1500 leaves.
+func (p Plugin) MTU(n network.Node) int {
+	if p.mtu > 0 {
+		return p.mtu
+	}
+	if n.Facts != nil {
+		if link := n.Facts.MTUs[n.Facts.IfaceOf(n.IP)]; link > 0 {
+			return link - overhead(n.IP)
+		}
+	}
+	return 1500 - overhead(n.IP)
+}
+
+// Apply runs flanneld on every node and gives the run's nodes their CNI configuration; every node gets its
+// routes file (the Service rule). It waits for flanneld to be ready on the run's nodes.
+func (p Plugin) Apply(ctx context.Context, env network.Env, c *network.Cluster) (network.Outcome, error) {
+	admin, err := env.Admin(ctx)
+	if err != nil {
+		return network.Outcome{}, err
+	}
+	objs, err := Objects(c.Images.Ref(ImageName), c.Inv.Cluster.Networking.PodSubnet)
+	if err != nil {
+		return network.Outcome{}, err
+	}
+	if err := network.ApplyObjects(ctx, admin, env.Timeout(), "flannel's objects", objs); err != nil {
+		return network.Outcome{}, err
+	}
+	services := bridge.ServiceRanges(c.Inv.Cluster.Networking.ServiceSubnet)
+	byHost := map[string]network.Node{}
+	var hosts []string
+	for _, n := range c.Nodes {
+		byHost[n.Host] = n
+		hosts = append(hosts, n.Host)
+	}
+	err = env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
+		n := byHost[host]
+		routes, err := bridge.Routes(n.Name, nil, bridge.HostServiceRoute(env, n, services), services)
+		if err != nil {
+			return apply.Outcome{}, err
+		}
+		var conf []byte
+		if n.InRun && n.PodCIDR != "" {
+			if conf, err = bridge.NetworkConfig(Network, n.PodCIDR, p.MTU(n)); err != nil {
+				return apply.Outcome{}, err
+			}
+		}
+		return bridge.PutRoutes(ctx, h, routes, ConfigPath, conf)
+	})
+	if err != nil {
+		return network.Outcome{}, err
+	}
+	return network.Outcome{}, waitReady(ctx, env, c)
+}
+
+// waitReady waits until flanneld's Pod is ready on every node of the run.
+func waitReady(ctx context.Context, env network.Env, c *network.Cluster) error {
+	admin, err := env.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	return env.Poll(ctx, func() (bool, string, error) {
+		pods, err := admin.Kube.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=flannel"})
+		if err != nil {
+			return false, "", nil // the API server restarting: ask again
+		}
+		ready := map[string]bool{}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			for _, cond := range pod.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && pod.DeletionTimestamp == nil {
+					ready[pod.Spec.NodeName] = true
+				}
+			}
+		}
+		var missing []string
+		for _, n := range c.Run() {
+			if !ready[n.Name] {
+				missing = append(missing, n.Name)
+			}
+		}
+		return len(missing) == 0, "flanneld not ready on " + strings.Join(missing, ", "), nil
+	})
+}
+
+// netConf is flanneld's net-conf.json.
+type netConf struct {
+	Network        string       `json:"Network"`
+	EnableNFTables bool         `json:"EnableNFTables"`
+	Backend        netConfVXLAN `json:"Backend"`
+}
+
+type netConfVXLAN struct {
+	Type string `json:"Type"`
+	Port int    `json:"Port"`
+}
+
+// Objects are flannel's: its namespace, service account and RBAC (upstream's), net-conf.json with the pod
+// subnet, and the DaemonSet running image.
+func Objects(image, podSubnet string) ([]runtime.Object, error) {
+	conf, err := json.MarshalIndent(netConf{Network: podSubnet, Backend: netConfVXLAN{Type: "vxlan", Port: vxlanPort}}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{"app": "flannel", "k8s-app": "flannel", "tier": "node"}
+	meta := func(kind, apiVersion, n string) (metav1.TypeMeta, metav1.ObjectMeta) {
+		return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}, metav1.ObjectMeta{Name: n, Namespace: Namespace, Labels: map[string]string{"k8s-app": "flannel"}}
+	}
+	nsType, nsMeta := meta("Namespace", "v1", Namespace)
+	nsMeta.Namespace = ""
+	nsMeta.Labels["pod-security.kubernetes.io/enforce"] = "privileged"
+	saType, saMeta := meta("ServiceAccount", "v1", "flannel")
+	crType, crMeta := meta("ClusterRole", "rbac.authorization.k8s.io/v1", "flannel")
+	crMeta.Namespace = ""
+	crbType, crbMeta := meta("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", "flannel")
+	crbMeta.Namespace = ""
+	cmType, cmMeta := meta("ConfigMap", "v1", "kube-flannel-cfg")
+	return []runtime.Object{
+		&corev1.Namespace{TypeMeta: nsType, ObjectMeta: nsMeta},
+		&corev1.ServiceAccount{TypeMeta: saType, ObjectMeta: saMeta},
+		&rbacv1.ClusterRole{TypeMeta: crType, ObjectMeta: crMeta, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
+		}},
+		&rbacv1.ClusterRoleBinding{TypeMeta: crbType, ObjectMeta: crbMeta,
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "flannel"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "flannel", Namespace: Namespace}}},
+		&corev1.ConfigMap{TypeMeta: cmType, ObjectMeta: cmMeta, Data: map[string]string{"net-conf.json": string(conf) + "\n"}},
+		daemonSet(image, labels),
+	}, nil
+}
+
+// daemonSet is upstream's flanneld DaemonSet without its CNI installers: flanneld on the node's address
+// (the Node's InternalIP, which clusterctl sets), with the capabilities it needs and nothing more.
+func daemonSet(image string, labels map[string]string) *appsv1.DaemonSet {
+	f := false
+	field := func(p string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: p}}
+	}
+	probe := func(path string, delay, period int32) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("healthz")}},
+			InitialDelaySeconds: delay, PeriodSeconds: period}
+	}
+	fileOrCreate := corev1.HostPathFileOrCreate
+	hostPath := func(n, p string, t *corev1.HostPathType) corev1.Volume {
+		return corev1.Volume{Name: n, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p, Type: t}}}
+	}
+	return &appsv1.DaemonSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-ds", Namespace: Namespace, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "flannel"}},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					HostNetwork:        true,
+					PriorityClassName:  "system-node-critical",
+					ServiceAccountName: "flannel",
+					NodeSelector:       map[string]string{corev1.LabelOSStable: "linux"},
+					Tolerations:        []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+					Containers: []corev1.Container{{
+						Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+						Command: []string{"/opt/bin/flanneld"},
+						Args: []string{"--ip-masq", "--kube-subnet-mgr", "--iface=$(NODE_IP)",
+							fmt.Sprintf("--healthz-port=%d", healthPort)},
+						Ports:          []corev1.ContainerPort{{Name: "healthz", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP}},
+						LivenessProbe:  probe("/healthz", 10, 30),
+						ReadinessProbe: probe("/readyz", 2, 5),
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("50Mi")}},
+						SecurityContext: &corev1.SecurityContext{Privileged: &f,
+							Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}},
+						Env: []corev1.EnvVar{
+							{Name: "POD_NAME", ValueFrom: field("metadata.name")},
+							{Name: "POD_NAMESPACE", ValueFrom: field("metadata.namespace")},
+							{Name: "NODE_IP", ValueFrom: field("status.hostIP")},
+							{Name: "EVENT_QUEUE_DEPTH", Value: "5000"},
+							{Name: "CONT_WHEN_CACHE_NOT_READY", Value: "false"},
+						},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "run", MountPath: RunDir},
+							{Name: "flannel-cfg", MountPath: "/etc/kube-flannel/"},
+							{Name: "xtables-lock", MountPath: "/run/xtables.lock"},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						hostPath("run", RunDir, nil),
+						{Name: "flannel-cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: "kube-flannel-cfg"}}}},
+						hostPath("xtables-lock", "/run/xtables.lock", &fileOrCreate),
+					},
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,31 @@
+# Managed by clusterctl: what `clusterctl reset` would undo on this host, read only ("action: " lines).
+set -u
+systemctl is-active -q kubelet.service && echo "action: stop and disable the kubelet"
+grep -qs 'Managed by clusterctl' /etc/systemd/system/etcd.service && echo "action: stop and remove the etcd member's unit (external etcd)"
+[ -f /etc/systemd/system/clusterctl-pod-routes.service ] && echo "action: remove the pod routes and the Service rule, and their unit"
+[ -f /etc/systemd/networkd.conf.d/clusterctl.conf ] && echo "action: remove systemd-networkd's drop-in /etc/systemd/networkd.conf.d/clusterctl.conf"
+if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
+  n=$(ctr -n k8s.io containers ls -q 2>/dev/null | grep -c .)
+  [ "$n" -gt 0 ] && echo "action: kill and delete the $n containers of containerd's k8s.io namespace"
+fi
+for cmd in iptables ip6tables; do
+  command -v $cmd-save >/dev/null 2>&1 || continue
+  n=$($cmd-save 2>/dev/null | grep -Ec '^:(KUBE-|FLANNEL-)')
+  [ "$n" -gt 0 ] && echo "action: remove $n chains (KUBE-|FLANNEL-) of $cmd and the rules jumping to them"
+done
+for p in /etc/kubernetes/pki /etc/kubernetes/manifests /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/log/pods \
+  /etc/systemd/system/kubelet.service /etc/containerd/config.toml /var/lib/clusterctl; do
+  [ -e "$p" ] && echo "action: remove $p"
+done
+[ -e /etc/cni/net.d/10-clusterctl-bridge.conflist ] && echo "action: remove /etc/cni/net.d/10-clusterctl-bridge.conflist"
+[ -e /etc/cni/net.d/10-clusterctl-flannel.conflist ] && echo "action: remove /etc/cni/net.d/10-clusterctl-flannel.conflist"
+[ -e /etc/systemd/system/clusterctl-pod-routes.service ] && echo "action: remove /etc/systemd/system/clusterctl-pod-routes.service"
+[ -e /var/lib/clusterctl/pod-routes ] && echo "action: remove /var/lib/clusterctl/pod-routes"
+[ -e /run/flannel ] && echo "action: remove /run/flannel"
+[ -e /sys/class/net/cni0 ] && echo "action: delete the network link cni0"
+[ -e /sys/class/net/flannel.1 ] && echo "action: delete the network link flannel.1"
+[ -e /usr/local/bin/kubelet ] && echo "action: remove /usr/local/bin/kubelet"
+backup=/var/lib/clusterctl/backup
+[ -d $backup ] && echo "action: put back the host's own files up replaced: $(find $backup -type f | wc -l)"
+[ -f /var/lib/clusterctl/sysctl-before ] && echo "action: put the kernel settings back as they were before up"
+exit 0
