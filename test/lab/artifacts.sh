@@ -27,22 +27,25 @@ eval "$("$tools/labartifacts" -versions "$VERSION")"
 # manifest and the mirror still name the version pull pairs).
 LAB_CRICTL_VERSION=1.34.0
 RUNTIME=$("$HERE/build-runtime.sh" "$CONTAINERD_VERSION" "$CNI_PLUGINS_VERSION" "$LAB_CRICTL_VERSION")
+NETWORK=$("$HERE/build-network.sh" "$FLANNEL_VERSION")
 
 # Up to date when the manifest verifies and names the versions built.
 if [ -f "$DIR/manifest.json" ] && "$tools/labartifacts" -dir "$DIR" -verify >&2 \
    && grep -q "\"kubernetesVersion\": \"$VERSION\"" "$DIR/manifest.json" \
    && grep -q "\"containerdVersion\": \"$CONTAINERD_VERSION\"" "$DIR/manifest.json" \
    && grep -q '"name": "apiserver-proxy"' "$DIR/manifest.json" \
+   && grep -q "\"image\": \"ghcr.io/flannel-io/flannel:$FLANNEL_VERSION\"" "$DIR/manifest.json" \
    && [ "$DIR/manifest.json" -nt "$DIR/bin/versions.env" ]; then
   echo "$DIR"
   exit 0
 fi
 
-# kube-proxy's image takes iptables, the proxy's haproxy, and runc from the node root filesystem: mount base+node in a private namespace.
+# kube-proxy's and flanneld's images take iptables, the proxy's haproxy, and runc from the node root
+# filesystem: mount base+node in a private namespace.
 unshare --mount --propagation private bash -euc '
-  merged=$1 lower=$2 tool=$3 dir=$4 pause=$5 runtime=$6
+  merged=$1 lower=$2 tool=$3 dir=$4 pause=$5 runtime=$6 network=$7
   mount -t overlay overlay -o "lowerdir=$lower" "$merged"
-  "$tool" -dir "$dir" -pause "$pause" -rootfs "$merged" -runtime "$runtime"
-' _ "$tools/merged" "$NODE:$BASE" "$tools/labartifacts" "$DIR" "$tools/pause" "$RUNTIME" >&2 < <(mkdir -p "$tools/merged")
+  "$tool" -dir "$dir" -pause "$pause" -rootfs "$merged" -runtime "$runtime" -network "$network"
+' _ "$tools/merged" "$NODE:$BASE" "$tools/labartifacts" "$DIR" "$tools/pause" "$RUNTIME" "$NETWORK" >&2 < <(mkdir -p "$tools/merged")
 "$tools/labartifacts" -dir "$DIR" -verify >&2
 echo "$DIR"

@@ -37,6 +37,9 @@ type Options struct {
 	// VM starts QEMU virtual machines (Debian 13, bare, a kernel of their own, emulated CPU: vm.sh) in
 	// place of containers.
 	VM bool
+	// Subnets spreads the hosts over that many subnets joined by a router (lab.sh up --subnets): nodes
+	// reach each other only through a gateway. 0 or 1: one subnet.
+	Subnets int
 }
 
 // Host is one lab host.
@@ -122,6 +125,9 @@ func Start(t testing.TB, opts Options) *Lab {
 	})
 	args := []string{"up", "--name", l.Name, "--dir", l.Dir, "--hosts", fmt.Sprint(opts.Hosts),
 		"--control-planes", fmt.Sprint(opts.ControlPlanes), "--layer", layer, "--release", cmp.Or(opts.Release, "bookworm")}
+	if opts.Subnets > 1 {
+		args = append(args, "--subnets", fmt.Sprint(opts.Subnets))
+	}
 	if opts.VM {
 		if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 			t.Skip("lab: qemu-system-x86_64 is not installed (test/lab/deps.sh --vm installs it)")

@@ -6,6 +6,7 @@
 #   test/lab/lab.sh up   --name NAME --dir DIR [--hosts N] [--control-planes K] [--layer node|bare|base]
 #                        [--release bookworm|trixie]   (Debian 12, the default, or 13: bare and base only)
 #                        [--vm]   (QEMU virtual machines of Debian 13, bare, with their own kernel: vm.sh)
+#                        [--subnets S]   (1-4: hosts spread over S subnets joined by a router)
 #   test/lab/lab.sh down --name NAME | --all
 #   test/lab/lab.sh list
 #   test/lab/lab.sh kill --name NAME HOST         (the host loses power)
@@ -16,6 +17,12 @@
 # cgroup, bridge and sysctl change the lab made; both are safe to run twice, and up first removes what a
 # failed run of the same lab left behind. Addresses: 10.250.X.0/24 on bridge cclabX, the machine .1, hosts
 # .10 and up; hosts have no default route and the machine does not forward.
+#
+# With --subnets S, subnet k (0..S-1) is 10.(250+k).X.0/24 on bridge cclabX (k=0) or cclabXsK, host i of N
+# on subnet i*S/N (3 hosts on 2: cp1 and w1 on the first, w2 on the second). A router, a network namespace
+# of the lab's own (cclabX-r) with .254 on every subnet, forwards between them, and each host routes the
+# other subnets through its own subnet's .254: nodes reach each other only through a gateway, as in a VPC
+# of several subnets. The machine holds .1 on every subnet (the workstation reaches every host directly).
 #
 # Why each odd step is there: ../../../shared/lab-notes.md (the traps, numbered) and the comments below.
 set -euo pipefail
@@ -81,9 +88,10 @@ restore_sysctls() {
 
 # ---- up ----
 cmd_up() {
-  local name="" dir="" n=3 cps=1 layer=node release=bookworm vm=no
+  local name="" dir="" n=3 cps=1 layer=node release=bookworm vm=no subnets=1
   while [ $# -gt 0 ]; do
     case $1 in
+      --subnets) subnets=$2; shift 2 ;;
       --name) name=$2; shift 2 ;;
       --dir) dir=$2; shift 2 ;;
       --hosts) n=$2; shift 2 ;;
@@ -98,6 +106,8 @@ cmd_up() {
   [ -n "$dir" ] || die "up: --dir is required"
   [[ $n =~ ^[0-9]+$ && $n -ge 1 && $n -le 200 ]] || die "up: --hosts must be 1..200"
   [[ $cps =~ ^[0-9]+$ && $cps -le $n ]] || die "up: --control-planes must be 0..--hosts"
+  [[ $subnets =~ ^[1-4]$ && $subnets -le $n ]] || die "up: --subnets must be 1..4, at most --hosts"
+  [ $vm = no ] || [ "$subnets" = 1 ] || die "up: --subnets is for container hosts, not --vm"
   # node: the Debian node layer (containerd, runc, CNI plugins, haproxy, ...) over base. bare: base alone
   # (systemd, OpenSSH, sudo, iproute2, iptables), made ready to become a node, as a fresh VM is: clusterctl
   # installs the runtime. base: base alone, for tests that run no node.
@@ -140,7 +150,7 @@ cmd_up() {
   local idx="" i
   for i in $(seq 0 199); do
     grep -qx "$i" "$LAB_ROOT"/labs/*/index 2>/dev/null && continue
-    ip -4 route show | grep -q "^10\.250\.$i\." && continue
+    ip -4 route show | grep -Eq "^10\.25[0-3]\.$i\." && continue
     ip link show "cclab$i" >/dev/null 2>&1 && continue
     idx=$i; break
   done
@@ -155,9 +165,11 @@ cmd_up() {
   set_sysctls $LAB_SYSCTLS
   [ "$layer" != base ] && [ $vm = no ] && set_sysctls $NODE_SYSCTLS
 
+  echo "$subnets" >"$state/subnets"
   ip link add "$br" type bridge
   ip addr add "$net.1/24" dev "$br"
   ip link set "$br" up
+  [ "$subnets" -gt 1 ] && make_router "$idx" "$subnets"
 
   rm -f "$dir/id_ed25519" "$dir/id_ed25519.pub"
   ssh-keygen -q -t ed25519 -N '' -C "clusterctl-lab-$name" -f "$dir/id_ed25519"
@@ -170,14 +182,15 @@ cmd_up() {
   for i in $(seq 1 "$n"); do
     if [ "$i" -le "$cps" ]; then h=cp$i; else h=w$((i - cps)); fi
     names+=("$h")
-    echo "$net.$((9 + i)) $h" >>"$hostsfile"
+    echo "$(subnet_of "$idx" $(( (i - 1) * subnets / n ))).$((9 + i)) $h" >>"$hostsfile"
   done
 
   local lab_uid lab_gid
   lab_uid=$(awk -F: '$1=="lab"{print $3}' "$BASE/etc/passwd")
   lab_gid=$(awk -F: '$1=="lab"{print $4}' "$BASE/etc/passwd")
   for i in "${!names[@]}"; do
-    h=${names[$i]}; addr=$net.$((10 + i))
+    local k=$(( i * subnets / n ))
+    h=${names[$i]}; addr=$(subnet_of "$idx" $k).$((10 + i))
     local hd=$state/hosts/$h up
     if [ $vm = yes ]; then
       mkdir -p "$hd"
@@ -201,6 +214,12 @@ cmd_up() {
     ssh-keygen -q -t ed25519 -N '' -C "root@$h" -f "$up/etc/ssh/ssh_host_ed25519_key"
     printf '[Match]\nName=host0\n\n[Network]\nAddress=%s/24\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' "$addr" \
       >"$up/etc/systemd/network/10-host0.network"
+    local o
+    for o in $(seq 0 $((subnets - 1))); do
+      [ "$o" = "$k" ] && continue
+      printf '\n[Route]\nDestination=%s.0/24\nGateway=%s.254\n' "$(subnet_of "$idx" "$o")" "$(subnet_of "$idx" "$k")" \
+        >>"$up/etc/systemd/network/10-host0.network"
+    done
     # The boot-time preparation in use is this checkout's, whatever the cached rootfs holds.
     install -D -m 0755 "$HERE/files/lab-prepare" "$up/usr/local/sbin/lab-prepare"
     # A resolver, as every VM has: CoreDNS (dnsPolicy Default) refuses to start without a nameserver. The
@@ -214,7 +233,7 @@ cmd_up() {
     echo "$h,$addr $(cut -d' ' -f1,2 "$up/etc/ssh/ssh_host_ed25519_key.pub")" >>"$dir/known_hosts"
     write_ssh_config "$dir" "$h" "$addr"
     echo "$addr" >"$hd/address"
-    start_host "$name" "$idx" "$h" "$hd" "$lower" "$br"
+    start_host "$name" "$idx" "$h" "$hd" "$lower" "$(bridge_of "$idx" "$k")"
   done
   rm -f "$hostsfile"
   write_inventory "$name" "$dir" "$cps" "${names[@]}"
@@ -232,6 +251,32 @@ cmd_up() {
   local t2; t2=$(now_ms)
   printf 'prepare_ms=%d boot_to_ssh_ms=%d total_ms=%d hosts=%d\n' $((t1 - t0)) $((t2 - t1)) $((t2 - t0)) "$n" | tee "$dir/timings" >&2
   log "lab $name: $n hosts up on $br ($net.0/24); try: ssh -F $dir/ssh_config ${names[0]}"
+}
+
+# subnet_of IDX K: the first three octets of lab IDX's subnet K; bridge_of IDX K: its bridge.
+subnet_of() { echo "10.$((250 + $2)).$1"; }
+bridge_of() { if [ "$2" = 0 ]; then echo "cclab$1"; else echo "cclab$1s$2"; fi; }
+
+# make_router IDX S: bridges for subnets 1..S-1 (the machine .1 on each), and the router: a network
+# namespace with a veth on every subnet's bridge at .254, forwarding between them (its own sysctl; the
+# machine's stays off).
+make_router() {
+  local idx=$1 s=$2 k br ns=cclab$1-r
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
+  for k in $(seq 0 $((s - 1))); do
+    br=$(bridge_of "$idx" "$k")
+    if [ "$k" != 0 ]; then
+      ip link add "$br" type bridge
+      ip addr add "$(subnet_of "$idx" "$k").1/24" dev "$br"
+      ip link set "$br" up
+    fi
+    ip link add "rt$idx-$k" type veth peer name "r$k" netns "$ns"
+    ip link set "rt$idx-$k" master "$br" up
+    ip -n "$ns" addr add "$(subnet_of "$idx" "$k").254/24" dev "r$k"
+    ip -n "$ns" link set "r$k" up
+  done
 }
 
 write_ssh_config() {
@@ -414,6 +459,13 @@ down_locked() {
       h=$(basename "$hd"); v="vb-c$idx-$h"; ip link del "${v:0:15}" 2>/dev/null || true
     done
     ip link del "cclab$idx" 2>/dev/null || true
+    local k
+    for k in 1 2 3; do
+      ip link del "rt$idx-$k" 2>/dev/null || true
+      ip link del "cclab${idx}s$k" 2>/dev/null || true
+    done
+    ip link del "rt$idx-0" 2>/dev/null || true
+    ip netns del "cclab$idx-r" 2>/dev/null || true
   fi
   dir=$(cat "$state/dir" 2>/dev/null || true)
   if [ -n "$dir" ] && [ -d "$dir" ]; then

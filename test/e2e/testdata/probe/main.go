@@ -1,5 +1,6 @@
 // probe is the end-to-end tests' workload: a static binary packed as an image, so that tests need no
-// registry. "probe serve" answers HTTP with its host name; "probe get URL" prints a URL's body;
+// registry. "probe serve" answers HTTP with its host name, and UDP datagrams on the same port with its
+// host name too; "probe get URL" prints a URL's body; "probe udp HOST:PORT" prints the answer to a datagram;
 // "probe resolve NAME" prints the addresses a name resolves to through the pod's resolver; "probe api
 // INTERVAL SERVICE LOG" is a client of the API server with the Pod's service-account token, and of a
 // workload's Service, that logs every request's outcome.
@@ -37,6 +38,7 @@ func main() {
 		})
 		// As a well-behaved workload does: on SIGTERM it keeps serving while its endpoint is removed
 		// everywhere (5 s), then finishes the requests it has.
+		go serveUDP(name)
 		srv := &http.Server{Addr: ":8080"}
 		term := make(chan os.Signal, 1)
 		signal.Notify(term, syscall.SIGTERM)
@@ -61,6 +63,11 @@ func main() {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		fmt.Println(strings.TrimSpace(string(body)))
+	case "udp":
+		if err := askUDP(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	case "resolve":
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -172,4 +179,43 @@ func apiClient(interval time.Duration, service, log string) int {
 		write(outcome)
 		time.Sleep(interval)
 	}
+}
+
+// serveUDP answers every datagram on :8080/udp with name.
+func serveUDP(name string) {
+	pc, err := net.ListenPacket("udp", ":8080")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buf := make([]byte, 1500)
+	for {
+		_, addr, err := pc.ReadFrom(buf)
+		if err != nil {
+			continue
+		}
+		_, _ = pc.WriteTo([]byte(name), addr)
+	}
+}
+
+// askUDP sends a datagram to addr and prints the answer, trying three times, 2 s each.
+func askUDP(addr string) error {
+	conn, err := net.Dial("udp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	buf := make([]byte, 1500)
+	for range 3 {
+		if _, err := conn.Write([]byte("ping")); err != nil {
+			return err
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, err := conn.Read(buf)
+		if err == nil {
+			fmt.Print(string(buf[:n]))
+			return nil
+		}
+	}
+	return fmt.Errorf("no answer from %s over UDP", addr)
 }

@@ -32,6 +32,7 @@ func main() {
 	pause := flag.String("pause", "", "the pause binary to pack")
 	rootfs := flag.String("rootfs", "", "a node root filesystem to take iptables from, for the kube-proxy image")
 	runtimeDir := flag.String("runtime", "", "the runtime build-runtime.sh made (containerd, shim, ctr, crictl, CNI plugins)")
+	networkDir := flag.String("network", "", "the pod network's programs build-network.sh made (flanneld)")
 	verify := flag.Bool("verify", false, "only verify the directory against its manifest")
 	versions := flag.String("versions", "", "print the versions paired with this Kubernetes version and exit")
 	flag.Parse()
@@ -41,24 +42,25 @@ func main() {
 			fmt.Fprintln(os.Stderr, "labartifacts:", err)
 			os.Exit(1)
 		}
-		fmt.Printf("CONTAINERD_VERSION=%s\nRUNC_VERSION=%s\nCNI_PLUGINS_VERSION=%s\nCRICTL_VERSION=%s\n", v.Containerd, v.Runc, v.CNIPlugins, v.Crictl)
+		fmt.Printf("CONTAINERD_VERSION=%s\nRUNC_VERSION=%s\nCNI_PLUGINS_VERSION=%s\nCRICTL_VERSION=%s\nFLANNEL_VERSION=%s\n",
+			v.Containerd, v.Runc, v.CNIPlugins, v.Crictl, images.FlannelVersion)
 		return
 	}
-	if err := run(*dir, *pause, *rootfs, *runtimeDir, *verify); err != nil {
+	if err := run(*dir, *pause, *rootfs, *runtimeDir, *networkDir, *verify); err != nil {
 		fmt.Fprintln(os.Stderr, "labartifacts:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, pause, rootfs, runtimeDir string, verifyOnly bool) error {
+func run(dir, pause, rootfs, runtimeDir, networkDir string, verifyOnly bool) error {
 	if dir == "" {
 		return errors.New("-dir is required")
 	}
 	if verifyOnly {
 		return verify(dir)
 	}
-	if pause == "" || rootfs == "" || runtimeDir == "" {
-		return errors.New("-pause, -rootfs and -runtime are required")
+	if pause == "" || rootfs == "" || runtimeDir == "" || networkDir == "" {
+		return errors.New("-pause, -rootfs, -runtime and -network are required")
 	}
 	arch := runtime.GOARCH
 	m, err := newManifest(dir)
@@ -66,7 +68,7 @@ func run(dir, pause, rootfs, runtimeDir string, verifyOnly bool) error {
 		return err
 	}
 	binDir := filepath.Join(dir, "bin", "linux-"+arch)
-	if err := writeImages(m, dir, arch, binDir, pause, rootfs); err != nil {
+	if err := writeImages(m, dir, arch, binDir, pause, rootfs, networkDir); err != nil {
 		return err
 	}
 	entries, err := os.ReadDir(binDir)
@@ -127,10 +129,10 @@ func newManifest(dir string) (*artifacts.Manifest, error) {
 	return m, nil
 }
 
-// writeImages writes the images nodes run, from the built binaries (binDir), the pause binary and files of
-// the node root filesystem (iptables for kube-proxy, haproxy for the node-local proxy), into images/ and
-// the manifest.
-func writeImages(m *artifacts.Manifest, dir, arch, binDir, pause, rootfs string) error {
+// writeImages writes the images nodes run, from the built binaries (binDir), the pause binary, flanneld
+// (networkDir) and files of the node root filesystem (iptables for kube-proxy and flanneld, haproxy for the
+// node-local proxy), into images/ and the manifest.
+func writeImages(m *artifacts.Manifest, dir, arch, binDir, pause, rootfs, networkDir string) error {
 	imgRel := "images/linux-" + arch
 	if err := os.MkdirAll(filepath.Join(dir, imgRel), 0o755); err != nil {
 		return err
@@ -160,6 +162,9 @@ func writeImages(m *artifacts.Manifest, dir, arch, binDir, pause, rootfs string)
 		{"pause", repo + "/pause:" + m.PauseVersion, []image.File{{Path: "/pause", Source: pause, Mode: 0o755}},
 			image.Config{Entrypoint: []string{"/pause"}}},
 		{images.APIServerProxy, images.ProxyImage, haproxy, image.Config{Cmd: []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"}}},
+		// upstream's image has flanneld at /opt/bin, beside iptables (its masquerade and forward rules)
+		{images.Flannel, images.FlannelImage, append([]image.File{{Path: "/opt/bin/flanneld", Source: filepath.Join(networkDir, "flanneld")}}, iptables...),
+			image.Config{Entrypoint: []string{"/opt/bin/flanneld"}}},
 	}
 	for _, img := range images {
 		rel := imgRel + "/" + img.name + ".tar"

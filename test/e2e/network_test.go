@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterctl/clusterctl/test/lab"
+)
+
+// TestNetwork brings up one control-plane node and two workers on two subnets joined by a router (cp1 and
+// w1 on one, w2 on the other; nodes reach each other only through a gateway, as in a VPC of several
+// subnets). Preflight refuses the bridge network there, naming the pair; flannel's VXLAN is set up instead,
+// and Pods on every pair of nodes reach each other over TCP and UDP, through a Service and by its DNS name.
+// reset then leaves no flannel device, directory or CNI configuration.
+func TestNetwork(t *testing.T) {
+	artDir, m := lab.Artifacts(t)
+	c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1, Subnets: 2}, artDir, m.KubernetesVersion, "")
+
+	t.Run("the bridge network is refused on routed subnets, naming the pair and flannel", func(t *testing.T) {
+		_, stderr, code := c.Run(t, "up")
+		if code == 0 || !strings.Contains(stderr, "not on one L2 segment") || !strings.Contains(stderr, "w2") ||
+			!strings.Contains(stderr, "cni.plugin: flannel") {
+			t.Fatalf("up with the bridge on two subnets: exit %d, want a preflight error naming w2 and flannel\n%s", code, tail(stderr, 30))
+		}
+	})
+
+	c.AddSettings(t, "  cni:\n    plugin: flannel\n")
+	res := c.Up(t)
+	nodes := []string{"cp1", "w1", "w2"}
+	c.LoadProbe(t, nodes...)
+	ips := map[string]string{}
+	for _, n := range nodes {
+		c.probeApp(t, "p-"+n, n)
+		ips[n] = strings.TrimSpace(c.MustK(t, "get", "pod", "p-"+n, "-o", "jsonpath={.status.podIP}"))
+	}
+	t.Logf("up %.1fs; pods: %v", float64(res.DurationMS)/1000, ips)
+
+	t.Run("Pods on every pair of nodes reach each other over TCP and UDP", func(t *testing.T) {
+		for _, from := range nodes {
+			for _, to := range nodes {
+				if from == to {
+					continue
+				}
+				addr := ips[to] + ":8080"
+				if out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "get", "http://"+addr); err != nil || out != "p-"+to {
+					t.Errorf("TCP %s -> %s (%s): %q, %v", from, to, addr, out, err)
+				}
+				if out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "udp", addr); err != nil || out != "p-"+to {
+					t.Errorf("UDP %s -> %s (%s): %q, %v", from, to, addr, out, err)
+				}
+			}
+		}
+	})
+
+	t.Run("a Service on w2 answers Pods on the other subnet, by its name", func(t *testing.T) {
+		c.MustK(t, "expose", "pod", "p-w2", "--name", "web", "--port", "8080")
+		deadline := time.Now().Add(60 * time.Second)
+		for _, from := range []string{"cp1", "w1"} {
+			for {
+				out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "get", "http://web.default.svc.cluster.local:8080")
+				if err == nil && out == "p-w2" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the Service from %s: %q, %v", from, out, err)
+				}
+				time.Sleep(2 * time.Second)
+			}
+		}
+	})
+
+	t.Run("reset leaves no flannel device, directory or CNI configuration", func(t *testing.T) {
+		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
+			t.Fatalf("reset: exit %d\n%s", code, tail(stderr, 30))
+		}
+		for _, h := range nodes {
+			out := c.Lab.Run(t, h, "ls -d /sys/class/net/flannel.1 /sys/class/net/cni0 /run/flannel /etc/cni/net.d/* 2>/dev/null; "+
+				"iptables-save 2>/dev/null | grep -c FLANNEL; true")
+			if strings.TrimSpace(out) != "0" {
+				t.Errorf("%s after reset:\n%s", h, out)
+			}
+		}
+	})
+}
+
+// probeApp runs the probe as Pod name with the label app=name on node (LoadProbe put its image there),
+// and waits until it is Ready.
+func (c *Cluster) probeApp(t testing.TB, name, node string) {
+	t.Helper()
+	if _, err := c.K(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: default, labels: {app: %s}}
+spec:
+  nodeName: %s
+  containers: [{name: probe, image: %s, imagePullPolicy: Never, args: [serve]}]
+`, name, name, node, ProbeImage), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.K(t, "", "wait", "--for=condition=Ready", "pod/"+name, "--timeout=90s"); err != nil {
+		t.Fatal(err)
+	}
+}
