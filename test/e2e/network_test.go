@@ -44,10 +44,10 @@ func TestNetwork(t *testing.T) {
 					continue
 				}
 				addr := ips[to] + ":8080"
-				if out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "get", "http://"+addr); err != nil || out != "p-"+to {
+				if out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "get", "http://"+addr); err != nil || strings.TrimSpace(out) != "p-"+to {
 					t.Errorf("TCP %s -> %s (%s): %q, %v", from, to, addr, out, err)
 				}
-				if out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "udp", addr); err != nil || out != "p-"+to {
+				if out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "udp", addr); err != nil || strings.TrimSpace(out) != "p-"+to {
 					t.Errorf("UDP %s -> %s (%s): %q, %v", from, to, addr, out, err)
 				}
 			}
@@ -60,7 +60,7 @@ func TestNetwork(t *testing.T) {
 		for _, from := range []string{"cp1", "w1"} {
 			for {
 				out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "get", "http://web.default.svc.cluster.local:8080")
-				if err == nil && out == "p-w2" {
+				if err == nil && strings.TrimSpace(out) == "p-w2" {
 					break
 				}
 				if time.Now().After(deadline) {
