@@ -17,7 +17,7 @@ func TestCheckOneSegment(t *testing.T) {
 	if f := (Plugin{}).Check(one); len(f) != 0 {
 		t.Errorf("one segment: %v", f)
 	}
-	routed := append(one, node("w2", "10.1.0.12", "10.1.0.12/24"))
+	routed := []network.Node{one[0], one[1], node("w2", "10.1.0.12", "10.1.0.12/24")}
 	f := (Plugin{}).Check(routed)
 	if len(f) != 2 {
 		t.Fatalf("w2 on another subnet: want one finding per pair with it, got %+v", f)
