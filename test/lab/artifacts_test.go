@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/images"
 )
 
 // TestArtifactImagesRun imports every image of the artifacts directory into containerd on a lab host and runs
@@ -38,6 +39,8 @@ func TestArtifactImagesRun(t *testing.T) {
 		{"etcd", "etcd --version", "etcd Version: " + strings.TrimPrefix(m.EtcdVersion, "v")},
 		{"etcd", "etcdctl version", "etcdctl version: " + strings.TrimPrefix(m.EtcdVersion, "v")},
 		{"coredns", "/coredns -version", "CoreDNS-" + strings.TrimPrefix(m.CoreDNSVersion, "v")},
+		{"flannel", "/opt/bin/flanneld --version", images.FlannelVersion},
+		{"flannel", "iptables --version", "iptables v1.8"},
 	} {
 		t.Run(tc.image+" "+tc.command, func(t *testing.T) {
 			r, ok := ref[tc.image]
