@@ -323,8 +323,35 @@ func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]
 		}
 	}
 	a.kubeletExtraArgs(inv, fv, used)
+	a.network(inv, fv, used)
 	a.endpoint(inv, fv, used)
 	a.warnClusterVars(first, vars)
+}
+
+// network reads kube_network_plugin: flannel is clusterctl's flannel (with flannel_backend_type vxlan,
+// the only backend it sets up); any other pod network of kubespray's is a warning that says what clusterctl
+// installs instead and how to bring that one. calico_veth_mtu and flannel_mtu are the Pods' MTU.
+func (a *ansible) network(inv *Inventory, fv map[string]avar, used map[string]bool) {
+	c := &inv.Cluster.CNI
+	if v, ok := a.str(fv, used, "kube_network_plugin"); ok {
+		pos := fv["kube_network_plugin"].pos
+		switch v {
+		case CNIFlannel:
+			c.Plugin = CNIFlannel
+			inv.pos["cluster.cni.plugin"] = pos
+		default:
+			a.diags.add(Warning, pos, "%s is not a pod network clusterctl installs: it sets up its bridge network instead (nodes on one L2 segment; kube_network_plugin: flannel for routed subnets). To bring %s, apply its manifests with cni.plugin: manifests in a native inventory", v, v)
+		}
+	}
+	if v, ok := a.str(fv, used, "flannel_backend_type"); ok && v != "vxlan" {
+		a.diags.add(Warning, fv["flannel_backend_type"].pos, "flannel_backend_type %s: clusterctl's flannel uses the vxlan backend", v)
+	}
+	for _, name := range []string{"flannel_mtu", "calico_veth_mtu"} {
+		if m, ok := a.integer(fv, used, name); ok && m > 0 {
+			c.MTU = m
+			inv.pos["cluster.cni.mtu"] = fv[name].pos
+		}
+	}
 }
 
 // kubeletExtraArgs reads kubelet_config_extra_args: kubespray merges it into the kubelet's configuration;
