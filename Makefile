@@ -162,9 +162,9 @@ artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FRO
 bench: ## Go benchmarks of every package (go test -bench), numbers printed
 	go test -run '^$$' -bench . -benchmem ./...
 
-bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime; BASE=REV: each run followed by one of the code at REV (root; SIZES, RUNS)
+bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime; BASE=REV: each run followed by one of the code at REV; CNI="bridge flannel": each pod network in turn; SUBNETS=2: routed subnets (root; SIZES, RUNS)
 	test/lab/artifacts.sh $(K8S_VERSION)
-	LAYER=$(if $(BARE),bare,node) test/bench/up.sh
+	LAYER=$(if $(BARE),bare,node) CNI="$(or $(CNI),bridge)" SUBNETS=$(or $(SUBNETS),1) test/bench/up.sh
 
 bench-noop: ## no-op re-runs of clusterctl up on settled 1+2 and 1+5 lab clusters, by phase; BASE=REV: each beside a run of the code at REV (root; RUNS, SETTLE)
 	test/lab/artifacts.sh $(K8S_VERSION)

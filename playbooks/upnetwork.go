@@ -103,6 +103,9 @@ func (u *upRun) network(ctx context.Context) error {
 // range and address; the cluster's Nodes that are no host of the inventory by name.
 func (u *upRun) networkCluster(ctx context.Context, list []corev1.Node, others bool) (*network.Cluster, error) {
 	c := &network.Cluster{Inv: u.e.Inv, Images: u.images, Unknown: map[string]string{}}
+	if u.rendered != nil {
+		c.APIEndpoint = u.rendered.NodeEndpoint
+	}
 	byName := map[string]*corev1.Node{}
 	for i := range list {
 		byName[list[i].Name] = &list[i]

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -120,28 +121,48 @@ func (p Plugin) MTU(n network.Node) int {
 	return 1500 - overhead(n.IP)
 }
 
+var _ network.Early = Plugin{}
+
+// ApplyEarly starts flanneld (its DaemonSet runs on each node as it joins) and gives the run's nodes
+// that have their range their CNI configuration, while the workers join: the first control-plane node
+// turns Ready, and flanneld is ready on the workers, sooner.
+func (p Plugin) ApplyEarly(ctx context.Context, env network.Env, c *network.Cluster) error {
+	return p.apply(ctx, env, c, false)
+}
+
 // Apply runs flanneld on every node and gives the run's nodes their CNI configuration; every node gets its
 // routes file (the Service rule). It waits for flanneld to be ready on the run's nodes.
 func (p Plugin) Apply(ctx context.Context, env network.Env, c *network.Cluster) (network.Outcome, error) {
+	if err := p.apply(ctx, env, c, true); err != nil {
+		return network.Outcome{}, err
+	}
+	return network.Outcome{}, waitReady(ctx, env, c)
+}
+
+// apply applies flannel's objects, and writes the nodes' files (all: every node's; else only those of the
+// run's nodes): the run's get their CNI configuration once they have their range.
+func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, all bool) error {
 	admin, err := env.Admin(ctx)
 	if err != nil {
-		return network.Outcome{}, err
+		return err
 	}
-	objs, err := Objects(c.Images.Ref(ImageName), c.Inv.Cluster.Networking.PodSubnet)
+	objs, err := Objects(c.Images.Ref(ImageName), c.Inv.Cluster.Networking.PodSubnet, c.APIEndpoint)
 	if err != nil {
-		return network.Outcome{}, err
+		return err
 	}
 	if err := network.ApplyObjects(ctx, admin, env.Timeout(), "flannel's objects", objs); err != nil {
-		return network.Outcome{}, err
+		return err
 	}
 	services := bridge.ServiceRanges(c.Inv.Cluster.Networking.ServiceSubnet)
 	byHost := map[string]network.Node{}
 	var hosts []string
 	for _, n := range c.Nodes {
 		byHost[n.Host] = n
-		hosts = append(hosts, n.Host)
+		if all || n.InRun {
+			hosts = append(hosts, n.Host)
+		}
 	}
-	err = env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
+	return env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
 		n := byHost[host]
 		routes, err := bridge.Routes(n.Name, nil, bridge.HostServiceRoute(env, n, services), services)
 		if err != nil {
@@ -155,10 +176,6 @@ func (p Plugin) Apply(ctx context.Context, env network.Env, c *network.Cluster) 
 		}
 		return bridge.PutRoutes(ctx, h, routes, ConfigPath, conf)
 	})
-	if err != nil {
-		return network.Outcome{}, err
-	}
-	return network.Outcome{}, waitReady(ctx, env, c)
 }
 
 // waitReady waits until flanneld's Pod is ready on every node of the run.
@@ -204,8 +221,18 @@ type netConfVXLAN struct {
 }
 
 // Objects are flannel's: its namespace, service account and RBAC (upstream's), net-conf.json with the pod
-// subnet, and the DaemonSet running image.
-func Objects(image, podSubnet string) ([]runtime.Object, error) {
+// subnet, and the DaemonSet running image. flanneld reaches the API server at endpoint (a URL; "": the
+// Service address).
+func Objects(image, podSubnet, endpoint string) ([]runtime.Object, error) {
+	var apiEnv []corev1.EnvVar
+	if endpoint != "" {
+		u, err := url.Parse(endpoint)
+		if err != nil || u.Hostname() == "" || u.Port() == "" {
+			return nil, fmt.Errorf("API endpoint %q: not https://HOST:PORT", endpoint)
+		}
+		// In-cluster configuration takes the API server from these (client-go's rest.InClusterConfig).
+		apiEnv = []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: u.Hostname()}, {Name: "KUBERNETES_SERVICE_PORT", Value: u.Port()}}
+	}
 	conf, err := json.MarshalIndent(netConf{Network: podSubnet, Backend: netConfVXLAN{Type: "vxlan", Port: vxlanPort}}, "", "  ")
 	if err != nil {
 		return nil, err
@@ -235,13 +262,13 @@ func Objects(image, podSubnet string) ([]runtime.Object, error) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "flannel"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "flannel", Namespace: Namespace}}},
 		&corev1.ConfigMap{TypeMeta: cmType, ObjectMeta: cmMeta, Data: map[string]string{"net-conf.json": string(conf) + "\n"}},
-		daemonSet(image, labels),
+		daemonSet(image, labels, apiEnv),
 	}, nil
 }
 
 // daemonSet is upstream's flanneld DaemonSet without its CNI installers: flanneld on the node's address
 // (the Node's InternalIP, which clusterctl sets), with the capabilities it needs and nothing more.
-func daemonSet(image string, labels map[string]string) *appsv1.DaemonSet {
+func daemonSet(image string, labels map[string]string, apiEnv []corev1.EnvVar) *appsv1.DaemonSet {
 	f := false
 	field := func(p string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: p}}
@@ -275,18 +302,18 @@ func daemonSet(image string, labels map[string]string) *appsv1.DaemonSet {
 							fmt.Sprintf("--healthz-port=%d", healthPort)},
 						Ports:          []corev1.ContainerPort{{Name: "healthz", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP}},
 						LivenessProbe:  probe("/healthz", 10, 30),
-						ReadinessProbe: probe("/readyz", 2, 5),
+						ReadinessProbe: probe("/readyz", 1, 3),
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("50Mi")}},
 						SecurityContext: &corev1.SecurityContext{Privileged: &f,
 							Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}},
-						Env: []corev1.EnvVar{
+						Env: append([]corev1.EnvVar{
 							{Name: "POD_NAME", ValueFrom: field("metadata.name")},
 							{Name: "POD_NAMESPACE", ValueFrom: field("metadata.namespace")},
 							{Name: "NODE_IP", ValueFrom: field("status.hostIP")},
 							{Name: "EVENT_QUEUE_DEPTH", Value: "5000"},
 							{Name: "CONT_WHEN_CACHE_NOT_READY", Value: "false"},
-						},
+						}, apiEnv...),
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "run", MountPath: RunDir},
 							{Name: "flannel-cfg", MountPath: "/etc/kube-flannel/"},

@@ -14,7 +14,7 @@ import (
 )
 
 func TestObjects(t *testing.T) {
-	objs, err := Objects("registry.example:5000/flannel:v0.28.10", "10.244.0.0/16")
+	objs, err := Objects("registry.example:5000/flannel:v0.28.10", "10.244.0.0/16", "https://127.0.0.1:6443")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,13 @@ func TestObjects(t *testing.T) {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %v lack %s", c.Args, want)
 		}
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if env["KUBERNETES_SERVICE_HOST"] != "127.0.0.1" || env["KUBERNETES_SERVICE_PORT"] != "6443" {
+		t.Errorf("flanneld does not reach the API server at the nodes' endpoint: %v", env)
 	}
 	if c.SecurityContext.Privileged == nil || *c.SecurityContext.Privileged {
 		t.Error("flanneld runs privileged; it needs NET_ADMIN and NET_RAW only")

@@ -88,6 +88,10 @@ type Cluster struct {
 	Inv *inventory.Inventory
 	// Images are the run's (a plugin's image: Images.Ref of its name).
 	Images images.Set
+	// APIEndpoint is the URL nodes reach the API server at (the node-local proxy's, or the control-plane
+	// endpoint): a network's own Pods use it, not the Service address, which works only once kube-proxy
+	// has written its rules and, on a host without a default route, once the Service route is there.
+	APIEndpoint string
 	Nodes  []Node
 	// Unknown are the cluster's Nodes that are no host of the inventory: name → pod range.
 	Unknown map[string]string
