@@ -92,7 +92,7 @@ type Cluster struct {
 	// endpoint): a network's own Pods use it, not the Service address, which works only once kube-proxy
 	// has written its rules and, on a host without a default route, once the Service route is there.
 	APIEndpoint string
-	Nodes  []Node
+	Nodes       []Node
 	// Unknown are the cluster's Nodes that are no host of the inventory: name → pod range.
 	Unknown map[string]string
 }
