@@ -179,6 +179,9 @@ type CNI struct {
 	// MTU is the Pods' interfaces' MTU with bridge or flannel: 1280 or more. Default: with flannel, the
 	// node interface's MTU minus VXLAN's 50 bytes (70 over IPv6); with bridge, the bridge's.
 	MTU int `yaml:"mtu,omitempty" json:"mtu,omitempty"`
+	// NetworkPolicy runs a NetworkPolicy controller (SIG Network's kube-network-policies, on nftables)
+	// with bridge or flannel: without it, NetworkPolicy objects are accepted and enforced by nothing.
+	NetworkPolicy bool `yaml:"networkPolicy,omitempty" json:"networkPolicy,omitempty"`
 	// Manifests are YAML files applied with server-side apply when Plugin is manifests; relative to the
 	// inventory's directory.
 	Manifests []string `yaml:"manifests,omitempty" json:"manifests,omitempty"`

@@ -206,6 +206,9 @@ func (v *validator) cni(c *CNI) {
 	case c.MTU != 0 && (c.MTU < 1280 || c.MTU > 65535):
 		v.errorf("cluster.cni.mtu", "%d is not an MTU Pods can have: 1280 (IPv6's minimum) to 65535", c.MTU)
 	}
+	if c.NetworkPolicy && !setsUp {
+		v.errorf("cluster.cni.networkPolicy", "the policy controller runs only beside a pod network clusterctl sets up (bridge or flannel), not with plugin: %s; with your own network, use its policy enforcement", c.Plugin)
+	}
 }
 
 // certificates checks the certificates' algorithm and validity.

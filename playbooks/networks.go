@@ -6,6 +6,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/bridge"
 	"github.com/clusterctl/clusterctl/tasks/flannel"
+	"github.com/clusterctl/clusterctl/tasks/netpol"
 	"github.com/clusterctl/clusterctl/tasks/network"
 )
 
@@ -25,24 +26,29 @@ func networkOf(inv *inventory.Inventory) network.Plugin {
 	if plugin == "" {
 		plugin = inventory.CNIBridge
 	}
-	if f, ok := networks[plugin]; ok {
-		return f(&inv.Cluster.CNI)
+	f, ok := networks[plugin]
+	if !ok {
+		return network.None{}
 	}
-	return network.None{}
+	if p := f(&inv.Cluster.CNI); inv.Cluster.CNI.NetworkPolicy {
+		return netpol.With(p)
+	} else {
+		return p
+	}
 }
 
 // NetworkImages are the images (artifacts manifest names) the inventory's pod network runs.
 func NetworkImages(inv *inventory.Inventory) []string { return networkOf(inv).Images() }
 
-// networkLeftovers are what every pod network leaves on a host: reset removes them all, whatever the
-// inventory says now.
+// networkLeftovers are what every pod network and the policy controller leave on a host: reset removes
+// them all, whatever the inventory says now.
 func networkLeftovers() network.Leftovers {
 	names := make([]string, 0, len(networks))
 	for name := range networks {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	var out network.Leftovers
+	out := netpol.Leftovers()
 	for _, name := range names {
 		out = out.Add(networks[name](&inventory.CNI{}).Leftovers())
 	}
@@ -51,6 +57,7 @@ func networkLeftovers() network.Leftovers {
 	out.Links = compactSorted(out.Links)
 	out.Networks = compactSorted(out.Networks)
 	out.Chains = compactSorted(out.Chains)
+	out.Graceful = compactSorted(out.Graceful)
 	return out
 }
 

@@ -75,7 +75,7 @@ func TestNetworkLeftovers(t *testing.T) {
 		Files: []string{"/etc/cni/net.d/10-clusterctl-bridge.conflist", "/etc/cni/net.d/10-clusterctl-flannel.conflist",
 			"/etc/systemd/system/clusterctl-pod-routes.service", "/var/lib/clusterctl/pod-routes"},
 		Dirs: []string{"/run/flannel"}, Links: []string{"cni0", "flannel.1"}, Networks: []string{"clusterctl-bridge", "clusterctl-flannel"},
-		Chains: []string{"FLANNEL-"}, Networkd: "/etc/systemd/networkd.conf.d/clusterctl.conf",
+		Chains: []string{"FLANNEL-"}, Graceful: []string{"kube-network-policies"}, Networkd: "/etc/systemd/networkd.conf.d/clusterctl.conf",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("networkLeftovers() = %+v, want %+v", got, want)

@@ -47,6 +47,10 @@ type Facts struct {
 	DefaultIface  string            `json:"defaultInterface,omitempty"`
 	MACs          map[string]string `json:"macs"`           // interface -> MAC
 	MTUs          map[string]int    `json:"mtus,omitempty"` // interface -> MTU
+	// KernelModules are those of the modules facts.sh asks about (the policy controller's) that the kernel
+	// has: loaded, built in or installed; KernelModulesKnown: the host has a module directory to tell.
+	KernelModules      map[string]bool `json:"kernelModules,omitempty"`
+	KernelModulesKnown bool            `json:"kernelModulesKnown,omitempty"`
 	ProductUUID   string            `json:"productUUID,omitempty"`
 	MachineID     string            `json:"machineID"`
 	BootID        string            `json:"bootID"`
@@ -281,6 +285,13 @@ func (f *Facts) parse(key, val string, unit *string) {
 		if first != "lo" && rest != "00:00:00:00:00:00" {
 			f.MACs[first] = rest
 		}
+	case "kmod":
+		if f.KernelModules == nil {
+			f.KernelModules = map[string]bool{}
+		}
+		f.KernelModules[val] = true
+	case "kmods_known":
+		f.KernelModulesKnown = true
 	case "mtu":
 		if n, err := strconv.Atoi(rest); err == nil && n > 0 && n <= 65535 && first != "lo" {
 			if f.MTUs == nil {

@@ -178,35 +178,40 @@ func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, 
 	})
 }
 
-// waitReady waits until flanneld's Pod is ready on every node of the run.
+// waitReady waits until flanneld runs on every node of the run: its Node carries the annotations flanneld
+// writes once it has its lease and its VXLAN device (the other nodes' flanneld route to it from then on),
+// with the node's address. Sooner than its readiness probe says the same.
 func waitReady(ctx context.Context, env network.Env, c *network.Cluster) error {
 	admin, err := env.Admin(ctx)
 	if err != nil {
 		return err
 	}
 	return env.Poll(ctx, func() (bool, string, error) {
-		pods, err := admin.Kube.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=flannel"})
+		list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", nil // the API server restarting: ask again
 		}
-		ready := map[string]bool{}
-		for i := range pods.Items {
-			pod := &pods.Items[i]
-			for _, cond := range pod.Status.Conditions {
-				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && pod.DeletionTimestamp == nil {
-					ready[pod.Spec.NodeName] = true
-				}
+		publicIP := map[string]string{}
+		for i := range list.Items {
+			if a := list.Items[i].Annotations; a[annotationPrefix+"backend-type"] == "vxlan" {
+				publicIP[list.Items[i].Name] = a[annotationPrefix+"public-ip"]
 			}
 		}
 		var missing []string
 		for _, n := range c.Run() {
-			if !ready[n.Name] {
+			switch ip := publicIP[n.Name]; {
+			case ip == "":
 				missing = append(missing, n.Name)
+			case ip != n.IP:
+				return false, "", fmt.Errorf("flanneld on %s tunnels from %s, not the node's address %s", n.Name, ip, n.IP)
 			}
 		}
-		return len(missing) == 0, "flanneld not ready on " + strings.Join(missing, ", "), nil
+		return len(missing) == 0, "flanneld on " + strings.Join(missing, ", "), nil
 	})
 }
+
+// annotationPrefix is flanneld's (--kube-annotation-prefix).
+const annotationPrefix = "flannel.alpha.coreos.com/"
 
 // netConf is flanneld's net-conf.json.
 type netConf struct {

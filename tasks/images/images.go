@@ -35,12 +35,20 @@ const (
 	FlannelImage   = "ghcr.io/flannel-io/flannel:" + FlannelVersion
 )
 
+// NetworkPolicies is the NetworkPolicy controller's image (cni.networkPolicy): SIG Network's
+// kube-network-policies, at the release tasks/netpol deploys.
+const (
+	NetworkPolicies        = "kube-network-policies"
+	NetworkPoliciesVersion = "v0.8.0"
+	NetworkPoliciesImage   = "registry.k8s.io/networking/kube-network-policies:" + NetworkPoliciesVersion
+)
+
 // Names are every image a cluster runs.
 var Names = []string{APIServer, ControllerManager, Scheduler, Proxy, Etcd, CoreDNS, Pause, APIServerProxy}
 
 // Optional are the images only some clusters run (a pod network's): an artifacts directory holds them
 // when its inventory asks for them.
-var Optional = map[string]string{Flannel: FlannelImage}
+var Optional = map[string]string{Flannel: FlannelImage, NetworkPolicies: NetworkPoliciesImage}
 
 // Set is the images of one cluster.
 type Set struct {

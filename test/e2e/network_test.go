@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +13,10 @@ import (
 // TestNetwork brings up one control-plane node and two workers on two subnets joined by a router (cp1 and
 // w1 on one, w2 on the other; nodes reach each other only through a gateway, as in a VPC of several
 // subnets). Preflight refuses the bridge network there, naming the pair; flannel's VXLAN is set up instead,
-// and Pods on every pair of nodes reach each other over TCP and UDP, through a Service and by its DNS name.
-// reset then leaves no flannel device, directory or CNI configuration.
+// with the NetworkPolicy controller, and Pods on every pair of nodes reach each other over TCP and UDP,
+// through a Service and by its DNS name. A default-deny policy then blocks a client of a Pod started
+// before it, an allow rule lets exactly that client through, and removing the policies restores traffic.
+// reset leaves no flannel device, directory or CNI configuration, and no nftables table of the controller.
 func TestNetwork(t *testing.T) {
 	artDir, m := lab.Artifacts(t)
 	c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1, Subnets: 2}, artDir, m.KubernetesVersion, "")
@@ -26,7 +29,7 @@ func TestNetwork(t *testing.T) {
 		}
 	})
 
-	c.AddSettings(t, "  cni:\n    plugin: flannel\n")
+	c.AddSettings(t, "  cni:\n    plugin: flannel\n    networkPolicy: true\n")
 	res := c.Up(t)
 	nodes := []string{"cp1", "w1", "w2"}
 	c.LoadProbe(t, nodes...)
@@ -71,6 +74,52 @@ func TestNetwork(t *testing.T) {
 		}
 	})
 
+	t.Run("NetworkPolicy: default deny, an allow rule for one client, then none", func(t *testing.T) {
+		get := func(from string) bool {
+			out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "get", "http://"+ips["w2"]+":8080")
+			return err == nil && strings.TrimSpace(out) == "p-w2"
+		}
+		// until waits (up to 30 s) for the connection from each client to be as wanted, and says how long
+		// the policy took to hold.
+		until := func(what string, want map[string]bool) {
+			t.Helper()
+			start := time.Now()
+			for {
+				ok := true
+				for from, allowed := range want {
+					ok = ok && get(from) == allowed
+				}
+				if ok {
+					t.Logf("%s: in force after %.1fs", what, time.Since(start).Seconds())
+					return
+				}
+				if time.Since(start) > 30*time.Second {
+					t.Fatalf("%s: not in force after 30s (want %v)", what, want)
+				}
+			}
+		}
+		until("no policy", map[string]bool{"cp1": true, "w1": true})
+		c.MustKApply(t, `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny-w2, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: p-w2}}
+  policyTypes: [Ingress]
+`)
+		until("default deny", map[string]bool{"cp1": false, "w1": false})
+		c.MustKApply(t, `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: allow-cp1, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: p-w2}}
+  policyTypes: [Ingress]
+  ingress: [{from: [{podSelector: {matchLabels: {app: p-cp1}}}], ports: [{port: 8080, protocol: TCP}]}]
+`)
+		until("allow p-cp1", map[string]bool{"cp1": true, "w1": false})
+		c.MustK(t, "delete", "networkpolicy", "deny-w2", "allow-cp1")
+		until("policies removed", map[string]bool{"cp1": true, "w1": true})
+	})
+
 	t.Run("reset leaves no flannel device, directory or CNI configuration", func(t *testing.T) {
 		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s", code, tail(stderr, 30))
@@ -80,6 +129,10 @@ func TestNetwork(t *testing.T) {
 				"iptables-save 2>/dev/null | grep -c FLANNEL; true")
 			if strings.TrimSpace(out) != "0" {
 				t.Errorf("%s after reset:\n%s", h, out)
+			}
+			tables, err := exec.Command("nsenter", "--net="+c.Lab.NetNS(t, h), "nft", "list", "tables").CombinedOutput()
+			if err != nil || strings.Contains(string(tables), "kube-network-policies") {
+				t.Errorf("%s's nftables tables after reset: %v\n%s", h, err, tables)
 			}
 		}
 	})
@@ -99,6 +152,14 @@ spec:
 		t.Fatal(err)
 	}
 	if _, err := c.K(t, "", "wait", "--for=condition=Ready", "pod/"+name, "--timeout=90s"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// MustKApply applies a manifest with kubectl and fails the test on error.
+func (c *Cluster) MustKApply(t testing.TB, manifest string) {
+	t.Helper()
+	if _, err := c.K(t, manifest, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
 }

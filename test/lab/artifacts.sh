@@ -27,7 +27,7 @@ eval "$("$tools/labartifacts" -versions "$VERSION")"
 # manifest and the mirror still name the version pull pairs).
 LAB_CRICTL_VERSION=1.34.0
 RUNTIME=$("$HERE/build-runtime.sh" "$CONTAINERD_VERSION" "$CNI_PLUGINS_VERSION" "$LAB_CRICTL_VERSION")
-NETWORK=$("$HERE/build-network.sh" "$FLANNEL_VERSION")
+NETWORK=$("$HERE/build-network.sh" "$FLANNEL_VERSION" "$NETPOL_VERSION")
 
 # Up to date when the manifest verifies and names the versions built.
 if [ -f "$DIR/manifest.json" ] && "$tools/labartifacts" -dir "$DIR" -verify >&2 \
@@ -35,6 +35,7 @@ if [ -f "$DIR/manifest.json" ] && "$tools/labartifacts" -dir "$DIR" -verify >&2 
    && grep -q "\"containerdVersion\": \"$CONTAINERD_VERSION\"" "$DIR/manifest.json" \
    && grep -q '"name": "apiserver-proxy"' "$DIR/manifest.json" \
    && grep -q "\"image\": \"ghcr.io/flannel-io/flannel:$FLANNEL_VERSION\"" "$DIR/manifest.json" \
+   && grep -q "\"image\": \"registry.k8s.io/networking/kube-network-policies:$NETPOL_VERSION\"" "$DIR/manifest.json" \
    && [ "$DIR/manifest.json" -nt "$DIR/bin/versions.env" ]; then
   echo "$DIR"
   exit 0

@@ -41,6 +41,7 @@ func TestArtifactImagesRun(t *testing.T) {
 		{"coredns", "/coredns -version", "CoreDNS-" + strings.TrimPrefix(m.CoreDNSVersion, "v")},
 		{"flannel", "/opt/bin/flanneld --version", images.FlannelVersion},
 		{"flannel", "iptables --version", "iptables v1.8"},
+		{"kube-network-policies", "/bin/netpol --help", "nfqueue-id"},
 	} {
 		t.Run(tc.image+" "+tc.command, func(t *testing.T) {
 			r, ok := ref[tc.image]

@@ -3,7 +3,8 @@
 #   test/lab/deps.sh [--vm]   (--vm: QEMU too, for the VM tier: vm.sh)
 set -euo pipefail
 pkgs=(systemd-container debootstrap bridge-utils openssh-client iproute2 iptables util-linux procps kmod
-  gcc make libc6-dev bzip2) # the last four build busybox for the conformance images (conformance.sh)
+  gcc make libc6-dev bzip2 # these four build busybox for the conformance images (conformance.sh), and flanneld
+  nftables) # nft: tests read a lab host's nftables tables from this machine (nsenter into its network)
 [ "${1:-}" = --vm ] && pkgs+=(qemu-system-x86 qemu-utils e2fsprogs)
 missing=()
 for p in "${pkgs[@]}"; do

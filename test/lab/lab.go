@@ -153,6 +153,26 @@ func Start(t testing.TB, opts Options) *Lab {
 	return l
 }
 
+// NetNS is the network namespace of a running lab host (/proc/PID/ns/net of its init), for tools of this
+// machine to look into it: nsenter --net=NETNS nft list tables.
+func (l *Lab) NetNS(t testing.TB, host string) string {
+	t.Helper()
+	root := os.Getenv("CLUSTERCTL_LAB_STATE")
+	if root == "" {
+		root = "/var/lib/clusterctl-lab"
+	}
+	pid, err := os.ReadFile(filepath.Join(root, "labs", l.Name, "hosts", host, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pid is systemd-nspawn's; the host's init is its child.
+	out, err := exec.Command("pgrep", "-P", strings.TrimSpace(string(pid))).Output()
+	if err != nil {
+		t.Fatalf("%s: the host's init: %v", host, err)
+	}
+	return "/proc/" + strings.Fields(string(out))[0] + "/ns/net"
+}
+
 // Timings is what lab.sh measured bringing the lab up (prepare_ms=... boot_to_ssh_ms=...).
 func (l *Lab) Timings(t testing.TB) string {
 	t.Helper()

@@ -32,7 +32,7 @@ func main() {
 	pause := flag.String("pause", "", "the pause binary to pack")
 	rootfs := flag.String("rootfs", "", "a node root filesystem to take iptables from, for the kube-proxy image")
 	runtimeDir := flag.String("runtime", "", "the runtime build-runtime.sh made (containerd, shim, ctr, crictl, CNI plugins)")
-	networkDir := flag.String("network", "", "the pod network's programs build-network.sh made (flanneld)")
+	networkDir := flag.String("network", "", "the pod network's programs build-network.sh made (flanneld, netpol)")
 	verify := flag.Bool("verify", false, "only verify the directory against its manifest")
 	versions := flag.String("versions", "", "print the versions paired with this Kubernetes version and exit")
 	flag.Parse()
@@ -42,8 +42,8 @@ func main() {
 			fmt.Fprintln(os.Stderr, "labartifacts:", err)
 			os.Exit(1)
 		}
-		fmt.Printf("CONTAINERD_VERSION=%s\nRUNC_VERSION=%s\nCNI_PLUGINS_VERSION=%s\nCRICTL_VERSION=%s\nFLANNEL_VERSION=%s\n",
-			v.Containerd, v.Runc, v.CNIPlugins, v.Crictl, images.FlannelVersion)
+		fmt.Printf("CONTAINERD_VERSION=%s\nRUNC_VERSION=%s\nCNI_PLUGINS_VERSION=%s\nCRICTL_VERSION=%s\nFLANNEL_VERSION=%s\nNETPOL_VERSION=%s\n",
+			v.Containerd, v.Runc, v.CNIPlugins, v.Crictl, images.FlannelVersion, images.NetworkPoliciesVersion)
 		return
 	}
 	if err := run(*dir, *pause, *rootfs, *runtimeDir, *networkDir, *verify); err != nil {
@@ -130,7 +130,7 @@ func newManifest(dir string) (*artifacts.Manifest, error) {
 }
 
 // writeImages writes the images nodes run, from the built binaries (binDir), the pause binary, flanneld
-// (networkDir) and files of the node root filesystem (iptables for kube-proxy and flanneld, haproxy for the
+// and netpol (networkDir) and files of the node root filesystem (iptables for kube-proxy and flanneld, haproxy for the
 // node-local proxy), into images/ and the manifest.
 func writeImages(m *artifacts.Manifest, dir, arch, binDir, pause, rootfs, networkDir string) error {
 	imgRel := "images/linux-" + arch
@@ -165,6 +165,9 @@ func writeImages(m *artifacts.Manifest, dir, arch, binDir, pause, rootfs, networ
 		// upstream's image has flanneld at /opt/bin, beside iptables (its masquerade and forward rules)
 		{images.Flannel, images.FlannelImage, append([]image.File{{Path: "/opt/bin/flanneld", Source: filepath.Join(networkDir, "flanneld")}}, iptables...),
 			image.Config{Entrypoint: []string{"/opt/bin/flanneld"}}},
+		// upstream's image runs /bin/netpol; it talks netlink (nftables, nfqueue) and needs no other file
+		{images.NetworkPolicies, images.NetworkPoliciesImage, []image.File{{Path: "/bin/netpol", Source: filepath.Join(networkDir, "netpol")}},
+			image.Config{Entrypoint: []string{"/bin/netpol"}}},
 	}
 	for _, img := range images {
 		rel := imgRel + "/" + img.name + ".tar"
