@@ -51,11 +51,11 @@ type Facts struct {
 	// has: loaded, built in or installed; KernelModulesKnown: the host has a module directory to tell.
 	KernelModules      map[string]bool `json:"kernelModules,omitempty"`
 	KernelModulesKnown bool            `json:"kernelModulesKnown,omitempty"`
-	ProductUUID   string            `json:"productUUID,omitempty"`
-	MachineID     string            `json:"machineID"`
-	BootID        string            `json:"bootID"`
-	Clock         time.Time         `json:"clock"`
-	ClockSkew     time.Duration     `json:"clockSkew"` // host clock minus the workstation's, at the midpoint of the round trip
+	ProductUUID        string          `json:"productUUID,omitempty"`
+	MachineID          string          `json:"machineID"`
+	BootID             string          `json:"bootID"`
+	Clock              time.Time       `json:"clock"`
+	ClockSkew          time.Duration   `json:"clockSkew"` // host clock minus the workstation's, at the midpoint of the round trip
 	// ClockUncertainty bounds the error of ClockSkew: half the round trip of the exchange that read the clock.
 	ClockUncertainty time.Duration     `json:"clockUncertainty"`
 	Listening        []Listener        `json:"listening"`
