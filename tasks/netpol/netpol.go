@@ -106,8 +106,8 @@ func (w with) Apply(ctx context.Context, env network.Env, c *network.Cluster) (n
 	})
 }
 
-// Leftovers: the controller removes its nftables table when it stops, so reset stops it gracefully before
-// it kills the other containers.
+// Leftovers: the controller removes its nftables table when it is interrupted (SIGINT; it does not catch
+// SIGTERM), so reset interrupts it and waits before it kills the other containers.
 func Leftovers() network.Leftovers { return network.Leftovers{Graceful: []string{Name}} }
 
 // Check refuses a node whose kernel cannot send packets to the controller's queue: it needs

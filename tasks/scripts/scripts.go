@@ -255,7 +255,7 @@ func Probe(ip string, port int) string {
 // network links, CNI networks (the host-local plugin's store and the cached results of each, by the
 // network's name) and iptables chains by prefix (FLANNEL-: with the rules of other chains that jump to
 // them; KUBE- always). Networkd is systemd-networkd's drop-in of the pod routes unit, restarted without.
-// Graceful are containers (by their Kubernetes name) stopped with SIGTERM, and given 10 s, before the
+// Graceful are containers (by their Kubernetes name) interrupted (SIGINT), and given 10 s, before the
 // others are killed: they remove what they made on the host when they stop.
 type NetworkLeftovers struct {
 	Files, Dirs, Links, Networks, Chains, Graceful []string

@@ -24,16 +24,17 @@ if [ -f {{q .Net.Networkd}} ]; then
   systemctl is-active -q systemd-networkd && systemctl restart systemd-networkd
 fi
 # Every container of containerd's Kubernetes namespace (the Pods, static ones included); first, those that
-# clean up after themselves when they stop, stopped and given 10 s to.
+# clean up after themselves when they stop, interrupted (SIGINT: kube-network-policies catches that one,
+# not SIGTERM) and given 10 s to.
 if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
 {{- range .Net.Graceful}}
   for c in $(ctr -n k8s.io containers ls -q 'labels."io.kubernetes.container.name"=={{.}}' 2>/dev/null); do
-    ctr -n k8s.io tasks kill -s SIGTERM "$c" >/dev/null 2>&1 && g="${g:-} $c"
+    ctr -n k8s.io tasks kill -s SIGINT "$c" >/dev/null 2>&1 && g="${g:-} $c"
   done
 {{- end}}
   running() { for c in ${g:-}; do ctr -n k8s.io tasks ls 2>/dev/null | grep -q "^$c .*RUNNING" && return 0; done; return 1; }
-  i=0
-  while [ $i -lt 50 ] && running; do sleep 0.2; i=$((i+1)); done
+  end=$(( $(date +%s) + 10 ))
+  while [ -n "${g:-}" ] && [ "$(date +%s)" -lt $end ] && running; do sleep 0.2; done
   for t in $(ctr -n k8s.io tasks ls -q); do ctr -n k8s.io tasks kill -a -s SIGKILL "$t" >/dev/null 2>&1; done
   i=0
   while [ $i -lt 20 ] && ctr -n k8s.io tasks ls 2>/dev/null | grep -q RUNNING; do sleep 0.5; i=$((i+1)); done

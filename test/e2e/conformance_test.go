@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"net"
@@ -37,12 +38,24 @@ var conformanceFocused = []string{
 // CONTROL_PLANES=3, three behind the node-local proxy) and runs Kubernetes' own [Conformance] tests against
 // it, built for the cluster's version (test/lab/conformance.sh), their images served by a registry on the
 // lab's bridge: the parallel tests first, then the serial ones. CLUSTERCTL_E2E_CONFORMANCE=full runs the
-// whole suite (make conformance); CONFORMANCE_FOCUS=REGEXP the [Conformance] tests whose names match;
-// without either, the focused part above. The JUnit reports and a summary are kept under
+// whole suite (make conformance); CLUSTERCTL_E2E_CONFORMANCE=netpol the suite's [Feature:NetworkPolicy]
+// tests in place of [Conformance] (make netpol: on flannel with cni.networkPolicy); CONFORMANCE_FOCUS=REGEXP
+// the [Conformance] tests whose names match; without either, the focused part above. CLUSTERCTL_E2E_CNI
+// names the cluster's pod network (make conformance CNI=flannel; default the bridge) and, with netpol,
+// the policy controller runs beside it. The JUnit reports and a summary are kept under
 // .lab/conformance/. Tests known not to run in the lab are skipped by name with the reason
 // (testdata/conformance-skips.txt).
 func TestConformance(t *testing.T) {
-	full := os.Getenv("CLUSTERCTL_E2E_CONFORMANCE") == "full"
+	mode := os.Getenv("CLUSTERCTL_E2E_CONFORMANCE")
+	full := mode == "full" || mode == "netpol"
+	label, settings, network := "Conformance", "", ""
+	cni := cmp.Or(os.Getenv("CLUSTERCTL_E2E_CNI"), "bridge")
+	if os.Getenv("CLUSTERCTL_E2E_CNI") != "" || mode == "netpol" {
+		settings, network = "  cni:\n    plugin: "+cni+"\n", ", cni.plugin "+cni
+	}
+	if mode == "netpol" {
+		label, settings, network = "Feature:NetworkPolicy", settings+"    networkPolicy: true\n", network+" with cni.networkPolicy"
+	}
 	controlPlanes := 1
 	if os.Getenv("CONTROL_PLANES") != "" {
 		n, err := strconv.Atoi(os.Getenv("CONTROL_PLANES"))
@@ -55,13 +68,15 @@ func TestConformance(t *testing.T) {
 	suite := lab.Conformance(t, m.KubernetesVersion)
 	skips := conformanceSkips(t)
 
-	c := newCluster(t, lab.Options{Hosts: controlPlanes + 2, ControlPlanes: controlPlanes}, dir, m.KubernetesVersion, "")
+	c := newCluster(t, lab.Options{Hosts: controlPlanes + 2, ControlPlanes: controlPlanes}, dir, m.KubernetesVersion, settings)
 	c.Up(t)
 	repoList := serveConformanceImages(t, c, suite, dir)
 
 	name := "focused"
 	focus := conformanceFocused
 	switch {
+	case mode == "netpol":
+		name, focus = "netpol", []string{""}
 	case full:
 		name, focus = "full", []string{""}
 	case os.Getenv("CONFORMANCE_FOCUS") != "":
@@ -83,10 +98,10 @@ func TestConformance(t *testing.T) {
 		skipRes = append(skipRes, s.re)
 	}
 	start := time.Now()
-	ginkgo(t, c, suite, repoList, out, "parallel", procs, "Conformance && !Serial", focus, skipRes)
+	ginkgo(t, c, suite, repoList, out, "parallel", procs, label+" && !Serial", focus, skipRes)
 	parallel := time.Since(start)
 	start = time.Now()
-	ginkgo(t, c, suite, repoList, out, "serial", "1", "Conformance && Serial", focus, skipRes)
+	ginkgo(t, c, suite, repoList, out, "serial", "1", label+" && Serial", focus, skipRes)
 	serial := time.Since(start)
 
 	results := mergeJUnit(t, filepath.Join(out, "junit-parallel.xml"), filepath.Join(out, "junit-serial.xml"))
@@ -102,13 +117,13 @@ func TestConformance(t *testing.T) {
 	retried := ""
 	if len(again) > 0 && len(again) <= maxConformanceRetries {
 		start = time.Now()
-		ginkgo(t, c, suite, repoList, out, "retry", "1", "Conformance", again, skipRes)
+		ginkgo(t, c, suite, repoList, out, "retry", "1", label, again, skipRes)
 		results = retryResults(results, mergeJUnit(t, filepath.Join(out, "junit-retry.xml")))
 		retried = fmt.Sprintf(", %d failed test(s) run again alone %v", len(again), time.Since(start).Round(time.Second))
 	}
 	summary := summarize(results, skips, focus, full)
-	summary = fmt.Sprintf("Kubernetes %s, %d control-plane node(s) and 2 workers made by clusterctl up; parallel (%s procs) %v, serial %v%s\n%s",
-		m.KubernetesVersion, controlPlanes, procs, parallel.Round(time.Second), serial.Round(time.Second), retried, summary)
+	summary = fmt.Sprintf("Kubernetes %s, %d control-plane node(s) and 2 workers made by clusterctl up%s; [%s] tests: parallel (%s procs) %v, serial %v%s\n%s",
+		m.KubernetesVersion, controlPlanes, network, label, procs, parallel.Round(time.Second), serial.Round(time.Second), retried, summary)
 	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(summary), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +140,7 @@ func TestConformance(t *testing.T) {
 		}
 	}
 	if ran == 0 {
-		t.Errorf("no [Conformance] test ran (focus %q)", focus)
+		t.Errorf("no [%s] test ran (focus %q)", label, focus)
 	}
 }
 
@@ -398,7 +413,7 @@ func summarize(results []conformanceResult, skips []conformanceSkip, focus []str
 		total += n
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[Conformance] tests: %d; passed %d, failed %d, skipped %d\n", total, counts["passed"], total-counts["passed"]-counts["skipped"], counts["skipped"])
+	fmt.Fprintf(&b, "tests: %d; passed %d, failed %d, skipped %d\n", total, counts["passed"], total-counts["passed"]-counts["skipped"], counts["skipped"])
 	if len(retried) > 0 {
 		fmt.Fprintf(&b, "passed when run again alone (%d), after failing in the run with the others:\n%s\n", len(retried), strings.Join(retried, "\n"))
 	}

@@ -24,11 +24,12 @@ if [ -f /etc/systemd/networkd.conf.d/clusterctl.conf ]; then
   systemctl is-active -q systemd-networkd && systemctl restart systemd-networkd
 fi
 # Every container of containerd's Kubernetes namespace (the Pods, static ones included); first, those that
-# clean up after themselves when they stop, stopped and given 10 s to.
+# clean up after themselves when they stop, interrupted (SIGINT: kube-network-policies catches that one,
+# not SIGTERM) and given 10 s to.
 if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
   running() { for c in ${g:-}; do ctr -n k8s.io tasks ls 2>/dev/null | grep -q "^$c .*RUNNING" && return 0; done; return 1; }
-  i=0
-  while [ $i -lt 50 ] && running; do sleep 0.2; i=$((i+1)); done
+  end=$(( $(date +%s) + 10 ))
+  while [ -n "${g:-}" ] && [ "$(date +%s)" -lt $end ] && running; do sleep 0.2; done
   for t in $(ctr -n k8s.io tasks ls -q); do ctr -n k8s.io tasks kill -a -s SIGKILL "$t" >/dev/null 2>&1; done
   i=0
   while [ $i -lt 20 ] && ctr -n k8s.io tasks ls 2>/dev/null | grep -q RUNNING; do sleep 0.5; i=$((i+1)); done
