@@ -76,11 +76,12 @@ func TestNetwork(t *testing.T) {
 
 	t.Run("NetworkPolicy: default deny, an allow rule for one client, then none", func(t *testing.T) {
 		get := func(from string) bool {
-			out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "get", "http://"+ips["w2"]+":8080")
+			// 2 s: a connection the policy drops times out; an allowed one takes milliseconds
+			out, err := c.K(t, "", "exec", "p-"+from, "--", "/probe", "get", "http://"+ips["w2"]+":8080", "2s")
 			return err == nil && strings.TrimSpace(out) == "p-w2"
 		}
 		// until waits (up to 30 s) for the connection from each client to be as wanted, and says how long
-		// the policy took to hold.
+		// the policy took to hold (a blocked client's check takes its 2 s timeout).
 		until := func(what string, want map[string]bool) {
 			t.Helper()
 			start := time.Now()

@@ -1,6 +1,6 @@
 // probe is the end-to-end tests' workload: a static binary packed as an image, so that tests need no
 // registry. "probe serve" answers HTTP with its host name, and UDP datagrams on the same port with its
-// host name too; "probe get URL" prints a URL's body; "probe udp HOST:PORT" prints the answer to a datagram;
+// host name too; "probe get URL [TIMEOUT]" prints a URL's body (5 s at most by default); "probe udp HOST:PORT" prints the answer to a datagram;
 // "probe resolve NAME" prints the addresses a name resolves to through the pod's resolver; "probe api
 // INTERVAL SERVICE LOG" is a client of the API server with the Pod's service-account token, and of a
 // workload's Service, that logs every request's outcome.
@@ -55,6 +55,14 @@ func main() {
 		}
 	case "get":
 		c := http.Client{Timeout: 5 * time.Second}
+		if len(os.Args) > 3 { // get URL TIMEOUT
+			d, err := time.ParseDuration(os.Args[3])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			c.Timeout = d
+		}
 		resp, err := c.Get(os.Args[2])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
