@@ -27,7 +27,7 @@ func TestConformanceReportsMerge(t *testing.T) {
 	serial := write("s.xml", `
 <testcase name="[It] [sig-a] A works [Conformance]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
 <testcase name="[It] [sig-a] C serial [Conformance] [Serial]" status="timedout" time="600"><failure message="timed out"></failure></testcase>`)
-	results := mergeJUnit(t, parallel, serial)
+	results := mergeJUnit(t, "[Conformance]", parallel, serial)
 	got := map[string]string{}
 	for _, r := range results {
 		got[r.name] = r.status
@@ -54,7 +54,7 @@ func TestConformanceReportsMerge(t *testing.T) {
 	}
 
 	// B passes when run again alone, C times out again: B is a pass that says so, C stays a failure.
-	retry := mergeJUnit(t, write("r.xml", `
+	retry := mergeJUnit(t, "[Conformance]", write("r.xml", `
 <testcase name="[It] [sig-a] B fails [Conformance]" status="passed" time="4"></testcase>
 <testcase name="[It] [sig-a] C serial [Conformance] [Serial]" status="timedout" time="600"><failure message="timed out"></failure></testcase>`))
 	summary = summarize(retryResults(results, retry), nil, []string{""}, true)

@@ -104,7 +104,7 @@ func TestConformance(t *testing.T) {
 	ginkgo(t, c, suite, repoList, out, "serial", "1", label+" && Serial", focus, skipRes)
 	serial := time.Since(start)
 
-	results := mergeJUnit(t, filepath.Join(out, "junit-parallel.xml"), filepath.Join(out, "junit-serial.xml"))
+	results := mergeJUnit(t, "["+label+"]", filepath.Join(out, "junit-parallel.xml"), filepath.Join(out, "junit-serial.xml"))
 	// The failed tests run once more, alone: on two cores shared by every host a probe with a timeout can
 	// miss it under the other processes' load. A test that passes then is reported as such, with its first
 	// failure; one that fails again is a failure. Many failures are not retried: something is wrong.
@@ -118,7 +118,7 @@ func TestConformance(t *testing.T) {
 	if len(again) > 0 && len(again) <= maxConformanceRetries {
 		start = time.Now()
 		ginkgo(t, c, suite, repoList, out, "retry", "1", label, again, skipRes)
-		results = retryResults(results, mergeJUnit(t, filepath.Join(out, "junit-retry.xml")))
+		results = retryResults(results, mergeJUnit(t, "["+label+"]", filepath.Join(out, "junit-retry.xml")))
 		retried = fmt.Sprintf(", %d failed test(s) run again alone %v", len(again), time.Since(start).Round(time.Second))
 	}
 	summary := summarize(results, skips, focus, full)
@@ -339,8 +339,9 @@ func retryResults(results, retry []conformanceResult) []conformanceResult {
 	return results
 }
 
-// mergeJUnit reads the reports and gives each [Conformance] test its result: where it ran, else skipped.
-func mergeJUnit(t *testing.T, files ...string) []conformanceResult {
+// mergeJUnit reads the reports and gives each test whose name holds tag ("[Conformance]") its result: where
+// it ran, else skipped.
+func mergeJUnit(t *testing.T, tag string, files ...string) []conformanceResult {
 	byName := map[string]conformanceResult{}
 	for _, file := range files {
 		data, err := os.ReadFile(file)
@@ -357,7 +358,7 @@ func mergeJUnit(t *testing.T, files ...string) []conformanceResult {
 		}
 		for _, s := range doc.Suites {
 			for _, tc := range s.Cases {
-				if !strings.Contains(tc.Name, "[Conformance]") {
+				if !strings.Contains(tc.Name, tag) {
 					continue
 				}
 				name := strings.TrimPrefix(tc.Name, "[It] ")
