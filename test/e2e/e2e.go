@@ -361,7 +361,8 @@ spec:
 `, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.K(t, "", "wait", "--for=condition=Ready", "pod/"+name, "--timeout=60s"); err != nil {
+	// 2 min: on the CI machine the -race unit tests share the 2 cores with the hosts.
+	if _, err := c.K(t, "", "wait", "--for=condition=Ready", "pod/"+name, "--timeout=120s"); err != nil {
 		t.Fatal(err)
 	}
 }
