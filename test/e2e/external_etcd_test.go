@@ -113,6 +113,12 @@ kube_version=%s
 
 	t.Run("a workload runs on the worker", func(t *testing.T) {
 		c.LoadProbe(t, "w1")
+		defer func() {
+			if t.Failed() {
+				out, _ := c.K(t, "", "describe", "pod", "on-node1")
+				t.Logf("the Pod:\n%s", tail(out, 25))
+			}
+		}()
 		c.ProbePodOn(t, "on-node1", "node1")
 	})
 
