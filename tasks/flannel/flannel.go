@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -229,14 +228,9 @@ type netConfVXLAN struct {
 // subnet, and the DaemonSet running image. flanneld reaches the API server at endpoint (a URL; "": the
 // Service address).
 func Objects(image, podSubnet, endpoint string) ([]runtime.Object, error) {
-	var apiEnv []corev1.EnvVar
-	if endpoint != "" {
-		u, err := url.Parse(endpoint)
-		if err != nil || u.Hostname() == "" || u.Port() == "" {
-			return nil, fmt.Errorf("API endpoint %q: not https://HOST:PORT", endpoint)
-		}
-		// In-cluster configuration takes the API server from these (client-go's rest.InClusterConfig).
-		apiEnv = []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: u.Hostname()}, {Name: "KUBERNETES_SERVICE_PORT", Value: u.Port()}}
+	apiEnv, err := network.APIEnv(endpoint)
+	if err != nil {
+		return nil, err
 	}
 	conf, err := json.MarshalIndent(netConf{Network: podSubnet, Backend: netConfVXLAN{Type: "vxlan", Port: vxlanPort}}, "", "  ")
 	if err != nil {

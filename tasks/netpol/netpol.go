@@ -13,7 +13,6 @@ package netpol
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -143,15 +142,12 @@ func Check(nodes []network.Node) []tasks.Finding {
 // Objects are the controller's: service account, RBAC (upstream's install.yaml) and the DaemonSet running
 // image, reaching the API server at endpoint (a URL; "": the Service address).
 func Objects(image, endpoint string) ([]runtime.Object, error) {
-	env := []corev1.EnvVar{{Name: "MY_NODE_NAME", ValueFrom: &corev1.EnvVarSource{
-		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "spec.nodeName"}}}}
-	if endpoint != "" {
-		u, err := url.Parse(endpoint)
-		if err != nil || u.Hostname() == "" || u.Port() == "" {
-			return nil, fmt.Errorf("API endpoint %q: not https://HOST:PORT", endpoint)
-		}
-		env = append(env, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: u.Hostname()}, corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: u.Port()})
+	apiEnv, err := network.APIEnv(endpoint)
+	if err != nil {
+		return nil, err
 	}
+	env := append([]corev1.EnvVar{{Name: "MY_NODE_NAME", ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "spec.nodeName"}}}}, apiEnv...)
 	labels := map[string]string{"app": Name, "k8s-app": Name, "tier": "node"}
 	meta := metav1.ObjectMeta{Name: Name, Namespace: namespace, Labels: map[string]string{"k8s-app": Name}}
 	cluster := metav1.ObjectMeta{Name: Name, Labels: map[string]string{"k8s-app": Name}}

@@ -12,9 +12,11 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/clusterctl/clusterctl/inventory"
@@ -173,6 +175,19 @@ func (None) Leftovers() Leftovers         { return Leftovers{} }
 func (None) Apply(_ context.Context, env Env, _ *Cluster) (Outcome, error) {
 	env.Say("", "cni.plugin is none: nodes stay NotReady until a pod network is installed")
 	return Outcome{}, nil
+}
+
+// APIEnv is the environment that points a Pod's in-cluster client (client-go's rest.InClusterConfig) at
+// endpoint, a URL (Cluster.APIEndpoint); none for "": the Service address.
+func APIEnv(endpoint string) ([]corev1.EnvVar, error) {
+	if endpoint == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Hostname() == "" || u.Port() == "" {
+		return nil, fmt.Errorf("API endpoint %q: not https://HOST:PORT", endpoint)
+	}
+	return []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: u.Hostname()}, {Name: "KUBERNETES_SERVICE_PORT", Value: u.Port()}}, nil
 }
 
 // ApplyObjects applies objects (what: their file or name, in errors), retrying while the API server does
