@@ -29,7 +29,7 @@ CLUSTER_CNI := $(if $(CNI),\n  cni:\n    plugin: $(CNI))
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long test-vm faults conformance netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-rss bench-upgrade bench-noop
+.PHONY: help build release test test-long test-vm faults conformance netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -170,6 +170,10 @@ bench: ## Go benchmarks of every package (go test -bench), numbers printed
 bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime; BASE=REV: each run followed by one of the code at REV; CNI="bridge flannel": each pod network in turn; SUBNETS=2: routed subnets (root; SIZES, RUNS)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	LAYER=$(if $(BARE),bare,node) CNI="$(or $(CNI),bridge)" SUBNETS=$(or $(SUBNETS),1) test/bench/up.sh
+
+bench-net: ## TCP throughput between Pods and between hosts of a 1+2 lab cluster, cp1 to w2: the bridge on one subnet, flannel's VXLAN across two (root; RUNS transfers of 1 GiB each, default 5)
+	test/lab/artifacts.sh $(K8S_VERSION) >/dev/null
+	CLUSTERCTL_E2E_BENCH_NET=1 RUNS=$(RUNS) go test -count=1 -timeout 30m -v -run 'TestPodThroughput$$' ./test/e2e/
 
 bench-noop: ## no-op re-runs of clusterctl up on settled 1+2 and 1+5 lab clusters, by phase; BASE=REV: each beside a run of the code at REV (root; RUNS, SETTLE)
 	test/lab/artifacts.sh $(K8S_VERSION)

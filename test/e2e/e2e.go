@@ -114,7 +114,8 @@ func NewClusterWith(t *testing.T, hosts, controlPlanes int, settings string) *Cl
 
 // NewBareCluster starts bare lab hosts (nothing but systemd, OpenSSH, sudo, iproute2 and iptables: no
 // runtime), serves the lab's artifacts in the upstream download layouts (lab mirror), and pulls them with
-// `clusterctl artifacts pull` into the directory the inventory names: the path of a user with fresh VMs.
+// `clusterctl artifacts pull -i` into the directory the inventory names: the path of a user with fresh VMs
+// (the inventory's settings choose what is pulled beyond the defaults: the pod network's images).
 func NewBareCluster(t *testing.T, opts lab.Options, settings string) *Cluster {
 	t.Helper()
 	labDir, m := lab.Artifacts(t)
@@ -124,12 +125,12 @@ func NewBareCluster(t *testing.T, opts lab.Options, settings string) *Cluster {
 	}
 	t.Cleanup(func() { _ = mir.Close() })
 	pulled := filepath.Join(t.TempDir(), "artifacts")
-	if _, stderr, code := RunClusterctl(t, append([]string{"artifacts", "pull", "--kubernetes-version", m.KubernetesVersion, "--dir", pulled}, mir.Flags()...)...); code != 0 {
-		t.Fatalf("artifacts pull from the lab mirror: exit %d\n%s", code, stderr)
-	}
 	opts.Bare = true
 	c := newCluster(t, opts, pulled, m.KubernetesVersion, settings)
 	c.Mirror = mir
+	if _, stderr, code := RunClusterctl(t, append([]string{"artifacts", "pull", "-i", c.Inventory, "--dir", pulled}, mir.Flags()...)...); code != 0 {
+		t.Fatalf("artifacts pull -i from the lab mirror: exit %d\n%s", code, stderr)
+	}
 	return c
 }
 
@@ -348,13 +349,13 @@ func (c *Cluster) Put(t testing.TB, src, dst string, hosts ...string) {
 	}
 }
 
-// ProbePodOn runs the probe (LoadProbe put its image on the node's host) as Pod name in default on the
-// named node, and waits until it is Ready.
+// ProbePodOn runs the probe (LoadProbe put its image on the node's host) as Pod name in default, labelled
+// app=name, on the named node, and waits until it is Ready.
 func (c *Cluster) ProbePodOn(t testing.TB, name, node string) {
 	t.Helper()
 	if _, err := c.K(t, `apiVersion: v1
 kind: Pod
-metadata: {name: `+name+`, namespace: default}
+metadata: {name: `+name+`, namespace: default, labels: {app: `+name+`}}
 spec:
   nodeName: `+node+`
   containers: [{name: probe, image: `+ProbeImage+`, imagePullPolicy: Never, args: [serve]}]

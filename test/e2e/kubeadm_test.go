@@ -73,12 +73,13 @@ func containsAny(s string, subs []string) bool {
 // kubelet alone is refused and a dry run plans it; after it, a second run changes nothing and a downgrade is
 // refused: TestUpgrade's checks, which make test leaves to make test-long), `kubeadm upgrade
 // node` on a worker after it leaves the worker working, and `remove-node` removes the kubeadm-joined node.
+// The cluster runs flannel: the upgrade's workload moves between nodes over its VXLAN.
 func TestKubeadm(t *testing.T) {
 	fromDir, fromM := lab.ArtifactsOf(t, lab.UpgradeFrom)
 	toDir, toM := lab.Artifacts(t)
 	from, to := fromM.KubernetesVersion, toM.KubernetesVersion
 	kubeadmFrom, kubeadmTo := lab.Kubeadm(t, from), lab.Kubeadm(t, to)
-	full := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, fromDir, from, "") // cp1 w1 w2
+	full := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, fromDir, from, "  cni:\n    plugin: flannel\n") // cp1 w1 w2
 	c := full.Subset(t, "made", "cp1", "w1")
 	c.Up(t)
 	full.Put(t, kubeadmFrom, "/usr/local/bin/kubeadm", "cp1", "w2")

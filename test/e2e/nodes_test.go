@@ -12,13 +12,30 @@ import (
 
 // TestGrowAndShrink starts from one control-plane node and one worker, adds a worker, grows the control plane
 // to three stacked-etcd members, loses one control-plane host, removes nodes, and refuses a host that fails
-// preflight without touching the cluster.
+// preflight without touching the cluster. Its hosts are on two subnets joined by a router (cp1, cp2 and cp3
+// on one, w1 and w2 on the other: nodes reach each other only through a gateway, as in a VPC of several
+// subnets): preflight refuses the bridge network there, naming the pair; the cluster runs flannel's VXLAN
+// with the NetworkPolicy controller, and Pods on every pair of nodes reach each other over TCP and UDP,
+// through a Service by its DNS name; a default-deny policy blocks a client of a Pod started before it, an
+// allow rule lets exactly that client through, and removing the policies restores traffic. remove-node and
+// reset leave no flannel device, directory or CNI configuration, and no nftables table of the controller.
 func TestGrowAndShrink(t *testing.T) {
-	full := NewBareCluster(t, lab.Options{Hosts: 5, ControlPlanes: 3}, "") // cp1 cp2 cp3 w1 w2: bare hosts; with three, the node-local proxy runs as a static Pod
+	// cp1 cp2 cp3 w1 w2: bare hosts; with three, the node-local proxy runs as a static Pod
+	full := NewBareCluster(t, lab.Options{Hosts: 5, ControlPlanes: 3, Subnets: 2}, "  cni:\n    plugin: flannel\n    networkPolicy: true\n")
 	// hooks of add-node and remove-node, each writing its point and host (first in the file: subsets keep them)
 	hook := `'echo "$CLUSTERCTL_COMMAND.$CLUSTERCTL_HOOK $CLUSTERCTL_HOST" >>` + hookLog + `'`
 	writeFile(t, full.Inventory, "hooks:\n  addNode: {before: ["+hook+"], after: ["+hook+"]}\n  removeNode: {before: ["+hook+"], after: ["+hook+"]}\n"+string(readFile(t, full.Inventory)))
 	small := full.Subset(t, "small", "cp1", "w1")
+
+	t.Run("the bridge network is refused on routed subnets, naming the pair and flannel", func(t *testing.T) {
+		bridge := small.Subset(t, "small-bridge", "cp1", "w1")
+		writeFile(t, bridge.Inventory, strings.Replace(string(readFile(t, bridge.Inventory)), "    plugin: flannel\n    networkPolicy: true\n", "    plugin: bridge\n", 1))
+		_, stderr, code := bridge.Run(t, "up")
+		if code == 0 || !strings.Contains(stderr, "not on one L2 segment") || !strings.Contains(stderr, "cp1") || !strings.Contains(stderr, "w1") ||
+			!strings.Contains(stderr, "cni.plugin: flannel") {
+			t.Fatalf("up with the bridge on two subnets: exit %d, want a preflight error naming cp1, w1 and flannel\n%s", code, tail(stderr, 30))
+		}
+	})
 	small.Up(t)
 
 	t.Run("add a worker; its token gets no other node's certificate; a workload schedules there", func(t *testing.T) {
@@ -59,6 +76,19 @@ func TestGrowAndShrink(t *testing.T) {
 		}
 		full.LoadProbe(t, "w2")
 		full.ProbePodOn(t, "on-w2", "w2")
+	})
+
+	// The probe Pods of the network's checks, on both subnets; Pods started before the policies.
+	full.LoadProbe(t, "cp1", "w1")
+	ips := ProbePods(t, full, "cp1", "w1", "w2")
+	t.Run("Pods on every pair of nodes reach each other over TCP and UDP", func(t *testing.T) {
+		CheckPodPairs(t, full, ips)
+	})
+	t.Run("a Service on w2 answers Pods on the other subnet, by its name", func(t *testing.T) {
+		CheckServiceByName(t, full, "w2", "cp1", "w1")
+	})
+	t.Run("NetworkPolicy: default deny, an allow rule for one client, then none", func(t *testing.T) {
+		CheckNetworkPolicy(t, full, "w2", ips["w2"], "cp1", "w1")
 	})
 
 	t.Run("a kubelet's serving certificate is the kubelet serving CA's, not the cluster CA's; logs, exec, port-forward work", func(t *testing.T) {
@@ -126,6 +156,7 @@ func TestGrowAndShrink(t *testing.T) {
 		if _, stderr, code := full.Run(t, "remove-node", "--yes", "w2"); code != 0 {
 			t.Fatalf("remove-node w2: exit %d\n%s", code, tail(stderr, 30))
 		}
+		CheckNoNetworkLeft(t, full, "w2")
 	})
 
 	t.Run("CA rotation on three control-plane nodes: the workload and a token client see no failure", func(t *testing.T) {
@@ -206,6 +237,7 @@ func TestGrowAndShrink(t *testing.T) {
 				t.Errorf("%s not reset: %s", h, out)
 			}
 		}
+		CheckNoNetworkLeft(t, full, "cp2")
 	})
 
 	t.Run("a host that fails preflight is refused and the cluster is untouched", func(t *testing.T) {
@@ -222,5 +254,13 @@ func TestGrowAndShrink(t *testing.T) {
 		if out, _ := full.Lab.SSH("", "w2", "ls -d /etc/kubernetes 2>/dev/null; true"); strings.TrimSpace(out) != "" {
 			t.Errorf("files were pushed to w2: %s", out)
 		}
+	})
+
+	t.Run("reset leaves no flannel device, directory or CNI configuration", func(t *testing.T) {
+		left := full.Subset(t, "left", "cp1", "w1")
+		if _, stderr, code := left.Run(t, "reset", "--yes"); code != 0 {
+			t.Fatalf("reset: exit %d\n%s", code, tail(stderr, 30))
+		}
+		CheckNoNetworkLeft(t, left, "cp1", "w1")
 	})
 }

@@ -1,7 +1,8 @@
 // probe is the end-to-end tests' workload: a static binary packed as an image, so that tests need no
 // registry. "probe serve" answers HTTP with its host name, and UDP datagrams on the same port with its
 // host name too; "probe get URL [TIMEOUT]" prints a URL's body (5 s at most by default); "probe udp HOST:PORT" prints the answer to a datagram;
-// "probe resolve NAME" prints the addresses a name resolves to through the pod's resolver; "probe api
+// "probe fetch URL" reads a URL's body to the end and prints its size and time (with serve's /bytes/N, N
+// bytes: a TCP throughput measure); "probe resolve NAME" prints the addresses a name resolves to through the pod's resolver; "probe api
 // INTERVAL SERVICE LOG" is a client of the API server with the Pod's service-account token, and of a
 // workload's Service, that logs every request's outcome.
 package main
@@ -25,7 +26,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: probe serve | get URL | resolve NAME | api INTERVAL SERVICE LOG")
+		fmt.Fprintln(os.Stderr, "usage: probe serve | get URL | fetch URL | udp HOST:PORT | resolve NAME | api INTERVAL SERVICE LOG")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -36,6 +37,7 @@ func main() {
 			fmt.Println("request from", r.RemoteAddr)
 			fmt.Fprint(w, name)
 		})
+		http.HandleFunc("/bytes/{n}", serveBytes)
 		// As a well-behaved workload does: on SIGTERM it keeps serving while its endpoint is removed
 		// everywhere (5 s), then finishes the requests it has.
 		go serveUDP(name)
@@ -71,6 +73,11 @@ func main() {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		fmt.Println(strings.TrimSpace(string(body)))
+	case "fetch":
+		if err := fetch(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	case "udp":
 		if err := askUDP(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -226,4 +233,43 @@ func askUDP(addr string) error {
 		}
 	}
 	return fmt.Errorf("no answer from %s over UDP", addr)
+}
+
+// serveBytes answers with the number of zero bytes the path names (at most 16 GiB).
+func serveBytes(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
+	if err != nil || n < 0 || n > 16<<30 {
+		http.Error(w, "bad size", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	buf := make([]byte, 1<<20)
+	for n > 0 {
+		k := min(n, int64(len(buf)))
+		if _, err := w.Write(buf[:k]); err != nil {
+			return
+		}
+		n -= k
+	}
+}
+
+// fetch reads url's body to the end (60 s at most) and prints "BYTES bytes in SECONDS s", timed from the
+// request to the last byte.
+func fetch(url string) error {
+	c := http.Client{Timeout: 60 * time.Second}
+	start := time.Now()
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d bytes in %.6f s\n", n, time.Since(start).Seconds())
+	return nil
 }
