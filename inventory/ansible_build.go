@@ -324,6 +324,7 @@ func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]
 	}
 	a.kubeletExtraArgs(inv, fv, used)
 	a.network(inv, fv, used)
+	a.proxyMode(inv, fv, used)
 	a.endpoint(inv, fv, used)
 	a.warnClusterVars(first, vars)
 }
@@ -352,6 +353,22 @@ func (a *ansible) network(inv *Inventory, fv map[string]avar, used map[string]bo
 			inv.pos["cluster.cni.mtu"] = fv[name].pos
 		}
 	}
+}
+
+// proxyMode reads kube_proxy_mode: iptables and nftables are kube-proxy's mode; ipvs (kubespray's
+// default when unset) is a warning that says what clusterctl runs instead.
+func (a *ansible) proxyMode(inv *Inventory, fv map[string]avar, used map[string]bool) {
+	v, ok := a.str(fv, used, "kube_proxy_mode")
+	if !ok {
+		return
+	}
+	pos := fv["kube_proxy_mode"].pos
+	if slices.Contains(ProxyModes, v) {
+		inv.Cluster.KubeProxy.Mode = v
+		inv.pos["cluster.kubeProxy.mode"] = pos
+		return
+	}
+	a.diags.add(Warning, pos, "kube_proxy_mode %s: clusterctl runs kube-proxy in iptables mode instead (kube_proxy_mode: nftables for nftables; ipvs is not a mode clusterctl runs)", v)
 }
 
 // kubeletExtraArgs reads kubelet_config_extra_args: kubespray merges it into the kubelet's configuration;

@@ -48,6 +48,7 @@ func (inv *Inventory) applyDefaults() {
 	setString(&c.ContainerRuntimeEndpoint, DefaultContainerRuntimeEndpoint)
 	setString(&c.Certificates.KeyAlgorithm, DefaultKeyAlgorithm)
 	setString(&c.CNI.Plugin, CNIBridge)
+	setString(&c.KubeProxy.Mode, ProxyIPTables)
 	setString(&c.ContainerRuntime, RuntimeArtifacts)
 	c.Certificates.KeyAlgorithm = strings.ToUpper(c.Certificates.KeyAlgorithm)
 	if c.Certificates.CAValidity.Duration == 0 {

@@ -73,8 +73,8 @@ type Cluster struct {
 	Etcd Component `yaml:"etcd,omitempty" json:"etcd,omitzero"`
 	// Kubelet is the kubelets' extra flags and cgroup v1 policy.
 	Kubelet Kubelet `yaml:"kubelet,omitempty" json:"kubelet,omitzero"`
-	// KubeProxy is kube-proxy's extra flags.
-	KubeProxy Component `yaml:"kubeProxy,omitempty" json:"kubeProxy,omitzero"`
+	// KubeProxy is kube-proxy's mode and extra flags.
+	KubeProxy KubeProxy `yaml:"kubeProxy,omitempty" json:"kubeProxy,omitzero"`
 	// ImageRepository is the registry (and path) the control plane's images are named from, as kubeadm's
 	// imageRepository: registry.k8s.io/kube-apiserver becomes <imageRepository>/kube-apiserver.
 	ImageRepository string `yaml:"imageRepository" json:"imageRepository"`
@@ -222,6 +222,30 @@ func (k Kubelet) IsZero() bool { return k.Component.IsZero() && k.FailCgroupV1 =
 
 // AllowsCgroupV1 reports whether the inventory lets kubelets run on cgroup v1 hosts (failCgroupV1: false).
 func (k Kubelet) AllowsCgroupV1() bool { return k.FailCgroupV1 != nil && !*k.FailCgroupV1 }
+
+// kube-proxy's modes clusterctl runs (kubeProxy.mode).
+const (
+	// ProxyIPTables programs Services with iptables rules: the default, kubeadm's too.
+	ProxyIPTables = "iptables"
+	// ProxyNFTables programs them with nftables (GA since Kubernetes v1.33): the table kube-proxy of the
+	// ip and ip6 families.
+	ProxyNFTables = "nftables"
+)
+
+// ProxyModes are the values of kubeProxy.mode.
+var ProxyModes = []string{ProxyIPTables, ProxyNFTables}
+
+// KubeProxy is kube-proxy's settings.
+type KubeProxy struct {
+	Component `yaml:",inline" json:",inline"`
+	// Mode is how kube-proxy programs Services: iptables (the default) or nftables (needs the kernel's
+	// nf_tables, and the nft command on the hosts for reset). Changed on a running cluster, by up or
+	// upgrade, it restarts kube-proxy on every node, which removes the other mode's rules as it starts.
+	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+}
+
+// IsZero lets omitempty drop empty kube-proxy settings.
+func (k KubeProxy) IsZero() bool { return k.Component.IsZero() && k.Mode == "" }
 
 // Component holds what the user adds to one component's command line and mounts.
 type Component struct {

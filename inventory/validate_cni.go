@@ -29,3 +29,15 @@ func (v *validator) cni(c *CNI) {
 		v.errorf("cluster.cni.networkPolicy", "the policy controller runs only beside a pod network clusterctl sets up (bridge or flannel), not with plugin: %s; with your own network, use its policy enforcement", c.Plugin)
 	}
 }
+
+// kubeProxy checks kube-proxy's mode: the setting, not a flag, says it.
+func (v *validator) kubeProxy(k *KubeProxy) {
+	if !slices.Contains(ProxyModes, k.Mode) {
+		v.errorf("cluster.kubeProxy.mode", "%q is not a kube-proxy mode clusterctl runs; use %s", k.Mode, strings.Join(ProxyModes, " or "))
+	}
+	for _, a := range k.ExtraArgs.Pairs() {
+		if a[0] == "proxy-mode" {
+			v.errorf("cluster.kubeProxy.extraArgs.proxy-mode", "kube-proxy's mode is cluster.kubeProxy.mode (%s), not a flag", strings.Join(ProxyModes, " or "))
+		}
+	}
+}

@@ -178,7 +178,8 @@ func (p *preflightRun) check() {
 			APIServerPort: c.APIServer.BindPort, CRISocket: c.ContainerRuntimeEndpoint,
 			ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, APIHost: apiHost,
 			InstallsRuntime: c.InstallsRuntime(), AllowCgroupV1: c.Kubelet.AllowsCgroupV1(),
-			ExternalEtcd: p.e.Inv.ExternalEtcd(), EtcdMember: h.Has(inventory.RoleEtcd)})...)
+			NFTablesProxy: c.KubeProxy.Mode == inventory.ProxyNFTables,
+			ExternalEtcd:  p.e.Inv.ExternalEtcd(), EtcdMember: h.Has(inventory.RoleEtcd)})...)
 	}
 	p.add(tasks.CrossHostChecks(all, p.opts.MaxClockSkew)...)
 	// Node addresses: the run's hosts' (learned when the inventory gives none), the others' from the

@@ -37,7 +37,7 @@ var ErrNotMember = apply.ErrNotMember
 // Reset undoes what Up made on each host that carries this cluster's membership mark, the hosts in
 // parallel: kubelet stopped and disabled, every container of the Kubernetes namespace removed, mounts,
 // network namespaces, the cni0 bridge and pod routes, the KUBE- iptables chains and the rules that jump to
-// them (by name, nothing else of the tables touched), clusterctl's files and units, the kubelet's and etcd's
+// them (by name, nothing else of the tables touched), kube-proxy's nftables tables, clusterctl's files and units, the kubelet's and etcd's
 // state, and the binaries pushed from an artifacts directory; then the host's own files that up replaced
 // are put back. Unrelated files are left alone; image archives already imported into containerd are kept
 // (a later up then imports nothing). A host with no mark has nothing of clusterctl's and is skipped; one

@@ -47,7 +47,8 @@ type Facts struct {
 	DefaultIface  string            `json:"defaultInterface,omitempty"`
 	MACs          map[string]string `json:"macs"`           // interface -> MAC
 	MTUs          map[string]int    `json:"mtus,omitempty"` // interface -> MTU
-	// KernelModules are those of the modules facts.sh asks about (the policy controller's) that the kernel
+	// KernelModules are those of the modules facts.sh asks about (the policy controller's, and nf_tables for
+	// kube-proxy's nftables mode) that the kernel
 	// has: loaded, built in or installed; KernelModulesKnown: the host has a module directory to tell.
 	KernelModules      map[string]bool `json:"kernelModules,omitempty"`
 	KernelModulesKnown bool            `json:"kernelModulesKnown,omitempty"`
@@ -138,7 +139,7 @@ var (
 	}
 	factDirs     = []string{kubeadm.ManifestsDir, kubeadm.EtcdDataDir}
 	factCommands = []string{"conntrack", "ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc",
-		"touch", "losetup", "cp", "crictl", "ctr", "kubelet", "containerd", "runc", "systemctl", "bash", "sha256sum", "modprobe"}
+		"touch", "losetup", "cp", "crictl", "ctr", "kubelet", "containerd", "runc", "systemctl", "bash", "sha256sum", "modprobe", "nft"}
 )
 
 // factsScript is the facts script (templates/files/facts.sh) for a runtime socket; askCRI: whether it asks

@@ -61,6 +61,8 @@ type Node struct {
 	InstallsRuntime bool
 	// AllowCgroupV1: the inventory sets the kubelet's failCgroupV1 to false.
 	AllowCgroupV1 bool
+	// NFTablesProxy: kube-proxy runs in nftables mode (cluster.kubeProxy.mode).
+	NFTablesProxy bool
 	// ExternalEtcd: the cluster's etcd runs as units on its etcd hosts; EtcdMember: this host is one.
 	// Stacked, every control-plane host runs a member.
 	ExternalEtcd, EtcdMember bool
@@ -149,6 +151,7 @@ func commonChecks() []Checker {
 		{"SystemVerification", checkSystem},
 		{"Hostname", checkHostname},
 		{"KubeletVersion", checkKubeletVersion},
+		{"KubeProxyMode", checkProxyMode},
 		{"Service-Kubelet", checkKubeletService},
 		portCheck(kubeadm.PortKubelet),
 	}
@@ -206,6 +209,7 @@ var hostPackages = map[string]map[string]string{
 	"iptables":  {"apt": "iptables", "dnf": "iptables-nft", "zypper": "iptables"},
 	"ip":        {"apt": "iproute2", "dnf": "iproute", "zypper": "iproute2"},
 	"modprobe":  {"apt": "kmod", "dnf": "kmod", "zypper": "kmod"},
+	"nft":       {"apt": "nftables", "dnf": "nftables", "zypper": "nftables"},
 }
 
 // PackageManager is the host's package manager by its os-release ID: apt, dnf or zypper; "" unknown.
@@ -242,6 +246,22 @@ func required(cmd string) Checker {
 		}
 		return nil, nil
 	}}
+}
+
+// checkProxyMode checks what kube-proxy's nftables mode needs of the host: the kernel's nf_tables, and the
+// nft command, with which reset removes kube-proxy's tables (kube-proxy runs its image's own).
+func checkProxyMode(f *Facts, n *Node) ([]string, []string) {
+	if !n.NFTablesProxy {
+		return nil, nil
+	}
+	var errs []string
+	if f.KernelModulesKnown && !f.KernelModules["nf_tables"] {
+		errs = append(errs, "the kernel has no nf_tables (CONFIG_NF_TABLES): kube-proxy cannot run in nftables mode here; set cluster.kubeProxy.mode: iptables")
+	}
+	if !f.Commands["nft"] {
+		errs = append(errs, fmt.Sprintf("nft not found in system path (kube-proxy's nftables mode: reset removes its tables with it); install it: %s", f.InstallHint("nft")))
+	}
+	return nil, errs
 }
 
 func checkNumCPU(f *Facts, _ *Node) ([]string, []string) {

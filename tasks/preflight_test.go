@@ -274,6 +274,30 @@ func TestRequiredCommandsNameTheirFix(t *testing.T) {
 	}
 }
 
+// kube-proxy's nftables mode needs the kernel's nf_tables and, for reset, the nft command; iptables mode asks
+// for neither.
+func TestProxyModeCheck(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		nft   bool
+		f     Facts
+		wants []string
+	}{
+		{"iptables mode", false, Facts{OS: "debian"}, nil},
+		{"nftables, all there", true, Facts{OS: "debian", Commands: map[string]bool{"nft": true}, KernelModules: map[string]bool{"nf_tables": true}, KernelModulesKnown: true}, nil},
+		{"nftables, no nft", true, Facts{OS: "rocky", KernelModules: map[string]bool{"nf_tables": true}, KernelModulesKnown: true},
+			[]string{"nft not found in system path (kube-proxy's nftables mode: reset removes its tables with it); install it: dnf install -y nftables"}},
+		{"nftables, no nf_tables", true, Facts{OS: "debian", Commands: map[string]bool{"nft": true}, KernelModulesKnown: true},
+			[]string{"the kernel has no nf_tables (CONFIG_NF_TABLES): kube-proxy cannot run in nftables mode here; set cluster.kubeProxy.mode: iptables"}},
+		{"nftables, modules unknown", true, Facts{OS: "debian", Commands: map[string]bool{"nft": true}}, nil},
+	} {
+		warnings, errs := checkProxyMode(&c.f, &Node{NFTablesProxy: c.nft})
+		if len(warnings) > 0 || strings.Join(errs, "\n") != strings.Join(c.wants, "\n") {
+			t.Errorf("%s: warnings %q, errors %q, want %q", c.name, warnings, errs, c.wants)
+		}
+	}
+}
+
 // Which hosts get etcd's checks: every control-plane host when etcd is stacked; with external etcd, the
 // etcd hosts only, and a host that only runs etcd gets nothing of a node's.
 func TestEtcdChecks(t *testing.T) {

@@ -29,7 +29,7 @@ func newResetCmd(g *globalOptions) *cobra.Command {
 		Long: `Undo, on every host of the inventory (or --limit), what clusterctl up made: the kubelet stopped and
 disabled, every container of containerd's Kubernetes namespace removed, the Pods' mounts and network
 namespaces, the cni0 bridge and the routes to other nodes' pod ranges, the KUBE- iptables chains,
-clusterctl's files and units (/etc/kubernetes's manifests, PKI and kubeconfigs, the kubelet's unit,
+kube-proxy's nftables tables (ip and ip6 kube-proxy, in nftables mode), clusterctl's files and units (/etc/kubernetes's manifests, PKI and kubeconfigs, the kubelet's unit,
 drop-in and configuration, containerd's configuration if clusterctl wrote it, kernel settings), the
 kubelet's and etcd's state (/var/lib/kubelet, /var/lib/etcd), and the binaries pushed from an
 artifacts directory. Files of the host's own that up replaced (containerd's configuration, kernel

@@ -4,6 +4,7 @@
 package addons
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -35,6 +36,7 @@ type Params struct {
 	// kind) kube-proxy cannot write them, and they are the host's to set.
 	NoConntrackTuning bool
 	KubeProxyArgs     [][2]string
+	KubeProxyMode     string // iptables (also when empty) or nftables
 }
 
 // KubeProxyName is kube-proxy's DaemonSet, ServiceAccount and ConfigMap, and its Pods' k8s-app label.
@@ -45,7 +47,8 @@ const (
 	coreDNS   = "coredns"
 )
 
-// KubeProxy is kube-proxy's ServiceAccount, RBAC, ConfigMap and DaemonSet (iptables mode).
+// KubeProxy is kube-proxy's ServiceAccount, RBAC, ConfigMap and DaemonSet (iptables or nftables mode: a
+// changed mode rolls its Pods, and each removes the other mode's rules as it starts).
 func KubeProxy(p Params) ([]runtime.Object, error) {
 	confYAML, kubeconfig, err := kubeProxyConfig(p)
 	if err != nil {
@@ -121,7 +124,7 @@ func kubeProxyConfig(p Params) (confYAML []byte, kubeconfig string, err error) {
 		"bindAddress":      "0.0.0.0",
 		"clientConnection": map[string]any{"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"},
 		"clusterCIDR":      p.ClusterCIDR,
-		"mode":             "iptables",
+		"mode":             cmp.Or(p.KubeProxyMode, "iptables"),
 	}
 	if p.NoConntrackTuning {
 		conf["conntrack"] = map[string]any{"maxPerCore": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"}

@@ -46,6 +46,34 @@ func TestKubeProxy(t *testing.T) {
 	}
 }
 
+// The mode is kube-proxy's configuration's, and a changed mode rolls its Pods (the template's config hash).
+func TestKubeProxyMode(t *testing.T) {
+	config := func(mode string) (string, string) {
+		objs, err := KubeProxy(Params{Endpoint: "https://10.0.0.1:6443", ClusterCIDR: "10.244.0.0/16", KubeProxyMode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var conf, sum string
+		for _, o := range objs {
+			switch x := o.(type) {
+			case *appsv1.DaemonSet:
+				sum = x.Spec.Template.Annotations["clusterctl.dev/config-sha256"]
+			case *corev1.ConfigMap:
+				conf = x.Data["config.conf"]
+			}
+		}
+		return conf, sum
+	}
+	ipt, iptSum := config("")
+	nft, nftSum := config(inventory.ProxyNFTables)
+	if !strings.Contains(ipt, "mode: iptables") || !strings.Contains(nft, "mode: nftables") {
+		t.Errorf("configurations:\n%s\n%s", ipt, nft)
+	}
+	if iptSum == "" || iptSum == nftSum {
+		t.Errorf("the Pods' config hash does not follow the mode: %q, %q", iptSum, nftSum)
+	}
+}
+
 func TestCoreDNS(t *testing.T) {
 	objs := CoreDNS(Params{CoreDNSImage: "registry.k8s.io/coredns/coredns:v1.12.1", DNSDomain: "corp.local", DNSServiceIP: "10.96.0.10"})
 	var svc *corev1.Service

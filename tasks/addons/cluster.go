@@ -82,7 +82,8 @@ func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 	ap := Params{Endpoint: p.NodeEndpoint, ImageRepository: c.ImageRepository,
 		KubeProxyImage: p.Images.Ref(images.Proxy), CoreDNSImage: p.Images.Ref(images.CoreDNS),
 		ClusterCIDR: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain, DNSServiceIP: dnsIP,
-		NoConntrackTuning: p.Containerized, KubeProxyArgs: c.KubeProxy.ExtraArgs.Pairs()}
+		NoConntrackTuning: p.Containerized, KubeProxyArgs: c.KubeProxy.ExtraArgs.Pairs(),
+		KubeProxyMode: c.KubeProxy.Mode}
 	proxy, err := KubeProxy(ap)
 	if err != nil {
 		return nil, err

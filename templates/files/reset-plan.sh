@@ -13,6 +13,11 @@ for cmd in iptables ip6tables; do
   n=$($cmd-save 2>/dev/null | grep -Ec '^:({{.Chains}})')
   [ "$n" -gt 0 ] && echo "action: remove $n chains ({{.Chains}}) of $cmd and the rules jumping to them"
 done
+if command -v nft >/dev/null 2>&1; then
+  for family in ip ip6; do
+    nft list table $family kube-proxy >/dev/null 2>&1 && echo "action: remove kube-proxy's nftables table ($family kube-proxy)"
+  done
+fi
 for p in /etc/kubernetes/pki /etc/kubernetes/manifests /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/log/pods \
   /etc/systemd/system/kubelet.service /etc/containerd/config.toml /var/lib/clusterctl; do
   [ -e "$p" ] && echo "action: remove $p"

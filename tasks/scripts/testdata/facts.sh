@@ -14,9 +14,9 @@ ip -o addr show 2>/dev/null | while read -r i iface fam cidr rest; do f addr "$i
 ip route show default 2>/dev/null | while read -r l; do f default_route "$l"; done
 for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" && f mac "${d##*/} $m"
   [ -r "$d/mtu" ] && read -r m < "$d/mtu" && f mtu "${d##*/} $m"; done
-# Kernel modules the policy controller needs: loaded, built in, or installed as modules.
+# Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed.
 md=/lib/modules/$(uname -r)
-if [ -d "$md" ]; then for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE; do
+if [ -d "$md" ]; then for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do
   if [ -d /sys/module/$m ] || grep -qs "/$m\.ko" "$md/modules.builtin" "$md/modules.dep"; then f kmod "$m"; fi
 done; f kmods_known 1; fi
 r /sys/class/dmi/id/product_uuid product_uuid

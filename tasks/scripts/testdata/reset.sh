@@ -73,6 +73,10 @@ for cmd in iptables ip6tables; do
     if [ -n "$delta" ]; then printf '*%s\n%s\nCOMMIT\n' "$t" "$delta" | $cmd-restore --noflush; fi
   done
 done
+# kube-proxy's nftables mode: its table of each family, by name (nothing else of nftables is touched).
+if command -v nft >/dev/null 2>&1; then
+  for family in ip ip6; do nft delete table $family kube-proxy 2>/dev/null; done
+fi
 # clusterctl's files, and the kubelet's and etcd's state.
 rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserver.yaml \
   /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/manifests/kube-scheduler.yaml /etc/kubernetes/manifests/clusterctl-apiserver-proxy.yaml \
