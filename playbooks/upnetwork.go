@@ -153,8 +153,10 @@ func (n networkEnv) Say(host, format string, args ...any) {
 	n.u.e.say("network", host, format, args...)
 }
 
+// Poll checks at up's interval for a new cluster: what a network waits for (node ranges, its Pods'
+// Node annotations) is one List, and comes within seconds.
 func (n networkEnv) Poll(ctx context.Context, check wait.Check) error {
-	return n.u.e.poll(ctx, "network", "", n.u.o.NodeTimeout, check)
+	return n.u.e.pollEvery(ctx, "network", "", n.u.o.NodeTimeout, upPoll, check)
 }
 
 func (n networkEnv) OnHosts(ctx context.Context, hosts []string, fn func(context.Context, string, apply.Host) (apply.Outcome, error)) error {
