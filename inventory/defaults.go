@@ -49,6 +49,11 @@ func (inv *Inventory) applyDefaults() {
 	setString(&c.Certificates.KeyAlgorithm, DefaultKeyAlgorithm)
 	setString(&c.CNI.Plugin, CNIBridge)
 	setString(&c.KubeProxy.Mode, ProxyIPTables)
+	if s := c.Etcd.Snapshots; s != nil {
+		setString(&s.Schedule, DefaultSnapshotSchedule)
+		setInt(&s.Keep, DefaultSnapshotKeep)
+		setString(&s.Dir, DefaultSnapshotDir)
+	}
 	setString(&c.ContainerRuntime, RuntimeArtifacts)
 	c.Certificates.KeyAlgorithm = strings.ToUpper(c.Certificates.KeyAlgorithm)
 	if c.Certificates.CAValidity.Duration == 0 {

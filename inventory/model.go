@@ -68,9 +68,9 @@ type Cluster struct {
 	ControllerManager Component `yaml:"controllerManager,omitempty" json:"controllerManager,omitzero"`
 	// Scheduler is kube-scheduler's extra flags and mounts.
 	Scheduler Component `yaml:"scheduler,omitempty" json:"scheduler,omitzero"`
-	// Etcd is the etcd members' extra flags (in their static Pods, or an external member's unit) and, when
-	// stacked, mounts.
-	Etcd Component `yaml:"etcd,omitempty" json:"etcd,omitzero"`
+	// Etcd is the etcd members' extra flags (in their static Pods, or an external member's unit), mounts
+	// when stacked, and scheduled snapshots.
+	Etcd Etcd `yaml:"etcd,omitempty" json:"etcd,omitzero"`
 	// Kubelet is the kubelets' extra flags and cgroup v1 policy.
 	Kubelet Kubelet `yaml:"kubelet,omitempty" json:"kubelet,omitzero"`
 	// KubeProxy is kube-proxy's mode and extra flags.
@@ -222,6 +222,38 @@ func (k Kubelet) IsZero() bool { return k.Component.IsZero() && k.FailCgroupV1 =
 
 // AllowsCgroupV1 reports whether the inventory lets kubelets run on cgroup v1 hosts (failCgroupV1: false).
 func (k Kubelet) AllowsCgroupV1() bool { return k.FailCgroupV1 != nil && !*k.FailCgroupV1 }
+
+// Etcd is the etcd members' settings.
+type Etcd struct {
+	Component `yaml:",inline" json:",inline"`
+	// Snapshots, when set, has every etcd member (stacked or external) take a snapshot of its own on a
+	// schedule: a systemd timer and oneshot service of clusterctl's running the artifacts' etcdctl and
+	// etcdutl (no daemon), each snapshot verified before the oldest beyond keep are removed.
+	Snapshots *EtcdSnapshots `yaml:"snapshots,omitempty" json:"snapshots,omitempty"`
+}
+
+// IsZero lets omitempty drop empty etcd settings.
+func (e Etcd) IsZero() bool { return e.Component.IsZero() && e.Snapshots == nil }
+
+// Defaults of cluster.etcd.snapshots: twice a day (as RKE2), five kept.
+const (
+	DefaultSnapshotSchedule = "*-*-* 00,12:00:00"
+	DefaultSnapshotKeep     = 5
+	DefaultSnapshotDir      = "/var/lib/etcd-snapshots"
+)
+
+// EtcdSnapshots is when etcd members take snapshots, how many they keep, and where.
+type EtcdSnapshots struct {
+	// Schedule is when, as systemd's OnCalendar says it: daily, hourly, "*-*-* 00,12:00:00" (the default:
+	// twice a day), "Mon..Fri 02:30". Each member's timer fires within a minute of it.
+	Schedule string `yaml:"schedule,omitempty" json:"schedule,omitempty"`
+	// Keep is how many snapshots each member keeps; the oldest beyond it are removed after each new one is
+	// verified (default 5).
+	Keep int `yaml:"keep,omitempty" json:"keep,omitempty"`
+	// Dir is the directory on each member that holds them (default /var/lib/etcd-snapshots): 0700, each
+	// snapshot 0600. reset keeps it unless told --remove-snapshots.
+	Dir string `yaml:"dir,omitempty" json:"dir,omitempty"`
+}
 
 // kube-proxy's modes clusterctl runs (kubeProxy.mode).
 const (

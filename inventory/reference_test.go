@@ -180,6 +180,12 @@ func defaultOf(inv *Inventory, path string) string {
 	}
 	v := reflect.ValueOf(*inv)
 	for _, part := range strings.Split(path, ".") {
+		for v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return "" // a section that is not set: its fields' defaults are in their comments
+			}
+			v = v.Elem()
+		}
 		found := false
 		for i := range v.NumField() {
 			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")

@@ -132,12 +132,13 @@ func (v *validator) cluster() {
 		c   *Component
 	}{
 		{"cluster.apiServer", &c.APIServer.Component}, {"cluster.controllerManager", &c.ControllerManager},
-		{"cluster.scheduler", &c.Scheduler}, {"cluster.etcd", &c.Etcd}, {"cluster.kubelet", &c.Kubelet.Component},
+		{"cluster.scheduler", &c.Scheduler}, {"cluster.etcd", &c.Etcd.Component}, {"cluster.kubelet", &c.Kubelet.Component},
 		{"cluster.kubeProxy", &c.KubeProxy.Component},
 	} {
 		v.component(comp.key, comp.c)
 	}
 	v.kubeProxy(&c.KubeProxy)
+	v.snapshots(c.Etcd.Snapshots)
 	if errs := validation.IsDNS1123Subdomain(c.Networking.DNSDomain); len(errs) > 0 {
 		v.errorf("cluster.networking.dnsDomain", "%q is not a DNS domain: %s", c.Networking.DNSDomain, dnsRule)
 	}

@@ -29,6 +29,9 @@ type ResetOptions struct {
 	// the hooks are the real ones; the rest is read from the host).
 	DryRun bool
 	Record func(host, action string)
+	// RemoveSnapshots removes the etcd members' scheduled snapshots too (the directory of
+	// cluster.etcd.snapshots, else the default one); they are kept otherwise.
+	RemoveSnapshots bool
 }
 
 // ErrNotMember is the error of a host reset refuses: it carries another cluster's mark.
@@ -140,6 +143,12 @@ func (r *resetRun) reset(ctx context.Context) error {
 		runtime = append(runtime, kubeadm.ContainerdUnit)
 	}
 	files := apply.ResetFiles{Binaries: binaries, Runtime: runtime, Network: networkLeftovers()}
+	if r.o.RemoveSnapshots {
+		files.SnapshotsDir = inventory.DefaultSnapshotDir
+		if s := e.Inv.Cluster.Etcd.Snapshots; s != nil {
+			files.SnapshotsDir = s.Dir
+		}
+	}
 	var err error
 	r.results, err = e.play(ctx, Play{Name: "reset", Hosts: r.reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
 		conn := e.Conn(name)

@@ -17,7 +17,7 @@ import (
 // the delta removes the KUBE- chains and the rules of other chains that jump to them, and nothing else
 // (a foreign rule that merely mentions KUBE- in a comment stays).
 func TestResetIptablesDelta(t *testing.T) {
-	s := scripts.Reset(nil, nil, transport.BackupDir, transport.AbsentSuffix, scripts.NetworkLeftovers{})
+	s := scripts.Reset(nil, nil, transport.BackupDir, transport.AbsentSuffix, scripts.NetworkLeftovers{}, "")
 	start := strings.Index(s, "for cmd in iptables ip6tables")
 	end := strings.Index(s[start:], "\ndone\n") + start + len("\ndone\n")
 	part := s[start:end]

@@ -430,6 +430,46 @@ func (c *Conn) PutFile(ctx context.Context, local, remote string, mode fs.FileMo
 	return c.writeFrom(ctx, client, File{Path: remote, Source: local, Size: st.Size()}, mode, &ctxReader{ctx: ctx, r: src}, nil)
 }
 
+// GetFile streams a file of at most limit bytes from the host to the new local file local (0600; an
+// existing one is refused), without holding it in memory: for files as large as an etcd snapshot. It is
+// synced before it returns; on error nothing of it is left.
+func (c *Conn) GetFile(ctx context.Context, remote, local string, limit int64) (err error) {
+	defer func() { err = c.connErr(ctx, err) }()
+	client, err := c.SFTP(ctx)
+	if err != nil {
+		return err
+	}
+	src, err := client.Open(remote)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", c.target.Name, remote, err)
+	}
+	defer src.Close()
+	if st, err := src.Stat(); err != nil {
+		return fmt.Errorf("%s: %s: %w", c.target.Name, remote, err)
+	} else if !st.Mode().IsRegular() || st.Size() > limit {
+		return fmt.Errorf("%s: %s is not a regular file of at most %d bytes", c.target.Name, remote, limit)
+	}
+	dst, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(dst, io.LimitReader(&ctxReader{ctx: ctx, r: src}, limit+1))
+	if err == nil && n > limit {
+		err = fmt.Errorf("%s: %s grew past %d bytes while it was read", c.target.Name, remote, limit)
+	}
+	if err == nil {
+		err = dst.Sync()
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(local)
+		return fmt.Errorf("%s: reading %s: %w", c.target.Name, remote, err)
+	}
+	return nil
+}
+
 // Get reads a file from the host (as root when the connection becomes root). A missing file is an error
 // that wraps fs.ErrNotExist.
 func (c *Conn) Get(ctx context.Context, p string) (_ []byte, err error) {

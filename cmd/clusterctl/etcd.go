@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/tasks/snapshots"
 )
 
 func newEtcdCmd(g *globalOptions) *cobra.Command {
@@ -23,8 +25,95 @@ func newEtcdCmd(g *globalOptions) *cobra.Command {
   clusterctl etcd snapshot -i hosts.yaml --out backup.db
   clusterctl etcd restore -i hosts.yaml --from backup.db`,
 	}
-	cmd.AddCommand(newEtcdStatusCmd(g), newEtcdSnapshotCmd(g), newEtcdRestoreCmd(g))
+	cmd.AddCommand(newEtcdStatusCmd(g), newEtcdSnapshotCmd(g), newEtcdSnapshotsCmd(g), newEtcdRestoreCmd(g))
 	return cmd
+}
+
+func newEtcdSnapshotsCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "snapshots",
+		Short: "The snapshots etcd members take on the schedule of cluster.etcd.snapshots",
+		Example: `  clusterctl etcd snapshots list -i hosts.yaml
+  clusterctl etcd restore -i hosts.yaml --from cp1:latest`,
+	}
+	cmd.AddCommand(newEtcdSnapshotsListCmd(g))
+	return cmd
+}
+
+func newEtcdSnapshotsListCmd(g *globalOptions) *cobra.Command {
+	var ssh sshOptions
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "Every etcd host's scheduled snapshots, newest first, and its schedule's state",
+		Long: `List, on every etcd host (the control-plane hosts, when etcd is stacked on them), the snapshots its member
+took on the schedule of cluster.etcd.snapshots (in its dir, default /var/lib/etcd-snapshots: each a file
+etcd-snapshot-<UTC time>.db, verified with etcdutl before it took that name), newest first, with their
+size and time; and the schedule's state there: its timer, when it fires next, and how its last run
+ended. etcd restore --from HOST:latest (or HOST:NAME) restores one.
+
+Exit 0 when every host was read and every schedule's last run succeeded; 1 otherwise (for monitoring).`,
+		Example: `  clusterctl etcd snapshots list -i hosts.yaml
+  clusterctl etcd snapshots list -i hosts.yaml -o json | jq -r '.members[] | "\(.host) \(.snapshots[0].name)"'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, err := openCluster(g, &ssh, newEventView(io.Discard, "plain"))
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			members, err := playbooks.EtcdSnapshots(cmd.Context(), env)
+			if g.Output == "json" {
+				if werr := writeJSONLine(g.stdout, struct {
+					Type    string                      `json:"type"`
+					Members []playbooks.MemberSnapshots `json:"members"`
+				}{"etcd_snapshots", members}); werr != nil {
+					return werr
+				}
+			} else {
+				printSnapshots(g.stdout, members)
+			}
+			if err != nil {
+				return failedOnHosts(err)
+			}
+			bad := 0
+			for _, m := range members {
+				if m.Error != "" || m.LastResult != "" && m.LastResult != "success" {
+					bad++
+				}
+			}
+			if bad > 0 {
+				return &exitError{code: exitFailed, err: fmt.Errorf("%d of %d etcd hosts unread or with a failed snapshot run", bad, len(members))}
+			}
+			return nil
+		},
+	}
+	ssh.addFlags(cmd)
+	return cmd
+}
+
+func printSnapshots(w io.Writer, members []playbooks.MemberSnapshots) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tSNAPSHOT\tSIZE\tTAKEN (UTC)")
+	for _, m := range members {
+		for _, s := range m.Snapshots {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Host, s.Name, formatSize(s.Size), s.Taken.Format("2006-01-02 15:04:05"))
+		}
+	}
+	tw.Flush()
+	for _, m := range members {
+		switch {
+		case m.Error != "":
+			fmt.Fprintf(w, "%s: not read: %s\n", m.Host, m.Error)
+		case m.Timer == "":
+			fmt.Fprintf(w, "%s: no schedule (cluster.etcd.snapshots), %d snapshots\n", m.Host, len(m.Snapshots))
+		default:
+			last := "never ran"
+			if m.LastRun != "" {
+				last = "last run " + m.LastResult + " at " + m.LastRun
+			}
+			fmt.Fprintf(w, "%s: schedule %s, next %s, %s\n", m.Host, m.Timer, m.Next, last)
+		}
+	}
 }
 
 func newEtcdStatusCmd(g *globalOptions) *cobra.Command {
@@ -195,7 +284,7 @@ func newEtcdRestoreCmd(g *globalOptions) *cobra.Command {
 	var assumeYes, dryRun bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "restore --from FILE",
+		Use:   "restore --from FILE|HOST:latest",
 		Short: "Disaster recovery: a new etcd cluster of the etcd hosts, restored from a snapshot",
 		Long: `Replace the cluster's etcd with a new etcd cluster restored from a snapshot, on every etcd host of the
 inventory (its control-plane hosts, when etcd is stacked on them):
@@ -209,22 +298,36 @@ inventory (its control-plane hosts, when etcd is stacked on them):
      /var/lib/etcd.before-restore, the snapshot removed;
   4. etcd is started and quorum awaited, then the control plane, and each API server awaited.
 
-Everything written to the cluster after the snapshot is lost. Hosts that are lost are left out of the
+--from HOST:latest (or HOST:NAME) takes a scheduled snapshot of an etcd host (cluster.etcd.snapshots;
+etcd snapshots list shows them): it is first copied into the state directory's snapshots/ (kept there;
+a re-run uses it again). Everything written to the cluster after the snapshot is lost. Hosts that are lost are left out of the
 inventory: restore onto the others, then add them back with add-node. An interrupted restore is resumed
 by running the same command again. --dry-run checks the snapshot and every host (steps 1 and the checks
 of 2) and prints the plan; nothing is stopped or written.`,
 		Example: `  clusterctl etcd restore -i hosts.yaml --from backup.db --dry-run
   clusterctl etcd restore -i hosts.yaml --from backup.db
-  clusterctl etcd restore -i survivors.yaml --from backup.db --yes && clusterctl add-node -i hosts.yaml cp2 cp3`,
+  clusterctl etcd restore -i survivors.yaml --from backup.db --yes && clusterctl add-node -i hosts.yaml cp2 cp3
+  clusterctl etcd restore -i hosts.yaml --from cp1:latest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if from == "" {
-				return usageError("--from FILE is required: the snapshot to restore (clusterctl etcd snapshot makes one)")
+				return usageError("--from FILE or HOST:latest is required: the snapshot to restore (clusterctl etcd snapshot makes one; clusterctl etcd snapshots list shows the scheduled ones)")
 			}
-			if st, err := os.Stat(from); err != nil {
-				return usageError("--from: %v", err)
-			} else if !st.Mode().IsRegular() {
-				return usageError("--from %s: not a regular file", from)
+			host, name, scheduled := scheduledSnapshot(from)
+			if scheduled {
+				inv, _, err := g.loadInventory()
+				if err != nil {
+					return err
+				}
+				if h := inv.Host(host); h == nil || !slices.Contains(inv.EtcdHosts(), h) {
+					return usageError("--from %s: %s is not an etcd host of the inventory (nor is %s a file)", from, host, from)
+				}
+			} else {
+				if st, err := os.Stat(from); err != nil {
+					return usageError("--from: %v", err)
+				} else if !st.Mode().IsRegular() {
+					return usageError("--from %s: not a regular file", from)
+				}
 			}
 			view := g.progressView()
 			env, err := openCluster(g, &ssh, view)
@@ -232,6 +335,16 @@ of 2) and prints the plan; nothing is stopped or written.`,
 				return err
 			}
 			defer env.Close()
+			if scheduled {
+				// Fetched into the state directory's snapshots/ (0700) before anything is asked or stopped.
+				dir := filepath.Join(env.StateDir, "snapshots")
+				if err := outDir(dir); err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+				if from, err = playbooks.FetchSnapshot(cmd.Context(), env, host, name, dir); err != nil {
+					return failedOnHosts(err)
+				}
+			}
 			var cps []string
 			for _, h := range env.Inv.ControlPlanes() {
 				cps = append(cps, h.Name)
@@ -250,11 +363,24 @@ of 2) and prints the plan; nothing is stopped or written.`,
 		},
 	}
 	ssh.addFlags(cmd)
-	cmd.Flags().StringVar(&from, "from", "", "the snapshot file (from clusterctl etcd snapshot or etcdctl snapshot save)")
+	cmd.Flags().StringVar(&from, "from", "", "the snapshot: a file (from clusterctl etcd snapshot or etcdctl snapshot save), or HOST:latest or HOST:NAME, a scheduled snapshot of an etcd host (cluster.etcd.snapshots), fetched first")
 	cmd.Flags().BoolVar(&assumeYes, "yes", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the snapshot and every host, print what a restore would do; change nothing")
 	cmd.Flags().DurationVar(&timeout, "node-timeout", 5*time.Minute, "how long each wait may take (the members to stop, quorum, each API server)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "")
 	_ = cmd.Flags().MarkDeprecated("timeout", "use --node-timeout, as every command does")
 	return cmd
+}
+
+// scheduledSnapshot reads --from as HOST:latest or HOST:NAME (a scheduled snapshot's name); a path that
+// exists as a file is a file, whatever it looks like.
+func scheduledSnapshot(from string) (host, name string, ok bool) {
+	if _, err := os.Stat(from); err == nil {
+		return "", "", false
+	}
+	host, name, ok = strings.Cut(from, ":")
+	if !ok || host == "" || strings.ContainsAny(host, "/\\") || (name != "latest" && !snapshots.NameRE.MatchString(name)) {
+		return "", "", false
+	}
+	return host, name, true
 }

@@ -19,6 +19,7 @@ type resetOptions struct {
 	removeState bool
 	force       bool
 	dryRun      bool
+	snapshots   bool
 }
 
 func newResetCmd(g *globalOptions) *cobra.Command {
@@ -35,8 +36,9 @@ kubelet's and etcd's state (/var/lib/kubelet, /var/lib/etcd), and the binaries p
 artifacts directory. Files of the host's own that up replaced (containerd's configuration, kernel
 settings, a kubelet unit, binaries) were kept aside at the first replacement and are put back. iptables
 chains are removed by name (KUBE-*, and the rules of other chains that jump to them), in one atomic
-delta per table: other rules stay as they are. Other files are left alone; images imported into
-containerd are kept.
+delta per table: other rules stay as they are. The etcd members' scheduled snapshots (cluster.etcd.snapshots)
+stop: their timer, service and script are removed; the snapshots themselves are kept unless
+--remove-snapshots. Other files are left alone; images imported into containerd are kept.
 
 Only hosts that carry this cluster's mark (/etc/kubernetes/clusterctl-cluster, written by up with the
 cluster's name and CA hash from the state directory) are reset. A host without a mark has nothing of
@@ -62,6 +64,7 @@ prints per host the hooks reset would run and what of the above is there to undo
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print, per host, the hooks reset would run and what of clusterctl's it would undo there; change nothing")
 	cmd.Flags().BoolVar(&o.removeState, "remove-state", false, "also remove the local state directory (the cluster's PKI and kubeconfigs)")
+	cmd.Flags().BoolVar(&o.snapshots, "remove-snapshots", false, "also remove the etcd members' scheduled snapshots (etcd-snapshot-*.db in cluster.etcd.snapshots.dir, default /var/lib/etcd-snapshots); kept otherwise")
 	cmd.Flags().BoolVar(&o.force, "force", false, "also reset hosts without this cluster's mark: removes /etc/kubernetes/pki, /var/lib/kubelet, /var/lib/etcd, every k8s.io container and the KUBE- iptables chains there, whoever made them")
 	return cmd
 }
@@ -86,7 +89,7 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 			ask:    fmt.Sprintf("reset destroys cluster %q on %d host(s) (its etcd data included). Type the cluster's name to go on: ", name, len(env.Hosts)),
 			accept: func(a string) bool { return a == name }, skip: o.yes},
 		play: func(ctx context.Context) (*resetResult, error) {
-			results, err := playbooks.Reset(ctx, env, playbooks.ResetOptions{Force: o.force, Hooks: true})
+			results, err := playbooks.Reset(ctx, env, playbooks.ResetOptions{Force: o.force, Hooks: true, RemoveSnapshots: o.snapshots})
 			res := &resetResult{}
 			failed := 0
 			for _, r := range results {
@@ -134,7 +137,7 @@ func dryReset(cmd *cobra.Command, g *globalOptions, o *resetOptions, env *playbo
 	return change[planResult]{g: g, view: view, result: "reset_plan",
 		play: func(ctx context.Context) (*planResult, error) {
 			var err error
-			results, err = playbooks.Reset(ctx, env, playbooks.ResetOptions{Force: o.force, Hooks: true, DryRun: true, Record: rec.record})
+			results, err = playbooks.Reset(ctx, env, playbooks.ResetOptions{Force: o.force, Hooks: true, DryRun: true, Record: rec.record, RemoveSnapshots: o.snapshots})
 			return &planResult{Plan: rec.plans(hostNamesOf(env.Hosts))}, err
 		},
 		// each host's mark, and the plan, also when some host failed

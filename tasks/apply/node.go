@@ -82,16 +82,18 @@ type ResetFiles struct {
 	// Network is what the pod networks leave (every one clusterctl sets up: the inventory may have
 	// changed since up).
 	Network scripts.NetworkLeftovers
+	// SnapshotsDir, when set, is the etcd snapshots' directory, whose snapshots are removed too.
+	SnapshotsDir string
 }
 
 // Reset undoes on a host everything up did (scripts.Reset). Its script works on the system's own paths: the
 // lab's end-to-end tests run it and check what it leaves.
 func Reset(ctx context.Context, h Host, f ResetFiles, backupDir, absentSuffix string) error {
-	_, err := h.Run(ctx, "sh -s", []byte(scripts.Reset(f.Binaries, f.Runtime, backupDir, absentSuffix, f.Network)))
+	_, err := h.Run(ctx, "sh -s", []byte(scripts.Reset(f.Binaries, f.Runtime, backupDir, absentSuffix, f.Network, f.SnapshotsDir)))
 	return err
 }
 
 // ResetPlan is Reset's read-only twin: what reset would undo on a host.
 func ResetPlan(ctx context.Context, h Host, f ResetFiles, backupDir string) ([]string, error) {
-	return run(ctx, h, scripts.ResetPlan(f.Binaries, f.Runtime, backupDir, f.Network))
+	return run(ctx, h, scripts.ResetPlan(f.Binaries, f.Runtime, backupDir, f.Network, f.SnapshotsDir))
 }

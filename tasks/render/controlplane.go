@@ -131,7 +131,7 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 		ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain,
 		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, ExternalCA: r.res.ExternalCA,
 		APIServer: component(c.APIServer.Component), ControllerManager: component(c.ControllerManager),
-		Scheduler: component(c.Scheduler), Etcd: component(c.Etcd),
+		Scheduler: component(c.Scheduler), Etcd: component(c.Etcd.Component),
 	}
 	if !first {
 		// A joining member: the etcd cluster of the control-plane hosts listed before it.
@@ -194,7 +194,7 @@ func (r *renderer) etcdMemberFiles(h *inventory.Host, ip string, files *[]transp
 		}
 	}
 	c := r.c
-	mp := &manifests.Params{NodeName: h.NodeName, AdvertiseAddress: ip, Etcd: component(c.Etcd)}
+	mp := &manifests.Params{NodeName: h.NodeName, AdvertiseAddress: ip, Etcd: component(c.Etcd.Component)}
 	if join, ok := r.o.EtcdJoin[h.Name]; ok {
 		mp.EtcdCluster = join
 	} else {

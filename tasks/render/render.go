@@ -30,6 +30,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/manifests"
 	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/snapshots"
 	"github.com/clusterctl/clusterctl/tasks/statedir"
 	"github.com/clusterctl/clusterctl/templates"
 	"github.com/clusterctl/clusterctl/transport"
@@ -345,6 +346,9 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 		if err := r.etcdMemberFiles(h, ip, &files, add); err != nil {
 			return nil, err
 		}
+		if err := r.snapshotFiles(h, add); err != nil {
+			return nil, err
+		}
 		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 		return files, nil
 	}
@@ -393,8 +397,32 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 			return nil, err
 		}
 	}
+	if err := r.snapshotFiles(h, add); err != nil {
+		return nil, err
+	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	return files, nil
+}
+
+// snapshotFiles are an etcd member's scheduled snapshots (cluster.etcd.snapshots): its timer, service and
+// script. Members are the control-plane hosts with stacked etcd, the etcd hosts with external etcd.
+func (r *renderer) snapshotFiles(h *inventory.Host, add func(string, []byte, fs.FileMode)) error {
+	s := r.c.Etcd.Snapshots
+	member := h.Has(inventory.RoleControlPlane)
+	if r.o.Inv.ExternalEtcd() {
+		member = slices.Contains(r.etcd, h)
+	}
+	if s == nil || !member {
+		return nil
+	}
+	files, err := snapshots.Files(s)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		add(f.Path, f.Data, f.Mode)
+	}
+	return nil
 }
 
 // registryFiles are containerd's hosts.toml and CA for the private registry, and the kubelet's

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/snapshots"
 	"github.com/clusterctl/clusterctl/templates"
 )
 
@@ -63,6 +64,9 @@ type SetupParams struct {
 	EtcdUnit, EtcdOnly bool
 	// NetworkUnits are the pod network's units among a node's files (network.File.Unit).
 	NetworkUnits []string
+	// Snapshots: the host's files hold the etcd member's scheduled snapshots (its timer is started, and
+	// restarted when they change); else a timer of clusterctl's left from an earlier schedule is removed.
+	Snapshots bool
 }
 
 // Setup applies what a node's files need: kernel modules and settings, units, the runtime (its binaries
@@ -77,6 +81,9 @@ func Setup(p SetupParams) string {
 		units = []string{kubeadm.EtcdUnit}
 	case p.EtcdUnit:
 		units = append(units, kubeadm.EtcdUnit)
+	}
+	if p.Snapshots {
+		units = append(units, snapshots.ServicePath, snapshots.TimerPath)
 	}
 	containerd := []string{kubeadm.ContainerdConfig}
 	if len(p.Runtime) > 0 {
@@ -93,8 +100,11 @@ func Setup(p SetupParams) string {
 		Modules, Sysctl, VersionCache string
 		SysctlBefore                  string
 		EtcdUnit, EtcdOnly            bool
+		Snapshots                     bool
+		SnapshotFiles                 []string
+		SnapshotTimer                 string
 	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.VersionCache,
-		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly})
+		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly, p.Snapshots, snapshots.Paths, snapshots.TimerName})
 }
 
 // EtcdParams are what Etcd needs.
@@ -300,23 +310,39 @@ func chainPattern(net NetworkLeftovers) string {
 
 // Reset undoes what up made on a host (see playbooks.Reset); binaries are those pushed from an artifacts
 // directory, net what the pod networks leave.
-func Reset(binaries, runtime []string, backupDir, absentSuffix string, net NetworkLeftovers) string {
+// snapshotsDir, when set, is the etcd snapshots' directory: the snapshots in it are removed too (reset
+// --remove-snapshots); the schedule's timer and files are removed either way.
+func Reset(binaries, runtime []string, backupDir, absentSuffix string, net NetworkLeftovers, snapshotsDir string) string {
 	return render("reset.sh", struct {
 		Binaries, Runtime    []string
 		Backup, Absent       string
 		SysctlBefore, Chains string
 		Net                  NetworkLeftovers
-	}{binaries, runtime, backupDir, absentSuffix, kubeadm.SysctlBefore, chainPattern(net), net})
+		Snapshots            resetSnapshots
+	}{binaries, runtime, backupDir, absentSuffix, kubeadm.SysctlBefore, chainPattern(net), net, newResetSnapshots(snapshotsDir)})
+}
+
+// resetSnapshots is what reset knows of the etcd snapshots' schedule and, with Dir, their directory.
+type resetSnapshots struct {
+	Files            []string
+	Timer, Service   string
+	Dir, NamePattern string
+}
+
+func newResetSnapshots(dir string) resetSnapshots {
+	return resetSnapshots{Files: snapshots.Paths, Timer: snapshots.TimerName, Service: snapshots.ServiceName, Dir: dir,
+		NamePattern: snapshots.NameRE.String()}
 }
 
 // ResetPlan is Reset's read-only twin: it prints, as "action: " lines, what Reset would undo on the host.
-func ResetPlan(binaries, runtime []string, backupDir string, net NetworkLeftovers) string {
+func ResetPlan(binaries, runtime []string, backupDir string, net NetworkLeftovers, snapshotsDir string) string {
 	return render("reset-plan.sh", struct {
 		Binaries, Runtime    []string
 		Backup               string
 		SysctlBefore, Chains string
 		Net                  NetworkLeftovers
-	}{binaries, runtime, backupDir, kubeadm.SysctlBefore, chainPattern(net), net})
+		Snapshots            resetSnapshots
+	}{binaries, runtime, backupDir, kubeadm.SysctlBefore, chainPattern(net), net, newResetSnapshots(snapshotsDir)})
 }
 
 // EtcdHold is where a restore keeps a node's etcd and control-plane manifests while they must not run.

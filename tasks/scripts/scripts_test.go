@@ -59,8 +59,8 @@ func TestGolden(t *testing.T) {
 		"etcd-restore-check-unit": RestoreCheck(RestoreCheckParams{Etcdutl: restoreCheck.Etcdutl, Unit: kubeadm.EtcdUnit}),
 		"etcd-release":            ReleaseManifests(EtcdHold, kubeadm.ManifestsDir, "etcd.yaml"),
 		"etcd-restore":            RestoreEtcd(EtcdRestoreParams{Snapshot: kubeadm.StateDir + "/etcd-restore/snapshot.db", Name: "cp1.lab", PeerURL: "https://[fd00:10::11]:2380", InitialCluster: "cp1.lab=https://[fd00:10::11]:2380,cp2=https://10.0.0.12:2380", Token: "restore-'$(id)'", Bump: 1000000000}),
-		"reset":                   Reset([]string{kubeadm.Binary("kubelet"), kubeadm.Binary("kubectl")}, []string{kubeadm.RuntimeBinary("runc"), kubeadm.ContainerdUnit}, "/var/lib/clusterctl/backup", ".absent", testNetwork),
-		"reset-plan":              ResetPlan([]string{kubeadm.Binary("kubelet")}, nil, "/var/lib/clusterctl/backup", testNetwork),
+		"reset":                   Reset([]string{kubeadm.Binary("kubelet"), kubeadm.Binary("kubectl")}, []string{kubeadm.RuntimeBinary("runc"), kubeadm.ContainerdUnit}, "/var/lib/clusterctl/backup", ".absent", testNetwork, "/var/lib/etcd-snapshots"),
+		"reset-plan":              ResetPlan([]string{kubeadm.Binary("kubelet")}, nil, "/var/lib/clusterctl/backup", testNetwork, "/var/lib/etcd-snapshots"),
 	}
 	for name, script := range cases {
 		file := filepath.Join("testdata", name+".sh")

@@ -3,6 +3,11 @@ set -u
 systemctl is-active -q kubelet.service && echo "action: stop and disable the kubelet"
 grep -qs 'Managed by clusterctl' /etc/systemd/system/etcd.service && echo "action: stop and remove the etcd member's unit (external etcd)"
 [ -f /etc/systemd/system/clusterctl-pod-routes.service ] && echo "action: remove the pod routes and the Service rule, and their unit"
+grep -qs 'Managed by clusterctl' {{q (index .Snapshots.Files 1)}} && echo "action: stop and remove the etcd snapshots' timer, its service and script"
+{{- if .Snapshots.Dir}}
+n=$(ls -1a {{q .Snapshots.Dir}} 2>/dev/null | grep -Ec {{q .Snapshots.NamePattern}})
+[ "$n" -gt 0 ] && echo "action: remove the $n etcd snapshots in {{.Snapshots.Dir}}"
+{{- end}}
 [ -f {{q .Net.Networkd}} ] && echo "action: remove systemd-networkd's drop-in {{.Net.Networkd}}"
 if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
   n=$(ctr -n k8s.io containers ls -q 2>/dev/null | grep -c .)

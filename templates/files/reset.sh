@@ -8,6 +8,23 @@ if grep -qs 'Managed by clusterctl' /etc/systemd/system/etcd.service; then
   rm -f /etc/systemd/system/etcd.service
 fi
 rm -f /etc/kubernetes/etcd-initial.env
+# The etcd member's scheduled snapshots: the timer stopped, its files removed.
+if grep -qs 'Managed by clusterctl' {{q (index .Snapshots.Files 1)}}; then
+  systemctl disable --now -q {{.Snapshots.Timer}} >/dev/null 2>&1
+  systemctl stop {{.Snapshots.Service}} >/dev/null 2>&1
+fi
+rm -f {{args .Snapshots.Files}}
+rmdir /usr/local/lib/clusterctl 2>/dev/null
+{{- if .Snapshots.Dir}}
+# reset --remove-snapshots: the snapshots (by their names: nothing else of the directory), then the directory
+# if that left it empty.
+snapshots={{q .Snapshots.Dir}}
+if [ -d "$snapshots" ]; then
+  ls -1a "$snapshots" | grep -E {{q .Snapshots.NamePattern}} | while read -r f; do rm -f "$snapshots/$f"; done
+  rm -f "$snapshots"/.etcd-snapshot-*.part
+  rmdir "$snapshots" 2>/dev/null
+fi
+{{- end}}
 # Its routes are in its routes file (an older clusterctl wrote them in the unit itself).
 routes=/etc/systemd/system/clusterctl-pod-routes.service
 if [ -f $routes ]; then

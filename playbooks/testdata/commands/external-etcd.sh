@@ -31,7 +31,10 @@ changed='
 /etc/kubernetes/pki/etcd/peer.key
 /etc/kubernetes/pki/etcd/server.crt
 /etc/kubernetes/pki/etcd/server.key
+/etc/systemd/system/clusterctl-etcd-snapshot.service
+/etc/systemd/system/clusterctl-etcd-snapshot.timer
 /etc/systemd/system/etcd.service
+/usr/local/lib/clusterctl/etcd-snapshot
 /usr/local/bin/etcd
 /usr/local/bin/etcdctl
 /usr/local/bin/etcdutl
@@ -74,8 +77,14 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
-if stale units /etc/systemd/system/etcd.service; then quiet systemctl daemon-reload; commit units; fi
+if stale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer; then quiet systemctl daemon-reload; commit units; fi
 systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable --no-reload -q etcd
+# The etcd member's scheduled snapshots: the timer started, restarted when its files changed (a schedule).
+if stale etcd-snapshots /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot; then
+  if systemctl is-active -q clusterctl-etcd-snapshot.timer; then act "restart the etcd snapshots' timer" systemctl restart clusterctl-etcd-snapshot.timer; fi
+  commit etcd-snapshots
+fi
+systemctl is-active -q clusterctl-etcd-snapshot.timer || act "start the etcd snapshots' timer" systemctl enable --no-reload -q --now clusterctl-etcd-snapshot.timer
 ######## etcd1: start etcd
 # Managed by clusterctl: start this host's external etcd member when it is not running (without waiting:
 # a new cluster's members must all start before any is ready), restart it when its unit or binary changed
@@ -163,7 +172,10 @@ changed='
 /etc/kubernetes/pki/etcd/peer.key
 /etc/kubernetes/pki/etcd/server.crt
 /etc/kubernetes/pki/etcd/server.key
+/etc/systemd/system/clusterctl-etcd-snapshot.service
+/etc/systemd/system/clusterctl-etcd-snapshot.timer
 /etc/systemd/system/etcd.service
+/usr/local/lib/clusterctl/etcd-snapshot
 /usr/local/bin/etcd
 /usr/local/bin/etcdctl
 /usr/local/bin/etcdutl
@@ -206,8 +218,14 @@ quiet() { [ -n "$dry" ] || "$@"; }
 
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
-if stale units /etc/systemd/system/etcd.service; then quiet systemctl daemon-reload; commit units; fi
+if stale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer; then quiet systemctl daemon-reload; commit units; fi
 systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable --no-reload -q etcd
+# The etcd member's scheduled snapshots: the timer started, restarted when its files changed (a schedule).
+if stale etcd-snapshots /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot; then
+  if systemctl is-active -q clusterctl-etcd-snapshot.timer; then act "restart the etcd snapshots' timer" systemctl restart clusterctl-etcd-snapshot.timer; fi
+  commit etcd-snapshots
+fi
+systemctl is-active -q clusterctl-etcd-snapshot.timer || act "start the etcd snapshots' timer" systemctl enable --no-reload -q --now clusterctl-etcd-snapshot.timer
 ######## etcd2: start etcd
 # Managed by clusterctl: start this host's external etcd member when it is not running (without waiting:
 # a new cluster's members must all start before any is ready), restart it when its unit or binary changed
@@ -395,6 +413,13 @@ fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
+# snapshots stay).
+if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
+  act "stop the etcd snapshots' timer" systemctl disable --no-reload -q --now clusterctl-etcd-snapshot.timer
+  quiet rm -f /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot
+  quiet systemctl daemon-reload
+fi
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
@@ -531,11 +556,14 @@ changed='
 /etc/modules-load.d/kubernetes.conf
 /etc/sysctl.d/99-kubernetes.conf
 /etc/systemd/networkd.conf.d/clusterctl.conf
+/etc/systemd/system/clusterctl-etcd-snapshot.service
+/etc/systemd/system/clusterctl-etcd-snapshot.timer
 /etc/systemd/system/clusterctl-pod-routes.service
 /etc/systemd/system/containerd.service
 /etc/systemd/system/etcd.service
 /etc/systemd/system/kubelet.service
 /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
+/usr/local/lib/clusterctl/etcd-snapshot
 /var/lib/kubelet/config.yaml
 /var/lib/kubelet/instance-config.yaml
 /var/lib/kubelet/kubeadm-flags.env
@@ -606,8 +634,14 @@ if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
 fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/etcd.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
 systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable --no-reload -q etcd
+# The etcd member's scheduled snapshots: the timer started, restarted when its files changed (a schedule).
+if stale etcd-snapshots /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot; then
+  if systemctl is-active -q clusterctl-etcd-snapshot.timer; then act "restart the etcd snapshots' timer" systemctl restart clusterctl-etcd-snapshot.timer; fi
+  commit etcd-snapshots
+fi
+systemctl is-active -q clusterctl-etcd-snapshot.timer || act "start the etcd snapshots' timer" systemctl enable --no-reload -q --now clusterctl-etcd-snapshot.timer
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi

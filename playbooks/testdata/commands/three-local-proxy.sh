@@ -142,6 +142,13 @@ fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
+# snapshots stay).
+if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
+  act "stop the etcd snapshots' timer" systemctl disable --no-reload -q --now clusterctl-etcd-snapshot.timer
+  quiet rm -f /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot
+  quiet systemctl daemon-reload
+fi
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
@@ -383,6 +390,13 @@ fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
+# snapshots stay).
+if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
+  act "stop the etcd snapshots' timer" systemctl disable --no-reload -q --now clusterctl-etcd-snapshot.timer
+  quiet rm -f /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot
+  quiet systemctl daemon-reload
+fi
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
@@ -624,6 +638,13 @@ fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
+# snapshots stay).
+if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
+  act "stop the etcd snapshots' timer" systemctl disable --no-reload -q --now clusterctl-etcd-snapshot.timer
+  quiet rm -f /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot
+  quiet systemctl daemon-reload
+fi
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
@@ -828,6 +849,13 @@ fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
+# snapshots stay).
+if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
+  act "stop the etcd snapshots' timer" systemctl disable --no-reload -q --now clusterctl-etcd-snapshot.timer
+  quiet rm -f /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot
+  quiet systemctl daemon-reload
+fi
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi

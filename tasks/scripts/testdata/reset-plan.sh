@@ -3,6 +3,9 @@ set -u
 systemctl is-active -q kubelet.service && echo "action: stop and disable the kubelet"
 grep -qs 'Managed by clusterctl' /etc/systemd/system/etcd.service && echo "action: stop and remove the etcd member's unit (external etcd)"
 [ -f /etc/systemd/system/clusterctl-pod-routes.service ] && echo "action: remove the pod routes and the Service rule, and their unit"
+grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer && echo "action: stop and remove the etcd snapshots' timer, its service and script"
+n=$(ls -1a /var/lib/etcd-snapshots 2>/dev/null | grep -Ec '^etcd-snapshot-[0-9]{8}T[0-9]{6}Z\.db$')
+[ "$n" -gt 0 ] && echo "action: remove the $n etcd snapshots in /var/lib/etcd-snapshots"
 [ -f /etc/systemd/networkd.conf.d/clusterctl.conf ] && echo "action: remove systemd-networkd's drop-in /etc/systemd/networkd.conf.d/clusterctl.conf"
 if command -v ctr >/dev/null 2>&1 && ctr version >/dev/null 2>&1; then
   n=$(ctr -n k8s.io containers ls -q 2>/dev/null | grep -c .)

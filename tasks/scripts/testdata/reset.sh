@@ -8,6 +8,21 @@ if grep -qs 'Managed by clusterctl' /etc/systemd/system/etcd.service; then
   rm -f /etc/systemd/system/etcd.service
 fi
 rm -f /etc/kubernetes/etcd-initial.env
+# The etcd member's scheduled snapshots: the timer stopped, its files removed.
+if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
+  systemctl disable --now -q clusterctl-etcd-snapshot.timer >/dev/null 2>&1
+  systemctl stop clusterctl-etcd-snapshot.service >/dev/null 2>&1
+fi
+rm -f /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot
+rmdir /usr/local/lib/clusterctl 2>/dev/null
+# reset --remove-snapshots: the snapshots (by their names: nothing else of the directory), then the directory
+# if that left it empty.
+snapshots=/var/lib/etcd-snapshots
+if [ -d "$snapshots" ]; then
+  ls -1a "$snapshots" | grep -E '^etcd-snapshot-[0-9]{8}T[0-9]{6}Z\.db$' | while read -r f; do rm -f "$snapshots/$f"; done
+  rm -f "$snapshots"/.etcd-snapshot-*.part
+  rmdir "$snapshots" 2>/dev/null
+fi
 # Its routes are in its routes file (an older clusterctl wrote them in the unit itself).
 routes=/etc/systemd/system/clusterctl-pod-routes.service
 if [ -f $routes ]; then
