@@ -87,6 +87,44 @@ func (c *Cluster) Snapshot(t testing.TB) string {
 	return file
 }
 
+// ScheduledSnapshot has host's scheduled snapshot service take one now (as its timer does), checks what it
+// left (a 0700 directory, 0600 snapshots, no more than keep), that etcd snapshots list shows it, and returns
+// the --from of a restore from it: HOST:latest.
+func (c *Cluster) ScheduledSnapshot(t testing.TB, host string) string {
+	t.Helper()
+	if out := c.Lab.Run(t, host, "systemctl is-active clusterctl-etcd-snapshot.timer; systemctl is-enabled clusterctl-etcd-snapshot.timer"); out != "active\nenabled\n" {
+		t.Fatalf("%s's snapshot timer: %q, want active and enabled", host, out)
+	}
+	start := time.Now()
+	c.Lab.Run(t, host, "systemctl start clusterctl-etcd-snapshot.service")
+	t.Logf("%s's scheduled snapshot service: a snapshot taken and verified in %s:\n%s", host, time.Since(start).Round(10*time.Millisecond),
+		c.Lab.Run(t, host, "journalctl -u clusterctl-etcd-snapshot.service -n 3 -o cat --no-pager"))
+	if out := c.Lab.Run(t, host, "stat -c '%a %U' /var/lib/etcd-snapshots /var/lib/etcd-snapshots/etcd-snapshot-*.db | sort | uniq -c"); !strings.Contains(out, " 700 root\n") || !strings.Contains(out, " 600 root\n") {
+		t.Errorf("modes of the snapshots' directory and files:\n%s", out)
+	}
+	stdout, stderr, code := c.Run(t, "etcd", "snapshots", "list", "-o", "json")
+	var res struct {
+		Members []struct {
+			Host       string `json:"host"`
+			Timer      string `json:"timer"`
+			LastResult string `json:"lastResult"`
+			Snapshots  []struct {
+				Name string `json:"name"`
+				Size int64  `json:"size"`
+			} `json:"snapshots"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(stdout)), &res); err != nil || code != 0 || len(res.Members) == 0 {
+		t.Fatalf("etcd snapshots list: exit %d, %v\n%s\n%s", code, err, stdout, tail(stderr, 20))
+	}
+	for _, m := range res.Members {
+		if m.Host == host && (m.Timer != "active" || m.LastResult != "success" || len(m.Snapshots) == 0 || m.Snapshots[0].Size == 0) {
+			t.Errorf("etcd snapshots list for %s: %+v", host, m)
+		}
+	}
+	return host + ":latest"
+}
+
 // Restore runs `etcd restore --from FILE --yes` and fails the test unless it succeeds.
 func (c *Cluster) Restore(t testing.TB, file string) {
 	t.Helper()
@@ -115,20 +153,27 @@ func (c *Cluster) NodesReady(t testing.TB, want int) {
 
 // snapshotRestore is the operator's backup and restore on a running cluster: a snapshot, a namespace
 // deleted and another created, a restore: the first is back, the second gone, every node Ready, and the
-// cluster schedules and runs new work (controllers and scheduler watch the restored store).
-func snapshotRestore(t *testing.T, c *Cluster, cps, workers []string) {
+// cluster schedules and runs new work (controllers and scheduler watch the restored store). The snapshot
+// is streamed to the workstation (etcd snapshot), or with scheduled, taken by cp1's scheduled snapshot
+// service and restored from cp1:latest.
+func snapshotRestore(t *testing.T, c *Cluster, cps, workers []string, scheduled bool) {
 	members, code := c.EtcdStatus(t)
 	checkHealthy(t, members, code, cps...)
 	c.MustK(t, "create", "namespace", "kept")
 	c.MustK(t, "-n", "kept", "create", "configmap", "data", "--from-literal=k=before")
-	before := map[string]string{}
-	for _, h := range cps {
-		before[h] = c.Hash(t, h)
-	}
-	snap := c.Snapshot(t)
-	for _, h := range cps {
-		if c.Hash(t, h) != before[h] {
-			t.Errorf("the snapshot changed files on %s (it streams to the workstation)", h)
+	var snap string
+	if scheduled {
+		snap = c.ScheduledSnapshot(t, "cp1")
+	} else {
+		before := map[string]string{}
+		for _, h := range cps {
+			before[h] = c.Hash(t, h)
+		}
+		snap = c.Snapshot(t)
+		for _, h := range cps {
+			if c.Hash(t, h) != before[h] {
+				t.Errorf("the snapshot changed files on %s (it streams to the workstation)", h)
+			}
 		}
 	}
 	c.MustK(t, "delete", "namespace", "kept", "--wait=true", "--timeout=60s")
@@ -176,7 +221,7 @@ func TestEtcdRestore(t *testing.T) {
 	c.Up(t)
 
 	t.Run("snapshot, a namespace deleted, restore on all three: the namespace is back", func(t *testing.T) {
-		snapshotRestore(t, c, []string{"cp1", "cp2", "cp3"}, []string{"w1"})
+		snapshotRestore(t, c, []string{"cp1", "cp2", "cp3"}, []string{"w1"}, false)
 	})
 
 	survivor := c.Subset(t, "survivor", "cp1", "w1")

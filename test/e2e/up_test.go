@@ -40,7 +40,7 @@ import (
 // layouts), then checks what a user of the cluster relies on, and that reset leaves the hosts bare again.
 func TestUp(t *testing.T) {
 	// Leaf certificates of 30 days, so that check-expiration has something expiring soon to report.
-	c := NewBareCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, "  certificates:\n    validity: 30d\n")
+	c := NewBareCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, "  certificates:\n    validity: 30d\n  etcd:\n    snapshots: {keep: 2}\n")
 	if out := c.Lab.Run(t, "w1", "command -v containerd runc crictl kubelet haproxy; test -e /opt/cni/bin && echo /opt/cni/bin; true"); strings.TrimSpace(out) != "" {
 		t.Fatalf("the bare host w1 has a runtime before up:\n%s", out)
 	}
@@ -493,8 +493,8 @@ func TestUp(t *testing.T) {
 		}
 	})
 
-	t.Run("etcd snapshot, a namespace deleted, restore: it is back, every node Ready", func(t *testing.T) {
-		snapshotRestore(t, c, []string{"cp1"}, []string{"w1", "w2"})
+	t.Run("a scheduled etcd snapshot, a namespace deleted, restore from cp1:latest: it is back, every node Ready", func(t *testing.T) {
+		snapshotRestore(t, c, []string{"cp1"}, []string{"w1", "w2"}, true)
 	})
 
 	t.Run("dry runs of remove-node, certs rotate, etcd restore and reset say what they would do and change nothing", func(t *testing.T) {
@@ -532,7 +532,7 @@ func TestUp(t *testing.T) {
 	})
 
 	t.Run("reset leaves the hosts bare again", func(t *testing.T) {
-		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
+		if _, stderr, code := c.Run(t, "reset", "--yes", "--remove-snapshots"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s", code, stderr)
 		} else if !strings.Contains(stderr, "onFailure: continue") {
 			t.Errorf("reset does not report its failed continue hook:\n%s", tail(stderr, 30))
@@ -544,7 +544,7 @@ func TestUp(t *testing.T) {
 			}
 		}
 		for _, h := range []string{"cp1", "w1"} {
-			out := c.Lab.Run(t, h, "ls -A /usr/local/bin /opt /var/lib/containerd; ls -d /etc/containerd /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd.before-restore /var/lib/clusterctl /etc/crictl.yaml /etc/systemd/system/containerd.service /etc/systemd/system/kubelet.service 2>/dev/null; systemctl is-active containerd kubelet; true")
+			out := c.Lab.Run(t, h, "ls -A /usr/local/bin /opt /var/lib/containerd; ls -d /etc/containerd /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd.before-restore /var/lib/clusterctl /etc/crictl.yaml /etc/systemd/system/containerd.service /etc/systemd/system/kubelet.service /var/lib/etcd-snapshots /usr/local/lib/clusterctl /etc/systemd/system/clusterctl-etcd-snapshot.timer 2>/dev/null; systemctl is-active containerd kubelet; true")
 			if strings.TrimSpace(out) != "/opt:\n\n/usr/local/bin:\n\n/var/lib/containerd:\ninactive\ninactive" {
 				t.Errorf("%s after reset:\n%s", h, out)
 			}
