@@ -24,11 +24,12 @@ import (
 
 // conformanceFocused is the part of the [Conformance] suite make test runs: networking, DNS, Services, RBAC
 // and service accounts, the kubelet, API machinery, and one admission webhook (the API server calling a
-// Service in the pod network: the other 21 webhook tests, a third of the part's time, test the API server's
-// own code, which make conformance runs).
+// Service in the pod network). make conformance runs the rest, among them the other 21 webhook tests (a
+// third of this part's time, the API server's own code) and the four of Services' session affinity (each
+// waits out affinity timeouts: a sixth of it).
 var conformanceFocused = []string{
 	`\[sig-network\] DNS `,
-	`\[sig-network\] Services `,
+	`\[sig-network\] Services should (serve|be able to (create|change)|find|delete|complete)`,
 	`\[sig-network\] Networking Granular Checks`,
 	`\[sig-auth\] ServiceAccounts `,
 	`\[sig-node\] Kubelet `,
