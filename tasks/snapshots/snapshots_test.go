@@ -56,7 +56,7 @@ func TestScript(t *testing.T) {
 	etcdctl := write("etcdctl", `for a; do last=$a; done
 case "$*" in *"snapshot save"*) echo data > "$last";; esac
 `)
-	etcdutl := write("etcdutl", `echo '+------+'; echo '| HASH | REVISION |'; echo '| 1234 | 42 |'; echo '+------+'
+	etcdutl := write("etcdutl", `echo '1234abcd, 42, 7, 20 kB, 3.7.0'
 `)
 	data, err := scriptFor(bin, etcdctl, etcdutl)
 	if err != nil {
@@ -101,7 +101,7 @@ case "$*" in *"snapshot save"*) echo data > "$last";; esac
 	if len(names) != 3 || names[2] != "notes.txt" || !NameRE.MatchString(names[0]) || !NameRE.MatchString(names[1]) || slices.Contains(names, old[2]) {
 		t.Errorf("left in the directory: %v\n%s", names, out)
 	}
-	if !strings.Contains(out, "| 1234 | 42 |") || !strings.Contains(out, "removed "+filepath.Join(dir, old[0])) {
+	if !strings.Contains(out, "hash, revision, keys, size, version: 1234abcd, 42, 7, 20 kB, 3.7.0)") || !strings.Contains(out, "removed "+filepath.Join(dir, old[0])) {
 		t.Errorf("output:\n%s", out)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
