@@ -323,6 +323,7 @@ func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]
 		}
 	}
 	a.kubeletExtraArgs(inv, fv, used)
+	a.evictionHard(inv, fv, used)
 	a.network(inv, fv, used)
 	a.proxyMode(inv, fv, used)
 	a.endpoint(inv, fv, used)
@@ -369,6 +370,42 @@ func (a *ansible) proxyMode(inv *Inventory, fv map[string]avar, used map[string]
 		return
 	}
 	a.diags.add(Warning, pos, "kube_proxy_mode %s: clusterctl runs kube-proxy in iptables mode instead (kube_proxy_mode: nftables for nftables; ipvs is not a mode clusterctl runs)", v)
+}
+
+// evictionSignalRE and evictionValueRE are one of the kubelet's hard eviction thresholds: a signal
+// (memory.available, nodefs.available, imagefs.inodesFree, ...) and a quantity or percentage.
+var (
+	evictionSignalRE = regexp.MustCompile(`^[a-z]+\.[a-zA-Z]+$`)
+	evictionValueRE  = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(%|[KMGTPE]i?)?$`)
+)
+
+// evictionHard reads eviction_hard, kubespray's mapping of the kubelet's hard eviction thresholds (its
+// evictionHard): the kubelet's eviction-hard flag, in the order written.
+func (a *ansible) evictionHard(inv *Inventory, fv map[string]avar, used map[string]bool) {
+	v, ok := fv["eviction_hard"]
+	if !ok {
+		return
+	}
+	used[v.name] = true
+	if v.value.Kind != yaml.MappingNode {
+		a.diags.add(Error, v.pos, "expected a mapping of eviction signals to thresholds (memory.available: 100Mi), got %s", kindName(v.value))
+		return
+	}
+	var parts []string
+	for i := 0; i+1 < len(v.value.Content); i += 2 {
+		key, val := v.value.Content[i], resolve(v.value.Content[i+1])
+		at := Pos{File: v.pos.File, Line: key.Line, Col: key.Column, Path: v.pos.Path + "." + key.Value}
+		if !evictionSignalRE.MatchString(key.Value) || !evictionValueRE.MatchString(val.Value) {
+			a.diags.add(Error, at, "%s: %q is not an eviction threshold (a signal such as nodefs.available, and a quantity such as 1Gi or a percentage such as 10%%)", key.Value, val.Value)
+			continue
+		}
+		parts = append(parts, key.Value+"<"+val.Value)
+	}
+	if len(parts) > 0 {
+		c := &inv.Cluster.Kubelet
+		c.ExtraArgs = append(c.ExtraArgs, Arg{Name: "eviction-hard", Value: strings.Join(parts, ",")})
+		inv.pos["cluster.kubelet.extraArgs.eviction-hard"] = v.pos
+	}
 }
 
 // kubeletExtraArgs reads kubelet_config_extra_args: kubespray merges it into the kubelet's configuration;

@@ -50,6 +50,9 @@ node1
 ansible_user=root
 ansible_ssh_private_key_file=%s
 kube_version=%s
+# the lab's eviction thresholds, as lab.sh's hosts.yaml sets them: the hosts share the machine's disk, and
+# the kubelet's default (imagefs.available<15%%) would evict the workload on a machine with less free
+eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.available": "1Gi"}
 `, addr["cp1"], addr["w1"], addr["w2"], addr["w3"], addr["w4"], l.Key(), m.KubernetesVersion)
 	if out, _ := exec.Command("stat", "-fc", "%T", "/sys/fs/cgroup").Output(); strings.TrimSpace(string(out)) != "cgroup2fs" {
 		// This machine's hosts use cgroup v1: kubelets from v1.35 run on it only with failCgroupV1 false.
