@@ -196,6 +196,14 @@ func (c *Cluster) Run(t testing.TB, args ...string) (string, string, int) {
 	return RunClusterctl(t, append(args, "-i", c.Inventory)...)
 }
 
+// NodeResult is one Node in up's result line.
+type NodeResult struct {
+	Name    string   `json:"name"`
+	Roles   []string `json:"roles"`
+	Ready   bool     `json:"ready"`
+	Version string   `json:"version"`
+}
+
 // UpResult is the last line of `up --output json`.
 type UpResult struct {
 	Type            string            `json:"type"`
@@ -204,13 +212,8 @@ type UpResult struct {
 	Endpoint        string            `json:"endpoint"`
 	AdminKubeconfig string            `json:"adminKubeconfig"`
 	Unapproved      map[string]string `json:"unapprovedCSRs"`
-	Nodes           []struct {
-		Name    string   `json:"name"`
-		Roles   []string `json:"roles"`
-		Ready   bool     `json:"ready"`
-		Version string   `json:"version"`
-	} `json:"nodes"`
-	Phases []struct {
+	Nodes           []NodeResult      `json:"nodes"`
+	Phases          []struct {
 		Name       string `json:"name"`
 		DurationMS int64  `json:"duration_ms"`
 	} `json:"phases"`

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
@@ -270,6 +271,58 @@ func (l *Lab) Kill(t testing.TB, host string) {
 	t.Helper()
 	if out, err := exec.Command(Script(), "kill", "--name", l.Name, host).CombinedOutput(); err != nil {
 		t.Fatalf("lab kill %s: %v\n%s", host, err, out)
+	}
+}
+
+// Start switches hosts that lost power (Kill) on again: they boot from their disks with their addresses.
+// It returns once each answers on SSH with a boot ID other than the one it had before (bootIDs, read
+// before Kill; a host missing from it only has to answer).
+func (l *Lab) Start(t testing.TB, bootIDs map[string]string, hosts ...string) {
+	t.Helper()
+	if out, err := exec.Command(Script(), append([]string{"start", "--name", l.Name}, hosts...)...).CombinedOutput(); err != nil {
+		t.Fatalf("lab start %v: %v\n%s", hosts, err, out)
+	}
+	l.waitBoot(t, bootIDs, hosts)
+}
+
+// Reboot has each host reboot itself, as a machine does (its systemd stops its units, then the host boots
+// again from its disk, with its addresses), all at once, and returns once each answers on SSH with a new
+// boot ID.
+func (l *Lab) Reboot(t testing.TB, hosts ...string) {
+	t.Helper()
+	ids := l.BootIDs(t, hosts...)
+	if out, err := exec.Command(Script(), append([]string{"reboot", "--name", l.Name}, hosts...)...).CombinedOutput(); err != nil {
+		t.Fatalf("lab reboot %v: %v\n%s", hosts, err, out)
+	}
+	l.waitBoot(t, ids, hosts)
+}
+
+// BootIDs are the hosts' boot IDs (/proc/sys/kernel/random/boot_id: new at every boot).
+func (l *Lab) BootIDs(t testing.TB, hosts ...string) map[string]string {
+	t.Helper()
+	ids := map[string]string{}
+	for _, h := range hosts {
+		ids[h] = strings.TrimSpace(l.Run(t, h, "cat /proc/sys/kernel/random/boot_id"))
+	}
+	return ids
+}
+
+// waitBoot waits (3 minutes at most) until each host answers on SSH with a boot ID other than ids'.
+func (l *Lab) waitBoot(t testing.TB, ids map[string]string, hosts []string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for _, h := range hosts {
+		for {
+			// A host that does not answer yet: each attempt given 3 s, not ssh's default of minutes.
+			out, err := exec.Command("ssh", "-F", l.SSHConfig(), "-o", "ConnectTimeout=3", h, "cat /proc/sys/kernel/random/boot_id").Output()
+			if id := strings.TrimSpace(string(out)); err == nil && id != "" && id != ids[h] {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s has not booted again within 3 minutes (ssh: %v)", h, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
 	}
 }
 

@@ -10,6 +10,8 @@
 #   test/lab/lab.sh down --name NAME | --all
 #   test/lab/lab.sh list
 #   test/lab/lab.sh kill --name NAME HOST         (the host loses power)
+#   test/lab/lab.sh start --name NAME HOST...     (a host that lost power is switched on again)
+#   test/lab/lab.sh reboot --name NAME HOST...    (each host reboots itself, as a machine does on ctrl-alt-del)
 #   test/lab/lab.sh link --name NAME HOST up|down (the host's network cable: its veth on the bridge)
 #
 # up writes into DIR: hosts.yaml (a clusterctl inventory: the first K hosts control-plane, the rest workers),
@@ -299,6 +301,8 @@ EOC
 # and bind mounts vanish with it), in cgroups of its own in every hierarchy (trap 3), booting systemd.
 start_host() {
   local lab=$1 idx=$2 h=$3 hd=$4 lower=$5 br=$6 cg
+  # What start needs to switch the host on again after kill.
+  printf '%s\n' "$idx" "$lower" "$br" "$RELEASE" >"$hd/boot"
   for cg in $(hierarchies); do
     mkdir -p "$cg/$CGROUP_PARENT/$lab/$h"
     if [ -f "$cg/cpuset.cpus" ]; then
@@ -328,12 +332,20 @@ start_host() {
     set -e
     hd=$1 lower=$2 machine=$3 br=$4 h=$5 lab=$6 parent=$7; shift 7
     for cg in "$@"; do echo $$ >"$cg/$parent/$lab/$h/cgroup.procs"; done
-    mount -t tmpfs -o mode=0755 tmpfs /run
     mount -t overlay overlay -o "lowerdir=$lower,upperdir=$hd/upper,workdir=$hd/work" "$hd/root"
-    exec systemd-nspawn --quiet --boot --directory="$hd/root" --machine="$machine" --hostname="$h" \
-      --register=no --keep-unit --network-bridge="$br" --capability=all --system-call-filter=@keyring \
-      --bind="$hd/containerd:/var/lib/containerd" --resolv-conf=off --timezone=off --link-journal=no \
-      --console=read-only $INIT_ARGS
+    # A host that reboots itself (systemctl reboot: nspawn exits 133) boots again, with its disk (the
+    # overlay) and a fresh /run, as a machine does; any other end is the host switched off.
+    while :; do
+      mount -t tmpfs -o mode=0755 tmpfs /run
+      rc=0
+      systemd-nspawn --quiet --boot --directory="$hd/root" --machine="$machine" --hostname="$h" \
+        --register=no --keep-unit --network-bridge="$br" --capability=all --system-call-filter=@keyring \
+        --bind="$hd/containerd:/var/lib/containerd" --resolv-conf=off --timezone=off --link-journal=no \
+        --console=read-only $INIT_ARGS || rc=$?
+      umount -l /run
+      [ "$rc" = 133 ] || exit "$rc"
+      echo "lab: $h rebooted itself: booting it again" >&2
+    done
   ' _ "$hd" "$lower" "c$idx-$h" "$br" "$h" "$lab" "$CGROUP_PARENT" $(hierarchies) \
     </dev/null >"$hd/console.log" 2>&1 8>&- &
   echo $! >"$hd/pid"
@@ -504,6 +516,43 @@ cmd_kill() {
   log "host $h of lab $lab killed"
 }
 
+# start --name LAB HOST...: hosts that lost power (kill) are switched on again: they boot from their disks
+# (the overlays kept), with the addresses they had.
+cmd_start() {
+  require_root
+  [ "${1:-}" = --name ] && [ -n "${2:-}" ] && [ -n "${3:-}" ] || die "start: --name LAB HOST..."
+  local lab=$2 h hd idx lower br; shift 2
+  RELEASE=bookworm
+  lock
+  for h in "$@"; do
+    hd=$LAB_ROOT/labs/$lab/hosts/$h
+    [ -f "$hd/boot" ] || die "start: lab $lab has no host $h"
+    # Running: its wrapper still has nspawn (a killed wrapper may linger as a zombie until it is reaped).
+    if pgrep -P "$(cat "$hd/pid" 2>/dev/null)" -x systemd-nspawn >/dev/null 2>&1; then log "host $h of lab $lab is running"; continue; fi
+    { read -r idx; read -r lower; read -r br; read -r RELEASE; } <"$hd/boot"
+    start_host "$lab" "$idx" "$h" "$hd" "$lower" "$br"
+    log "host $h of lab $lab switched on"
+  done
+  flock -u 8
+}
+
+# reboot --name LAB HOST...: each host reboots itself, as a machine does on ctrl-alt-del: its systemd gets
+# SIGINT, stops its units and reboots, and the host boots again (start_host's loop). It returns at once;
+# the caller waits for SSH and a new boot ID.
+cmd_reboot() {
+  require_root
+  [ "${1:-}" = --name ] && [ -n "${2:-}" ] && [ -n "${3:-}" ] || die "reboot: --name LAB HOST..."
+  local lab=$2 h pid init; shift 2
+  for h in "$@"; do
+    pid=$(cat "$LAB_ROOT/labs/$lab/hosts/$h/pid" 2>/dev/null) || die "reboot: lab $lab has no host $h"
+    # The host's init: the systemd that nspawn (the wrapper's child) started.
+    init=$(pgrep -P "$(pgrep -P "$pid" -x systemd-nspawn | head -n 1)" -x systemd | head -n 1) || true
+    [ -n "$init" ] || die "reboot: host $h of lab $lab is not running"
+    kill -INT "$init"
+    log "host $h of lab $lab rebooting"
+  done
+}
+
 # link --name LAB HOST up|down: the host's link to the bridge (its veth's end on the machine) goes down or
 # up: packets to and from it are lost, as with a cut cable, while the host itself runs on (fault tests).
 cmd_link() {
@@ -522,6 +571,8 @@ case ${1:-} in
   link) shift; cmd_link "$@" ;;
   down) shift; cmd_down "$@" ;;
   kill) shift; cmd_kill "$@" ;;
+  start) shift; cmd_start "$@" ;;
+  reboot) shift; cmd_reboot "$@" ;;
   list) cmd_list ;;
-  *) echo "usage: $0 up|down|kill|link|list (see the header of this file)" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|kill|start|reboot|link|list (see the header of this file)" >&2; exit 2 ;;
 esac

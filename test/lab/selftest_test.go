@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/clusterctl/clusterctl/test/lab/image"
 )
@@ -124,6 +125,39 @@ func TestSelftest(t *testing.T) {
 			return nil
 		})
 	})
+
+	t.Run("a host reboots itself, and one that lost power is switched on: each boots again from its disk", func(t *testing.T) {
+		cp1, w1 := l.Hosts[0].Name, l.Hosts[1].Name
+		// A file on the disk, one in /run (a tmpfs: gone after a boot), and a unit enabled above (it starts
+		// at boot).
+		for _, h := range []string{cp1, w1} {
+			l.Run(t, h, "echo kept >/var/tmp/lab-disk; echo gone >/run/lab-run")
+		}
+		start := time.Now()
+		l.Reboot(t, cp1)
+		t.Logf("%s rebooted: SSH again after %s", cp1, time.Since(start).Round(100*time.Millisecond))
+		ids := l.BootIDs(t, w1)
+		l.Kill(t, w1)
+		start = time.Now()
+		l.Start(t, ids, w1)
+		t.Logf("%s switched on after losing power: SSH again after %s", w1, time.Since(start).Round(100*time.Millisecond))
+		for _, h := range []string{cp1, w1} {
+			out := l.Run(t, h, "systemctl is-system-running --wait; cat /var/tmp/lab-disk; cat /run/lab-run 2>/dev/null; systemctl is-active lab-selftest; ip -4 -o addr show host0 | awk '{print $4}'")
+			if want := "running\nkept\nactive\n" + addressOf(l, h) + "/24\n"; out != want {
+				t.Errorf("%s after its boot: %q, want %q", h, out, want)
+			}
+		}
+	})
+}
+
+// addressOf is a lab host's address.
+func addressOf(l *Lab, host string) string {
+	for _, h := range l.Hosts {
+		if h.Name == host {
+			return h.Address
+		}
+	}
+	return ""
 }
 
 // forEachHost runs f on every host at once and reports each failure.
