@@ -43,7 +43,8 @@ func TestPodThroughput(t *testing.T) {
 			ips := ProbePods(t, c, "cp1", "w2")
 			hostPod(t, c, "h-w2", "w2")
 			hostIP := strings.TrimSpace(c.MustK(t, "get", "pod", "h-w2", "-o", "jsonpath={.status.podIP}"))
-			mtu := strings.TrimSpace(c.Lab.Run(t, "w2", "cat /sys/class/net/eth0/mtu; ip -o link show flannel.1 2>/dev/null | grep -o 'mtu [0-9]*'; true"))
+			// The MTUs of w2's links: its interface, the Pods' bridge and, with flannel, the VXLAN device.
+			mtu := strings.TrimSpace(c.Lab.Run(t, "w2", "for l in host0 cni0 flannel.1; do [ -r /sys/class/net/$l/mtu ] && echo \"$l $(cat /sys/class/net/$l/mtu)\"; done; true"))
 			pods := throughput(t, c, "p-cp1", ips["w2"], runs)
 			hosts := throughput(t, c, "p-cp1", hostIP, runs)
 			row := fmt.Sprintf("| %s | %d | %s | %s | %s |", network.name, network.subnets, pods, hosts, strings.ReplaceAll(mtu, "\n", ", "))
