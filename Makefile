@@ -73,11 +73,9 @@ validate: build ## validate the example inventories
 # from outside (the code they drive has its -race unit tests), and -race made the pull take 213 s, not 18 s.
 NORACE_PKGS := ./test/e2e/ ./test/lab/mirror/
 
-test: ## everything CI runs: formatting, vet, golangci-lint, then every tier this machine allows (unit, lab), with -race (but $(NORACE_PKGS)), and each fuzz target for a fixed number of executions
+test: ## everything CI runs: formatting, then every tier this machine allows (unit, lab), with -race (but $(NORACE_PKGS)), and each fuzz target for a fixed number of executions; vet, golangci-lint, -race and fuzzing run one after another beside the lab tests, which start first (they are the longest part)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted" >&2; exit 1; fi
-	go vet ./...
-	$(MAKE) --no-print-directory lint
 	@reason=$$(test/lab/check.sh); \
 	if [ -z "$$reason" ]; then \
 	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs, Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts, kubeadm $(K8S_KUBEADM_ONLY) and the $(K8S_VERSION) conformance suite if not cached"; \
@@ -89,13 +87,15 @@ test: ## everything CI runs: formatting, vet, golangci-lint, then every tier thi
 	fi; \
 	mkdir -p .lab; go test -count=1 -timeout 80m -v $(NORACE_PKGS) >.lab/test-lab.log 2>&1 & lab=$$!; \
 	trap 'kill $$lab 2>/dev/null || true' EXIT; \
+	vet=0; go vet ./... || vet=$$?; \
+	lint=0; $(MAKE) --no-print-directory lint || lint=$$?; \
 	race=0; go test -race -p 1 -count=1 -timeout 80m $$(go list ./... | grep -v -x $(foreach p,$(NORACE_PKGS),-e '.*/$(patsubst ./%/,%,$(p))')) || race=$$?; \
 	fuzz=0; $(MAKE) --no-print-directory fuzz FUZZTIME=runs FUZZFLAGS=-parallel=1 || fuzz=$$?; \
 	labrc=0; wait $$lab || labrc=$$?; \
 	if [ $$labrc -ne 0 ] && ! grep -q '^--- FAIL' .lab/test-lab.log; then echo "make test: the end of the lab tests' output:"; tail -n 150 .lab/test-lab.log; fi; \
 	test/lab/report.sh .lab/test-lab.log; \
-	echo "make test: -race run exit $$race, fuzzing exit $$fuzz, $(NORACE_PKGS)exit $$labrc"; \
-	[ $$race -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$labrc -eq 0 ]
+	echo "make test: go vet exit $$vet, golangci-lint exit $$lint, -race run exit $$race, fuzzing exit $$fuzz, $(NORACE_PKGS)exit $$labrc"; \
+	[ $$vet -eq 0 ] && [ $$lint -eq 0 ] && [ $$race -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$labrc -eq 0 ]
 
 test-long: ## the end-to-end cases too long for make test (root; ~50 min, and test-vm's): certs rotate --ca with external etcd and on three stacked control-plane nodes, in place of make test's leaf rotations; the upgrade of three control-plane nodes killed and resumed; etcd restored onto three members, then onto the survivor of three; a 1+2 cluster's power cut (TestOperateUp)
 	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 100m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$|TestUpgrade$$|TestEtcdRestore$$|TestOperateUp$$' ./test/e2e/

@@ -3,7 +3,7 @@
 # (air-gapped, from the artifacts), then `certs rotate --fresh 0` (every leaf and kubeconfig renewed, keys
 # kept), a second `certs rotate` right after (nothing to do), and `certs rotate --ca`: the time of each, by
 # stage, per control-plane node, and each command's peak RSS (/usr/bin/time -v). That no request fails
-# meanwhile is what the end-to-end tests check (TestGrowAndShrink, TestRotateCA); this measures time.
+# meanwhile is what the end-to-end tests check (TestGrowAndShrink, TestOperateUp); this measures time.
 #
 # RUNS leaf rotations in a row; with BASE=REV each is followed by one of clusterctl built from the commit REV
 # on the same cluster (the previous figure beside the new one).

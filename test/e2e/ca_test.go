@@ -13,13 +13,13 @@ import (
 	"time"
 )
 
-// TestRotateCA replaces the CAs of a cluster of one control-plane node and one worker while a workload runs
-// and a client uses its service-account token throughout; the rotation is killed in the middle and resumed.
-func TestRotateCA(t *testing.T) {
-	c := NewCluster(t, 2, 1) // cp1 w1
-	c.Up(t)
-	c.LoadProbe(t, "w1")
-	StartClients(t, c, "w1")
+// RotateCAKilled replaces the CAs of a cluster of one control-plane node (cp1) and workers while a workload
+// runs on the first worker and a client uses its service-account token throughout; the rotation is killed
+// in the middle and resumed (TestOperateUp's cluster, in make test).
+func RotateCAKilled(t *testing.T, c *Cluster, hosts []string) {
+	client := hosts[1]
+	c.LoadProbe(t, client)
+	StartClients(t, c, client)
 	oldCA := readFile(t, filepath.Join(c.StateDir, "pki", "ca.crt"))
 
 	t.Run("killed during the reissue stage, the rotation resumes and finishes", func(t *testing.T) {
@@ -59,12 +59,12 @@ func TestRotateCA(t *testing.T) {
 				t.Errorf("the rotation's state is still there: %v", err)
 			}
 		}
-		CheckNewCA(t, c, oldCA, "cp1", "w1")
+		CheckNewCA(t, c, oldCA, hosts...)
 	})
 
 	t.Run("the workload and the token client kept working", func(t *testing.T) {
 		time.Sleep(5 * time.Second)
-		o := ClientOutcomes(t, c, "w1")
+		o := ClientOutcomes(t, c, client)
 		t.Logf("token client during the rotation: %d ok (%d retries), %d failed; outages %v (one control-plane node: its API server restarts)",
 			o.OK, o.Retried, len(o.Failed), o.Outages)
 		if o.OK == 0 {
@@ -85,7 +85,7 @@ func TestRotateCA(t *testing.T) {
 				t.Errorf("token client: %s", f)
 			}
 		}
-		if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{end}"); out != "TrueTrue" {
+		if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{end}"); out != strings.Repeat("True", len(hosts)) {
 			t.Errorf("nodes Ready: %q", out)
 		}
 		// A kubelet restarted by the rotation answers for its Pods' logs once it knows them again (until then

@@ -38,26 +38,33 @@ var conformanceFocused = []string{
 }
 
 // TestConformance brings up a cluster with clusterctl (one control-plane node and two workers; with
-// CONTROL_PLANES=3, three behind the node-local proxy) and runs Kubernetes' own [Conformance] tests against
-// it, built for the cluster's version (test/lab/conformance.sh), their images served by a registry on the
-// lab's bridge: the parallel tests first, then the serial ones. CLUSTERCTL_E2E_CONFORMANCE=full runs the
-// whole suite (make conformance); CLUSTERCTL_E2E_CONFORMANCE=netpol the suite's [Feature:NetworkPolicy]
-// tests in place of [Conformance] (make netpol: on flannel with cni.networkPolicy); CONFORMANCE_FOCUS=REGEXP
-// the [Conformance] tests whose names match; without either, the focused part above. CLUSTERCTL_E2E_CNI
-// names the cluster's pod network (make conformance CNI=flannel; default the bridge) and, with netpol,
-// the policy controller runs beside it. The JUnit reports and a summary are kept under
-// .lab/conformance/. Tests known not to run in the lab are skipped by name with the reason
-// (testdata/conformance-skips.txt).
+// CONTROL_PLANES=3, three behind the node-local proxy) and runs Kubernetes' own tests against it, built for
+// the cluster's version (test/lab/conformance.sh): CLUSTERCTL_E2E_CONFORMANCE=full the whole [Conformance]
+// suite (make conformance); CLUSTERCTL_E2E_CONFORMANCE=netpol the suite's [Feature:NetworkPolicy] tests in
+// its place (make netpol: on flannel with cni.networkPolicy); CONFORMANCE_FOCUS=REGEXP the [Conformance]
+// tests whose names match. CLUSTERCTL_E2E_CNI names the cluster's pod network (make conformance
+// CNI=flannel; default the bridge) and, with netpol, the policy controller runs beside it. Without any of
+// these it is skipped: make test runs the focused part on TestUp's cluster (RunConformance).
 func TestConformance(t *testing.T) {
 	mode := os.Getenv("CLUSTERCTL_E2E_CONFORMANCE")
-	full := mode == "full" || mode == "netpol"
-	label, settings, network := "Conformance", "", ""
+	run := ConformanceRun{Name: "focused", Label: "Conformance", Focus: conformanceFocused}
+	switch {
+	case mode == "netpol":
+		run = ConformanceRun{Name: "netpol", Label: "Feature:NetworkPolicy", Focus: []string{""}, Full: true}
+	case mode == "full":
+		run = ConformanceRun{Name: "full", Label: "Conformance", Focus: []string{""}, Full: true}
+	case os.Getenv("CONFORMANCE_FOCUS") != "":
+		run.Name, run.Focus = "chosen", []string{os.Getenv("CONFORMANCE_FOCUS")}
+	default:
+		t.Skip("make test runs the focused [Conformance] part on TestUp's cluster; CLUSTERCTL_E2E_CONFORMANCE=full|netpol or CONFORMANCE_FOCUS=REGEXP runs this test (make conformance, make netpol)")
+	}
+	settings := ""
 	cni := cmp.Or(os.Getenv("CLUSTERCTL_E2E_CNI"), "bridge")
 	if os.Getenv("CLUSTERCTL_E2E_CNI") != "" || mode == "netpol" {
-		settings, network = "  cni:\n    plugin: "+cni+"\n", ", cni.plugin "+cni
+		settings, run.Network = "  cni:\n    plugin: "+cni+"\n", ", cni.plugin "+cni
 	}
 	if mode == "netpol" {
-		label, settings, network = "Feature:NetworkPolicy", settings+"    networkPolicy: true\n", network+" with cni.networkPolicy"
+		settings, run.Network = settings+"    networkPolicy: true\n", run.Network+" with cni.networkPolicy"
 	}
 	controlPlanes := 1
 	if os.Getenv("CONTROL_PLANES") != "" {
@@ -68,24 +75,47 @@ func TestConformance(t *testing.T) {
 		controlPlanes = n
 	}
 	dir, m := lab.Artifacts(t)
-	suite := lab.Conformance(t, m.KubernetesVersion)
-	skips := conformanceSkips(t)
-
 	c := newCluster(t, lab.Options{Hosts: controlPlanes + 2, ControlPlanes: controlPlanes}, dir, m.KubernetesVersion, settings)
 	c.Up(t)
-	repoList := serveConformanceImages(t, c, suite, dir)
+	run.Run(t, c)
+}
 
-	name := "focused"
-	focus := conformanceFocused
-	switch {
-	case mode == "netpol":
-		name, focus = "netpol", []string{""}
-	case full:
-		name, focus = "full", []string{""}
-	case os.Getenv("CONFORMANCE_FOCUS") != "":
-		name, focus = "chosen", []string{os.Getenv("CONFORMANCE_FOCUS")}
+// ConformanceRun is one run of Kubernetes' own tests on a cluster: which, and how to name the run.
+type ConformanceRun struct {
+	// Name names the run's directory under .lab/conformance/: focused, full, netpol, chosen.
+	Name string
+	// Label is the tests' ginkgo label: Conformance or Feature:NetworkPolicy.
+	Label string
+	// Focus is the regular expressions of the tests' names to run ("" for all of the label's).
+	Focus []string
+	// Full says the whole label runs: the summary does not list what the focus left out.
+	Full bool
+	// Network says, for the summary, what pod network the cluster runs, and on what hosts.
+	Network string
+}
+
+// RunConformance runs make test's focused part of the [Conformance] suite (conformanceFocused) on the
+// cluster: one control-plane node and two workers, the cluster's own version.
+func RunConformance(t *testing.T, c *Cluster, network string) {
+	ConformanceRun{Name: "focused", Label: "Conformance", Focus: conformanceFocused, Network: network}.Run(t, c)
+}
+
+// Run runs the tests built for the cluster's version (test/lab/conformance.sh), their images served by a
+// registry on the lab's bridge: the parallel tests first, then the serial ones, then the failed ones again,
+// alone. The JUnit reports and a summary are kept under .lab/conformance/. Tests known not to run in the
+// lab are skipped by name with the reason (testdata/conformance-skips.txt).
+func (r ConformanceRun) Run(t *testing.T, c *Cluster) {
+	dir, _ := lab.ArtifactsOf(t, c.Version)
+	suite := lab.Conformance(t, c.Version)
+	skips := conformanceSkips(t)
+	repoList := serveConformanceImages(t, c, suite, dir)
+	controlPlanes := 0
+	for _, h := range c.Lab.Hosts {
+		if strings.HasPrefix(h.Name, "cp") { // the lab names its control-plane hosts cp1, cp2, ...
+			controlPlanes++
+		}
 	}
-	out := filepath.Join(root(), ".lab", "conformance", fmt.Sprintf("%s-%s-%dcp", name, m.KubernetesVersion, controlPlanes))
+	out := filepath.Join(root(), ".lab", "conformance", fmt.Sprintf("%s-%s-%dcp", r.Name, c.Version, controlPlanes))
 	if err := os.RemoveAll(out); err != nil {
 		t.Fatal(err)
 	}
@@ -101,49 +131,49 @@ func TestConformance(t *testing.T) {
 		skipRes = append(skipRes, s.re)
 	}
 	start := time.Now()
-	ginkgo(t, c, suite, repoList, out, "parallel", procs, label+" && !Serial", focus, skipRes)
+	ginkgo(t, c, suite, repoList, out, "parallel", procs, r.Label+" && !Serial", r.Focus, skipRes)
 	parallel := time.Since(start)
 	start = time.Now()
-	ginkgo(t, c, suite, repoList, out, "serial", "1", label+" && Serial", focus, skipRes)
+	ginkgo(t, c, suite, repoList, out, "serial", "1", r.Label+" && Serial", r.Focus, skipRes)
 	serial := time.Since(start)
 
-	results := mergeJUnit(t, "["+label+"]", filepath.Join(out, "junit-parallel.xml"), filepath.Join(out, "junit-serial.xml"))
+	results := mergeJUnit(t, "["+r.Label+"]", filepath.Join(out, "junit-parallel.xml"), filepath.Join(out, "junit-serial.xml"))
 	// The failed tests run once more, alone: on two cores shared by every host a probe with a timeout can
 	// miss it under the other processes' load. A test that passes then is reported as such, with its first
 	// failure; one that fails again is a failure. Many failures are not retried: something is wrong.
 	var again []string
-	for _, r := range results {
-		if r.status != "passed" && r.status != "skipped" {
-			again = append(again, regexp.QuoteMeta(specText(r.name)))
+	for _, res := range results {
+		if res.status != "passed" && res.status != "skipped" {
+			again = append(again, regexp.QuoteMeta(specText(res.name)))
 		}
 	}
 	retried := ""
 	if len(again) > 0 && len(again) <= maxConformanceRetries {
 		start = time.Now()
-		ginkgo(t, c, suite, repoList, out, "retry", "1", label, again, skipRes)
-		results = retryResults(results, mergeJUnit(t, "["+label+"]", filepath.Join(out, "junit-retry.xml")))
+		ginkgo(t, c, suite, repoList, out, "retry", "1", r.Label, again, skipRes)
+		results = retryResults(results, mergeJUnit(t, "["+r.Label+"]", filepath.Join(out, "junit-retry.xml")))
 		retried = fmt.Sprintf(", %d failed test(s) run again alone %v", len(again), time.Since(start).Round(time.Second))
 	}
-	summary := summarize(results, skips, focus, full)
-	summary = fmt.Sprintf("Kubernetes %s, %d control-plane node(s) and 2 workers made by clusterctl up%s; [%s] tests: parallel (%s procs) %v, serial %v%s\n%s",
-		m.KubernetesVersion, controlPlanes, network, label, procs, parallel.Round(time.Second), serial.Round(time.Second), retried, summary)
+	summary := summarize(results, skips, r.Focus, r.Full)
+	summary = fmt.Sprintf("Kubernetes %s, %d control-plane node(s) and %d workers made by clusterctl up%s; [%s] tests: parallel (%s procs) %v, serial %v%s\n%s",
+		c.Version, controlPlanes, len(c.Lab.Hosts)-controlPlanes, r.Network, r.Label, procs, parallel.Round(time.Second), serial.Round(time.Second), retried, summary)
 	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(summary), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("conformance summary (%s):\n%s", out, summary)
 	ran := 0
-	for _, r := range results {
-		switch r.status {
+	for _, res := range results {
+		switch res.status {
 		case "passed":
 			ran++
 		case "skipped":
 		default: // failed, panicked, timedout, interrupted, ...
 			ran++
-			t.Errorf("%s: %s", strings.ToUpper(r.status), r.name)
+			t.Errorf("%s: %s", strings.ToUpper(res.status), res.name)
 		}
 	}
 	if ran == 0 {
-		t.Errorf("no [%s] test ran (focus %q)", label, focus)
+		t.Errorf("no [%s] test ran (focus %q)", r.Label, r.Focus)
 	}
 }
 

@@ -161,7 +161,7 @@ func TestGrowAndShrink(t *testing.T) {
 
 	t.Run("CA rotation on three control-plane nodes: the workload and a token client see no failure", func(t *testing.T) {
 		if os.Getenv(LongEnv) == "" {
-			// ~13 min; make test rotates the CA of one control-plane node and a worker (TestRotateCA).
+			// ~13 min; make test rotates the CA of one control-plane node and two workers (TestOperateUp).
 			t.Skip("make test-long runs it (" + LongEnv + "=1)")
 		}
 		threeOne.LoadProbe(t, "w1")

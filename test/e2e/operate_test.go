@@ -11,8 +11,8 @@ import (
 
 // TestOperateUp runs up as CI and operators do: a dry run that touches nothing, an up killed during the push
 // and finished by a re-run, a no-op re-run that restarts nothing, reset, and ups killed while waiting for the
-// API server and during the joins, each finished by a re-run; then a power cut of every host at once, from
-// which the cluster comes back by itself.
+// API server and during the joins, each finished by a re-run; then a CA rotation killed and resumed, and a
+// power cut of every host at once, from which the cluster comes back by itself.
 func TestOperateUp(t *testing.T) {
 	c := NewCluster(t, 3, 1)
 	hosts := []string{"cp1", "w1", "w2"}
@@ -199,6 +199,9 @@ iptables -N FOREIGN && iptables -A FOREIGN -s 10.9.0.0/16 -j ACCEPT && iptables 
 		}
 		c.UpKilled(t, "join", 0)
 		healthy(t, c.Up(t))
+	})
+	t.Run("certs rotate --ca, killed during the reissue stage and resumed: the new CA everywhere; the workload and a token client kept working", func(t *testing.T) {
+		RotateCAKilled(t, c, hosts)
 	})
 	t.Run("a power cut: every host off at once, then on: the cluster comes back by itself", func(t *testing.T) {
 		if os.Getenv(LongEnv) == "" {

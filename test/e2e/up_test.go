@@ -37,7 +37,8 @@ import (
 
 // TestUp brings up one control-plane node and two workers from bare lab hosts (no runtime: clusterctl
 // installs containerd, runc, the CNI plugins from artifacts pulled from the lab's mirror of the upstream
-// layouts), then checks what a user of the cluster relies on, and that reset leaves the hosts bare again.
+// layouts), then checks what a user of the cluster relies on (among it the focused part of Kubernetes' own
+// [Conformance] tests), and that reset leaves the hosts bare again.
 func TestUp(t *testing.T) {
 	// Leaf certificates of 30 days, so that check-expiration has something expiring soon to report.
 	c := NewBareCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, "  certificates:\n    validity: 30d\n  etcd:\n    snapshots: {keep: 2}\n")
@@ -491,6 +492,10 @@ func TestUp(t *testing.T) {
 		if cond != "" {
 			t.Errorf("CSR %s has conditions %q, want none (pending)", req.Name, cond)
 		}
+	})
+
+	t.Run("Kubernetes' own tests: the focused part of [Conformance]", func(t *testing.T) {
+		RunConformance(t, c, ", from bare hosts")
 	})
 
 	t.Run("a scheduled etcd snapshot, a namespace deleted, restore from cp1:latest: it is back, every node Ready", func(t *testing.T) {
