@@ -10,7 +10,8 @@ import (
 )
 
 // TestOperateUp runs up as CI and operators do: a dry run that touches nothing, an up killed during the push
-// and finished by a re-run, a no-op re-run that restarts nothing, reset, and ups killed while waiting for the
+// and finished by a re-run, a no-op re-run that restarts nothing, a re-run that moves kube-proxy to
+// nftables, reset, and ups killed while waiting for the
 // API server and during the joins, each finished by a re-run; then a CA rotation killed and resumed, and a
 // power cut of every host at once, from which the cluster comes back by itself.
 func TestOperateUp(t *testing.T) {
@@ -93,8 +94,9 @@ func TestOperateUp(t *testing.T) {
 	// Files and rules of the hosts' own, made before clusterctl came: reset must leave them as they were.
 	const own = `printf '# the host own containerd configuration\nversion = 2\n' >/etc/containerd/config.toml
 printf '# the host own\nvm.swappiness = 10\n' >/etc/sysctl.d/99-kubernetes.conf
-iptables -N FOREIGN && iptables -A FOREIGN -s 10.9.0.0/16 -j ACCEPT && iptables -A INPUT -m comment --comment KUBE-lookalike -j FOREIGN`
-	const ownState = `sha256sum /etc/containerd/config.toml /etc/sysctl.d/99-kubernetes.conf; iptables-save -t filter | grep -E 'FOREIGN|lookalike'`
+iptables -N FOREIGN && iptables -A FOREIGN -s 10.9.0.0/16 -j ACCEPT && iptables -A INPUT -m comment --comment KUBE-lookalike -j FOREIGN
+nft add table inet foreign && nft add chain inet foreign input '{ type filter hook input priority 10; }'`
+	const ownState = `sha256sum /etc/containerd/config.toml /etc/sysctl.d/99-kubernetes.conf; iptables-save -t filter | grep -E 'FOREIGN|lookalike'; nft list table inet foreign`
 	ownBefore := map[string]string{}
 	for _, h := range hosts {
 		c.Lab.Run(t, h, own)
@@ -146,6 +148,27 @@ iptables -N FOREIGN && iptables -A FOREIGN -s 10.9.0.0/16 -j ACCEPT && iptables 
 			t.Errorf("something restarted:\nbefore:\n%s\nafter:\n%s", before, after)
 		}
 	})
+	t.Run("a re-run with kubeProxy.mode nftables moves kube-proxy to nftables on every node, the iptables mode's rules gone", func(t *testing.T) {
+		c.AddSettings(t, "  kubeProxy:\n    mode: nftables\n")
+		healthy(t, c.Up(t))
+		// kube-proxy's Pods roll (their configuration changed); each new one programs the table kube-proxy
+		// and removes the iptables mode's chains as it starts.
+		const state = `nft list table ip kube-proxy 2>/dev/null | grep -c '10.96.0.1 . tcp . 443'; iptables-save | grep -cE '^:KUBE-(SERVICES|NODEPORTS|SVC-|SEP-)'; true`
+		for _, h := range hosts {
+			var out string
+			for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+				if out = strings.Join(strings.Fields(c.Lab.Run(t, h, state)), " "); out == "1 0" || time.Now().After(deadline) {
+					break
+				}
+			}
+			if out != "1 0" {
+				t.Errorf("%s: the kubernetes Service in kube-proxy's nftables table, and the iptables mode's chains: %q, want \"1 0\"", h, out)
+			}
+		}
+		if mode := c.MustK(t, "get", "configmap", "-n", "kube-system", "kube-proxy", "-o", "jsonpath={.data.config\\.conf}"); !strings.Contains(mode, "mode: nftables") {
+			t.Errorf("kube-proxy's configuration:\n%s", mode)
+		}
+	})
 	t.Run("reset leaves nothing of ours", func(t *testing.T) {
 		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s", code, stderr)
@@ -153,6 +176,7 @@ iptables -N FOREIGN && iptables -A FOREIGN -s 10.9.0.0/16 -j ACCEPT && iptables 
 		for _, h := range hosts {
 			out, _ := c.Lab.SSH("", h, `pgrep -x kubelet; ctr -n k8s.io containers ls -q; grep -E ' /var/lib/kubelet|/run/netns/cni-' /proc/mounts; `+
 				`systemctl list-units --all --plain --no-legend | grep -E 'kubelet|kubepods|clusterctl'; iptables-save | grep -E '^:KUBE-|-[jg] KUBE-'; `+
+				`nft list tables | grep -w kube-proxy; `+
 				`ip -o link show cni0 2>/dev/null; ip route | grep ' via .*10\.244\.|^10\.244\.'; `+
 				`ls -d /etc/kubernetes /var/lib/kubelet /var/lib/etcd /etc/cni/net.d/10-clusterctl-bridge.conflist /usr/local/bin/kubelet 2>/dev/null; true`)
 			if strings.TrimSpace(out) != "" {

@@ -29,14 +29,15 @@ LAB_CRICTL_VERSION=1.34.0
 RUNTIME=$("$HERE/build-runtime.sh" "$CONTAINERD_VERSION" "$CNI_PLUGINS_VERSION" "$LAB_CRICTL_VERSION")
 NETWORK=$("$HERE/build-network.sh" "$FLANNEL_VERSION" "$NETPOL_VERSION")
 
-# Up to date when the manifest verifies and names the versions built.
+# Up to date when the manifest verifies, names the versions built and is newer than the node layer its
+# images take files from.
 if [ -f "$DIR/manifest.json" ] && "$tools/labartifacts" -dir "$DIR" -verify >&2 \
    && grep -q "\"kubernetesVersion\": \"$VERSION\"" "$DIR/manifest.json" \
    && grep -q "\"containerdVersion\": \"$CONTAINERD_VERSION\"" "$DIR/manifest.json" \
    && grep -q '"name": "apiserver-proxy"' "$DIR/manifest.json" \
    && grep -q "\"image\": \"ghcr.io/flannel-io/flannel:$FLANNEL_VERSION\"" "$DIR/manifest.json" \
    && grep -q "\"image\": \"registry.k8s.io/networking/kube-network-policies:$NETPOL_VERSION\"" "$DIR/manifest.json" \
-   && [ "$DIR/manifest.json" -nt "$DIR/bin/versions.env" ]; then
+   && [ "$DIR/manifest.json" -nt "$DIR/bin/versions.env" ] && [ "$DIR/manifest.json" -nt "$NODE" ]; then
   echo "$DIR"
   exit 0
 fi

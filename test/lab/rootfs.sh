@@ -9,7 +9,7 @@
 #       "lab" with password-less sudo.
 # node: a layer over base with what a Kubernetes node needs from Debian: containerd, runc, the CNI plugins,
 #       haproxy (the node-local API server proxy of multi-control-plane clusters),
-#       conntrack, socat, ethtool, ebtables; modprobe of built-in modules made to work (see lab-notes).
+#       conntrack, socat, ethtool, ebtables, nft (kube-proxy's nftables mode; reset removes its tables); modprobe of built-in modules made to work (see lab-notes).
 # e2e:  a layer over base with the Debian programs the conformance suite's images run (dig and
 #       nslookup, curl, nc, socat, nginx): test/lab/conformance.sh packs the images from it.
 # Layers live in $CACHE/rootfs/<layer> ($CACHE: $CLUSTERCTL_LAB_CACHE, else ~/.cache/clusterctl-lab) and are
@@ -22,7 +22,7 @@ ROOTFS=$CACHE/rootfs
 LAB=$(cd "$(dirname "$0")" && pwd)
 # Bump when the content of a layer changes, so that caches are rebuilt.
 BASE_REV=1
-NODE_REV=2
+NODE_REV=3
 RELEASE=${RELEASE:-bookworm}
 case $RELEASE in
   bookworm) BASE=$ROOTFS/base-$BASE_REV ;;
@@ -102,7 +102,7 @@ layer() {
 
 case ${1:-node} in
   base) build_base ;;
-  node) layer "$NODE" node containerd runc containernetworking-plugins conntrack socat ethtool ebtables ipset util-linux haproxy ;;
+  node) layer "$NODE" node containerd runc containernetworking-plugins conntrack socat ethtool ebtables ipset util-linux haproxy nftables ;;
   e2e) layer "$E2E" e2e bind9-dnsutils curl netcat-openbsd socat nginx-light ;;
   paths) echo "BASE=$BASE"; echo "NODE=$NODE"; echo "E2E=$E2E" ;;
   *) echo "usage: $0 [base|node|e2e|paths]" >&2; exit 2 ;;

@@ -241,7 +241,8 @@ func readEnv(path string) (map[string]string, error) {
 }
 
 // iptablesFiles is what kube-proxy runs from its image: the iptables tools (nft and legacy back ends, as
-// upstream's image ships), their extensions, conntrack, and the files they read.
+// upstream's image ships), their extensions, nft (its nftables mode runs it), conntrack, and the files they
+// read.
 var iptablesFiles = []string{
 	"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/iptables-restore",
 	"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore",
@@ -249,7 +250,7 @@ var iptablesFiles = []string{
 	"/usr/sbin/ip6tables-nft", "/usr/sbin/ip6tables-nft-save", "/usr/sbin/ip6tables-nft-restore",
 	"/usr/sbin/iptables-legacy", "/usr/sbin/iptables-legacy-save", "/usr/sbin/iptables-legacy-restore",
 	"/usr/sbin/ip6tables-legacy", "/usr/sbin/ip6tables-legacy-save", "/usr/sbin/ip6tables-legacy-restore",
-	"/usr/sbin/conntrack", "/usr/lib/x86_64-linux-gnu/xtables",
+	"/usr/sbin/nft", "/usr/sbin/conntrack", "/usr/lib/x86_64-linux-gnu/xtables",
 	"/etc/protocols", "/etc/services", "/etc/ld.so.cache",
 }
 
