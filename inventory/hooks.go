@@ -9,7 +9,8 @@ import (
 // Hooks are commands of the inventory's author run on hosts before and after what each command does there:
 // up and add-node (before: once preflight passed, before anything is pushed; after: the node Ready),
 // remove-node (before the drain; after the reset), upgrade (inside each node's drain window: before and
-// after its kubelet is upgraded) and reset (before and after the reset). They run as the connection runs
+// after its kubelet is upgraded), reboot (inside each node's drain window: before the reboot and after
+// the node is back) and reset (before and after the reset). They run as the connection runs
 // everything (become), with CLUSTERCTL_HOST, CLUSTERCTL_COMMAND and CLUSTERCTL_HOOK (before, after) in
 // their environment; nothing else is ever put into them.
 type Hooks struct {
@@ -22,13 +23,16 @@ type Hooks struct {
 	RemoveNode HookPoints `yaml:"removeNode,omitempty" json:"removeNode,omitzero"`
 	// Upgrade: inside each node's drain window, before its kubelet is upgraded and after it is Ready.
 	Upgrade HookPoints `yaml:"upgrade,omitempty" json:"upgrade,omitzero"`
+	// Reboot: inside each node's drain window, before it reboots (patch the OS here: "patch, then
+	// reboot" is one command) and after it is back and Ready, before it is uncordoned.
+	Reboot HookPoints `yaml:"reboot,omitempty" json:"reboot,omitzero"`
 	// Reset: before and after clusterctl's own reset of each host.
 	Reset HookPoints `yaml:"reset,omitempty" json:"reset,omitzero"`
 }
 
 // IsZero lets omitempty drop hooks not given.
 func (h Hooks) IsZero() bool {
-	return h.Up.IsZero() && h.AddNode.IsZero() && h.RemoveNode.IsZero() && h.Upgrade.IsZero() && h.Reset.IsZero()
+	return h.Up.IsZero() && h.AddNode.IsZero() && h.RemoveNode.IsZero() && h.Upgrade.IsZero() && h.Reboot.IsZero() && h.Reset.IsZero()
 }
 
 // The commands hooks run around, as Hooks.Of and CLUSTERCTL_COMMAND name them.
@@ -37,6 +41,7 @@ const (
 	HookAddNode    = "add-node"
 	HookRemoveNode = "remove-node"
 	HookUpgrade    = "upgrade"
+	HookReboot     = "reboot"
 	HookReset      = "reset"
 )
 
@@ -51,6 +56,8 @@ func (h Hooks) Of(command string) HookPoints {
 		return h.RemoveNode
 	case HookUpgrade:
 		return h.Upgrade
+	case HookReboot:
+		return h.Reboot
 	case HookReset:
 		return h.Reset
 	}
@@ -123,7 +130,7 @@ func (v *validator) hooks(key string, h Hooks, top bool) {
 	for _, c := range []struct {
 		name string
 		p    HookPoints
-	}{{"up", h.Up}, {"addNode", h.AddNode}, {"removeNode", h.RemoveNode}, {"upgrade", h.Upgrade}, {"reset", h.Reset}} {
+	}{{"up", h.Up}, {"addNode", h.AddNode}, {"removeNode", h.RemoveNode}, {"upgrade", h.Upgrade}, {"reboot", h.Reboot}, {"reset", h.Reset}} {
 		for _, w := range []struct {
 			when string
 			list []Hook

@@ -96,6 +96,32 @@ func (e *Env) Disconnect(name string) {
 	}
 }
 
+// forget drops a host's connection (the host rebooted) and the admin client, which may dial through it:
+// the next use connects again.
+func (e *Env) forget(name string) {
+	e.mu.Lock()
+	c := e.conns[name]
+	delete(e.conns, name)
+	e.admin, e.adminConf = nil, nil
+	e.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// adopt keeps a connection made outside Connect (a wait for a host coming back) as the host's.
+func (e *Env) adopt(name string, c *transport.Conn) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.conns == nil {
+		e.conns = map[string]*transport.Conn{}
+	}
+	if old := e.conns[name]; old != nil {
+		old.Close()
+	}
+	e.conns[name] = c
+}
+
 // Close closes every connection.
 func (e *Env) Close() {
 	e.mu.Lock()

@@ -1,7 +1,7 @@
 // Package hooks runs the inventory author's commands (inventory.Hook) on a host, around clusterctl's work.
 // The command is the author's on purpose; clusterctl adds nothing to it but three environment variables,
 // each quoted: CLUSTERCTL_HOST (the inventory name), CLUSTERCTL_COMMAND (up, add-node, remove-node,
-// upgrade, reset) and CLUSTERCTL_HOOK (before, after).
+// upgrade, reboot, reset) and CLUSTERCTL_HOOK (before, after).
 package hooks
 
 import (
