@@ -144,6 +144,20 @@ func TestGrowAndShrink(t *testing.T) {
 		}
 	})
 
+	t.Run("clusterctl reboot of the control-plane nodes one at a time and of w2: no request through w1's proxy, to its workload or with its token fails", func(t *testing.T) {
+		if os.Getenv(LongEnv) == "" {
+			t.Skip("make test-long runs it (" + LongEnv + "=1)")
+		}
+		RebootUnderClients(t, full, "w1", "cp1", "cp2", "cp3", "w2")
+	})
+
+	t.Run("clusterctl reboot with w2 powered off: it stops naming w2, then finishes once w2 is back", func(t *testing.T) {
+		if os.Getenv(LongEnv) == "" {
+			t.Skip("make test-long runs it (" + LongEnv + "=1)")
+		}
+		RebootPowerOff(t, full, "w2")
+	})
+
 	// From here on the cluster is three control-plane nodes and w1: w2 leaves, and the inventory without it
 	// is the cluster's (remove-node does not edit the user's inventory).
 	threeOne := full.Subset(t, "three-one", "cp1", "cp2", "cp3", "w1")
