@@ -397,7 +397,10 @@ func APIServerProxy(image, config, configDigest string, port int) *corev1.Pod {
 		Name:            kubeadm.APIServerProxy,
 		Image:           image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"haproxy", "-f", mount},
+		// -W (master-worker) -db (in the foreground), as haproxy's own image runs it: haproxy alone does not
+		// catch SIGTERM, and as its container's PID 1 the kernel drops it, so every stop of the Pod (a
+		// configuration change, a drain, a reboot's shutdown) waited for its kill; the master stops at once.
+		Command: []string{"haproxy", "-W", "-db", "-f", mount},
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("25m"), corev1.ResourceMemory: resource.MustParse("32M"),
 		}},

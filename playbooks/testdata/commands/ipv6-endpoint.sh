@@ -240,7 +240,26 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+# Before a restart, the static Pods a running kubelet is starting get their sandboxes (30 s at most): a
+# kubelet stopped while containerd creates a sandbox cancels it, containerd 2 leaves the half-made sandbox
+# recorded under the Pod's name beside the one made next, and at its next start (a reboot) refuses to
+# start at all ("failed to recover state: failed to reserve sandbox name").
+settle() {
+  [ -z "$dry" ] && systemctl is-active -q kubelet && command -v crictl >/dev/null 2>&1 && crictl pods -q >/dev/null 2>&1 || return 0
+  i=0
+  while [ $i -lt 60 ]; do
+    waiting=
+    for f in /etc/kubernetes/manifests/*.yaml; do
+      [ -f "$f" ] || continue
+      uid=$(sed -n 's/^  uid: *//p' "$f" | head -n 1)
+      case $uid in ''|*[!0-9a-f-]*) continue ;; esac
+      [ -n "$(crictl pods --label "io.kubernetes.pod.uid=$uid" --state ready -q 2>/dev/null)" ] || waiting=1
+    done
+    [ -n "$waiting" ] || return 0
+    sleep 0.5; i=$((i + 1))
+  done
+}
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
 else act "start kubelet" systemctl start kubelet; fi
 ######## cp2.corp.example.com: preflight: the API server's port, from this host
@@ -484,7 +503,26 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+# Before a restart, the static Pods a running kubelet is starting get their sandboxes (30 s at most): a
+# kubelet stopped while containerd creates a sandbox cancels it, containerd 2 leaves the half-made sandbox
+# recorded under the Pod's name beside the one made next, and at its next start (a reboot) refuses to
+# start at all ("failed to recover state: failed to reserve sandbox name").
+settle() {
+  [ -z "$dry" ] && systemctl is-active -q kubelet && command -v crictl >/dev/null 2>&1 && crictl pods -q >/dev/null 2>&1 || return 0
+  i=0
+  while [ $i -lt 60 ]; do
+    waiting=
+    for f in /etc/kubernetes/manifests/*.yaml; do
+      [ -f "$f" ] || continue
+      uid=$(sed -n 's/^  uid: *//p' "$f" | head -n 1)
+      case $uid in ''|*[!0-9a-f-]*) continue ;; esac
+      [ -n "$(crictl pods --label "io.kubernetes.pod.uid=$uid" --state ready -q 2>/dev/null)" ] || waiting=1
+    done
+    [ -n "$waiting" ] || return 0
+    sleep 0.5; i=$((i + 1))
+  done
+}
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
 else act "start kubelet" systemctl start kubelet; fi
 ######## cp3.corp.example.com: preflight: the API server's port, from this host
@@ -728,7 +766,26 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+# Before a restart, the static Pods a running kubelet is starting get their sandboxes (30 s at most): a
+# kubelet stopped while containerd creates a sandbox cancels it, containerd 2 leaves the half-made sandbox
+# recorded under the Pod's name beside the one made next, and at its next start (a reboot) refuses to
+# start at all ("failed to recover state: failed to reserve sandbox name").
+settle() {
+  [ -z "$dry" ] && systemctl is-active -q kubelet && command -v crictl >/dev/null 2>&1 && crictl pods -q >/dev/null 2>&1 || return 0
+  i=0
+  while [ $i -lt 60 ]; do
+    waiting=
+    for f in /etc/kubernetes/manifests/*.yaml; do
+      [ -f "$f" ] || continue
+      uid=$(sed -n 's/^  uid: *//p' "$f" | head -n 1)
+      case $uid in ''|*[!0-9a-f-]*) continue ;; esac
+      [ -n "$(crictl pods --label "io.kubernetes.pod.uid=$uid" --state ready -q 2>/dev/null)" ] || waiting=1
+    done
+    [ -n "$waiting" ] || return 0
+    sleep 0.5; i=$((i + 1))
+  done
+}
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
 else act "start kubelet" systemctl start kubelet; fi
 ######## w1.corp.example.com: preflight: the API server's port, from this host
@@ -931,6 +988,25 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet; then act "restart kubelet" systemctl restart kubelet; commit kubelet
+# Before a restart, the static Pods a running kubelet is starting get their sandboxes (30 s at most): a
+# kubelet stopped while containerd creates a sandbox cancels it, containerd 2 leaves the half-made sandbox
+# recorded under the Pod's name beside the one made next, and at its next start (a reboot) refuses to
+# start at all ("failed to recover state: failed to reserve sandbox name").
+settle() {
+  [ -z "$dry" ] && systemctl is-active -q kubelet && command -v crictl >/dev/null 2>&1 && crictl pods -q >/dev/null 2>&1 || return 0
+  i=0
+  while [ $i -lt 60 ]; do
+    waiting=
+    for f in /etc/kubernetes/manifests/*.yaml; do
+      [ -f "$f" ] || continue
+      uid=$(sed -n 's/^  uid: *//p' "$f" | head -n 1)
+      case $uid in ''|*[!0-9a-f-]*) continue ;; esac
+      [ -n "$(crictl pods --label "io.kubernetes.pod.uid=$uid" --state ready -q 2>/dev/null)" ] || waiting=1
+    done
+    [ -n "$waiting" ] || return 0
+    sleep 0.5; i=$((i + 1))
+  done
+}
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
 else act "start kubelet" systemctl start kubelet; fi
