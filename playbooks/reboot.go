@@ -228,12 +228,12 @@ func (r *rebootRun) bootState(ctx context.Context, h *inventory.Host) (reboot.St
 func (r *rebootRun) check(ctx context.Context) error {
 	admin, err := r.e.Admin(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: the API server does not answer: %v", ErrRebootRefused, err)
+		return fmt.Errorf("%w: the API server does not answer: %w", ErrRebootRefused, err)
 	}
 	var reasons []string
 	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("%w: listing the Nodes: %v", ErrRebootRefused, err)
+		return fmt.Errorf("%w: listing the Nodes: %w", ErrRebootRefused, err)
 	}
 	byName := map[string]*corev1.Node{}
 	for i := range list.Items {

@@ -244,6 +244,15 @@ func serveConformanceImages(t *testing.T, c *Cluster, suite, artifactsDir string
 			}
 		}
 	}
+	// The registry's files go with it: they are the test's, not the cluster's (a reset leaves a host's own
+	// files where it found them).
+	t.Cleanup(func() {
+		for _, h := range c.Lab.Hosts {
+			if out, err := c.Lab.SSH("", h.Name, "rm -rf '"+dir+"'"); err != nil {
+				t.Errorf("%s: removing %s: %v\n%s", h.Name, dir, err, out)
+			}
+		}
+	})
 	list := filepath.Join(t.TempDir(), "repo-list.yaml")
 	if err := os.WriteFile(list, []byte(fmt.Sprintf("promoterE2eRegistry: %s/e2e-test-images\ngcEtcdRegistry: %s\n", reg.Addr, reg.Addr)), 0o644); err != nil {
 		t.Fatal(err)

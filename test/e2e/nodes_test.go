@@ -140,7 +140,7 @@ func TestGrowAndShrink(t *testing.T) {
 		}
 		t.Logf("during the rotation: %d requests ok, %d failed", ok, len(failed))
 		if len(failed) > 0 {
-			t.Errorf("requests failed during the rolling rotation:\n%s", strings.Join(first(failed, 10), "\n"))
+			t.Errorf("requests failed during the rolling rotation:\n%s", strings.Join(firstTen(failed), "\n"))
 		}
 	})
 

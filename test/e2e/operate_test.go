@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -228,10 +227,6 @@ nft add table inet foreign && nft add chain inet foreign input '{ type filter ho
 		RotateCAKilled(t, c, hosts)
 	})
 	t.Run("a power cut: every host off at once, then on: the cluster comes back by itself", func(t *testing.T) {
-		if os.Getenv(LongEnv) == "" {
-			// ~2 min; make test is over its 45-minute budget until its tests are regrouped.
-			t.Skip("make test-long runs it (" + LongEnv + "=1)")
-		}
 		PowerCycle(t, c, hosts)
 		healthy(t, &UpResult{Nodes: readyNodes(t, c)})
 	})

@@ -96,10 +96,10 @@ func ProxyLog(t testing.TB, c *Cluster, host string) string {
 	return c.Lab.Run(t, host, `for id in $(crictl ps -a -q --name clusterctl-apiserver-proxy 2>/dev/null); do crictl logs --timestamps --tail 40 "$id" 2>&1; done; true`)
 }
 
-// first is the first n of list.
-func first(list []string, n int) []string {
-	if len(list) > n {
-		return list[:n]
+// firstTen is the first ten of list: what a failure message shows of many.
+func firstTen(list []string) []string {
+	if len(list) > 10 {
+		return list[:10]
 	}
 	return list
 }

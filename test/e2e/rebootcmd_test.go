@@ -49,13 +49,13 @@ func RebootUnderClients(t *testing.T, c *Cluster, client string, hosts ...string
 	}
 	t.Logf("through %s's node-local proxy during the reboot: %d requests ok, %d failed", client, ok, len(failed))
 	if len(failed) > 0 {
-		t.Errorf("requests through the node-local proxy failed:\n%s", strings.Join(first(failed, 10), "\n"))
+		t.Errorf("requests through the node-local proxy failed:\n%s", strings.Join(firstTen(failed), "\n"))
 	}
 	time.Sleep(2 * time.Second)
 	o := ClientOutcomes(t, c, client)
 	t.Logf("token client and workload during the reboot: %d ok (%d retries), %d failed; outages %v", o.OK, o.Retried, len(o.Failed), o.Outages)
 	if o.OK == 0 || len(o.Failed) > 0 {
-		t.Errorf("the token client or the workload failed during the reboot:\n%s", strings.Join(first(o.Failed, 10), "\n"))
+		t.Errorf("the token client or the workload failed during the reboot:\n%s", strings.Join(firstTen(o.Failed), "\n"))
 	}
 	checkNodesSchedulable(t, c)
 }

@@ -122,14 +122,14 @@ func TestUpgrade(t *testing.T) {
 	t.Run("no failed request through w1's node-local proxy, none for the workload", func(t *testing.T) {
 		t.Logf("through w1's node-local proxy: %d requests ok, %d failed", ok, len(failed))
 		if ok == 0 || len(failed) > 0 {
-			t.Errorf("requests failed through w1's proxy during the upgrade:\n%s", strings.Join(first(failed, 10), "\n"))
+			t.Errorf("requests failed through w1's proxy during the upgrade:\n%s", strings.Join(firstTen(failed), "\n"))
 			t.Logf("w1's node-local proxy (backends up and down):\n%s", ProxyLog(t, c, "w1"))
 		}
 		time.Sleep(3 * time.Second)
 		o := ClientOutcomes(t, c, all...)
 		t.Logf("token client and workload during the upgrade: %d ok (%d retries), %d failed; outages %v", o.OK, o.Retried, len(o.Failed), o.Outages)
 		if o.OK == 0 || len(o.Failed) > 0 {
-			t.Errorf("the token client or the workload failed during the upgrade:\n%s", strings.Join(first(o.Failed, 10), "\n"))
+			t.Errorf("the token client or the workload failed during the upgrade:\n%s", strings.Join(firstTen(o.Failed), "\n"))
 		}
 	})
 
