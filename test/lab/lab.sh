@@ -336,6 +336,13 @@ start_host() {
     # A host that reboots itself (systemctl reboot: nspawn exits 133) boots again, with its disk (the
     # overlay) and a fresh /run, as a machine does; any other end is the host switched off.
     while :; do
+      # A machine boots with no cgroups of its last boot: on cgroup v1 the host'"'"'s controller hierarchies
+      # are this machine'"'"'s, and what its last boot made there (the kubelet'"'"'s kubepods.slice, a cgroup per
+      # container) outlives it; the kubelet'"'"'s cAdvisor then spent ~3 s on each at its start (90 s after a
+      # reboot). Each emptied one is removed, deepest first, before the host boots.
+      for cg in "$@"; do
+        find "$cg/$parent/$lab/$h" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true
+      done
       mount -t tmpfs -o mode=0755 tmpfs /run
       rc=0
       systemd-nspawn --quiet --boot --directory="$hd/root" --machine="$machine" --hostname="$h" \
