@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,77 +16,8 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/hooks"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/reboot"
-	"github.com/clusterctl/clusterctl/tasks/statedir"
 	"github.com/clusterctl/clusterctl/transport"
 )
-
-// RebootOptions tune `clusterctl reboot`.
-type RebootOptions struct {
-	// MaxUnavailable is how many workers reboot at once (default 1); control-plane and etcd hosts always
-	// reboot one at a time.
-	MaxUnavailable int
-	// IfNeeded reboots only the hosts that say they need it (/run/reboot-required, needs-restarting -r).
-	IfNeeded bool
-	// DrainTimeout bounds a node's drain (evictions a PodDisruptionBudget refuses are retried until then).
-	DrainTimeout time.Duration
-	// NodeTimeout bounds a host's return: SSH with a new boot, its Node Ready, its static Pods Ready, etcd
-	// healthy on every member.
-	NodeTimeout time.Duration
-	DryRun      bool
-	Now         func() time.Time
-}
-
-// RebootResult is what a reboot did, or in a dry run would do.
-type RebootResult struct {
-	Resumed bool `json:"resumed,omitempty"`
-	// Order is the plan, in the order it runs: one line per host.
-	Order []string `json:"order"`
-	// Rebooted are the hosts rebooted, each with how long it took from the reboot to SSH with a new
-	// boot, and to the node Ready (its static Pods and etcd too on a control-plane host) and uncordoned.
-	Rebooted []RebootTiming `json:"rebooted"`
-	// NotNeeded are the hosts --if-needed left alone: they did not ask for a reboot.
-	NotNeeded []string      `json:"notNeeded,omitempty"`
-	Phases    []PhaseTiming `json:"phases"`
-	Nodes     []NodeStatus  `json:"nodes,omitempty"`
-}
-
-// RebootTiming is one host's reboot.
-type RebootTiming struct {
-	Name string `json:"name"`
-	// Needs is why the host asked for it (--if-needed): reboot-required, needs-restarting.
-	Needs string `json:"needs,omitempty"`
-	// SSHMS is from the reboot command to SSH answering in the new boot; ReadyMS to everything the host
-	// runs being Ready again.
-	SSHMS   int64 `json:"sshMS"`
-	ReadyMS int64 `json:"readyMS"`
-}
-
-// ErrRebootRefused is wrapped by the reasons a reboot refuses to start.
-var ErrRebootRefused = errors.New("reboot refused")
-
-// kindReboot is the kind of a reboot's journal: done "reboot/<host>"; current the hosts being rebooted.
-const kindReboot = "reboot"
-
-// rebootData is what a reboot keeps in its journal.
-type rebootData struct {
-	// Cordoned are the nodes the reboot cordoned (it uncordons those only).
-	Cordoned []string `json:"cordoned,omitempty"`
-	// BootIDs are the boot IDs of the hosts being rebooted, read before their reboot: another one means
-	// the reboot happened (a resumed run waits for the host, it does not reboot it again).
-	BootIDs map[string]string `json:"bootIDs,omitempty"`
-	// Issued is when each host's reboot was asked for (Unix milliseconds).
-	Issued map[string]int64 `json:"issued,omitempty"`
-}
-
-type rebootRun struct {
-	e       *Env
-	clients map[string]*apiclient.Client // clients of control-plane nodes' own API servers, by host
-	o       RebootOptions
-	res     *RebootResult
-	st      *statedir.Journal[rebootData] // nil in a dry run
-	state   map[string]reboot.State       // each host's state before its reboot
-	todo    []*inventory.Host             // the run's hosts that reboot, in inventory order
-}
 
 // Reboot reboots the run's hosts (all of the inventory's, or --limit's) so that the cluster serves
 // throughout: the control-plane and etcd hosts one at a time, then the workers MaxUnavailable at a time;
@@ -109,7 +39,9 @@ func Reboot(ctx context.Context, e *Env, o RebootOptions) (*RebootResult, error)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	r := &rebootRun{e: e, o: o, res: &RebootResult{Order: []string{}, Rebooted: []RebootTiming{}}, state: map[string]reboot.State{}, clients: map[string]*apiclient.Client{}}
+	r := &rebootRun{e: e, o: o, res: &RebootResult{Order: []string{}, Rebooted: []RebootTiming{}}, state: map[string]reboot.State{},
+		clients: map[string]*apiclient.Client{}, etcd: map[string]*etcdmember.Client{}}
+	defer r.closeEtcd()
 	if err := r.loadState(); err != nil {
 		return nil, err
 	}
@@ -132,52 +64,6 @@ func (r *rebootRun) steps() []Step {
 		{Name: "done", Run: r.done},
 	}
 }
-
-func (r *rebootRun) loadState() error {
-	path := statedir.JournalPath(r.e.StateDir, kindReboot)
-	st, err := statedir.OpenJournal[rebootData](path, kindReboot)
-	if err != nil {
-		return err
-	}
-	if st != nil {
-		r.st, r.res.Resumed = st, true
-		return nil
-	}
-	if !r.o.DryRun {
-		r.st = statedir.NewJournal[rebootData](path, kindReboot, kindReboot, r.o.Now())
-	}
-	return nil
-}
-
-func (r *rebootRun) save(change func(*rebootData)) error {
-	if r.st == nil {
-		return nil
-	}
-	return r.st.Update(func(j *statedir.Journal[rebootData]) { change(&j.Data) })
-}
-
-func (r *rebootRun) journal() rebootData {
-	var d rebootData
-	if r.st != nil {
-		r.st.View(func(j *statedir.Journal[rebootData]) {
-			d.Cordoned = slices.Clone(j.Data.Cordoned)
-			d.BootIDs, d.Issued = map[string]string{}, map[string]int64{}
-			for k, v := range j.Data.BootIDs {
-				d.BootIDs[k] = v
-			}
-			for k, v := range j.Data.Issued {
-				d.Issued[k] = v
-			}
-		})
-	}
-	return d
-}
-
-func (r *rebootRun) isDone(h *inventory.Host) bool {
-	return r.st != nil && r.st.IsDone("reboot/"+h.Name)
-}
-
-func (r *rebootRun) wasCurrent(h *inventory.Host) bool { return r.st != nil && r.st.IsCurrent(h.Name) }
 
 // connect reaches every host of the run and reads its boot state; with --if-needed the hosts that do not
 // ask for a reboot are left out (a host a killed run was rebooting is kept: it is finished).
@@ -204,23 +90,6 @@ func (r *rebootRun) connect(ctx context.Context) error {
 		r.e.say("connect", "", "%d of %d hosts ask for a reboot", len(r.todo), len(r.e.Hosts))
 	}
 	return nil
-}
-
-// bootState asks a connected host its boot ID and whether it asks for a reboot.
-func (r *rebootRun) bootState(ctx context.Context, h *inventory.Host) (reboot.State, error) {
-	conn := r.e.Conn(h.Name)
-	if conn == nil {
-		return reboot.State{}, fmt.Errorf("%s: not connected", h.Name)
-	}
-	res, err := conn.Run(ctx, reboot.StateCommand, nil)
-	if err != nil {
-		return reboot.State{}, fmt.Errorf("%s: %w", h.Name, err)
-	}
-	s, err := reboot.ParseState(string(res.Stdout))
-	if err != nil {
-		return reboot.State{}, fmt.Errorf("%s: %w", h.Name, err)
-	}
-	return s, nil
 }
 
 // check refuses, with every reason found, a reboot of a cluster in trouble: a Node not Ready (but a host
@@ -262,47 +131,6 @@ func (r *rebootRun) check(ctx context.Context) error {
 	return nil
 }
 
-// etcdUnhealthy lists what is wrong with etcd: a member that is not started, or whose host's member does
-// not answer healthy (through that host's SSH connection). The hosts skip says are not asked (a host a
-// killed run was rebooting: it is waited for).
-func (r *rebootRun) etcdUnhealthy(ctx context.Context, skip func(*inventory.Host) bool) []string {
-	var out []string
-	hosts := r.e.Inv.EtcdHosts()
-	for _, h := range hosts {
-		if skip != nil && skip(h) {
-			continue
-		}
-		c, err := r.e.etcdOn(ctx, h)
-		if err != nil {
-			out = append(out, fmt.Sprintf("%s's member does not answer (%s)", h.Name, firstLine(err.Error())))
-			continue
-		}
-		s, err := c.Status(ctx)
-		if err == nil && !s.Healthy {
-			err = errors.New(strings.Join(s.Errors, "; "))
-		}
-		var members []etcdmember.Member
-		if err == nil {
-			members, err = c.List(ctx)
-		}
-		_ = c.Close()
-		if err != nil {
-			out = append(out, fmt.Sprintf("%s's member is not healthy (%s)", h.Name, firstLine(err.Error())))
-			continue
-		}
-		var started int
-		for _, m := range members {
-			if m.Started && !m.Learner {
-				started++
-			}
-		}
-		if started < len(hosts) {
-			out = append(out, fmt.Sprintf("%s's member sees %d started voting members of %d", h.Name, started, len(hosts)))
-		}
-	}
-	return out
-}
-
 // order is the run's hosts in the order they reboot: control-plane and etcd hosts one at a time, in
 // inventory order, then the workers in batches.
 func (r *rebootRun) order() [][]*inventory.Host {
@@ -316,15 +144,6 @@ func (r *rebootRun) order() [][]*inventory.Host {
 		}
 	}
 	return append(out, reboot.Batches(workers, r.o.MaxUnavailable)...)
-}
-
-// hookWords is how the plan names the hooks a node runs inside its drain window at when ("" for none).
-func (r *rebootRun) hookWords(h *inventory.Host, when string) string {
-	var w string
-	for _, hk := range r.e.Inv.HooksFor(h, inventory.HookReboot, when) {
-		w += fmt.Sprintf("hook reboot.%s %q, ", when, hk.Run)
-	}
-	return w
 }
 
 func (r *rebootRun) plan(context.Context) error {
@@ -346,7 +165,7 @@ func (r *rebootRun) plan(context.Context) error {
 			if h.IsNode() {
 				line += fmt.Sprintf("cordon, drain (up to %s), ", r.o.DrainTimeout)
 			}
-			line += r.hookWords(h, "before") + "reboot, SSH in a new boot"
+			line += hookWords(r.e.Inv, h, inventory.HookReboot, "before") + "reboot, SSH in a new boot"
 			switch {
 			case h.Has(inventory.RoleControlPlane):
 				line += ", Node Ready, static Pods Ready, etcd healthy on every member"
@@ -355,7 +174,7 @@ func (r *rebootRun) plan(context.Context) error {
 			default:
 				line += ", etcd healthy on every member"
 			}
-			line += ", " + r.hookWords(h, "after")
+			line += ", " + hookWords(r.e.Inv, h, inventory.HookReboot, "after")
 			if h.IsNode() {
 				line += "uncordon"
 			}
@@ -384,10 +203,9 @@ func (r *rebootRun) batch(ctx context.Context, batch []*inventory.Host) error {
 		return err
 	}
 	// The hosts not rebooted yet (a resumed run finds a new boot ID on those it had rebooted).
-	j := r.journal()
 	var fresh []*inventory.Host
 	for _, h := range batch {
-		if old, ok := j.BootIDs[h.Name]; ok && old != r.state[h.Name].BootID {
+		if old, _, ok := r.issuedBefore(h); ok && old != r.state[h.Name].BootID {
 			r.e.say("reboot", h.Name, "rebooted by the run that was interrupted: waiting for it")
 			continue
 		}
@@ -404,12 +222,11 @@ func (r *rebootRun) batch(ctx context.Context, batch []*inventory.Host) error {
 			return err
 		}
 	}
-	j = r.journal()
 	var failed []string
 	var back []*inventory.Host
 	for _, h := range batch {
-		issued := time.UnixMilli(j.Issued[h.Name])
-		ssh, err := r.waitBoot(ctx, h, j.BootIDs[h.Name], issued)
+		before, issued, _ := r.issuedBefore(h)
+		ssh, err := r.waitBoot(ctx, h, before, issued)
 		if err == nil {
 			err = r.waitReady(ctx, h, issued)
 		}
@@ -456,36 +273,13 @@ func (r *rebootRun) drain(ctx context.Context, hosts []*inventory.Host) error {
 	if err != nil {
 		return err
 	}
-	for _, h := range todo {
-		n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("%s: %w", h.Name, err)
-		}
-		cordoned, err := nodes.Cordon(ctx, admin.Kube, n)
-		if err != nil {
-			return fmt.Errorf("%s: %w", h.Name, err)
-		}
-		if cordoned {
-			r.e.say("reboot", h.Name, "cordoned")
-			if err := r.save(func(d *rebootData) { d.Cordoned = append(d.Cordoned, h.NodeName) }); err != nil {
-				return err
-			}
-		}
-	}
-	for _, h := range todo {
-		err := r.e.poll(ctx, "reboot", h.Name, r.o.DrainTimeout, func() (bool, string, error) {
-			left, err := nodes.DrainRound(ctx, admin.Kube, h.NodeName)
-			return len(left) == 0, "Pods still on the node: " + strings.Join(left, ", "), err
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return err
-			}
-			return fmt.Errorf("%s: drain: %w (a PodDisruptionBudget may forbid an eviction; the node stays cordoned, the cluster serves; the same command resumes)", h.Name, err)
-		}
-		r.e.say("reboot", h.Name, "drained")
-	}
-	return nil
+	return r.drainWindow().open(ctx, admin.Kube, todo)
+}
+
+// drainWindow is the reboot's drain window; the journal keeps what it cordoned.
+func (r *rebootRun) drainWindow() drainWindow {
+	return drainWindow{e: r.e, play: "reboot", timeout: r.o.DrainTimeout,
+		ours: journalCordons[rebootData]{st: r.st, list: func(d *rebootData) *[]string { return &d.Cordoned }}}
 }
 
 // issue records the host's boot ID, then asks it to reboot and drops its connection and the clients made
@@ -518,151 +312,17 @@ func (r *rebootRun) issue(ctx context.Context, h *inventory.Host) error {
 	return nil
 }
 
-// waitBoot waits for the host to answer SSH in a boot other than before, and returns how long after
-// issued it did.
-func (r *rebootRun) waitBoot(ctx context.Context, h *inventory.Host, before string, issued time.Time) (time.Duration, error) {
-	var took time.Duration
-	err := r.e.pollEvery(ctx, "reboot", h.Name, r.o.NodeTimeout, time.Second, func() (bool, string, error) {
-		if r.e.Conn(h.Name) == nil {
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			c, err := r.e.Dialer.Dial(dctx, TargetFor(r.e.Inv, h))
-			cancel()
-			if err != nil {
-				return false, "SSH (" + firstLine(err.Error()) + ")", nil
-			}
-			r.e.adopt(h.Name, c)
-		}
-		s, err := r.bootState(ctx, h)
-		if err != nil {
-			r.forget(h.Name)
-			return false, "SSH (" + firstLine(err.Error()) + ")", nil
-		}
-		if s.BootID == before {
-			r.forget(h.Name) // still the old boot, going down
-			return false, "the host to go down", nil
-		}
-		took = r.o.Now().Sub(issued)
-		return true, "", nil
-	})
-	if err != nil && ctx.Err() == nil {
-		return 0, fmt.Errorf("%s did not come back within %s (--node-timeout): %w", h.Name, r.o.NodeTimeout, err)
-	}
-	if err == nil {
-		r.e.say("reboot", h.Name, "back: SSH answers in a new boot %.1fs after the reboot", took.Seconds())
-	}
-	return took, err
-}
-
-// waitReady waits for what the host runs: its Node Ready with a lease renewed since the reboot; on a
-// control-plane node its static Pods running since the reboot and Ready; on an etcd member's host, etcd
-// healthy on every member.
-func (r *rebootRun) waitReady(ctx context.Context, h *inventory.Host, issued time.Time) error {
-	err := r.e.pollEvery(ctx, "reboot", h.Name, r.o.NodeTimeout, time.Second, func() (bool, string, error) {
-		if h.IsNode() {
-			admin, err := r.api(ctx, h)
-			if err != nil {
-				return false, "the API (" + firstLine(err.Error()) + ")", nil
-			}
-			if w := nodes.LeasesWaiting(ctx, admin.Kube, []string{h.NodeName}, issued); len(w) > 0 {
-				return false, strings.Join(w, ", "), nil
-			}
-			n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
-			if err != nil {
-				return false, "the API (" + firstLine(err.Error()) + ")", nil
-			}
-			if !nodes.Ready(n) {
-				return false, h.NodeName + " Ready", nil
-			}
-			if h.Has(inventory.RoleControlPlane) {
-				if w := staticPodsSince(ctx, admin, h.NodeName, staticPods(r.e.Inv), issued); len(w) > 0 {
-					return false, strings.Join(w, ", "), nil
-				}
-			}
-		}
-		if h.Has(inventory.RoleEtcd) || (h.Has(inventory.RoleControlPlane) && !r.e.Inv.ExternalEtcd()) {
-			if w := r.etcdUnhealthy(ctx, nil); len(w) > 0 {
-				return false, strings.Join(w, "; "), nil
-			}
-		}
-		return true, "", nil
-	})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("%s is back but not Ready within %s (--node-timeout): %w", h.Name, r.o.NodeTimeout, err)
-	}
-	return err
-}
-
-// api is a client of an API server that is not on the host being rebooted (avoid), when the cluster has
-// another control-plane node; else the admin client, which answers again once that node is back.
-func (r *rebootRun) api(ctx context.Context, avoid *inventory.Host) (*apiclient.Client, error) {
-	if avoid != nil && avoid.Has(inventory.RoleControlPlane) {
-		for _, h := range r.e.Inv.ControlPlanes() {
-			if h == avoid {
-				continue
-			}
-			if c := r.clients[h.Name]; c != nil {
-				return c, nil
-			}
-			c, err := r.e.nodeClient(ctx, h)
-			if err != nil {
-				return nil, err
-			}
-			r.clients[h.Name] = c
-			return c, nil
-		}
-	}
-	return r.e.Admin(ctx)
-}
-
-// forget drops a host's connection and every client made through it.
-func (r *rebootRun) forget(name string) {
-	r.e.forget(name)
-	delete(r.clients, name)
-}
-
-// staticPodsSince lists the node's control-plane mirror Pods that are not Ready with every container
-// started since a time (after a reboot, a mirror Pod may show its old boot's status until the kubelet
-// reports the new one).
-func staticPodsSince(ctx context.Context, admin *apiclient.Client, node string, components []string, since time.Time) []string {
-	var waiting []string
-	for _, c := range components {
-		p, err := admin.Kube.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, c+"-"+node, metav1.GetOptions{})
-		if err != nil {
-			waiting = append(waiting, c+" ("+firstLine(err.Error())+")")
-			continue
-		}
-		started := len(p.Status.ContainerStatuses) > 0
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.State.Running == nil || cs.State.Running.StartedAt.Time.Before(since) {
-				started = false
-			}
-		}
-		if !started || !nodes.PodReady(p) {
-			waiting = append(waiting, c+" running and Ready")
-		}
-	}
-	return waiting
-}
-
 // uncordon makes a node the reboot cordoned schedulable again (a node cordoned before is left so).
 func (r *rebootRun) uncordon(ctx context.Context, h *inventory.Host) error {
-	if !h.IsNode() || !slices.Contains(r.journal().Cordoned, h.NodeName) {
+	w := r.drainWindow()
+	if !h.IsNode() || !w.ours.has(h.NodeName) {
 		return nil
 	}
 	admin, err := r.api(ctx, nil)
 	if err != nil {
 		return err
 	}
-	changed, err := nodes.Uncordon(ctx, admin.Kube, h.NodeName)
-	if err != nil {
-		return fmt.Errorf("%s: %w", h.Name, err)
-	}
-	if changed {
-		r.e.say("reboot", h.Name, "uncordoned")
-	}
-	return r.save(func(d *rebootData) {
-		d.Cordoned = slices.DeleteFunc(d.Cordoned, func(n string) bool { return n == h.NodeName })
-	})
+	return w.close(ctx, admin.Kube, h)
 }
 
 // done reports every Node's status and removes the record of the reboot.

@@ -135,10 +135,7 @@ func (r *removal) notEtcdMember() string {
 // drain evicts the node's Pods but DaemonSet and static ones, retrying evictions a PodDisruptionBudget
 // refuses, until they are gone or the timeout (see nodes.DrainRound).
 func (r *removal) drain(ctx context.Context) error {
-	err := r.e.poll(ctx, "remove-node", r.h.Name, r.o.DrainTimeout, func() (bool, string, error) {
-		left, err := nodes.DrainRound(ctx, r.admin.Kube, r.h.NodeName)
-		return len(left) == 0, "Pods still on the node: " + strings.Join(left, ", "), err
-	})
+	err := r.e.drainNode(ctx, r.admin.Kube, "remove-node", r.h, r.o.DrainTimeout)
 	switch {
 	case err == nil:
 		r.e.say("remove-node", r.h.Name, "drained")

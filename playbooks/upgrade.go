@@ -3,7 +3,6 @@ package playbooks
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -137,15 +136,6 @@ func (u *upgradeRun) renderStep(ctx context.Context) error {
 }
 
 // planStep records, without changing anything, what each host would receive, and lists the order.
-// hookWords is how the plan names the hooks a node runs inside its drain window at when ("" for none).
-func (u *upgradeRun) hookWords(h *inventory.Host, when string) string {
-	var w string
-	for _, hk := range u.e.Inv.HooksFor(h, inventory.HookUpgrade, when) {
-		w += fmt.Sprintf("hook upgrade.%s %q, ", when, hk.Run)
-	}
-	return w
-}
-
 func (u *upgradeRun) planStep(ctx context.Context) error {
 	if _, err := u.push(ctx, "plan", names(u.hosts), u.e.Forks); err != nil {
 		return err
@@ -168,14 +158,14 @@ func (u *upgradeRun) planStep(ctx context.Context) error {
 		}
 		add("add-ons: kube-proxy → %s, CoreDNS %s → %s (Corefile migrated), kubeadm-config and kubelet-config", u.res.To, cur.CoreDNS, u.images.CoreDNS)
 		for _, h := range u.controlPlaneHosts() {
-			add("%s: cordon, drain, %skubelet → %s, restart, Ready, %suncordon", h.Name, u.hookWords(h, "before"), u.res.To, u.hookWords(h, "after"))
+			add("%s: cordon, drain, %skubelet → %s, restart, Ready, %suncordon", h.Name, hookWords(u.e.Inv, h, inventory.HookUpgrade, "before"), u.res.To, hookWords(u.e.Inv, h, inventory.HookUpgrade, "after"))
 		}
 	}
 	batches := u.workerBatches()
 	for i, batch := range batches {
 		for _, h := range batch {
 			add("%s (workers batch %d of %d): cordon, drain (up to %s), %skubelet → %s, restart, Ready, %suncordon", h.Name, i+1, len(batches), u.o.DrainTimeout,
-				u.hookWords(h, "before"), u.res.To, u.hookWords(h, "after"))
+				hookWords(u.e.Inv, h, inventory.HookUpgrade, "before"), u.res.To, hookWords(u.e.Inv, h, inventory.HookUpgrade, "after"))
 		}
 	}
 	return nil
@@ -331,7 +321,7 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 		return err
 	}
 	for _, h := range batch {
-		if err := u.uncordon(ctx, admin, h); err != nil {
+		if err := u.drainWindow().close(ctx, admin.Kube, h); err != nil {
 			return err
 		}
 		if err := u.markDone("kubelet/"+h.Name, h.Name); err != nil {
@@ -359,31 +349,18 @@ func (u *upgradeRun) drain(ctx context.Context, admin *apiclient.Client, batch [
 			continue // upgraded already (a run killed while it was being upgraded does it again)
 		}
 		todo = append(todo, h)
-		cordoned, err := nodes.Cordon(ctx, admin.Kube, n)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", h.Name, err)
-		}
-		if cordoned {
-			u.e.say("kubelets", h.Name, "cordoned")
-			if err := u.saveState(func(s *upgradeData) { s.Cordoned = append(s.Cordoned, h.NodeName) }); err != nil {
-				return nil, err
-			}
-		}
 	}
-	for _, h := range todo {
-		err := u.e.poll(ctx, "kubelets", h.Name, u.o.DrainTimeout, func() (bool, string, error) {
-			left, err := nodes.DrainRound(ctx, admin.Kube, h.NodeName)
-			return len(left) == 0, "Pods still on the node: " + strings.Join(left, ", "), err
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			return nil, fmt.Errorf("%s: drain: %w (a PodDisruptionBudget may forbid an eviction; the node stays cordoned, the cluster serves; the same command resumes)", h.Name, err)
-		}
-		u.e.say("kubelets", h.Name, "drained")
+	return todo, u.drainWindow().open(ctx, admin.Kube, todo)
+}
+
+// drainWindow is the kubelets' drain window; the journal keeps what it cordoned.
+func (u *upgradeRun) drainWindow() drainWindow {
+	st := u.st
+	if u.o.DryRun {
+		st = nil // read, never written
 	}
-	return todo, nil
+	return drainWindow{e: u.e, play: "kubelets", timeout: u.o.DrainTimeout,
+		ours: journalCordons[upgradeData]{st: st, list: func(d *upgradeData) *[]string { return &d.Cordoned }}}
 }
 
 // waitKubelets waits for the nodes' kubelets to report the target and Ready.
@@ -402,23 +379,6 @@ func (u *upgradeRun) waitKubelets(ctx context.Context, admin *apiclient.Client, 
 			}
 		}
 		return len(waiting) == 0, "nodes: " + strings.Join(waiting, ", "), nil
-	})
-}
-
-// uncordon makes a node the upgrade cordoned schedulable again (a node cordoned before is left so).
-func (u *upgradeRun) uncordon(ctx context.Context, admin *apiclient.Client, h *inventory.Host) error {
-	if !u.cordoned(h.NodeName) {
-		return nil
-	}
-	changed, err := nodes.Uncordon(ctx, admin.Kube, h.NodeName)
-	if err != nil {
-		return fmt.Errorf("%s: %w", h.Name, err)
-	}
-	if changed {
-		u.e.say("kubelets", h.Name, "uncordoned")
-	}
-	return u.saveState(func(s *upgradeData) {
-		s.Cordoned = slices.DeleteFunc(s.Cordoned, func(n string) bool { return n == h.NodeName })
 	})
 }
 
