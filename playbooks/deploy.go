@@ -259,7 +259,7 @@ func (d *deployment) push(ctx context.Context, play string, hosts []string, limi
 }
 
 // pushPart is push with each node's files and work cut down first by part (nil: all of it).
-func (d *deployment) pushPart(ctx context.Context, play string, hosts []string, limit int, part func(*apply.Node)) (bool, error) {
+func (d *deployment) pushPart(ctx context.Context, play string, hosts []string, limit int, part func(host string, n *apply.Node)) (bool, error) {
 	var mu sync.Mutex
 	changed := false
 	_, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Policy: transport.Policy{Limit: limit}, Run: func(ctx context.Context, name string) (bool, error) {
@@ -268,7 +268,7 @@ func (d *deployment) pushPart(ctx context.Context, play string, hosts []string, 
 			return false, err
 		}
 		if part != nil {
-			part(&n)
+			part(name, &n)
 		}
 		out, err := apply.Push(ctx, d.e.Conn(name), n)
 		d.record(name, out)

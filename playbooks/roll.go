@@ -61,6 +61,9 @@ type cpRoll struct {
 	d                      *deployment
 	play                   string
 	controllerManagerFirst bool
+	// pushed: every file of a node but its static Pod manifests is in place already (up's push held back
+	// only the manifests of the control-plane nodes running: see upRun.running).
+	pushed bool
 	// pending is the node rolled last, its API server ready, its static Pods not checked yet.
 	pending *inventory.Host
 }
@@ -100,11 +103,12 @@ func (r *cpRoll) settle(ctx context.Context) error {
 // after the push resumes here, and the node must be back with its files before the next one is touched.
 func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 	d, play := r.d, r.play
-	rest, err := d.pushPart(ctx, play, []string{h.Name}, 1, func(n *apply.Node) {
-		n.Files = slices.DeleteFunc(n.Files, isManifest)
-	})
-	if err != nil {
-		return false, err
+	var rest bool
+	if !r.pushed {
+		var err error
+		if rest, err = d.pushPart(ctx, play, []string{h.Name}, 1, withoutManifests); err != nil {
+			return false, err
+		}
 	}
 	// Started when stopped, restarted when its files changed (in this run or one interrupted before).
 	restarted, err := d.kubelets(ctx, play, []string{h.Name})
@@ -183,7 +187,7 @@ func (d *deployment) rollEtcd(ctx context.Context, play string) error {
 	if len(hosts) == 0 {
 		return nil
 	}
-	if _, err := d.pushPart(ctx, play, names(hosts), 1, func(n *apply.Node) { n.Files = slices.DeleteFunc(n.Files, isManifest) }); err != nil {
+	if _, err := d.pushPart(ctx, play, names(hosts), 1, withoutManifests); err != nil {
 		return err
 	}
 	return d.startEtcd(ctx, play, hosts)
@@ -201,6 +205,9 @@ func staticPods(inv *inventory.Inventory) []string {
 }
 
 func isManifest(f transport.File) bool { return path.Dir(f.Path) == kubeadm.ManifestsDir }
+
+// withoutManifests cuts a push down to a node's files but its static Pod manifests.
+func withoutManifests(_ string, n *apply.Node) { n.Files = slices.DeleteFunc(n.Files, isManifest) }
 
 // putControllerManager writes a node's controller-manager manifest once the previous node's new
 // controller-manager is Ready.

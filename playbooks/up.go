@@ -43,6 +43,9 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 		}
 	}()
 	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun, Before: func(int) error { return u.laterFailed() }}, u.steps())
+	if eerr := u.earlyEnded(err != nil); err == nil {
+		err = eerr
+	}
 	if u.later != nil {
 		if err != nil {
 			u.later.cancel() // a step failed: the run ends now, its later push too
@@ -87,17 +90,17 @@ func (u *upRun) renderStep(ctx context.Context) error {
 func (u *upRun) pushStep(ctx context.Context) error {
 	first, rest := u.pushOrder()
 	if u.o.DryRun || len(first) == 0 || len(rest) == 0 {
-		_, err := u.push(ctx, "push", names(u.hosts), u.e.Forks)
+		_, err := u.pushPart(ctx, "push", names(u.hosts), u.e.Forks, u.holdRunning)
 		return err
 	}
-	if _, err := u.push(ctx, "push", names(first), u.e.Forks); err != nil {
+	if _, err := u.pushPart(ctx, "push", names(first), u.e.Forks, u.holdRunning); err != nil {
 		return err
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	u.later = &laterPush{hosts: names(rest), done: make(chan error, 1), cancel: cancel}
 	u.e.say("push", "", "pushing %d more hosts beside the control plane's start: %s", len(rest), strings.Join(u.later.hosts, ", "))
 	go func(l *laterPush) {
-		_, err := u.push(lctx, "push", l.hosts, u.e.Forks)
+		_, err := u.pushPart(lctx, "push", l.hosts, u.e.Forks, u.holdRunning)
 		l.done <- err
 	}(u.later)
 	return nil
@@ -136,6 +139,7 @@ func (u *upRun) startControlPlane(ctx context.Context) error {
 // join starts the workers' kubelets, which TLS-bootstrap with the token; clusterctl approves their client
 // certificates (see csr.CheckClient), the controller-manager signs them.
 func (u *upRun) join(ctx context.Context) error {
+	u.startEarlyNetwork(ctx)
 	if err := u.pushed(ctx); err != nil {
 		return err
 	}

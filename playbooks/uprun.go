@@ -65,6 +65,16 @@ type upRun struct {
 	// later is the push to the hosts the control plane does not start with, under way beside its start
 	// (pushStep); nil when there is none.
 	later *laterPush
+	// early is the pod network of the nodes with a range, under way beside the workers' join
+	// (startEarlyNetwork); nil when there is none.
+	early *earlyRun
+}
+
+// earlyRun is the early pod network under way in the background (startEarlyNetwork): its result comes
+// on done; stop ends its wait for a node's range, cancel the whole of it.
+type earlyRun struct {
+	done         chan error
+	stop, cancel context.CancelFunc
 }
 
 // laterPush is a push under way in the background: its result comes on done; cancel ends it.

@@ -122,14 +122,13 @@ func (u *upRun) waitSigner(ctx context.Context) error {
 		return err
 	}
 	u.approver.Kube = admin.Kube
-	early := map[string]bool{}
 	err = wait.Poll(ctx, wait.Options{Timeout: signerWait, Interval: 250 * time.Millisecond}, func() (bool, string, error) {
 		list, err := u.approver.Round(ctx)
 		if err != nil {
 			return false, "", err
 		}
 		if r := csr.AwaitingSignature(list); r != "" {
-			return false, "the controller-manager to sign " + r, u.earlyNetwork(ctx, admin, early)
+			return false, "the controller-manager to sign " + r, nil
 		}
 		return true, "", nil
 	})
@@ -180,10 +179,20 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	roll := u.cpRoll("control-plane-join", false)
+	roll.pushed = true
+	// start starts a joining node's control plane, or rolls a running node's to its manifests.
+	start := func(h *inventory.Host) error {
+		if u.running(h) {
+			_, err := roll.node(ctx, h)
+			return err
+		}
+		return u.startKubelet(ctx, "control-plane-join", []string{h.Name})
+	}
 	if u.e.Inv.ExternalEtcd() {
 		// etcd runs elsewhere: a control-plane node is its API server, controller-manager and scheduler.
 		for _, h := range joining {
-			if err := u.startKubelet(ctx, "control-plane-join", []string{h.Name}); err != nil {
+			if err := start(h); err != nil {
 				return err
 			}
 			if err := u.waitNodeAPI(ctx, h); err != nil {
@@ -193,7 +202,7 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 				return err
 			}
 		}
-		return nil
+		return roll.settle(ctx)
 	}
 	for _, h := range joining {
 		peer := kubeadm.EtcdPeerURL(u.nodeIPs[h.Name])
@@ -204,7 +213,7 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 		if added {
 			u.e.say("control-plane-join", h.Name, "etcd member %x added as a learner (%s)", m.ID, peer)
 		}
-		if err := u.startKubelet(ctx, "control-plane-join", []string{h.Name}); err != nil {
+		if err := start(h); err != nil {
 			return err
 		}
 		if m.Learner {
@@ -227,7 +236,28 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return roll.settle(ctx)
+}
+
+// running says whether h is a control-plane host but the first whose static Pods run already (its API
+// server's manifest is there): a re-run of up, or add-node of an etcd host, which every API server is
+// pointed at. up's push holds its manifests back (holdRunning), and control-plane-join rolls the running
+// nodes one at a time (cpRoll: the API server first, Ready before the next node), so that a change every
+// API server takes (--etcd-servers, a certificate) never restarts two at once. A dry run holds nothing.
+func (u *upRun) running(h *inventory.Host) bool {
+	if u.o.DryRun || h == u.cp1 || !h.Has(inventory.RoleControlPlane) {
+		return false
+	}
+	f := u.facts[h.Name]
+	return f != nil && f.Files[kubeadm.Manifest(kubeadm.APIServer)]
+}
+
+// holdRunning cuts the push of a running control-plane node (running) down to its files but its static
+// Pod manifests.
+func (u *upRun) holdRunning(host string, n *apply.Node) {
+	if h := u.e.Inv.Host(host); h != nil && u.running(h) {
+		withoutManifests(host, n)
+	}
 }
 
 // ready waits for every Node to be Ready with its serving certificate approved, deletes the token and

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,8 +29,9 @@ up, and the node's API server must be ready before the next one.
 
 With etcd on hosts of its own (the etcd role), an etcd host joins the same way: its member is added as a
 learner through another member, its unit started with the cluster's members
-(ETCD_INITIAL_CLUSTER_STATE=existing), and promoted once it has caught up; the first control-plane
-node's API server is pointed at the new member too (up re-points the others).
+(ETCD_INITIAL_CLUSTER_STATE=existing), and promoted once it has caught up; then every control-plane
+node's API server is pointed at the new member too (--etcd-servers), one node at a time, each API server
+Ready before the next restarts.
 
 The first control-plane host is always contacted (the API and etcd are reached through it). With the
 bridge pod network, every other node gets one small change: the route to the new node's pod range.
@@ -58,6 +60,15 @@ form that touches nothing else.`,
 				// turns the proxy on): every host's files are checked, unchanged ones left alone.
 				if h := inv.Host(name); h != nil && h.Has(inventory.RoleControlPlane) && render.LocalProxy(inv) {
 					g.Limit = nil
+				}
+			}
+			// A new external etcd member is one more of every API server's --etcd-servers: every
+			// control-plane host is in the run, and their API servers restart one at a time.
+			if g.Limit != nil && inv.ExternalEtcd() && slices.ContainsFunc(args, func(n string) bool { h := inv.Host(n); return h != nil && h.Has(inventory.RoleEtcd) }) {
+				for _, cp := range inv.ControlPlanes() {
+					if !slices.Contains(g.Limit, cp.Name) {
+						g.Limit = append(g.Limit, cp.Name)
+					}
 				}
 			}
 			return runUp(cmd, g, o)

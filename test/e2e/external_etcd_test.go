@@ -14,22 +14,26 @@ import (
 )
 
 // TestExternalEtcd brings up, from a kubespray INI inventory whose etcd group is three hosts of their own,
-// kubeadm's external-etcd topology: etcd as a unit on those hosts (nothing of a node there), one
-// control-plane node whose API server uses every member, one worker; a workload runs; a re-run changes
-// nothing; the cluster keeps answering with one etcd host down, and the member catches up when it is back.
+// kubeadm's external-etcd topology: etcd as a unit on those hosts (nothing of a node there), two
+// control-plane nodes whose API servers use every member, one worker; a workload runs; a re-run changes
+// nothing; the cluster keeps answering with one etcd host down, and the member catches up when it is back;
+// an etcd host leaves the cluster and the inventory, then comes back: each time every API server is
+// pointed at the members there are, one control-plane node at a time, and a client of the node-local
+// proxy sees no failed request.
 func TestExternalEtcd(t *testing.T) {
 	artDir, m := lab.Artifacts(t)
 	bin := Clusterctl(t)
-	l := lab.Start(t, lab.Options{Hosts: 5, ControlPlanes: 1, Bare: true}) // cp1 w1 w2 w3 w4
+	l := lab.Start(t, lab.Options{Hosts: 6, ControlPlanes: 2, Bare: true}) // cp1 cp2 w1 w2 w3 w4
 	addr := map[string]string{}
 	for _, h := range l.Hosts {
 		addr[h.Name] = h.Address
 	}
 	// The lab host each inventory host is.
-	labHost := map[string]string{"cp1": "cp1", "node1": "w1", "etcd1": "w2", "etcd2": "w3", "etcd3": "w4"}
+	labHost := map[string]string{"cp1": "cp1", "cp2": "cp2", "node1": "w1", "etcd1": "w2", "etcd2": "w3", "etcd3": "w4"}
 	ini := fmt.Sprintf(`# kubespray's layout with etcd on hosts of its own (etcd_deployment_type: host)
 [all]
 cp1   ansible_host=%s
+cp2   ansible_host=%s
 node1 ansible_host=%s
 etcd1 ansible_host=%s
 etcd2 ansible_host=%s
@@ -37,6 +41,7 @@ etcd3 ansible_host=%s
 
 [kube_control_plane]
 cp1
+cp2
 
 [etcd]
 etcd1
@@ -53,7 +58,7 @@ kube_version=%s
 # the lab's eviction thresholds, as lab.sh's hosts.yaml sets them: the hosts share the machine's disk, and
 # the kubelet's default (imagefs.available<15%%) would evict the workload on a machine with less free
 eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.available": "1Gi"}
-`, addr["cp1"], addr["w1"], addr["w2"], addr["w3"], addr["w4"], l.Key(), m.KubernetesVersion)
+`, addr["cp1"], addr["cp2"], addr["w1"], addr["w2"], addr["w3"], addr["w4"], l.Key(), m.KubernetesVersion)
 	if out, _ := exec.Command("stat", "-fc", "%T", "/sys/fs/cgroup").Output(); strings.TrimSpace(string(out)) != "cgroup2fs" {
 		// This machine's hosts use cgroup v1: kubelets from v1.35 run on it only with failCgroupV1 false.
 		ini += `kubelet_config_extra_args={"failCgroupV1": false}` + "\n"
@@ -102,14 +107,14 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 				t.Errorf("%s:\n%s\nwant\n%s", h, out, want)
 			}
 		}
-		out := l.Run(t, "cp1", "ls /etc/kubernetes/manifests; grep -o -- '--etcd-servers=[^ ]*' /etc/kubernetes/manifests/kube-apiserver.yaml; "+
-			"ls /etc/kubernetes/pki/etcd; systemctl is-active etcd || true")
-		want := fmt.Sprintf("kube-apiserver.yaml\nkube-controller-manager.yaml\nkube-scheduler.yaml\n--etcd-servers=https://%s:2379,https://%s:2379,https://%s:2379\nca.crt\ninactive\n",
-			addr["w2"], addr["w3"], addr["w4"])
-		if out != want {
-			t.Errorf("cp1:\n%s\nwant\n%s", out, want)
+		for _, cp := range []string{"cp1", "cp2"} {
+			out := l.Run(t, cp, "ls /etc/kubernetes/manifests; ls /etc/kubernetes/pki/etcd; systemctl is-active etcd || true")
+			if want := "clusterctl-apiserver-proxy.yaml\nkube-apiserver.yaml\nkube-controller-manager.yaml\nkube-scheduler.yaml\nca.crt\ninactive\n"; out != want {
+				t.Errorf("%s:\n%s\nwant\n%s", cp, out, want)
+			}
 		}
-		if nodes := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status} {end}"); nodes != "cp1=True node1=True " {
+		checkEtcdServers(t, c, "w2", "w3", "w4")
+		if nodes := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status} {end}"); nodes != "cp1=True cp2=True node1=True " {
 			t.Errorf("nodes: %q", nodes)
 		}
 	})
@@ -190,7 +195,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 			}
 			members, code := c.EtcdStatus(t)
 			checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
-			c.NodesReady(t, 2)
+			c.NodesReady(t, 3)
 		})
 	} else {
 		// make test-long: the CA rotation (~7.5 min with one control-plane node) goes through the same
@@ -218,7 +223,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 			}
 			members, code := c.EtcdStatus(t)
 			checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
-			c.NodesReady(t, 2)
+			c.NodesReady(t, 3)
 		})
 	}
 
@@ -237,7 +242,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 		}
 	})
 
-	t.Run("remove an etcd host, add it back", func(t *testing.T) {
+	t.Run("an etcd host leaves the cluster and the inventory, then comes back: every API server follows, one at a time", func(t *testing.T) {
 		if _, stderr, code := c.Run(t, "remove-node", "--yes", "etcd3"); code != 0 {
 			t.Fatalf("remove-node etcd3: exit %d\n%s", code, tail(stderr, 30))
 		}
@@ -247,9 +252,26 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 		if out := l.Run(t, "w4", "test -e /etc/systemd/system/etcd.service && echo UNIT; ls /var/lib/etcd 2>/dev/null | wc -l"); out != "0\n" {
 			t.Errorf("etcd3 not reset: %q", out)
 		}
-		if _, stderr, code := c.Run(t, "add-node", "etcd3"); code != 0 {
-			t.Fatalf("add-node etcd3: exit %d\n%s", code, tail(stderr, 30))
+		// Out of the inventory: up points every API server at the two members left.
+		without := strings.NewReplacer("etcd3 ansible_host="+addr["w4"]+"\n", "", "etcd2\netcd3\n", "etcd2\n").Replace(ini)
+		if without == ini {
+			t.Fatal("the inventory without etcd3 is the same")
 		}
+		if err := os.WriteFile(inv, []byte(without), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		underProxyClient(t, c, "w1", "up without etcd3", func() { c.Up(t) })
+		checkEtcdServers(t, c, "w2", "w3")
+		// Back in the inventory: add-node etcd3 joins its member, then points every API server at it.
+		if err := os.WriteFile(inv, []byte(ini), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		underProxyClient(t, c, "w1", "add-node etcd3", func() {
+			if _, stderr, code := c.Run(t, "add-node", "etcd3"); code != 0 {
+				t.Fatalf("add-node etcd3: exit %d\n%s", code, tail(stderr, 30))
+			}
+		})
+		checkEtcdServers(t, c, "w2", "w3", "w4")
 		members := etcdctl("etcd3", "member list")
 		if n := strings.Count(members, ", started, "); n != 3 || strings.Contains(members, "true") {
 			t.Errorf("after add-node etcd3, want 3 started voting members:\n%s", members)
@@ -272,7 +294,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 		}
 		members, code := c.EtcdStatus(t)
 		checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
-		c.NodesReady(t, 2)
+		c.NodesReady(t, 3)
 	})
 
 	t.Run("reset leaves the etcd hosts as they were", func(t *testing.T) {
@@ -286,4 +308,40 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 			}
 		}
 	})
+}
+
+// checkEtcdServers checks that every control-plane node's API server is pointed at the etcd members on
+// the lab hosts members, in that order, and runs with that manifest.
+func checkEtcdServers(t *testing.T, c *Cluster, members ...string) {
+	t.Helper()
+	addr := map[string]string{}
+	for _, h := range c.Lab.Hosts {
+		addr[h.Name] = h.Address
+	}
+	var urls []string
+	for _, m := range members {
+		urls = append(urls, "https://"+addr[m]+":2379")
+	}
+	want := "--etcd-servers=" + strings.Join(urls, ",") + "\n"
+	for _, cp := range []string{"cp1", "cp2"} {
+		if out := c.Lab.Run(t, cp, "grep -o -- '--etcd-servers=[^ ]*' /etc/kubernetes/manifests/kube-apiserver.yaml"); out != want {
+			t.Errorf("%s's API server manifest: %q, want %q", cp, out, want)
+		}
+		if out := c.Lab.Run(t, cp, "tr '\\0' ' ' </proc/$(pgrep -xo kube-apiserver)/cmdline | grep -o -- '--etcd-servers=[^ ]*'"); out != want {
+			t.Errorf("%s's running API server: %q, want %q", cp, out, want)
+		}
+	}
+}
+
+// underProxyClient runs what with a client of host's node-local API proxy, and fails the test if a
+// request of it failed: at every moment an API server answered.
+func underProxyClient(t *testing.T, c *Cluster, host, what string, run func()) {
+	t.Helper()
+	stop := StartProxyClient(t, c, host)
+	run()
+	ok, failed := stop()
+	t.Logf("through %s's node-local proxy during %s: %d requests ok, %d failed", host, what, ok, len(failed))
+	if len(failed) > 0 {
+		t.Errorf("requests through the node-local proxy failed during %s:\n%s", what, strings.Join(firstTen(failed), "\n"))
+	}
 }
