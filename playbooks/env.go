@@ -69,14 +69,6 @@ type Env struct {
 // NewEnv makes a session; nothing is connected yet.
 func NewEnv(c EnvConfig) *Env { return &Env{EnvConfig: c} }
 
-// notWithExternalEtcd refuses a command that does not handle an external etcd cluster yet, naming it.
-func (e *Env) notWithExternalEtcd(command string) error {
-	if !e.Inv.ExternalEtcd() {
-		return nil
-	}
-	return fmt.Errorf("%s does not handle etcd on hosts of its own (the etcd role on hosts other than exactly the control-plane hosts) yet", command)
-}
-
 // Conn returns the open connection to a host, or nil.
 func (e *Env) Conn(name string) *transport.Conn {
 	e.mu.Lock()

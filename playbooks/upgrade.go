@@ -28,9 +28,6 @@ import (
 // workers MaxUnavailable at a time, each cordoned, drained, upgraded, Ready at the new version and
 // uncordoned. Each step is recorded in the state directory; the same command resumes a killed upgrade.
 func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, error) {
-	if err := e.notWithExternalEtcd("upgrade"); err != nil {
-		return nil, err
-	}
 	if o.MaxUnavailable < 1 {
 		o.MaxUnavailable = 1
 	}
@@ -107,6 +104,9 @@ func (u *upgradeRun) steps() []Step {
 		}},
 		// the target's images imported on every host first, so that no Pod waits for one
 		{Name: "images", Run: u.importImages},
+		// external etcd: every member's binary and unit, members restarted one at a time, each ready before
+		// the next
+		{Name: "etcd", Run: u.etcd, Skip: u.noEtcdHosts},
 		// control-plane nodes one at a time: etcd, API server, controller-manager, scheduler
 		{Name: "control-plane", Run: u.controlPlanes, Skip: u.limited},
 		// kube-proxy, CoreDNS, kubeadm-config, kubelet-config
@@ -116,6 +116,26 @@ func (u *upgradeRun) steps() []Step {
 		// every Node Ready at the target; the record of the upgrade removed
 		{Name: "done", Run: u.done},
 	}
+}
+
+// noEtcdHosts skips the etcd step: etcd is stacked (each control-plane node's roll upgrades its member),
+// or the run is --limit's workers.
+func (u *upgradeRun) noEtcdHosts() string {
+	switch {
+	case u.limit:
+		return "--limit: workers only"
+	case !u.e.Inv.ExternalEtcd():
+		return "etcd is stacked: each control-plane node's roll upgrades its member"
+	}
+	return ""
+}
+
+// etcd upgrades an external etcd cluster to the target's etcd before any API server: every etcd host gets
+// the target's etcd binaries, unit and certificates, then the members whose binary or unit changed restart
+// one at a time, each ready again before the next (the check refused a cluster without quorum), and every
+// member is healthy and listed at the end (startEtcd). A member restarted already (a resumed run) is left.
+func (u *upgradeRun) etcd(ctx context.Context) error {
+	return u.only(etcdFile).rollEtcd(ctx, "etcd")
 }
 
 func (u *upgradeRun) limited() string {
@@ -150,8 +170,11 @@ func (u *upgradeRun) planStep(ctx context.Context) error {
 	}
 	add("import the images of %s on %d hosts", u.res.To, len(u.hosts))
 	if !u.limit {
+		for _, h := range u.etcdHosts() {
+			add("%s: etcd's binaries and unit of %s (etcd %s), restarted alone, ready before the next member", h.Name, u.res.To, u.images.Etcd)
+		}
 		for _, h := range u.controlPlaneHosts() {
-			if cur.Etcd != u.images.Etcd {
+			if cur.Etcd != u.images.Etcd && !u.e.Inv.ExternalEtcd() {
 				add("%s: etcd %s → %s, alone, with its API server stopped (the other API servers serve)", h.Name, cur.Etcd, u.images.Etcd)
 			}
 			add("%s: kube-apiserver, kube-controller-manager, kube-scheduler → %s; wait until they are Ready and its API server answers", h.Name, u.res.To)

@@ -69,6 +69,15 @@ func controlPlaneFile(p string) bool {
 	return strings.HasPrefix(p, kubeadm.KubernetesDir+"/") || imageFile(p)
 }
 
+// etcdFile: what an external etcd host's member runs with: its binaries, unit and certificates.
+func etcdFile(p string) bool {
+	switch p {
+	case kubeadm.EtcdUnit, kubeadm.Binary("etcd"), kubeadm.Binary("etcdctl"), kubeadm.Binary("etcdutl"):
+		return true
+	}
+	return strings.HasPrefix(p, kubeadm.PKIDir+"/etcd/")
+}
+
 func imageFile(p string) bool { return strings.HasPrefix(p, kubeadm.ImagesDir+"/") }
 
 // controlPlaneHosts are the inventory's control-plane hosts that are part of the run.

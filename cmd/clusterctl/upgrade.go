@@ -45,7 +45,9 @@ or to --to without editing the file, in the order upstream documents:
                  end newer than an API server (--limit before the control plane), the artifacts lack
                  anything the hosts need
   images         the target's images imported on every host (air-gapped), so no Pod waits for one
-  control-plane  one node at a time: etcd first when its paired version changes (restarted alone, with
+  etcd           with etcd on hosts of its own: the target's etcd binaries and unit on every etcd host, then
+                 the members restarted one at a time, each ready before the next
+  control-plane  one node at a time: (stacked) etcd first when its paired version changes (restarted alone, with
                  that node's API server stopped so the others serve), then API server, controller-manager,
                  scheduler; each node's static Pods Ready at the target and its API server answering
                  before the next
