@@ -19,9 +19,12 @@ import (
 // nothing; the cluster keeps answering with one etcd host down, and the member catches up when it is back;
 // an etcd host leaves the cluster and the inventory, then comes back: each time every API server is
 // pointed at the members there are, one control-plane node at a time, and a client of the node-local
-// proxy sees no failed request.
+// proxy sees no failed request; then upgrade moves the cluster to the lab's version, the etcd members
+// first (one at a time, the target's etcd), the same client still seeing no failed request, nor while
+// clusterctl reboot reboots two etcd hosts and a control-plane node.
 func TestExternalEtcd(t *testing.T) {
-	artDir, m := lab.Artifacts(t)
+	artDir, m := lab.ArtifactsOf(t, lab.UpgradeFrom)
+	toDir, toM := lab.Artifacts(t)
 	bin := Clusterctl(t)
 	l := lab.Start(t, lab.Options{Hosts: 6, ControlPlanes: 2, Bare: true}) // cp1 cp2 w1 w2 w3 w4
 	addr := map[string]string{}
@@ -80,8 +83,10 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 	if err := os.MkdirAll(filepath.Join(cache, "clusterctl", "artifacts"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(artDir, filepath.Join(cache, "clusterctl", "artifacts", m.KubernetesVersion)); err != nil {
-		t.Fatal(err)
+	for v, dir := range map[string]string{m.KubernetesVersion: artDir, toM.KubernetesVersion: toDir} {
+		if err := os.Symlink(dir, filepath.Join(cache, "clusterctl", "artifacts", v)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Setenv("XDG_CACHE_HOME", cache)
 	c := &Cluster{Lab: l, Inventory: inv, Bin: bin, Kubectl: filepath.Join(artDir, "bin", "linux-"+runtime.GOARCH, "kubectl"),
@@ -295,6 +300,59 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 		members, code := c.EtcdStatus(t)
 		checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
 		c.NodesReady(t, 3)
+	})
+
+	t.Run("upgrade: the etcd members one at a time, then the control plane and the kubelets", func(t *testing.T) {
+		to := toM.KubernetesVersion
+		var r upgradeResult
+		underProxyClient(t, c, "w1", "the upgrade", func() {
+			var stderr string
+			var code int
+			r, stderr, code = c.upgrade(t, "--to", to, "--yes")
+			if code != 0 {
+				t.Fatalf("upgrade: exit %d: %s\n%s", code, r.Error, tail(stderr, 40))
+			}
+		})
+		t.Logf("upgrade %s to %s: control planes %+v, kubelets %+v", r.From, to, r.ControlPlanes, r.Kubelets)
+		for _, h := range []string{"etcd1", "etcd2", "etcd3"} {
+			if out := l.Run(t, labHost[h], "etcd --version | head -1"); !strings.Contains(out, strings.TrimPrefix(toM.EtcdVersion, "v")) {
+				t.Errorf("%s: %s, want etcd %s", h, out, toM.EtcdVersion)
+			}
+		}
+		if out := etcdctl("etcd1", "endpoint status --cluster"); strings.Count(out, ", "+strings.TrimPrefix(toM.EtcdVersion, "v")+",") != 3 {
+			t.Errorf("members' versions, want %s on each:\n%s", toM.EtcdVersion, out)
+		}
+		if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.nodeInfo.kubeletVersion} {.spec.unschedulable}{\"\\n\"}{end}"); out != strings.Repeat(to+" \n", 3) {
+			t.Errorf("kubelets (version, unschedulable):\n%s", out)
+		}
+		checkEtcdServers(t, c, "w2", "w3", "w4")
+		members, code := c.EtcdStatus(t)
+		checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
+	})
+
+	t.Run("clusterctl reboot of two etcd hosts and a control-plane node: their members and API server come back by themselves", func(t *testing.T) {
+		c.MustK(t, "create", "configmap", "before-reboot", "-n", "default")
+		hosts := []string{"w2", "w3", "cp2"} // etcd1, etcd2, cp2
+		before := l.BootIDs(t, hosts...)
+		underProxyClient(t, c, "w1", "the reboot", func() {
+			if _, stderr, code := c.Run(t, "reboot", "--yes", "--limit", "etcd1,etcd2,cp2"); code != 0 {
+				t.Fatalf("reboot: exit %d\n%s", code, tail(stderr, 30))
+			}
+		})
+		after := l.BootIDs(t, hosts...)
+		for _, h := range hosts {
+			if after[h] == before[h] {
+				t.Errorf("%s is in the boot it was in before", h)
+			}
+		}
+		members, code := c.EtcdStatus(t)
+		checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
+		for _, h := range []string{"etcd1", "etcd2"} {
+			if out := etcdctl(h, "get --keys-only --prefix /registry/configmaps/default/before-reboot"); !strings.Contains(out, "before-reboot") {
+				t.Errorf("%s lacks what was written before the reboot: %q", h, out)
+			}
+		}
+		checkNodesSchedulable(t, c)
 	})
 
 	t.Run("reset leaves the etcd hosts as they were", func(t *testing.T) {
