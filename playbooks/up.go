@@ -132,17 +132,7 @@ func (u *upRun) noEtcdHosts() string {
 	return ""
 }
 
-// startControlPlane starts the first control-plane node's kubelet, which starts etcd and the control plane;
-// on a running node (running), rolls its static Pods to their manifests.
 func (u *upRun) startControlPlane(ctx context.Context) error {
-	if u.running(u.cp1) {
-		roll := u.cpRoll("control-plane", false)
-		roll.pushed = true
-		if _, err := roll.node(ctx, u.cp1); err != nil {
-			return err
-		}
-		return roll.settle(ctx)
-	}
 	return u.startKubelet(ctx, "control-plane", []string{u.cp1.Name})
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/statedir"
@@ -48,14 +47,6 @@ func (u *upgradeRun) keepFrom() {
 	}
 }
 
-// saveState changes the journal's data; a dry run reads the journal but never writes it.
-func (u *upgradeRun) saveState(change func(*upgradeData)) error {
-	if u.o.DryRun {
-		return nil
-	}
-	return u.st.Update(func(j *statedir.Journal[upgradeData]) { change(&j.Data) })
-}
-
 func (u *upgradeRun) isDone(step string) bool { return u.st.IsDone(step) }
 
 func (u *upgradeRun) current(host string) bool { return u.st.IsCurrent(host) }
@@ -72,13 +63,6 @@ func (u *upgradeRun) markCurrent(hosts ...string) error {
 		return nil
 	}
 	return u.st.Begin(hosts...)
-}
-
-// cordoned reports whether the upgrade cordoned a node.
-func (u *upgradeRun) cordoned(node string) bool {
-	var ours bool
-	u.st.View(func(j *statedir.Journal[upgradeData]) { ours = slices.Contains(j.Data.Cordoned, node) })
-	return ours
 }
 
 // interrupted are the control-plane hosts a killed run was rolling.

@@ -239,16 +239,16 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 	return roll.settle(ctx)
 }
 
-// running says whether h is a control-plane host whose static Pods run already (its API server's manifest
-// is there): a re-run of up, or add-node of an etcd host, which every API server is pointed at. up's push
-// holds its manifests back (holdRunning); the control-plane step rolls the first node, control-plane-join
-// the others, one at a time (cpRoll: a changed Pod stopped before its manifest is written, the API server
-// first, Ready before the next node), so that a change every API server takes (--etcd-servers, a
-// certificate) never restarts two at once, and a changed API server is back in seconds (measured with
-// the manifest written over the running Pod: the kubelet's back-off held the new one up 15-20 s). A dry
-// run holds nothing.
+// running says whether h is a control-plane host but the first whose static Pods run already (its API
+// server's manifest is there): a re-run of up, or add-node of an etcd host, which every API server is
+// pointed at. up's push holds its manifests back (holdRunning), and control-plane-join rolls the running
+// nodes one at a time (cpRoll: a changed Pod stopped before its manifest is written, the API server first,
+// Ready before the next node), after the first node, whose manifests the push writes: so a change every
+// API server takes (--etcd-servers, a certificate) never restarts two at once. The first node stays in the
+// push: before bootstrap its admin has no RBAC yet to watch a roll, and a node-local proxy it starts to
+// use comes with that push. A dry run holds nothing.
 func (u *upRun) running(h *inventory.Host) bool {
-	if u.o.DryRun || !h.Has(inventory.RoleControlPlane) {
+	if u.o.DryRun || h == u.cp1 || !h.Has(inventory.RoleControlPlane) {
 		return false
 	}
 	f := u.facts[h.Name]

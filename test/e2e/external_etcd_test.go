@@ -265,13 +265,13 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 		if err := os.WriteFile(inv, []byte(without), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		underProxyClient(t, c, "w1", "up without etcd3", func() { c.Up(t) })
+		underProxyClient(t, c, "up without etcd3", func() { c.Up(t) })
 		checkEtcdServers(t, c, "w2", "w3")
 		// Back in the inventory: add-node etcd3 joins its member, then points every API server at it.
 		if err := os.WriteFile(inv, []byte(ini), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		underProxyClient(t, c, "w1", "add-node etcd3", func() {
+		underProxyClient(t, c, "add-node etcd3", func() {
 			if _, stderr, code := c.Run(t, "add-node", "etcd3"); code != 0 {
 				t.Fatalf("add-node etcd3: exit %d\n%s", code, tail(stderr, 30))
 			}
@@ -305,7 +305,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 	t.Run("upgrade: the etcd members one at a time, then the control plane and the kubelets", func(t *testing.T) {
 		to := toM.KubernetesVersion
 		var r upgradeResult
-		underProxyClient(t, c, "w1", "the upgrade", func() {
+		underProxyClient(t, c, "the upgrade", func() {
 			var stderr string
 			var code int
 			r, stderr, code = c.upgrade(t, "--to", to, "--yes")
@@ -334,7 +334,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 		c.MustK(t, "create", "configmap", "before-reboot", "-n", "default")
 		hosts := []string{"w2", "w3", "cp2"} // etcd1, etcd2, cp2
 		before := l.BootIDs(t, hosts...)
-		underProxyClient(t, c, "w1", "the reboot", func() {
+		underProxyClient(t, c, "the reboot", func() {
 			if _, stderr, code := c.Run(t, "reboot", "--yes", "--limit", "etcd1,etcd2,cp2"); code != 0 {
 				t.Fatalf("reboot: exit %d\n%s", code, tail(stderr, 30))
 			}
@@ -391,10 +391,11 @@ func checkEtcdServers(t *testing.T, c *Cluster, members ...string) {
 	}
 }
 
-// underProxyClient runs what with a client of host's node-local API proxy, and fails the test if a
-// request of it failed: at every moment an API server answered.
-func underProxyClient(t *testing.T, c *Cluster, host, what string, run func()) {
+// underProxyClient runs what with a client of w1's node-local API proxy, and fails the test if a request
+// of it failed: at every moment an API server answered.
+func underProxyClient(t *testing.T, c *Cluster, what string, run func()) {
 	t.Helper()
+	const host = "w1"
 	stop := StartProxyClient(t, c, host)
 	run()
 	ok, failed := stop()

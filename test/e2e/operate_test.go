@@ -226,6 +226,9 @@ nft add table inet foreign && nft add chain inet foreign input '{ type filter ho
 	t.Run("certs rotate --ca, killed during the reissue stage and resumed: the new CA everywhere; the workload and a token client kept working", func(t *testing.T) {
 		RotateCAKilled(t, c, hosts)
 	})
+	t.Run("reboot --if-needed patches and reboots only the host that asks for it, its hooks inside its drain window", func(t *testing.T) {
+		RebootIfNeeded(t, c, "w2", "cp1", "w1")
+	})
 	t.Run("a power cut: every host off at once, then on: the cluster comes back by itself", func(t *testing.T) {
 		PowerCycle(t, c, hosts)
 		healthy(t, &UpResult{Nodes: readyNodes(t, c)})

@@ -123,3 +123,47 @@ func RebootPowerOff(t *testing.T, c *Cluster, host string) {
 	}
 	checkNodesSchedulable(t, c)
 }
+
+// RebootIfNeeded patches and reboots, in one command, only the host that asks for it: host gets
+// /run/reboot-required (what Debian's unattended-upgrades writes), the inventory a hooks.reboot (the
+// patch, before, and a check after), and `clusterctl reboot --if-needed` reboots host alone, its hooks
+// inside its drain window, the others left in the boot they were in.
+func RebootIfNeeded(t *testing.T, c *Cluster, host string, others ...string) {
+	t.Helper()
+	const log = "/var/tmp/clusterctl-e2e-patch.log"
+	hook := `'echo "$CLUSTERCTL_COMMAND.$CLUSTERCTL_HOOK $CLUSTERCTL_HOST $(cat /proc/sys/kernel/random/boot_id)" >>` + log + `'`
+	inv := readFile(t, c.Inventory)
+	writeFile(t, c.Inventory, "hooks:\n  reboot: {before: ["+hook+"], after: ["+hook+"]}\n"+string(inv))
+	defer writeFile(t, c.Inventory, string(inv))
+	c.Lab.Run(t, host, "touch /run/reboot-required; rm -f "+log)
+	before := c.Lab.BootIDs(t, append([]string{host}, others...)...)
+	stdout, stderr, code := c.Run(t, "reboot", "--if-needed", "--yes", "--output", "json")
+	if code != 0 {
+		t.Fatalf("reboot --if-needed: exit %d\n%s", code, tail(stderr, 30))
+	}
+	var res struct {
+		Type      string
+		Rebooted  []struct{ Name, Needs string }
+		NotNeeded []string
+	}
+	if err := json.Unmarshal([]byte(lastLine(stdout)), &res); err != nil || res.Type != "reboot_result" {
+		t.Fatalf("reboot's result line: %v\n%s", err, tail(stdout, 5))
+	}
+	if len(res.Rebooted) != 1 || res.Rebooted[0].Name != host || res.Rebooted[0].Needs != "reboot-required" || len(res.NotNeeded) != len(others) {
+		t.Errorf("rebooted %+v, not needed %v: want %s alone (reboot-required), the others not needed", res.Rebooted, res.NotNeeded, host)
+	}
+	after := c.Lab.BootIDs(t, append([]string{host}, others...)...)
+	if after[host] == before[host] {
+		t.Errorf("%s is in the boot it was in before", host)
+	}
+	for _, h := range others {
+		if after[h] != before[h] {
+			t.Errorf("%s rebooted, though it did not ask for it", h)
+		}
+	}
+	want := "reboot.before " + host + " " + before[host] + "\nreboot.after " + host + " " + after[host] + "\n"
+	if got := c.Lab.Run(t, host, "cat "+log+"; test -e /run/reboot-required && echo STILL-REQUIRED || true"); got != want {
+		t.Errorf("%s's hooks and /run/reboot-required after the reboot:\n%s\nwant:\n%s", host, got, want)
+	}
+	checkNodesSchedulable(t, c)
+}
