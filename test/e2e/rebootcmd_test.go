@@ -127,7 +127,8 @@ func RebootPowerOff(t *testing.T, c *Cluster, host string) {
 // RebootIfNeeded patches and reboots, in one command, only the host that asks for it: host gets
 // /run/reboot-required (what Debian's unattended-upgrades writes), the inventory a hooks.reboot (the
 // patch, before, and a check after), and `clusterctl reboot --if-needed` reboots host alone, its hooks
-// inside its drain window, the others left in the boot they were in.
+// inside its drain window, the others left in the boot they were in. Before, with others[0]'s Node not
+// Ready, the same command is refused and changes nothing.
 func RebootIfNeeded(t *testing.T, c *Cluster, host string, others ...string) {
 	t.Helper()
 	const log = "/var/tmp/clusterctl-e2e-patch.log"
@@ -136,6 +137,27 @@ func RebootIfNeeded(t *testing.T, c *Cluster, host string, others ...string) {
 	writeFile(t, c.Inventory, "hooks:\n  reboot: {before: ["+hook+"], after: ["+hook+"]}\n"+string(inv))
 	defer writeFile(t, c.Inventory, string(inv))
 	c.Lab.Run(t, host, "touch /run/reboot-required; rm -f "+log)
+	// Refused while a Node is not Ready: others[0]'s kubelet stopped, its Ready condition set False (as the
+	// node lifecycle controller would, later); nothing is cordoned or rebooted.
+	down := others[0]
+	c.Lab.Run(t, down, "systemctl stop kubelet")
+	c.MustK(t, "patch", "node", down, "--subresource=status", "-p", `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"E2EStopped","message":"kubelet stopped by the test"}]}}`)
+	ids := c.Lab.BootIDs(t, host)
+	_, stderr, code := c.Run(t, "reboot", "--if-needed", "--yes")
+	if code == 0 || !strings.Contains(stderr, "reboot refused") || !strings.Contains(stderr, "Nodes not Ready: "+down) {
+		t.Errorf("reboot with %s not Ready: exit %d, want it refused naming %s:\n%s", down, code, down, tail(stderr, 20))
+	}
+	if c.Lab.BootIDs(t, host)[host] != ids[host] {
+		t.Errorf("%s rebooted by a refused run", host)
+	}
+	c.Lab.Run(t, down, "systemctl start kubelet")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		if out := c.MustK(t, "get", "node", down, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.spec.unschedulable}`); out == "True " {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%s after its kubelet started again: %q", down, out)
+		}
+	}
 	before := c.Lab.BootIDs(t, append([]string{host}, others...)...)
 	stdout, stderr, code := c.Run(t, "reboot", "--if-needed", "--yes", "--output", "json")
 	if code != 0 {
