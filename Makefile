@@ -23,7 +23,8 @@ LAB_DIR := $(CURDIR)/.lab
 ARTIFACTS := $(or $(CLUSTERCTL_LAB_CACHE),$(HOME)/.cache/clusterctl-lab)/$(K8S_VERSION)
 # lab.sh's host kind: nspawn hosts with the node layer, bare ones (BARE=1), or QEMU VMs (VM=1, always bare);
 # SUBNETS=2: the hosts on two subnets joined by a router (nodes reach each other only through a gateway).
-LAB_KIND := $(if $(VM),--vm,--layer $(if $(BARE),bare,node)) $(if $(SUBNETS),--subnets $(SUBNETS))
+# IP=dual: hosts with an IPv4 and an IPv6 (ULA) address and a dual-stack cluster; IP=6: IPv6 only.
+LAB_KIND := $(if $(VM),--vm,--layer $(if $(BARE),bare,node)) $(if $(SUBNETS),--subnets $(SUBNETS)) $(if $(IP),--ip $(IP))
 # CNI=flannel: the cluster's pod network (cni.plugin; default bridge, which needs one L2 segment).
 CLUSTER_CNI := $(if $(CNI),\n  cni:\n    plugin: $(CNI))
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
@@ -38,7 +39,7 @@ build: ## build bin/clusterctl (static, -trimpath, version and commit injected)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/clusterctl ./cmd/clusterctl
 	@bin/clusterctl version
 
-up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers), air-gapped from the lab's artifacts (built on first use); SUBNETS=2 CNI=flannel: hosts on two routed subnets with flannel's VXLAN; BARE=1: hosts with nothing but sshd and systemd, artifacts pulled with `clusterctl artifacts pull` from the lab's mirror into the cache; VM=1: bare QEMU VMs (Debian 13, own kernel, emulated: slow, waits of 25 min); kubeconfig in .lab/
+up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers), air-gapped from the lab's artifacts (built on first use); SUBNETS=2 CNI=flannel: hosts on two routed subnets with flannel's VXLAN; IP=dual: a dual-stack cluster (IP=6: IPv6 only); BARE=1: hosts with nothing but sshd and systemd, artifacts pulled with `clusterctl artifacts pull` from the lab's mirror into the cache; VM=1: bare QEMU VMs (Debian 13, own kernel, emulated: slow, waits of 25 min); kubeconfig in .lab/
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES) $(LAB_KIND)
 ifeq ($(BARE)$(VM),)
@@ -149,7 +150,7 @@ fuzz: ## fuzz every parser of outside input, each for $(FUZZTIME) (make test: FU
 lab-deps: ## install the Debian packages the lab needs (root; VM=1: QEMU too)
 	test/lab/deps.sh $(if $(VM),--vm)
 
-lab-up: lab-deps ## start N lab hosts (CONTROL_PLANES of them control-plane) into .lab/, building rootfs and artifacts once; SUBNETS=2: on two subnets joined by a router; BARE=1: hosts without a runtime; VM=1: QEMU VMs of Debian 13 (bare; the image built once)
+lab-up: lab-deps ## start N lab hosts (CONTROL_PLANES of them control-plane) into .lab/, building rootfs and artifacts once; SUBNETS=2: on two subnets joined by a router; IP=dual|6: IPv6 addresses beside the IPv4 ones, or alone; BARE=1: hosts without a runtime; VM=1: QEMU VMs of Debian 13 (bare; the image built once)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES) $(LAB_KIND)
 

@@ -144,6 +144,16 @@ func (d *decoder) decodeSpecial(n *yaml.Node, v reflect.Value, key, display stri
 	case v.Type() == hostKeysType && n.Kind == yaml.ScalarNode:
 		// One pin, written as a string; a list is decoded as any list.
 		v.Set(reflect.ValueOf(HostKeys{n.Value}))
+	case v.Kind() == reflect.String && n.Kind == yaml.SequenceNode && strings.HasSuffix(key, ".internalAddress"):
+		// A dual-stack node's addresses, written as a list: kept as the kubelet's --node-ip spells them.
+		var parts []string
+		for i, item := range n.Content {
+			if item = resolve(item); !d.expect(item, yaml.ScalarNode, fmt.Sprintf("%s[%d]", key, i), itemDisplay(display, i, item)) {
+				return true
+			}
+			parts = append(parts, item.Value)
+		}
+		v.SetString(strings.Join(parts, ","))
 	case v.Type() == hookType && n.Kind == yaml.ScalarNode:
 		// A hook with nothing but its command, written as a string.
 		v.Set(reflect.ValueOf(Hook{Run: n.Value}))

@@ -15,6 +15,7 @@ const (
 	DefaultServiceSubnet            = "10.96.0.0/12"
 	DefaultDNSDomain                = "cluster.local"
 	DefaultNodeCIDRMaskSize         = 24
+	DefaultNodeCIDRMaskSizeIPv6     = 64
 	DefaultAPIServerPort            = 6443
 	DefaultImageRepository          = "registry.k8s.io"
 	DefaultContainerRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
@@ -42,7 +43,13 @@ func (inv *Inventory) applyDefaults() {
 	setString(&c.Networking.PodSubnet, DefaultPodSubnet)
 	setString(&c.Networking.ServiceSubnet, DefaultServiceSubnet)
 	setString(&c.Networking.DNSDomain, DefaultDNSDomain)
+	if f := c.Networking.Families(); len(f) == 1 && f[0] == IPv6 && c.Networking.NodeCIDRMaskSizeIPv6 == 0 {
+		// An IPv6-only cluster's nodeCIDRMaskSize is its one mask (the controller-manager's
+		// --node-cidr-mask-size), as inventories written before nodeCIDRMaskSizeIPv6 say.
+		c.Networking.NodeCIDRMaskSizeIPv6 = c.Networking.NodeCIDRMaskSize
+	}
 	setInt(&c.Networking.NodeCIDRMaskSize, DefaultNodeCIDRMaskSize)
+	setInt(&c.Networking.NodeCIDRMaskSizeIPv6, DefaultNodeCIDRMaskSizeIPv6)
 	setInt(&c.APIServer.BindPort, DefaultAPIServerPort)
 	setString(&c.ImageRepository, DefaultImageRepository)
 	setString(&c.ContainerRuntimeEndpoint, DefaultContainerRuntimeEndpoint)
@@ -68,14 +75,15 @@ func (inv *Inventory) applyDefaults() {
 	setString(&inv.SSH.User, DefaultSSHUser)
 	setInt(&inv.SSH.Port, DefaultSSHPort)
 
+	families := c.Networking.Families()
 	for i := range inv.Hosts {
 		h := &inv.Hosts[i]
+		h.families = families
 		setString(&h.Address, h.Name)
 		setString(&h.NodeName, h.Name)
-		if h.InternalAddress == "" {
-			if ip, err := netip.ParseAddr(h.Address); err == nil {
-				h.InternalAddress = ip.String()
-			}
+		// A dual-stack node's addresses are picked per family (NodeIPs), the SSH address among them.
+		if ip, err := netip.ParseAddr(h.Address); err == nil && h.InternalAddress == "" && len(families) == 1 && FamilyOf(ip) == families[0] {
+			h.InternalAddress = ip.String()
 		}
 	}
 }

@@ -189,15 +189,20 @@ type CNI struct {
 
 // Networking holds the address ranges of the cluster.
 type Networking struct {
-	// PodSubnet is the range Pods get their addresses from, each node a part of it (nodeCIDRMaskSize).
+	// PodSubnet is the range Pods get their addresses from, each node a part of it (nodeCIDRMaskSize). A
+	// dual-stack cluster has one range of each family, comma separated, the first the primary family.
 	PodSubnet string `yaml:"podSubnet" json:"podSubnet"`
 	// ServiceSubnet is the range of Services' cluster IPs: the API server's Service gets the first
-	// address, CoreDNS the tenth.
+	// address, CoreDNS the tenth (of the primary family's range). Dual-stack: the families of PodSubnet,
+	// in its order.
 	ServiceSubnet string `yaml:"serviceSubnet" json:"serviceSubnet"`
 	// DNSDomain is the cluster's DNS domain (Services are <name>.<namespace>.svc.<dnsDomain>).
 	DNSDomain string `yaml:"dnsDomain" json:"dnsDomain"`
-	// NodeCIDRMaskSize is the prefix length of the pod range each node gets out of PodSubnet.
+	// NodeCIDRMaskSize is the prefix length of the pod range each node gets out of PodSubnet's IPv4 range.
 	NodeCIDRMaskSize int `yaml:"nodeCIDRMaskSize" json:"nodeCIDRMaskSize"`
+	// NodeCIDRMaskSizeIPv6 is the same for PodSubnet's IPv6 range (an IPv6-only cluster's nodeCIDRMaskSize
+	// when this is not set).
+	NodeCIDRMaskSizeIPv6 int `yaml:"nodeCIDRMaskSizeIPv6" json:"nodeCIDRMaskSizeIPv6"`
 }
 
 // APIServer holds the settings of kube-apiserver.
@@ -241,6 +246,8 @@ type Host struct {
 	Address string `yaml:"address" json:"address"`
 	// InternalAddress is the node's IP address in the cluster (kubelet --node-ip, the API server's advertise
 	// address, etcd's peer address). Default: Address when it is an IP address, else learned from the host.
+	// A dual-stack cluster's node has one of each family: "10.0.0.5,fd00::5", or a YAML list; per family,
+	// what is written here wins and a family left out is learned from the host (see Host.NodeIPs).
 	InternalAddress string `yaml:"internalAddress,omitempty" json:"internalAddress,omitempty"`
 	// NodeName is the host's Kubernetes Node name (default: name), lower case, a DNS subdomain.
 	NodeName string `yaml:"nodeName" json:"nodeName"`
@@ -257,6 +264,8 @@ type Host struct {
 	SSH HostSSH `yaml:"ssh,omitempty" json:"ssh,omitzero"`
 	// Hooks run on this host after the inventory's own (hooks.*), at the same points.
 	Hooks Hooks `yaml:"hooks,omitempty" json:"hooks,omitzero"`
+
+	families []Family // the cluster's, set by Load: which addresses NodeIPs picks
 }
 
 // Taint is a node taint, as in the Node API.
@@ -325,13 +334,15 @@ func (inv *Inventory) Nodes() []*Host {
 func (h *Host) IsNode() bool { return h.Has(RoleControlPlane) || h.Has(RoleWorker) }
 
 // NodeIP is the host's address in the cluster (kubelets' node IP, etcd's peer and client address, the API
-// server's advertise address): its internalAddress, else learned (what its facts show, or its Node
-// reports); "" when neither is known. Every address of a node is decided here.
+// server's advertise address), of the cluster's primary family: its internalAddress, else learned (what its
+// facts show, or its Node reports); "" when neither is known. Every address of a node is decided here and
+// in NodeIPs.
 func (h *Host) NodeIP(learned string) string {
-	if h.InternalAddress != "" {
-		return h.InternalAddress
+	ips := h.NodeIPs(learned)
+	if len(ips) == 0 || (len(h.families) > 0 && !containsFamily(ips[:1], h.families[0])) {
+		return ""
 	}
-	return learned
+	return ips[0]
 }
 
 func (inv *Inventory) withRole(r Role) []*Host {

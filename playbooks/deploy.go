@@ -56,7 +56,7 @@ func (d *deployment) preflight(ctx context.Context, o PreflightOptions) (*Prefli
 	facts, ips := map[string]*tasks.Facts{}, map[string]string{}
 	for _, h := range report.Hosts {
 		facts[h.Name] = h.Facts
-		ips[h.Name] = nodeIP(d.e.Inv.Host(h.Name), h.Facts)
+		ips[h.Name] = nodeIPList(d.e.Inv.Host(h.Name), h.Facts)
 	}
 	d.plan = d.with(func(p *plan) { p.facts, p.nodeIPs = facts, ips })
 	nodes, reserved := csr.Fleet(d.e.Inv, d.nodeIPs)

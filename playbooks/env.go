@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -285,10 +286,26 @@ func (e *Env) NodeIP(ctx context.Context, h *inventory.Host) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if ip := h.NodeIP(f.NodeIP()); ip != "" {
+	if ip := h.NodeIP(f.NodeIPs()); ip != "" {
 		return ip, nil
 	}
 	return "", fmt.Errorf("%s: cannot tell the host's node address: set internalAddress in the inventory", h.Name)
+}
+
+// NodeIPs are a host's addresses in the cluster, one of each family the cluster has (the primary's
+// first), as NodeIP finds them; an error names the family neither the inventory nor the host gives.
+func (e *Env) NodeIPs(ctx context.Context, h *inventory.Host) ([]string, error) {
+	if len(h.MissingFamilies("")) == 0 {
+		return h.NodeIPs(""), nil
+	}
+	f, err := e.Facts(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	if missing := h.MissingFamilies(f.NodeIPs()); len(missing) > 0 {
+		return nil, fmt.Errorf("%s: the host has no %s address the cluster can use: set internalAddress in the inventory", h.Name, missing[0])
+	}
+	return h.NodeIPs(f.NodeIPs()), nil
 }
 
 // firstControlPlane is the inventory's first control-plane host, through which clusterctl reaches the API
@@ -465,4 +482,10 @@ func (e *Env) etcdOn(ctx context.Context, h *inventory.Host) (*etcdmember.Client
 }
 
 // nodeIP is a host's address in the cluster with its facts (inventory.Host.NodeIP).
-func nodeIP(h *inventory.Host, f *tasks.Facts) string { return h.NodeIP(f.NodeIP()) }
+func nodeIP(h *inventory.Host, f *tasks.Facts) string { return h.NodeIP(f.NodeIPs()) }
+
+// nodeIPList is a host's addresses in the cluster with its facts, one of each family the cluster has
+// (inventory.Host.NodeIPs), comma separated: what inventory.Host.NodeIP and NodeIPs take as learned.
+func nodeIPList(h *inventory.Host, f *tasks.Facts) string {
+	return strings.Join(h.NodeIPs(f.NodeIPs()), ",")
+}

@@ -12,11 +12,16 @@ import (
 
 // networks are the pod networks by cni.plugin (inventory.CNIPlugins). A new one is a package under tasks/
 // that implements network.Plugin, a line here, and its name in inventory.CNIPlugins.
-var networks = map[string]func(c *inventory.CNI) network.Plugin{
-	inventory.CNIBridge:    func(c *inventory.CNI) network.Plugin { return bridge.New(c.MTU) },
-	inventory.CNIFlannel:   func(c *inventory.CNI) network.Plugin { return flannel.New(c.MTU) },
-	inventory.CNIManifests: func(*inventory.CNI) network.Plugin { return network.Manifests{} },
-	inventory.CNINone:      func(*inventory.CNI) network.Plugin { return network.None{} },
+var networks = map[string]func(c *inventory.Cluster) network.Plugin{
+	inventory.CNIBridge:    func(c *inventory.Cluster) network.Plugin { return bridge.New(c.CNI.MTU, hasIPv6(c)) },
+	inventory.CNIFlannel:   func(c *inventory.Cluster) network.Plugin { return flannel.New(c.CNI.MTU, hasIPv6(c)) },
+	inventory.CNIManifests: func(*inventory.Cluster) network.Plugin { return network.Manifests{} },
+	inventory.CNINone:      func(*inventory.Cluster) network.Plugin { return network.None{} },
+}
+
+// hasIPv6 reports whether the cluster has an IPv6 pod range (dual-stack or IPv6 only).
+func hasIPv6(c *inventory.Cluster) bool {
+	return slices.Contains(c.Networking.Families(), inventory.IPv6)
 }
 
 // networkOf is the inventory's pod network: validation refuses a plugin that is none of networks, and
@@ -30,7 +35,7 @@ func networkOf(inv *inventory.Inventory) network.Plugin {
 	if !ok {
 		return network.None{}
 	}
-	if p := f(&inv.Cluster.CNI); inv.Cluster.CNI.NetworkPolicy {
+	if p := f(&inv.Cluster); inv.Cluster.CNI.NetworkPolicy {
 		return netpol.With(p)
 	} else {
 		return p
@@ -50,7 +55,7 @@ func networkLeftovers() network.Leftovers {
 	slices.Sort(names)
 	out := netpol.Leftovers()
 	for _, name := range names {
-		out = out.Add(networks[name](&inventory.CNI{}).Leftovers())
+		out = out.Add(networks[name](&inventory.Cluster{}).Leftovers())
 	}
 	out.Files = compactSorted(out.Files)
 	out.Dirs = compactSorted(out.Dirs)

@@ -27,7 +27,7 @@ type plan struct {
 	net network.Plugin
 
 	facts   map[string]*tasks.Facts
-	nodeIPs map[string]string // inventory.Host.NodeIP of each host, with its facts
+	nodeIPs map[string]string // each host's addresses in the cluster with its facts (nodeIPList)
 
 	cps []string // the cluster's control-plane hosts (nil: the inventory's)
 	artifactSet

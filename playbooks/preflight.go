@@ -189,7 +189,7 @@ func (p *preflightRun) check() {
 		h := &p.e.Inv.Hosts[i]
 		learned := ""
 		if ph := p.byHost[h.Name]; ph != nil && ph.Facts != nil {
-			learned = ph.Facts.NodeIP()
+			learned = ph.Facts.NodeIPs()
 		}
 		if ip := h.NodeIP(learned); ip != "" {
 			addrs[h.Name] = ip

@@ -136,7 +136,7 @@ func (u *upRun) network(ctx context.Context) error {
 // inventory's other nodes that are the cluster's (connected: they get their routes), each with its Node's
 // range and address; the cluster's Nodes that are no host of the inventory by name.
 func (u *upRun) networkCluster(ctx context.Context, list []corev1.Node, others bool) (*network.Cluster, error) {
-	c := &network.Cluster{Inv: u.e.Inv, Images: u.images, Unknown: map[string]string{}}
+	c := &network.Cluster{Inv: u.e.Inv, Images: u.images, Unknown: map[string][]string{}}
 	if u.rendered != nil {
 		c.APIEndpoint = u.rendered.NodeEndpoint
 	}
@@ -159,20 +159,21 @@ func (u *upRun) networkCluster(ctx context.Context, list []corev1.Node, others b
 	}
 	known := map[string]bool{}
 	for _, h := range append(hosts, rest...) {
-		ip, err := u.e.NodeIP(ctx, h)
+		ips, err := u.e.NodeIPs(ctx, h)
 		if err != nil {
 			return nil, err
 		}
-		n := network.Node{Host: h.Name, Name: h.NodeName, IP: ip, InRun: slices.Contains(run, h), Facts: u.facts[h.Name]}
+		n := network.Node{Host: h.Name, Name: h.NodeName, IP: ips[0], IPs: ips, InRun: slices.Contains(run, h), Facts: u.facts[h.Name]}
 		if obj := byName[h.NodeName]; obj != nil {
 			n.PodCIDR, n.Reported = obj.Spec.PodCIDR, nodes.InternalIP(obj)
+			n.PodCIDRs, n.ReportedIPs = podCIDRs(obj), nodes.InternalIPs(obj)
 		}
 		known[h.NodeName] = true
 		c.Nodes = append(c.Nodes, n)
 	}
 	for name, obj := range byName {
 		if !known[name] {
-			c.Unknown[name] = obj.Spec.PodCIDR
+			c.Unknown[name] = podCIDRs(obj)
 		}
 	}
 	return c, nil
@@ -202,4 +203,16 @@ func (n networkEnv) OnHosts(ctx context.Context, hosts []string, fn func(context
 		return out.Changed(), err
 	}})
 	return err
+}
+
+// podCIDRs are a Node's pod ranges: one of each family of a dual-stack cluster (spec.podCIDRs), else its
+// one range.
+func podCIDRs(n *corev1.Node) []string {
+	if len(n.Spec.PodCIDRs) > 0 {
+		return n.Spec.PodCIDRs
+	}
+	if n.Spec.PodCIDR != "" {
+		return []string{n.Spec.PodCIDR}
+	}
+	return nil
 }

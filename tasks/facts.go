@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -423,10 +422,11 @@ func tail(s string, n int) string {
 	return s[len(s)-n:]
 }
 
-// NodeIP is the host's address in the cluster as its facts show it: the IP of the interface that holds the
-// default route (IPv4 first), else the first global address; "" when there is none. An inventory's
-// internalAddress, when set, comes first (see playbooks.Env.NodeIP).
-func (f *Facts) NodeIP() string {
+// NodeIPs are the host's addresses in the cluster as its facts show them, comma separated: the first IPv4
+// and the first IPv6 address of the interface that holds the default route, else of any interface (global
+// addresses only); "" when there is none. The inventory picks of them per family, its internalAddress first
+// (see inventory.Host.NodeIPs).
+func (f *Facts) NodeIPs() string {
 	if f == nil {
 		return ""
 	}
@@ -447,11 +447,22 @@ func (f *Facts) NodeIP() string {
 			}
 		}
 	}
-	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].Is4() && !candidates[j].Is4() })
-	if len(candidates) == 0 {
-		return ""
+	var v4, v6 string
+	for _, c := range candidates {
+		switch {
+		case c.Is4() && v4 == "":
+			v4 = c.String()
+		case c.Is6() && v6 == "":
+			v6 = c.String()
+		}
 	}
-	return candidates[0].String()
+	switch {
+	case v4 != "" && v6 != "":
+		return v4 + "," + v6
+	case v4 != "":
+		return v4
+	}
+	return v6
 }
 
 // factFlags are the facts printed as "yes" or not.

@@ -26,7 +26,7 @@ func FuzzParseFacts(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_ = facts.NodeIP()
+		_ = facts.NodeIPs()
 		_ = facts.ListensOn(6443)
 		_ = facts.HasAddress("10.0.0.1")
 		for _, set := range []CheckSet{SetInit, SetControlPlaneJoin, SetJoin, SetEtcd} {

@@ -75,7 +75,7 @@ func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 		return nil, err
 	}
 	objs = append(objs, bootstrap.Objects(kc, bootstrap.KubeletConfig(p.KubeletConfig), info)...)
-	dnsIP, err := kubelet.NthIP(c.Networking.ServiceSubnet, 10)
+	dnsIP, err := kubelet.NthIP(inventory.FirstRange(c.Networking.ServiceSubnet), 10)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/clusterctl/clusterctl/templates"
 )
@@ -22,6 +23,9 @@ const (
 	// same on every node and never changes with the routes, so that new routes cost a restart of the unit
 	// and no reload of systemd (seconds on a busy host, twice per node when the routes were in the unit).
 	RoutesPath = "/var/lib/clusterctl/pod-routes"
+	// Rules6Path holds the node's IPv6 Service rules, run with `ip -6 -batch` (a policy rule's family is
+	// ip's option, not its address's): on clusters with an IPv6 range only.
+	Rules6Path = "/var/lib/clusterctl/pod-rules6"
 	// NetworkdDropInPath keeps systemd-networkd off the routes and rules it did not make (NetworkdDropIn).
 	NetworkdDropInPath = "/etc/systemd/networkd.conf.d/clusterctl.conf"
 )
@@ -48,15 +52,29 @@ type Route struct{ Dst, Via, Dev string }
 func Config(podCIDR string) ([]byte, error) { return NetworkConfig(Name, podCIDR, 0) }
 
 // NetworkConfig is a CNI configuration of the bridge and host-local plugins for the network name with pod
-// range podCIDR, and the Pods' interfaces' MTU (0: the bridge plugin's default, the bridge's).
+// range podCIDR (a dual-stack node's two ranges comma separated: each Pod gets an address of each), and
+// the Pods' interfaces' MTU (0: the bridge plugin's default, the bridge's).
 func NetworkConfig(name, podCIDR string, mtu int) ([]byte, error) {
-	if _, err := parseRange(podCIDR); err != nil {
-		return nil, fmt.Errorf("pod range %q: %w", podCIDR, err)
+	type cniRange struct{ Subnet, Default string }
+	var ranges []cniRange
+	for _, r := range strings.Split(podCIDR, ",") {
+		p, err := parseRange(r)
+		if err != nil {
+			return nil, fmt.Errorf("pod range %q: %w", r, err)
+		}
+		def := "0.0.0.0/0"
+		if p.Addr().Is6() {
+			def = "::/0"
+		}
+		ranges = append(ranges, cniRange{r, def})
+	}
+	if len(ranges) > 2 {
+		return nil, fmt.Errorf("pod ranges %q: at most one of each family", podCIDR)
 	}
 	if mtu < 0 || mtu > 65535 {
 		return nil, fmt.Errorf("MTU %d: out of range", mtu)
 	}
-	return templates.Render("cni-bridge.conflist", map[string]any{"Name": name, "PodCIDR": podCIDR, "Bridge": Bridge, "MTU": mtu})
+	return templates.Render("cni-bridge.conflist", map[string]any{"Name": name, "Ranges": ranges, "Bridge": Bridge, "MTU": mtu})
 }
 
 // parseRange accepts a pod range only in its canonical form (a network address, no zone), so that what is
@@ -135,14 +153,18 @@ type ServiceRoute struct{ CIDR, Dev string }
 // ifaceName is what Linux accepts as an interface name that ip takes as one argument.
 var ifaceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 
-// RoutesUnit is the pod routes unit: a oneshot that runs the node's routes file (RoutesPath) at boot and
-// whenever clusterctl changes the file.
-func RoutesUnit() []byte {
-	data, err := templates.Render("pod-routes.service", map[string]string{"Routes": RoutesPath})
+// RoutesUnit is the pod routes unit: a oneshot that runs the node's routes file (RoutesPath), and its IPv6
+// rules (Rules6Path) on a cluster with an IPv6 range, at boot and whenever clusterctl changes the files.
+func RoutesUnit(ipv6 bool) []byte {
+	data := map[string]any{"Routes": RoutesPath, "Rules6": ""}
+	if ipv6 {
+		data["Rules6"] = Rules6Path
+	}
+	out, err := templates.Render("pod-routes.service", data)
 	if err != nil {
 		panic(err) // an embedded template without data to check
 	}
-	return data
+	return out
 }
 
 // NetworkdDropIn is systemd-networkd's drop-in that makes it leave foreign routes and policy rules alone:
@@ -156,53 +178,61 @@ func NetworkdDropIn() []byte {
 	return data
 }
 
-// Routes is node self's routes file: every other node's pod range, in a stable order, and the Service range
-// when svc says so. Each line is an ip command (`ip -batch`, no shell) with a range and an address or
-// interface name checked to be nothing else.
+// Routes is node self's routes file: every other node's pod ranges, in a stable order, and the Service
+// ranges when svc says so; and, on a cluster with an IPv6 Service range, the IPv6 rules file (else nil).
+// Each line is an ip command (`ip -batch`, no shell) with a range and an address or interface name
+// checked to be nothing else.
 //
-// It also refuses at once what a Pod sends to an IPv4 range of services (the cluster's Service ranges)
+// It also refuses at once what a Pod sends to a range of services (the cluster's Service ranges)
 // untranslated: a Pod that starts before its node's kube-proxy has written its rules (CoreDNS on a new
 // node) connects to the API server's Service address; untranslated, that first connection waited 3 s for
 // an ARP answer out of the Service route's interface (or, on a host with a default route, for its SYNs to
 // a gateway that drops them), and its retries belong to the same connection, which kube-proxy's rules
 // never translate. Refused, the client connects again, through kube-proxy's rules. Translated packets
-// carry a Pod's address by the time they are routed: the rule never sees them. The file flushes the rule
-// before adding it, so that each run of the file leaves one.
-func Routes(self string, nodes []Node, svc ServiceRoute, services []string) ([]byte, error) {
-	var refuse []string
+// carry a Pod's address by the time they are routed: the rule never sees them. Each file flushes its
+// rules before adding them, so that each run of the file leaves one of each.
+func Routes(self string, nodes []Node, svc []ServiceRoute, services []string) (routes, rules6 []byte, err error) {
+	var refuse, refuse6 []string
 	for _, cidr := range services {
 		p, err := parseRange(cidr)
 		if err != nil {
-			return nil, fmt.Errorf("service range %q: %w", cidr, err)
+			return nil, nil, fmt.Errorf("service range %q: %w", cidr, err)
 		}
-		if p.Addr().Is4() { // ip -batch takes a rule's family from its options only: IPv4
+		if p.Addr().Is4() {
 			refuse = append(refuse, cidr)
+		} else {
+			refuse6 = append(refuse6, cidr)
 		}
 	}
 	var first []Route
-	if svc.CIDR != "" {
-		if _, err := parseRange(svc.CIDR); err != nil {
-			return nil, fmt.Errorf("service range %q: %w", svc.CIDR, err)
+	for _, r := range svc {
+		if _, err := parseRange(r.CIDR); err != nil {
+			return nil, nil, fmt.Errorf("service range %q: %w", r.CIDR, err)
 		}
-		if !ifaceName.MatchString(svc.Dev) || svc.Dev == "." || svc.Dev == ".." {
-			return nil, fmt.Errorf("interface name %q: not a plain interface name", svc.Dev)
+		if !ifaceName.MatchString(r.Dev) || r.Dev == "." || r.Dev == ".." {
+			return nil, nil, fmt.Errorf("interface name %q: not a plain interface name", r.Dev)
 		}
-		first = append(first, Route{Dst: svc.CIDR, Dev: svc.Dev})
+		first = append(first, Route{Dst: r.CIDR, Dev: r.Dev})
 	}
-	var routes []Route
+	var list []Route
 	for _, n := range nodes {
 		if n.Name == self || n.PodCIDR == "" {
 			continue
 		}
 		if _, err := parseRange(n.PodCIDR); err != nil {
-			return nil, fmt.Errorf("node %s: pod range %q: %w", n.Name, n.PodCIDR, err)
+			return nil, nil, fmt.Errorf("node %s: pod range %q: %w", n.Name, n.PodCIDR, err)
 		}
 		if err := checkAddr(n.IP); err != nil {
-			return nil, fmt.Errorf("node %s: address %q: %w", n.Name, n.IP, err)
+			return nil, nil, fmt.Errorf("node %s: address %q: %w", n.Name, n.IP, err)
 		}
-		routes = append(routes, Route{Dst: n.PodCIDR, Via: n.IP})
+		list = append(list, Route{Dst: n.PodCIDR, Via: n.IP})
 	}
-	sort.Slice(routes, func(i, j int) bool { return routes[i].Dst < routes[j].Dst })
-	return templates.Render("pod-routes", map[string]any{"Routes": append(first, routes...), "Refuse": refuse,
-		"Bridge": Bridge, "Priority": ServiceRulePriority})
+	sort.Slice(list, func(i, j int) bool { return list[i].Dst < list[j].Dst })
+	routes, err = templates.Render("pod-routes", map[string]any{"Routes": append(first, list...), "Refuse": refuse,
+		"Bridge": Bridge, "Priority": ServiceRulePriority, "IPv6": false})
+	if err != nil || len(refuse6) == 0 {
+		return routes, nil, err
+	}
+	rules6, err = templates.Render("pod-routes", map[string]any{"Routes": []Route(nil), "Refuse": refuse6, "Bridge": Bridge, "Priority": ServiceRulePriority, "IPv6": true})
+	return routes, rules6, err
 }

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,7 +39,7 @@ func TestConfig(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w2", "10.244.2.0/24", "10.0.0.12"},
 		{"w1", "10.244.1.0/24", "10.0.0.11"}, {"w3", "", "10.0.0.13"}}
-	data, err := Routes("w1", nodes, ServiceRoute{}, nil)
+	data, _, err := Routes("w1", nodes, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestRoutes(t *testing.T) {
 	if !strings.HasSuffix(s, "\n"+want) || strings.Contains(s, "10.244.1.0") || strings.Contains(s, "10.0.0.13") {
 		t.Errorf("routes:\n%s", s)
 	}
-	if data, _ := Routes("cp1", nodes[:1], ServiceRoute{}, nil); strings.Contains(string(data), "route replace") {
+	if data, _, _ := Routes("cp1", nodes[:1], nil, nil); strings.Contains(string(data), "route replace") {
 		t.Errorf("a lone node has routes:\n%s", data)
 	}
 	for _, line := range strings.Split(s, "\n") {
@@ -64,7 +65,7 @@ func TestRoutes(t *testing.T) {
 		{"x", "10.244.3.1/24", "10.0.0.1"}, // not a network address
 		{"x", "10.244.3.0/24\nroute flush all", "10.0.0.1"},
 	} {
-		if data, err := Routes("w1", []Node{bad}, ServiceRoute{}, nil); err == nil {
+		if data, _, err := Routes("w1", []Node{bad}, nil, nil); err == nil {
 			t.Errorf("%q via %q accepted:\n%s", bad.PodCIDR, bad.IP, data)
 		}
 	}
@@ -72,22 +73,28 @@ func TestRoutes(t *testing.T) {
 
 // The unit is the same on every node, whatever its routes: it runs the routes file, nothing else.
 func TestRoutesUnit(t *testing.T) {
-	s := string(RoutesUnit())
-	var exec []string
-	for _, line := range strings.Split(s, "\n") {
-		if strings.HasPrefix(line, "Exec") {
-			exec = append(exec, line)
+	for _, ipv6 := range []bool{false, true} {
+		s := string(RoutesUnit(ipv6))
+		var exec []string
+		for _, line := range strings.Split(s, "\n") {
+			if strings.HasPrefix(line, "Exec") {
+				exec = append(exec, line)
+			}
 		}
-	}
-	if want := "ExecStart=ip -force -batch " + RoutesPath; len(exec) != 1 || exec[0] != want || !strings.Contains(s, "ConditionPathExists="+RoutesPath+"\n") {
-		t.Errorf("unit:\n%s\nwant its one command: %s", s, want)
+		want := []string{"ExecStart=ip -force -batch " + RoutesPath}
+		if ipv6 {
+			want = append(want, "ExecStart=ip -6 -force -batch "+Rules6Path)
+		}
+		if !slices.Equal(exec, want) || !strings.Contains(s, "ConditionPathExists="+RoutesPath+"\n") {
+			t.Errorf("unit (IPv6 %v):\n%s\nwant its commands: %q", ipv6, s, want)
+		}
 	}
 }
 
 // A host with no default route gets the Service range out of its interface; nothing else is written.
 func TestRoutesServiceRange(t *testing.T) {
 	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w1", "10.244.1.0/24", "10.0.0.11"}}
-	data, err := Routes("w1", nodes, ServiceRoute{CIDR: "10.96.0.0/12", Dev: "host0"}, nil)
+	data, _, err := Routes("w1", nodes, []ServiceRoute{{CIDR: "10.96.0.0/12", Dev: "host0"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,27 +111,34 @@ func TestRoutesServiceRange(t *testing.T) {
 		{CIDR: "10.96.0.1/12", Dev: "eth0"},
 		{CIDR: "10.96.0.0/12 via 1.2.3.4", Dev: "eth0"},
 	} {
-		if data, err := Routes("w1", nodes, bad, nil); err == nil {
+		if data, _, err := Routes("w1", nodes, []ServiceRoute{bad}, nil); err == nil {
 			t.Errorf("%+v accepted:\n%s", bad, data)
 		}
 	}
 }
 
-// A Pod's untranslated packets to an IPv4 Service range are refused: the rule is flushed, then added once per
-// range; an IPv6 range gets none (ip -batch takes a rule's family from its options); a range that is not
-// one is refused.
+// A Pod's untranslated packets to a Service range are refused: the rule is flushed, then added once per
+// range; an IPv6 range's rule goes in the IPv6 rules file (ip -batch takes a rule's family from its
+// options), with the IPv6 routes in the routes file; a range that is not one is refused.
 func TestRoutesRefuseServices(t *testing.T) {
-	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w1", "10.244.1.0/24", "10.0.0.11"}}
-	data, err := Routes("w1", nodes, ServiceRoute{}, []string{"10.96.0.0/12", "fd00:96::/108"})
+	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"cp1", "fd00:10:244::/64", "fd00::10"}, {"w1", "10.244.1.0/24", "10.0.0.11"}}
+	data, rules6, err := Routes("w1", nodes, nil, []string{"10.96.0.0/12", "fd00:96::/108"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "\nroute replace 10.244.0.0/24 via 10.0.0.10\nrule flush priority 32700\nrule add priority 32700 iif cni0 to 10.96.0.0/12 unreachable\n"
+	want := "\nroute replace 10.244.0.0/24 via 10.0.0.10\nroute replace fd00:10:244::/64 via fd00::10\nrule flush priority 32700\nrule add priority 32700 iif cni0 to 10.96.0.0/12 unreachable\n"
 	if !strings.HasSuffix(string(data), want) {
 		t.Errorf("routes:\n%s\nwant:\n%s", data, want)
 	}
+	want6 := "\nrule flush priority 32700\nrule add priority 32700 iif cni0 to fd00:96::/108 unreachable\n"
+	if !strings.HasSuffix(string(rules6), want6) || strings.Contains(string(rules6), "route replace") {
+		t.Errorf("IPv6 rules:\n%s\nwant:\n%s", rules6, want6)
+	}
+	if _, rules6, _ := Routes("w1", nodes, nil, []string{"10.96.0.0/12"}); rules6 != nil {
+		t.Errorf("an IPv4 cluster has IPv6 rules:\n%s", rules6)
+	}
 	for _, bad := range []string{"10.96.0.1/12", "10.96.0.0/12 table main", "10.96.0.0/12\nrule flush", "", "10.96.0.0"} {
-		if data, err := Routes("w1", nodes, ServiceRoute{}, []string{bad}); err == nil {
+		if data, _, err := Routes("w1", nodes, nil, []string{bad}); err == nil {
 			t.Errorf("service range %q accepted:\n%s", bad, data)
 		}
 	}

@@ -19,11 +19,15 @@ const Name = "clusterctl-bridge"
 var Binaries = []string{"bridge", "host-local", "loopback", "portmap"}
 
 // Plugin is cni.plugin bridge: a bridge on each node with its pod range, and routes between the nodes;
-// mtu is the Pods' MTU (0: the bridge's).
-type Plugin struct{ mtu int }
+// mtu is the Pods' MTU (0: the bridge's); ipv6: the cluster has an IPv6 range (its Service rules need a
+// batch of their own).
+type Plugin struct {
+	mtu  int
+	ipv6 bool
+}
 
-// New is the plugin with the inventory's cni.mtu.
-func New(mtu int) Plugin { return Plugin{mtu: mtu} }
+// New is the plugin with the inventory's cni.mtu, for a cluster with an IPv6 range or not.
+func New(mtu int, ipv6 bool) Plugin { return Plugin{mtu: mtu, ipv6: ipv6} }
 
 var _ network.Early = Plugin{}
 
@@ -32,12 +36,12 @@ func (Plugin) Binaries() []string { return Binaries }
 func (Plugin) Ready() bool        { return true }
 
 // NodeFiles are the routes unit and networkd's drop-in: the routes come once the node has its range.
-func (Plugin) NodeFiles() []network.File { return UnitFiles() }
+func (p Plugin) NodeFiles() []network.File { return UnitFiles(p.ipv6) }
 
 // UnitFiles are the pod routes unit and networkd's drop-in (the routes unit also holds the Service rule of
 // the networks that use it without routes).
-func UnitFiles() []network.File {
-	return []network.File{{Path: RoutesUnitPath, Data: RoutesUnit(), Mode: 0o644, Unit: true},
+func UnitFiles(ipv6 bool) []network.File {
+	return []network.File{{Path: RoutesUnitPath, Data: RoutesUnit(ipv6), Mode: 0o644, Unit: true},
 		{Path: NetworkdDropInPath, Data: NetworkdDropIn(), Mode: 0o644}}
 }
 
@@ -49,7 +53,7 @@ func (Plugin) Leftovers() network.Leftovers {
 // UnitLeftovers are the routes unit's files (reset removes its routes and rule first, by the routes file,
 // and stops the unit) and networkd's drop-in.
 func UnitLeftovers() network.Leftovers {
-	return network.Leftovers{Files: []string{RoutesUnitPath, RoutesPath}, Networkd: NetworkdDropInPath}
+	return network.Leftovers{Files: []string{RoutesUnitPath, RoutesPath, Rules6Path}, Networkd: NetworkdDropInPath}
 }
 
 // Check refuses nodes that do not share an L2 segment: a route between two nodes that goes through a
@@ -119,18 +123,11 @@ func (p Plugin) Apply(ctx context.Context, env network.Env, c *network.Cluster) 
 
 // apply: all, every node of the cluster gets its routes; else only the run's nodes that have a range.
 func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, all bool) (network.Outcome, error) {
-	var list []Node
-	expect := map[string]string{}
 	byHost := map[string]network.Node{}
 	for _, n := range c.Nodes {
-		list = append(list, Node{Name: n.Name, PodCIDR: n.PodCIDR, IP: n.Reported})
-		expect[n.Name] = n.IP
 		byHost[n.Host] = n
 	}
-	for name, cidr := range c.Unknown {
-		list = append(list, Node{Name: name, PodCIDR: cidr})
-	}
-	vetted, skipped := Vet(list, expect, c.Inv.Cluster.Networking.PodSubnet)
+	vetted, skipped := VetCluster(c, c.Inv.Cluster.Networking.PodSubnet)
 	var out network.Outcome
 	var hosts []string
 	for _, n := range c.Nodes {
@@ -147,32 +144,69 @@ func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, 
 	services := ServiceRanges(c.Inv.Cluster.Networking.ServiceSubnet)
 	err := env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
 		n := byHost[host]
-		routes, err := Routes(n.Name, vetted, HostServiceRoute(env, n, services), services)
+		routes, rules6, err := Routes(n.Name, vetted, HostServiceRoutes(env, n, services), services)
 		if err != nil {
 			return apply.Outcome{}, err
 		}
 		var conf []byte
 		if n.InRun && n.PodCIDR != "" {
-			if conf, err = NetworkConfig(Name, n.PodCIDR, p.mtu); err != nil {
+			if conf, err = NetworkConfig(Name, strings.Join(n.PodCIDRs, ","), p.mtu); err != nil {
 				return apply.Outcome{}, err
 			}
 		}
-		return PutRoutes(ctx, h, routes, ConfigPath, conf)
+		return PutRoutes(ctx, h, routes, rules6, ConfigPath, conf)
 	})
 	return out, err
 }
 
-// PutRoutes writes the routes unit's files with the node's routes (and its CNI configuration at confPath
-// when conf is set), and restarts the unit when they changed.
-func PutRoutes(ctx context.Context, h apply.Host, routes []byte, confPath string, conf []byte) (apply.Outcome, error) {
+// PutRoutes writes the routes unit's files with the node's routes and IPv6 rules (rules6: nil where the
+// cluster has no IPv6 range), and its CNI configuration at confPath when conf is set, and restarts the unit
+// when they changed.
+func PutRoutes(ctx context.Context, h apply.Host, routes, rules6 []byte, confPath string, conf []byte) (apply.Outcome, error) {
 	// The unit came with the node's files (push); a node outside this run may have an older one.
-	files := []transport.File{{Path: RoutesUnitPath, Data: RoutesUnit(), Mode: 0o644}, {Path: RoutesPath, Data: routes, Mode: 0o644},
+	ipv6 := rules6 != nil
+	files := []transport.File{{Path: RoutesUnitPath, Data: RoutesUnit(ipv6), Mode: 0o644}, {Path: RoutesPath, Data: routes, Mode: 0o644},
 		{Path: NetworkdDropInPath, Data: NetworkdDropIn(), Mode: 0o644}}
+	inputs := []string{RoutesUnitPath, RoutesPath}
+	if ipv6 {
+		files = append(files, transport.File{Path: Rules6Path, Data: rules6, Mode: 0o644})
+		inputs = append(inputs, Rules6Path)
+	}
 	if conf != nil {
 		files = append(files, transport.File{Path: confPath, Data: conf, Mode: 0o644})
 	}
-	return apply.Routes(ctx, h, apply.RoutesUnit{Files: files, Inputs: []string{RoutesUnitPath, RoutesPath},
-		Networkd: NetworkdDropInPath, UnitName: RoutesUnitName})
+	return apply.Routes(ctx, h, apply.RoutesUnit{Files: files, Inputs: inputs, Networkd: NetworkdDropInPath, UnitName: RoutesUnitName})
+}
+
+// VetCluster is Vet of every family of the cluster (podSubnet: one range or a dual-stack pair): each node
+// once per family, with its pod range and reported address of that family against the inventory's
+// address of that family.
+func VetCluster(c *network.Cluster, podSubnet string) (ok []Node, skipped []string) {
+	for _, subnet := range ServiceRanges(podSubnet) {
+		v6 := strings.Contains(subnet, ":")
+		var list []Node
+		expect := map[string]string{}
+		for _, n := range c.Nodes {
+			list = append(list, Node{Name: n.Name, PodCIDR: ofFamily(n.PodCIDRs, v6), IP: ofFamily(n.ReportedIPs, v6)})
+			expect[n.Name] = ofFamily(n.IPs, v6)
+		}
+		for name, cidrs := range c.Unknown {
+			list = append(list, Node{Name: name, PodCIDR: ofFamily(cidrs, v6)})
+		}
+		good, bad := Vet(list, expect, subnet)
+		ok, skipped = append(ok, good...), append(skipped, bad...)
+	}
+	return ok, skipped
+}
+
+// ofFamily is the first of the addresses or ranges that is IPv6 (v6) or IPv4.
+func ofFamily(list []string, v6 bool) string {
+	for _, s := range list {
+		if strings.Contains(s, ":") == v6 {
+			return s
+		}
+	}
+	return ""
 }
 
 // ServiceRanges are the Service ranges of a serviceSubnet setting ("10.96.0.0/12" or a dual-stack pair).
@@ -186,28 +220,39 @@ func ServiceRanges(serviceSubnet string) []string {
 	return out
 }
 
-// HostServiceRoute is the route to the Service range a node needs (ServiceRoute): none when its facts show
-// a default route; else out of the interface that holds its node address.
-func HostServiceRoute(env network.Env, n network.Node, services []string) ServiceRoute {
+// HostServiceRoutes are the routes to the Service ranges a node needs (ServiceRoute): none when its facts
+// show a default route; else each range out of the interface that holds the node's address of its family.
+func HostServiceRoutes(env network.Env, n network.Node, services []string) []ServiceRoute {
 	f := n.Facts
 	if f == nil || f.DefaultIface != "" {
-		return ServiceRoute{}
+		return nil
 	}
-	addr, err := netip.ParseAddr(n.IP)
-	if err != nil {
-		return ServiceRoute{}
-	}
-	for _, a := range f.Addresses {
-		p, err := netip.ParsePrefix(a.CIDR)
-		if err != nil || p.Addr() != addr {
+	var out []ServiceRoute
+	for _, cidr := range services {
+		r, err := netip.ParsePrefix(cidr)
+		if err != nil {
 			continue
 		}
-		for _, cidr := range services {
-			if r, err := netip.ParsePrefix(cidr); err == nil && r.Addr().Is4() == addr.Is4() {
-				return ServiceRoute{CIDR: r.Masked().String(), Dev: a.Iface}
+		ip := ofFamily(n.IPs, r.Addr().Is6())
+		if ip == "" && r.Addr().Is4() == strings.Contains(n.IP, ".") {
+			ip = n.IP
+		}
+		addr, err := netip.ParseAddr(ip)
+		if err != nil {
+			continue
+		}
+		dev := ""
+		for _, a := range f.Addresses {
+			if p, err := netip.ParsePrefix(a.CIDR); err == nil && p.Addr() == addr {
+				dev = a.Iface
+				break
 			}
 		}
+		if dev == "" {
+			env.Say(n.Host, "no default route, and no interface holds %s: Services of %s are unreachable from the host's own processes", ip, r.Masked())
+			continue
+		}
+		out = append(out, ServiceRoute{CIDR: r.Masked().String(), Dev: dev})
 	}
-	env.Say(n.Host, "no default route, and no interface holds %s: Services are unreachable from the host's own processes", n.IP)
-	return ServiceRoute{}
+	return out
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // Fleet are the names and addresses each inventory node's kubelet may claim (its Node name and host name,
-// its learned (nodeIPs, by host), internal and SSH addresses), and those reserved to their owner.
+// its learned (nodeIPs, by host: comma separated), internal and SSH addresses), and those reserved to their owner.
 func Fleet(inv *inventory.Inventory, nodeIPs map[string]string) (map[string]Node, Reserved) {
 	nodes, reserved := map[string]Node{}, Reserved{}
 	reserve := func(key string, c Claim) {
@@ -35,8 +35,8 @@ func Fleet(inv *inventory.Inventory, nodeIPs map[string]string) (map[string]Node
 		if h.Name != h.NodeName {
 			n.DNSNames = append(n.DNSNames, h.Name)
 		}
-		for _, a := range []string{nodeIPs[h.Name], h.InternalAddress, h.Address} {
-			if a != "" && !slices.Contains(n.Addresses, a) {
+		for _, a := range slices.Concat(strings.Split(nodeIPs[h.Name], ","), strings.Split(h.InternalAddress, ","), []string{h.Address}) {
+			if a = strings.TrimSpace(a); a != "" && !slices.Contains(n.Addresses, a) {
 				n.Addresses = append(n.Addresses, a)
 			}
 		}

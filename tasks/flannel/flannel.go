@@ -42,7 +42,9 @@ const (
 	// ConfigPath is each node's CNI configuration.
 	ConfigPath = "/etc/cni/net.d/10-clusterctl-flannel.conflist"
 	// Link is the VXLAN device flanneld makes; RunDir where it writes its subnet.env.
-	Link   = "flannel.1"
+	Link = "flannel.1"
+	// Link6 is its IPv6 VXLAN device, on a cluster with an IPv6 pod range.
+	Link6  = "flannel-v6.1"
 	RunDir = "/run/flannel"
 	// Overhead is what VXLAN adds to a packet over IPv4 (outer IP, UDP, VXLAN and Ethernet headers): the
 	// Pods' MTU is the node interface's minus it (IPv6 between the nodes: 70).
@@ -53,11 +55,15 @@ const (
 	healthPort = 8081
 )
 
-// Plugin is cni.plugin flannel, with the Pods' MTU mtu (0: from each node's interface).
-type Plugin struct{ mtu int }
+// Plugin is cni.plugin flannel, with the Pods' MTU mtu (0: from each node's interface); ipv6: the cluster
+// has an IPv6 range (flanneld tunnels it over IPv6, whose header takes more).
+type Plugin struct {
+	mtu  int
+	ipv6 bool
+}
 
-// New is the plugin with the inventory's cni.mtu.
-func New(mtu int) Plugin { return Plugin{mtu: mtu} }
+// New is the plugin with the inventory's cni.mtu, for a cluster with an IPv6 range or not.
+func New(mtu int, ipv6 bool) Plugin { return Plugin{mtu: mtu, ipv6: ipv6} }
 
 func (Plugin) Images() []string   { return []string{ImageName} }
 func (Plugin) Binaries() []string { return bridge.Binaries }
@@ -65,11 +71,11 @@ func (Plugin) Ready() bool        { return true }
 
 // NodeFiles are the pod routes unit's: on flannel's nodes it holds only the Service rule (and the Service
 // route of a host without a default route); flanneld makes the routes between nodes.
-func (Plugin) NodeFiles() []network.File { return bridge.UnitFiles() }
+func (p Plugin) NodeFiles() []network.File { return bridge.UnitFiles(p.ipv6) }
 
 // Leftovers are the CNI configuration, flanneld's directory, devices and iptables chains, the routes unit.
 func (Plugin) Leftovers() network.Leftovers {
-	return network.Leftovers{Files: []string{ConfigPath}, Dirs: []string{RunDir}, Links: []string{Link, bridge.Bridge},
+	return network.Leftovers{Files: []string{ConfigPath}, Dirs: []string{RunDir}, Links: []string{Link, Link6, bridge.Bridge},
 		Networks: []string{Network}, Chains: []string{"FLANNEL-"}}.Add(bridge.UnitLeftovers())
 }
 
@@ -86,21 +92,23 @@ func (p Plugin) Check(nodes []network.Node) []tasks.Finding {
 		if iface == "" || link == 0 {
 			continue // no interface holds the address: preflight says so on its own
 		}
-		want := link - overhead(n.IP)
+		want := link - p.overhead(n.IP)
 		if want < minPodMTU {
 			errs = append(errs, network.Finding(n.Host, "%s's MTU %d leaves Pods %d once VXLAN takes its %d bytes, below %d (IPv6's minimum): raise the interface's MTU",
-				iface, link, want, overhead(n.IP), minPodMTU))
+				iface, link, want, p.overhead(n.IP), minPodMTU))
 		}
 		if m := p.mtu; m > want {
 			errs = append(errs, network.Finding(n.Host, "cni.mtu %d is more than %s's MTU %d leaves once VXLAN takes its %d bytes (%d): Pods' large packets would be dropped",
-				m, iface, link, overhead(n.IP), want))
+				m, iface, link, p.overhead(n.IP), want))
 		}
 	}
 	return errs
 }
 
-func overhead(ip string) int {
-	if strings.Contains(ip, ":") {
+// overhead is what VXLAN takes of a node's MTU: IPv6's header on a cluster with IPv6 Pods (flanneld's
+// second device tunnels them over IPv6), else that of the node address's family.
+func (p Plugin) overhead(ip string) int {
+	if p.ipv6 || strings.Contains(ip, ":") {
 		return Overhead6
 	}
 	return Overhead
@@ -114,10 +122,10 @@ func (p Plugin) MTU(n network.Node) int {
 	}
 	if n.Facts != nil {
 		if link := n.Facts.MTUs[n.Facts.IfaceOf(n.IP)]; link > 0 {
-			return link - overhead(n.IP)
+			return link - p.overhead(n.IP)
 		}
 	}
-	return 1500 - overhead(n.IP)
+	return 1500 - p.overhead(n.IP)
 }
 
 var _ network.Early = Plugin{}
@@ -163,17 +171,17 @@ func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, 
 	}
 	return env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
 		n := byHost[host]
-		routes, err := bridge.Routes(n.Name, nil, bridge.HostServiceRoute(env, n, services), services)
+		routes, rules6, err := bridge.Routes(n.Name, nil, bridge.HostServiceRoutes(env, n, services), services)
 		if err != nil {
 			return apply.Outcome{}, err
 		}
 		var conf []byte
 		if n.InRun && n.PodCIDR != "" {
-			if conf, err = bridge.NetworkConfig(Network, n.PodCIDR, p.MTU(n)); err != nil {
+			if conf, err = bridge.NetworkConfig(Network, strings.Join(n.PodCIDRs, ","), p.MTU(n)); err != nil {
 				return apply.Outcome{}, err
 			}
 		}
-		return bridge.PutRoutes(ctx, h, routes, ConfigPath, conf)
+		return bridge.PutRoutes(ctx, h, routes, rules6, ConfigPath, conf)
 	})
 }
 
@@ -214,9 +222,29 @@ const annotationPrefix = "flannel.alpha.coreos.com/"
 
 // netConf is flanneld's net-conf.json.
 type netConf struct {
-	Network        string       `json:"Network"`
+	Network        string       `json:"Network,omitempty"`
+	EnableIPv4     *bool        `json:"EnableIPv4,omitempty"`
+	EnableIPv6     bool         `json:"EnableIPv6,omitempty"`
+	IPv6Network    string       `json:"IPv6Network,omitempty"`
 	EnableNFTables bool         `json:"EnableNFTables"`
 	Backend        netConfVXLAN `json:"Backend"`
+}
+
+// netConfOf is net-conf.json for a pod subnet: its IPv4 range, its IPv6 range (dual-stack or IPv6 only).
+func netConfOf(podSubnet string) netConf {
+	c := netConf{Backend: netConfVXLAN{Type: "vxlan", Port: vxlanPort}}
+	for _, r := range strings.Split(podSubnet, ",") {
+		if r = strings.TrimSpace(r); strings.Contains(r, ":") {
+			c.EnableIPv6, c.IPv6Network = true, r
+		} else {
+			c.Network = r
+		}
+	}
+	if c.Network == "" {
+		off := false
+		c.EnableIPv4 = &off
+	}
+	return c
 }
 
 type netConfVXLAN struct {
@@ -232,7 +260,7 @@ func Objects(image, podSubnet, endpoint string) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf, err := json.MarshalIndent(netConf{Network: podSubnet, Backend: netConfVXLAN{Type: "vxlan", Port: vxlanPort}}, "", "  ")
+	conf, err := json.MarshalIndent(netConfOf(podSubnet), "", "  ")
 	if err != nil {
 		return nil, err
 	}

@@ -65,20 +65,20 @@ func TestCheckAndMTU(t *testing.T) {
 		return network.Node{Host: "w1", IP: "10.0.0.2", Facts: &tasks.Facts{
 			Addresses: []tasks.Address{{Iface: "eth0", CIDR: "10.0.0.2/24"}}, MTUs: map[string]int{"eth0": mtu}}}
 	}
-	if got := New(0).MTU(node(9001)); got != 8951 {
+	if got := New(0, false).MTU(node(9001)); got != 8951 {
 		t.Errorf("MTU of a 9001 interface: %d, want 8951", got)
 	}
-	if got := New(1400).MTU(node(1500)); got != 1400 {
+	if got := New(1400, false).MTU(node(1500)); got != 1400 {
 		t.Errorf("cni.mtu 1400: %d", got)
 	}
-	if f := New(0).Check([]network.Node{node(1500)}); len(f) != 0 {
+	if f := New(0, false).Check([]network.Node{node(1500)}); len(f) != 0 {
 		t.Errorf("1500: %v", f)
 	}
-	f := New(0).Check([]network.Node{node(1320)})
+	f := New(0, false).Check([]network.Node{node(1320)})
 	if len(f) != 1 || f[0].Check != network.CheckName || f[0].Host != "w1" || !strings.Contains(f[0].Message, "1270") {
 		t.Errorf("1320 leaves 1270: %+v", f)
 	}
-	f = New(1480).Check([]network.Node{node(1500)})
+	f = New(1480, false).Check([]network.Node{node(1500)})
 	if len(f) != 1 || !strings.Contains(f[0].Message, "cni.mtu 1480") {
 		t.Errorf("cni.mtu above what VXLAN leaves: %+v", f)
 	}

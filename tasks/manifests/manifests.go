@@ -57,10 +57,12 @@ type Params struct {
 	AdvertiseAddress string
 	BindPort         int
 
-	ServiceSubnet    string
-	PodSubnet        string
-	DNSDomain        string
-	NodeCIDRMaskSize int
+	ServiceSubnet string // one range, or a dual-stack pair as kubeadm spells it
+	PodSubnet     string // the same
+	DNSDomain     string
+	// NodeCIDRMaskSize and NodeCIDRMaskSizeIPv6 are the node ranges' prefix lengths out of the pod subnet's
+	// IPv4 and IPv6 range.
+	NodeCIDRMaskSize, NodeCIDRMaskSizeIPv6 int
 
 	// ExternalCA: the CA key is not on the hosts; the controller-manager cannot sign client certificates.
 	ExternalCA bool
@@ -245,8 +247,8 @@ func ControllerManager(p *Params) *corev1.Pod {
 		args = setArg(args, "allocate-node-cidrs", "true")
 		args = setArg(args, "cluster-cidr", p.PodSubnet)
 		args = setArg(args, "service-cluster-ip-range", p.ServiceSubnet)
-		if p.NodeCIDRMaskSize != 0 {
-			args = setArg(args, "node-cidr-mask-size", strconv.Itoa(p.NodeCIDRMaskSize))
+		for _, m := range nodeMasks(p) {
+			args = setArg(args, m[0], m[1])
 		}
 	}
 	c := container("kube-controller-manager", p.Images.Ref(images.ControllerManager), merge(args, p.ControllerManager.ExtraArgs), "200m")
@@ -555,4 +557,30 @@ func Marshal(pod *corev1.Pod, nodeName string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", pod.Name, err)
 	}
 	return out, nil
+}
+
+// nodeMasks are the controller-manager's node mask flags: node-cidr-mask-size for a single-stack pod subnet
+// (its family's mask), node-cidr-mask-size-ipv4 and -ipv6 for a dual-stack one.
+func nodeMasks(p *Params) [][2]string {
+	var v4, v6 bool
+	for _, r := range strings.Split(p.PodSubnet, ",") {
+		if strings.Contains(r, ":") {
+			v6 = true
+		} else {
+			v4 = true
+		}
+	}
+	mask := func(name string, n int) [][2]string {
+		if n == 0 {
+			return nil
+		}
+		return [][2]string{{name, strconv.Itoa(n)}}
+	}
+	switch {
+	case v4 && v6:
+		return append(mask("node-cidr-mask-size-ipv4", p.NodeCIDRMaskSize), mask("node-cidr-mask-size-ipv6", p.NodeCIDRMaskSizeIPv6)...)
+	case v6:
+		return mask("node-cidr-mask-size", p.NodeCIDRMaskSizeIPv6)
+	}
+	return mask("node-cidr-mask-size", p.NodeCIDRMaskSize)
 }

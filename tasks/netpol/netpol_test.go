@@ -44,7 +44,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestWith(t *testing.T) {
-	p := With(bridge.New(0))
+	p := With(bridge.New(0, false))
 	if _, ok := p.(network.Early); !ok {
 		t.Error("the bridge's early network is lost with the policy controller")
 	}

@@ -75,14 +75,17 @@ type Leftovers = scripts.NetworkLeftovers
 
 // Node is a node of the cluster that the inventory knows.
 type Node struct {
-	Host  string // the inventory's name
-	Name  string // the Node's
-	IP    string // the node's address (inventory.Host.NodeIP)
-	InRun bool   // acted on by this run; else the cluster's other node (add-node, up --limit)
+	Host  string   // the inventory's name
+	Name  string   // the Node's
+	IP    string   // the node's address (inventory.Host.NodeIP)
+	IPs   []string // its addresses, one of each family of the cluster, IP first (inventory.Host.NodeIPs)
+	InRun bool     // acted on by this run; else the cluster's other node (add-node, up --limit)
 	Facts *tasks.Facts
 	// PodCIDR is the range the controller-manager gave the Node ("" before); Reported is the InternalIP
-	// the Node reports (its own word).
-	PodCIDR, Reported string
+	// the Node reports (its own word). PodCIDRs and ReportedIPs are all of them, one of each family on a
+	// dual-stack cluster.
+	PodCIDR, Reported     string
+	PodCIDRs, ReportedIPs []string
 }
 
 // Cluster is what the network step knows of the cluster.
@@ -95,8 +98,8 @@ type Cluster struct {
 	// has written its rules and, on a host without a default route, once the Service route is there.
 	APIEndpoint string
 	Nodes       []Node
-	// Unknown are the cluster's Nodes that are no host of the inventory: name → pod range.
-	Unknown map[string]string
+	// Unknown are the cluster's Nodes that are no host of the inventory: name → pod ranges.
+	Unknown map[string][]string
 }
 
 // Run is the nodes acted on.

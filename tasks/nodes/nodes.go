@@ -92,6 +92,17 @@ func InternalIP(n *corev1.Node) string {
 	return ""
 }
 
+// InternalIPs are all the InternalIP addresses a Node reports (one of each family on a dual-stack node).
+func InternalIPs(n *corev1.Node) []string {
+	var out []string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			out = append(out, a.Address)
+		}
+	}
+	return out
+}
+
 // Roles are a Node's roles, from its node-role.kubernetes.io/ labels, sorted.
 func Roles(n *corev1.Node) []string {
 	var roles []string

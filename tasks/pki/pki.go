@@ -22,6 +22,7 @@ import (
 	"math/big"
 	"net"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -94,7 +95,10 @@ func (s *Spec) IsCA() bool { return s.CA == "" }
 type Node struct {
 	Name string
 	IP   net.IP
-	Kind NodeKind
+	// OtherIPs are a dual-stack node's addresses of its other family: the API server certificate names
+	// them too.
+	OtherIPs []net.IP
+	Kind     NodeKind
 }
 
 // NodeKind says what runs on a node, hence which leaves it holds.
@@ -127,7 +131,7 @@ func (k NodeKind) has(leaf string) bool {
 // Cluster is what the certificate table is computed from.
 type Cluster struct {
 	DNSDomain     string
-	ServiceSubnet string // the first address is the API server's Service IP
+	ServiceSubnet string // the first address is the API server's Service IP (of each range, dual-stack)
 	// EndpointHost is the control-plane endpoint's host (name or address), or "".
 	EndpointHost string
 	CertSANs     []string
@@ -184,15 +188,19 @@ func Leaves(c Cluster, n Node) ([]Spec, error) {
 }
 
 func allLeaves(c Cluster, n Node) ([]Spec, error) {
-	svcIP, err := firstIP(c.ServiceSubnet)
-	if err != nil {
-		return nil, err
+	var svcIPs []net.IP
+	for _, r := range strings.Split(c.ServiceSubnet, ",") {
+		ip, err := firstIP(strings.TrimSpace(r))
+		if err != nil {
+			return nil, err
+		}
+		svcIPs = append(svcIPs, ip)
 	}
 	apiDNS := []string{n.Name, "kubernetes", "kubernetes.default", "kubernetes.default.svc"}
 	if c.DNSDomain != "" {
 		apiDNS = append(apiDNS, "kubernetes.default.svc."+c.DNSDomain)
 	}
-	apiIPs := []net.IP{svcIP, n.IP}
+	apiIPs := slices.Concat(svcIPs, []net.IP{n.IP}, n.OtherIPs)
 	sans := c.CertSANs
 	if c.EndpointHost != "" {
 		sans = append([]string{c.EndpointHost}, sans...)

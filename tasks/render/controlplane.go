@@ -129,7 +129,7 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 		ClusterName: c.Name, Images: o.Images,
 		NodeName: h.NodeName, AdvertiseAddress: ip, BindPort: c.APIServer.BindPort,
 		ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain,
-		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, ExternalCA: r.res.ExternalCA,
+		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, NodeCIDRMaskSizeIPv6: c.Networking.NodeCIDRMaskSizeIPv6, ExternalCA: r.res.ExternalCA,
 		APIServer: component(c.APIServer.Component), ControllerManager: component(c.ControllerManager),
 		Scheduler: component(c.Scheduler), Etcd: component(c.Etcd.Component),
 	}

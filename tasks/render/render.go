@@ -49,7 +49,8 @@ type Options struct {
 	// KubeletPath is where the kubelet binary is on hosts: /usr/bin/kubelet from packages,
 	// /usr/local/bin/kubelet when clusterctl pushes it from an artifacts directory.
 	KubeletPath string
-	// NodeIPs are node addresses learned from the hosts, for hosts whose inventory has none.
+	// NodeIPs are node addresses learned from the hosts, for hosts whose inventory has none: comma
+	// separated, one of each family the cluster has (see inventory.Host.NodeIPs).
 	NodeIPs map[string]string
 	// Containerized hosts cannot raise OOM score adjustments; containerd must be told.
 	Containerized map[string]bool
@@ -222,6 +223,15 @@ type renderer struct {
 
 func (r *renderer) nodeIP(h *inventory.Host) string { return h.NodeIP(r.o.NodeIPs[h.Name]) }
 
+// otherIPs are a dual-stack node's addresses other than its primary one (inventory.Host.NodeIPs).
+func (r *renderer) otherIPs(h *inventory.Host) []net.IP {
+	var out []net.IP
+	for _, s := range h.NodeIPs(r.o.NodeIPs[h.Name])[1:] {
+		out = append(out, net.ParseIP(s))
+	}
+	return out
+}
+
 // endpoints are the API endpoint (controlPlaneEndpoint, else the first control-plane node) and the one
 // nodes use (the node-local proxy's, with several API servers and no endpoint); it returns the host the API
 // server's certificate must name besides the nodes.
@@ -266,7 +276,7 @@ func (r *renderer) ensurePKI(sanHost string) error {
 		if r.etcd != nil && !slices.Contains(r.etcd, h) {
 			kind = pki.ControlPlaneOnly
 		}
-		pkiNodes = append(pkiNodes, pki.Node{Name: h.NodeName, IP: ip, Kind: kind})
+		pkiNodes = append(pkiNodes, pki.Node{Name: h.NodeName, IP: ip, OtherIPs: r.otherIPs(h), Kind: kind})
 	}
 	for _, h := range r.etcd {
 		if slices.Contains(r.cps, h) {
@@ -299,7 +309,7 @@ func (r *renderer) ensurePKI(sanHost string) error {
 // cluster's, kept in the state directory; the workstation gets admin.conf.
 func (r *renderer) common() error {
 	c, o := r.c, r.o
-	clusterDNS, err := kubelet.NthIP(c.Networking.ServiceSubnet, 10)
+	clusterDNS, err := kubelet.NthIP(inventory.FirstRange(c.Networking.ServiceSubnet), 10)
 	if err != nil {
 		return err
 	}
@@ -313,7 +323,8 @@ func (r *renderer) common() error {
 	if r.dropIn, err = kubelet.DropIn(o.KubeletPath); err != nil {
 		return err
 	}
-	if r.sysctl, err = templates.Render("sysctl.conf", nil); err != nil {
+	ipv6 := slices.Contains(c.Networking.Families(), inventory.IPv6)
+	if r.sysctl, err = templates.Render("sysctl.conf", map[string]any{"IPv6": ipv6}); err != nil {
 		return err
 	}
 	if r.modules, err = templates.Render("modules.conf", nil); err != nil {
@@ -352,7 +363,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 		return files, nil
 	}
-	flags, err := kubelet.Flags(ip, h.NodeName, c.Kubelet.ExtraArgs.Pairs())
+	flags, err := kubelet.Flags(strings.Join(h.NodeIPs(o.NodeIPs[h.Name]), ","), h.NodeName, c.Kubelet.ExtraArgs.Pairs())
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ if [ -f $routes ]; then
     sed -n 's/^ExecStart=.*ip route replace \([^ ]*\) .*/\1/p' $routes; } | while read -r dst; do ip route del "$dst" 2>/dev/null; done
   # Its rules for untranslated Service addresses, one per rule line of the file.
   sed -n 's/^rule add priority \([0-9]*\) .*/\1/p' /var/lib/clusterctl/pod-routes 2>/dev/null | while read -r p; do ip rule del priority "$p" 2>/dev/null; done
+  sed -n 's/^rule add priority \([0-9]*\) .*/\1/p' /var/lib/clusterctl/pod-rules6 2>/dev/null | while read -r p; do ip -6 rule del priority "$p" 2>/dev/null; done
   systemctl disable --now clusterctl-pod-routes.service >/dev/null 2>&1
 fi
 # systemd-networkd's drop-in (it left those routes alone): gone, and networkd, where it runs, without it.

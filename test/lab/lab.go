@@ -41,6 +41,9 @@ type Options struct {
 	// Subnets spreads the hosts over that many subnets joined by a router (lab.sh up --subnets): nodes
 	// reach each other only through a gateway. 0 or 1: one subnet.
 	Subnets int
+	// IP is the hosts' address families (lab.sh up --ip): "" or "4", "dual" (hosts.yaml a dual-stack
+	// cluster, each host with both addresses), or "6".
+	IP string
 }
 
 // Host is one lab host.
@@ -128,6 +131,9 @@ func Start(t testing.TB, opts Options) *Lab {
 		"--control-planes", fmt.Sprint(opts.ControlPlanes), "--layer", layer, "--release", cmp.Or(opts.Release, "bookworm")}
 	if opts.Subnets > 1 {
 		args = append(args, "--subnets", fmt.Sprint(opts.Subnets))
+	}
+	if opts.IP != "" {
+		args = append(args, "--ip", opts.IP)
 	}
 	if opts.VM {
 		if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {

@@ -7,6 +7,7 @@
 #                        [--release bookworm|trixie]   (Debian 12, the default, or 13: bare and base only)
 #                        [--vm]   (QEMU virtual machines of Debian 13, bare, with their own kernel: vm.sh)
 #                        [--subnets S]   (1-4: hosts spread over S subnets joined by a router)
+#                        [--ip 4|dual|6]   (the hosts' addresses: IPv4, both families, or IPv6 only)
 #   test/lab/lab.sh down --name NAME | --all
 #   test/lab/lab.sh list
 #   test/lab/lab.sh kill --name NAME HOST         (the host loses power)
@@ -25,6 +26,10 @@
 # of the lab's own (cclabX-r) with .254 on every subnet, forwards between them, and each host routes the
 # other subnets through its own subnet's .254: nodes reach each other only through a gateway, as in a VPC
 # of several subnets. The machine holds .1 on every subnet (the workstation reaches every host directly).
+#
+# With --ip dual, each subnet also has the IPv6 ULA prefix fdcc:(250+k):X::/64 (the machine ::1, hosts
+# ::10 and up, the router ::254), and hosts.yaml gives each host both addresses (internalAddress) and a
+# dual-stack cluster (networking); with --ip 6, hosts have only the IPv6 address, which SSH uses too.
 #
 # Why each odd step is there: ../../../shared/lab-notes.md (the traps, numbered) and the comments below.
 set -euo pipefail
@@ -90,9 +95,10 @@ restore_sysctls() {
 
 # ---- up ----
 cmd_up() {
-  local name="" dir="" n=3 cps=1 layer=node release=bookworm vm=no subnets=1
+  local name="" dir="" n=3 cps=1 layer=node release=bookworm vm=no subnets=1 ipfam=4
   while [ $# -gt 0 ]; do
     case $1 in
+      --ip) ipfam=$2; shift 2 ;;
       --subnets) subnets=$2; shift 2 ;;
       --name) name=$2; shift 2 ;;
       --dir) dir=$2; shift 2 ;;
@@ -110,6 +116,8 @@ cmd_up() {
   [[ $cps =~ ^[0-9]+$ && $cps -le $n ]] || die "up: --control-planes must be 0..--hosts"
   [[ $subnets =~ ^[1-4]$ && $subnets -le $n ]] || die "up: --subnets must be 1..4, at most --hosts"
   [ $vm = no ] || [ "$subnets" = 1 ] || die "up: --subnets is for container hosts, not --vm"
+  case $ipfam in 4|dual|6) ;; *) die "up: --ip is 4, dual or 6" ;; esac
+  [ $vm = no ] || [ "$ipfam" = 4 ] || die "up: --ip is for container hosts, not --vm"
   # node: the Debian node layer (containerd, runc, CNI plugins, haproxy, ...) over base. bare: base alone
   # (systemd, OpenSSH, sudo, iproute2, iptables), made ready to become a node, as a fresh VM is: clusterctl
   # installs the runtime. base: base alone, for tests that run no node.
@@ -168,10 +176,12 @@ cmd_up() {
   [ "$layer" != base ] && [ $vm = no ] && set_sysctls $NODE_SYSCTLS
 
   echo "$subnets" >"$state/subnets"
+  echo "$ipfam" >"$state/ip"
   ip link add "$br" type bridge
   ip addr add "$net.1/24" dev "$br"
+  [ "$ipfam" = 4 ] || ip -6 addr add "$(subnet6_of "$idx" 0):1/64" dev "$br" nodad
   ip link set "$br" up
-  [ "$subnets" -gt 1 ] && make_router "$idx" "$subnets"
+  [ "$subnets" -gt 1 ] && make_router "$idx" "$subnets" "$ipfam"
 
   rm -f "$dir/id_ed25519" "$dir/id_ed25519.pub"
   ssh-keygen -q -t ed25519 -N '' -C "clusterctl-lab-$name" -f "$dir/id_ed25519"
@@ -180,11 +190,12 @@ cmd_up() {
   local hostsfile; hostsfile=$(mktemp)
   printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' >"$hostsfile"
 
-  local names=() h addr
+  local names=() h addr addr6
   for i in $(seq 1 "$n"); do
     if [ "$i" -le "$cps" ]; then h=cp$i; else h=w$((i - cps)); fi
     names+=("$h")
-    echo "$(subnet_of "$idx" $(( (i - 1) * subnets / n ))).$((9 + i)) $h" >>"$hostsfile"
+    [ "$ipfam" = 6 ] || echo "$(subnet_of "$idx" $(( (i - 1) * subnets / n ))).$((9 + i)) $h" >>"$hostsfile"
+    [ "$ipfam" = 4 ] || echo "$(subnet6_of "$idx" $(( (i - 1) * subnets / n ))):$((9 + i)) $h" >>"$hostsfile"
   done
 
   local lab_uid lab_gid
@@ -192,7 +203,7 @@ cmd_up() {
   lab_gid=$(awk -F: '$1=="lab"{print $4}' "$BASE/etc/passwd")
   for i in "${!names[@]}"; do
     local k=$(( i * subnets / n ))
-    h=${names[$i]}; addr=$(subnet_of "$idx" $k).$((10 + i))
+    h=${names[$i]}; addr=$(subnet_of "$idx" $k).$((10 + i)); addr6=$(subnet6_of "$idx" $k):$((10 + i))
     local hd=$state/hosts/$h up
     if [ $vm = yes ]; then
       mkdir -p "$hd"
@@ -214,14 +225,21 @@ cmd_up() {
     cp "$hostsfile" "$up/etc/hosts"
     od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$up/etc/machine-id"; echo >>"$up/etc/machine-id"
     ssh-keygen -q -t ed25519 -N '' -C "root@$h" -f "$up/etc/ssh/ssh_host_ed25519_key"
-    printf '[Match]\nName=host0\n\n[Network]\nAddress=%s/24\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' "$addr" \
-      >"$up/etc/systemd/network/10-host0.network"
+    local netfile=$up/etc/systemd/network/10-host0.network
+    printf '[Match]\nName=host0\n\n[Network]\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' >"$netfile"
+    [ "$ipfam" = 6 ] || printf '\n[Address]\nAddress=%s/24\n' "$addr" >>"$netfile"
+    # No duplicate address detection: the lab hands out each address once, and a tentative address
+    # would hold sshd and the kubelet back for seconds at every boot.
+    [ "$ipfam" = 4 ] || printf '\n[Address]\nAddress=%s/64\nDuplicateAddressDetection=none\n' "$addr6" >>"$netfile"
     local o
     for o in $(seq 0 $((subnets - 1))); do
       [ "$o" = "$k" ] && continue
-      printf '\n[Route]\nDestination=%s.0/24\nGateway=%s.254\n' "$(subnet_of "$idx" "$o")" "$(subnet_of "$idx" "$k")" \
-        >>"$up/etc/systemd/network/10-host0.network"
+      [ "$ipfam" = 6 ] || printf '\n[Route]\nDestination=%s.0/24\nGateway=%s.254\n' "$(subnet_of "$idx" "$o")" "$(subnet_of "$idx" "$k")" >>"$netfile"
+      [ "$ipfam" = 4 ] || printf '\n[Route]\nDestination=%s:/64\nGateway=%s:254\n' "$(subnet6_of "$idx" "$o")" "$(subnet6_of "$idx" "$k")" >>"$netfile"
     done
+    # An IPv6-only host is reached over IPv6.
+    [ "$ipfam" = 6 ] && addr=$addr6
+    [ "$ipfam" = dual ] && echo "$addr6" >"$hd/address6"
     # The boot-time preparation in use is this checkout's, whatever the cached rootfs holds.
     install -D -m 0755 "$HERE/files/lab-prepare" "$up/usr/local/sbin/lab-prepare"
     # A resolver, as every VM has: CoreDNS (dnsPolicy Default) refuses to start without a nameserver. The
@@ -255,28 +273,33 @@ cmd_up() {
   log "lab $name: $n hosts up on $br ($net.0/24); try: ssh -F $dir/ssh_config ${names[0]}"
 }
 
-# subnet_of IDX K: the first three octets of lab IDX's subnet K; bridge_of IDX K: its bridge.
+# subnet_of IDX K: the first three octets of lab IDX's subnet K; subnet6_of IDX K: its IPv6 prefix, to
+# which ":N" adds a host part; bridge_of IDX K: its bridge.
 subnet_of() { echo "10.$((250 + $2)).$1"; }
+subnet6_of() { echo "fdcc:$((250 + $2)):$1:"; }
 bridge_of() { if [ "$2" = 0 ]; then echo "cclab$1"; else echo "cclab$1s$2"; fi; }
 
 # make_router IDX S: bridges for subnets 1..S-1 (the machine .1 on each), and the router: a network
 # namespace with a veth on every subnet's bridge at .254, forwarding between them (its own sysctl; the
 # machine's stays off).
 make_router() {
-  local idx=$1 s=$2 k br ns=cclab$1-r
+  local idx=$1 s=$2 ipfam=${3:-4} k br ns=cclab$1-r
   ip netns add "$ns"
   ip -n "$ns" link set lo up
   ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
+  [ "$ipfam" = 4 ] || ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.forwarding=1
   for k in $(seq 0 $((s - 1))); do
     br=$(bridge_of "$idx" "$k")
     if [ "$k" != 0 ]; then
       ip link add "$br" type bridge
       ip addr add "$(subnet_of "$idx" "$k").1/24" dev "$br"
+      [ "$ipfam" = 4 ] || ip -6 addr add "$(subnet6_of "$idx" "$k"):1/64" dev "$br" nodad
       ip link set "$br" up
     fi
     ip link add "rt$idx-$k" type veth peer name "r$k" netns "$ns"
     ip link set "rt$idx-$k" master "$br" up
     ip -n "$ns" addr add "$(subnet_of "$idx" "$k").254/24" dev "r$k"
+    [ "$ipfam" = 4 ] || ip -n "$ns" -6 addr add "$(subnet6_of "$idx" "$k"):254/64" dev "r$k" nodad
     ip -n "$ns" link set "r$k" up
   done
 }
@@ -381,6 +404,10 @@ write_inventory() {
     echo "# clusterctl inventory of lab $lab, written by test/lab/lab.sh."
     echo "cluster:"
     echo "  name: $lab"
+    case $(cat "$state/ip" 2>/dev/null) in
+      dual) printf '  networking:\n    podSubnet: 10.244.0.0/16,fd00:10:244::/56\n    serviceSubnet: 10.96.0.0/12,fd00:10:96::/112\n' ;;
+      6) printf '  networking:\n    podSubnet: fd00:10:244::/56\n    serviceSubnet: fd00:10:96::/112\n' ;;
+    esac
     echo "  kubelet:"
     # The hosts share this machine's disk, mostly not theirs: kubelets evict Pods when 1 GiB is left, not
     # at the default 10-15% of the whole disk (which a machine with big build caches is always under).
@@ -400,6 +427,7 @@ write_inventory() {
       [[ $h == cp* ]] && role=control-plane
       echo "  - name: $h"
       echo "    address: $(cat "$state/hosts/$h/address")"
+      [ -f "$state/hosts/$h/address6" ] && echo "    internalAddress: [$(cat "$state/hosts/$h/address"), \"$(cat "$state/hosts/$h/address6")\"]"
       echo "    roles: [$role]"
     done
   } >"$dir/hosts.yaml"
