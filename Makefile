@@ -168,9 +168,9 @@ artifacts: lab-deps ## build the Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FRO
 bench: ## Go benchmarks of every package (go test -bench), numbers printed
 	go test -run '^$$' -bench . -benchmem ./...
 
-bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime; BASE=REV: each run followed by one of the code at REV; CNI="bridge flannel": each pod network in turn; SUBNETS=2: routed subnets (root; SIZES, RUNS)
+bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Ready by phase, and a no-op re-run; BARE=1: hosts without a runtime; BASE=REV: each run followed by one of the code at REV; CNI="bridge flannel": each pod network in turn; IP="4 dual": single-stack, then dual-stack; SUBNETS=2: routed subnets (root; SIZES, RUNS)
 	test/lab/artifacts.sh $(K8S_VERSION)
-	LAYER=$(if $(BARE),bare,node) CNI="$(or $(CNI),bridge)" SUBNETS=$(or $(SUBNETS),1) test/bench/up.sh
+	LAYER=$(if $(BARE),bare,node) CNI="$(or $(CNI),bridge)" SUBNETS=$(or $(SUBNETS),1) IP="$(or $(IP),4)" test/bench/up.sh
 
 bench-net: ## TCP throughput between Pods and between hosts of a 1+2 lab cluster, cp1 to w2: the bridge on one subnet, flannel's VXLAN across two (root; RUNS transfers of 1 GiB each, default 5)
 	test/lab/artifacts.sh $(K8S_VERSION) >/dev/null

@@ -5,6 +5,7 @@ package inventory
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"slices"
 	"sort"
@@ -178,6 +179,17 @@ func (a *ansible) addHost(inv *Inventory, name string, cp, node, etcd bool, vars
 	} else if v, ok := set("internalAddress", "access_ip"); ok {
 		h.InternalAddress = v
 	}
+	// ip6: a dual-stack node's IPv6 address, beside ip (else beside ansible_host when that is an IPv4
+	// address, as kubespray falls back to it).
+	if v, ok := a.str(vars, used, "ip6"); ok {
+		if h.InternalAddress == "" {
+			if ip, err := netip.ParseAddr(h.Address); err == nil && ip.Is4() {
+				h.InternalAddress = h.Address
+			}
+			inv.pos[k+".internalAddress"] = a.posOf(vars, "ip6")
+		}
+		h.InternalAddress = strings.TrimPrefix(h.InternalAddress+","+v, ",")
+	}
 	if v, ok := set("ssh.user", "ansible_user", "ansible_ssh_user"); ok {
 		h.SSH.User = v
 	}
@@ -308,6 +320,7 @@ func (a *ansible) clusterSettings(inv *Inventory, first string, vars map[string]
 		c.Networking.NodeCIDRMaskSize = v
 		inv.pos["cluster.networking.nodeCIDRMaskSize"] = fv["kube_network_node_prefix"].pos
 	}
+	a.dualStack(inv, fv, used)
 	if v, ok := a.integer(fv, used, "kube_apiserver_port"); ok {
 		c.APIServer.BindPort = v
 		inv.pos["cluster.apiServer.bindPort"] = fv["kube_apiserver_port"].pos
@@ -517,5 +530,54 @@ func (a *ansible) listIgnored(inv *Inventory, used map[string]bool) {
 		}
 		a.diags.add(Notice, Pos{File: inv.Ignored[0].File, Line: inv.Ignored[0].Line, Col: inv.Ignored[0].Col},
 			"%d variable%s clusterctl does not use, ignored: %s", n, plural(n), list)
+	}
+}
+
+// dualStack maps kubespray's IPv6 settings: ipv6_stack (enable_dual_stack_networks before kubespray 2.27)
+// adds kube_pods_subnet_ipv6 and kube_service_addresses_ipv6 (else clusterctl's IPv6 defaults) to the IPv4
+// ranges, or takes their place with ipv4_stack false; kube_network_node_prefix_ipv6 is the IPv6 node mask.
+func (a *ansible) dualStack(inv *Inventory, fv map[string]avar, used map[string]bool) {
+	c := &inv.Cluster
+	flag := func(names ...string) (bool, bool) {
+		s, ok := a.str(fv, used, names...)
+		if !ok {
+			return false, false
+		}
+		b, valid := parseBool(s)
+		if !valid {
+			a.diags.add(Error, a.posOf(fv, names...), "%q is not true or false", s)
+			return false, false
+		}
+		return b, true
+	}
+	v6, set := flag("ipv6_stack", "enable_dual_stack_networks")
+	if !set || !v6 {
+		return
+	}
+	v4, set4 := flag("ipv4_stack")
+	v4 = v4 || !set4
+	pair := func(key string, dst *string, name, v4Default, v6Default string) {
+		six := v6Default
+		if s, ok := a.str(fv, used, name); ok {
+			six = s
+			inv.pos[key] = a.posOf(fv, name)
+		}
+		switch {
+		case !v4:
+			*dst = six
+		case *dst == "":
+			*dst = v4Default + "," + six
+		default:
+			*dst += "," + six
+		}
+		if _, ok := inv.pos[key]; !ok {
+			inv.pos[key] = a.posOf(fv, "ipv6_stack", "enable_dual_stack_networks")
+		}
+	}
+	pair("cluster.networking.podSubnet", &c.Networking.PodSubnet, "kube_pods_subnet_ipv6", DefaultPodSubnet, DefaultPodSubnetIPv6)
+	pair("cluster.networking.serviceSubnet", &c.Networking.ServiceSubnet, "kube_service_addresses_ipv6", DefaultServiceSubnet, DefaultServiceSubnetIPv6)
+	if v, ok := a.integer(fv, used, "kube_network_node_prefix_ipv6"); ok {
+		c.Networking.NodeCIDRMaskSizeIPv6 = v
+		inv.pos["cluster.networking.nodeCIDRMaskSizeIPv6"] = fv["kube_network_node_prefix_ipv6"].pos
 	}
 }

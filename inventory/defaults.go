@@ -13,6 +13,8 @@ const (
 	DefaultKubernetesVersion        = "v1.37.2"
 	DefaultPodSubnet                = "10.244.0.0/16"
 	DefaultServiceSubnet            = "10.96.0.0/12"
+	DefaultPodSubnetIPv6            = "fd00:10:244::/56" // the IPv6 range a dual-stack kubespray inventory gets when it names none
+	DefaultServiceSubnetIPv6        = "fd00:10:96::/112"
 	DefaultDNSDomain                = "cluster.local"
 	DefaultNodeCIDRMaskSize         = 24
 	DefaultNodeCIDRMaskSizeIPv6     = 64

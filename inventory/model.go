@@ -246,8 +246,8 @@ type Host struct {
 	Address string `yaml:"address" json:"address"`
 	// InternalAddress is the node's IP address in the cluster (kubelet --node-ip, the API server's advertise
 	// address, etcd's peer address). Default: Address when it is an IP address, else learned from the host.
-	// A dual-stack cluster's node has one of each family: "10.0.0.5,fd00::5", or a YAML list; per family,
-	// what is written here wins and a family left out is learned from the host (see Host.NodeIPs).
+	// A dual-stack cluster's node has one of each family: "10.0.0.5,fd00::5", or a YAML list. Written, it
+	// gives both; left out, each family's is address (when an IP of it), else learned from the host.
 	InternalAddress string `yaml:"internalAddress,omitempty" json:"internalAddress,omitempty"`
 	// NodeName is the host's Kubernetes Node name (default: name), lower case, a DNS subdomain.
 	NodeName string `yaml:"nodeName" json:"nodeName"`

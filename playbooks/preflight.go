@@ -194,6 +194,13 @@ func (p *preflightRun) check() {
 		if ip := h.NodeIP(learned); ip != "" {
 			addrs[h.Name] = ip
 		}
+		if ph := p.byHost[h.Name]; ph != nil && ph.Facts != nil {
+			for _, f := range h.MissingFamilies(learned) {
+				p.add(tasks.Finding{Host: h.Name, Check: "NodeAddress", Severity: tasks.SevError,
+					Message: fmt.Sprintf("the cluster has %s Pods and Services (networking.podSubnet %s) but the host has no %s address: neither its internalAddress nor its interfaces give one; give the host one, or set internalAddress",
+						f, p.e.Inv.Cluster.Networking.PodSubnet, f)})
+			}
+		}
 	}
 	p.add(tasks.DuplicateNodeAddresses(addrs)...)
 	p.add(networkOf(p.e.Inv).Check(p.networkNodes(addrs))...)

@@ -156,7 +156,7 @@ var ifaceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 // RoutesUnit is the pod routes unit: a oneshot that runs the node's routes file (RoutesPath), and its IPv6
 // rules (Rules6Path) on a cluster with an IPv6 range, at boot and whenever clusterctl changes the files.
 func RoutesUnit(ipv6 bool) []byte {
-	data := map[string]any{"Routes": RoutesPath, "Rules6": ""}
+	data := map[string]any{"Routes": RoutesPath, "Rules6": "", "Bridge": Bridge}
 	if ipv6 {
 		data["Rules6"] = Rules6Path
 	}

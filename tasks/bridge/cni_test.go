@@ -83,7 +83,8 @@ func TestRoutesUnit(t *testing.T) {
 		}
 		want := []string{"ExecStart=ip -force -batch " + RoutesPath}
 		if ipv6 {
-			want = append(want, "ExecStart=ip -6 -force -batch "+Rules6Path)
+			want = []string{"ExecStartPre=-ip link add cni0 type bridge", "ExecStartPre=-sysctl -qw net.ipv6.conf.cni0.accept_dad=0",
+				want[0], "ExecStart=ip -6 -force -batch " + Rules6Path}
 		}
 		if !slices.Equal(exec, want) || !strings.Contains(s, "ConditionPathExists="+RoutesPath+"\n") {
 			t.Errorf("unit (IPv6 %v):\n%s\nwant its commands: %q", ipv6, s, want)

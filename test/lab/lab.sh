@@ -226,7 +226,11 @@ cmd_up() {
     od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$up/etc/machine-id"; echo >>"$up/etc/machine-id"
     ssh-keygen -q -t ed25519 -N '' -C "root@$h" -f "$up/etc/ssh/ssh_host_ed25519_key"
     local netfile=$up/etc/systemd/network/10-host0.network
-    printf '[Match]\nName=host0\n\n[Network]\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' >"$netfile"
+    # IPv6 hosts have their link-local address, as every IPv6 host does: a host forwarding Pods' packets
+    # asks for its neighbours' addresses from it (without one its neighbour solicitations are never sent).
+    local ll=no; [ "$ipfam" = 4 ] || ll=ipv6
+    printf '[Match]\nName=host0\n\n[Network]\nLinkLocalAddressing=%s\nIPv6AcceptRA=no\n' "$ll" >"$netfile"
+    [ "$ipfam" = 4 ] || printf 'IPv6DuplicateAddressDetection=0\n' >>"$netfile"
     [ "$ipfam" = 6 ] || printf '\n[Address]\nAddress=%s/24\n' "$addr" >>"$netfile"
     # No duplicate address detection: the lab hands out each address once, and a tentative address
     # would hold sshd and the kubelet back for seconds at every boot.
