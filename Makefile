@@ -172,9 +172,9 @@ bench-up: ## clusterctl up on lab hosts, 1+2 and 1+5 nodes: time to all Nodes Re
 	test/lab/artifacts.sh $(K8S_VERSION)
 	LAYER=$(if $(BARE),bare,node) CNI="$(or $(CNI),bridge)" SUBNETS=$(or $(SUBNETS),1) IP="$(or $(IP),4)" test/bench/up.sh
 
-bench-net: ## TCP throughput between Pods and between hosts of a 1+2 lab cluster, cp1 to w2: the bridge on one subnet, flannel's VXLAN across two (root; RUNS transfers of 1 GiB each, default 5)
+bench-net: ## TCP throughput between Pods and between hosts of a 1+2 lab cluster, cp1 to w2: the bridge on one subnet, flannel's VXLAN across two (RUNS transfers of 1 GiB each, default 5); then kube-proxy's iptables and nftables modes: CONNS short connections through a ClusterIP (default 10000) and 1 GiB through it (root)
 	test/lab/artifacts.sh $(K8S_VERSION) >/dev/null
-	CLUSTERCTL_E2E_BENCH_NET=1 RUNS=$(RUNS) go test -count=1 -timeout 30m -v -run 'TestPodThroughput$$' ./test/e2e/
+	CLUSTERCTL_E2E_BENCH_NET=1 RUNS=$(RUNS) CONNS=$(CONNS) go test -count=1 -timeout 40m -v -run 'TestPodThroughput$$|TestServiceLatency$$' ./test/e2e/
 
 bench-noop: ## no-op re-runs of clusterctl up on settled 1+2 and 1+5 lab clusters, by phase; BASE=REV: each beside a run of the code at REV (root; RUNS, SETTLE)
 	test/lab/artifacts.sh $(K8S_VERSION)

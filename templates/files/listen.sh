@@ -1,7 +1,9 @@
 {{- /* A short-lived TCP listener at .IP:.Port with socat, python3 or perl, whichever the host has; it ends by
 itself after a minute, so that nothing is left behind if clusterctl is killed. */ -}}
 ip={{q .IP}} port={{.Port}}
-if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+if command -v socat >/dev/null 2>&1; then
+  l="TCP-LISTEN:$port,bind=$ip"; case $ip in *:*) l="TCP6-LISTEN:$port,bind=[$ip]";; esac
+  exec timeout 60 socat -T2 "$l,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
 s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)

@@ -23,30 +23,55 @@ func TestDualStack(t *testing.T) {
 	artDir, m := lab.Artifacts(t)
 	c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1, IP: "dual"}, artDir, m.KubernetesVersion, "  kubeProxy:\n    mode: nftables\n")
 	c.Up(t)
+	checkStack(t, c, 2, "cp1", "w2", []string{"10.96.0.1", "fd00:10:96::1"})
+}
 
+// TestIPv6Only (make test-long) brings up an IPv6-only 1+1 cluster (hosts with an IPv6 address alone,
+// reached over IPv6 by SSH too) with kube-proxy in nftables mode, and makes TestDualStack's checks with one
+// family: every URL with an address in brackets, etcd's and the API server's among them.
+func TestIPv6Only(t *testing.T) {
+	longOnly(t, "a dual-stack cluster (TestDualStack)")
+	artDir, m := lab.Artifacts(t)
+	c := newCluster(t, lab.Options{Hosts: 2, ControlPlanes: 1, IP: "6"}, artDir, m.KubernetesVersion, "  kubeProxy:\n    mode: nftables\n")
+	res := c.Up(t)
+	if !strings.HasPrefix(res.Endpoint, "https://[fdcc:") {
+		t.Errorf("the API endpoint %q is not an IPv6 address in brackets", res.Endpoint)
+	}
+	checkStack(t, c, 1, "cp1", "w1", []string{"fd00:10:96::1"})
+}
+
+// checkStack makes the checks of a cluster with families IP families (2: dual-stack; 1: the hosts' one)
+// and probe Pods on nodes a and b: every Node has a pod range and an InternalIP of each family, a Pod an
+// address of each, Pods on a and b reach each other over each (TCP and UDP), a PreferDualStack Service
+// answers on each ClusterIP from a Pod on the other node, DNS returns a record of each family, the API
+// server certificate names apiVIPs and the node's addresses, kube-proxy's nftables table of each family
+// has the Service; then certs rotate leaves it answering, and reset leaves no kube-proxy table and no
+// Service rule of either family.
+func checkStack(t *testing.T, c *Cluster, families int, a, b string, apiVIPs []string) {
+	t.Helper()
 	t.Run("every Node has a pod range and an InternalIP of each family", func(t *testing.T) {
 		out := c.MustK(t, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDRs[*]} {.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}`)
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			f := strings.Fields(line)
-			if len(f) != 5 || !bothFamilies(t, f[1:3]) || !bothFamilies(t, f[3:5]) || !strings.Contains(f[2], "fd00:10:244:") {
-				t.Errorf("node: %q, want its name, an IPv4 and an IPv6 pod range, an IPv4 and an IPv6 InternalIP", line)
+			if len(f) != 1+2*families || !ofFamilies(f[1:1+families]) || !ofFamilies(f[1+families:]) || !strings.Contains(line, "fd00:10:244:") {
+				t.Errorf("node: %q, want its name, a pod range and an InternalIP of each of %d families", line, families)
 			}
 		}
 	})
 
-	c.LoadProbe(t, "cp1", "w2")
+	c.LoadProbe(t, a, b)
 	ips := map[string][]string{}
-	for _, n := range []string{"cp1", "w2"} {
+	for _, n := range []string{a, b} {
 		c.ProbePodOn(t, "p-"+n, n)
 		ips[n] = strings.Fields(c.MustK(t, "get", "pod", "p-"+n, "-o", "jsonpath={.status.podIPs[*].ip}"))
-		if !bothFamilies(t, ips[n]) {
-			t.Fatalf("p-%s's addresses: %q, want one of each family", n, ips[n])
+		if len(ips[n]) != families || !ofFamilies(ips[n]) {
+			t.Fatalf("p-%s's addresses: %q, want one of each of %d families", n, ips[n], families)
 		}
 	}
 	t.Logf("probe Pods: %v", ips)
 
-	t.Run("Pods on different nodes reach each other over IPv4 and IPv6, TCP and UDP", func(t *testing.T) {
-		for _, p := range [][2]string{{"cp1", "w2"}, {"w2", "cp1"}} {
+	t.Run("Pods on different nodes reach each other over each family, TCP and UDP", func(t *testing.T) {
+		for _, p := range [][2]string{{a, b}, {b, a}} {
 			for _, ip := range ips[p[1]] {
 				addr := net.JoinHostPort(ip, "8080")
 				if out, err := c.K(t, "", "exec", "p-"+p[0], "--", "/probe", "get", "http://"+addr); err != nil || strings.TrimSpace(out) != "p-"+p[1] {
@@ -64,12 +89,12 @@ kind: Service
 metadata: {name: web, namespace: default}
 spec:
   ipFamilyPolicy: PreferDualStack
-  selector: {app: p-w2}
+  selector: {app: p-`+b+`}
   ports: [{port: 8080, protocol: TCP}]
 `)
 	vips := strings.Fields(c.MustK(t, "get", "service", "web", "-o", "jsonpath={.spec.clusterIPs[*]}"))
-	if !bothFamilies(t, vips) {
-		t.Fatalf("the PreferDualStack Service's ClusterIPs: %q, want one of each family", vips)
+	if len(vips) != families || !ofFamilies(vips) {
+		t.Fatalf("the PreferDualStack Service's ClusterIPs: %q, want one of each of %d families", vips, families)
 	}
 	serviceAnswers := func(t *testing.T) {
 		t.Helper()
@@ -78,35 +103,37 @@ spec:
 			// kube-proxy writes the Service's rules within its sync period of the endpoints.
 			deadline := time.Now().Add(30 * time.Second)
 			for {
-				out, err := c.K(t, "", "exec", "p-cp1", "--", "/probe", "get", url, "2s")
-				if err == nil && strings.TrimSpace(out) == "p-w2" {
+				out, err := c.K(t, "", "exec", "p-"+a, "--", "/probe", "get", url, "2s")
+				if err == nil && strings.TrimSpace(out) == "p-"+b {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("the Service at %s from p-cp1: %q, %v", url, out, err)
+					t.Fatalf("the Service at %s from p-%s: %q, %v", url, a, out, err)
 				}
 				time.Sleep(time.Second)
 			}
 		}
 	}
-	t.Run("a PreferDualStack Service answers on both ClusterIPs from a Pod on another node", serviceAnswers)
+	t.Run("a PreferDualStack Service answers on each ClusterIP from a Pod on another node", serviceAnswers)
 
-	t.Run("DNS returns the Service's A and AAAA records", func(t *testing.T) {
-		out, err := c.K(t, "", "exec", "p-cp1", "--", "/probe", "resolve", "web.default.svc.cluster.local")
+	t.Run("DNS returns a record of the Service of each family", func(t *testing.T) {
+		out, err := c.K(t, "", "exec", "p-"+a, "--", "/probe", "resolve", "web.default.svc.cluster.local")
 		got := strings.Fields(out)
-		if err != nil || len(got) != 2 || !slices.Contains(got, vips[0]) || !slices.Contains(got, vips[1]) {
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(vips))
+		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("resolve web.default.svc.cluster.local: %q, %v; want %q", out, err, vips)
 		}
 	})
 
-	t.Run("the API server certificate names both Service addresses and both of the node's", func(t *testing.T) {
+	t.Run("the API server certificate names each Service address and each of the node's", func(t *testing.T) {
 		cert := c.Presented(t, "cp1", 6443)
 		var sans []string
 		for _, ip := range cert.IPAddresses {
 			sans = append(sans, ip.String())
 		}
 		addrs := strings.Fields(c.MustK(t, "get", "node", "cp1", "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`))
-		for _, want := range append([]string{"10.96.0.1", "fd00:10:96::1"}, addrs...) {
+		for _, want := range append(slices.Clone(apiVIPs), addrs...) {
 			if !slices.Contains(sans, want) {
 				t.Errorf("the API server's certificate names %v, not %s", sans, want)
 			}
@@ -114,13 +141,22 @@ spec:
 	})
 
 	t.Run("kube-proxy programs its nftables table of each family", func(t *testing.T) {
-		out := c.Lab.Run(t, "w1", "nft list table ip kube-proxy | grep -c '"+vips[0]+" . tcp . 8080'; nft list table ip6 kube-proxy | grep -c '"+vips[1]+" . tcp . 8080'; true")
-		if strings.Fields(out) == nil || strings.Join(strings.Fields(out), " ") != "1 1" {
-			t.Errorf("the Service in kube-proxy's ip and ip6 tables on w1: %q, want \"1 1\"", out)
+		var script, want []string
+		for _, vip := range vips {
+			family := "ip"
+			if strings.Contains(vip, ":") {
+				family = "ip6"
+			}
+			script = append(script, "nft list table "+family+" kube-proxy | grep -c '"+vip+" . tcp . 8080'")
+			want = append(want, "1")
+		}
+		out := c.Lab.Run(t, a, strings.Join(script, "; ")+"; true")
+		if strings.Join(strings.Fields(out), " ") != strings.Join(want, " ") {
+			t.Errorf("the Service in kube-proxy's tables on %s: %q, want %q", a, out, want)
 		}
 	})
 
-	t.Run("certs rotate leaves the Service answering on both families", func(t *testing.T) {
+	t.Run("certs rotate leaves the Service answering on each family", func(t *testing.T) {
 		if _, stderr, code := c.Run(t, "certs", "rotate", "--yes", "--fresh", "0s"); code != 0 {
 			t.Fatalf("certs rotate: exit %d\n%s", code, stderr)
 		}
@@ -131,31 +167,26 @@ spec:
 		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s", code, stderr)
 		}
-		for _, h := range []string{"cp1", "w1", "w2"} {
-			out, _ := c.Lab.SSH("", h, `nft list tables | grep -w kube-proxy; ip rule | grep 32700; ip -6 rule | grep 32700; `+
+		for _, h := range c.Lab.Hosts {
+			out, _ := c.Lab.SSH("", h.Name, `nft list tables | grep -w kube-proxy; ip rule | grep 32700; ip -6 rule | grep 32700; `+
 				`ip -6 route | grep fd00:10:244; ls -d /var/lib/clusterctl/pod-rules6 /sys/class/net/cni0 2>/dev/null; true`)
 			if strings.TrimSpace(out) != "" {
-				t.Errorf("%s after reset:\n%s", h, out)
+				t.Errorf("%s after reset:\n%s", h.Name, out)
 			}
 		}
 	})
 }
 
-// bothFamilies reports whether list is two addresses or ranges, one IPv4 and one IPv6.
-func bothFamilies(t *testing.T, list []string) bool {
-	t.Helper()
-	if len(list) != 2 {
-		return false
-	}
-	v6 := 0
+// ofFamilies reports whether list is addresses or ranges of distinct families: one, or one IPv4 and one
+// IPv6.
+func ofFamilies(list []string) bool {
+	seen := map[bool]bool{}
 	for _, s := range list {
 		a, err := netip.ParseAddr(strings.Split(s, "/")[0])
-		if err != nil {
+		if err != nil || seen[a.Is6()] {
 			return false
 		}
-		if a.Is6() {
-			v6++
-		}
+		seen[a.Is6()] = true
 	}
-	return v6 == 1
+	return len(list) > 0
 }

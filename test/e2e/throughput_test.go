@@ -94,3 +94,52 @@ func throughput(t testing.TB, c *Cluster, from, ip string, runs int) string {
 	slices.Sort(sorted)
 	return fmt.Sprintf("**%.0f** (%s)", sorted[len(sorted)/2], strings.Join(all, ", "))
 }
+
+// TestServiceLatency measures what kube-proxy's mode costs a connection through a Service: on a 1+2
+// cluster (the bridge) per mode, iptables then nftables, the probe Pod on cp1 makes short connections one
+// after another (connect, an HTTP/1.0 request, close) to a ClusterIP whose one endpoint is the probe Pod on
+// w2, and to that Pod's own address (no Service: the network's share), then fetches 1 GiB through the
+// ClusterIP. It prints the figures and asserts nothing on them (make bench-net; CONNS connections, default
+// 10000).
+func TestServiceLatency(t *testing.T) {
+	if os.Getenv(ThroughputEnv) == "" {
+		t.Skip("make bench-net runs it (" + ThroughputEnv + "=1)")
+	}
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("CONNS")); err == nil && v > 0 {
+		n = v
+	}
+	artDir, m := lab.Artifacts(t)
+	var table []string
+	for _, mode := range []string{"iptables", "nftables"} {
+		t.Run(mode, func(t *testing.T) {
+			c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, artDir, m.KubernetesVersion, "  kubeProxy:\n    mode: "+mode+"\n")
+			c.Up(t)
+			c.LoadProbe(t, "cp1", "w2")
+			ips := ProbePods(t, c, "cp1", "w2")
+			c.MustK(t, "expose", "pod", "p-w2", "--name", "web", "--port", "8080")
+			vip := strings.TrimSpace(c.MustK(t, "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"))
+			// The Service's rules come within kube-proxy's sync of the endpoints.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if out, err := c.K(t, "", "exec", "p-cp1", "--", "/probe", "get", "http://"+net.JoinHostPort(vip, "8080"), "2s"); err == nil && strings.TrimSpace(out) == "p-w2" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the Service %s does not answer", vip)
+				}
+				time.Sleep(time.Second)
+			}
+			conns := func(ip string) string {
+				return strings.TrimSpace(c.MustK(t, "exec", "p-cp1", "--", "/probe", "conns", net.JoinHostPort(ip, "8080"), strconv.Itoa(n)))
+			}
+			svc, pod := conns(vip), conns(ips["w2"])
+			rate := throughput(t, c, "p-cp1", vip, 3)
+			row := fmt.Sprintf("| %s | %s | %s | %s |", mode, svc, pod, rate)
+			t.Log(row)
+			table = append(table, row)
+		})
+	}
+	t.Logf("%d short connections one after another, Pod on cp1 to a ClusterIP whose endpoint is on w2, and to that Pod directly (microseconds); then MB/s of 1 GiB through the ClusterIP (median of 3):\n| kube-proxy | through the ClusterIP | to the Pod itself | MB/s through the ClusterIP |\n| --- | --- | --- | --- |\n%s",
+		n, strings.Join(table, "\n"))
+}

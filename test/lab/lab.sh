@@ -27,7 +27,7 @@
 # other subnets through its own subnet's .254: nodes reach each other only through a gateway, as in a VPC
 # of several subnets. The machine holds .1 on every subnet (the workstation reaches every host directly).
 #
-# With --ip dual, each subnet also has the IPv6 ULA prefix fdcc:(250+k):X::/64 (the machine ::1, hosts
+# With --ip dual, each subnet also has the IPv6 ULA prefix fdcc:(250+k):(X+1)::/64 (the machine ::1, hosts
 # ::10 and up, the router ::254), and hosts.yaml gives each host both addresses (internalAddress) and a
 # dual-stack cluster (networking); with --ip 6, hosts have only the IPv6 address, which SSH uses too.
 #
@@ -280,7 +280,9 @@ cmd_up() {
 # subnet_of IDX K: the first three octets of lab IDX's subnet K; subnet6_of IDX K: its IPv6 prefix, to
 # which ":N" adds a host part; bridge_of IDX K: its bridge.
 subnet_of() { echo "10.$((250 + $2)).$1"; }
-subnet6_of() { echo "fdcc:$((250 + $2)):$1:"; }
+# The third group is the lab's index plus one: never 0, so that every address is written as OpenSSH
+# and Go print it (RFC 5952), which known_hosts must match.
+subnet6_of() { echo "fdcc:$((250 + $2)):$(($1 + 1)):"; }
 bridge_of() { if [ "$2" = 0 ]; then echo "cclab$1"; else echo "cclab$1s$2"; fi; }
 
 # make_router IDX S: bridges for subnets 1..S-1 (the machine .1 on each), and the router: a network

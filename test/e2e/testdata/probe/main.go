@@ -2,7 +2,9 @@
 // registry. "probe serve" answers HTTP with its host name, and UDP datagrams on the same port with its
 // host name too; "probe get URL [TIMEOUT]" prints a URL's body (5 s at most by default); "probe udp HOST:PORT" prints the answer to a datagram;
 // "probe fetch URL" reads a URL's body to the end and prints its size and time (with serve's /bytes/N, N
-// bytes: a TCP throughput measure); "probe resolve NAME" prints the addresses a name resolves to through the pod's resolver; "probe api
+// bytes: a TCP throughput measure); "probe conns HOST:PORT N" makes N short connections one after another
+// (connect, an HTTP/1.0 request, the answer read, close) and prints the connect and request times'
+// percentiles and the connections per second; "probe resolve NAME" prints the addresses a name resolves to through the pod's resolver; "probe api
 // INTERVAL SERVICE LOG" is a client of the API server with the Pod's service-account token, and of a
 // workload's Service, that logs every request's outcome.
 package main
@@ -18,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,6 +78,15 @@ func main() {
 		fmt.Println(strings.TrimSpace(string(body)))
 	case "fetch":
 		if err := fetch(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	case "conns":
+		n, err := strconv.Atoi(os.Args[3])
+		if err == nil {
+			err = conns(os.Args[2], n)
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -271,5 +283,39 @@ func fetch(url string) error {
 		return err
 	}
 	fmt.Printf("%d bytes in %.6f s\n", n, time.Since(start).Seconds())
+	return nil
+}
+
+// conns makes n short connections to addr, one after another, and prints the percentiles (50, 90, 99) of
+// the time to connect and of the whole request, in microseconds, and the connections per second.
+func conns(addr string, n int) error {
+	connect, whole := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	start := time.Now()
+	for range n {
+		t0 := time.Now()
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		t1 := time.Now()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
+			c.Close()
+			return err
+		}
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			c.Close()
+			return err
+		}
+		c.Close()
+		connect, whole = append(connect, t1.Sub(t0)), append(whole, time.Since(t0))
+	}
+	elapsed := time.Since(start)
+	pct := func(d []time.Duration, p int) int64 {
+		slices.Sort(d)
+		return d[(len(d)-1)*p/100].Microseconds()
+	}
+	fmt.Printf("connect_us p50=%d p90=%d p99=%d request_us p50=%d p90=%d p99=%d conns_per_s=%.0f\n",
+		pct(connect, 50), pct(connect, 90), pct(connect, 99), pct(whole, 50), pct(whole, 90), pct(whole, 99), float64(n)/elapsed.Seconds())
 	return nil
 }
