@@ -30,7 +30,7 @@ CLUSTER_CNI := $(if $(CNI),\n  cni:\n    plugin: $(CNI))
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long test-vm faults conformance netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net
+.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -112,10 +112,15 @@ faults: ## the fault-injection suite on lab hosts (root; ~30 min): up with a wor
 	CLUSTERCTL_E2E_FAULTS=1 go test -count=1 -timeout 40m -v -run 'TestNoLeaks$$' ./cmd/clusterctl/
 	go test -count=1 -timeout 10m -v -run 'TestFaultsDuringPush$$' ./test/integration/
 
-conformance: lab-deps ## Kubernetes' own [Conformance] tests (e2e.test built from the module proxy, their images packed offline) on a 1+2 cluster made by clusterctl up, parallel then serial; CONTROL_PLANES=3 for three control-plane nodes; CNI=flannel on flannel; reports in .lab/conformance/ (root; ~60 min, ~90 with CONTROL_PLANES=3)
+conformance: lab-deps ## Kubernetes' own [Conformance] tests (e2e.test built from the module proxy, their images packed offline) on a 1+2 cluster made by clusterctl up, parallel then serial; CONTROL_PLANES=3 for three control-plane nodes; CNI=flannel on flannel; IP=dual PROXY=nftables on a dual-stack cluster with kube-proxy's nftables mode; reports in .lab/conformance/ (root; ~60 min, ~90 with CONTROL_PLANES=3)
 	test/lab/artifacts.sh $(K8S_VERSION) >/dev/null
 	test/lab/conformance.sh $(K8S_VERSION) >/dev/null
-	CLUSTERCTL_E2E_CONFORMANCE=full CLUSTERCTL_E2E_CNI=$(CNI) CONTROL_PLANES=$(CONTROL_PLANES) go test -count=1 -timeout 5h -v -run 'TestConformance$$' ./test/e2e/
+	CLUSTERCTL_E2E_CONFORMANCE=full CLUSTERCTL_E2E_CNI=$(CNI) CLUSTERCTL_E2E_IP=$(IP) CLUSTERCTL_E2E_PROXY=$(PROXY) CONTROL_PLANES=$(CONTROL_PLANES) go test -count=1 -timeout 5h -v -run 'TestConformance$$' ./test/e2e/
+
+conformance-dualstack: lab-deps ## Kubernetes' own [Feature:IPv6DualStack] tests (from the same e2e.test) on a dual-stack 1+2 cluster (PROXY=nftables for kube-proxy's nftables mode); reports in .lab/conformance/ (root)
+	test/lab/artifacts.sh $(K8S_VERSION) >/dev/null
+	test/lab/conformance.sh $(K8S_VERSION) >/dev/null
+	CLUSTERCTL_E2E_CONFORMANCE=dualstack CLUSTERCTL_E2E_PROXY=$(PROXY) go test -count=1 -timeout 2h -v -run 'TestConformance$$' ./test/e2e/
 
 netpol: lab-deps ## Kubernetes' own [Feature:NetworkPolicy] tests (from the same e2e.test) on a 1+2 cluster with cni.networkPolicy, on flannel (CNI=bridge for the bridge); reports in .lab/conformance/ (root)
 	test/lab/artifacts.sh $(K8S_VERSION) >/dev/null

@@ -42,8 +42,11 @@ var conformanceFocused = []string{
 // the cluster's version (test/lab/conformance.sh): CLUSTERCTL_E2E_CONFORMANCE=full the whole [Conformance]
 // suite (make conformance); CLUSTERCTL_E2E_CONFORMANCE=netpol the suite's [Feature:NetworkPolicy] tests in
 // its place (make netpol: on flannel with cni.networkPolicy); CONFORMANCE_FOCUS=REGEXP the [Conformance]
-// tests whose names match. CLUSTERCTL_E2E_CNI names the cluster's pod network (make conformance
-// CNI=flannel; default the bridge) and, with netpol, the policy controller runs beside it. Without any of
+// tests whose names match; CLUSTERCTL_E2E_CONFORMANCE=dualstack the suite's [Feature:IPv6DualStack] tests
+// on a dual-stack cluster (make conformance-dualstack). CLUSTERCTL_E2E_CNI names the cluster's pod network
+// (make conformance CNI=flannel; default the bridge) and, with netpol, the policy controller runs beside it;
+// CLUSTERCTL_E2E_IP the hosts' and cluster's families (make conformance IP=dual: lab.sh up --ip), and
+// CLUSTERCTL_E2E_PROXY kube-proxy's mode (PROXY=nftables). Without any of
 // these it is skipped: make test runs the focused part on TestUp's cluster (RunConformance).
 func TestConformance(t *testing.T) {
 	mode := os.Getenv("CLUSTERCTL_E2E_CONFORMANCE")
@@ -51,6 +54,8 @@ func TestConformance(t *testing.T) {
 	switch {
 	case mode == "netpol":
 		run = ConformanceRun{Name: "netpol", Label: "Feature:NetworkPolicy", Focus: []string{""}, Full: true}
+	case mode == "dualstack":
+		run = ConformanceRun{Name: "dualstack", Label: "Feature:IPv6DualStack", Focus: []string{""}, Full: true}
 	case mode == "full":
 		run = ConformanceRun{Name: "full", Label: "Conformance", Focus: []string{""}, Full: true}
 	case os.Getenv("CONFORMANCE_FOCUS") != "":
@@ -66,6 +71,16 @@ func TestConformance(t *testing.T) {
 	if mode == "netpol" {
 		settings, run.Network = settings+"    networkPolicy: true\n", run.Network+" with cni.networkPolicy"
 	}
+	ip := os.Getenv("CLUSTERCTL_E2E_IP")
+	if mode == "dualstack" {
+		ip = "dual"
+	}
+	if ip != "" {
+		run.Network += ", hosts and cluster IP " + ip
+	}
+	if proxy := os.Getenv("CLUSTERCTL_E2E_PROXY"); proxy != "" {
+		settings, run.Network = settings+"  kubeProxy:\n    mode: "+proxy+"\n", run.Network+", kube-proxy "+proxy
+	}
 	controlPlanes := 1
 	if os.Getenv("CONTROL_PLANES") != "" {
 		n, err := strconv.Atoi(os.Getenv("CONTROL_PLANES"))
@@ -75,7 +90,7 @@ func TestConformance(t *testing.T) {
 		controlPlanes = n
 	}
 	dir, m := lab.Artifacts(t)
-	c := newCluster(t, lab.Options{Hosts: controlPlanes + 2, ControlPlanes: controlPlanes}, dir, m.KubernetesVersion, settings)
+	c := newCluster(t, lab.Options{Hosts: controlPlanes + 2, ControlPlanes: controlPlanes, IP: ip}, dir, m.KubernetesVersion, settings)
 	c.Up(t)
 	run.Run(t, c)
 }

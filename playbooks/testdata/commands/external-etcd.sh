@@ -2,7 +2,9 @@
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
 ######## etcd1: preflight: a listener on this host's etcd peer port
 ip=10.250.3.11 port=2380
-if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+if command -v socat >/dev/null 2>&1; then
+  l="TCP-LISTEN:$port,bind=$ip"; case $ip in *:*) l="TCP6-LISTEN:$port,bind=[$ip]";; esac
+  exec timeout 60 socat -T2 "$l,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
 s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
@@ -143,7 +145,9 @@ fi
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
 ######## etcd2: preflight: a listener on this host's etcd peer port
 ip=10.250.3.12 port=2380
-if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+if command -v socat >/dev/null 2>&1; then
+  l="TCP-LISTEN:$port,bind=$ip"; case $ip in *:*) l="TCP6-LISTEN:$port,bind=[$ip]";; esac
+  exec timeout 60 socat -T2 "$l,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
 s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
@@ -284,7 +288,9 @@ fi
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
 ######## cp1: preflight: a listener on this host's etcd peer port
 ip=10.250.1.10 port=2380
-if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+if command -v socat >/dev/null 2>&1; then
+  l="TCP-LISTEN:$port,bind=$ip"; case $ip in *:*) l="TCP6-LISTEN:$port,bind=[$ip]";; esac
+  exec timeout 60 socat -T2 "$l,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
 s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
@@ -540,7 +546,9 @@ else act "start kubelet" systemctl start kubelet; fi
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
 ######## w1: preflight: a listener on this host's etcd peer port
 ip=10.250.1.20 port=2380
-if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+if command -v socat >/dev/null 2>&1; then
+  l="TCP-LISTEN:$port,bind=$ip"; case $ip in *:*) l="TCP6-LISTEN:$port,bind=[$ip]";; esac
+  exec timeout 60 socat -T2 "$l,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
 s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)

@@ -2,7 +2,9 @@
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe fd00:10::11 6443
 ######## cp1.corp.example.com: preflight: a listener on this host's etcd peer port
 ip=fd00:10::11 port=2380
-if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+if command -v socat >/dev/null 2>&1; then
+  l="TCP-LISTEN:$port,bind=$ip"; case $ip in *:*) l="TCP6-LISTEN:$port,bind=[$ip]";; esac
+  exec timeout 60 socat -T2 "$l,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
 s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
@@ -266,7 +268,9 @@ else act "start kubelet" systemctl start kubelet; fi
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe fd00:10::11 6443
 ######## cp2.corp.example.com: preflight: a listener on this host's etcd peer port
 ip=fd00:10::12 port=2380
-if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+if command -v socat >/dev/null 2>&1; then
+  l="TCP-LISTEN:$port,bind=$ip"; case $ip in *:*) l="TCP6-LISTEN:$port,bind=[$ip]";; esac
+  exec timeout 60 socat -T2 "$l,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
 s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
@@ -529,7 +533,9 @@ else act "start kubelet" systemctl start kubelet; fi
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe fd00:10::11 6443
 ######## cp3.corp.example.com: preflight: a listener on this host's etcd peer port
 ip=fd00:10::13 port=2380
-if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+if command -v socat >/dev/null 2>&1; then
+  l="TCP-LISTEN:$port,bind=$ip"; case $ip in *:*) l="TCP6-LISTEN:$port,bind=[$ip]";; esac
+  exec timeout 60 socat -T2 "$l,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
 s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
@@ -792,7 +798,9 @@ else act "start kubelet" systemctl start kubelet; fi
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe fd00:10::11 6443
 ######## w1.corp.example.com: preflight: a listener on this host's etcd peer port
 ip=fd00:10::21 port=2380
-if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+if command -v socat >/dev/null 2>&1; then
+  l="TCP-LISTEN:$port,bind=$ip"; case $ip in *:*) l="TCP6-LISTEN:$port,bind=[$ip]";; esac
+  exec timeout 60 socat -T2 "$l,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
 s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)

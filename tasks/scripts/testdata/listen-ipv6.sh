@@ -1,5 +1,7 @@
 ip=fd00:10::11 port=2380
-if command -v socat >/dev/null 2>&1; then exec timeout 60 socat -T2 "TCP-LISTEN:$port,bind=$ip,reuseaddr,fork" SYSTEM:true
+if command -v socat >/dev/null 2>&1; then
+  l="TCP-LISTEN:$port,bind=$ip"; case $ip in *:*) l="TCP6-LISTEN:$port,bind=[$ip]";; esac
+  exec timeout 60 socat -T2 "$l,reuseaddr,fork" SYSTEM:true
 elif command -v python3 >/dev/null 2>&1; then exec timeout 60 python3 -c '
 import socket,sys
 s=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
