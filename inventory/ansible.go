@@ -333,7 +333,7 @@ func (a *ansible) checkGroups() {
 var hostVars = map[string]bool{
 	"ansible_host": true, "ansible_ssh_host": true, "ansible_port": true, "ansible_ssh_port": true,
 	"ansible_user": true, "ansible_ssh_user": true, "ansible_ssh_private_key_file": true,
-	"ansible_private_key_file": true, "ansible_become": true, "ip": true, "access_ip": true,
+	"ansible_private_key_file": true, "ansible_become": true, "ip": true, "access_ip": true, "ip6": true,
 	"node_labels": true, "node_taints": true, "ansible_become_method": true, "ansible_connection": true,
 	"ansible_password": true, "ansible_ssh_pass": true, "ansible_ssh_password": true,
 }
@@ -343,7 +343,8 @@ var clusterVars = map[string]bool{
 	"kube_version": true, "kube_pods_subnet": true, "kube_service_addresses": true,
 	"kube_network_node_prefix": true, "cluster_name": true, "dns_domain": true, "kube_apiserver_port": true,
 	"apiserver_loadbalancer_domain_name": true, "loadbalancer_apiserver": true,
-	"supplementary_addresses_in_ssl_keys": true,
+	"supplementary_addresses_in_ssl_keys": true, "ipv4_stack": true, "ipv6_stack": true, "enable_dual_stack_networks": true,
+	"kube_pods_subnet_ipv6": true, "kube_service_addresses_ipv6": true, "kube_network_node_prefix_ipv6": true,
 }
 
 var (
