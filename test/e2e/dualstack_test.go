@@ -16,9 +16,10 @@ import (
 // pod network, and checks what dual-stack means to a user: every Node has a pod range and an address of
 // each family, a Pod gets an address of each, Pods on different nodes reach each other over both, a
 // PreferDualStack Service answers on both ClusterIPs from a Pod on another node, DNS returns its A and AAAA
-// records, and the API server's certificate names both Service addresses and both of the node's. Then
-// `certs rotate` leaves it answering, and reset leaves no kube-proxy table of either family and no IPv6
-// Service rule.
+// records, and the API server's certificate names both Service addresses and both of the node's, a
+// kubelet's serving certificate both of its node's. Then `certs rotate` of those certificates gives new
+// ones naming both families, and reset leaves no kube-proxy table of either family and no IPv6 Service
+// rule.
 func TestDualStack(t *testing.T) {
 	artDir, m := lab.Artifacts(t)
 	c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1, IP: "dual"}, artDir, m.KubernetesVersion, "  kubeProxy:\n    mode: nftables\n")
@@ -45,7 +46,8 @@ func TestIPv6Only(t *testing.T) {
 // address of each, Pods on a and b reach each other over each (TCP and UDP), a PreferDualStack Service
 // answers on each ClusterIP from a Pod on the other node, DNS returns a record of each family, the API
 // server certificate names apiVIPs and the node's addresses, kube-proxy's nftables table of each family
-// has the Service; then certs rotate leaves it answering, and reset leaves no kube-proxy table and no
+// has the Service; then certs rotate renews the certificates that name addresses (the API server's, the
+// kubelets' serving ones), the new ones naming each family's, and reset leaves no kube-proxy table and no
 // Service rule of either family.
 func checkStack(t *testing.T, c *Cluster, families int, a, b string, apiVIPs []string) {
 	t.Helper()
@@ -126,18 +128,27 @@ spec:
 		}
 	})
 
-	t.Run("the API server certificate names each Service address and each of the node's", func(t *testing.T) {
-		cert := c.Presented(t, "cp1", 6443)
+	// names checks that the certificate host presents at port names each address of node (its InternalIPs)
+	// and the extra ones, and returns its serial number.
+	names := func(t *testing.T, what, host string, port int, node string, extra ...string) string {
+		t.Helper()
+		cert := c.Presented(t, host, port)
 		var sans []string
 		for _, ip := range cert.IPAddresses {
 			sans = append(sans, ip.String())
 		}
-		addrs := strings.Fields(c.MustK(t, "get", "node", "cp1", "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`))
-		for _, want := range append(slices.Clone(apiVIPs), addrs...) {
+		addrs := strings.Fields(c.MustK(t, "get", "node", node, "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`))
+		for _, want := range append(slices.Clone(extra), addrs...) {
 			if !slices.Contains(sans, want) {
-				t.Errorf("the API server's certificate names %v, not %s", sans, want)
+				t.Errorf("%s names %v, not %s", what, sans, want)
 			}
 		}
+		return cert.SerialNumber.String()
+	}
+	var apiSerial, servingSerial string
+	t.Run("the API server certificate names each Service address and each of the node's, a kubelet's serving certificate each of its node's", func(t *testing.T) {
+		apiSerial = names(t, "the API server's certificate", "cp1", 6443, "cp1", apiVIPs...)
+		servingSerial = names(t, b+"'s kubelet serving certificate", b, 10250, b)
 	})
 
 	t.Run("kube-proxy programs its nftables table of each family", func(t *testing.T) {
@@ -156,9 +167,17 @@ spec:
 		}
 	})
 
-	t.Run("certs rotate leaves the Service answering on each family", func(t *testing.T) {
-		if _, stderr, code := c.Run(t, "certs", "rotate", "--yes", "--fresh", "0s"); code != 0 {
+	// The certificates that name addresses of both families, renewed: the API server's, and the kubelets'
+	// serving ones (requested anew, approved only when every address is the node's).
+	t.Run("certs rotate of the API server's and the kubelets' serving certificates: new ones naming each family's addresses, the Service answering", func(t *testing.T) {
+		if _, stderr, code := c.Run(t, "certs", "rotate", "--yes", "--fresh", "0s", "--only", "apiserver,kubelet-serving"); code != 0 {
 			t.Fatalf("certs rotate: exit %d\n%s", code, stderr)
+		}
+		if serial := names(t, "the API server's new certificate", "cp1", 6443, "cp1", apiVIPs...); serial == apiSerial {
+			t.Errorf("the API server presents the certificate it had before the rotation (serial %s)", serial)
+		}
+		if serial := names(t, b+"'s new kubelet serving certificate", b, 10250, b); serial == servingSerial {
+			t.Errorf("%s's kubelet presents the serving certificate it had before the rotation (serial %s)", b, serial)
 		}
 		serviceAnswers(t)
 	})
