@@ -3,6 +3,7 @@ package e2e
 import (
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -20,9 +21,15 @@ import (
 // kubelet's serving certificate both of its node's. Then `certs rotate` of those certificates gives new
 // ones naming both families, and reset leaves no kube-proxy table of either family and no IPv6 Service
 // rule.
+//
+// CLUSTERCTL_E2E_CNI=flannel runs it on flannel (its second, IPv6 VXLAN device) in place of the bridge.
 func TestDualStack(t *testing.T) {
 	artDir, m := lab.Artifacts(t)
-	c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1, IP: "dual"}, artDir, m.KubernetesVersion, "  kubeProxy:\n    mode: nftables\n")
+	settings := "  kubeProxy:\n    mode: nftables\n"
+	if cni := os.Getenv("CLUSTERCTL_E2E_CNI"); cni != "" {
+		settings += "  cni:\n    plugin: " + cni + "\n"
+	}
+	c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1, IP: "dual"}, artDir, m.KubernetesVersion, settings)
 	c.Up(t)
 	checkStack(t, c, 2, "cp1", "w2", []string{"10.96.0.1", "fd00:10:96::1"})
 }
@@ -188,7 +195,7 @@ spec:
 		}
 		for _, h := range c.Lab.Hosts {
 			out, _ := c.Lab.SSH("", h.Name, `nft list tables | grep -w kube-proxy; ip rule | grep 32700; ip -6 rule | grep 32700; `+
-				`ip -6 route | grep fd00:10:244; ls -d /var/lib/clusterctl/pod-rules6 /sys/class/net/cni0 2>/dev/null; true`)
+				`ip -6 route | grep fd00:10:244; ls -d /var/lib/clusterctl/pod-rules6 /sys/class/net/cni0 /sys/class/net/flannel.1 /sys/class/net/flannel-v6.1 /run/flannel 2>/dev/null; true`)
 			if strings.TrimSpace(out) != "" {
 				t.Errorf("%s after reset:\n%s", h.Name, out)
 			}
