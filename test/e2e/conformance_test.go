@@ -326,8 +326,17 @@ func ginkgo(t *testing.T, c *Cluster, suite, repoList, out, name, procs, labels 
 	for _, s := range skip {
 		args = append(args, "--skip="+s)
 	}
+	// --num-nodes: the schedulable nodes (the workers). Without it the skeleton provider says -1, and tests
+	// that need two nodes (the dual-stack Service checks among them) skip themselves.
+	workers := 0
+	for _, h := range c.Lab.Hosts {
+		if strings.HasPrefix(h.Name, "w") {
+			workers++
+		}
+	}
 	args = append(args, filepath.Join(bin, "e2e.test"), "--",
 		"--kubeconfig="+c.Admin(), "--kubectl-path="+c.Kubectl, "--provider=skeleton", "--report-dir="+filepath.Join(out, name),
+		"--num-nodes="+strconv.Itoa(workers),
 		"--dump-logs-on-failure=false", "--disable-log-dump")
 	log, err := os.Create(filepath.Join(out, name+".log"))
 	if err != nil {
