@@ -234,9 +234,6 @@ func HostServiceRoutes(env network.Env, n network.Node, services []string) []Ser
 			continue
 		}
 		ip := ofFamily(n.IPs, r.Addr().Is6())
-		if ip == "" && r.Addr().Is4() == strings.Contains(n.IP, ".") {
-			ip = n.IP
-		}
 		addr, err := netip.ParseAddr(ip)
 		if err != nil {
 			continue
