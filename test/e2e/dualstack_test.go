@@ -31,21 +31,39 @@ func TestDualStack(t *testing.T) {
 	}
 	c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1, IP: "dual"}, artDir, m.KubernetesVersion, settings)
 	c.Up(t)
-	checkStack(t, c, 2, "cp1", "w2", []string{"10.96.0.1", "fd00:10:96::1"})
+	checkStack(t, c, 2, "cp1", "w2", []string{"10.96.0.1", "fd00:10:96::1"}, "")
 }
 
-// TestIPv6Only (make test-long) brings up an IPv6-only 1+1 cluster (hosts with an IPv6 address alone,
+// TestIPv6Only (make test-long) brings up an IPv6-only 2+1 cluster (hosts with an IPv6 address alone,
 // reached over IPv6 by SSH too) with kube-proxy in nftables mode, and makes TestDualStack's checks with one
-// family: every URL with an address in brackets, etcd's and the API server's among them.
+// family: every URL with an address in brackets, etcd's and the API server's among them. Two control-plane
+// nodes make etcd's peers and the node-local API proxy's backends IPv6 too: the rotation of the API
+// servers' certificates, one node at a time, fails no request through the worker's proxy.
 func TestIPv6Only(t *testing.T) {
 	longOnly(t, "a dual-stack cluster (TestDualStack)")
 	artDir, m := lab.Artifacts(t)
-	c := newCluster(t, lab.Options{Hosts: 2, ControlPlanes: 1, IP: "6"}, artDir, m.KubernetesVersion, "  kubeProxy:\n    mode: nftables\n")
+	c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 2, IP: "6"}, artDir, m.KubernetesVersion, "  kubeProxy:\n    mode: nftables\n")
 	res := c.Up(t)
 	if !strings.HasPrefix(res.Endpoint, "https://[fdcc:") {
 		t.Errorf("the API endpoint %q is not an IPv6 address in brackets", res.Endpoint)
 	}
-	checkStack(t, c, 1, "cp1", "w1", []string{"fd00:10:96::1"})
+	t.Run("each API server answers at its IPv6 address, etcd's members peer over IPv6, the worker's proxy has each as a backend", func(t *testing.T) {
+		for _, h := range c.Lab.Hosts[:2] {
+			out, err := c.K(t, "", "--server", "https://"+net.JoinHostPort(h.Address, "6443"), "--tls-server-name", h.Address, "get", "--raw", "/readyz")
+			if err != nil || out != "ok" {
+				t.Errorf("the API server on %s: %q, %v", h.Name, out, err)
+			}
+		}
+		members := c.Etcdctl(t, "cp1", "--endpoints https://[::1]:2379 member list")
+		if strings.Count(members, ", started, ") != 2 || strings.Count(members, "https://[fdcc:") != 4 {
+			t.Errorf("want 2 started members, each with an IPv6 peer and client URL:\n%s", members)
+		}
+		out := c.Lab.Run(t, "w1", "grep '^    server cp' /etc/kubernetes/clusterctl-apiserver-proxy.cfg")
+		if strings.Count(out, " [fdcc:") != 2 || strings.Count(out, "]:6443\n") != 2 {
+			t.Errorf("w1's API proxy backends, want both API servers at [IPv6]:6443:\n%s", out)
+		}
+	})
+	checkStack(t, c, 1, "cp1", "w1", []string{"fd00:10:96::1"}, "w1")
 }
 
 // checkStack makes the checks of a cluster with families IP families (2: dual-stack; 1: the hosts' one)
@@ -54,9 +72,10 @@ func TestIPv6Only(t *testing.T) {
 // answers on each ClusterIP from a Pod on the other node, DNS returns a record of each family, the API
 // server certificate names apiVIPs and the node's addresses, kube-proxy's nftables table of each family
 // has the Service; then certs rotate renews the certificates that name addresses (the API server's, the
-// kubelets' serving ones), the new ones naming each family's, and reset leaves no kube-proxy table and no
-// Service rule of either family.
-func checkStack(t *testing.T, c *Cluster, families int, a, b string, apiVIPs []string) {
+// kubelets' serving ones), the new ones naming each family's (with proxyHost set, no request through that
+// host's node-local API proxy failing meanwhile), and reset leaves no kube-proxy table and no Service rule
+// of either family.
+func checkStack(t *testing.T, c *Cluster, families int, a, b string, apiVIPs []string, proxyHost string) {
 	t.Helper()
 	t.Run("every Node has a pod range and an InternalIP of each family", func(t *testing.T) {
 		out := c.MustK(t, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDRs[*]} {.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}`)
@@ -177,8 +196,20 @@ spec:
 	// The certificates that name addresses of both families, renewed: the API server's, and the kubelets'
 	// serving ones (requested anew, approved only when every address is the node's).
 	t.Run("certs rotate of the API server's and the kubelets' serving certificates: new ones naming each family's addresses, the Service answering", func(t *testing.T) {
-		if _, stderr, code := c.Run(t, "certs", "rotate", "--yes", "--fresh", "0s", "--only", "apiserver,kubelet-serving"); code != 0 {
+		stop := func() (int, []string) { return 0, nil }
+		if proxyHost != "" {
+			stop = StartProxyClient(t, c, proxyHost)
+		}
+		_, stderr, code := c.Run(t, "certs", "rotate", "--yes", "--fresh", "0s", "--only", "apiserver,kubelet-serving")
+		ok, failed := stop()
+		if code != 0 {
 			t.Fatalf("certs rotate: exit %d\n%s", code, stderr)
+		}
+		if proxyHost != "" {
+			t.Logf("during the rotation, through %s's API proxy: %d requests ok, %d failed", proxyHost, ok, len(failed))
+			if len(failed) > 0 {
+				t.Errorf("requests failed during the rolling rotation:\n%s", strings.Join(firstTen(failed), "\n"))
+			}
 		}
 		if serial := names(t, "the API server's new certificate", "cp1", 6443, "cp1", apiVIPs...); serial == apiSerial {
 			t.Errorf("the API server presents the certificate it had before the rotation (serial %s)", serial)
