@@ -278,7 +278,7 @@ func (d *deployment) putManifests(ctx context.Context, play string, h *inventory
 				if err := d.waitNodeAPI(ctx, h); err != nil {
 					return true, err
 				}
-				if len(d.e.Inv.ControlPlanes()) == 1 && !n.Dry {
+				if len(d.e.Inv.ControlPlanes()) == 1 {
 					// The kubelet lost its only API server, and its Pod informer's watch comes back
 					// under client-go's back-off: manifests written meanwhile lose their old mirror
 					// Pods to the kubelet's cleanup while it still sees them, and it makes the new

@@ -124,12 +124,7 @@ func (r ConformanceRun) Run(t *testing.T, c *Cluster) {
 	suite := lab.Conformance(t, c.Version)
 	skips := conformanceSkips(t)
 	repoList := serveConformanceImages(t, c, suite, dir)
-	controlPlanes := 0
-	for _, h := range c.Lab.Hosts {
-		if strings.HasPrefix(h.Name, "cp") { // the lab names its control-plane hosts cp1, cp2, ...
-			controlPlanes++
-		}
-	}
+	controlPlanes := c.Lab.ControlPlanes()
 	out := filepath.Join(root(), ".lab", "conformance", fmt.Sprintf("%s-%s-%dcp", r.Name, c.Version, controlPlanes))
 	if err := os.RemoveAll(out); err != nil {
 		t.Fatal(err)
@@ -328,15 +323,9 @@ func ginkgo(t *testing.T, c *Cluster, suite, repoList, out, name, procs, labels 
 	}
 	// --num-nodes: the schedulable nodes (the workers). Without it the skeleton provider says -1, and tests
 	// that need two nodes (the dual-stack Service checks among them) skip themselves.
-	workers := 0
-	for _, h := range c.Lab.Hosts {
-		if strings.HasPrefix(h.Name, "w") {
-			workers++
-		}
-	}
 	args = append(args, filepath.Join(bin, "e2e.test"), "--",
 		"--kubeconfig="+c.Admin(), "--kubectl-path="+c.Kubectl, "--provider=skeleton", "--report-dir="+filepath.Join(out, name),
-		"--num-nodes="+strconv.Itoa(workers),
+		"--num-nodes="+strconv.Itoa(len(c.Lab.Hosts)-c.Lab.ControlPlanes()),
 		"--dump-logs-on-failure=false", "--disable-log-dump")
 	log, err := os.Create(filepath.Join(out, name+".log"))
 	if err != nil {

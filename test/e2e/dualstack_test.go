@@ -54,7 +54,7 @@ func TestIPv6Only(t *testing.T) {
 				t.Errorf("the API server on %s: %q, %v", h.Name, out, err)
 			}
 		}
-		members := c.Etcdctl(t, "cp1", "--endpoints https://[::1]:2379 member list")
+		members := c.Etcdctl(t, "cp1", "member list")
 		if strings.Count(members, ", started, ") != 2 || strings.Count(members, "https://[fdcc:") != 4 {
 			t.Errorf("want 2 started members, each with an IPv6 peer and client URL:\n%s", members)
 		}

@@ -465,7 +465,13 @@ func (c *Cluster) Presented(t testing.TB, host string, port int) *x509.Certifica
 // Etcdctl runs etcdctl on a control-plane host against its local member.
 func (c *Cluster) Etcdctl(t testing.TB, host, args string) string {
 	t.Helper()
-	return c.Lab.Run(t, host, "etcdctl --endpoints https://127.0.0.1:2379 --cacert /etc/kubernetes/pki/etcd/ca.crt "+
+	lo := "127.0.0.1" // etcd's loopback client URL is of its node address's family
+	for _, h := range c.Lab.Hosts {
+		if h.Name == host && strings.Contains(h.Address, ":") {
+			lo = "[::1]"
+		}
+	}
+	return c.Lab.Run(t, host, "etcdctl --endpoints https://"+lo+":2379 --cacert /etc/kubernetes/pki/etcd/ca.crt "+
 		"--cert /etc/kubernetes/pki/apiserver-etcd-client.crt --key /etc/kubernetes/pki/apiserver-etcd-client.key "+args)
 }
 

@@ -48,8 +48,9 @@ type Options struct {
 
 // Host is one lab host.
 type Host struct {
-	Name    string
-	Address string
+	Name         string
+	Address      string
+	ControlPlane bool // its inventory role
 }
 
 // Lab is a running lab: its hosts and the files to reach them.
@@ -155,9 +156,20 @@ func Start(t testing.TB, opts Options) *Lab {
 		t.Fatalf("the lab's inventory is invalid: %v", err)
 	}
 	for _, h := range inv.Hosts {
-		l.Hosts = append(l.Hosts, Host{Name: h.Name, Address: h.Address})
+		l.Hosts = append(l.Hosts, Host{Name: h.Name, Address: h.Address, ControlPlane: h.Has(inventory.RoleControlPlane)})
 	}
 	return l
+}
+
+// ControlPlanes counts the lab's control-plane hosts.
+func (l *Lab) ControlPlanes() int {
+	n := 0
+	for _, h := range l.Hosts {
+		if h.ControlPlane {
+			n++
+		}
+	}
+	return n
 }
 
 // NetNS is the network namespace of a running lab host (/proc/PID/ns/net of its init), for tools of this
