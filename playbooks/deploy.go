@@ -230,6 +230,7 @@ func (d *deployment) node(name string) (apply.Node, error) {
 	if d.keep != nil {
 		n.Files = slices.DeleteFunc(n.Files, func(f transport.File) bool { return !d.keep(f.Path) })
 		n.Images = slices.DeleteFunc(n.Images, func(im scripts.Image) bool { return !d.keep(im.File) })
+		n.Partial = true
 	}
 	for i := range n.Files {
 		n.Files[i].Keep = apply.MayPreexist(n.Files[i].Path)

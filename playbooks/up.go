@@ -86,21 +86,22 @@ func (u *upRun) renderStep(ctx context.Context) error {
 // while the first control-plane node starts, and the steps that start their kubelets wait for them
 // (pushed). Pushes share the workstation's and, in a lab, the hosts' CPUs: measured on a 1+2 lab, the
 // first control-plane node's push took ~10 s alone and ~19 s beside the workers', and its API server came
-// only after the last push ended. A dry run pushes all hosts in one play.
+// only after the last push ended. A new cluster's first control-plane node gets its scheduler's manifest
+// once its API server is ready (holdScheduler). A dry run pushes all hosts in one play.
 func (u *upRun) pushStep(ctx context.Context) error {
 	first, rest := u.pushOrder()
 	if u.o.DryRun || len(first) == 0 || len(rest) == 0 {
-		_, err := u.pushPart(ctx, "push", names(u.hosts), u.e.Forks, u.holdRunning)
+		_, err := u.pushPart(ctx, "push", names(u.hosts), u.e.Forks, u.hold)
 		return err
 	}
-	if _, err := u.pushPart(ctx, "push", names(first), u.e.Forks, u.holdRunning); err != nil {
+	if _, err := u.pushPart(ctx, "push", names(first), u.e.Forks, u.hold); err != nil {
 		return err
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	u.later = &laterPush{hosts: names(rest), done: make(chan error, 1), cancel: cancel}
 	u.e.say("push", "", "pushing %d more hosts beside the control plane's start: %s", len(rest), strings.Join(u.later.hosts, ", "))
 	go func(l *laterPush) {
-		_, err := u.pushPart(lctx, "push", l.hosts, u.e.Forks, u.holdRunning)
+		_, err := u.pushPart(lctx, "push", l.hosts, u.e.Forks, u.hold)
 		l.done <- err
 	}(u.later)
 	return nil

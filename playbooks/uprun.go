@@ -68,6 +68,9 @@ type upRun struct {
 	// early is the pod network of the nodes with a range, under way beside the workers' join
 	// (startEarlyNetwork); nil when there is none.
 	early *earlyRun
+	// heldScheduler: the push left the first control-plane node's scheduler manifest out, for waitAPI to
+	// write (holdScheduler).
+	heldScheduler bool
 }
 
 // earlyRun is the early pod network under way in the background (startEarlyNetwork): its result comes

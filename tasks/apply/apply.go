@@ -114,6 +114,8 @@ type Node struct {
 	EtcdUnit, EtcdOnly bool
 	// NetworkUnits are the pod network's units among the files.
 	NetworkUnits []string
+	// Partial: Files are some of the node's only (scripts.SetupParams.Partial).
+	Partial bool
 }
 
 // Push puts a node's files and applies what they need (templates/files/setup.sh).
@@ -135,7 +137,7 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 // SetupScript is the script Push runs after writing a node's files, changed those it wrote.
 func SetupScript(n Node, changed []string) string {
 	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps,
-		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly, NetworkUnits: n.NetworkUnits,
+		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly, NetworkUnits: n.NetworkUnits, Partial: n.Partial,
 		Snapshots: slices.ContainsFunc(n.Files, func(f transport.File) bool { return f.Path == snapshots.TimerPath })})
 }
 

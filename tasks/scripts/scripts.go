@@ -67,6 +67,10 @@ type SetupParams struct {
 	// Snapshots: the host's files hold the etcd member's scheduled snapshots (its timer is started, and
 	// restarted when they change); else a timer of clusterctl's left from an earlier schedule is removed.
 	Snapshots bool
+	// Partial: the files are some of the node's only (an upgrade's images, its control-plane files): the
+	// snapshots' timer, whose files are among the others, is left as it is. Else a partial push stopped it
+	// and removed its files, until the node's whole push put them back.
+	Partial bool
 }
 
 // Setup applies what a node's files need: kernel modules and settings, units, the runtime (its binaries
@@ -100,11 +104,11 @@ func Setup(p SetupParams) string {
 		Modules, Sysctl, VersionCache string
 		SysctlBefore                  string
 		EtcdUnit, EtcdOnly            bool
-		Snapshots                     bool
+		Snapshots, Partial            bool
 		SnapshotFiles                 []string
 		SnapshotTimer                 string
 	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.VersionCache,
-		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly, p.Snapshots, snapshots.Paths, snapshots.TimerName})
+		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly, p.Snapshots, p.Partial, snapshots.Paths, snapshots.TimerName})
 }
 
 // EtcdParams are what Etcd needs.
