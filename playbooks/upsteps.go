@@ -286,7 +286,7 @@ func (u *upRun) newCluster() bool {
 // nothing until that API server is up, and retries under client-go's back-off: in a lab run its caches
 // synced 4.1 s, and it took its lease 5.4 s, after the API server was ready, while the DaemonSets' Pods
 // (kube-proxy, flanneld) waited unscheduled. Written after, it lists at once: flannel's network step took
-// 3.8-5.5 s in ten 1+2 runs, against 5.4-7.8 s in three before. The controller-manager is not held: it
+// 3.8-5.5 s in thirteen 1+2 runs, against 5.4-7.8 s in three before. The controller-manager is not held: it
 // starts its controllers only once it leads, and retries its lease every 2 s without a back-off.
 func (u *upRun) holdScheduler(host string, n *apply.Node) {
 	if host == u.cp1.Name && u.newCluster() {
