@@ -21,6 +21,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/tasks/snapshots"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -228,6 +229,7 @@ func (d *deployment) node(name string) (apply.Node, error) {
 		}
 	}
 	if d.keep != nil {
+		n.Snapshots = slices.ContainsFunc(n.Files, func(f transport.File) bool { return f.Path == snapshots.TimerPath })
 		n.Files = slices.DeleteFunc(n.Files, func(f transport.File) bool { return !d.keep(f.Path) })
 		n.Images = slices.DeleteFunc(n.Images, func(im scripts.Image) bool { return !d.keep(im.File) })
 		n.Partial = true

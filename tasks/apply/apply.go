@@ -114,8 +114,9 @@ type Node struct {
 	EtcdUnit, EtcdOnly bool
 	// NetworkUnits are the pod network's units among the files.
 	NetworkUnits []string
-	// Partial: Files are some of the node's only (scripts.SetupParams.Partial).
-	Partial bool
+	// Partial: Files are some of the node's only (scripts.SetupParams.Partial); Snapshots: the whole node's
+	// files hold the etcd snapshots' schedule (else: Files do).
+	Partial, Snapshots bool
 }
 
 // Push puts a node's files and applies what they need (templates/files/setup.sh).
@@ -138,7 +139,7 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 func SetupScript(n Node, changed []string) string {
 	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps,
 		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly, NetworkUnits: n.NetworkUnits, Partial: n.Partial,
-		Snapshots: slices.ContainsFunc(n.Files, func(f transport.File) bool { return f.Path == snapshots.TimerPath })})
+		Snapshots: n.Snapshots || slices.ContainsFunc(n.Files, func(f transport.File) bool { return f.Path == snapshots.TimerPath })})
 }
 
 // Etcd starts or restarts an external etcd member as scripts.Etcd says.

@@ -67,9 +67,10 @@ type SetupParams struct {
 	// Snapshots: the host's files hold the etcd member's scheduled snapshots (its timer is started, and
 	// restarted when they change); else a timer of clusterctl's left from an earlier schedule is removed.
 	Snapshots bool
-	// Partial: the files are some of the node's only (an upgrade's images, its control-plane files): the
-	// snapshots' timer, whose files are among the others, is left as it is. Else a partial push stopped it
-	// and removed its files, until the node's whole push put them back.
+	// Partial: the files are some of the node's only (an upgrade's images, its control-plane files), and
+	// Snapshots says what the whole node has: a timer of clusterctl's the node's files lack is not removed
+	// here. Else an upgrade's first steps stopped the timer and removed its files, until the node's whole
+	// push put them back.
 	Partial bool
 }
 

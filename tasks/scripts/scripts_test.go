@@ -36,6 +36,7 @@ func TestGolden(t *testing.T) {
 		"setup-etcd-only":         Setup(SetupParams{EtcdOnly: true, Changed: []string{kubeadm.EtcdUnit}}),
 		"setup-etcd-worker":       Setup(SetupParams{EtcdUnit: true, NetworkUnits: []string{routesUnit}}),
 		"setup-partial":           Setup(SetupParams{Changed: []string{kubeadm.ImagesDir + "/flannel.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/flannel.tar", Ref: "ghcr.io/flannel-io/flannel:v0.28.10"}}, Partial: true}),
+		"setup-partial-snapshots": Setup(SetupParams{Images: []Image{{File: kubeadm.ImagesDir + "/etcd.tar", Ref: "registry.k8s.io/etcd:3.7.0"}}, Partial: true, Snapshots: true}),
 		"etcd":                    Etcd(EtcdParams{RestartTimeout: 120}),
 		"kubelet-worker":          Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.Binary("kubelet")}}),
 		"kubelet-restart":         Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.KubeletKubeconfig}, Restart: true, Dry: true}),

@@ -22,16 +22,14 @@ if stale units {{args .Units}}; then quiet systemctl daemon-reload; commit units
 {{- if .EtcdUnit}}
 systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable --no-reload -q etcd
 {{- end}}
-{{- if .Partial}}
-# Some of the node's files only: the etcd snapshots' timer is left as it is.
-{{- else if .Snapshots}}
+{{- if .Snapshots}}
 # The etcd member's scheduled snapshots: the timer started, restarted when its files changed (a schedule).
 if stale etcd-snapshots {{args .SnapshotFiles}}; then
   if systemctl is-active -q {{.SnapshotTimer}}; then act "restart the etcd snapshots' timer" systemctl restart {{.SnapshotTimer}}; fi
   commit etcd-snapshots
 fi
 systemctl is-active -q {{.SnapshotTimer}} || act "start the etcd snapshots' timer" systemctl enable --no-reload -q --now {{.SnapshotTimer}}
-{{- else}}
+{{- else if not .Partial}}
 # A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
 # snapshots stay).
 if grep -qs 'Managed by clusterctl' {{index .SnapshotFiles 1}}; then

@@ -10,6 +10,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/snapshots"
 	"github.com/clusterctl/clusterctl/test/lab"
 )
 
@@ -79,7 +80,8 @@ func TestKubeadm(t *testing.T) {
 	toDir, toM := lab.Artifacts(t)
 	from, to := fromM.KubernetesVersion, toM.KubernetesVersion
 	kubeadmFrom, kubeadmTo := lab.Kubeadm(t, from), lab.Kubeadm(t, to)
-	full := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, fromDir, from, "  cni:\n    plugin: flannel\n") // cp1 w1 w2
+	// cp1 w1 w2; cp1's etcd snapshots on a schedule: the upgrade leaves its timer running.
+	full := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, fromDir, from, "  cni:\n    plugin: flannel\n  etcd:\n    snapshots: {keep: 1}\n")
 	c := full.Subset(t, "made", "cp1", "w1")
 	c.Up(t)
 	full.Put(t, kubeadmFrom, "/usr/local/bin/kubeadm", "cp1", "w2")
@@ -176,11 +178,16 @@ func TestKubeadm(t *testing.T) {
 		if err := os.WriteFile(full.Inventory, []byte(inv), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		timer := "systemctl show -p ActiveState,ActiveEnterTimestampMonotonic " + snapshots.TimerName
+		timerBefore := full.Lab.Run(t, "cp1", timer)
 		r, stderr, code := full.upgrade(t, "--yes")
 		if code != 0 {
 			t.Fatalf("upgrade: exit %d: %s\n%s", code, r.Error, tail(stderr, 40))
 		}
 		t.Logf("upgraded %s to %s: control plane %+v, kubelets %+v", r.From, r.To, r.ControlPlanes, r.Kubelets)
+		if after := full.Lab.Run(t, "cp1", timer); after != timerBefore || !strings.Contains(after, "ActiveState=active\n") {
+			t.Errorf("cp1's etcd snapshots' timer before the upgrade:\n%safter:\n%s(stopped and started again, or not running)", timerBefore, after)
+		}
 		for _, h := range []string{"cp1", "w1", "w2"} {
 			want := "upgrade.before " + h + " Kubernetes " + from + "\nupgrade.after " + h + " Kubernetes " + to
 			if got := strings.TrimSpace(full.Lab.Run(t, h, "cat "+hookLog+"; rm -f "+hookLog)); got != want {

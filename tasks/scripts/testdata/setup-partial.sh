@@ -58,7 +58,6 @@ fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf; then quiet systemctl daemon-reload; commit units; fi
-# Some of the node's files only: the etcd snapshots' timer is left as it is.
 # Running containers outlive a restart of containerd (its unit kills only the daemon).
 if stale containerd /etc/containerd/config.toml; then
   if systemctl is-active -q containerd; then act "restart containerd" systemctl restart containerd; fi
