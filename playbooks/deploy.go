@@ -228,8 +228,8 @@ func (d *deployment) node(name string) (apply.Node, error) {
 			}
 		}
 	}
+	n.Snapshots = slices.ContainsFunc(n.Files, func(f transport.File) bool { return f.Path == snapshots.TimerPath })
 	if d.keep != nil {
-		n.Snapshots = slices.ContainsFunc(n.Files, func(f transport.File) bool { return f.Path == snapshots.TimerPath })
 		n.Files = slices.DeleteFunc(n.Files, func(f transport.File) bool { return !d.keep(f.Path) })
 		n.Images = slices.DeleteFunc(n.Images, func(im scripts.Image) bool { return !d.keep(im.File) })
 		n.Partial = true

@@ -52,17 +52,17 @@ func TestHoldScheduler(t *testing.T) {
 
 	d.facts = facts(false)
 	u := &upRun{deployment: d}
-	if pushes(u, cp1) || !u.heldScheduler {
+	if pushes(u, cp1) || len(u.heldScheduler) != 1 || u.heldScheduler[0].Path != sched {
 		t.Errorf("a new cluster's %s: the scheduler's manifest pushed (held: %v)", cp1, u.heldScheduler)
 	}
-	if u := (&upRun{deployment: d}); !pushes(u, other) || u.heldScheduler {
+	if u := (&upRun{deployment: d}); !pushes(u, other) || len(u.heldScheduler) != 0 {
 		t.Errorf("%s, not the first control-plane node: the scheduler's manifest held", other)
 	}
-	if u := (&upRun{deployment: d, o: UpOptions{DryRun: true}}); !pushes(u, cp1) || u.heldScheduler {
+	if u := (&upRun{deployment: d, o: UpOptions{DryRun: true}}); !pushes(u, cp1) || len(u.heldScheduler) != 0 {
 		t.Error("a dry run holds the scheduler's manifest")
 	}
 	d.facts = facts(true)
-	if u := (&upRun{deployment: d}); !pushes(u, cp1) || u.heldScheduler {
+	if u := (&upRun{deployment: d}); !pushes(u, cp1) || len(u.heldScheduler) != 0 {
 		t.Errorf("%s with its API server running: the scheduler's manifest held", cp1)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 // UpOptions tune `clusterctl up`.
@@ -68,9 +69,9 @@ type upRun struct {
 	// early is the pod network of the nodes with a range, under way beside the workers' join
 	// (startEarlyNetwork); nil when there is none.
 	early *earlyRun
-	// heldScheduler: the push left the first control-plane node's scheduler manifest out, for waitAPI to
+	// heldScheduler is the first control-plane node's scheduler manifest the push left out, for waitAPI to
 	// write (holdScheduler).
-	heldScheduler bool
+	heldScheduler []transport.File
 }
 
 // earlyRun is the early pod network under way in the background (startEarlyNetwork): its result comes

@@ -290,31 +290,27 @@ func (u *upRun) newCluster() bool {
 // starts its controllers only once it leads, and retries its lease every 2 s without a back-off.
 func (u *upRun) holdScheduler(host string, n *apply.Node) {
 	if host == u.cp1.Name && u.newCluster() {
-		n.Files = slices.DeleteFunc(n.Files, isSchedulerManifest)
-		u.heldScheduler = true
+		sched := kubeadm.Manifest(kubeadm.Scheduler)
+		for _, f := range n.Files {
+			if f.Path == sched {
+				u.heldScheduler = append(u.heldScheduler, f)
+			}
+		}
+		n.Files = slices.DeleteFunc(n.Files, func(f transport.File) bool { return f.Path == sched })
 	}
-}
-
-func isSchedulerManifest(f transport.File) bool {
-	return f.Path == kubeadm.Manifest(kubeadm.Scheduler)
 }
 
 // putScheduler writes the scheduler's manifest holdScheduler held.
 func (u *upRun) putScheduler(ctx context.Context) error {
-	if !u.heldScheduler {
+	if len(u.heldScheduler) == 0 {
 		return nil
 	}
-	n, err := u.node(u.cp1.Name)
-	if err != nil {
-		return err
-	}
-	files := slices.DeleteFunc(slices.Clone(n.Files), func(f transport.File) bool { return !isSchedulerManifest(f) })
-	out, err := apply.Files(ctx, u.e.Conn(u.cp1.Name), files, false)
+	out, err := apply.Files(ctx, u.e.Conn(u.cp1.Name), u.heldScheduler, false)
 	u.record(u.cp1.Name, out)
 	if err != nil {
 		return fmt.Errorf("%s: the scheduler's manifest: %w", u.cp1.Name, err)
 	}
-	u.heldScheduler = false
+	u.heldScheduler = nil
 	return nil
 }
 

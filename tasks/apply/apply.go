@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
-	"github.com/clusterctl/clusterctl/tasks/snapshots"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -114,8 +112,8 @@ type Node struct {
 	EtcdUnit, EtcdOnly bool
 	// NetworkUnits are the pod network's units among the files.
 	NetworkUnits []string
-	// Partial: Files are some of the node's only (scripts.SetupParams.Partial); Snapshots: the whole node's
-	// files hold the etcd snapshots' schedule (else: Files do).
+	// Partial: Files are some of the node's only (scripts.SetupParams.Partial); Snapshots: the node's files,
+	// all of them (also those a partial push lacks), hold the etcd snapshots' schedule.
 	Partial, Snapshots bool
 }
 
@@ -139,7 +137,7 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 func SetupScript(n Node, changed []string) string {
 	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps,
 		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly, NetworkUnits: n.NetworkUnits, Partial: n.Partial,
-		Snapshots: n.Snapshots || slices.ContainsFunc(n.Files, func(f transport.File) bool { return f.Path == snapshots.TimerPath })})
+		Snapshots: n.Snapshots})
 }
 
 // Etcd starts or restarts an external etcd member as scripts.Etcd says.
