@@ -127,17 +127,24 @@ func Cordon(ctx context.Context, kube kubernetes.Interface, node *corev1.Node) (
 	return true, nil
 }
 
-// Uncordon marks a Node schedulable again; it reports whether it changed it.
+// Uncordon marks a Node schedulable again; it reports whether it changed it. An update that conflicts
+// with another writer (the kubelet's status of a node just rebooted) is tried again on the Node read anew.
 func Uncordon(ctx context.Context, kube kubernetes.Interface, nodeName string) (bool, error) {
-	node, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	if err != nil || !node.Spec.Unschedulable {
-		return false, err
-	}
-	node.Spec.Unschedulable = false
-	if _, err := kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: apiclient.FieldManager}); err != nil {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil || !node.Spec.Unschedulable {
+			return err
+		}
+		node.Spec.Unschedulable = false
+		_, err = kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: apiclient.FieldManager})
+		changed = err == nil
+		return err
+	})
+	if err != nil {
 		return false, fmt.Errorf("uncordon: %w", err)
 	}
-	return true, nil
+	return changed, nil
 }
 
 // DrainRound is one round of a drain: it evicts the Node's Pods but DaemonSet and static ones (an eviction

@@ -2,11 +2,17 @@ package nodes
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8stesting "k8s.io/client-go/testing"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/clusterctl/clusterctl/inventory"
@@ -102,5 +108,25 @@ func TestDrainRound(t *testing.T) {
 	}
 	if evicted != 1 {
 		t.Errorf("%d evictions, want 1", evicted)
+	}
+}
+
+// An uncordon whose update conflicts with another writer (the kubelet's status) is tried again.
+func TestUncordonRetriesAConflict(t *testing.T) {
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w2"}, Spec: corev1.NodeSpec{Unschedulable: true}})
+	conflicts := 1
+	kube.PrependReactor("update", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "w2", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	changed, err := Uncordon(context.Background(), kube, "w2")
+	if err != nil || !changed {
+		t.Fatalf("uncordon after a conflict: changed %v, %v", changed, err)
+	}
+	if n, _ := kube.CoreV1().Nodes().Get(context.Background(), "w2", metav1.GetOptions{}); n.Spec.Unschedulable {
+		t.Error("w2 still unschedulable")
 	}
 }
