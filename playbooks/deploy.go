@@ -3,6 +3,7 @@ package playbooks
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -60,9 +61,34 @@ func (d *deployment) preflight(ctx context.Context, o PreflightOptions) (*Prefli
 		ips[h.Name] = nodeIPList(d.e.Inv.Host(h.Name), h.Facts)
 	}
 	d.plan = d.with(func(p *plan) { p.facts, p.nodeIPs = facts, ips })
-	nodes, reserved := csr.Fleet(d.e.Inv, d.nodeIPs)
+	recorded, err := d.learnAddresses()
+	if err != nil {
+		return report, err
+	}
+	nodes, reserved := csr.Fleet(d.e.Inv, d.nodeIPs, recorded)
 	d.approver = &csr.Approver{Nodes: nodes, Reserved: reserved, Say: func(f string, a ...any) { d.e.say("approve", "", f, a...) }}
 	return report, nil
+}
+
+// learnAddresses records in the state directory, the first time, the addresses learned from the run's
+// hosts (a dry run records nothing), names on the run's output those another host has, and returns the
+// record of every run's.
+func (d *deployment) learnAddresses() (csr.Learned, error) {
+	recorded, err := csr.LoadLearned(d.e.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	known := maps.Clone(recorded)
+	changed, conflicts := recorded.Learn(d.e.Inv, d.nodeIPs)
+	for _, c := range conflicts {
+		d.e.say("approve", "", "%s: its kubelet gets no serving certificate for it", c)
+	}
+	if changed && !d.o.DryRun {
+		if err := recorded.Save(d.e.StateDir); err != nil {
+			return nil, err
+		}
+	}
+	return known, nil
 }
 
 // clusterControlPlanes finds, for a run on some of the hosts (add-node, --limit), the control-plane hosts

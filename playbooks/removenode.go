@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/csr"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/hooks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
@@ -192,7 +193,12 @@ func (r *removal) deleteNode(ctx context.Context) error {
 		return err
 	}
 	r.e.say("remove-node", r.h.Name, "Node deleted")
-	return nil
+	// Its addresses are no longer its own: a host that gets them next may have them.
+	learned, err := csr.LoadLearned(r.e.StateDir)
+	if err != nil || !learned.Forget(r.h.Name) {
+		return err
+	}
+	return learned.Save(r.e.StateDir)
 }
 
 // reset resets the host as reset does. A dead host is out of the cluster already: say so and go on.

@@ -2,78 +2,18 @@ package csr
 
 import (
 	"context"
-	"net"
 	"slices"
 	"strings"
 	"sync"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
-	"github.com/clusterctl/clusterctl/tasks/kubelet"
 )
-
-// Fleet are the names and addresses each inventory node's kubelet may claim (its Node name and host name,
-// its learned (nodeIPs, by host: comma separated), internal and SSH addresses), and those reserved to their owner.
-func Fleet(inv *inventory.Inventory, nodeIPs map[string]string) (map[string]Node, Reserved) {
-	nodes, reserved := map[string]Node{}, Reserved{}
-	reserve := func(key string, c Claim) {
-		if ip := net.ParseIP(key); ip != nil {
-			key = ip.String()
-		}
-		if _, taken := reserved[key]; key != "" && !taken {
-			reserved[key] = c
-		}
-	}
-	for i := range inv.Hosts {
-		h := &inv.Hosts[i]
-		n := Node{Name: h.NodeName, DNSNames: []string{h.NodeName}}
-		if h.Name != h.NodeName {
-			n.DNSNames = append(n.DNSNames, h.Name)
-		}
-		for _, a := range slices.Concat(strings.Split(nodeIPs[h.Name], ","), strings.Split(h.InternalAddress, ","), []string{h.Address}) {
-			if a = strings.TrimSpace(a); a != "" && !slices.Contains(n.Addresses, a) {
-				n.Addresses = append(n.Addresses, a)
-			}
-		}
-		owner := h.NodeName
-		if !h.IsNode() {
-			owner = "" // an etcd host: no kubelet of its own
-		} else {
-			nodes[h.NodeName] = n
-		}
-		for _, k := range append(slices.Clone(n.DNSNames), n.Addresses...) {
-			reserve(k, Claim{Owner: owner, What: "host " + h.Name + "'s"})
-		}
-	}
-	// A host's own address stays its own when it is also the endpoint (one control-plane node, no load
-	// balancer): its serving certificate is of the kubelet serving CA, which no client of the API server
-	// trusts.
-	c := inv.Cluster
-	if c.ControlPlaneEndpoint != "" {
-		host, _, err := net.SplitHostPort(c.ControlPlaneEndpoint)
-		if err != nil {
-			host = c.ControlPlaneEndpoint
-		}
-		reserve(host, Claim{What: "the control-plane endpoint"})
-	}
-	for _, san := range c.APIServer.CertSANs {
-		reserve(san, Claim{What: "a name of the API server (apiServer.certSANs)"})
-	}
-	for _, subnet := range strings.Split(c.Networking.ServiceSubnet, ",") {
-		if vip, err := kubelet.NthIP(strings.TrimSpace(subnet), 1); err == nil {
-			reserve(vip, Claim{What: "the kubernetes Service's address"})
-		}
-	}
-	for _, name := range []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + c.Networking.DNSDomain} {
-		reserve(name, Claim{What: "a name of the kubernetes Service"})
-	}
-	return nodes, reserved
-}
 
 // Approver approves the pending kubelet serving requests that pass CheckServing, round after round, and
 // remembers the nodes that have an approved one and the requests it left pending, with why. With the
@@ -126,6 +66,7 @@ func (a *Approver) Round(ctx context.Context) ([]certificatesv1.CertificateSigni
 		a.approved, a.unapproved = map[string]bool{}, map[string]string{}
 	}
 	a.mu.Unlock()
+	var registered []corev1.Node // listed once a round, when a request is to be approved
 	for i := range list.Items {
 		r := &list.Items[i]
 		if r.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && Pending(r) {
@@ -144,7 +85,18 @@ func (a *Approver) Round(ctx context.Context) ([]certificatesv1.CertificateSigni
 			}
 			continue
 		}
-		if why := CheckServing(r, a.Nodes, a.Reserved); why != "" {
+		why := CheckServing(r, a.Nodes, a.Reserved)
+		if why == "" {
+			if registered == nil {
+				nl, err := a.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return nil, err
+				}
+				registered = nl.Items
+			}
+			why = CheckRegistered(r, registered, a.Reserved)
+		}
+		if why != "" {
 			a.refuse(r.Name, why)
 			continue
 		}

@@ -83,8 +83,12 @@ func parseRequest(r *certificatesv1.CertificateSigningRequest) (*x509.Certificat
 }
 
 // Claim is whose a name or address is, for CheckServing: Owner is the Node name of the only node that may
-// put it in its serving certificate ("" for none), What says what it is.
-type Claim struct{ Owner, What string }
+// put it in its serving certificate ("" for none), What says what it is, Inventory that the inventory
+// gives it to its owner (rather than it being learned from a host).
+type Claim struct {
+	Owner, What string
+	Inventory   bool
+}
 
 // Reserved are the names and addresses (IP addresses in net.IP's String form) that only their owner may
 // claim: every host's, the control-plane endpoint's, the API server's, the kubernetes Service's.
@@ -92,10 +96,7 @@ type Reserved map[string]Claim
 
 // claimOf is the claim on a name or address, if any.
 func (rs Reserved) claimOf(nameOrIP string) (Claim, bool) {
-	if ip := net.ParseIP(nameOrIP); ip != nil {
-		nameOrIP = ip.String()
-	}
-	c, ok := rs[nameOrIP]
+	c, ok := rs[canonical(nameOrIP)]
 	return c, ok
 }
 
@@ -146,6 +147,38 @@ func CheckServing(r *certificatesv1.CertificateSigningRequest, nodes map[string]
 	for _, ip := range req.IPAddresses {
 		if !slices.ContainsFunc(node.Addresses, func(a string) bool { return net.ParseIP(a).Equal(ip) }) {
 			return fmt.Sprintf("address %s is not node %s's (%s)", ip, name, strings.Join(node.Addresses, ", "))
+		}
+	}
+	return ""
+}
+
+// CheckRegistered returns "" when no registered Node but the requester reports one of a serving request's
+// addresses in its status.addresses, else which Node does. An address the inventory gives the requester
+// stays its own whatever another Node reports; a learned one (the other family of a host the inventory
+// names by one address, a host named by DNS) another Node has is refused. This covers the hosts the state
+// directory has no record of (a cluster joined by an earlier clusterctl, hosts outside the run).
+// CheckServing must have passed.
+func CheckRegistered(r *certificatesv1.CertificateSigningRequest, registered []corev1.Node, reserved Reserved) string {
+	name := strings.TrimPrefix(r.Spec.Username, "system:node:")
+	req, why := parseRequest(r)
+	if why != "" {
+		return why
+	}
+	for _, ip := range req.IPAddresses {
+		a := canonical(ip.String())
+		if c, ok := reserved[a]; ok && c.Inventory && c.Owner == name {
+			continue
+		}
+		for i := range registered {
+			n := &registered[i]
+			if n.Name == name {
+				continue
+			}
+			for _, na := range n.Status.Addresses {
+				if (na.Type == corev1.NodeInternalIP || na.Type == corev1.NodeExternalIP) && canonical(na.Address) == a {
+					return fmt.Sprintf("%s is Node %s's (its status.addresses), not node %s's", a, n.Name, name)
+				}
+			}
 		}
 	}
 	return ""
