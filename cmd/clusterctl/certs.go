@@ -132,7 +132,7 @@ func runCheckExpiration(cmd *cobra.Command, g *globalOptions, o *checkExpiration
 		fmt.Fprintln(tw, "HOST\tCERTIFICATE\tEXPIRES\tRESIDUAL\tCA\tSTATE DIR")
 		for _, c := range list {
 			if c.Cert == nil {
-				fmt.Fprintf(tw, "%s\t%s\t(file %s)\t\t\t\n", c.Host, c.Path, c.Reference)
+				fmt.Fprintf(tw, "%s\t%s\t(file %s)\t\t\t\n", c.Host, c.Path, escapeText(c.Reference))
 				continue
 			}
 			st := c.State
@@ -140,7 +140,7 @@ func runCheckExpiration(cmd *cobra.Command, g *globalOptions, o *checkExpiration
 				st = "-"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Host, c.Path, c.NotAfter.UTC().Format("Jan 02, 2006 15:04 MST"),
-				certs.Residual(c.Residual), c.Issuer, st)
+				certs.Residual(c.Residual), escapeText(c.Issuer), st)
 		}
 		tw.Flush()
 	}

@@ -99,28 +99,34 @@ func runExec(ctx context.Context, g *globalOptions, o *execOptions, command stri
 			}
 			continue
 		}
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "%s | %s", e.Host, strings.ToUpper(string(e.Status)))
-		if e.ExitCode > 0 {
-			fmt.Fprintf(&b, " | rc=%d", e.ExitCode)
-		}
-		b.WriteString("\n")
-		b.WriteString(e.Stdout)
-		if e.Stdout != "" && !strings.HasSuffix(e.Stdout, "\n") {
-			b.WriteString("\n")
-		}
-		if e.Stderr != "" {
-			b.WriteString(e.Stderr)
-			if !strings.HasSuffix(e.Stderr, "\n") {
-				b.WriteString("\n")
-			}
-		} else if e.Error != "" && e.ExitCode <= 0 {
-			b.WriteString(e.Error + "\n")
-		}
-		fmt.Fprint(g.stdout, b.String())
+		fmt.Fprint(g.stdout, execText(e))
 	}
 	if failed > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("the command failed on %d of %d host(s)", failed, len(results))}
 	}
 	return nil
+}
+
+// execText is a host's result as text: a header line, then what the command printed, with the control
+// characters a terminal would act on escaped (a host's output is data, not terminal commands).
+func execText(e *execResult) string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s | %s", e.Host, strings.ToUpper(string(e.Status)))
+	if e.ExitCode > 0 {
+		fmt.Fprintf(&b, " | rc=%d", e.ExitCode)
+	}
+	b.WriteString("\n")
+	b.WriteString(e.Stdout)
+	if e.Stdout != "" && !strings.HasSuffix(e.Stdout, "\n") {
+		b.WriteString("\n")
+	}
+	if e.Stderr != "" {
+		b.WriteString(e.Stderr)
+		if !strings.HasSuffix(e.Stderr, "\n") {
+			b.WriteString("\n")
+		}
+	} else if e.Error != "" && e.ExitCode <= 0 {
+		b.WriteString(e.Error + "\n")
+	}
+	return escapeText(b.String())
 }

@@ -58,8 +58,60 @@ func TestKubeconfigUser(t *testing.T) {
 	if code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "-i", inv, "--out", out); code != 2 || !strings.Contains(stderr, "exists") {
 		t.Errorf("over an existing file: exit %d %s", code, stderr)
 	}
-	if code, _, stderr := runCLI(t, "kubeconfig", "user", "root", "--group", "system:masters", "-i", inv); code != 2 || !strings.Contains(stderr, "system:masters is refused") {
-		t.Errorf("system:masters: exit %d %s", code, stderr)
+	if code, _, stderr := runCLI(t, "kubeconfig", "user", "root", "--group", "system:masters", "-i", inv, "--force"); code != 2 || !strings.Contains(stderr, "system:masters is refused") {
+		t.Errorf("system:masters, even with --force: exit %d %s", code, stderr)
+	}
+}
+
+// Names Kubernetes and kubeadm keep for their own identities are refused (exit 2) unless --force, which
+// says what they grant; the TTL is capped; the real expiry is printed; every issued certificate is
+// recorded and listed.
+func TestKubeconfigUserIdentities(t *testing.T) {
+	dir, inv := renderedCluster(t)
+	for _, tc := range []struct {
+		args  []string
+		names string
+	}{
+		{[]string{"system:node:cp1", "--group", "system:nodes"}, "Node cp1's kubelet identity"},
+		{[]string{"mallory", "--group", "kubeadm:cluster-admins"}, "cluster-admin"},
+		{[]string{"system:kube-controller-manager"}, "kube-controller-manager"},
+		{[]string{"kube-apiserver-kubelet-client"}, "every kubelet"},
+		{[]string{"system:serviceaccount:kube-system:default"}, "ServiceAccount kube-system:default"},
+		{[]string{"eve", "--group", "system:serviceaccounts:kube-system"}, "service accounts"},
+		{[]string{"eve", "--group", "system:authenticated"}, "reserves"},
+	} {
+		args := append(append([]string{"kubeconfig", "user"}, tc.args...), "-i", inv)
+		if code, stdout, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, tc.names) || !strings.Contains(stderr, "--force") || stdout != "" {
+			t.Errorf("%v: exit %d, stderr %q, %d bytes out", tc.args, code, stderr, len(stdout))
+		}
+	}
+	code, stdout, stderr := runCLI(t, "kubeconfig", "user", "system:node:cp1", "--group", "system:nodes", "--force", "--ttl", "1h", "-i", inv)
+	if code != 0 || !strings.Contains(stderr, "warning: --force: user \"system:node:cp1\" grants Node cp1's kubelet identity") || !strings.Contains(stdout, "client-certificate-data") {
+		t.Errorf("--force: exit %d %s", code, stderr)
+	}
+	for _, ttl := range []string{"876000h", "8761h", "0s", "-1h"} {
+		if code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "--ttl", ttl, "-i", inv); code != 2 || !strings.Contains(stderr, "at most 8760h") {
+			t.Errorf("--ttl %s: exit %d %s", ttl, code, stderr)
+		}
+	}
+	// The CA of a rendered cluster is valid ten years: a year's certificate is not cut; its real expiry
+	// is printed.
+	code, _, stderr = runCLI(t, "kubeconfig", "user", "alice", "--group", "dev", "--ttl", "8760h", "-i", inv)
+	if want := time.Now().Add(8760 * time.Hour).UTC().Format("2006-01-02T15"); code != 0 || !strings.Contains(stderr, "valid until "+want) {
+		t.Errorf("8760h: exit %d %s (want the expiry %s...)", code, stderr, want)
+	}
+	code, stdout, _ = runCLI(t, "kubeconfig", "user", "list", "-i", inv)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != 0 || len(lines) != 3 || !strings.Contains(lines[1], "system:node:cp1 (--force)") || !strings.Contains(lines[1], "system:nodes") ||
+		!strings.Contains(lines[2], "alice") || !strings.Contains(lines[2], "dev") || !strings.Contains(lines[0], "ISSUED BY") {
+		t.Errorf("list: exit %d\n%s", code, stdout)
+	}
+	code, stdout, _ = runCLI(t, "kubeconfig", "user", "list", "-i", inv, "-o", "json")
+	if code != 0 || !strings.Contains(stdout, `"type":"issued_users"`) || !strings.Contains(stdout, `"user":"alice"`) || !strings.Contains(stdout, `"serial":"`) {
+		t.Errorf("list -o json: exit %d %s", code, stdout)
+	}
+	if st, err := os.Stat(filepath.Join(dir, ".clusterctl", "lab", "issued-users.json")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("record: %v %v", st, err)
 	}
 }
 

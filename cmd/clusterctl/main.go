@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		err = fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
 	}
 	if !errors.Is(err, errReported) {
-		fmt.Fprintf(stderr, "clusterctl: %v\n", err)
+		fmt.Fprintf(stderr, "clusterctl: %s\n", escapeText(err.Error()))
 	}
 	return code
 }

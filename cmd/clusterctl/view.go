@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 
@@ -100,13 +101,13 @@ func (v *eventView) plain(e transport.Event) {
 	case transport.EventHostDone:
 		line := fmt.Sprintf("%s %s %s: %s (%dms)", ts, e.Play, e.Host, e.Status, e.DurationMS)
 		if e.Error != "" {
-			line += ": " + firstLine(e.Error)
+			line += ": " + escapeText(firstLine(e.Error))
 		}
 		fmt.Fprintln(v.w, line)
 	case transport.EventPlayDone:
 		fmt.Fprintf(v.w, "%s play %s done in %dms\n", ts, e.Play, e.DurationMS)
 	case transport.EventMessage:
-		fmt.Fprintf(v.w, "%s %s: %s\n", ts, prefix(e), e.Message)
+		fmt.Fprintf(v.w, "%s %s: %s\n", ts, prefix(e), escapeText(e.Message))
 	case transport.EventPhaseStart:
 		fmt.Fprintf(v.w, "%s phase %s\n", ts, e.Play)
 	case transport.EventPhaseDone:
@@ -123,7 +124,7 @@ func (v *eventView) tty(e transport.Event) {
 	switch e.Type {
 	case transport.EventMessage:
 		v.clearLine()
-		fmt.Fprintf(v.w, "  %s: %s\n", prefix(e), e.Message)
+		fmt.Fprintf(v.w, "  %s: %s\n", prefix(e), escapeText(e.Message))
 		return
 	case transport.EventPhaseStart:
 		v.clearLine()
@@ -147,7 +148,7 @@ func (v *eventView) tty(e transport.Event) {
 		if e.Status == transport.StatusFailed || e.Status == transport.StatusUnreachable {
 			p.failed++
 			v.clearLine()
-			fmt.Fprintf(v.w, "  %s %s: %s: %s\n", e.Play, e.Host, strings.ToUpper(string(e.Status)), firstLine(e.Error))
+			fmt.Fprintf(v.w, "  %s %s: %s: %s\n", e.Play, e.Host, strings.ToUpper(string(e.Status)), escapeText(firstLine(e.Error)))
 		}
 	case transport.EventPlayDone:
 		v.clearLine()
@@ -210,4 +211,42 @@ func (v *eventView) Recap() {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// escapeText makes what hosts and the API send safe to print on a terminal: every control character but
+// newline and tab (escape sequences, carriage returns, backspaces, C1 controls, bidirectional overrides)
+// becomes a visible escape such as \x1b or \u202e. Invalid UTF-8 bytes are escaped too. JSON output is
+// escaped by its encoder and does not need it.
+func escapeText(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x80 && unsafeRune(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// unsafeRune reports a character a terminal may act on: C0 and C1 controls but newline and tab, DEL, and
+// the Unicode formatting characters that reorder or hide text.
+func unsafeRune(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e || r == 0x200f, r == 0x2028 || r == 0x2029:
+		return true
+	}
+	return false
 }
