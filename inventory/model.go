@@ -102,6 +102,10 @@ type Cluster struct {
 	ContainerRuntime string `yaml:"containerRuntime" json:"containerRuntime"`
 	// CNI is how pods on different nodes reach each other.
 	CNI CNI `yaml:"cni" json:"cni"`
+	// KubeadmJoin lets the controller-manager approve, as kubeadm does, the kubelet client certificate of
+	// any node that joins with a token of `kubeadm token create` (kubeadm's node-autoapprove-bootstrap
+	// binding), for any node name. Off by default: clusterctl approves its own joins, one node per token.
+	KubeadmJoin bool `yaml:"kubeadmJoin,omitempty" json:"kubeadmJoin,omitempty"`
 }
 
 // Where the container runtime comes from.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/clusterctl/clusterctl/inventory"
@@ -51,7 +53,7 @@ func (u *upRun) waitAPI(ctx context.Context) error {
 		}
 		return fmt.Errorf("%w\n%s", err, apply.Diagnose(ctx, conn))
 	}
-	if _, err = c.Apply(ctx, bootstrap.Objects(nil, nil, nil)[0]); err != nil {
+	if _, err = c.Apply(ctx, bootstrap.Objects(false, nil, nil, nil)[0]); err != nil {
 		return err
 	}
 	return u.putScheduler(ctx)
@@ -82,6 +84,16 @@ func (u *upRun) bootstrap(ctx context.Context) error {
 		}
 	}
 	u.e.say("bootstrap", "", "%d objects applied, %d changed", len(applied), n)
+	if !u.e.Inv.Cluster.KubeadmJoin {
+		// A cluster made before kubeadmJoin was opt-in, or with it on: kubeadm's tokens approve no more.
+		err := admin.Kube.RbacV1().ClusterRoleBindings().Delete(ctx, bootstrap.AutoApproveBinding, metav1.DeleteOptions{})
+		switch {
+		case err == nil:
+			u.e.say("bootstrap", "", "deleted kubeadm's %s binding: the controller-manager no longer approves node client certificates for kubeadm's tokens (cluster.kubeadmJoin is off)", bootstrap.AutoApproveBinding)
+		case !apierrors.IsNotFound(err):
+			return err
+		}
+	}
 	return wait.Retry(ctx, u.o.APITimeout, "the labels of "+u.cp1.NodeName, func() error { return nodes.Label(ctx, admin.Kube, u.cp1) })
 }
 

@@ -74,7 +74,7 @@ func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs = append(objs, bootstrap.Objects(kc, bootstrap.KubeletConfig(p.KubeletConfig), info)...)
+	objs = append(objs, bootstrap.Objects(c.KubeadmJoin, kc, bootstrap.KubeletConfig(p.KubeletConfig), info)...)
 	dnsIP, err := kubelet.NthIP(inventory.FirstRange(c.Networking.ServiceSubnet), 10)
 	if err != nil {
 		return nil, err

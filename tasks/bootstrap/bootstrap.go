@@ -32,9 +32,9 @@ import (
 // Names kubeadm gives the groups, roles and bindings; kept identical so that kubeadm's tooling and operators'
 // habits work on clusters clusterctl makes.
 const (
-	// NodeBootstrapGroup is the extra group of the tokens `kubeadm token create` makes: the
-	// controller-manager approves any node client certificate such a token asks for (kubeadm's
-	// node-autoapprove-bootstrap binding, kept for kubeadm join).
+	// NodeBootstrapGroup is the extra group of the tokens `kubeadm token create` makes: with
+	// cluster.kubeadmJoin the controller-manager approves any node client certificate such a token asks
+	// for (kubeadm's node-autoapprove-bootstrap binding, AutoApproveBinding).
 	NodeBootstrapGroup = "system:bootstrappers:kubeadm:default-node-token"
 	// JoinGroup is the extra group of the tokens clusterctl makes, one per joining host: it may ask for
 	// certificates and nothing else. No binding lets the controller-manager approve what it asks for:
@@ -247,22 +247,26 @@ func SignComponentConfig(cm *corev1.ConfigMap) *corev1.ConfigMap {
 	return cm
 }
 
+// AutoApproveBinding is kubeadm's binding that lets the controller-manager approve the client certificate
+// of any node name a `kubeadm token create` token asks for: bound only with cluster.kubeadmJoin.
+const AutoApproveBinding = "kubeadm:node-autoapprove-bootstrap"
+
 // Objects are the RBAC objects and ConfigMaps of a new cluster, in the order to apply them: the admin
-// binding first (everything after may be applied with admin.conf), then what joining nodes need.
-func Objects(kubeadmConfig, kubeletConfig, clusterInfo *corev1.ConfigMap) []runtime.Object {
+// binding first (everything after may be applied with admin.conf), then what joining nodes need. With
+// kubeadmJoin, kubeadm's auto-approval of its tokens' node client certificates too (AutoApproveBinding).
+func Objects(kubeadmJoin bool, kubeadmConfig, kubeletConfig, clusterInfo *corev1.ConfigMap) []runtime.Object {
 	group := func(name string) rbacv1.Subject {
 		return rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: name}
 	}
 	user := func(name string) rbacv1.Subject {
 		return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
 	}
-	return []runtime.Object{
+	objs := []runtime.Object{
 		// admin.conf's group is cluster-admin.
 		ClusterRoleBinding("kubeadm:cluster-admins", "cluster-admin", group(ClusterAdminsGroup)),
-		// Joining kubelets may create CSRs; their client CSRs are approved by the controller-manager, and
-		// nodes may renew their own client certificates.
+		// Joining kubelets with kubeadm's tokens may create CSRs (approved by a person, or with
+		// kubeadmJoin by the controller-manager), and nodes may renew their own client certificates.
 		ClusterRoleBinding("kubeadm:kubelet-bootstrap", "system:node-bootstrapper", group(NodeBootstrapGroup)),
-		ClusterRoleBinding("kubeadm:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", group(NodeBootstrapGroup)),
 		ClusterRoleBinding("kubeadm:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", group(NodesGroup)),
 		// clusterctl's join tokens may ask for certificates, nothing more: clusterctl approves them.
 		ClusterRoleBinding("clusterctl:kubelet-bootstrap", "system:node-bootstrapper", group(JoinGroup)),
@@ -284,6 +288,10 @@ func Objects(kubeadmConfig, kubeletConfig, clusterInfo *corev1.ConfigMap) []runt
 		GetRole(KubePublic, "kubeadm:bootstrap-signer-clusterinfo", "configmaps", bootstrapapi.ConfigMapClusterInfo),
 		RoleBinding(KubePublic, "kubeadm:bootstrap-signer-clusterinfo", user("system:anonymous")),
 	}
+	if kubeadmJoin {
+		objs = append(objs, ClusterRoleBinding(AutoApproveBinding, "system:certificates.k8s.io:certificatesigningrequests:nodeclient", group(NodeBootstrapGroup)))
+	}
+	return objs
 }
 
 func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {

@@ -111,7 +111,13 @@ func TestObjects(t *testing.T) {
 		}
 	}
 	info, _ := ClusterInfo([]byte("x"))
-	objs := Objects(kc, KubeletConfig([]byte("kind: KubeletConfiguration")), info)
+	// By default no binding lets a kubeadm token's client request be approved for any node name.
+	for _, o := range Objects(false, kc, KubeletConfig([]byte("kind: KubeletConfiguration")), info) {
+		if b, ok := o.(*rbacv1.ClusterRoleBinding); ok && (b.Name == AutoApproveBinding || b.RoleRef.Name == "system:certificates.k8s.io:certificatesigningrequests:nodeclient") {
+			t.Errorf("without kubeadmJoin: %s binds %s", b.Name, b.RoleRef.Name)
+		}
+	}
+	objs := Objects(true, kc, KubeletConfig([]byte("kind: KubeletConfiguration")), info)
 	bindings := map[string]rbacv1.ClusterRoleBinding{}
 	for _, o := range objs {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)

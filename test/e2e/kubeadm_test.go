@@ -80,8 +80,9 @@ func TestKubeadm(t *testing.T) {
 	toDir, toM := lab.Artifacts(t)
 	from, to := fromM.KubernetesVersion, toM.KubernetesVersion
 	kubeadmFrom, kubeadmTo := lab.Kubeadm(t, from), lab.Kubeadm(t, to)
-	// cp1 w1 w2; cp1's etcd snapshots on a schedule: the upgrade leaves its timer running.
-	full := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, fromDir, from, "  cni:\n    plugin: flannel\n  etcd:\n    snapshots: {keep: 1}\n")
+	// cp1 w1 w2; cp1's etcd snapshots on a schedule: the upgrade leaves its timer running; kubeadmJoin: w2
+	// joins by `kubeadm join` with a token of `kubeadm token create`, approved by the controller-manager.
+	full := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, fromDir, from, "  cni:\n    plugin: flannel\n  etcd:\n    snapshots: {keep: 1}\n  kubeadmJoin: true\n")
 	c := full.Subset(t, "made", "cp1", "w1")
 	c.Up(t)
 	full.Put(t, kubeadmFrom, "/usr/local/bin/kubeadm", "cp1", "w2")

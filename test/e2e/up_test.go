@@ -87,6 +87,13 @@ func TestUp(t *testing.T) {
 		if out, err := alice("create", "namespace", "alice-was-here"); err == nil || !strings.Contains(out, "forbidden") {
 			t.Errorf("alice could create a namespace: %v\n%s", err, out)
 		}
+		if out, _, code := c.Run(t, "kubeconfig", "user", "list"); code != 0 || !strings.Contains(out, "alice") || !strings.Contains(out, "e2e-viewers") {
+			t.Errorf("kubeconfig user list: exit %d\n%s", code, out)
+		}
+		// Without cluster.kubeadmJoin, no binding lets a kubeadm token's node client request be approved.
+		if out, err := c.K(t, "", "get", "clusterrolebinding", "kubeadm:node-autoapprove-bootstrap", "-o", "name"); err == nil || !strings.Contains(err.Error(), "NotFound") {
+			t.Errorf("kubeadm's auto-approval is bound by default: %v %s", err, out)
+		}
 	})
 
 	t.Run("the runtime clusterctl installed runs the Pods", func(t *testing.T) {
