@@ -2,12 +2,15 @@ module github.com/clusterctl/clusterctl
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/coredns/corefile-migration v1.0.34
 	github.com/google/go-containerregistry v0.22.1
 	github.com/kevinburke/ssh_config v1.6.0
 	github.com/pkg/sftp v1.13.12
 	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
 	go.etcd.io/bbolt v1.5.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -71,7 +74,6 @@ require (
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.opentelemetry.io/otel v1.44.0 // indirect
