@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -77,10 +78,22 @@ func (inv *Inventory) applyDefaults() {
 	setString(&inv.SSH.User, DefaultSSHUser)
 	setInt(&inv.SSH.Port, DefaultSSHPort)
 
+	for i, san := range c.APIServer.CertSANs {
+		c.APIServer.CertSANs[i] = unmapped(san)
+	}
 	families := c.Networking.Families()
 	for i := range inv.Hosts {
 		h := &inv.Hosts[i]
 		h.families = families
+		// An IPv4-mapped IPv6 address (::ffff:10.0.0.1) is the IPv4 address: so it is compared, ranged
+		// and given to the kubelet.
+		h.Address = unmapped(h.Address)
+		if parts := splitAddresses(h.InternalAddress); slices.ContainsFunc(parts, func(a string) bool { return unmapped(a) != a }) {
+			for j := range parts {
+				parts[j] = unmapped(parts[j])
+			}
+			h.InternalAddress = strings.Join(parts, ",")
+		}
 		setString(&h.Address, h.Name)
 		setString(&h.NodeName, h.Name)
 		// A dual-stack node's addresses are picked per family (NodeIPs), the SSH address among them.
@@ -146,4 +159,12 @@ func setInt(i *int, def int) {
 	if *i == 0 {
 		*i = def
 	}
+}
+
+// unmapped is s with an IPv4-mapped IPv6 address replaced by its IPv4 address; anything else as it is.
+func unmapped(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil && a.Is4In6() && a.Zone() == "" {
+		return a.Unmap().String()
+	}
+	return s
 }

@@ -345,6 +345,8 @@ func (v *validator) hostIdentity(k string, i int, h *Host, seen *hostsSeen) {
 	}
 	if msg := checkAddress(h.Address); msg != "" {
 		v.errorf(k+".address", "%q %s", h.Address, msg)
+	} else if msg := checkNodeIP(h.Address, !v.written(k+".internalAddress")); msg != "" {
+		v.errorf(k+".address", "%s %s", h.Address, msg)
 	} else {
 		at := fmt.Sprintf("%s:%d", strings.ToLower(h.Address), inv.Port(h))
 		if first, dup := seen.addrs[at]; dup {
@@ -357,6 +359,10 @@ func (v *validator) hostIdentity(k string, i int, h *Host, seen *hostsSeen) {
 		for _, a := range splitAddresses(h.InternalAddress) {
 			if msg := checkIP(a); msg != "" {
 				v.errorf(k+".internalAddress", "%q %s", a, msg)
+				continue
+			}
+			if msg := checkNodeIP(a, true); msg != "" {
+				v.errorf(k+".internalAddress", "%s %s", a, msg)
 				continue
 			}
 			ip := netip.MustParseAddr(a).String()
@@ -461,6 +467,30 @@ func (v *validator) port(key, s string) {
 		return
 	}
 	v.portNumber(key, p)
+}
+
+// checkNodeIP returns "" when s is not an IP address, or is one a host may have in the cluster, else what
+// is wrong with it. Unspecified, multicast and broadcast addresses are no host's; loopback and link-local
+// ones (reachable from no other host, or only with a zone) are refused as a node's address (asNode): an
+// SSH address may be a loopback one (a tunnel) when internalAddress gives the node's.
+func checkNodeIP(s string, asNode bool) string {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return ""
+	}
+	switch a = a.Unmap(); {
+	case a.IsUnspecified():
+		return "is the unspecified address: give the host's own address"
+	case a.IsMulticast():
+		return "is a multicast address: give the host's own address"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "is the broadcast address: give the host's own address"
+	case asNode && a.IsLoopback():
+		return "is a loopback address, which no other node can reach: give the host's address on the cluster's network (or, to reach it over SSH through a tunnel, that address as internalAddress)"
+	case asNode && (a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast()):
+		return "is a link-local address (169.254.0.0/16, fe80::/10), which is not routed: give a global or unique-local one"
+	}
+	return ""
 }
 
 var dottedQuadRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+){3}$`)

@@ -42,7 +42,7 @@ func unreachableInventory(t *testing.T) (dir, inv string) {
 	t.Helper()
 	dir = t.TempDir()
 	inv = filepath.Join(dir, "hosts.yaml")
-	if err := os.WriteFile(inv, []byte("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, roles: [control-plane], ssh: {port: 1}}\n  - {name: w1, address: 127.0.0.2, roles: [worker], ssh: {port: 1}}\n"), 0o644); err != nil {
+	if err := os.WriteFile(inv, []byte("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, internalAddress: 10.0.0.1, roles: [control-plane], ssh: {port: 1}}\n  - {name: w1, address: 127.0.0.2, internalAddress: 10.0.0.2, roles: [worker], ssh: {port: 1}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir, inv
@@ -109,7 +109,7 @@ func FuzzCommandLine(f *testing.F) {
 	f.Cleanup(func() { noNetwork = false })
 	dir := f.TempDir()
 	inv := filepath.Join(dir, "hosts.yaml")
-	if err := os.WriteFile(inv, []byte("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, roles: [control-plane]}\n  - {name: w1, address: 127.0.0.2, roles: [worker]}\n"), 0o644); err != nil {
+	if err := os.WriteFile(inv, []byte("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, internalAddress: 10.0.0.1, roles: [control-plane]}\n  - {name: w1, address: 127.0.0.2, internalAddress: 10.0.0.2, roles: [worker]}\n"), 0o644); err != nil {
 		f.Fatal(err)
 	}
 	for _, seed := range []string{

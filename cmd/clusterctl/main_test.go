@@ -239,7 +239,7 @@ func TestUnreachableHostCannotBeIgnored(t *testing.T) {
 	dir := t.TempDir()
 	inv := filepath.Join(dir, "hosts.yaml")
 	// Port 1 on loopback: the connection is refused at once.
-	if err := os.WriteFile(inv, []byte("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, roles: [control-plane], ssh: {port: 1}}\n  - {name: w1, address: 127.0.0.2, roles: [worker], ssh: {port: 1}}\n"), 0o644); err != nil {
+	if err := os.WriteFile(inv, []byte("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, internalAddress: 10.0.0.1, roles: [control-plane], ssh: {port: 1}}\n  - {name: w1, address: 127.0.0.2, internalAddress: 10.0.0.2, roles: [worker], ssh: {port: 1}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, ignore := range []string{"SSH", "all"} {
