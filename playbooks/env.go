@@ -38,6 +38,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 	"github.com/clusterctl/clusterctl/tasks/wait"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -421,7 +422,8 @@ func (e *Env) etcdExcept(ctx context.Context, h *inventory.Host) (*etcdmember.Cl
 }
 
 // EnsureStateDir creates the state directory (0700) or checks an existing one. A directory that others can
-// read or enter is refused, as ssh refuses a private key with loose permissions: it holds the cluster's keys.
+// read or enter is refused, as ssh refuses a private key with loose permissions: it holds the cluster's keys;
+// so is one another user owns (their CA), or that another user could replace (statedir.CheckPath).
 func EnsureStateDir(dir string) error {
 	st, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -438,6 +440,9 @@ func EnsureStateDir(dir string) error {
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return fmt.Errorf("state directory %s has mode %04o: it holds the cluster's private keys and must not be accessible by others (chmod 700 %s)", dir, st.Mode().Perm(), dir)
+	}
+	if err := statedir.CheckPath(dir); err != nil {
+		return fmt.Errorf("state directory: %w", err)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 func TestEscapeText(t *testing.T) {
 	for in, want := range map[string]string{
 		"plain\n\ttext, ünïcode":         "plain\n\ttext, ünïcode",
-		"\x1b]0;owned\a\x1b[2J":           `\x1b]0;owned\x07\x1b[2J`,
+		"\x1b]0;owned\a\x1b[2J":          `\x1b]0;owned\x07\x1b[2J`,
 		"progress\roverwritten":          `progress\x0doverwritten`,
 		"back\bspace\x7f":                `back\x08space\x7f`,
 		"\u009b31m C1 CSI":               `\u009b31m C1 CSI`,

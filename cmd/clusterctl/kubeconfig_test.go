@@ -201,3 +201,19 @@ func readTestFile(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+// A state directory another user owns (their CA, their keys) is refused with exit 2, naming the owner.
+func TestStateDirOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (chown)")
+	}
+	dir, inv := renderedCluster(t)
+	state := filepath.Join(dir, ".clusterctl", "lab")
+	if err := os.Chown(state, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "kubeconfig", "-i", inv)
+	if code != 2 || stdout != "" || !strings.Contains(stderr, state+" is owned by user") || !strings.Contains(stderr, "65534") {
+		t.Errorf("exit %d, %d bytes out, stderr %s", code, len(stdout), stderr)
+	}
+}

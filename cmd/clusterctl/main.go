@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 // Set at link time by the Makefile (-ldflags -X).
@@ -131,7 +132,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitInterrupted
 	case errors.As(err, &ee):
 		return ee.code
-	case isCobraUsage(err), errors.Is(err, pull.ErrUnsafeDir):
+	case isCobraUsage(err), errors.Is(err, pull.ErrUnsafeDir), errors.Is(err, statedir.ErrUntrusted):
 		return exitUsage
 	default:
 		return exitFailed

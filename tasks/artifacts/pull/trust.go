@@ -215,8 +215,10 @@ func (g *registryGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 // bad flag or inventory is (exit 2).
 var ErrUnsafeDir = errors.New("unsafe artifacts directory")
 
-// CheckDir refuses an artifacts directory (or cache) that others may write to or that another user owns:
-// what it holds is run as root on every host. A missing directory is made (0755).
+// CheckDir refuses an artifacts directory (or cache) that others may write to or that another user owns,
+// with a directory inside (bin/, images/) others may write to, or that another user could replace (a directory above it
+// others may write to, a symbolic link they own; statedir.CheckPath): what it holds is run as root on every
+// host. A missing directory is made (0755).
 func CheckDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -233,6 +235,27 @@ func CheckDir(dir string) error {
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
 		return fmt.Errorf("%w: %s is owned by user %d, not by you (%d): refusing it (chown %d %s, or use another directory)", ErrUnsafeDir, dir, sys.Uid, os.Geteuid(), os.Geteuid(), dir)
+	}
+	// The directories inside (bin/linux-amd64, images/...): a file there is checked by its digest, but
+	// one others may write to can change between the check and the push.
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir || !d.IsDir() {
+			return err
+		}
+		st, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o022 != 0 {
+			return fmt.Errorf("%w: %s has mode %04o: others may change what hosts run as root; refusing it (chmod -R go-w %s)", ErrUnsafeDir, p, st.Mode().Perm(), dir)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := statedir.CheckPath(dir); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsafeDir, err)
 	}
 	return nil
 }

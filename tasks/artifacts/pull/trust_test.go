@@ -215,6 +215,23 @@ func TestDirTrust(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(dir, "bin/linux-amd64/kubelet")); string(got) != string(good) {
 		t.Errorf("kubelet %q", got)
 	}
+	// A directory inside others may write to; a directory under a world-writable parent; a link to it
+	// in a world-writable place.
+	os.Chmod(filepath.Join(dir, "bin"), 0o777)
+	if err := CheckDir(dir); !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), "/bin has mode 0777") {
+		t.Errorf("a world-writable bin/: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "bin"), 0o755)
+	wide := filepath.Join(t.TempDir(), "wide")
+	os.Mkdir(wide, 0o777)
+	os.Chmod(wide, 0o777)
+	if err := CheckDir(filepath.Join(wide, "artifacts")); !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), "wide, above") {
+		t.Errorf("under a world-writable parent: %v", err)
+	}
+	os.Symlink(dir, filepath.Join(wide, "link"))
+	if err := CheckDir(filepath.Join(wide, "link")); !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), "wide, above") {
+		t.Errorf("a link in a world-writable place: %v", err)
+	}
 }
 
 // A built-in digest (a public fact) is checked before the origin is trusted.
