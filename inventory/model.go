@@ -154,8 +154,16 @@ type Downloads struct {
 	// checksums, a built-in digest or the lock.
 	AllowHTTP bool `yaml:"allowHTTP,omitempty" json:"allowHTTP,omitempty"`
 	// InsecureRegistries are registries (host[:port]) images may be fetched from over plain HTTP, without
-	// credentials.
+	// credentials; every image from them must match checksums or the lock.
 	InsecureRegistries []string `yaml:"insecureRegistries,omitempty" json:"insecureRegistries,omitempty"`
+	// Lock is the lock every download is checked against and added to, across versions and
+	// architectures (relative to the inventory's directory; default the workstation's,
+	// $XDG_CACHE_HOME/clusterctl/artifacts.lock): commit it beside the inventory so that every
+	// workstation and CI job pins the same bytes.
+	Lock string `yaml:"lock,omitempty" json:"lock,omitempty"`
+	// RequireLock refuses any file or image that checksums, a built-in digest or the lock does not pin
+	// (for CI: nothing is trusted on first use).
+	RequireLock bool `yaml:"requireLock,omitempty" json:"requireLock,omitempty"`
 }
 
 // CNI plugins clusterctl sets up.

@@ -183,6 +183,9 @@ func (v *validator) downloads(d *Downloads) {
 			v.errorf(fmt.Sprintf("cluster.downloads.insecureRegistries[%d]", i), "%q is not a registry host[:port] (no scheme, no path)", r)
 		}
 	}
+	if strings.ContainsRune(d.Lock, 0) || len(d.Lock) > 4096 {
+		v.errorf("cluster.downloads.lock", "%q is not a file path", d.Lock)
+	}
 	if strings.ContainsRune(d.Checksums, 0) || len(d.Checksums) > 4096 {
 		v.errorf("cluster.downloads.checksums", "%q is not a file path", d.Checksums)
 	}

@@ -51,12 +51,20 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 		if c.Downloads.Checksums != "" {
 			checksums = d.e.Inv.Resolve(c.Downloads.Checksums)
 		}
+		lock := ""
+		if c.Downloads.Lock != "" {
+			lock = d.e.Inv.Resolve(c.Downloads.Lock)
+		}
 		m, err = pull.Pull(ctx, pull.Options{KubernetesVersion: c.KubernetesVersion, Arches: arches, Dir: a.artDir, SkipImages: c.Registry.Pull,
 			Sources: pull.DefaultSources().Override(pull.SourcesOf(c.Downloads)), ImageRepository: c.ImageRepository,
 			Checksums: checksums, AllowHTTP: c.Downloads.AllowHTTP, InsecureRegistries: c.Downloads.InsecureRegistries,
+			Lock: lock, RequireLock: c.Downloads.RequireLock,
 			ExtraImages: c.ExtraImages, Optional: d.net.Images(), Events: func(ev pull.Event) {
-				if ev.Type == pull.EventFileDone && !ev.Cached {
+				switch {
+				case ev.Type == pull.EventFileDone && !ev.Cached:
 					d.e.say("artifacts", "", "%s: %d bytes in %dms, verified", ev.File, ev.Bytes, ev.DurationMS)
+				case ev.Type == pull.EventUnpinned:
+					d.e.say("artifacts", "", "first pull of %s: nothing pinned its digest %s (from %s); it is now in %s", ev.File, ev.Digest, ev.URL, ev.Lock)
 				}
 			}})
 		if err != nil {

@@ -23,11 +23,11 @@ import (
 )
 
 type pullOptions struct {
-	version, out, imageRepository, checksums string
-	arches, extraImages, insecureRegistries  []string
-	parallel                                 int
-	noImages, allowHTTP                      bool
-	sources                                  pull.Sources
+	version, out, imageRepository, checksums, lock string
+	arches, extraImages, insecureRegistries        []string
+	parallel                                       int
+	noImages, allowHTTP, requireLock               bool
+	sources                                        pull.Sources
 }
 
 func newArtifactsCmd(g *globalOptions) *cobra.Command {
@@ -73,15 +73,20 @@ taken from HTTPS_PROXY/HTTP_PROXY/NO_PROXY; registry credentials from the Docker
 A checksum from a file's own origin proves nothing against that origin, so every file is also checked
 against a digest from elsewhere: --checksums FILE ("<sha256>  <path>" lines, path as in the directory:
 bin/linux-amd64/kubelet, downloads/<archive>, runtime/linux-amd64/runc), then digests built into
-clusterctl for releases whose digests are public, then the directory's artifacts.lock, which the first
-verified pull writes (as go.sum): a later pull or mirror that serves other bytes (or another image digest)
-is refused, naming the file, the URL, and the locked and received digests.
+clusterctl for releases whose digests are public, then the lock: one file across versions and
+architectures (--lock, cluster.downloads.lock; default $XDG_CACHE_HOME/clusterctl/artifacts.lock) that
+every verified pull adds to, as go.sum: a later pull or mirror that serves other bytes (or another image
+digest) is refused, naming the file, the URL, and the locked and received digests. Commit the lock beside
+the inventory and every workstation and CI job pins the same bytes, upgrades included. What nothing pins
+yet is said on stderr once per file ("first pull of ..."); --require-lock (cluster.downloads.requireLock)
+refuses it instead, for CI.
 
 Plain HTTP: a redirect from https to http is refused; http:// base URLs only on loopback or with
 --allow-http, and every file must then match --checksums, a built-in digest or the lock; registries over
-plain HTTP only when named with --insecure-registry, and no credentials are sent to them. The directory
-must not be writable by others nor owned by another user (exit 2); files are never written through a
-symbolic link.
+plain HTTP only when named with --insecure-registry, no credentials are sent to them, and every image from
+them must match a digest of --checksums or the lock. The directory must not be writable by others nor owned
+by another user, nor any directory above it writable by others (exit 2); files are never written through
+a symbolic link.
 
 With -i, the inventory gives the version, imageRepository, extraImages and cluster.downloads; flags win.
 The manifest is written last: a directory with a manifest.json is complete.`,
@@ -114,6 +119,8 @@ The manifest is written last: a directory with a manifest.json is complete.`,
 	f.StringVar(&o.checksums, "checksums", "", "file of trusted SHA-256 digests (\"<sha256>  <path>\" lines, as artifacts.lock) every download must match (default: the inventory's cluster.downloads.checksums)")
 	f.BoolVar(&o.allowHTTP, "allow-http", false, "allow plain-HTTP download URLs off loopback (every file must then match --checksums, a built-in digest or the lock)")
 	f.StringSliceVar(&o.insecureRegistries, "insecure-registry", nil, "registry (host:port) images may be fetched from over plain HTTP, without credentials (repeatable)")
+	f.StringVar(&o.lock, "lock", "", "the lock every download is checked against and added to, across versions (default: the inventory's cluster.downloads.lock, else $XDG_CACHE_HOME/clusterctl/artifacts.lock)")
+	f.BoolVar(&o.requireLock, "require-lock", false, "refuse any file or image that --checksums, a built-in digest or the lock does not pin (for CI; default: the inventory's cluster.downloads.requireLock)")
 	return cmd
 }
 
@@ -150,10 +157,18 @@ func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
 		}
 		req.AllowHTTP = c.Downloads.AllowHTTP
 		req.InsecureRegistries = c.Downloads.InsecureRegistries
+		if c.Downloads.Lock != "" {
+			req.Lock = inv.Resolve(c.Downloads.Lock)
+		}
+		req.RequireLock = c.Downloads.RequireLock
 	}
 	if o.checksums != "" {
 		req.Checksums = o.checksums
 	}
+	if o.lock != "" {
+		req.Lock = o.lock
+	}
+	req.RequireLock = req.RequireLock || o.requireLock
 	req.AllowHTTP = req.AllowHTTP || o.allowHTTP
 	req.InsecureRegistries = append(req.InsecureRegistries, o.insecureRegistries...)
 	req.ExtraImages = append(req.ExtraImages, o.extraImages...)
@@ -195,6 +210,7 @@ func runPull(cmd *cobra.Command, g *globalOptions, o *pullOptions) error {
 	if g.Output == "json" {
 		view = newPullView(g.stdout, g.Output)
 	}
+	view.notices = g.stderr
 	req.Events = view.event
 	start := time.Now()
 	m, err := pull.Pull(cmd.Context(), req)
@@ -222,6 +238,7 @@ type pullView struct {
 	drawn      int
 	last       time.Time
 	downloaded int64
+	notices    io.Writer // where what nothing pinned is said (stderr)
 }
 
 func newPullView(w io.Writer, output string) *pullView {
@@ -240,6 +257,15 @@ func (v *pullView) event(e pull.Event) {
 	defer v.mu.Unlock()
 	if e.Type == pull.EventFileDone && !e.Cached {
 		v.downloaded += e.Bytes
+	}
+	if e.Type == pull.EventUnpinned && v.notices != nil {
+		if v.mode == "tty" {
+			v.clear()
+		}
+		fmt.Fprintln(v.notices, unpinnedLine(e))
+		if v.mode == "tty" {
+			v.draw()
+		}
 	}
 	switch v.mode {
 	case "json":
@@ -427,4 +453,11 @@ func newArtifactsListCmd(g *globalOptions) *cobra.Command {
 	}
 	o.addFlags(cmd)
 	return cmd
+}
+
+// unpinnedLine says that a file or image was pulled for the first time with nothing to check it against
+// but its origin's checksum.
+func unpinnedLine(e pull.Event) string {
+	return fmt.Sprintf("first pull of %s: no checksums file, built-in digest or lock line pins it; its digest %s (from %s) is now in %s: check it against a source you trust, or pull with --require-lock",
+		e.File, e.Digest, e.URL, e.Lock)
 }

@@ -57,8 +57,12 @@ type Options struct {
 	// built-in digest or the lock).
 	AllowHTTP bool
 	// InsecureRegistries are the registries (host:port) images may be fetched from over plain HTTP,
-	// without credentials.
+	// without credentials (each image must then match Checksums, a built-in digest or the lock).
 	InsecureRegistries []string
+	// Lock is the lock the pull checks and adds to ("" for DefaultLock).
+	Lock string
+	// RequireLock refuses a file or image that neither Checksums, a built-in digest nor the lock pins.
+	RequireLock bool
 }
 
 // Event is progress of a pull.
@@ -74,12 +78,19 @@ type Event struct {
 	DurationMS int64 `json:"duration_ms,omitempty"`
 	// Cached: the file was in place and verified; nothing was downloaded.
 	Cached bool `json:"cached,omitempty"`
+	// Digest is an unpinned file's or image's digest.
+	Digest string `json:"digest,omitempty"`
+	// Lock is the lock an unpinned file or image entered.
+	Lock string `json:"lock,omitempty"`
 }
 
 // Event types.
 const (
 	EventProgress = "progress"
 	EventFileDone = "file_done"
+	// EventUnpinned is a file or image nothing pinned (File: its lock key, URL: where it came from,
+	// Digest: what it was): its first pull, now in the lock.
+	EventUnpinned = "unpinned"
 )
 
 var archRE = regexp.MustCompile(`^(amd64|arm64)$`)
@@ -119,7 +130,11 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 	if err := CheckDir(o.Dir); err != nil {
 		return nil, err
 	}
-	if p.trust, err = loadTrust(o.Dir, o.Checksums, v.Kubernetes); err != nil {
+	p.trust, err = loadTrust(trustOptions{Dir: o.Dir, Checksums: o.Checksums, Lock: o.Lock, Versions: v, Require: o.RequireLock,
+		Notice: func(key, u, digest string) {
+			p.emit(Event{Type: EventUnpinned, File: key, URL: u, Digest: digest, Lock: p.trust.lockFile})
+		}})
+	if err != nil {
 		return nil, err
 	}
 	if old, err := artifacts.Load(o.Dir); err == nil {
@@ -135,7 +150,7 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := p.trust.save(o.Dir); err != nil {
+	if err := p.trust.save(); err != nil {
 		return nil, err
 	}
 	if err := p.m.Write(o.Dir); err != nil {
@@ -472,7 +487,9 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 	if err != nil {
 		return fmt.Errorf("image %s (from %s): %w", img.ref, from, err)
 	}
-	if err := p.trust.check(imageKey(arch, img.ref), from, digest.String(), false); err != nil {
+	// Over plain HTTP (an insecure registry), the digest must be pinned: anyone on the way could serve
+	// another image with its own, matching digest.
+	if err := p.trust.check(imageKey(arch, img.ref), from, digest.String(), slices.Contains(p.o.InsecureRegistries, src.RegistryStr())); err != nil {
 		return err
 	}
 	if old := p.cachedImage(rel, img.ref, digest.String()); old {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,17 +28,33 @@ import (
 //
 //   - the user's checksums file (--checksums: own builds, a mirror's own list),
 //   - the digests built into clusterctl (builtinDigests: upstream releases whose digests are public facts),
-//   - the lock (LockFile) that the first verified pull into the directory wrote, as go.sum does: a later pull
-//     or another mirror that serves other bytes is refused.
+//   - the lock (DefaultLock, --lock, cluster.downloads.lock): one file across versions and architectures
+//     that every verified pull adds to, as go.sum does: a later pull or another mirror that serves other
+//     bytes is refused. A team commits it beside the inventory, so that every workstation and CI job pins
+//     the same bytes, upgrades included,
+//   - an artifacts directory's own artifacts.lock, which earlier clusterctl versions wrote (read, never
+//     written).
 //
-// Images are pinned by their digest in the lock the same way. A file fetched over plain HTTP must match one
-// of the first two or the lock: its origin's checksum alone is never enough.
+// Images are pinned by their digest the same way. A file or image fetched over plain HTTP must match one
+// of them: its origin's checksum alone is never enough. Anything the first three do not pin is said once
+// (Options.Events, EventUnpinned) and, with RequireLock, refused.
 
-// LockFile is the lock of an artifacts directory: "<digest>  <key>" lines, where the key is the file's path
-// in the directory (bin/linux-amd64/kubelet, downloads/<archive>, runtime/linux-amd64/runc) with its
-// SHA-256 in hex, or "image linux/<arch> <reference>" with the image's digest (sha256:...). A --checksums
-// file has the same form (a lock copied from another machine is one).
+// LockFile is the name of the lock: "<digest>  <key>" lines, where the key names what was pulled with
+// its version: "kubernetes v1.37.2 bin/linux-amd64/kubelet", "runc v1.3.4 runtime/linux-amd64/runc",
+// "downloads/<release archive, named with its version>", or "image linux/<arch> <reference>" (the
+// image's digest, sha256:...). File digests are SHA-256 in hex. A --checksums file has the same form, or
+// keys that are paths in the artifacts directory (bin/linux-amd64/kubelet) for the version pulled.
 const LockFile = "artifacts.lock"
+
+// DefaultLock is the lock every pull on this workstation shares unless told otherwise:
+// <user cache dir>/clusterctl/artifacts.lock.
+func DefaultLock() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory for the artifacts lock (give one with --lock, or cluster.downloads.lock): %w", err)
+	}
+	return filepath.Join(base, "clusterctl", LockFile), nil
+}
 
 // LockError is a file or image whose digest is not the one a trusted source gives.
 type LockError struct {
@@ -45,64 +62,148 @@ type LockError struct {
 }
 
 func (e *LockError) Error() string {
-	return fmt.Sprintf("%s: %s serves %s, but %s says %s: refused (another mirror, or a changed release: if the change is known to be right, remove the line from %s or give --checksums)",
-		e.Key, e.URL, e.Got, e.Source, e.Want, LockFile)
+	return fmt.Sprintf("%s: %s serves %s, but %s says %s: refused (another mirror, or a changed release: if the change is known to be right, remove the line from the lock or give --checksums)",
+		e.Key, e.URL, e.Got, e.Source, e.Want)
 }
+
+// ErrNotLocked marks a file or image that nothing pins, refused with RequireLock.
+var ErrNotLocked = errors.New("not in the lock")
 
 // trust holds the digests files are checked against beyond their origin's, and what this pull adds to the
 // lock.
 type trust struct {
-	user, builtin, lock map[string]string
-	userFile            string
-	mu                  sync.Mutex
-	added               map[string]string
+	user, builtin, lock, dirLock map[string]string
+	userFile, lockFile, dirFile  string
+	v                            Versions
+	require                      bool
+	notice                       func(key, url, digest string)
+	mu                           sync.Mutex
+	added                        map[string]string
 }
 
-// loadTrust reads the directory's lock and the user's checksums file (may be "").
-func loadTrust(dir, checksums, version string) (*trust, error) {
-	t := &trust{builtin: builtinDigests[version], added: map[string]string{}, userFile: checksums}
-	var err error
-	if t.lock, err = readDigests(filepath.Join(dir, LockFile), true); err != nil {
+// trustOptions say where a pull's trusted digests are.
+type trustOptions struct {
+	Dir       string // the artifacts directory (its own artifacts.lock of earlier versions is read)
+	Checksums string // the user's checksums file ("" for none)
+	Lock      string // the lock ("" for DefaultLock)
+	Versions  Versions
+	// Require refuses what nothing pins.
+	Require bool
+	// Notice is told of each file or image pulled that nothing pinned (it then enters the lock).
+	Notice func(key, url, digest string)
+}
+
+// loadTrust reads the lock, the directory's own lock and the user's checksums file. A lock another user
+// could change is refused (ErrUnsafeDir).
+func loadTrust(o trustOptions) (*trust, error) {
+	t := &trust{builtin: builtinDigests, added: map[string]string{}, userFile: o.Checksums, lockFile: o.Lock,
+		v: o.Versions, require: o.Require, notice: o.Notice, dirFile: filepath.Join(o.Dir, LockFile)}
+	if t.lockFile == "" {
+		var err error
+		if t.lockFile, err = DefaultLock(); err != nil {
+			t.lockFile = t.dirFile
+		}
+	}
+	if err := checkLock(t.lockFile); err != nil {
 		return nil, err
 	}
-	if checksums != "" {
-		if t.user, err = readDigests(checksums, false); err != nil {
+	var err error
+	if t.lock, err = readDigests(t.lockFile, true); err != nil {
+		return nil, err
+	}
+	t.dirLock = map[string]string{}
+	if t.dirFile != t.lockFile {
+		if t.dirLock, err = readDigests(t.dirFile, true); err != nil {
+			return nil, err
+		}
+	}
+	if o.Checksums != "" {
+		if t.user, err = readDigests(o.Checksums, false); err != nil {
 			return nil, fmt.Errorf("--checksums: %w", err)
 		}
 	}
 	return t, nil
 }
 
-// want is the trusted digest of key and where it comes from; "" when none is known.
-func (t *trust) want(key string) (digest, source string) {
-	if d := t.user[key]; d != "" {
-		return d, "the checksums file " + t.userFile
+// checkLock refuses a lock that another user could change: it says which bytes are the right ones.
+func checkLock(file string) error {
+	st, err := os.Lstat(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%w: the lock %s is not a regular file", ErrUnsafeDir, file)
+	case st.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%w: the lock %s has mode %04o: others may change which bytes are trusted; refusing it (chmod go-w %s)", ErrUnsafeDir, file, st.Mode().Perm(), file)
 	}
-	if d := t.builtin[key]; d != "" {
-		return d, "clusterctl's built-in digest"
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() && sys.Uid != 0 {
+		return fmt.Errorf("%w: the lock %s is owned by user %d: refusing it (copy it, or use another with --lock)", ErrUnsafeDir, file, sys.Uid)
 	}
-	if d := t.lock[key]; d != "" {
-		return d, "the lock (" + LockFile + ", written by the first pull)"
+	if err := statedir.CheckPath(filepath.Dir(file)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: the lock's directory: %w", ErrUnsafeDir, err)
 	}
-	return "", ""
+	return nil
 }
 
-// check compares the digest an origin gives for key (got, from u) with the trusted one, and records got for
-// the lock when none is trusted yet. plain says got came over plain HTTP: it must then match a trusted one.
-func (t *trust) check(key, u, got string, plain bool) error {
-	want, source := t.want(key)
+// lockKey is the lock's key of a file at rel in the artifacts directory: with the version of what it is
+// where its path does not say it (release archives are named with theirs; images carry their tag).
+func (t *trust) lockKey(rel string) string {
 	switch {
+	case strings.HasPrefix(rel, "bin/"):
+		return "kubernetes " + t.v.Kubernetes + " " + rel
+	case strings.HasPrefix(rel, "runtime/") && path.Base(rel) == "runc":
+		return "runc v" + strings.TrimPrefix(t.v.Runc, "v") + " " + rel
+	}
+	return rel
+}
+
+// want is the trusted digest of the file at rel and where it comes from, and whether the lock pins it;
+// "" when none is known.
+func (t *trust) want(rel string) (digest, source string, locked bool) {
+	key := t.lockKey(rel)
+	if d := firstDigest(t.user[key], t.user[rel]); d != "" {
+		return d, "the checksums file " + t.userFile, false
+	}
+	if d := t.builtin[key]; d != "" {
+		return d, "clusterctl's built-in digest", false
+	}
+	if d := t.lock[key]; d != "" {
+		return d, "the lock " + t.lockFile, true
+	}
+	if d := t.dirLock[rel]; d != "" {
+		return d, "the artifacts directory's own lock " + t.dirFile + " (of an earlier clusterctl)", false
+	}
+	return "", "", false
+}
+
+func firstDigest(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// check compares the digest an origin gives for the file at rel (got, from u) with the trusted one, and
+// records got for the lock when the lock has none yet. plain says got came over plain HTTP: it must then
+// match a trusted one.
+func (t *trust) check(rel, u, got string, plain bool) error {
+	want, source, locked := t.want(rel)
+	key := t.lockKey(rel)
+	switch {
+	case want == "" && t.require:
+		return fmt.Errorf("%s: %w %s and no checksums file or built-in digest pins it (--require-lock, cluster.downloads.requireLock): pull it once where you trust the network without --require-lock, check the line it adds, and commit the lock", key, ErrNotLocked, t.lockFile)
 	case want == "" && plain:
-		return fmt.Errorf("%s: %s is plain HTTP and no digest of the file is known (no --checksums entry, built-in digest or lock line): give its SHA-256 with --checksums", key, u)
+		return fmt.Errorf("%s: %s is plain HTTP and no digest of it is known (no --checksums entry, built-in digest or lock line): give its SHA-256 with --checksums", key, u)
 	case want == "":
-		t.mu.Lock()
-		t.added[key] = got
-		t.mu.Unlock()
-		return nil
+		if t.notice != nil {
+			t.notice(key, u, got)
+		}
 	case want != got:
 		return &LockError{Key: key, URL: u, Source: source, Want: want, Got: got}
 	}
-	if t.lock[key] == "" {
+	if !locked {
 		t.mu.Lock()
 		t.added[key] = got
 		t.mu.Unlock()
@@ -110,24 +211,36 @@ func (t *trust) check(key, u, got string, plain bool) error {
 	return nil
 }
 
-// save writes the lock with what this pull added (atomically; unchanged when nothing was).
-func (t *trust) save(dir string) error {
+// save adds what this pull verified to the lock (atomically, under a file lock against another pull at
+// the same time; unchanged when nothing was added).
+func (t *trust) save() error {
 	if len(t.added) == 0 {
 		return nil
 	}
-	all := maps.Clone(t.lock)
-	if all == nil {
-		all = map[string]string{}
+	if err := os.MkdirAll(filepath.Dir(t.lockFile), 0o755); err != nil {
+		return err
+	}
+	guard, err := os.OpenFile(t.lockFile+".guard", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer guard.Close()
+	if err := syscall.Flock(int(guard.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	all, err := readDigests(t.lockFile, true) // another pull may have added lines meanwhile
+	if err != nil {
+		return err
 	}
 	maps.Copy(all, t.added)
 	var b bytes.Buffer
-	b.WriteString("# clusterctl artifacts lock: the digest of every file and image the first verified pull into this\n" +
-		"# directory received. A later pull that receives other bytes is refused. Copy it to pin another machine's\n" +
-		"# pull (clusterctl artifacts pull --checksums FILE).\n")
+	b.WriteString("# clusterctl artifacts lock: the digest of every file and image a verified pull received, by version\n" +
+		"# and architecture. A later pull that receives other bytes is refused. Commit it beside the inventory\n" +
+		"# (cluster.downloads.lock) to pin every workstation's and CI job's pulls to the same bytes.\n")
 	for _, k := range slices.Sorted(maps.Keys(all)) {
 		fmt.Fprintf(&b, "%s  %s\n", all[k], k)
 	}
-	return statedir.WriteFile(filepath.Join(dir, LockFile), b.Bytes(), 0o644)
+	return statedir.WriteFile(t.lockFile, b.Bytes(), 0o644)
 }
 
 // readDigests reads "<digest>  <key>" lines (# comments, blank lines); a missing file is empty when

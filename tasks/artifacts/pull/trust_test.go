@@ -23,14 +23,25 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 )
 
-// kubeletPuller is a puller of v1.37.2's kubelet from ts into dir, trusting what checksums says ("" for
-// nothing but the lock).
-func kubeletPuller(t *testing.T, ts *httptest.Server, dir, checksums string) *puller {
+// testTrust is the trust of a pull of version into dir with checksums ("" for none) and the lock lock.
+func testTrust(t *testing.T, dir, checksums, lock, version string) *trust {
 	t.Helper()
-	tr, err := loadTrust(dir, checksums, "v1.37.2")
+	v, err := VersionsFor(version)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tr, err := loadTrust(trustOptions{Dir: dir, Checksums: checksums, Lock: lock, Versions: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// kubeletPuller is a puller of v1.37.2's kubelet from ts into dir, trusting what checksums says ("" for
+// nothing but the lock, dir/../artifacts.lock).
+func kubeletPuller(t *testing.T, ts *httptest.Server, dir, checksums string) *puller {
+	t.Helper()
+	tr := testTrust(t, dir, checksums, filepath.Join(filepath.Dir(dir), LockFile), "v1.37.2")
 	v, _ := VersionsFor("v1.37.2")
 	client := ts.Client()
 	client.CheckRedirect = noDowngrade
@@ -57,11 +68,11 @@ func TestLockRefusesOtherBytes(t *testing.T) {
 	if err := p.kubernetesBinary(ctx, "amd64", "kubelet"); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.trust.save(dir); err != nil {
+	if err := p.trust.save(); err != nil {
 		t.Fatal(err)
 	}
-	lock, _ := os.ReadFile(filepath.Join(dir, LockFile))
-	if !strings.Contains(string(lock), sumOf(good)+"  bin/linux-amd64/kubelet\n") {
+	lock, _ := os.ReadFile(p.trust.lockFile)
+	if !strings.Contains(string(lock), sumOf(good)+"  kubernetes v1.37.2 bin/linux-amd64/kubelet\n") {
 		t.Fatalf("lock:\n%s", lock)
 	}
 
@@ -73,7 +84,7 @@ func TestLockRefusesOtherBytes(t *testing.T) {
 	if !errors.As(err, &le) {
 		t.Fatalf("error %v, want a LockError", err)
 	}
-	for _, s := range []string{"bin/linux-amd64/kubelet", ts.URL + "/release/v1.37.2/bin/linux/amd64/kubelet", sumOf(good), sumOf(bad), LockFile} {
+	for _, s := range []string{"kubernetes v1.37.2 bin/linux-amd64/kubelet", ts.URL + "/release/v1.37.2/bin/linux/amd64/kubelet", sumOf(good), sumOf(bad), p.trust.lockFile} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("%q does not name %s", err, s)
 		}
@@ -104,7 +115,8 @@ func TestChecksumsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(sums, []byte("d41d8cd98f00b204e9800998ecf8427e  bin/linux-amd64/kubelet\n"), 0o644) // MD5-sized
-	if _, err := loadTrust(dir, sums, "v1.37.2"); err == nil || !strings.Contains(err.Error(), sums+":1:") {
+	v, _ := VersionsFor("v1.37.2")
+	if _, err := loadTrust(trustOptions{Dir: dir, Checksums: sums, Lock: filepath.Join(t.TempDir(), LockFile), Versions: v}); err == nil || !strings.Contains(err.Error(), sums+":1:") {
 		t.Errorf("a malformed checksums line: %v", err)
 	}
 }
@@ -236,16 +248,18 @@ func TestDirTrust(t *testing.T) {
 
 // A built-in digest (a public fact) is checked before the origin is trusted.
 func TestBuiltinDigests(t *testing.T) {
-	tr, err := loadTrust(t.TempDir(), "", "v1.35.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const key = "bin/linux-amd64/kubelet"
-	if err := tr.check(key, "https://dl.k8s.io/x", sumOf([]byte("not the release")), false); err == nil || !strings.Contains(err.Error(), "built-in") {
-		t.Errorf("a kubelet other than v1.35.1's: %v", err)
-	}
-	if err := tr.check(key, "https://dl.k8s.io/x", builtinDigests["v1.35.1"][key], false); err != nil {
-		t.Error(err)
+	tr := testTrust(t, t.TempDir(), "", filepath.Join(t.TempDir(), LockFile), "v1.35.1")
+	for rel, key := range map[string]string{
+		"bin/linux-amd64/kubelet":                     "kubernetes v1.35.1 bin/linux-amd64/kubelet",
+		"runtime/linux-arm64/runc":                    "runc v1.3.4 runtime/linux-arm64/runc",
+		"downloads/crictl-v1.35.0-linux-amd64.tar.gz": "downloads/crictl-v1.35.0-linux-amd64.tar.gz",
+	} {
+		if err := tr.check(rel, "https://dl.k8s.io/x", sumOf([]byte("not the release")), false); err == nil || !strings.Contains(err.Error(), "built-in") {
+			t.Errorf("%s other than the release's: %v", rel, err)
+		}
+		if err := tr.check(rel, "https://dl.k8s.io/x", builtinDigests[key], false); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
@@ -283,27 +297,35 @@ func TestInsecureRegistryGetsNoCredentials(t *testing.T) {
 	cfg := t.TempDir()
 	os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"auths": {"`+host+`": {"auth": "dXNlcjpzZWNyZXQ="}}}`), 0o600)
 	t.Setenv("DOCKER_CONFIG", cfg)
-	pull := func(insecure []string) error {
+	pull := func(insecure []string, checksums string) error {
 		dir := t.TempDir()
-		tr, err := loadTrust(dir, "", "v1.37.2")
-		if err != nil {
-			t.Fatal(err)
-		}
+		tr := testTrust(t, dir, checksums, filepath.Join(t.TempDir(), LockFile), "v1.37.2")
 		p := &puller{o: Options{Dir: dir, Sources: Sources{RegistryMirror: host}, InsecureRegistries: insecure},
 			client: &http.Client{Transport: http.DefaultTransport}, trust: tr, m: &artifacts.Manifest{}}
 		return p.image(context.Background(), "amd64", image{"pause", "registry.k8s.io/pause:3.10.2"})
 	}
-	if err := pull(nil); err == nil || !strings.Contains(err.Error(), "--insecure-registry "+host) {
+	if err := pull(nil, ""); err == nil || !strings.Contains(err.Error(), "--insecure-registry "+host) {
 		t.Errorf("plain HTTP to a registry not named insecure: %v", err)
 	}
-	if err := pull([]string{host}); err != nil {
+	// Over plain HTTP an image needs a trusted digest, as a file does.
+	if err := pull([]string{host}, ""); err == nil || !strings.Contains(err.Error(), "plain HTTP and no digest of it is known") {
+		t.Errorf("an unpinned image over plain HTTP: %v", err)
+	}
+	digest, _ := img.Digest()
+	sums := filepath.Join(t.TempDir(), "sums")
+	os.WriteFile(sums, []byte("sha256:"+strings.Repeat("0", 64)+"  image linux/amd64 registry.k8s.io/pause:3.10.2\n"), 0o644)
+	if err := pull([]string{host}, sums); err == nil || !strings.Contains(err.Error(), digest.String()) {
+		t.Errorf("an image over plain HTTP other than its pinned digest: %v", err)
+	}
+	os.WriteFile(sums, []byte(digest.String()+"  image linux/amd64 registry.k8s.io/pause:3.10.2\n"), 0o644)
+	if err := pull([]string{host}, sums); err != nil {
 		t.Fatal(err)
 	}
 	// A registry over plain HTTP that asks for credentials does not get them: the pull fails instead.
 	mu.Lock()
 	challenge = true
 	mu.Unlock()
-	if err := pull([]string{host}); err == nil {
+	if err := pull([]string{host}, sums); err == nil {
 		t.Error("a pull from a plain-HTTP registry asking for credentials succeeded")
 	}
 	mu.Lock()

@@ -47,7 +47,10 @@ type Mirror struct {
 	// Checksums is a file of the SHA-256 of every file served, as `artifacts pull --checksums` takes it:
 	// the mirror's own builds, which no upstream digest covers.
 	Checksums string
-	srv       *http.Server
+	// Lock is the lock pulls from the mirror use (`artifacts pull --lock`): the mirror's own, so that no
+	// test adds the lab's builds to the workstation's lock.
+	Lock string
+	srv  *http.Server
 }
 
 // Sources are the pull sources that point at the mirror.
@@ -61,7 +64,7 @@ func (m *Mirror) Flags() []string {
 	s := m.Sources()
 	return []string{"--release-url", s.Release, "--etcd-url", s.Etcd, "--containerd-url", s.Containerd, "--runc-url", s.Runc,
 		"--cni-url", s.CNI, "--crictl-url", s.Crictl, "--registry-mirror", s.RegistryMirror,
-		"--checksums", m.Checksums, "--insecure-registry", m.Registry}
+		"--checksums", m.Checksums, "--insecure-registry", m.Registry, "--lock", m.Lock}
 }
 
 // Close stops the mirror and removes its directory.
@@ -69,6 +72,8 @@ func (m *Mirror) Close() error {
 	err := m.srv.Close()
 	_ = os.RemoveAll(m.Root)
 	_ = os.Remove(m.Checksums)
+	_ = os.Remove(m.Lock)
+	_ = os.Remove(m.Lock + ".guard")
 	return err
 }
 
@@ -96,14 +101,7 @@ func Start(ctx context.Context, dir, tmp string) (*Mirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	var list strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(sums)) {
-		fmt.Fprintf(&list, "%s  %s\n", sums[k], k)
-	}
 	checksums := root + ".sums"
-	if err := os.WriteFile(checksums, []byte(list.String()), 0o644); err != nil {
-		return nil, err
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -113,9 +111,17 @@ func Start(ctx context.Context, dir, tmp string) (*Mirror, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/v2/", reg)
 	mux.Handle("/", files)
-	m := &Mirror{Root: root, URL: "http://" + ln.Addr().String(), Registry: ln.Addr().String(), Checksums: checksums, srv: &http.Server{Handler: mux}}
+	m := &Mirror{Root: root, URL: "http://" + ln.Addr().String(), Registry: ln.Addr().String(), Checksums: checksums, Lock: root + ".lock", srv: &http.Server{Handler: mux}}
 	go func() { _ = m.srv.Serve(ln) }()
-	if err := m.pushImages(ctx, man, dir); err != nil {
+	if err := m.pushImages(ctx, man, dir, sums); err != nil {
+		_ = m.srv.Close()
+		return nil, err
+	}
+	var list strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(sums)) {
+		fmt.Fprintf(&list, "%s  %s\n", sums[k], k)
+	}
+	if err := os.WriteFile(checksums, []byte(list.String()), 0o644); err != nil {
 		_ = m.srv.Close()
 		return nil, err
 	}
@@ -123,8 +129,10 @@ func Start(ctx context.Context, dir, tmp string) (*Mirror, error) {
 	return m, nil
 }
 
-// pushImages puts every image archive into the registry under its reference's repository path.
-func (m *Mirror) pushImages(ctx context.Context, man *artifacts.Manifest, dir string) error {
+// pushImages puts every image archive into the registry under its reference's repository path, and adds
+// each one's digest to sums (the registry is plain HTTP: a pull trusts no image from it that sums does not
+// pin).
+func (m *Mirror) pushImages(ctx context.Context, man *artifacts.Manifest, dir string, sums map[string]string) error {
 	for _, f := range man.Files {
 		if f.Kind != artifacts.KindImage {
 			continue
@@ -145,6 +153,11 @@ func (m *Mirror) pushImages(ctx context.Context, man *artifacts.Manifest, dir st
 		if err := remote.Write(dst, img, remote.WithContext(ctx)); err != nil {
 			return fmt.Errorf("push %s: %w", dst, err)
 		}
+		digest, err := img.Digest()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Path, err)
+		}
+		sums["image linux/"+f.Arch+" "+f.Image] = digest.String()
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func TestPullFromMirror(t *testing.T) {
 	opts := func(ev *events) pull.Options {
 		return pull.Options{KubernetesVersion: labMan.KubernetesVersion, Arches: []string{"amd64"}, Dir: dir,
 			Sources: pull.DefaultSources().Override(m.Sources()), Events: ev.add,
-			Checksums: m.Checksums, InsecureRegistries: []string{m.Registry}}
+			Checksums: m.Checksums, InsecureRegistries: []string{m.Registry}, Lock: m.Lock}
 	}
 
 	// Interrupted as soon as the kubelet has a few MiB: its partial file is kept, and continued. The
