@@ -3,7 +3,6 @@ package playbooks
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/render"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -99,7 +99,7 @@ func (d *deployment) registry() (*render.Registry, error) {
 	host, _, _ := strings.Cut(c.ImageRepository, "/")
 	rg := &render.Registry{Host: host, Username: os.Getenv(RegistryUsernameEnv), Password: os.Getenv(RegistryPasswordEnv)}
 	if c.Registry.CA != "" {
-		data, err := readBounded(d.e.Inv.Resolve(c.Registry.CA), 1<<20)
+		data, err := statedir.ReadFile(d.e.Inv.Resolve(c.Registry.CA), 1<<20)
 		if err != nil {
 			return nil, fmt.Errorf("cluster.registry.ca: %w", err)
 		}
@@ -113,23 +113,6 @@ const (
 	RegistryUsernameEnv = "CLUSTERCTL_REGISTRY_USERNAME"
 	RegistryPasswordEnv = "CLUSTERCTL_REGISTRY_PASSWORD"
 )
-
-// readBounded reads a file of at most limit bytes.
-func readBounded(file string, limit int64) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", file, limit)
-	}
-	return data, nil
-}
 
 // arches are the architectures of the run's hosts (amd64 when none is known yet).
 func (d *deployment) arches() []string {

@@ -97,8 +97,8 @@ func TestKubeconfigUserIdentities(t *testing.T) {
 	// The CA of a rendered cluster is valid ten years: a year's certificate is not cut; its real expiry
 	// is printed.
 	code, _, stderr = runCLI(t, "kubeconfig", "user", "alice", "--group", "dev", "--ttl", "8760h", "-i", inv)
-	if want := time.Now().Add(8760 * time.Hour).UTC().Format("2006-01-02T15"); code != 0 || !strings.Contains(stderr, "valid until "+want) {
-		t.Errorf("8760h: exit %d %s (want the expiry %s...)", code, stderr, want)
+	if want := time.Now().Add(8760 * time.Hour).UTC().Format("2006-01-02T"); code != 0 || !strings.Contains(stderr, "valid until "+want) || strings.Contains(stderr, "cut to") {
+		t.Errorf("8760h: exit %d %s (want the expiry %s..., not cut)", code, stderr, want)
 	}
 	code, stdout, _ = runCLI(t, "kubeconfig", "user", "list", "-i", inv)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
@@ -215,5 +215,21 @@ func TestStateDirOfAnotherUser(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "kubeconfig", "-i", inv)
 	if code != 2 || stdout != "" || !strings.Contains(stderr, state+" is owned by user") || !strings.Contains(stderr, "65534") {
 		t.Errorf("exit %d, %d bytes out, stderr %s", code, len(stdout), stderr)
+	}
+}
+
+// A certificate cut to the CA's expiry says so, with the real expiry.
+func TestKubeconfigUserCutToCA(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "hosts.yaml")
+	if err := os.WriteFile(inv, []byte("cluster: {name: lab, certificates: {keyAlgorithm: ECDSA-P256, caValidity: 100h, validity: 50h}}\nhosts:\n  - {name: cp1, address: 10.10.0.11, roles: [control-plane]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", filepath.Join(dir, "out")); code != 0 {
+		t.Fatalf("render: %d %s", code, stderr)
+	}
+	code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "--ttl", "8760h", "-i", inv)
+	if want := time.Now().Add(100 * time.Hour).UTC().Format("2006-01-02T"); code != 0 || !strings.Contains(stderr, "valid until "+want) || !strings.Contains(stderr, "cut to the cluster CA's expiry") {
+		t.Errorf("exit %d %s", code, stderr)
 	}
 }

@@ -84,7 +84,7 @@ to stdout, or to --out FILE, written 0600 and never over an existing file.`,
 			for _, gr := range grants {
 				fmt.Fprintf(g.stderr, "warning: --force: %s\n", gr)
 			}
-			data, cert, err := userKubeconfig(inv, state, name, groups, ttl)
+			data, cert, ca, err := userKubeconfig(inv, state, name, groups, ttl)
 			if err != nil {
 				return err
 			}
@@ -97,8 +97,8 @@ to stdout, or to --out FILE, written 0600 and never over an existing file.`,
 				return err
 			}
 			until := cert.NotAfter.UTC().Format(time.RFC3339)
-			if cut := time.Until(cert.NotAfter); cut < ttl-time.Minute {
-				until += fmt.Sprintf(" (cut to the cluster CA's expiry: %s, not the %s asked for)", cut.Round(time.Hour), ttl)
+			if cert.NotAfter.Equal(ca.NotAfter) {
+				until += fmt.Sprintf(" (cut to the cluster CA's expiry: %s from now, not the %s asked for)", time.Until(cert.NotAfter).Round(time.Hour), ttl)
 			}
 			where := out
 			if where == "" {
@@ -197,47 +197,48 @@ user, groups, expiry (expired ones marked), who issued it and when. With -o json
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // userKubeconfig signs a client certificate for name in groups with the state directory's CA and builds a
-// kubeconfig with the admin kubeconfig's server and the CA data it trusts. It returns the certificate too.
-func userKubeconfig(inv *inventory.Inventory, state, name string, groups []string, ttl time.Duration) ([]byte, *x509.Certificate, error) {
+// kubeconfig with the admin kubeconfig's server and the CA data it trusts. It returns the certificate and
+// the CA's too.
+func userKubeconfig(inv *inventory.Inventory, state, name string, groups []string, ttl time.Duration) (data []byte, cert, ca *x509.Certificate, err error) {
 	caCert, err := os.ReadFile(filepath.Join(state, "pki", "ca.crt"))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	caKey, err := pki.ReadSecret(filepath.Join(state, "pki", "ca.key"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, usageError("the state directory holds no CA key (an external CA): sign the user's certificate with it")
+		return nil, nil, nil, usageError("the state directory holds no CA key (an external CA): sign the user's certificate with it")
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	cert, err := pki.ParseCert(caCert)
+	ca, err = pki.ParseCert(caCert)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	key, err := pki.ParseKey(caKey)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	admin, err := pki.ReadSecret(filepath.Join(state, "admin.conf"))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cfg, err := clientcmd.Load(admin)
 	if err != nil {
-		return nil, nil, fmt.Errorf("admin.conf: %w", err)
+		return nil, nil, nil, fmt.Errorf("admin.conf: %w", err)
 	}
 	ctx := cfg.Contexts[cfg.CurrentContext]
 	if ctx == nil || cfg.Clusters[ctx.Cluster] == nil {
-		return nil, nil, errors.New("admin.conf has no usable current context")
+		return nil, nil, nil, errors.New("admin.conf has no usable current context")
 	}
 	server := cfg.Clusters[ctx.Cluster]
 	is := &pki.Issuer{Algorithm: pki.Algorithm(inv.Cluster.Certificates.KeyAlgorithm), Validity: ttl}
 	id := kubeconfig.Identity{User: name, CommonName: name, Organization: groups, Server: server.Server}
 	kp, err := is.NewLeaf(pki.Spec{Name: name, CA: "ca", CommonName: name, Organization: groups,
-		Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, &pki.KeyPair{Cert: cert, Key: key}, nil)
+		Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, &pki.KeyPair{Cert: ca, Key: key}, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	data, err := kubeconfig.Build(inv.Cluster.Name, id, server.CertificateAuthorityData, kp)
-	return data, kp.Cert, err
+	data, err = kubeconfig.Build(inv.Cluster.Name, id, server.CertificateAuthorityData, kp)
+	return data, kp.Cert, ca, err
 }

@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -33,20 +31,12 @@ type Learned map[string][]string
 // LoadLearned reads the state directory's record (none yet: an empty one).
 func LoadLearned(stateDir string) (Learned, error) {
 	path := filepath.Join(stateDir, LearnedFile)
-	f, err := os.Open(path)
+	data, err := statedir.ReadFile(path, maxLearnedFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Learned{}, nil
 	}
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxLearnedFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxLearnedFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxLearnedFile)
 	}
 	l := Learned{}
 	if err := json.Unmarshal(data, &l); err != nil {

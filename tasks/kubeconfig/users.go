@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -64,20 +62,12 @@ type Issued struct {
 // LoadIssued reads the state directory's record (none yet: an empty one).
 func LoadIssued(stateDir string) ([]Issued, error) {
 	path := filepath.Join(stateDir, IssuedFile)
-	f, err := os.Open(path)
+	data, err := statedir.ReadFile(path, maxIssuedFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxIssuedFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxIssuedFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxIssuedFile)
 	}
 	var out []Issued
 	if err := json.Unmarshal(data, &out); err != nil {

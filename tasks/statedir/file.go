@@ -19,10 +19,29 @@
 package statedir
 
 import (
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 )
+
+// ReadFile reads a file of at most limit bytes (a longer one is an error naming it).
+func ReadFile(file string, limit int64) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", file, limit)
+	}
+	return data, nil
+}
 
 // WriteFile writes atomically: a temporary file in the same directory (made 0700 when missing), synced,
 // renamed over the target.
