@@ -53,6 +53,24 @@ func Fleet(inv *inventory.Inventory, learned map[string]string, recorded Learned
 			reserve(k, Claim{Owner: owner(h), What: "host " + h.Name + "'s", Inventory: true})
 		}
 	}
+	// Then the cluster's names, before anything learned: a host's own inventory address stays its own
+	// when it is also the endpoint (one control-plane node, no load balancer): its serving certificate
+	// is of the kubelet serving CA, which no client of the API server trusts.
+	c := inv.Cluster
+	if c.ControlPlaneEndpoint != "" {
+		reserve(endpointHost(c.ControlPlaneEndpoint), Claim{What: "the control-plane endpoint"})
+	}
+	for _, san := range c.APIServer.CertSANs {
+		reserve(san, Claim{What: "a name of the API server (apiServer.certSANs)"})
+	}
+	for _, subnet := range strings.Split(c.Networking.ServiceSubnet, ",") {
+		if vip, err := kubelet.NthIP(strings.TrimSpace(subnet), 1); err == nil {
+			reserve(vip, Claim{What: "the kubernetes Service's address"})
+		}
+	}
+	for _, name := range []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + c.Networking.DNSDomain} {
+		reserve(name, Claim{What: "a name of the kubernetes Service"})
+	}
 	// Then what earlier runs learned from each host (the first host an address was learned from keeps
 	// it), then what this run learned: an address two hosts claim now is neither's.
 	give := func(h *inventory.Host, a, what string) {
@@ -90,24 +108,6 @@ func Fleet(inv *inventory.Inventory, learned map[string]string, recorded Learned
 		default:
 			give(inv.Host(hosts[0]), a, "learned from it")
 		}
-	}
-	// A host's own address stays its own when it is also the endpoint (one control-plane node, no load
-	// balancer): its serving certificate is of the kubelet serving CA, which no client of the API server
-	// trusts.
-	c := inv.Cluster
-	if c.ControlPlaneEndpoint != "" {
-		reserve(endpointHost(c.ControlPlaneEndpoint), Claim{What: "the control-plane endpoint"})
-	}
-	for _, san := range c.APIServer.CertSANs {
-		reserve(san, Claim{What: "a name of the API server (apiServer.certSANs)"})
-	}
-	for _, subnet := range strings.Split(c.Networking.ServiceSubnet, ",") {
-		if vip, err := kubelet.NthIP(strings.TrimSpace(subnet), 1); err == nil {
-			reserve(vip, Claim{What: "the kubernetes Service's address"})
-		}
-	}
-	for _, name := range []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + c.Networking.DNSDomain} {
-		reserve(name, Claim{What: "a name of the kubernetes Service"})
 	}
 	return nodes, reserved
 }

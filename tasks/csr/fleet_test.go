@@ -67,6 +67,8 @@ func TestFleetLearnedAddresses(t *testing.T) {
 		{"a DNS-named host claims another's learned address", map[string]string{"w4": "fd00::1"},
 			Learned{"cp1": {"fd00::1"}}, "w4", []string{"fd00::1"}, "host cp1's (learned from it at an earlier run)"},
 		{"a DNS-named host's own learned address", map[string]string{"w4": "10.0.0.14"}, nil, "w4", []string{"10.0.0.14"}, ""},
+		{"a learned address that is the kubernetes Service's", map[string]string{"w3": "10.0.0.13,fd01::1"},
+			nil, "w3", []string{"fd01::1"}, "the kubernetes Service's address"},
 		{"an IPv4-mapped form of another host's address", map[string]string{"w3": "::ffff:10.0.0.2"},
 			nil, "w3", []string{"::ffff:10.0.0.2"}, "host cp2's"},
 	} {
