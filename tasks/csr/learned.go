@@ -81,35 +81,30 @@ func (l Learned) Learn(inv *inventory.Inventory, learned map[string]string) (cha
 			recorded[a] = host
 		}
 	}
-	now := map[string][]string{} // address -> the hosts of this run that report it
+	reports := map[string][]string{} // host -> the addresses it reports, canonical
+	now := map[string][]string{}     // address -> the hosts of this run that report it
 	for _, host := range slices.Sorted(maps.Keys(learned)) {
 		for _, a := range strings.Split(learned[host], ",") {
 			if ip, err := netip.ParseAddr(strings.TrimSpace(a)); err == nil {
-				now[canonical(ip.String())] = append(now[canonical(ip.String())], host)
+				a = canonical(ip.String())
+				reports[host] = append(reports[host], a)
+				now[a] = append(now[a], host)
 			}
 		}
 	}
-	for _, host := range slices.Sorted(maps.Keys(learned)) {
-		for _, a := range strings.Split(learned[host], ",") {
-			ip, err := netip.ParseAddr(strings.TrimSpace(a))
-			if err != nil {
-				continue
-			}
-			a = canonical(ip.String())
-			switch owner, ok := written[a]; {
-			case ok && owner == host:
-				continue
-			case ok:
+	for _, host := range slices.Sorted(maps.Keys(reports)) {
+		for _, a := range reports[host] {
+			others := slices.DeleteFunc(slices.Clone(now[a]), func(o string) bool { return o == host })
+			owner, inInventory := written[a]
+			first, isRecorded := recorded[a]
+			switch {
+			case inInventory && owner == host, isRecorded && first == host:
+			case inInventory:
 				conflicts = append(conflicts, fmt.Sprintf("host %s reports %s, which the inventory gives host %s", host, a, owner))
-				continue
-			case len(now[a]) > 1:
-				conflicts = append(conflicts, fmt.Sprintf("host %s reports %s, which host %s reports too", host, a, strings.Join(slices.DeleteFunc(slices.Clone(now[a]), func(o string) bool { return o == host }), " and host ")))
-				continue
-			}
-			switch owner, ok := recorded[a]; {
-			case ok && owner == host:
-			case ok:
-				conflicts = append(conflicts, fmt.Sprintf("host %s reports %s, which was learned from host %s at an earlier run (%s)", host, a, owner, LearnedFile))
+			case isRecorded:
+				conflicts = append(conflicts, fmt.Sprintf("host %s reports %s, which was learned from host %s at an earlier run (%s)", host, a, first, LearnedFile))
+			case len(others) > 0:
+				conflicts = append(conflicts, fmt.Sprintf("host %s reports %s, which host %s reports too", host, a, strings.Join(others, " and host ")))
 			default:
 				l[host] = append(l[host], a)
 				recorded[a] = host
