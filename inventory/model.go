@@ -147,8 +147,8 @@ type Downloads struct {
 	// references name.
 	RegistryMirror string `yaml:"registryMirror,omitempty" json:"registryMirror,omitempty"`
 	// Checksums is a file (relative to the inventory's directory) of trusted SHA-256 digests, one
-	// "<sha256>  <path>" line per file (the form of an artifacts directory's artifacts.lock): every
-	// download must match its line (clusterctl artifacts pull --checksums).
+	// "<sha256>  <path>" line per file (the lock's form, or the file's path in the artifacts directory):
+	// every download must match its line (clusterctl artifacts pull --checksums).
 	Checksums string `yaml:"checksums,omitempty" json:"checksums,omitempty"`
 	// AllowHTTP allows plain-HTTP download bases that are not on loopback; every file must then match
 	// checksums, a built-in digest or the lock.
@@ -161,7 +161,7 @@ type Downloads struct {
 	// $XDG_CACHE_HOME/clusterctl/artifacts.lock): commit it beside the inventory so that every
 	// workstation and CI job pins the same bytes.
 	Lock string `yaml:"lock,omitempty" json:"lock,omitempty"`
-	// RequireLock refuses any file or image that checksums, a built-in digest or the lock does not pin
+	// RequireLock: refuse any file or image that checksums, a built-in digest or the lock does not pin
 	// (for CI: nothing is trusted on first use).
 	RequireLock bool `yaml:"requireLock,omitempty" json:"requireLock,omitempty"`
 }

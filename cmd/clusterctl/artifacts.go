@@ -116,7 +116,7 @@ The manifest is written last: a directory with a manifest.json is complete.`,
 	f.StringVar(&o.sources.CNI, "cni-url", "", "CNI plugins release download base URL")
 	f.StringVar(&o.sources.Crictl, "crictl-url", "", "crictl (cri-tools) release download base URL")
 	f.StringVar(&o.sources.RegistryMirror, "registry-mirror", "", "registry (host[:port][/path]) to fetch images from instead of the one each reference names")
-	f.StringVar(&o.checksums, "checksums", "", "file of trusted SHA-256 digests (\"<sha256>  <path>\" lines, as artifacts.lock) every download must match (default: the inventory's cluster.downloads.checksums)")
+	f.StringVar(&o.checksums, "checksums", "", "file of trusted SHA-256 digests (\"<sha256>  <path>\" lines, as the lock) every download must match (default: the inventory's cluster.downloads.checksums)")
 	f.BoolVar(&o.allowHTTP, "allow-http", false, "allow plain-HTTP download URLs off loopback (every file must then match --checksums, a built-in digest or the lock)")
 	f.StringSliceVar(&o.insecureRegistries, "insecure-registry", nil, "registry (host:port) images may be fetched from over plain HTTP, without credentials (repeatable)")
 	f.StringVar(&o.lock, "lock", "", "the lock every download is checked against and added to, across versions (default: the inventory's cluster.downloads.lock, else $XDG_CACHE_HOME/clusterctl/artifacts.lock)")
