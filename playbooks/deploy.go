@@ -16,6 +16,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/archive"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/csr"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
@@ -250,7 +251,11 @@ func (d *deployment) node(name string) (apply.Node, error) {
 			case artifacts.KindImage:
 				p := path.Join(kubeadm.ImagesDir, f.Name+".tar")
 				n.Files = append(n.Files, d.artifactFile(f, p, 0o644))
-				n.Images = append(n.Images, scripts.Image{File: p, Ref: f.Image})
+				im := scripts.Image{File: p, Ref: f.Image}
+				if f.Format == archive.Format && f.Digest != "" {
+					im.Pinned = archive.DigestName(f.Image, f.Digest)
+				}
+				n.Images = append(n.Images, im)
 			}
 		}
 	}

@@ -256,8 +256,7 @@ func (u *upgradeRun) addons(ctx context.Context) error {
 	}
 	from := u.images.CoreDNS
 	if dep, err := admin.Kube.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, "coredns", metav1.GetOptions{}); err == nil && len(dep.Spec.Template.Spec.Containers) > 0 {
-		ref := dep.Spec.Template.Spec.Containers[0].Image
-		from = ref[strings.LastIndexByte(ref, ':')+1:]
+		from = images.TagOf(dep.Spec.Template.Spec.Containers[0].Image)
 	}
 	corefile, notes := addons.MigrateCorefile(from, u.images.CoreDNS, cm.Data["Corefile"])
 	for _, n := range notes {

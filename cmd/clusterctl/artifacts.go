@@ -61,7 +61,9 @@ file against the checksum its project publishes, and lay it out as clusterctl up
   etcdctl, etcdutl   etcd's release archive, checked against its SHA256SUMS
   containerd         containerd's static release archive (containerd, containerd-shim-runc-v2, ctr)
   runc, CNI plugins, crictl   their release files, each checked against its published sum
-  images             from the image repository (or --registry-mirror), saved as archives, digests recorded
+  images             from the image repository (or --registry-mirror), saved as OCI archives that keep
+                     the registry's manifest and name the image by tag and digest; digests recorded
+                     (nodes run each image by tag and digest)
 
 Versions of etcd, CoreDNS and pause follow kubeadm's pairing; containerd, runc, the CNI plugins and
 crictl clusterctl's (clusterctl artifacts list shows them). Downloads run in parallel and continue where an

@@ -9,7 +9,7 @@
 //	bin/linux-<arch>/<name>              also etcdctl, etcdutl (from etcd's release archive)
 //	runtime/linux-<arch>/<name>          containerd, containerd-shim-runc-v2, ctr, runc, crictl
 //	cni/linux-<arch>/<name>              the CNI plugins (bridge, host-local, loopback, portmap)
-//	images/linux-<arch>/<name>.tar       image archives, as `ctr images import` takes them
+//	images/linux-<arch>/<name>.tar       image archives (OCI image layouts), as `ctr images import` takes them
 //	downloads/                           the release archives the files above were taken from (pull's cache)
 package artifacts
 
@@ -67,6 +67,10 @@ type File struct {
 	Image string `json:"image,omitempty"`
 	// Digest is an image's manifest digest in its registry, as pulled.
 	Digest string `json:"digest,omitempty"`
+	// Format is an image archive's: "oci" (tasks/artifacts/archive: the manifest kept as pulled, so the
+	// image is Digest on the nodes too, and named by it), or "" for a docker save archive of an earlier
+	// clusterctl (containerd writes a manifest of its own on import: the image runs by tag).
+	Format string `json:"format,omitempty"`
 	// Source is the URL (or image reference) the file was taken from.
 	Source string `json:"source,omitempty"`
 }

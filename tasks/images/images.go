@@ -5,10 +5,13 @@
 package images
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/archive"
 )
 
 // The images of a cluster, by the name artifacts manifests use.
@@ -57,8 +60,9 @@ type Set struct {
 	Etcd       string // 3.6.5: the image is tagged 3.6.5-0
 	Pause      string // 3.10.1
 	CoreDNS    string // v1.12.1
-	// exact references, by name, from an artifacts manifest
-	exact map[string]string
+	// exact references, by name, from an artifacts manifest; pinned: with their digests, where its archives
+	// name the images by them
+	exact, pinned map[string]string
 	// fromRegistry: hosts pull every image from Repository, the node-local proxy's too.
 	fromRegistry bool
 }
@@ -66,7 +70,7 @@ type Set struct {
 // FromRegistry is the set hosts pull from Repository (a private registry holding every image, the proxy's
 // as <repository>/haproxy).
 func (s Set) FromRegistry() Set {
-	s.fromRegistry, s.exact = true, nil
+	s.fromRegistry, s.exact, s.pinned = true, nil, nil
 	return s
 }
 
@@ -101,22 +105,31 @@ func (s Set) WithManifest(m *artifacts.Manifest, arch string) Set {
 	if m.CoreDNSVersion != "" {
 		s.CoreDNS = m.CoreDNSVersion
 	}
-	s.exact = map[string]string{}
-	for _, name := range Names {
+	s.exact, s.pinned = map[string]string{}, map[string]string{}
+	for _, name := range append(slices.Clone(Names), slices.Sorted(maps.Keys(Optional))...) {
 		if f := m.Find(artifacts.KindImage, name, arch); f != nil {
 			s.exact[name] = f.Image
-		}
-	}
-	for name := range Optional {
-		if f := m.Find(artifacts.KindImage, name, arch); f != nil {
-			s.exact[name] = f.Image
+			if f.Format == archive.Format && f.Digest != "" {
+				s.pinned[name] = archive.PinnedRef(f.Image, f.Digest)
+			}
 		}
 	}
 	return s
 }
 
-// Ref is the reference of an image of the set.
+// Ref is the reference a Pod names an image of the set by: with its digest too (name:tag@sha256:...) when
+// the artifacts directory's archive names it so, so that the node runs exactly the bytes the pull
+// verified; else by tag.
 func (s Set) Ref(name string) string {
+	if ref := s.pinned[name]; ref != "" {
+		return ref
+	}
+	return s.TagRef(name)
+}
+
+// TagRef is the reference of an image of the set by its tag (what containerd's own configuration names
+// the sandbox image by).
+func (s Set) TagRef(name string) string {
 	if ref := s.exact[name]; ref != "" {
 		return ref
 	}
@@ -149,4 +162,14 @@ func MinorOf(kubernetesVersion string) int {
 		minor, _ = strconv.Atoi(parts[1])
 	}
 	return minor
+}
+
+// TagOf is the tag of an image reference (v1.14.2 of registry.k8s.io/coredns/coredns:v1.14.2, with or
+// without @sha256:...); "" when it has none.
+func TagOf(ref string) string {
+	ref, _, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
+		return ref[i+1:]
+	}
+	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/archive"
 )
 
 func TestFor(t *testing.T) {
@@ -49,5 +50,44 @@ func TestWithManifest(t *testing.T) {
 	}
 	if got := s.Ref(Pause); got != "registry.k8s.io/pause:3.10" {
 		t.Errorf("pause: %s", got)
+	}
+}
+
+// Images whose archives name them by digest (archive.Format) run by tag and digest; the sandbox image of
+// containerd's configuration keeps its tag; archives of an earlier clusterctl run by tag.
+func TestPinned(t *testing.T) {
+	const d = "sha256:4b2f0c0e5b0d0f6c3f8a2e1d9c7b6a5f4e3d2c1b0a99887766554433221100ff"
+	m := &artifacts.Manifest{KubernetesVersion: "v1.37.2", EtcdVersion: "v3.7.0", PauseVersion: "3.10.2", CoreDNSVersion: "v1.14.6",
+		Files: []artifacts.File{
+			{Kind: artifacts.KindImage, Name: APIServer, Arch: "amd64", Image: "registry.k8s.io/kube-apiserver:v1.37.2", Digest: d, Format: archive.Format},
+			{Kind: artifacts.KindImage, Name: Pause, Arch: "amd64", Image: "registry.k8s.io/pause:3.10.2", Digest: d, Format: archive.Format},
+			{Kind: artifacts.KindImage, Name: Flannel, Arch: "amd64", Image: FlannelImage, Digest: d, Format: archive.Format},
+			{Kind: artifacts.KindImage, Name: Proxy, Arch: "amd64", Image: "registry.k8s.io/kube-proxy:v1.37.2", Digest: d}, // an earlier docker archive
+		}}
+	s := For("registry.k8s.io", "v1.37.2").WithManifest(m, "amd64")
+	for name, want := range map[string]string{
+		APIServer: "registry.k8s.io/kube-apiserver:v1.37.2@" + d,
+		Flannel:   FlannelImage + "@" + d,
+		Proxy:     "registry.k8s.io/kube-proxy:v1.37.2",
+		Etcd:      "registry.k8s.io/etcd:3.7.0-0",
+	} {
+		if got := s.Ref(name); got != want {
+			t.Errorf("Ref(%s) = %s, want %s", name, got, want)
+		}
+	}
+	if got := s.TagRef(Pause); got != "registry.k8s.io/pause:3.10.2" {
+		t.Errorf("TagRef(pause) = %s", got)
+	}
+	if got := s.FromRegistry().Ref(APIServer); got != "registry.k8s.io/kube-apiserver:v1.37.2" {
+		t.Errorf("from a registry: %s", got)
+	}
+	for ref, want := range map[string]string{
+		"registry.k8s.io/coredns/coredns:v1.14.2":      "v1.14.2",
+		"registry.k8s.io/coredns/coredns:v1.14.2@" + d: "v1.14.2",
+		"registry.example:5000/coredns":                "",
+	} {
+		if got := TagOf(ref); got != want {
+			t.Errorf("TagOf(%s) = %q, want %q", ref, got, want)
+		}
 	}
 }

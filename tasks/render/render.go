@@ -374,7 +374,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 		add(kubeadm.CrictlConfig, []byte("# Managed by clusterctl: crictl talks to the containerd clusterctl installed.\nruntime-endpoint: "+c.ContainerRuntimeEndpoint+"\n"), modePublic)
 	}
 	containerd, err := templates.Render(containerdTemplate, map[string]any{
-		"SandboxImage": o.Images.Ref(images.Pause), "RestrictOOMScoreAdj": o.Containerized[h.Name], "CNIBinDir": o.CNIBinDir, "Runc": kubeadm.Runc})
+		"SandboxImage": o.Images.TagRef(images.Pause), "RestrictOOMScoreAdj": o.Containerized[h.Name], "CNIBinDir": o.CNIBinDir, "Runc": kubeadm.Runc})
 	if err != nil {
 		return nil, err
 	}

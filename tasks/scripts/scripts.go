@@ -43,7 +43,10 @@ func newStamps(dir string, changed []string, dry bool) stamps {
 }
 
 // Image is an image archive on a host and the reference it holds.
-type Image struct{ File, Ref string }
+//
+// Pinned, when set, is the name by digest (registry.k8s.io/pause@sha256:...) the archive also gives the
+// image, which the Pods run: the archive is imported again when containerd lacks it.
+type Image struct{ File, Ref, Pinned string }
 
 // SetupParams say what Setup applies.
 type SetupParams struct {

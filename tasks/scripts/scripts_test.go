@@ -31,12 +31,13 @@ func TestGolden(t *testing.T) {
 	restoreCheck := RestoreCheckParams{Etcdutl: kubeadm.Binary("etcdutl"), Manifest: kubeadm.Manifest(kubeadm.Etcd), Held: EtcdHold + "/" + kubeadm.Etcd + ".yaml"}
 	hostile := "registry.example.com:5000/k8s/pause:3.10'$(id)'"
 	cases := map[string]string{
-		"setup":                   Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}, NetworkUnits: []string{routesUnit}}),
-		"setup-runtime-dry":       Setup(SetupParams{Runtime: []string{kubeadm.RuntimeBinary("containerd"), kubeadm.RuntimeBinary("runc")}, Dry: true, NetworkUnits: []string{routesUnit}}),
-		"setup-etcd-only":         Setup(SetupParams{EtcdOnly: true, Changed: []string{kubeadm.EtcdUnit}}),
-		"setup-etcd-worker":       Setup(SetupParams{EtcdUnit: true, NetworkUnits: []string{routesUnit}}),
-		"setup-partial":           Setup(SetupParams{Changed: []string{kubeadm.ImagesDir + "/flannel.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/flannel.tar", Ref: "ghcr.io/flannel-io/flannel:v0.28.10"}}, Partial: true}),
-		"setup-partial-snapshots": Setup(SetupParams{Images: []Image{{File: kubeadm.ImagesDir + "/etcd.tar", Ref: "registry.k8s.io/etcd:3.7.0"}}, Partial: true, Snapshots: true}),
+		"setup":             Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}, NetworkUnits: []string{routesUnit}}),
+		"setup-runtime-dry": Setup(SetupParams{Runtime: []string{kubeadm.RuntimeBinary("containerd"), kubeadm.RuntimeBinary("runc")}, Dry: true, NetworkUnits: []string{routesUnit}}),
+		"setup-etcd-only":   Setup(SetupParams{EtcdOnly: true, Changed: []string{kubeadm.EtcdUnit}}),
+		"setup-etcd-worker": Setup(SetupParams{EtcdUnit: true, NetworkUnits: []string{routesUnit}}),
+		"setup-partial":     Setup(SetupParams{Changed: []string{kubeadm.ImagesDir + "/flannel.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/flannel.tar", Ref: "ghcr.io/flannel-io/flannel:v0.28.10"}}, Partial: true}),
+		"setup-partial-snapshots": Setup(SetupParams{Images: []Image{{File: kubeadm.ImagesDir + "/etcd.tar", Ref: "registry.k8s.io/etcd:3.7.0",
+			Pinned: "registry.k8s.io/etcd@sha256:4b2f0c0e5b0d0f6c3f8a2e1d9c7b6a5f4e3d2c1b0a99887766554433221100ff"}}, Partial: true, Snapshots: true}),
 		"etcd":                    Etcd(EtcdParams{RestartTimeout: 120}),
 		"kubelet-worker":          Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.Binary("kubelet")}}),
 		"kubelet-restart":         Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.KubeletKubeconfig}, Restart: true, Dry: true}),

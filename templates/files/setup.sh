@@ -60,7 +60,7 @@ imported() { case "$nl$have$nl" in *"$nl$1$nl"*) return 0;; esac; return 1; }
 imports=
 import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.io images import "$2" >/dev/null & imports="$imports $!"; }; }
 {{- range .Images}}
-if changes {{q .File}} || ! imported {{q .Ref}}; then import_image {{q .Ref}} {{q .File}}; fi
+if changes {{q .File}} || ! imported {{q .Ref}}{{if .Pinned}} || ! imported {{q .Pinned}}{{end}}; then import_image {{q .Ref}} {{q .File}}; fi
 {{- end}}
 {{- if not .Dry}}
 # The components' versions, for the facts script (while the imports run): asked only where the cache lacks one.

@@ -308,7 +308,7 @@ func (c *Cluster) LoadProbe(t testing.TB, hosts ...string) {
 		t.Fatalf("building probe: %v\n%s", err, out)
 	}
 	tar := filepath.Join(dir, "probe.tar")
-	if err := image.Write(tar, ProbeImage, []image.File{{Path: "/probe", Source: bin}},
+	if _, err := image.Write(tar, ProbeImage, []image.File{{Path: "/probe", Source: bin}},
 		image.Config{Entrypoint: []string{"/probe"}, Arch: runtime.GOARCH}); err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ if [ -f "$DIR/manifest.json" ] && "$tools/labartifacts" -dir "$DIR" -verify >&2 
    && grep -q "\"kubernetesVersion\": \"$VERSION\"" "$DIR/manifest.json" \
    && grep -q "\"containerdVersion\": \"$CONTAINERD_VERSION\"" "$DIR/manifest.json" \
    && grep -q '"name": "apiserver-proxy"' "$DIR/manifest.json" \
+   && grep -q '"format": "oci"' "$DIR/manifest.json" \
    && grep -q "\"image\": \"ghcr.io/flannel-io/flannel:$FLANNEL_VERSION\"" "$DIR/manifest.json" \
    && grep -q "\"image\": \"registry.k8s.io/networking/kube-network-policies:$NETPOL_VERSION\"" "$DIR/manifest.json" \
    && [ "$DIR/manifest.json" -nt "$DIR/bin/versions.env" ] && [ "$DIR/manifest.json" -nt "$NODE" ]; then

@@ -204,7 +204,7 @@ func helloImage(t *testing.T) string {
 		t.Fatalf("building hello: %v\n%s", err, out)
 	}
 	tar := filepath.Join(dir, "hello.tar")
-	err := image.Write(tar, "clusterctl.local/lab/hello:selftest",
+	_, err := image.Write(tar, "clusterctl.local/lab/hello:selftest",
 		[]image.File{{Path: "/hello", Source: bin}}, image.Config{Entrypoint: []string{"/hello"}, Arch: runtime.GOARCH})
 	if err != nil {
 		t.Fatal(err)

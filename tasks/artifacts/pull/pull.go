@@ -21,10 +21,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/archive"
 	"github.com/clusterctl/clusterctl/tasks/images"
 )
 
@@ -456,12 +456,11 @@ func ExtraImageName(ref string) string {
 }
 
 // image pulls one image for an architecture (from the mirror when one is set) and saves it as an archive
-// `ctr images import` takes, tagged with its reference; the manifest records its digest.
+// `ctr images import` takes, named by its reference and its digest; the manifest records its digest.
 func (p *puller) image(ctx context.Context, arch string, img image) error {
 	rel := path.Join("images", "linux-"+arch, img.name+".tar")
 	dest := filepath.Join(p.o.Dir, filepath.FromSlash(rel))
-	tag, err := name.NewTag(img.ref, name.StrictValidation)
-	if err != nil {
+	if _, err := name.NewTag(img.ref, name.StrictValidation); err != nil {
 		return fmt.Errorf("image %s: %w", img.ref, err)
 	}
 	from := p.o.Sources.mirrored(img.ref)
@@ -494,7 +493,7 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 	}
 	if old := p.cachedImage(rel, img.ref, digest.String()); old {
 		p.emit(Event{Type: EventFileDone, File: rel, URL: from, Cached: true})
-		return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Source: from})
+		return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Format: archive.Format, Source: from})
 	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return err
@@ -502,19 +501,11 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 	tmp := dest + ".part"
 	// Layers are verified against their digests as they are read; the archive is renamed into place only
 	// when all are.
-	updates := make(chan v1.Update, 16)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pr := &progress{p: p, file: rel, url: from, total: -1, start: start}
-		for u := range updates {
-			pr.done, pr.total = u.Complete, u.Total
-			pr.report(false)
-		}
-	}()
-	err = writeImage(tmp, tag, remoteImg, updates)
-	<-done
-	if err != nil {
+	pr := &progress{p: p, file: rel, url: from, total: -1, start: start}
+	if err := writeImage(tmp, img.ref, remoteImg, func(complete, total int64) {
+		pr.done, pr.total = complete, total
+		pr.report(false)
+	}); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("image %s (from %s): %w", img.ref, from, err)
 	}
@@ -526,17 +517,17 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 	}
 	_, size, _ := artifacts.HashFile(dest)
 	p.emit(Event{Type: EventFileDone, File: rel, URL: from, Bytes: size, Total: size, DurationMS: time.Since(start).Milliseconds()})
-	return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Source: from})
+	return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Format: archive.Format, Source: from})
 }
 
-// cachedImage: the directory's manifest already records this image at this digest, and its archive is
-// intact.
+// cachedImage: the directory's manifest already records this image at this digest, in an archive of the
+// current format, and its archive is intact.
 func (p *puller) cachedImage(rel, ref, digest string) bool {
 	if p.old == nil {
 		return false
 	}
 	for _, f := range p.old.Files {
-		if f.Path == rel && f.Image == ref && f.Digest == digest {
+		if f.Path == rel && f.Image == ref && f.Digest == digest && f.Format == archive.Format {
 			sum, size, err := artifacts.HashFile(filepath.Join(p.o.Dir, filepath.FromSlash(rel)))
 			return err == nil && sum == f.SHA256 && size == f.Size
 		}
@@ -544,15 +535,14 @@ func (p *puller) cachedImage(rel, ref, digest string) bool {
 	return false
 }
 
-// writeImage saves img as an archive in tmp, created exclusively (never through a symbolic link), reporting
-// progress on updates, which it closes.
-func writeImage(tmp string, tag name.Tag, img v1.Image, updates chan v1.Update) error {
-	defer close(updates) // go-containerregistry does not close it
+// writeImage saves img as an archive (tasks/artifacts/archive) in tmp, created exclusively (never through a
+// symbolic link), reporting progress.
+func writeImage(tmp, ref string, img v1.Image, progress func(complete, total int64)) error {
 	f, err := createExclusive(tmp, 0o644)
 	if err != nil {
 		return err
 	}
-	err = tarball.Write(tag, img, f, tarball.WithProgress(updates))
+	_, err = archive.Write(f, ref, img, progress)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

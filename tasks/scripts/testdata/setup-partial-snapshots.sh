@@ -79,7 +79,7 @@ imported() { case "$nl$have$nl" in *"$nl$1$nl"*) return 0;; esac; return 1; }
 # (ctr's error names the archive).
 imports=
 import_image() { echo "action: import image $1"; [ -n "$dry" ] || { ctr -n k8s.io images import "$2" >/dev/null & imports="$imports $!"; }; }
-if changes /var/lib/clusterctl/images/etcd.tar || ! imported registry.k8s.io/etcd:3.7.0; then import_image registry.k8s.io/etcd:3.7.0 /var/lib/clusterctl/images/etcd.tar; fi
+if changes /var/lib/clusterctl/images/etcd.tar || ! imported registry.k8s.io/etcd:3.7.0 || ! imported registry.k8s.io/etcd@sha256:4b2f0c0e5b0d0f6c3f8a2e1d9c7b6a5f4e3d2c1b0a99887766554433221100ff; then import_image registry.k8s.io/etcd:3.7.0 /var/lib/clusterctl/images/etcd.tar; fi
 # The components' versions, for the facts script (while the imports run): asked only where the cache lacks one.
 vc=/var/lib/clusterctl/versions
 # versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary

@@ -1,6 +1,6 @@
-// Package image writes single-layer container images as tarballs that `ctr images import` and
-// `docker load` accept, from files on disk, with no registry involved. The lab packs Kubernetes' own
-// images this way from binaries it built.
+// Package image writes container images from files on disk, with no registry involved, as archives `ctr
+// images import` takes: one image as an artifacts directory holds it (Write), several as a docker save
+// archive (WriteAll). The lab packs Kubernetes' own images this way from binaries it built.
 package image
 
 import (
@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/clusterctl/clusterctl/tasks/artifacts/archive"
 )
 
 // File is one entry of the image's layer: a regular file (from Source on disk, or Data), a directory
@@ -45,9 +47,28 @@ type Config struct {
 // epoch makes layers reproducible: the same files give the same digest.
 var epoch = time.Unix(0, 0).UTC()
 
-// Write builds the image and writes it to path, tagged ref (e.g. registry.k8s.io/pause:3.10).
-func Write(path, ref string, files []File, cfg Config) error {
-	return WriteAll(path, []Image{{Ref: ref, Layers: [][]File{files}, Config: cfg}})
+// Write builds the image and writes it to path as an artifacts directory holds one (an OCI image layout,
+// named ref, e.g. registry.k8s.io/pause:3.10, and by its digest: tasks/artifacts/archive), and returns
+// its digest.
+func Write(path, ref string, files []File, cfg Config) (string, error) {
+	img, err := build(Image{Ref: ref, Layers: [][]File{files}, Config: cfg}, map[[sha256.Size]byte]v1.Layer{})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", ref, err)
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return "", err
+	}
+	digest, err := archive.Write(f, ref, img, nil)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return digest, os.Rename(tmp, path)
 }
 
 // Image is one image of an archive: its reference, its layers (bottom first) and its configuration.

@@ -25,13 +25,21 @@ func TestWriteReadsBack(t *testing.T) {
 		{Path: "/etc/conf", Data: []byte("x=1\n")},
 		{Path: "/bin", Link: "usr/bin"},
 	}
-	if err := Write(out, "registry.k8s.io/tool:v1", files, Config{Entrypoint: []string{"/usr/local/bin/tool"}, Arch: "amd64"}); err != nil {
-		t.Fatal(err)
-	}
-	tag, _ := name.NewTag("registry.k8s.io/tool:v1")
-	img, err := tarball.ImageFromPath(out, &tag)
+	digest, err := Write(out, "registry.k8s.io/tool:v1", files, Config{Entrypoint: []string{"/usr/local/bin/tool"}, Arch: "amd64"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	img, err := Read(out, "registry.k8s.io/tool:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := img.Digest(); err != nil || d.String() != digest {
+		t.Errorf("read back: digest %v (%v), written %s", d, err, digest)
+	}
+	if pinned, err := Read(out, "registry.k8s.io/tool@"+digest); err != nil {
+		t.Errorf("the archive does not name the image by its digest: %v", err)
+	} else if d, _ := pinned.Digest(); d.String() != digest {
+		t.Errorf("by digest: %s", d)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -79,7 +87,7 @@ func TestWriteReadsBack(t *testing.T) {
 
 	// The same files give the same bytes: images are reproducible.
 	again := filepath.Join(dir, "again.tar")
-	if err := Write(again, "registry.k8s.io/tool:v1", files, Config{Entrypoint: []string{"/usr/local/bin/tool"}, Arch: "amd64"}); err != nil {
+	if _, err := Write(again, "registry.k8s.io/tool:v1", files, Config{Entrypoint: []string{"/usr/local/bin/tool"}, Arch: "amd64"}); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(out)
@@ -90,7 +98,7 @@ func TestWriteReadsBack(t *testing.T) {
 }
 
 func TestWriteRejectsRelativePaths(t *testing.T) {
-	err := Write(filepath.Join(t.TempDir(), "x.tar"), "example.com/x:1", []File{{Path: "etc/x"}}, Config{})
+	_, err := Write(filepath.Join(t.TempDir(), "x.tar"), "example.com/x:1", []File{{Path: "etc/x"}}, Config{})
 	if err == nil {
 		t.Error("relative path accepted")
 	}

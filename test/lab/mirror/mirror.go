@@ -29,11 +29,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
 	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/test/lab/image"
 )
 
 // Mirror is a running mirror.
@@ -141,7 +141,7 @@ func (m *Mirror) pushImages(ctx context.Context, man *artifacts.Manifest, dir st
 		if err != nil {
 			return err
 		}
-		img, err := tarball.ImageFromPath(filepath.Join(dir, filepath.FromSlash(f.Path)), &tag)
+		img, err := image.Read(filepath.Join(dir, filepath.FromSlash(f.Path)), f.Image)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}
@@ -425,11 +425,7 @@ func StartImageRegistry(host string, cert tls.Certificate, roots *x509.CertPool)
 
 // Push copies the image tagged src in the archive file (one image or several) into the registry as dst.
 func (r *Registry) Push(ctx context.Context, file, src, dst string) error {
-	srcTag, err := name.NewTag(src)
-	if err != nil {
-		return err
-	}
-	img, err := tarball.ImageFromPath(file, &srcTag)
+	img, err := image.Read(file, src)
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}

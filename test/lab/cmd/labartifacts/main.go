@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/archive"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/test/lab/image"
@@ -172,10 +173,12 @@ func writeImages(m *artifacts.Manifest, dir, arch, binDir, pause, rootfs, networ
 	for _, img := range images {
 		rel := imgRel + "/" + img.name + ".tar"
 		img.cfg.Arch = arch
-		if err := image.Write(filepath.Join(dir, filepath.FromSlash(rel)), img.ref, img.files, img.cfg); err != nil {
+		digest, err := image.Write(filepath.Join(dir, filepath.FromSlash(rel)), img.ref, img.files, img.cfg)
+		if err != nil {
 			return fmt.Errorf("image %s: %w", img.ref, err)
 		}
-		if err := m.Add(dir, artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref}); err != nil {
+		if err := m.Add(dir, artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref,
+			Digest: digest, Format: archive.Format}); err != nil {
 			return err
 		}
 		fmt.Printf("labartifacts: %s -> %s\n", img.ref, rel)
