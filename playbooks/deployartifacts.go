@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
@@ -85,6 +89,12 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 		a.images = a.images.FromRegistry()
 	} else {
 		a.images = a.images.WithManifest(m, d.facts[d.cp1.Name].Arch)
+		// A digest is one architecture's image: Pods that may run on nodes of several (the add-ons'
+		// DaemonSets) name it by tag, and so does every Pod of such a cluster.
+		if arches, known := d.clusterArches(ctx); !known || len(arches) > 1 {
+			a.images = a.images.Unpinned()
+			d.e.say("artifacts", "", "images run by tag, not digest: %s", archesWhy(arches, known))
+		}
 	}
 	return a, nil
 }
@@ -127,6 +137,40 @@ func (d *deployment) arches() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// clusterArches are the architectures of the cluster's nodes: the run's hosts' (their facts), and, for a
+// run on some of the hosts, the registered Nodes' (kubernetes.io/arch). known is false when the API does
+// not say.
+func (d *deployment) clusterArches(ctx context.Context) (arches []string, known bool) {
+	arches = d.arches()
+	if len(d.hosts) == len(d.e.Inv.Hosts) {
+		return arches, true
+	}
+	c, err := d.e.Admin(ctx)
+	if err != nil {
+		return arches, false
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	list, err := c.Kube.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
+	if err != nil {
+		return arches, false
+	}
+	for _, n := range list.Items {
+		if a := n.Labels[corev1.LabelArchStable]; a != "" && !slices.Contains(arches, a) {
+			arches = append(arches, a)
+		}
+	}
+	slices.Sort(arches)
+	return arches, true
+}
+
+func archesWhy(arches []string, known bool) string {
+	if !known {
+		return "the API does not say which architectures the cluster's nodes have"
+	}
+	return "the cluster's nodes are " + strings.Join(arches, " and ") + ", and a digest names one architecture's image"
 }
 
 func unionArches(arches []string, m *artifacts.Manifest) []string {

@@ -117,6 +117,12 @@ func (s Set) WithManifest(m *artifacts.Manifest, arch string) Set {
 	return s
 }
 
+// Unpinned is the set naming every image by tag (a cluster of several architectures: a digest is one's).
+func (s Set) Unpinned() Set {
+	s.pinned = nil
+	return s
+}
+
 // Ref is the reference a Pod names an image of the set by: with its digest too (name:tag@sha256:...) when
 // the artifacts directory's archive names it so, so that the node runs exactly the bytes the pull
 // verified; else by tag.

@@ -81,6 +81,9 @@ func TestPinned(t *testing.T) {
 	if got := s.FromRegistry().Ref(APIServer); got != "registry.k8s.io/kube-apiserver:v1.37.2" {
 		t.Errorf("from a registry: %s", got)
 	}
+	if got := s.Unpinned().Ref(APIServer); got != "registry.k8s.io/kube-apiserver:v1.37.2" {
+		t.Errorf("a cluster of several architectures: %s", got)
+	}
 	for ref, want := range map[string]string{
 		"registry.k8s.io/coredns/coredns:v1.14.2":      "v1.14.2",
 		"registry.k8s.io/coredns/coredns:v1.14.2@" + d: "v1.14.2",
