@@ -101,6 +101,24 @@ func TestUp(t *testing.T) {
 		if !strings.Contains(out, "containerd/v2 2.") || !strings.Contains(out, "\n1\n") || !strings.Contains(out, "FragmentPath=/etc/systemd/system/containerd.service") {
 			t.Errorf("w1's runtime:\n%s", out)
 		}
+		// Every kube-system Pod (static Pods and add-ons) names its image by tag and digest, and runs that
+		// digest: the image imported from the verified archive, nothing else under its tag.
+		pods := c.MustK(t, "get", "pods", "-n", "kube-system", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.containers[0].image} {.status.containerStatuses[0].imageID}{"\n"}{end}`)
+		n := 0
+		for _, line := range strings.Split(strings.TrimSpace(pods), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 3 {
+				continue // not started yet
+			}
+			n++
+			_, digest, pinned := strings.Cut(f[1], "@")
+			if !pinned || !strings.HasSuffix(f[2], "@"+digest) {
+				t.Errorf("%s runs %s (image %s): want name:tag@sha256:... and that digest", f[0], f[2], f[1])
+			}
+		}
+		if n < 5 {
+			t.Errorf("%d kube-system Pods with a container status:\n%s", n, pods)
+		}
 	})
 
 	t.Run("a corrupted mirror file is refused and nothing of it is kept", func(t *testing.T) {
