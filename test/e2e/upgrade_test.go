@@ -105,8 +105,9 @@ func TestUpgrade(t *testing.T) {
 			default:
 				continue
 			}
-			if !strings.HasSuffix(image, want) {
-				t.Errorf("%s runs %s, want %s", name, image, want)
+			// by tag and digest: the image the new version's artifacts hold, nothing else under its tag
+			if !strings.Contains(image, want+"@sha256:") {
+				t.Errorf("%s runs %s, want %s@sha256:...", name, image, want)
 			}
 		}
 		if cm := c.MustK(t, "-n", "kube-system", "get", "cm", "kubeadm-config", "-o", "jsonpath={.data.ClusterConfiguration}"); !strings.Contains(cm, "kubernetesVersion: "+to) {
