@@ -430,7 +430,14 @@ func EnsureStateDir(dir string) error {
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return err
 		}
-		return os.Mkdir(dir, 0o700)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return err
+		}
+		if err := statedir.CheckPath(dir); err != nil {
+			_ = os.Remove(dir) // made just now, and empty
+			return fmt.Errorf("state directory: %w", err)
+		}
+		return nil
 	}
 	if err != nil {
 		return err
