@@ -65,6 +65,7 @@ func (inv *Inventory) applyDefaults() {
 		setString(&s.Dir, DefaultSnapshotDir)
 	}
 	setString(&c.ContainerRuntime, RuntimeArtifacts)
+	c.Security.applyDefaults()
 	c.Certificates.KeyAlgorithm = strings.ToUpper(c.Certificates.KeyAlgorithm)
 	if c.Certificates.CAValidity.Duration == 0 {
 		c.Certificates.CAValidity.Duration = DefaultCAValidity

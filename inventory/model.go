@@ -106,6 +106,9 @@ type Cluster struct {
 	// any node that joins with a token of `kubeadm token create` (kubeadm's node-autoapprove-bootstrap
 	// binding), for any node name. Off by default: clusterctl approves its own joins, one node per token.
 	KubeadmJoin bool `yaml:"kubeadmJoin,omitempty" json:"kubeadmJoin,omitempty"`
+	// Security is encryption at rest, the audit log and Pod Security admission's default: each on, with
+	// secure defaults, unless written otherwise.
+	Security Security `yaml:"security,omitempty" json:"security,omitzero"`
 }
 
 // Where the container runtime comes from.

@@ -162,6 +162,7 @@ func (v *validator) cluster() {
 	}
 	v.cni(&c.CNI)
 	v.certificates(&c.Certificates)
+	v.security(&c.Security)
 }
 
 // downloads checks where artifacts pull fetches from.

@@ -154,7 +154,7 @@ func TestClusterObjects(t *testing.T) {
 func TestKubeadmConfigControllerManagerRate(t *testing.T) {
 	for _, tc := range []struct{ extra, want, notWant string }{
 		{"", "name: kube-api-qps\n    value: \"100\"", ""},
-		{", controllerManager: {extraArgs: {kube-api-qps: \"7\"}}", "name: kube-api-qps\n    value: \"7\"", "value: \"100\""},
+		{", controllerManager: {extraArgs: {kube-api-qps: \"7\"}}", "name: kube-api-qps\n    value: \"7\"", "name: kube-api-qps\n    value: \"100\""},
 	} {
 		inv, diags := inventory.Parse("hosts.yaml", []byte("cluster: {name: c1"+tc.extra+"}\nhosts:\n  - {name: cp1, address: 10.0.0.1, roles: [control-plane]}\n"))
 		if diags.HasErrors() {
@@ -174,7 +174,11 @@ func TestKubeadmConfigControllerManagerRate(t *testing.T) {
 		// kubeadm upgrade writes the kubelet serving CA's flags too, and empties its own signing pair (the
 		// controller-manager refuses it beside the per-signer ones).
 		for _, w := range []string{"name: cluster-signing-cert-file\n    value: \"\"", "name: cluster-signing-kubelet-serving-cert-file\n    value: /etc/kubernetes/pki/kubelet-serving-ca.crt",
-			"name: cluster-signing-kubelet-client-cert-file\n    value: /etc/kubernetes/pki/ca.crt", "name: kubelet-certificate-authority\n    value: /etc/kubernetes/pki/kubelet-serving-ca.crt"} {
+			"name: cluster-signing-kubelet-client-cert-file\n    value: /etc/kubernetes/pki/ca.crt", "name: kubelet-certificate-authority\n    value: /etc/kubernetes/pki/kubelet-serving-ca.crt",
+			// and the hardening's flags and mounts, without which its manifests would lose encryption and audit.
+			"name: encryption-provider-config\n    value: /etc/kubernetes/apiserver/encryption-config.yaml",
+			"- hostPath: /etc/kubernetes/apiserver\n    mountPath: /etc/kubernetes/apiserver\n    name: apiserver-config\n    pathType: DirectoryOrCreate\n    readOnly: true",
+			"scheduler:\n  extraArgs:\n  - name: profiling\n    value: \"false\""} {
 			if !strings.Contains(cfg, w) {
 				t.Errorf("kubeadm-config lacks %q:\n%s", w, cfg)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
+	"github.com/clusterctl/clusterctl/tasks/hardening"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
@@ -32,17 +33,38 @@ type ClusterParams struct {
 	ExternalCA bool
 }
 
-// kubeadmArgs are the flags clusterctl gives the API server and controller-manager beyond kubeadm's: they
-// go into kubeadm-config's extraArgs too, so that `kubeadm upgrade` writes the same manifests. The
-// controller-manager's signing flags empty kubeadm's --cluster-signing-cert-file/-key-file, which cannot be
-// given beside the per-signer ones.
-func kubeadmArgs(externalCA bool) (apiServer, controllerManager [][2]string) {
-	apiServer = [][2]string{{"kubelet-certificate-authority", manifests.KubeletServingCAFile}}
-	controllerManager = slices.Clone(manifests.ControllerManagerRate)
-	for _, a := range manifests.SigningArgs("ca", manifests.KubeletServingCA, externalCA) {
-		controllerManager = append(controllerManager, [2]string{a.Name, a.Value})
+// kubeadmArgs are the flags clusterctl gives the API server, controller-manager and scheduler beyond
+// kubeadm's: they go into kubeadm-config's extraArgs too, so that `kubeadm upgrade` writes the same
+// manifests. The controller-manager's signing flags empty kubeadm's --cluster-signing-cert-file/-key-file,
+// which cannot be given beside the per-signer ones.
+func kubeadmArgs(externalCA bool, s inventory.Security) (apiServer, controllerManager, scheduler [][2]string) {
+	pairs := func(args []manifests.Arg) [][2]string {
+		out := make([][2]string, 0, len(args))
+		for _, a := range args {
+			out = append(out, [2]string{a.Name, a.Value})
+		}
+		return out
 	}
-	return apiServer, controllerManager
+	apiServer = append([][2]string{{"kubelet-certificate-authority", manifests.KubeletServingCAFile}},
+		pairs(hardening.APIServerArgs(s, s.Audit.Webhook != ""))...)
+	controllerManager = slices.Clone(manifests.ControllerManagerRate)
+	controllerManager = append(controllerManager, pairs(manifests.SigningArgs("ca", manifests.KubeletServingCA, externalCA))...)
+	controllerManager = append(controllerManager, pairs(hardening.ComponentArgs())...)
+	return apiServer, controllerManager, pairs(hardening.ComponentArgs())
+}
+
+// kubeadmVolumes are the API server's mounts beyond kubeadm's (hardening's), as kubeadm-config's
+// extraVolumes, then the inventory's.
+func kubeadmVolumes(c inventory.Component) []bootstrap.Volume {
+	var out []bootstrap.Volume
+	for _, v := range hardening.APIServerVolumes() {
+		out = append(out, bootstrap.Volume{Name: v.Name, HostPath: v.HostPath, MountPath: v.MountPath, ReadOnly: v.ReadOnly, PathType: string(v.Type)})
+	}
+	for _, v := range c.ExtraVolumes {
+		out = slices.DeleteFunc(out, func(o bootstrap.Volume) bool { return o.Name == v.Name })
+		out = append(out, bootstrap.Volume{Name: v.Name, HostPath: v.HostPath, MountPath: v.MountPath, ReadOnly: v.ReadOnly, PathType: v.PathType})
+	}
+	return out
 }
 
 // ClusterObjects are the objects up applies through the API once the first API server answers, as kubeadm
@@ -50,14 +72,15 @@ func kubeadmArgs(externalCA bool) (apiServer, controllerManager [][2]string) {
 // kubeadm-config, kubelet-config, the RBAC of joining nodes, kube-proxy and CoreDNS.
 func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 	c := p.Cluster
-	apiArgs, cmArgs := kubeadmArgs(p.ExternalCA)
+	apiArgs, cmArgs, schedArgs := kubeadmArgs(p.ExternalCA, c.Security)
 	kc, err := bootstrap.KubeadmConfig(bootstrap.ClusterConfig{KubernetesVersion: c.KubernetesVersion, ClusterName: c.Name,
 		ControlPlaneEndpoint: strings.TrimPrefix(p.NodeEndpoint, "https://"), PodSubnet: c.Networking.PodSubnet,
 		ServiceSubnet: c.Networking.ServiceSubnet, DNSDomain: c.Networking.DNSDomain, ImageRepository: c.ImageRepository,
 		EncryptionAlgorithm: c.Certificates.KeyAlgorithm, CertValidity: c.Certificates.Validity.Duration,
 		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: withDefaults(apiArgs, c.APIServer.ExtraArgs.Pairs()),
-		ControllerManager: withDefaults(cmArgs, c.ControllerManager.ExtraArgs.Pairs()), SchedulerArgs: c.Scheduler.ExtraArgs.Pairs(),
-		EtcdArgs: c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs,
+		ControllerManager: withDefaults(cmArgs, c.ControllerManager.ExtraArgs.Pairs()), SchedulerArgs: withDefaults(schedArgs, c.Scheduler.ExtraArgs.Pairs()),
+		APIServerVolumes: kubeadmVolumes(c.APIServer.Component),
+		EtcdArgs:         c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs,
 		EtcdServers: p.EtcdServers})
 	if err != nil {
 		return nil, err

@@ -292,3 +292,14 @@ func (c *Client) Ready(ctx context.Context) error {
 	_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
 	return err
 }
+
+// Resource is the dynamic client of a resource named as the API does (secrets, deployments.apps), at
+// its group's preferred version.
+func (c *Client) Resource(resource string) (dynamic.NamespaceableResourceInterface, error) {
+	gr := schema.ParseGroupResource(resource)
+	gvr, err := c.mapper.ResourceFor(gr.WithVersion(""))
+	if err != nil {
+		return nil, fmt.Errorf("resource %s: %w", resource, err)
+	}
+	return c.Dyn.Resource(gvr), nil
+}

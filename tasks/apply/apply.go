@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,7 +138,25 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 func SetupScript(n Node, changed []string) string {
 	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps,
 		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly, NetworkUnits: n.NetworkUnits, Partial: n.Partial,
-		Snapshots: n.Snapshots})
+		Snapshots: n.Snapshots, PrivateDirs: privateDirs(n)})
+}
+
+// privateDirs are the directories of the node's files that only root may enter: etcd's data on a member
+// (stacked or external), the API server's configuration and audit log on a control-plane node.
+func privateDirs(n Node) []string {
+	var out []string
+	for _, f := range n.Files {
+		switch {
+		case f.Path == path.Join(kubeadm.ManifestsDir, "etcd.yaml") && !slices.Contains(out, kubeadm.EtcdDataDir):
+			out = append(out, kubeadm.EtcdDataDir)
+		case path.Dir(f.Path) == kubeadm.APIServerConfigDir && !slices.Contains(out, kubeadm.APIServerConfigDir):
+			out = append(out, kubeadm.APIServerConfigDir, kubeadm.AuditLogDir)
+		}
+	}
+	if n.EtcdUnit && !slices.Contains(out, kubeadm.EtcdDataDir) {
+		out = append(out, kubeadm.EtcdDataDir)
+	}
+	return out
 }
 
 // Etcd starts or restarts an external etcd member as scripts.Etcd says.

@@ -174,8 +174,19 @@ type ClusterConfig struct {
 	SchedulerArgs        [][2]string
 	EtcdArgs             [][2]string
 	CertSANs             []string
+	// APIServerVolumes are the API server's extraVolumes.
+	APIServerVolumes []Volume
 	// EtcdServers are the client URLs of an external etcd cluster; empty: stacked etcd (etcd.local).
 	EtcdServers []string
+}
+
+// Volume is one of a component's extraVolumes, as kubeadm's ClusterConfiguration writes it.
+type Volume struct {
+	Name      string `json:"name"`
+	HostPath  string `json:"hostPath"`
+	MountPath string `json:"mountPath"`
+	ReadOnly  bool   `json:"readOnly,omitempty"`
+	PathType  string `json:"pathType,omitempty"`
 }
 
 // KubeadmConfig is kube-system/kubeadm-config, so that `kubeadm upgrade` and tools that read it find the
@@ -200,7 +211,7 @@ func KubeadmConfig(c ClusterConfig) (*corev1.ConfigMap, error) {
 		"certificateValidityPeriod":   metav1.Duration{Duration: c.CertValidity},
 		"caCertificateValidityPeriod": metav1.Duration{Duration: c.CAValidity},
 		"networking":                  map[string]string{"podSubnet": c.PodSubnet, "serviceSubnet": c.ServiceSubnet, "dnsDomain": c.DNSDomain},
-		"apiServer":                   map[string]any{"extraArgs": args(c.APIServerArgs), "certSANs": c.CertSANs},
+		"apiServer":                   map[string]any{"extraArgs": args(c.APIServerArgs), "certSANs": c.CertSANs, "extraVolumes": volumes(c.APIServerVolumes)},
 		"controllerManager":           map[string]any{"extraArgs": args(c.ControllerManager)},
 		"scheduler":                   map[string]any{"extraArgs": args(c.SchedulerArgs)},
 		"etcd":                        map[string]any{"local": map[string]any{"dataDir": kubeadm.EtcdDataDir, "extraArgs": args(c.EtcdArgs)}},
@@ -219,6 +230,13 @@ func KubeadmConfig(c ClusterConfig) (*corev1.ConfigMap, error) {
 		return nil, err
 	}
 	return configMap(KubeSystem, "kubeadm-config", map[string]string{"ClusterConfiguration": string(data)}), nil
+}
+
+func volumes(v []Volume) []Volume {
+	if v == nil {
+		return []Volume{}
+	}
+	return v
 }
 
 // KubeletConfig is kube-system/kubelet-config: the KubeletConfiguration every node runs with.

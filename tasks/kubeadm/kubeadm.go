@@ -26,6 +26,21 @@ const (
 	PackagedKubelet = "/usr/bin/kubelet"
 	// StateDir is clusterctl's own directory on a host: image archives, the applied-file stamps.
 	StateDir = "/var/lib/clusterctl"
+	// APIServerConfigDir holds the API server's configuration files beyond its flags (encryption at rest,
+	// audit policy and webhook, admission configuration), 0600 on control-plane nodes only, mounted
+	// read-only into its Pod.
+	APIServerConfigDir = KubernetesDir + "/apiserver"
+	// AuditLogDir holds each API server's audit log and its rotated copies.
+	AuditLogDir = "/var/log/kubernetes/audit"
+)
+
+// The API server's configuration files (in APIServerConfigDir) and its audit log.
+const (
+	EncryptionConfig = APIServerConfigDir + "/encryption-config.yaml"
+	AuditPolicy      = APIServerConfigDir + "/audit-policy.yaml"
+	AuditWebhook     = APIServerConfigDir + "/audit-webhook.conf"
+	AdmissionConfig  = APIServerConfigDir + "/admission-config.yaml"
+	AuditLog         = AuditLogDir + "/audit.log"
 )
 
 // Files.

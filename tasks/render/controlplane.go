@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/hardening"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
@@ -44,6 +45,9 @@ func (r *renderer) controlPlaneFiles(h *inventory.Host, ip string, first bool, a
 	}
 	if err := r.controlPlaneKubeconfigs(h, ip, first, add); err != nil {
 		return err
+	}
+	for _, f := range r.apiServerFiles {
+		add(f.Path, f.Data, f.Mode)
 	}
 	return r.staticPods(h, ip, first, digests, add)
 }
@@ -130,8 +134,9 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 		NodeName: h.NodeName, AdvertiseAddress: ip, BindPort: c.APIServer.BindPort,
 		ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain,
 		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, NodeCIDRMaskSizeIPv6: c.Networking.NodeCIDRMaskSizeIPv6, ExternalCA: r.res.ExternalCA,
-		APIServer: component(c.APIServer.Component), ControllerManager: component(c.ControllerManager),
-		Scheduler: component(c.Scheduler), Etcd: component(c.Etcd.Component),
+		APIServer:         hardened(hardening.APIServerArgs(c.Security, c.Security.Audit.Webhook != ""), hardening.APIServerVolumes(), c.APIServer.Component),
+		ControllerManager: hardened(hardening.ComponentArgs(), nil, c.ControllerManager),
+		Scheduler:         hardened(hardening.ComponentArgs(), nil, c.Scheduler), Etcd: component(c.Etcd.Component),
 	}
 	if !first {
 		// A joining member: the etcd cluster of the control-plane hosts listed before it.
@@ -231,6 +236,9 @@ func readers(p string) []string {
 	)
 	rel, ok := strings.CutPrefix(p, kubeadm.PKIDir+"/")
 	if !ok {
+		if hardening.Mounted(p) {
+			return []string{api}
+		}
 		switch path.Base(p) {
 		case "controller-manager.conf":
 			return []string{cm}
@@ -309,6 +317,12 @@ func component(c inventory.Component) manifests.Component {
 			ReadOnly: v.ReadOnly, Type: hostPathType(v.PathType)})
 	}
 	return out
+}
+
+// hardened is a component's hardening flags and mounts, then the inventory's, which may replace them.
+func hardened(args []manifests.Arg, vols []manifests.Volume, c inventory.Component) manifests.Component {
+	user := component(c)
+	return manifests.Component{ExtraArgs: append(args, user.ExtraArgs...), ExtraVolumes: append(vols, user.ExtraVolumes...)}
 }
 
 func hostPathType(t string) corev1.HostPathType { return corev1.HostPathType(t) }

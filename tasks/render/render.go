@@ -170,6 +170,9 @@ func Render(o Options) (*Result, error) {
 	if err := r.common(); err != nil {
 		return nil, err
 	}
+	if err := r.hardening(); err != nil {
+		return nil, err
+	}
 	for _, m := range r.etcd {
 		r.res.EtcdServers = append(r.res.EtcdServers, kubeadm.EtcdClientURL(r.nodeIP(m)))
 	}
@@ -204,6 +207,9 @@ type renderer struct {
 	// files every node gets the same, and the admin kubeconfigs control-plane nodes get
 	kubeletConfig, unit, dropIn, sysctl, modules, containerdUnit []byte
 	admin, superAdmin                                            []byte
+	// apiServerFiles are the API server's configuration files (encryption, audit, admission), the same
+	// on every control-plane node.
+	apiServerFiles []transport.File
 }
 
 func (r *renderer) nodeIP(h *inventory.Host) string { return h.NodeIP(r.o.NodeIPs[h.Name]) }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/hardening"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
@@ -110,9 +111,26 @@ func TestWhatEachHostGets(t *testing.T) {
 	if _, ok := w1[kubeadm.CACert]; !ok {
 		t.Error("worker lacks the CA certificate")
 	}
+	for p := range w1 {
+		if strings.HasPrefix(p, kubeadm.APIServerConfigDir) {
+			t.Errorf("worker gets the API server's %s", p)
+		}
+	}
+	// Both control-plane nodes encrypt with the state directory's one key.
+	keys, created, err := hardening.LoadKeys(state, time.Now())
+	if err != nil || created || len(keys.Keys) != 1 {
+		t.Fatalf("the state directory's keys: %+v, created %v, %v", keys, created, err)
+	}
+	secret := base64.StdEncoding.EncodeToString(keys.Write().Secret)
+	for host, fs := range map[string]map[string]transport.File{"cp1": cp1, "cp2": cp2} {
+		if enc := string(fs[kubeadm.EncryptionConfig].Data); !strings.Contains(enc, "name: "+keys.Write().Name) || !strings.Contains(enc, secret) {
+			t.Errorf("%s's encryption configuration does not hold the state directory's key:\n%s", host, enc)
+		}
+	}
 	for host, fs := range map[string]map[string]transport.File{"cp1": cp1, "w1": w1} {
 		for p, f := range fs {
-			secret := strings.HasSuffix(p, ".key") || strings.HasSuffix(p, ".conf") && strings.HasPrefix(p, "/etc/kubernetes/") || strings.Contains(p, "/manifests/")
+			secret := strings.HasSuffix(p, ".key") || strings.HasSuffix(p, ".conf") && strings.HasPrefix(p, "/etc/kubernetes/") || strings.Contains(p, "/manifests/") ||
+				strings.HasPrefix(p, kubeadm.APIServerConfigDir+"/")
 			if secret && f.Mode != 0o600 || !secret && f.Mode != 0o644 {
 				t.Errorf("%s %s: mode %04o", host, p, f.Mode)
 			}
@@ -184,7 +202,8 @@ func TestGolden(t *testing.T) {
 				if strings.HasSuffix(f.Path, ".key") || strings.HasSuffix(f.Path, ".crt") || strings.HasSuffix(f.Path, ".pub") {
 					continue
 				}
-				if strings.HasSuffix(f.Path, ".conf") && strings.HasPrefix(f.Path, "/etc/kubernetes/") || strings.HasPrefix(f.Path, "/etc/kubernetes/manifests/") {
+				if strings.HasSuffix(f.Path, ".conf") && strings.HasPrefix(f.Path, "/etc/kubernetes/") || strings.HasPrefix(f.Path, "/etc/kubernetes/manifests/") ||
+					f.Path == kubeadm.EncryptionConfig {
 					f.Data = redactedRE.ReplaceAll(f.Data, []byte("$1: REDACTED"))
 				}
 				golden := filepath.Join("testdata", host+strings.ReplaceAll(f.Path, "/", "_"))
@@ -204,7 +223,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-var redactedRE = regexp.MustCompile(`(certificate-authority-data|client-certificate-data|client-key-data|clusterctl.dev/pki-sha256|  uid): .*`)
+var redactedRE = regexp.MustCompile(`(certificate-authority-data|client-certificate-data|client-key-data|clusterctl.dev/pki-sha256|  uid|        secret): .*`)
 
 func TestRenderingTwiceGivesTheSameBytes(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")

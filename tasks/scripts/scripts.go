@@ -75,6 +75,9 @@ type SetupParams struct {
 	// here. Else an upgrade's first steps stopped the timer and removed its files, until the node's whole
 	// push put them back.
 	Partial bool
+	// PrivateDirs are directories only root may enter (0700): etcd's data, the API server's configuration
+	// and audit log, on the hosts that have them.
+	PrivateDirs []string
 }
 
 // Setup applies what a node's files need: kernel modules and settings, units, the runtime (its binaries
@@ -111,8 +114,9 @@ func Setup(p SetupParams) string {
 		Snapshots, Partial            bool
 		SnapshotFiles                 []string
 		SnapshotTimer                 string
+		PrivateDirs                   []string
 	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.VersionCache,
-		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly, p.Snapshots, p.Partial, snapshots.Paths, snapshots.TimerName})
+		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly, p.Snapshots, p.Partial, snapshots.Paths, snapshots.TimerName, p.PrivateDirs})
 }
 
 // EtcdParams are what Etcd needs.

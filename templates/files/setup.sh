@@ -16,6 +16,12 @@ if stale sysctl {{q .Sysctl}}; then
   act "apply kernel settings" sysctl -q -p {{q .Sysctl}}; commit sysctl
 fi
 {{- end}}
+{{- if .PrivateDirs}}
+# Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
+{{- end}}
+{{- range .PrivateDirs}}
+[ "$(stat -c %a {{q .}} 2>/dev/null)" = 700 ] || act "make "{{q .}}" 0700" install -d -m 0700 {{q .}}
+{{- end}}
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units {{args .Units}}; then quiet systemctl daemon-reload; commit units; fi

@@ -77,6 +77,8 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
+# Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
+[ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer; then quiet systemctl daemon-reload; commit units; fi
@@ -220,6 +222,8 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
+# Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
+[ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer; then quiet systemctl daemon-reload; commit units; fi
@@ -314,6 +318,9 @@ changed='
 /etc/containerd/config.toml
 /etc/crictl.yaml
 /etc/kubernetes/admin.conf
+/etc/kubernetes/apiserver/admission-config.yaml
+/etc/kubernetes/apiserver/audit-policy.yaml
+/etc/kubernetes/apiserver/encryption-config.yaml
 /etc/kubernetes/controller-manager.conf
 /etc/kubernetes/kubelet.conf
 /etc/kubernetes/manifests/kube-apiserver.yaml
@@ -416,6 +423,9 @@ if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
   fi
   act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl
 fi
+# Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
+[ "$(stat -c %a /etc/kubernetes/apiserver 2>/dev/null)" = 700 ] || act "make "/etc/kubernetes/apiserver" 0700" install -d -m 0700 /etc/kubernetes/apiserver
+[ "$(stat -c %a /var/log/kubernetes/audit 2>/dev/null)" = 700 ] || act "make "/var/log/kubernetes/audit" 0700" install -d -m 0700 /var/log/kubernetes/audit
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
@@ -659,6 +669,8 @@ if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
   fi
   act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl
 fi
+# Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
+[ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
