@@ -16,7 +16,7 @@ import (
 type Security struct {
 	// Encryption is what the API servers encrypt in etcd: Secrets always, with a key clusterctl makes on
 	// the workstation (the state directory's encryption-keys.json) and pushes to control-plane nodes
-	// only.
+	// only; `clusterctl encryption rotate` replaces it.
 	Encryption Encryption `yaml:"encryption,omitempty" json:"encryption,omitzero"`
 	// Audit is the API servers' audit log: on each control-plane node under /var/log/kubernetes/audit/,
 	// rotated.

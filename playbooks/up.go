@@ -185,6 +185,9 @@ func (u *upRun) steps() []Step {
 		{Name: "network", Run: u.network},
 		// serving certificates approved (after checks), all Nodes Ready, addons available, token deleted
 		{Name: "ready", Run: u.ready},
+		// objects of the encrypted resources written before (in clear, or under an older key) stored again
+		// under the write key
+		{Name: "encryption", Run: u.encryption},
 		// the inventory's hooks once the nodes are Ready
 		{Name: "hooks-after", Run: u.hooksStep("after"), Dry: true},
 	}

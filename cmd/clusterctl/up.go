@@ -38,7 +38,8 @@ func newUpCmd(g *globalOptions) *cobra.Command {
   render         PKI, kubeconfigs, static Pods, kubelet and containerd configuration, made here, kept in
                  the state directory
   hooks-before   the inventory's hooks.up.before on each host (add-node: hooks.addNode, on the hosts added)
-  push           each host's files (workers get no CA key); with cluster.artifacts, the kubelet, kubectl
+  push           each host's files (workers get no CA key; the encryption keys, audit policy and Pod
+                 Security configuration go to control-plane nodes only); with cluster.artifacts, the kubelet, kubectl
                  and the image archives, imported with ctr (air-gapped installs); runtime configured
   control-plane  the first control-plane node's kubelet starts etcd, API server, controller-manager,
                  scheduler as static Pods
@@ -53,6 +54,8 @@ func newUpCmd(g *globalOptions) *cobra.Command {
   network        cni.plugin bridge: each node's pod range and routes between nodes; manifests: yours
   ready          kubelet serving certificates approved after checking the requesting node and every
                  name and address against the inventory; all Nodes Ready; the token deleted
+  encryption     objects of the encrypted resources (cluster.security.encryption) found in etcd in clear or
+                 under an older key, written before encryption was on, stored again under the write key
   hooks-after    the inventory's hooks.up.after (add-node: hooks.addNode.after)
 
 A re-run changes nothing that is right and finishes what an interrupted run left; --dry-run shows what

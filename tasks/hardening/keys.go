@@ -46,6 +46,17 @@ type Keys struct {
 // Write is the key the API servers encrypt with.
 func (k *Keys) Write() Key { return k.Keys[0] }
 
+// Newest is the key made last: during a rotation, the one that replaces the others.
+func (k *Keys) Newest() Key {
+	n := k.Keys[0]
+	for _, key := range k.Keys[1:] {
+		if key.Created.After(n.Created) {
+			n = key
+		}
+	}
+	return n
+}
+
 // keyNameRE is a key's name: clusterctl's are key-<UTC date>-<time>.
 var keyNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 

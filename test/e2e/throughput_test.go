@@ -59,6 +59,7 @@ func TestPodThroughput(t *testing.T) {
 // hostPod runs the probe as Pod name on node's own network (hostNetwork: it serves on the host's port 8080).
 func hostPod(t testing.TB, c *Cluster, name, node string) {
 	t.Helper()
+	c.Privileged(t, "default")
 	c.MustKApply(t, `apiVersion: v1
 kind: Pod
 metadata: {name: `+name+`, namespace: default}

@@ -430,6 +430,8 @@ func TestUp(t *testing.T) {
 		}
 	})
 
+	t.Run("hardened by default: encryption at rest, audit log, Pod Security, profiling off", func(t *testing.T) { checkHardened(t, c, "cp1", "w1") })
+
 	t.Run("manifests apply: a CRD and its custom resource in one stream, then unchanged", func(t *testing.T) {
 		// What cni.plugin: manifests does with the user's files.
 		kubeconfig, err := os.ReadFile(c.Admin())

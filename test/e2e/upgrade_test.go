@@ -218,6 +218,7 @@ spec:
 // specs), the workload's Pods also by spread; it waits until the client has succeeded and empties its log.
 func startClients(t testing.TB, c *Cluster, placement, spread string) {
 	t.Helper()
+	c.Privileged(t, "default") // the token client logs to a host path
 	if _, err := c.K(t, `apiVersion: v1
 kind: ServiceAccount
 metadata: {name: sa-client, namespace: default}

@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Privileged labels namespace ns for Pod Security admission's privileged level: a test's Pods on the
+// host's network or with its paths, which the cluster's default (baseline) refuses.
+func (c *Cluster) Privileged(t testing.TB, ns string) {
+	t.Helper()
+	c.MustK(t, "label", "--overwrite", "namespace", ns, "pod-security.kubernetes.io/enforce=privileged")
+}
+
+// encryptionStatus is clusterctl encryption status -o json.
+type encryptionStatus struct {
+	Keys []struct {
+		Name  string `json:"name"`
+		Write bool   `json:"write"`
+	} `json:"keys"`
+	Resources []struct {
+		Resource string         `json:"resource"`
+		Objects  int            `json:"objects"`
+		ByKey    map[string]int `json:"byKey"`
+	} `json:"resources"`
+	Stale int `json:"stale"`
+}
+
+// EncryptionStatus runs encryption status and returns its report and exit code.
+func (c *Cluster) EncryptionStatus(t testing.TB) (encryptionStatus, int) {
+	t.Helper()
+	stdout, stderr, code := c.Run(t, "encryption", "status", "--output", "json")
+	var st encryptionStatus
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &st); err != nil {
+		t.Fatalf("encryption status: exit %d, %v\n%s\n%s", code, err, stdout, tail(stderr, 20))
+	}
+	return st, code
+}
+
+// storedPrefix is the beginning of an object's value in etcd, read on host.
+func (c *Cluster) storedPrefix(t testing.TB, host, key string) string {
+	t.Helper()
+	out := c.Etcdctl(t, host, "get --print-value-only "+key+" | head -c 48")
+	return strings.TrimSpace(out)
+}
+
+// checkHardened checks a cluster made with cluster.security's defaults, on its first control-plane node
+// cp and a worker: Secrets encrypted in etcd and the key on control-plane nodes only, the audit log,
+// Pod Security admission's baseline, profiling off, private directories; then a Secret written in clear
+// (as before encryption) found by encryption status and, with every other, stored under a new key by
+// encryption rotate.
+func checkHardened(t *testing.T, c *Cluster, cp, worker string) {
+	c.MustK(t, "create", "secret", "generic", "e2e-secret", "-n", "default", "--from-literal=password=e2e-plain-text")
+	t.Run("a Secret is stored encrypted with secretbox; the key is on control-plane nodes only", func(t *testing.T) {
+		got := c.storedPrefix(t, cp, "/registry/secrets/default/e2e-secret")
+		if !strings.HasPrefix(got, "k8s:enc:secretbox:v1:key-") {
+			t.Errorf("etcd holds the Secret as %q, want k8s:enc:secretbox:v1:key-...", got)
+		}
+		if out := c.Etcdctl(t, cp, "get /registry/secrets/default/e2e-secret | grep -c e2e-plain-text; true"); strings.TrimSpace(out) != "0" {
+			t.Errorf("the Secret's value is in etcd in clear")
+		}
+		if out := c.Lab.Run(t, cp, "stat -c '%a %U %n' /var/lib/etcd /etc/kubernetes/apiserver /etc/kubernetes/apiserver/* /var/log/kubernetes/audit"); strings.Count(out, "700 root")+strings.Count(out, "600 root") != strings.Count(out, "\n") {
+			t.Errorf("%s's private directories and files:\n%s", cp, out)
+		}
+		if out := c.Lab.Run(t, worker, "ls /etc/kubernetes/apiserver /var/log/kubernetes/audit 2>&1; true"); !strings.Contains(out, "No such file") {
+			t.Errorf("%s has the API server's configuration:\n%s", worker, out)
+		}
+		if st, code := c.EncryptionStatus(t); code != 0 || st.Stale != 0 || len(st.Keys) != 1 || st.Resources[0].Objects == 0 {
+			t.Errorf("encryption status: exit %d, %+v", code, st)
+		}
+	})
+
+	t.Run("the audit log records who read and wrote a Secret, never its data", func(t *testing.T) {
+		c.MustK(t, "get", "secret", "e2e-secret", "-n", "default", "-o", "name")
+		var out string
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+			out = c.Lab.Run(t, cp, "grep -h '\"name\":\"e2e-secret\"' /var/log/kubernetes/audit/audit.log | grep -o '\"verb\":\"[a-z]*\"' | sort -u; true")
+			if strings.Contains(out, `"verb":"create"`) && strings.Contains(out, `"verb":"get"`) {
+				break
+			}
+		}
+		if !strings.Contains(out, `"verb":"create"`) || !strings.Contains(out, `"verb":"get"`) {
+			t.Errorf("the audit log's events of e2e-secret: %q, want its create and get", out)
+		}
+		if n := c.Lab.Run(t, cp, "grep -c -e e2e-plain-text -e ZTJlLXBsYWluLXRleHQ -e requestObject /var/log/kubernetes/audit/audit.log; true"); strings.TrimSpace(n) != "0" {
+			t.Errorf("the audit log holds request bodies or the Secret's data (%s lines)", strings.TrimSpace(n))
+		}
+	})
+
+	t.Run("Pod Security baseline refuses a Pod on the host's network in default; profiling is off", func(t *testing.T) {
+		pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"e2e-hostnet","namespace":"default"},"spec":{"hostNetwork":true,"containers":[{"name":"c","image":"` + ProbeImage + `"}]}}`
+		out, err := c.K(t, pod, "apply", "-f", "-")
+		if err == nil || !strings.Contains(err.Error(), `violates PodSecurity "baseline:latest"`) {
+			t.Errorf("a hostNetwork Pod in default: %v %s", err, out)
+		}
+		if out, err := c.K(t, "", "get", "--raw", "/debug/pprof/"); err == nil {
+			t.Errorf("the API server serves /debug/pprof/:\n%.200s", out)
+		}
+		if out := c.Lab.Run(t, cp, "grep -l -e '--profiling=false' /etc/kubernetes/manifests/*.yaml | sort"); strings.Count(out, "\n") != 3 {
+			t.Errorf("manifests with --profiling=false:\n%s", out)
+		}
+	})
+
+	t.Run("a Secret written in clear is found, and encryption rotate stores every one under a new key", func(t *testing.T) {
+		// What a Secret of a cluster made before encryption looks like in etcd: the API server reads
+		// JSON as well as protobuf.
+		legacy := `{"kind":"Secret","apiVersion":"v1","metadata":{"name":"e2e-legacy","namespace":"default","uid":"5c2f1a9e-0000-4000-8000-000000000001","creationTimestamp":"2026-01-01T00:00:00Z"},"data":{"k":"b2xkLXZhbHVl"},"type":"Opaque"}`
+		c.Etcdctl(t, cp, "put /registry/secrets/default/e2e-legacy '"+legacy+"'")
+		if got := c.MustK(t, "get", "secret", "e2e-legacy", "-n", "default", "-o", "jsonpath={.data.k}"); got != "b2xkLXZhbHVl" {
+			t.Fatalf("the Secret written in clear reads %q", got)
+		}
+		before, code := c.EncryptionStatus(t)
+		if code != 1 || before.Stale != 1 || before.Resources[0].ByKey["(clear)"] != 1 {
+			t.Errorf("encryption status with a Secret in clear: exit %d, %+v", code, before)
+		}
+		old := before.Keys[0].Name
+		stdout, stderr, code := c.Run(t, "encryption", "rotate", "--yes")
+		if code != 0 {
+			t.Fatalf("encryption rotate: exit %d\n%s\n%s", code, stdout, tail(stderr, 30))
+		}
+		after, code := c.EncryptionStatus(t)
+		if code != 0 || len(after.Keys) != 1 || after.Keys[0].Name == old || after.Stale != 0 ||
+			after.Resources[0].ByKey[after.Keys[0].Name] != after.Resources[0].Objects {
+			t.Errorf("encryption status after the rotation: exit %d, %+v (old key %s)\n%s", code, after, old, stdout)
+		}
+		for _, key := range []string{"/registry/secrets/default/e2e-legacy", "/registry/secrets/default/e2e-secret"} {
+			if got := c.storedPrefix(t, cp, key); !strings.HasPrefix(got, "k8s:enc:secretbox:v1:"+after.Keys[0].Name+":") {
+				t.Errorf("%s is stored as %q after the rotation", key, got)
+			}
+		}
+		if got := c.MustK(t, "get", "secret", "e2e-secret", "-n", "default", "-o", "jsonpath={.data.password}"); got != "ZTJlLXBsYWluLXRleHQ=" {
+			t.Errorf("e2e-secret reads %q after the rotation", got)
+		}
+		if out := c.Lab.Run(t, cp, "grep -c "+old+" /etc/kubernetes/apiserver/encryption-config.yaml; true"); strings.TrimSpace(out) != "0" {
+			t.Errorf("the retired key is still in %s's encryption configuration", cp)
+		}
+		keys, err := os.ReadFile(filepath.Join(c.StateDir, "encryption-keys.json"))
+		if err != nil || strings.Contains(string(keys), old) {
+			t.Errorf("the state directory's keys still hold %s (%v)", old, err)
+		}
+	})
+	c.MustK(t, "delete", "secret", "e2e-secret", "e2e-legacy", "-n", "default")
+}
