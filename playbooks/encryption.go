@@ -135,6 +135,9 @@ func (u *upRun) encryption(ctx context.Context) error {
 type EncryptionRotateOptions struct {
 	Timeout time.Duration // per node, for its static Pods to come back ready
 	Now     func() time.Time
+	// DryRun says which stages a run would apply, and how many objects it would store again; nothing
+	// changes on the hosts or in the state directory.
+	DryRun bool
 }
 
 // EncryptionRotateResult is what a key rotation did.
@@ -144,6 +147,8 @@ type EncryptionRotateResult struct {
 	New string   `json:"new"`
 	// Resumed says the run finished a rotation an earlier run began.
 	Resumed bool `json:"resumed"`
+	// Plan is a dry run's: each stage, and why it would be skipped.
+	Plan []PlannedStage `json:"plan,omitempty"`
 	// Rewritten counts the objects stored again under the new key.
 	Rewritten int           `json:"rewritten"`
 	Stages    []PhaseTiming `json:"stages"`
@@ -196,6 +201,9 @@ func RotateEncryption(ctx context.Context, e *Env, o EncryptionRotateOptions) (*
 			res.Old = append(res.Old, k.Name)
 		}
 	}
+	if o.DryRun {
+		return res, r.plan(ctx)
+	}
 	_, err = runSteps(ctx, runOptions{Sink: e.Sink}, []Step{
 		{Name: "preflight", Run: func(ctx context.Context) error { _, err := d.preflight(ctx, PreflightOptions{}); return err }},
 		{Name: "read", Run: r.read, Skip: r.pastRead},
@@ -204,6 +212,37 @@ func RotateEncryption(ctx context.Context, e *Env, o EncryptionRotateOptions) (*
 		{Name: "retire", Run: r.retire},
 	})
 	return res, err
+}
+
+// PlannedStage is a stage of a dry run's rotation: Skip says why a run would not apply it ("" applies it).
+type PlannedStage struct {
+	Name string `json:"name"`
+	Skip string `json:"skip,omitempty"`
+}
+
+// plan is a dry run's rotation: the stages, and the objects the rewrite would store again (those not
+// under the new key: all of them, until it writes).
+func (r *keyRotation) plan(ctx context.Context) error {
+	for _, s := range []struct {
+		name string
+		skip func() string
+	}{{"read", r.pastRead}, {"write", nil}, {"rewrite", nil}, {"retire", nil}} {
+		p := PlannedStage{Name: s.name}
+		if s.skip != nil {
+			p.Skip = s.skip()
+		}
+		r.res.Plan = append(r.res.Plan, p)
+	}
+	newest := *r.keys
+	newest.Keys = []hardening.Key{r.keys.Newest()}
+	stored, err := scanStored(ctx, r.d.e, &newest)
+	if err != nil {
+		return err
+	}
+	for _, s := range stored {
+		r.res.Rewritten += len(s.Stale)
+	}
+	return nil
 }
 
 // keyRotation is one encryption rotate.

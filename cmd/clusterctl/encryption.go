@@ -99,6 +99,7 @@ func printEncryptionStatus(w io.Writer, st *playbooks.EncryptionStatus) {
 type encryptionRotateOptions struct {
 	ssh     sshOptions
 	yes     bool
+	dryRun  bool
 	timeout time.Duration
 }
 
@@ -119,9 +120,13 @@ interrupted run is finished by running it again:
            read to check that none is left under another
   retire   the old key leaves the configuration (kept if etcd still holds anything under it)
 
+--dry-run prints the stages a run would apply (an interrupted rotation resumes where it stopped) and how
+many objects it would store again; nothing changes on the hosts or in the state directory.
+
 Back up etcd before (clusterctl etcd snapshot): a snapshot taken before holds objects under the old
 key, which only the old key decrypts; keep the old encryption-keys.json with it.`,
-		Example: `  clusterctl encryption rotate -i hosts.yaml
+		Example: `  clusterctl encryption rotate -i hosts.yaml --dry-run
+  clusterctl encryption rotate -i hosts.yaml
   clusterctl encryption rotate -i hosts.yaml --yes -o json | jq 'select(.type=="encryption_rotate_result")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -131,6 +136,9 @@ key, which only the old key decrypts; keep the old encryption-keys.json with it.
 				return err
 			}
 			defer env.Close()
+			if o.dryRun {
+				return dryEncryptionRotate(cmd, g, o, env, view)
+			}
 			return change[playbooks.EncryptionRotateResult]{g: g, view: view, result: "encryption_rotate_result",
 				ask: &question{what: "encryption rotate restarts the API server on each control-plane node in turn, two or three times, and stores every encrypted object again",
 					ask: fmt.Sprintf("rotate the encryption key of cluster %q? [y/N] ", env.Inv.Cluster.Name), skip: o.yes},
@@ -151,6 +159,31 @@ key, which only the old key decrypts; keep the old encryption-keys.json with it.
 	}
 	o.ssh.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the stages a run would apply and how many objects it would store again; change nothing")
 	cmd.Flags().DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each node's static Pods may take to come back ready")
 	return cmd
+}
+
+// dryEncryptionRotate prints what encryption rotate would do.
+func dryEncryptionRotate(cmd *cobra.Command, g *globalOptions, o *encryptionRotateOptions, env *playbooks.Env, view *eventView) error {
+	return change[playbooks.EncryptionRotateResult]{g: g, view: view, result: "encryption_rotate_plan",
+		play: func(ctx context.Context) (*playbooks.EncryptionRotateResult, error) {
+			return playbooks.RotateEncryption(ctx, env, playbooks.EncryptionRotateOptions{Timeout: o.timeout, DryRun: true})
+		},
+		report: func(w io.Writer, res *playbooks.EncryptionRotateResult, _ time.Duration) {
+			if res.Resumed {
+				fmt.Fprintf(w, "would finish the rotation to %s an earlier run began\n", res.New)
+			} else {
+				fmt.Fprintln(w, "would make a new key")
+			}
+			for _, s := range res.Plan {
+				if s.Skip != "" {
+					fmt.Fprintf(w, "  %-8s skipped: %s\n", s.Name, s.Skip)
+				} else {
+					fmt.Fprintf(w, "  %s\n", s.Name)
+				}
+			}
+			fmt.Fprintf(w, "dry run: %d object(s) would be stored again; would retire %s; nothing was changed\n", res.Rewritten, strings.Join(res.Old, ", "))
+		},
+	}.run(cmd.Context())
 }

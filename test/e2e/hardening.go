@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,7 +120,20 @@ func checkHardened(t *testing.T, c *Cluster, cp, worker string) {
 			t.Errorf("encryption status with a Secret in clear: exit %d, %+v", code, before)
 		}
 		old := before.Keys[0].Name
-		stdout, stderr, code := c.Run(t, "encryption", "rotate", "--yes")
+		keysFile := filepath.Join(c.StateDir, "encryption-keys.json")
+		keysBefore, err := os.ReadFile(keysFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code := c.Run(t, "encryption", "rotate", "--dry-run")
+		if want := fmt.Sprintf("dry run: %d object(s) would be stored again; would retire %s;", before.Resources[0].Objects, old); code != 0 ||
+			!strings.Contains(stdout, want) || !strings.Contains(stdout, "read     skipped: one control-plane node") {
+			t.Errorf("encryption rotate --dry-run: exit %d, want %q\n%s\n%s", code, want, stdout, tail(stderr, 20))
+		}
+		if now, _ := os.ReadFile(keysFile); !bytes.Equal(now, keysBefore) {
+			t.Errorf("encryption rotate --dry-run changed %s", keysFile)
+		}
+		stdout, stderr, code = c.Run(t, "encryption", "rotate", "--yes")
 		if code != 0 {
 			t.Fatalf("encryption rotate: exit %d\n%s\n%s", code, stdout, tail(stderr, 30))
 		}
@@ -138,7 +153,7 @@ func checkHardened(t *testing.T, c *Cluster, cp, worker string) {
 		if out := c.Lab.Run(t, cp, "grep -c "+old+" /etc/kubernetes/apiserver/encryption-config.yaml; true"); strings.TrimSpace(out) != "0" {
 			t.Errorf("the retired key is still in %s's encryption configuration", cp)
 		}
-		keys, err := os.ReadFile(filepath.Join(c.StateDir, "encryption-keys.json"))
+		keys, err := os.ReadFile(keysFile)
 		if err != nil || strings.Contains(string(keys), old) {
 			t.Errorf("the state directory's keys still hold %s (%v)", old, err)
 		}
