@@ -109,6 +109,9 @@ rm -f /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserv
   /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf \
   /etc/kubernetes/clusterctl-cluster
 rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/lib/etcd.restoring
+# The API server's configuration (the encryption keys among it) and its audit log.
+rm -rf /etc/kubernetes/apiserver /var/log/kubernetes/audit
+rmdir /var/log/kubernetes 2>/dev/null
 # The pod networks' directories; the CNI IP stores and results of the Pods' sandboxes (the pod network's,
 # and the loopback containerd sets up in each of them), and the Pods' logs (the kubelet's).
 {{- range .Net.Dirs}}

@@ -29,6 +29,7 @@ var leftoverPaths = []string{
 	"/etc/systemd/system/kubelet.service", "/etc/systemd/system/containerd.service",
 	"/etc/systemd/system/clusterctl-pod-routes.service", "/etc/systemd/networkd.conf.d/clusterctl.conf",
 	"/etc/sysctl.d/99-kubernetes.conf", "/etc/modules-load.d/kubernetes.conf", "/etc/crictl.yaml",
+	"/var/log/kubernetes",
 }
 
 // ResetLeftovers lists what reset left of the cluster on a host: processes of the runtime, the kubelet and
