@@ -66,6 +66,9 @@ func (inv *Inventory) applyDefaults() {
 	}
 	setString(&c.ContainerRuntime, RuntimeArtifacts)
 	c.Security.applyDefaults()
+	if c.APIServer.OIDC != nil {
+		c.APIServer.OIDC.applyDefaults()
+	}
 	c.Certificates.KeyAlgorithm = strings.ToUpper(c.Certificates.KeyAlgorithm)
 	if c.Certificates.CAValidity.Duration == 0 {
 		c.Certificates.CAValidity.Duration = DefaultCAValidity

@@ -225,7 +225,10 @@ type APIServer struct {
 	// BindPort is the port every API server listens on.
 	BindPort int `yaml:"bindPort" json:"bindPort"`
 	// CertSANs are extra names and addresses for the API server certificate.
-	CertSANs  []string `yaml:"certSANs,omitempty" json:"certSANs,omitempty"`
+	CertSANs []string `yaml:"certSANs,omitempty" json:"certSANs,omitempty"`
+	// OIDC signs users in with an OpenID Connect identity provider's ID tokens (kubectl --token, or an
+	// exec credential plugin): the API servers' structured authentication configuration.
+	OIDC      *OIDC `yaml:"oidc,omitempty" json:"oidc,omitempty"`
 	Component `yaml:",inline" json:",inline"`
 }
 

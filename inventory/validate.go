@@ -163,6 +163,7 @@ func (v *validator) cluster() {
 	v.cni(&c.CNI)
 	v.certificates(&c.Certificates)
 	v.security(&c.Security)
+	v.oidc(&c.APIServer)
 }
 
 // downloads checks where artifacts pull fetches from.

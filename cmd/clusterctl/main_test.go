@@ -61,7 +61,7 @@ func TestExitCodesAndOutput(t *testing.T) {
 		{name: "show yaml", args: []string{"inventory", "show", "-i", kubespray, "-o", "yaml"}, code: 0,
 			stdout: []string{"controlPlaneEndpoint: lb.example.com:8443", "- name: node6", "etcd_member_name"}},
 		{name: "show json", args: []string{"inventory", "show", "-i", example, "-o", "json"}, code: 0,
-			stdout: []string{`"format": "native"`, `"audit-log-path": "/var/log/kubernetes/audit.log"`}, stdoutJSON: true},
+			stdout: []string{`"format": "native"`, `"event-ttl": "2h"`}, stdoutJSON: true},
 		{name: "show invalid", args: []string{"inventory", "show", "-i", bad}, code: 2, stderr: []string{"inventory is invalid"}},
 		{name: "version", args: []string{"version"}, code: 0, stdout: []string{"clusterctl dev", "default Kubernetes v1.37.2"}},
 		{name: "version json", args: []string{"version", "-o", "json"}, code: 0, stdout: []string{`"version": "dev"`}, stdoutJSON: true},

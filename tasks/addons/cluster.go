@@ -37,7 +37,7 @@ type ClusterParams struct {
 // kubeadm's: they go into kubeadm-config's extraArgs too, so that `kubeadm upgrade` writes the same
 // manifests. The controller-manager's signing flags empty kubeadm's --cluster-signing-cert-file/-key-file,
 // which cannot be given beside the per-signer ones.
-func kubeadmArgs(externalCA bool, s inventory.Security) (apiServer, controllerManager, scheduler [][2]string) {
+func kubeadmArgs(externalCA bool, c *inventory.Cluster) (apiServer, controllerManager, scheduler [][2]string) {
 	pairs := func(args []manifests.Arg) [][2]string {
 		out := make([][2]string, 0, len(args))
 		for _, a := range args {
@@ -46,7 +46,7 @@ func kubeadmArgs(externalCA bool, s inventory.Security) (apiServer, controllerMa
 		return out
 	}
 	apiServer = append([][2]string{{"kubelet-certificate-authority", manifests.KubeletServingCAFile}},
-		pairs(hardening.APIServerArgs(s, s.Audit.Webhook != ""))...)
+		pairs(hardening.APIServerArgs(c.Security, c.APIServer))...)
 	controllerManager = slices.Clone(manifests.ControllerManagerRate)
 	controllerManager = append(controllerManager, pairs(manifests.SigningArgs("ca", manifests.KubeletServingCA, externalCA))...)
 	controllerManager = append(controllerManager, pairs(hardening.ComponentArgs())...)
@@ -72,7 +72,7 @@ func kubeadmVolumes(c inventory.Component) []bootstrap.Volume {
 // kubeadm-config, kubelet-config, the RBAC of joining nodes, kube-proxy and CoreDNS.
 func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 	c := p.Cluster
-	apiArgs, cmArgs, schedArgs := kubeadmArgs(p.ExternalCA, c.Security)
+	apiArgs, cmArgs, schedArgs := kubeadmArgs(p.ExternalCA, &c)
 	kc, err := bootstrap.KubeadmConfig(bootstrap.ClusterConfig{KubernetesVersion: c.KubernetesVersion, ClusterName: c.Name,
 		ControlPlaneEndpoint: strings.TrimPrefix(p.NodeEndpoint, "https://"), PodSubnet: c.Networking.PodSubnet,
 		ServiceSubnet: c.Networking.ServiceSubnet, DNSDomain: c.Networking.DNSDomain, ImageRepository: c.ImageRepository,

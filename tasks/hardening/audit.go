@@ -45,13 +45,13 @@ func Policy() *auditv1.Policy {
 func CheckAuditPolicy(file string, data []byte) error {
 	var p auditv1.Policy
 	if err := yaml.UnmarshalStrict(data, &p); err != nil {
-		return fileError("audit.policy", file, err)
+		return fileError("security.audit.policy", file, err)
 	}
 	if p.APIVersion != "audit.k8s.io/v1" || p.Kind != "Policy" {
-		return fileError("audit.policy", file, fmt.Errorf("apiVersion %q and kind %q: want audit.k8s.io/v1 and Policy", p.APIVersion, p.Kind))
+		return fileError("security.audit.policy", file, fmt.Errorf("apiVersion %q and kind %q: want audit.k8s.io/v1 and Policy", p.APIVersion, p.Kind))
 	}
 	if len(p.Rules) == 0 {
-		return fileError("audit.policy", file, errors.New("the policy has no rules: it would log nothing"))
+		return fileError("security.audit.policy", file, errors.New("the policy has no rules: it would log nothing"))
 	}
 	levels := []auditv1.Level{auditv1.LevelNone, auditv1.LevelMetadata, auditv1.LevelRequest, auditv1.LevelRequestResponse}
 	for i, r := range p.Rules {
@@ -60,7 +60,7 @@ func CheckAuditPolicy(file string, data []byte) error {
 			known = known || r.Level == l
 		}
 		if !known {
-			return fileError("audit.policy", file, fmt.Errorf("rules[%d]: level %q is not None, Metadata, Request or RequestResponse", i, r.Level))
+			return fileError("security.audit.policy", file, fmt.Errorf("rules[%d]: level %q is not None, Metadata, Request or RequestResponse", i, r.Level))
 		}
 	}
 	return nil
@@ -70,14 +70,14 @@ func CheckAuditPolicy(file string, data []byte) error {
 func CheckAuditWebhook(file string, data []byte) error {
 	cfg, err := clientcmd.Load(data)
 	if err != nil {
-		return fileError("audit.webhook", file, err)
+		return fileError("security.audit.webhook", file, err)
 	}
 	if len(cfg.Clusters) != 1 {
-		return fileError("audit.webhook", file, fmt.Errorf("%d clusters: a webhook's kubeconfig names one", len(cfg.Clusters)))
+		return fileError("security.audit.webhook", file, fmt.Errorf("%d clusters: a webhook's kubeconfig names one", len(cfg.Clusters)))
 	}
 	for name, c := range cfg.Clusters {
 		if u, err := url.Parse(c.Server); err != nil || u.Scheme != "https" || u.Host == "" {
-			return fileError("audit.webhook", file, fmt.Errorf("cluster %q: server %q is not an https:// URL (audit events hold who did what)", name, c.Server))
+			return fileError("security.audit.webhook", file, fmt.Errorf("cluster %q: server %q is not an https:// URL (audit events hold who did what)", name, c.Server))
 		}
 	}
 	return nil

@@ -35,6 +35,10 @@ type Params struct {
 	AuditPolicy []byte
 	// AuditWebhook is the inventory's webhook kubeconfig (CheckAuditWebhook has read it); nil: none.
 	AuditWebhook []byte
+	// OIDC is the inventory's identity provider (nil: none), and OIDCCA its CA file's PEM (CheckCA has
+	// read it; nil: the hosts' CAs).
+	OIDC   *inventory.OIDC
+	OIDCCA []byte
 }
 
 // Files are the API server's configuration files of every control-plane node.
@@ -60,12 +64,20 @@ func Files(p Params) ([]transport.File, error) {
 	if p.AuditWebhook != nil {
 		files = append(files, transport.File{Path: kubeadm.AuditWebhook, Data: p.AuditWebhook, Mode: Mode})
 	}
+	if p.OIDC != nil {
+		authn, err := AuthenticationConfig(p.OIDC, p.OIDCCA)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, transport.File{Path: kubeadm.AuthenticationConfig, Data: authn, Mode: Mode})
+	}
 	return append(files, transport.File{Path: kubeadm.EncryptionConfig, Data: enc, Mode: Mode}), nil
 }
 
-// APIServerArgs are the API server's flags for them, and for no profiling: they come before the
-// inventory's extraArgs, which may replace any of them.
-func APIServerArgs(s inventory.Security, webhook bool) []manifests.Arg {
+// APIServerArgs are the API server's flags for them (the cluster's security settings, its identity
+// provider), and for no profiling: they come before the inventory's extraArgs, which may replace any of
+// them.
+func APIServerArgs(s inventory.Security, a inventory.APIServer) []manifests.Arg {
 	args := []manifests.Arg{
 		{Name: "admission-control-config-file", Value: kubeadm.AdmissionConfig},
 		{Name: "audit-log-maxage", Value: strconv.Itoa(s.Audit.MaxAge)},
@@ -74,8 +86,11 @@ func APIServerArgs(s inventory.Security, webhook bool) []manifests.Arg {
 		{Name: "audit-log-path", Value: kubeadm.AuditLog},
 		{Name: "audit-policy-file", Value: kubeadm.AuditPolicy},
 	}
-	if webhook {
+	if s.Audit.Webhook != "" {
 		args = append(args, manifests.Arg{Name: "audit-webhook-config-file", Value: kubeadm.AuditWebhook})
+	}
+	if a.OIDC != nil {
+		args = append(args, manifests.Arg{Name: "authentication-config", Value: kubeadm.AuthenticationConfig})
 	}
 	return append(args,
 		manifests.Arg{Name: "encryption-provider-config", Value: kubeadm.EncryptionConfig},
@@ -147,5 +162,5 @@ func Mounted(p string) bool { return path.Dir(p) == kubeadm.APIServerConfigDir }
 
 // fileError names the inventory field and file a problem is in.
 func fileError(field, file string, err error) error {
-	return fmt.Errorf("cluster.security.%s: %s: %w", field, file, err)
+	return fmt.Errorf("cluster.%s: %s: %w", field, file, err)
 }

@@ -137,7 +137,8 @@ func TestFilesAndArgs(t *testing.T) {
 		t.Errorf("admission configuration:\n%s", files[0].Data)
 	}
 	var flags []string
-	for _, a := range APIServerArgs(s, true) {
+	s.Audit.Webhook = "w.conf"
+	for _, a := range APIServerArgs(s, inventory.APIServer{}) {
 		flags = append(flags, a.Name+"="+a.Value)
 	}
 	for _, want := range []string{"audit-log-maxage=7", "audit-log-maxbackup=3", "audit-log-maxsize=50", "audit-webhook-config-file=" + kubeadm.AuditWebhook,

@@ -40,7 +40,10 @@ const (
 	AuditPolicy      = APIServerConfigDir + "/audit-policy.yaml"
 	AuditWebhook     = APIServerConfigDir + "/audit-webhook.conf"
 	AdmissionConfig  = APIServerConfigDir + "/admission-config.yaml"
-	AuditLog         = AuditLogDir + "/audit.log"
+	// AuthenticationConfig is the API server's structured authentication configuration (an OIDC
+	// provider's).
+	AuthenticationConfig = APIServerConfigDir + "/authentication-config.yaml"
+	AuditLog             = AuditLogDir + "/audit.log"
 )
 
 // Files.

@@ -134,7 +134,7 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 		NodeName: h.NodeName, AdvertiseAddress: ip, BindPort: c.APIServer.BindPort,
 		ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain,
 		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, NodeCIDRMaskSizeIPv6: c.Networking.NodeCIDRMaskSizeIPv6, ExternalCA: r.res.ExternalCA,
-		APIServer:         hardened(hardening.APIServerArgs(c.Security, c.Security.Audit.Webhook != ""), hardening.APIServerVolumes(), c.APIServer.Component),
+		APIServer:         hardened(hardening.APIServerArgs(c.Security, c.APIServer), hardening.APIServerVolumes(), c.APIServer.Component),
 		ControllerManager: hardened(hardening.ComponentArgs(), nil, c.ControllerManager),
 		Scheduler:         hardened(hardening.ComponentArgs(), nil, c.Scheduler), Etcd: component(c.Etcd.Component),
 	}

@@ -10,7 +10,8 @@ import (
 const maxConfigFile = 1 << 20
 
 // hardening makes the API server's configuration files: the encryption keys made (once, in the state
-// directory) or kept, the inventory's audit policy and webhook read and checked.
+// directory) or kept, the inventory's audit policy and webhook and its identity provider's CA read and
+// checked.
 func (r *renderer) hardening() error {
 	c, o := r.c, r.o
 	keys, created, err := hardening.LoadKeys(o.StateDir, o.Now())
@@ -36,6 +37,15 @@ func (r *renderer) hardening() error {
 			return err
 		}
 		if err := hardening.CheckAuditWebhook(file, p.AuditWebhook); err != nil {
+			return err
+		}
+	}
+	if p.OIDC = c.APIServer.OIDC; p.OIDC != nil && p.OIDC.CAFile != "" {
+		file := o.Inv.Resolve(p.OIDC.CAFile)
+		if p.OIDCCA, err = statedir.ReadFile(file, maxConfigFile); err != nil {
+			return err
+		}
+		if err := hardening.CheckCA(file, p.OIDCCA); err != nil {
 			return err
 		}
 	}
