@@ -144,6 +144,27 @@ func TestGrowAndShrink(t *testing.T) {
 		}
 	})
 
+	t.Run("encryption rotate on three control-plane nodes: Secrets written and read back through a node's proxy throughout", func(t *testing.T) {
+		stop := StartSecretClient(t, full, "w1")
+		stdout, stderr, code := full.Run(t, "encryption", "rotate", "--yes")
+		ok, failed := stop()
+		if code != 0 {
+			t.Fatalf("encryption rotate: exit %d\n%s", code, tail(stderr, 30))
+		}
+		t.Logf("encryption rotate:\n%s\nduring it: %d Secrets written and read back, %d failed", stdout, ok, len(failed))
+		if len(failed) > 0 {
+			t.Errorf("Secret requests failed during the rotation:\n%s", strings.Join(firstTen(failed), "\n"))
+		}
+		for _, stage := range []string{"read:", "write:", "rewrite:", "retire:"} {
+			if !strings.Contains(stdout, stage) {
+				t.Errorf("the rotation did not report its %s stage", stage)
+			}
+		}
+		if st, code := full.EncryptionStatus(t); code != 0 || len(st.Keys) != 1 || st.Stale != 0 {
+			t.Errorf("encryption status after the rotation: exit %d, %+v", code, st)
+		}
+	})
+
 	t.Run("clusterctl reboot of the control-plane nodes one at a time and of w2: no request through w1's proxy, to its workload or with its token fails", func(t *testing.T) {
 		if os.Getenv(LongEnv) == "" {
 			t.Skip("make test-long runs it (" + LongEnv + "=1)")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +20,41 @@ import (
 // proxy on 127.0.0.1:7443, reached through an SSH forward from here, as the cluster's admin, one request
 // every 50 ms. stop ends it and returns the requests that succeeded and those that failed (with times).
 func StartProxyClient(t testing.TB, c *Cluster, host string) (stop func() (int, []string)) {
+	t.Helper()
+	return startProxyClient(t, c, host, func(ctx context.Context, kube kubernetes.Interface, _ int) error {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+}
+
+// StartSecretClient is StartProxyClient's client writing Secrets and reading them back: each request
+// creates a Secret, reads it (through whichever API server the proxy picks, perhaps not the one that
+// wrote it), checks its data and deletes it.
+func StartSecretClient(t testing.TB, c *Cluster, host string) (stop func() (int, []string)) {
+	t.Helper()
+	return startProxyClient(t, c, host, func(ctx context.Context, kube kubernetes.Interface, i int) error {
+		name := fmt.Sprintf("e2e-secret-client-%d", i)
+		secrets := kube.CoreV1().Secrets("default")
+		want := []byte(name)
+		if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{"v": want}}, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+		got, err := secrets.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get: %w", err)
+		}
+		if string(got.Data["v"]) != name {
+			return fmt.Errorf("%s reads %q", name, got.Data["v"])
+		}
+		if err := secrets.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+		return nil
+	})
+}
+
+// startProxyClient runs req (the i-th request) every 50 ms through host's node-local proxy.
+func startProxyClient(t testing.TB, c *Cluster, host string, req func(ctx context.Context, kube kubernetes.Interface, i int) error) (stop func() (int, []string)) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -60,14 +96,14 @@ func StartProxyClient(t testing.TB, c *Cluster, host string) (stop func() (int, 
 	done := make(chan result)
 	go func() {
 		var r result
-		for {
+		for i := 0; ; i++ {
 			select {
 			case <-quit:
 				done <- r
 				return
 			default:
 			}
-			if _, err := kube.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
+			if err := req(context.Background(), kube, i); err != nil {
 				r.failed = append(r.failed, time.Now().Format("15:04:05.000")+" "+err.Error())
 			} else {
 				r.ok++

@@ -25,7 +25,8 @@ import (
 // TestPrivateRegistry brings up one control-plane node and one worker from bare Debian 13 hosts (the other
 // tests' are Debian 12) that pull every image from a private registry over TLS (a registry on the lab's
 // bridge, its certificate signed by a CA only the inventory names): containerd is configured for it,
-// nothing is imported from the artifacts.
+// nothing is imported from the artifacts. The API servers sign users in with an OpenID Connect issuer
+// served beside the registry.
 func TestPrivateRegistry(t *testing.T) {
 	c := NewBareCluster(t, lab.Options{Hosts: 2, ControlPlanes: 1, Release: "trixie"}, "")
 	if out := c.Lab.Run(t, "w1", ". /etc/os-release; echo $VERSION_ID"); strings.TrimSpace(out) != "13" {
@@ -47,8 +48,14 @@ func TestPrivateRegistry(t *testing.T) {
 	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.AddSettings(t, fmt.Sprintf("  imageRepository: %s\n  registry:\n    pull: true\n    ca: registry-ca.crt\n", reg.Repository))
+	// An OpenID Connect issuer beside the registry, its certificate of the same CA.
+	issuer := startIssuer(t, bridge.String(), cert)
+	c.AddSettings(t, fmt.Sprintf("  imageRepository: %s\n  registry:\n    pull: true\n    ca: registry-ca.crt\n", reg.Repository)+oidcSettings(issuer, "registry-ca.crt"))
 	c.Up(t)
+
+	t.Run("OIDC: a token of the inventory's issuer signs in as its user and groups, with prefixes; others are refused", func(t *testing.T) {
+		checkOIDC(t, c, issuer)
+	})
 
 	t.Run("every image came from the registry; none was imported", func(t *testing.T) {
 		for host, images := range map[string][]string{"cp1": {"kube-apiserver", "etcd", "pause"}, "w1": {"kube-proxy", "pause"}} {
