@@ -160,3 +160,37 @@ func checkHardened(t *testing.T, c *Cluster, cp, worker string) {
 	})
 	c.MustK(t, "delete", "secret", "e2e-secret", "e2e-legacy", "-n", "default")
 }
+
+// keptSecret is the Secret KeepSecret writes and StillHardened reads back.
+const keptSecret = "e2e-kept"
+
+// KeepSecret writes a Secret before an operation that must keep the cluster's hardening (an upgrade, a
+// CA rotation, a reboot), for StillHardened to check after it.
+func (c *Cluster) KeepSecret(t testing.TB) {
+	t.Helper()
+	if _, err := c.K(t, "", "get", "secret", keptSecret, "-n", "default", "-o", "name"); err == nil {
+		return
+	}
+	c.MustK(t, "create", "secret", "generic", keptSecret, "-n", "default", "--from-literal=kept=e2e-kept-value")
+}
+
+// StillHardened checks, after an operation, that control-plane node cp's API server still encrypts,
+// audits and admits as up set it, and that KeepSecret's Secret reads back and is stored encrypted.
+func (c *Cluster) StillHardened(t testing.TB, cp string) {
+	t.Helper()
+	manifest := c.Lab.Run(t, cp, "cat /etc/kubernetes/manifests/kube-apiserver.yaml")
+	for _, flag := range []string{"--encryption-provider-config=", "--audit-policy-file=", "--audit-log-path=", "--admission-control-config-file=", "--profiling=false"} {
+		if !strings.Contains(manifest, flag) {
+			t.Errorf("%s's API server has lost %s", cp, flag)
+		}
+	}
+	if got := c.MustK(t, "get", "secret", keptSecret, "-n", "default", "-o", "jsonpath={.data.kept}"); got != "ZTJlLWtlcHQtdmFsdWU=" {
+		t.Errorf("%s reads %q", keptSecret, got)
+	}
+	if got := c.storedPrefix(t, cp, "/registry/secrets/default/"+keptSecret); !strings.HasPrefix(got, "k8s:enc:secretbox:v1:") {
+		t.Errorf("%s is stored as %q", keptSecret, got)
+	}
+	if n := c.Lab.Run(t, cp, "grep -c '\"name\":\""+keptSecret+"\"' /var/log/kubernetes/audit/audit.log; true"); strings.TrimSpace(n) == "0" {
+		t.Errorf("%s's audit log has no event of %s", cp, keptSecret)
+	}
+}

@@ -170,6 +170,7 @@ func TestKubeadm(t *testing.T) {
 	t.Run("clusterctl upgrade with one control-plane node: the workload never fails", func(t *testing.T) {
 		full.LoadProbe(t, "cp1", "w1")
 		StartMovingClients(t, full)
+		full.KeepSecret(t)
 		data, err := os.ReadFile(full.Inventory)
 		if err != nil {
 			t.Fatal(err)
@@ -218,6 +219,8 @@ func TestKubeadm(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("the upgrade kept encryption at rest, the audit log and admission settings", func(t *testing.T) { full.StillHardened(t, "cp1") })
 
 	t.Run("a second upgrade changes nothing; a downgrade is refused", func(t *testing.T) {
 		upgradeAgainAndDowngrade(t, full, target, "cp1", from, fromDir)

@@ -224,6 +224,7 @@ nft add table inet foreign && nft add chain inet foreign input '{ type filter ho
 		healthy(t, c.Up(t))
 	})
 	t.Run("certs rotate --ca, killed during the reissue stage and resumed: the new CA everywhere; the workload and a token client kept working", func(t *testing.T) {
+		c.KeepSecret(t)
 		RotateCAKilled(t, c, hosts)
 	})
 	t.Run("reboot --if-needed patches and reboots only the host that asks for it, its hooks inside its drain window", func(t *testing.T) {
@@ -232,5 +233,8 @@ nft add table inet foreign && nft add chain inet foreign input '{ type filter ho
 	t.Run("a power cut: every host off at once, then on: the cluster comes back by itself", func(t *testing.T) {
 		PowerCycle(t, c, hosts)
 		healthy(t, &UpResult{Nodes: readyNodes(t, c)})
+	})
+	t.Run("the CA rotation, the reboots and the power cut kept encryption at rest, the audit log and admission settings", func(t *testing.T) {
+		c.StillHardened(t, "cp1")
 	})
 }
