@@ -53,12 +53,13 @@ func (c *Cluster) storedPrefix(t testing.TB, host, key string) string {
 // checkHardened checks a cluster made with cluster.security's defaults, on its first control-plane node
 // cp and a worker: Secrets encrypted in etcd and the key on control-plane nodes only, the audit log,
 // Pod Security admission's baseline, profiling off, private directories; then a Secret written in clear
-// (as before encryption) found by encryption status and, with every other, stored under a new key by
-// encryption rotate.
+// (as before encryption) found by encryption status, stored encrypted by the next up, and with every
+// other stored under a new key by encryption rotate.
 func checkHardened(t *testing.T, c *Cluster, cp, worker string) {
 	c.MustK(t, "create", "secret", "generic", "e2e-secret", "-n", "default", "--from-literal=password=e2e-plain-text")
 	t.Run("a Secret is stored encrypted with secretbox; the key is on control-plane nodes only", func(t *testing.T) {
 		got := c.storedPrefix(t, cp, "/registry/secrets/default/e2e-secret")
+		t.Logf("e2e-secret in etcd: %q", got)
 		if !strings.HasPrefix(got, "k8s:enc:secretbox:v1:key-") {
 			t.Errorf("etcd holds the Secret as %q, want k8s:enc:secretbox:v1:key-...", got)
 		}
@@ -85,6 +86,7 @@ func checkHardened(t *testing.T, c *Cluster, cp, worker string) {
 				break
 			}
 		}
+		t.Logf("the audit log's lines for kubectl create secret:\n%s", c.Lab.Run(t, cp, "grep -h '\"verb\":\"create\"' /var/log/kubernetes/audit/audit.log | grep '\"name\":\"e2e-secret\"'; true"))
 		if !strings.Contains(out, `"verb":"create"`) || !strings.Contains(out, `"verb":"get"`) {
 			t.Errorf("the audit log's events of e2e-secret: %q, want its create and get", out)
 		}
@@ -115,11 +117,20 @@ func checkHardened(t *testing.T, c *Cluster, cp, worker string) {
 		if got := c.MustK(t, "get", "secret", "e2e-legacy", "-n", "default", "-o", "jsonpath={.data.k}"); got != "b2xkLXZhbHVl" {
 			t.Fatalf("the Secret written in clear reads %q", got)
 		}
-		before, code := c.EncryptionStatus(t)
-		if code != 1 || before.Stale != 1 || before.Resources[0].ByKey["(clear)"] != 1 {
-			t.Errorf("encryption status with a Secret in clear: exit %d, %+v", code, before)
+		stale, code := c.EncryptionStatus(t)
+		if code != 1 || stale.Stale != 1 || stale.Resources[0].ByKey["(clear)"] != 1 {
+			t.Errorf("encryption status with a Secret in clear: exit %d, %+v", code, stale)
 		}
+		t.Logf("e2e-legacy in etcd before up: %q", c.storedPrefix(t, cp, "/registry/secrets/default/e2e-legacy"))
+		// up's encryption step stores it again, under the write key.
+		c.Up(t)
+		before, code := c.EncryptionStatus(t)
 		old := before.Keys[0].Name
+		got := c.storedPrefix(t, cp, "/registry/secrets/default/e2e-legacy")
+		t.Logf("e2e-legacy in etcd after up: %q", got)
+		if code != 0 || before.Stale != 0 || !strings.HasPrefix(got, "k8s:enc:secretbox:v1:"+old+":") {
+			t.Errorf("after up: encryption status exit %d, %+v; e2e-legacy stored as %q", code, before, got)
+		}
 		keysFile := filepath.Join(c.StateDir, "encryption-keys.json")
 		keysBefore, err := os.ReadFile(keysFile)
 		if err != nil {
@@ -143,10 +154,13 @@ func checkHardened(t *testing.T, c *Cluster, cp, worker string) {
 			t.Errorf("encryption status after the rotation: exit %d, %+v (old key %s)\n%s", code, after, old, stdout)
 		}
 		for _, key := range []string{"/registry/secrets/default/e2e-legacy", "/registry/secrets/default/e2e-secret"} {
-			if got := c.storedPrefix(t, cp, key); !strings.HasPrefix(got, "k8s:enc:secretbox:v1:"+after.Keys[0].Name+":") {
+			got := c.storedPrefix(t, cp, key)
+			t.Logf("%s in etcd after encryption rotate: %q", key, got)
+			if !strings.HasPrefix(got, "k8s:enc:secretbox:v1:"+after.Keys[0].Name+":") {
 				t.Errorf("%s is stored as %q after the rotation", key, got)
 			}
 		}
+		t.Logf("encryption rotate:\n%s", stdout)
 		if got := c.MustK(t, "get", "secret", "e2e-secret", "-n", "default", "-o", "jsonpath={.data.password}"); got != "ZTJlLXBsYWluLXRleHQ=" {
 			t.Errorf("e2e-secret reads %q after the rotation", got)
 		}

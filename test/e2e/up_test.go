@@ -430,8 +430,6 @@ func TestUp(t *testing.T) {
 		}
 	})
 
-	t.Run("hardened by default: encryption at rest, audit log, Pod Security, profiling off", func(t *testing.T) { checkHardened(t, c, "cp1", "w1") })
-
 	t.Run("manifests apply: a CRD and its custom resource in one stream, then unchanged", func(t *testing.T) {
 		// What cni.plugin: manifests does with the user's files.
 		kubeconfig, err := os.ReadFile(c.Admin())
@@ -528,6 +526,8 @@ func TestUp(t *testing.T) {
 	t.Run("a scheduled etcd snapshot, a namespace deleted, restore from cp1:latest: it is back, every node Ready", func(t *testing.T) {
 		snapshotRestore(t, c, []string{"cp1"}, []string{"w1", "w2"}, true)
 	})
+
+	t.Run("hardened by default: encryption at rest, audit log, Pod Security, profiling off; the key rotated (after the restore: a snapshot holds the old key's)", func(t *testing.T) { checkHardened(t, c, "cp1", "w1") })
 
 	t.Run("dry runs of remove-node, certs rotate, etcd restore and reset say what they would do and change nothing", func(t *testing.T) {
 		pkiBefore := dirDigest(t, filepath.Join(c.StateDir, "pki"))
