@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +208,13 @@ func (c *Cluster) StillHardened(t testing.TB, cp string) {
 	if n := c.Lab.Run(t, cp, "grep -c '\"name\":\""+keptSecret+"\"' /var/log/kubernetes/audit/audit.log; true"); strings.TrimSpace(n) == "0" {
 		t.Errorf("%s's audit log has no event of %s", cp, keptSecret)
 	}
+}
+
+// atoi is s as a number, -1 when it is not one.
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
 }
