@@ -3,10 +3,17 @@ package playbooks
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
+	"sort"
+	"strings"
 	"time"
 
+	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/tasks/hardening"
 )
 
@@ -65,6 +72,44 @@ func loadKeys(e *Env) (*hardening.Keys, error) {
 		return nil, fmt.Errorf("the state directory %s had no encryption key (one is made now): clusterctl up configures the API servers with it", e.StateDir)
 	}
 	return keys, nil
+}
+
+// snapshotReadable checks, before a restore, that every object of the encrypted resources in the
+// snapshot is in clear or under a key the state directory has: one under a key retired since (encryption
+// rotate after the snapshot was taken) is one no API server could read. A state directory without keys
+// (a cluster from before encryption) has nothing to check against.
+func snapshotReadable(ctx context.Context, e *Env, snapshot string) error {
+	file := filepath.Join(e.StateDir, hardening.KeysFile)
+	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	keys, err := loadKeys(e)
+	if err != nil {
+		return err
+	}
+	stored, err := hardening.Scan(ctx, etcdmember.SnapshotFile(snapshot), e.Inv.Cluster.Security.Encryption.EncryptedResources(), keys.Write().Name)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{hardening.Clear: true, hardening.Foreign: true}
+	for _, k := range keys.Keys {
+		known[k.Name] = true
+	}
+	var missing []string
+	for _, s := range stored {
+		for name, n := range s.ByKey {
+			if !known[name] {
+				missing = append(missing, fmt.Sprintf("%d %s under %s", n, s.Resource, name))
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing)
+	return fmt.Errorf("the snapshot holds %s, a key %s no longer has (retired by encryption rotate after the snapshot was taken): no API server could read them. "+
+		"Put the key back in %s after the write key (from the copy kept with the snapshot), run clusterctl up so that every API server has it, then restore again",
+		strings.Join(missing, ", "), file, file)
 }
 
 // scanStored scans etcd for the inventory's encrypted resources against the write key.

@@ -94,6 +94,9 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 		return nil, err
 	}
 	r.res = &RestoreResult{Snapshot: o.From, SHA256: sum, Revision: rev, Members: names(r.members)}
+	if err := snapshotReadable(ctx, e, o.From); err != nil {
+		return r.res, err
+	}
 	e.say("etcd-restore", "", "snapshot %s: %d bytes at revision %d, integrity hash and pages checked, sha256 %s", o.From, size, rev, sum)
 	if err := r.check(ctx); err != nil {
 		return r.res, err

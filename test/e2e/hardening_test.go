@@ -145,6 +145,7 @@ func checkHardened(t *testing.T, c *Cluster, cp, worker string) {
 		if now, _ := os.ReadFile(keysFile); !bytes.Equal(now, keysBefore) {
 			t.Errorf("encryption rotate --dry-run changed %s", keysFile)
 		}
+		snapshot := c.Snapshot(t) // its Secrets under the key the rotation retires
 		stdout, stderr, code = c.Run(t, "encryption", "rotate", "--yes")
 		if code != 0 {
 			t.Fatalf("encryption rotate: exit %d\n%s\n%s", code, stdout, tail(stderr, 30))
@@ -167,6 +168,11 @@ func checkHardened(t *testing.T, c *Cluster, cp, worker string) {
 		}
 		if out := c.Lab.Run(t, cp, "grep -c "+old+" /etc/kubernetes/apiserver/encryption-config.yaml; true"); strings.TrimSpace(out) != "0" {
 			t.Errorf("the retired key is still in %s's encryption configuration", cp)
+		}
+		// A restore of the snapshot taken before is refused before anything stops: no API server could
+		// read its Secrets.
+		if stdout, stderr, code := c.Run(t, "etcd", "restore", "--from", snapshot, "--dry-run"); code != 1 || !strings.Contains(stderr, "under "+old+", a key") {
+			t.Errorf("etcd restore of a snapshot from before the rotation: exit %d, want 1 naming key %s\n%s\n%s", code, old, stdout, tail(stderr, 10))
 		}
 		keys, err := os.ReadFile(keysFile)
 		if err != nil || strings.Contains(string(keys), old) {
