@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -62,16 +61,13 @@ func EncryptionState(ctx context.Context, e *Env) (*EncryptionStatus, error) {
 	return st, nil
 }
 
-// loadKeys reads the state directory's keys; a cluster has them from its first up.
+// loadKeys reads the state directory's keys; a cluster has them from its first up (render makes them).
 func loadKeys(e *Env) (*hardening.Keys, error) {
-	keys, created, err := hardening.LoadKeys(e.StateDir, time.Now())
-	if err != nil {
-		return nil, err
+	keys, err := hardening.ReadKeys(e.StateDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("the state directory %s has no encryption key: clusterctl up makes one and configures the API servers with it: %w", e.StateDir, err)
 	}
-	if created {
-		return nil, fmt.Errorf("the state directory %s had no encryption key (one is made now): clusterctl up configures the API servers with it", e.StateDir)
-	}
-	return keys, nil
+	return keys, err
 }
 
 // snapshotReadable checks, before a restore, that every object of the encrypted resources in the
@@ -80,11 +76,11 @@ func loadKeys(e *Env) (*hardening.Keys, error) {
 // (a cluster from before encryption) has nothing to check against.
 func snapshotReadable(ctx context.Context, e *Env, snapshot string) error {
 	file := filepath.Join(e.StateDir, hardening.KeysFile)
-	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+	keys, err := hardening.ReadKeys(e.StateDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil
-	}
-	keys, err := loadKeys(e)
-	if err != nil {
+	case err != nil:
 		return err
 	}
 	stored, err := hardening.Scan(ctx, etcdmember.SnapshotFile(snapshot), e.Inv.Cluster.Security.Encryption.EncryptedResources(), keys.Write().Name)
@@ -334,19 +330,9 @@ func (r *keyRotation) rewrite(ctx context.Context) error {
 	return nil
 }
 
-// retire leaves only the new key, once etcd holds nothing under the old ones.
+// retire leaves only the new key. The rewrite before it read etcd and found every object under the new
+// key (it fails otherwise, and the old keys are kept).
 func (r *keyRotation) retire(ctx context.Context) error {
-	stored, err := scanStored(ctx, r.d.e, r.keys)
-	if err != nil {
-		return err
-	}
-	for _, s := range stored {
-		for _, old := range r.res.Old {
-			if n := s.ByKey[old]; n > 0 {
-				return fmt.Errorf("%s: %d objects are still under key %s: it is kept (run encryption rotate again to store them under %s)", s.Resource, n, old, r.res.New)
-			}
-		}
-	}
 	r.keys.Keys = r.keys.Keys[:1]
 	return r.apply(ctx, "retire", r.keys)
 }

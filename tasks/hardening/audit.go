@@ -1,18 +1,16 @@
 package hardening
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
-
-func encodeSecret(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 // Policy is clusterctl's audit policy: who did what to which object and when, for every request, at the
 // Metadata level, so that no request or response body is ever logged (Secrets, ConfigMaps and TokenReviews
@@ -55,11 +53,7 @@ func CheckAuditPolicy(file string, data []byte) error {
 	}
 	levels := []auditv1.Level{auditv1.LevelNone, auditv1.LevelMetadata, auditv1.LevelRequest, auditv1.LevelRequestResponse}
 	for i, r := range p.Rules {
-		known := false
-		for _, l := range levels {
-			known = known || r.Level == l
-		}
-		if !known {
+		if !slices.Contains(levels, r.Level) {
 			return fileError("security.audit.policy", file, fmt.Errorf("rules[%d]: level %q is not None, Metadata, Request or RequestResponse", i, r.Level))
 		}
 	}

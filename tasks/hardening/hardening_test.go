@@ -2,6 +2,9 @@ package hardening
 
 import (
 	"bytes"
+	"encoding/base64"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +22,10 @@ import (
 func TestLoadKeys(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Date(2026, 12, 2, 4, 30, 0, 0, time.UTC)
+	// Reading alone makes nothing.
+	if _, err := ReadKeys(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ReadKeys of an empty state directory: %v", err)
+	}
 	keys, created, err := LoadKeys(dir, now)
 	if err != nil || !created {
 		t.Fatalf("first load: created %v, %v", created, err)
@@ -69,7 +76,7 @@ func TestEncryptionConfig(t *testing.T) {
 		r.Providers[0].Secretbox == nil || r.Providers[1].Identity == nil {
 		t.Fatalf("%s", data)
 	}
-	if keys := r.Providers[0].Secretbox.Keys; len(keys) != 2 || keys[0].Name != k2.Name || keys[0].Secret != encodeSecret(k2.Secret) {
+	if keys := r.Providers[0].Secretbox.Keys; len(keys) != 2 || keys[0].Name != k2.Name || keys[0].Secret != base64.StdEncoding.EncodeToString(k2.Secret) {
 		t.Errorf("the write key is not first:\n%s", data)
 	}
 	if _, err := EncryptionConfig([]string{"secrets"}, &Keys{}); err == nil {

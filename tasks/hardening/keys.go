@@ -2,6 +2,7 @@ package hardening
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,24 +74,30 @@ func NewKey(now time.Time, random io.Reader) (Key, error) {
 // LoadKeys reads the state directory's keys, making the first one when there are none; created tells
 // whether it did (the file is written at once, 0600).
 func LoadKeys(stateDir string, now time.Time) (keys *Keys, created bool, err error) {
-	file := filepath.Join(stateDir, KeysFile)
-	data, err := pki.ReadSecret(file)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		k, err := NewKey(now, rand.Reader)
-		if err != nil {
-			return nil, false, err
-		}
-		keys := &Keys{Keys: []Key{k}}
-		return keys, true, SaveKeys(stateDir, keys)
-	case err != nil:
+	keys, err = ReadKeys(stateDir)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return keys, false, err
+	}
+	k, err := NewKey(now, rand.Reader)
+	if err != nil {
 		return nil, false, err
 	}
-	keys = &Keys{}
-	if err := json.Unmarshal(data, keys); err != nil {
-		return nil, false, fmt.Errorf("%s: %w", file, err)
+	keys = &Keys{Keys: []Key{k}}
+	return keys, true, SaveKeys(stateDir, keys)
+}
+
+// ReadKeys reads the state directory's keys; an error wrapping fs.ErrNotExist when there are none.
+func ReadKeys(stateDir string) (*Keys, error) {
+	file := filepath.Join(stateDir, KeysFile)
+	data, err := pki.ReadSecret(file)
+	if err != nil {
+		return nil, err
 	}
-	return keys, false, keys.check(file)
+	keys := &Keys{}
+	if err := json.Unmarshal(data, keys); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return keys, keys.check(file)
 }
 
 // check refuses keys that the API server would refuse, or that are not clusterctl's.
@@ -131,7 +138,7 @@ func EncryptionConfig(resources []string, keys *Keys) ([]byte, error) {
 	}
 	box := &apiserverv1.SecretboxConfiguration{}
 	for _, k := range keys.Keys {
-		box.Keys = append(box.Keys, apiserverv1.Key{Name: k.Name, Secret: encodeSecret(k.Secret)})
+		box.Keys = append(box.Keys, apiserverv1.Key{Name: k.Name, Secret: base64.StdEncoding.EncodeToString(k.Secret)})
 	}
 	return yaml.Marshal(apiserverv1.EncryptionConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiserver.config.k8s.io/v1", Kind: "EncryptionConfiguration"},

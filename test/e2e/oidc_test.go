@@ -12,7 +12,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -151,5 +150,4 @@ func checkOIDC(t *testing.T, c *Cluster, is *testIssuer) {
 	if out := c.Lab.Run(t, "cp1", "stat -c '%a %U' /etc/kubernetes/apiserver/authentication-config.yaml"); strings.TrimSpace(out) != "600 root" {
 		t.Errorf("authentication-config.yaml: %s", out)
 	}
-	_ = os.Remove(bare)
 }
