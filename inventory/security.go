@@ -14,6 +14,15 @@ import (
 
 // Security is how the cluster protects what it stores and what it admits, and what it records.
 type Security struct {
+	// Profile is a hardening profile on top of the defaults: cis, for the CIS Kubernetes Benchmark (v1.12):
+	// Pod Security admission enforcing restricted unless podSecurity.enforce says otherwise, the
+	// EventRateLimit and DenyServiceExternalIPs admission plugins (and AlwaysPullImages when the nodes pull
+	// their images from a registry), strong TLS cipher suites on every component, etcd as its own user (etcd,
+	// made on each etcd host) with its data 0700 etcd:etcd, kubelets protecting the kernel's defaults (the
+	// settings they need applied by setup), the default seccomp profile, a Pod PID limit and an event rate,
+	// and the controller-manager's terminated-Pod GC threshold. docs/security.md lists the benchmark's checks
+	// and what passes them.
+	Profile string `yaml:"profile,omitempty" json:"profile,omitempty"`
 	// Encryption is what the API servers encrypt in etcd: Secrets always, with a key clusterctl makes on
 	// the workstation (the state directory's encryption-keys.json) and pushes to control-plane nodes
 	// only; `clusterctl encryption rotate` replaces it.
@@ -27,7 +36,7 @@ type Security struct {
 
 // IsZero lets omitempty drop security settings left to their defaults.
 func (s Security) IsZero() bool {
-	return len(s.Encryption.Resources) == 0 && s.Audit == Audit{} && s.PodSecurity.IsZero()
+	return s.Profile == "" && len(s.Encryption.Resources) == 0 && s.Audit == Audit{} && s.PodSecurity.IsZero()
 }
 
 // Encryption is what is encrypted at rest.
@@ -62,6 +71,12 @@ type Audit struct {
 	MaxSize int `yaml:"maxSize,omitempty" json:"maxSize,omitempty"`
 }
 
+// ProfileCIS is cluster.security.profile's value for the CIS Kubernetes Benchmark.
+const ProfileCIS = "cis"
+
+// CIS tells whether the cluster follows the CIS Kubernetes Benchmark (profile cis).
+func (s Security) CIS() bool { return s.Profile == ProfileCIS }
+
 // Pod Security Standards' levels.
 const (
 	PodSecurityPrivileged = "privileged"
@@ -75,8 +90,9 @@ var PodSecurityLevels = []string{PodSecurityPrivileged, PodSecurityBaseline, Pod
 // PodSecurity is Pod Security admission's cluster default: the level it enforces in a namespace without a
 // pod-security.kubernetes.io/enforce label; it warns of and audits what restricted would refuse.
 type PodSecurity struct {
-	// Enforce is privileged, baseline (default: no privileged Pods, host namespaces or host paths) or
-	// restricted.
+	// Enforce is privileged, baseline (the default: no privileged Pods, host namespaces or host paths) or
+	// restricted (the default of profile cis: besides, non-root, no privilege escalation, capabilities
+	// dropped, a seccomp profile).
 	Enforce string `yaml:"enforce,omitempty" json:"enforce,omitempty"`
 	// ExemptNamespaces are namespaces Pod Security admission leaves alone besides kube-system (where the
 	// control plane, kube-proxy and the pod network run): those of a pod network installed from manifests,
@@ -114,6 +130,9 @@ func (s *Security) applyDefaults() {
 	setInt(&a.MaxAge, DefaultAuditMaxAge)
 	setInt(&a.MaxBackups, DefaultAuditMaxBackups)
 	setInt(&a.MaxSize, DefaultAuditMaxSize)
+	if s.CIS() {
+		setString(&s.PodSecurity.Enforce, PodSecurityRestricted)
+	}
 	setString(&s.PodSecurity.Enforce, PodSecurityBaseline)
 }
 
@@ -124,6 +143,9 @@ var resourceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([
 // security checks cluster.security.
 func (v *validator) security(s *Security) {
 	const key = "cluster.security"
+	if s.Profile != "" && !s.CIS() {
+		v.errorf(key+".profile", "%q is not a profile: use %s (the CIS Kubernetes Benchmark), or leave it out for the defaults", s.Profile, ProfileCIS)
+	}
 	for i, r := range s.Encryption.Resources {
 		switch {
 		case strings.Contains(r, "*"):

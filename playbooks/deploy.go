@@ -137,9 +137,13 @@ func (d *deployment) render(ctx context.Context) error {
 		return err
 	}
 	containerized := map[string]bool{}
+	etcdIDs := map[string][2]int{}
 	cniDir := ""
 	for name, f := range d.facts {
 		containerized[name] = f.Virt != ""
+		if uid, gid, ok := f.Accounts.EtcdIDs(); ok {
+			etcdIDs[name] = [2]int{uid, gid}
+		}
 		if f.CNIBinDir != "" && cniDir == "" {
 			cniDir = f.CNIBinDir
 		}
@@ -161,7 +165,7 @@ func (d *deployment) render(ctx context.Context) error {
 	}
 	res, err := render.Render(render.Options{Registry: reg, Inv: d.e.Inv, StateDir: stateDir, Now: d.o.Now, Renew: d.o.Renew, Images: art.images,
 		KubeletPath: art.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: cps, NetworkFiles: d.net.NodeFiles(),
-		InstallRuntime: d.e.Inv.Cluster.InstallsRuntime(), EtcdJoin: etcdJoin, EtcdMembers: etcdMembers})
+		InstallRuntime: d.e.Inv.Cluster.InstallsRuntime(), EtcdJoin: etcdJoin, EtcdMembers: etcdMembers, EtcdIDs: etcdIDs})
 	if err != nil {
 		return err
 	}

@@ -179,7 +179,7 @@ func (p *preflightRun) check() {
 			ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, APIHost: apiHost,
 			InstallsRuntime: c.InstallsRuntime(), AllowCgroupV1: c.Kubelet.AllowsCgroupV1(),
 			NFTablesProxy: c.KubeProxy.Mode == inventory.ProxyNFTables,
-			ExternalEtcd:  p.e.Inv.ExternalEtcd(), EtcdMember: h.Has(inventory.RoleEtcd)})...)
+			ExternalEtcd:  p.e.Inv.ExternalEtcd(), EtcdMember: h.Has(inventory.RoleEtcd), CIS: c.Security.CIS()})...)
 	}
 	p.add(tasks.CrossHostChecks(all, p.opts.MaxClockSkew)...)
 	// Node addresses: the run's hosts' (learned when the inventory gives none), the others' from the

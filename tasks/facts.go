@@ -82,6 +82,14 @@ type Facts struct {
 	// CACert is /etc/kubernetes/pki/ca.crt (PEM, at most maxCACert bytes) of a host without the membership
 	// mark: a node that joined without clusterctl (kubeadm join) belongs to the cluster of that CA.
 	CACert string `json:"caCert,omitempty"`
+	// Accounts are the host's etcd user and group and a system ID free for them (profile cis runs etcd as
+	// its own user).
+	Accounts Accounts `json:"accounts"`
+	// KernelSettings are the kernel settings kubelets protecting the kernel's defaults check, by name
+	// (vm.overcommit_memory, ...), as the host has them; SysctlWritable: the host may change them (not a
+	// container, whose /proc/sys is read-only).
+	KernelSettings map[string]string `json:"kernelSettings,omitempty"`
+	SysctlWritable bool              `json:"sysctlWritable,omitempty"`
 }
 
 // maxCACert bounds the CA certificate facts keep: a CA certificate is 1-2 KiB.
@@ -146,7 +154,7 @@ var (
 func factsScript(criSocket string, askCRI bool) string {
 	return scripts.Facts(scripts.FactsParams{Socket: strings.TrimPrefix(criSocket, "unix://"), AskCRI: askCRI, Commands: factCommands,
 		Files: factFiles, Dirs: factDirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert,
-		VersionCache: kubeadm.VersionCache})
+		VersionCache: kubeadm.VersionCache, KernelSettings: kernelSettingPaths()})
 }
 
 // cniBinDirs are where distributions put the CNI plugins.
@@ -223,7 +231,8 @@ func bounded(b []byte, n int) string {
 // ParseFacts reads the output of the facts script.
 func ParseFacts(host string, out []byte) (*Facts, error) {
 	f := &Facts{Host: host, MACs: map[string]string{}, Versions: map[string]string{}, Commands: map[string]bool{},
-		Proxy: map[string]string{}, Files: map[string]bool{}, DirEntries: map[string]int{}, UID: -1}
+		Proxy: map[string]string{}, Files: map[string]bool{}, DirEntries: map[string]int{}, UID: -1,
+		Accounts: Accounts{EtcdUID: -1, EtcdGID: -1}}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	unit := "" // the unit whose properties systemctl show is printing
@@ -334,6 +343,10 @@ func (f *Facts) parse(key, val string, unit *string) {
 		if len(f.CACert)+len(val) < maxCACert {
 			f.CACert += val + "\n"
 		}
+	case "etcd_user", "etcd_group", "free_system_id":
+		f.Accounts.parse(key, val)
+	case "kernel_setting":
+		f.kernelSetting(first, rest)
 	case "cni_bin_dir":
 		// Written into containerd's configuration: only one of the directories the script looks in.
 		if slices.Contains(cniBinDirs, val) {
@@ -469,4 +482,5 @@ func (f *Facts) NodeIPs() string {
 var factFlags = map[string]func(*Facts) *bool{
 	"cri_socket":   func(f *Facts) *bool { return &f.CRISocket },
 	"br_netfilter": func(f *Facts) *bool { return &f.BrNetfilter },
+	"sysctl_rw":    func(f *Facts) *bool { return &f.SysctlWritable },
 }

@@ -66,6 +66,8 @@ type Node struct {
 	// ExternalEtcd: the cluster's etcd runs as units on its etcd hosts; EtcdMember: this host is one.
 	// Stacked, every control-plane host runs a member.
 	ExternalEtcd, EtcdMember bool
+	// CIS: the cluster follows profile cis (cisChecks).
+	CIS bool
 }
 
 // runsEtcd reports whether the host runs an etcd member: its ports and data directory must be free.
@@ -160,7 +162,11 @@ func commonChecks() []Checker {
 // Run runs the checks of the host's set on its facts.
 func Run(f *Facts, n *Node) []Finding {
 	var out []Finding
-	for _, c := range Checks(n.Set, n.APIServerPort, n.runsEtcd()) {
+	checks := Checks(n.Set, n.APIServerPort, n.runsEtcd())
+	if n.CIS {
+		checks = append(checks, cisChecks(n)...)
+	}
+	for _, c := range checks {
 		warnings, errs := c.Check(f, n)
 		for _, w := range warnings {
 			out = append(out, Finding{Host: f.Host, Check: c.Name, Severity: SevWarning, Message: w})
@@ -428,47 +434,6 @@ func checkKubeletService(f *Facts, _ *Node) ([]string, []string) {
 		return []string{"kubelet service is not enabled; clusterctl up enables it"}, nil
 	}
 	return nil, nil
-}
-
-func checkHTTPProxy(f *Facts, n *Node) ([]string, []string) {
-	if proxy := httpsProxy(f); proxy != "" && !noProxyCovers(f, n.APIHost) {
-		return []string{fmt.Sprintf("Connection to %q uses proxy %q. If that is not intended, adjust your proxy settings", "https://"+n.APIHost, proxy)}, nil
-	}
-	return nil, nil
-}
-
-func checkHTTPProxyCIDR(f *Facts, n *Node) ([]string, []string) {
-	proxy := httpsProxy(f)
-	if proxy == "" {
-		return nil, nil
-	}
-	var warnings []string
-	for _, cidr := range []string{n.ServiceSubnet, n.PodSubnet} {
-		if cidr != "" && !noProxyCovers(f, cidr) {
-			warnings = append(warnings, fmt.Sprintf("connection to %q uses proxy %q. This may lead to malfunctional cluster setup. Make sure that Pod and Services IP ranges specified correctly as exceptions in proxy configuration", cidr, proxy))
-		}
-	}
-	return warnings, nil
-}
-
-func httpsProxy(f *Facts) string {
-	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {
-		if v := f.Proxy[k]; v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-func noProxyCovers(f *Facts, what string) bool {
-	for _, k := range []string{"NO_PROXY", "no_proxy"} {
-		for _, entry := range strings.Split(f.Proxy[k], ",") {
-			if e := strings.TrimSpace(entry); e != "" && (e == what || e == "*" || strings.HasSuffix(what, strings.TrimPrefix(e, "*"))) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func versionMinor(v string) int {

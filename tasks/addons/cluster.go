@@ -38,19 +38,22 @@ type ClusterParams struct {
 // manifests. The controller-manager's signing flags empty kubeadm's --cluster-signing-cert-file/-key-file,
 // which cannot be given beside the per-signer ones.
 func kubeadmArgs(externalCA bool, c *inventory.Cluster) (apiServer, controllerManager, scheduler [][2]string) {
-	pairs := func(args []manifests.Arg) [][2]string {
-		out := make([][2]string, 0, len(args))
-		for _, a := range args {
-			out = append(out, [2]string{a.Name, a.Value})
-		}
-		return out
-	}
+	pairs := pairsOf
 	apiServer = append([][2]string{{"kubelet-certificate-authority", manifests.KubeletServingCAFile}},
-		pairs(hardening.APIServerArgs(c.Security, c.APIServer))...)
+		pairs(hardening.APIServerArgs(c))...)
 	controllerManager = slices.Clone(manifests.ControllerManagerRate)
 	controllerManager = append(controllerManager, pairs(manifests.SigningArgs("ca", manifests.KubeletServingCA, externalCA))...)
-	controllerManager = append(controllerManager, pairs(hardening.ComponentArgs())...)
-	return apiServer, controllerManager, pairs(hardening.ComponentArgs())
+	controllerManager = append(controllerManager, pairs(hardening.ControllerManagerArgs(c.Security))...)
+	return apiServer, controllerManager, pairs(hardening.SchedulerArgs(c.Security))
+}
+
+// pairsOf are flags as name-value pairs.
+func pairsOf(args []manifests.Arg) [][2]string {
+	out := make([][2]string, 0, len(args))
+	for _, a := range args {
+		out = append(out, [2]string{a.Name, a.Value})
+	}
+	return out
 }
 
 // kubeadmVolumes are the API server's mounts beyond kubeadm's (hardening's), as kubeadm-config's
@@ -80,7 +83,7 @@ func ClusterObjects(p ClusterParams) ([]runtime.Object, error) {
 		CAValidity: c.Certificates.CAValidity.Duration, APIServerArgs: withDefaults(apiArgs, c.APIServer.ExtraArgs.Pairs()),
 		ControllerManager: withDefaults(cmArgs, c.ControllerManager.ExtraArgs.Pairs()), SchedulerArgs: withDefaults(schedArgs, c.Scheduler.ExtraArgs.Pairs()),
 		APIServerVolumes: kubeadmVolumes(c.APIServer.Component),
-		EtcdArgs:         c.Etcd.ExtraArgs.Pairs(), CertSANs: c.APIServer.CertSANs,
+		EtcdArgs:         withDefaults(pairsOf(hardening.EtcdArgs(c.Security)), c.Etcd.ExtraArgs.Pairs()), CertSANs: c.APIServer.CertSANs,
 		EtcdServers: p.EtcdServers})
 	if err != nil {
 		return nil, err

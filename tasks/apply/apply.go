@@ -138,7 +138,7 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 func SetupScript(n Node, changed []string) string {
 	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps,
 		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly, NetworkUnits: n.NetworkUnits, Partial: n.Partial,
-		Snapshots: n.Snapshots, PrivateDirs: privateDirs(n)})
+		Snapshots: n.Snapshots, PrivateDirs: privateDirs(n), EtcdUser: etcdUser(n.Files)})
 }
 
 // privateDirs are the directories of the node's files that only root may enter: etcd's data on a member

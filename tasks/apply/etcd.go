@@ -92,13 +92,23 @@ func Manifests(ctx context.Context, h Host, files []transport.File, dry bool, ti
 		return Outcome{}, err
 	}
 	var stop []string
+	var owner *scripts.EtcdUser // the user a restarted etcd runs as (profile cis)
 	for i, f := range files {
 		if diff[i] == transport.ChangeContent {
 			stop = append(stop, strings.TrimSuffix(path.Base(f.Path), ".yaml"))
+			if f.Path == kubeadm.Manifest(kubeadm.Etcd) {
+				owner = manifestUser(f.Data)
+			}
 		}
 	}
 	if len(stop) > 0 {
 		if _, err := h.Run(ctx, scripts.StopStaticPods(stop, int(timeout/(200*time.Millisecond))), nil); err != nil {
+			return Outcome{}, err
+		}
+	}
+	if owner != nil {
+		// What the member wrote as root until now becomes the etcd user's before it starts as that user.
+		if _, err := h.Run(ctx, scripts.EtcdDataOwner(*owner), nil); err != nil {
 			return Outcome{}, err
 		}
 	}

@@ -53,7 +53,7 @@ func Files(p Params) ([]transport.File, error) {
 			return nil, err
 		}
 	}
-	admission, err := AdmissionConfig(p.Security.PodSecurity)
+	admission, err := AdmissionConfig(p.Security)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,8 @@ func Files(p Params) ([]transport.File, error) {
 // APIServerArgs are the API server's flags for them (the cluster's security settings, its identity
 // provider), and for no profiling: they come before the inventory's extraArgs, which may replace any of
 // them.
-func APIServerArgs(s inventory.Security, a inventory.APIServer) []manifests.Arg {
+func APIServerArgs(c *inventory.Cluster) []manifests.Arg {
+	s, a := c.Security, c.APIServer
 	args := []manifests.Arg{
 		{Name: "admission-control-config-file", Value: kubeadm.AdmissionConfig},
 		{Name: "audit-log-maxage", Value: strconv.Itoa(s.Audit.MaxAge)},
@@ -92,18 +93,17 @@ func APIServerArgs(s inventory.Security, a inventory.APIServer) []manifests.Arg 
 	if a.OIDC != nil {
 		args = append(args, manifests.Arg{Name: "authentication-config", Value: kubeadm.AuthenticationConfig})
 	}
-	return append(args,
+	args = append(args,
 		manifests.Arg{Name: "encryption-provider-config", Value: kubeadm.EncryptionConfig},
 		// The API server reads the file again when it changes (a key rotation's stages), besides the
 		// restart its new digest gives it (render's PKI annotation).
 		manifests.Arg{Name: "encryption-provider-config-automatic-reload", Value: "true"},
 		manifests.Arg{Name: "profiling", Value: "false"},
 	)
-}
-
-// ComponentArgs are the controller-manager's and the scheduler's: no profiling.
-func ComponentArgs() []manifests.Arg {
-	return []manifests.Arg{{Name: "profiling", Value: "false"}}
+	if s.CIS() {
+		args = append(args, cisAPIServerArgs(c)...)
+	}
+	return args
 }
 
 // APIServerVolumes are the API server's mounts for them: its configuration directory, read-only, and its
@@ -139,9 +139,11 @@ type podSecurityExemptions struct {
 }
 
 // AdmissionConfig is the API server's admission configuration: Pod Security admission enforcing the
-// inventory's level (baseline by default) in namespaces without labels of their own, warning of and
-// auditing what restricted would refuse, with kube-system and the inventory's namespaces exempt.
-func AdmissionConfig(ps inventory.PodSecurity) ([]byte, error) {
+// inventory's level (baseline by default, restricted under profile cis) in namespaces without labels of
+// their own, warning of and auditing what restricted would refuse, with kube-system and the inventory's
+// namespaces exempt; under profile cis, EventRateLimit's limits.
+func AdmissionConfig(s inventory.Security) ([]byte, error) {
+	ps := s.PodSecurity
 	cfg, err := json.Marshal(podSecurityConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "pod-security.admission.config.k8s.io/v1", Kind: "PodSecurityConfiguration"},
 		Defaults: podSecurityDefaults{Enforce: ps.Enforce, EnforceVersion: "latest", Audit: inventory.PodSecurityRestricted,
@@ -151,9 +153,17 @@ func AdmissionConfig(ps inventory.PodSecurity) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	plugins := []apiserverv1.AdmissionPluginConfiguration{{Name: "PodSecurity", Configuration: &runtime.Unknown{Raw: cfg, ContentType: runtime.ContentTypeJSON}}}
+	if s.CIS() {
+		limits, err := json.Marshal(eventRateLimits)
+		if err != nil {
+			return nil, err
+		}
+		plugins = append(plugins, apiserverv1.AdmissionPluginConfiguration{Name: "EventRateLimit", Configuration: &runtime.Unknown{Raw: limits, ContentType: runtime.ContentTypeJSON}})
+	}
 	return yaml.Marshal(apiserverv1.AdmissionConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiserver.config.k8s.io/v1", Kind: "AdmissionConfiguration"},
-		Plugins:  []apiserverv1.AdmissionPluginConfiguration{{Name: "PodSecurity", Configuration: &runtime.Unknown{Raw: cfg, ContentType: runtime.ContentTypeJSON}}},
+		Plugins:  plugins,
 	})
 }
 

@@ -145,7 +145,7 @@ func TestFilesAndArgs(t *testing.T) {
 	}
 	var flags []string
 	s.Audit.Webhook = "w.conf"
-	for _, a := range APIServerArgs(s, inventory.APIServer{}) {
+	for _, a := range APIServerArgs(&inventory.Cluster{Security: s}) {
 		flags = append(flags, a.Name+"="+a.Value)
 	}
 	for _, want := range []string{"audit-log-maxage=7", "audit-log-maxbackup=3", "audit-log-maxsize=50", "audit-webhook-config-file=" + kubeadm.AuditWebhook,

@@ -41,7 +41,7 @@ func TestAuthenticationConfig(t *testing.T) {
 		t.Errorf("groups without a claim:\n%s", data)
 	}
 	var flags []string
-	for _, a := range APIServerArgs(inventory.Security{}, inventory.APIServer{OIDC: o}) {
+	for _, a := range APIServerArgs(&inventory.Cluster{APIServer: inventory.APIServer{OIDC: o}}) {
 		flags = append(flags, a.Name+"="+a.Value)
 	}
 	if !strings.Contains(strings.Join(flags, " "), "authentication-config="+kubeadm.AuthenticationConfig) {

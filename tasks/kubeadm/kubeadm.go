@@ -15,7 +15,10 @@ const (
 	PKIDir        = KubernetesDir + "/pki"
 	ManifestsDir  = KubernetesDir + "/manifests"
 	EtcdDataDir   = "/var/lib/etcd"
-	KubeletDir    = "/var/lib/kubelet"
+	// EtcdKeysDir holds, under profile cis, the etcd member's own copies of its server and peer keys,
+	// owned by the etcd user it runs as (those under PKIDir stay root's, 0600, as kubeadm has them).
+	EtcdKeysDir = KubernetesDir + "/etcd-keys"
+	KubeletDir  = "/var/lib/kubelet"
 	// KubeletPKIDir is where the kubelet keeps the certificates it requests (TLS bootstrap, serving).
 	KubeletPKIDir = KubeletDir + "/pki"
 	// KubeletPodsDir holds a directory per Pod the kubelet runs, removed once it is done with the Pod.

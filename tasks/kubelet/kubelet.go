@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -24,6 +25,8 @@ type Params struct {
 	ContainerRuntimeEndpoint string
 	// FailCgroupV1 is the inventory's cluster.kubelet.failCgroupV1 (nil: the kubelet's default, true).
 	FailCgroupV1 *bool
+	// CIS: profile cis (CISConfig).
+	CIS bool
 }
 
 // Config is the KubeletConfiguration of every node: webhook authentication and authorization (no anonymous
@@ -33,7 +36,7 @@ type Params struct {
 func Config(p Params) *kubeletv1beta1.KubeletConfiguration {
 	f, t := false, true
 	zero := metav1.Duration{}
-	return &kubeletv1beta1.KubeletConfiguration{
+	kc := &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "kubelet.config.k8s.io/v1beta1", Kind: "KubeletConfiguration"},
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: kubeadm.CACert},
@@ -55,6 +58,41 @@ func Config(p Params) *kubeletv1beta1.KubeletConfiguration {
 		StaticPodPath:            kubeadm.ManifestsDir,
 		FailCgroupV1:             p.FailCgroupV1,
 	}
+	if p.CIS {
+		cisConfig(kc)
+	}
+	return kc
+}
+
+// PodPidsLimit is the most processes (and threads) a Pod may have under profile cis: room for a JVM's or a
+// Go server's threads, none for a fork bomb.
+const PodPidsLimit = 4096
+
+// cisConfig is what profile cis adds (the CIS Kubernetes Benchmark's section 4.2): the kubelet refuses to
+// start on a kernel whose settings differ from its defaults (KernelDefaults; setup applies them), strong
+// TLS cipher suites only, RuntimeDefault seccomp for containers that name no profile, a PID limit per Pod,
+// events at a bounded rate, and idle streaming connections (exec, attach, port-forward) closed after
+// 5 minutes.
+func cisConfig(kc *kubeletv1beta1.KubeletConfiguration) {
+	t := true
+	kc.ProtectKernelDefaults = true
+	kc.TLSCipherSuites = StrongCipherSuites
+	kc.SeccompDefault = &t
+	kc.PodPidsLimit = ptr(int64(PodPidsLimit))
+	kc.EventRecordQPS = ptr(int32(50))
+	kc.EventBurst = 100
+	kc.StreamingConnectionIdleTimeout = metav1.Duration{Duration: 5 * time.Minute}
+}
+
+// StrongCipherSuites are the TLS 1.2 cipher suites profile cis leaves every component (the CIS
+// benchmark's list: ECDHE key exchange, AEAD ciphers); TLS 1.3's are Go's own and always on.
+var StrongCipherSuites = []string{
+	"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+	"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+	"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+	"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+	"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+	"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -119,4 +157,18 @@ func NthIP(cidr string, n int) (string, error) {
 		carry = sum >> 8
 	}
 	return out.String(), nil
+}
+
+// Setting is one kernel setting (sysctl) and its value.
+type Setting struct{ Name, Value string }
+
+// KernelDefaults are the kernel settings a kubelet with protectKernelDefaults requires as they are
+// (k8s.io/kubernetes/pkg/kubelet/cm's setupKernelTunables): it refuses to start when one differs.
+var KernelDefaults = []Setting{
+	{"vm.overcommit_memory", "1"},
+	{"vm.panic_on_oom", "0"},
+	{"kernel.panic", "10"},
+	{"kernel.panic_on_oops", "1"},
+	{"kernel.keys.root_maxkeys", "1000000"},
+	{"kernel.keys.root_maxbytes", "25000000"},
 }

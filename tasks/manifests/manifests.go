@@ -21,6 +21,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/templates"
 )
 
@@ -83,6 +84,8 @@ type Params struct {
 	EtcdServers []string
 
 	APIServer, ControllerManager, Scheduler, Etcd Component
+	// EtcdUser is the user etcd runs as (profile cis); nil: root, as kubeadm runs it.
+	EtcdUser *scripts.EtcdUser
 }
 
 // All returns the four static Pods of a control-plane node, by file name.
@@ -331,7 +334,7 @@ func EtcdFlags(p *Params) []string {
 		args = setArg(args, "initial-cluster", strings.Join(members, ","))
 		args = setArg(args, "initial-cluster-state", "new")
 	}
-	return merge(args, p.Etcd.ExtraArgs)
+	return merge(etcdUserArgs(p, args), p.Etcd.ExtraArgs)
 }
 
 // Etcd is the node's stacked etcd member (EtcdFlags) as a static Pod.
@@ -350,6 +353,7 @@ func Etcd(p *Params) *corev1.Pod {
 	}
 	pod := podFor(c, merged(vols, p.Etcd.ExtraVolumes))
 	pod.Annotations = map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": clientURL}
+	etcdAsUser(p, pod)
 	return pod
 }
 
@@ -367,7 +371,8 @@ func EtcdUnit(p *Params, binary, pkiDigest string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd's command line: %w", err)
 	}
-	return templates.Render("etcd.service", map[string]any{"ExecStart": cmd, "PKIDigest": pkiDigest, "InitialEnv": kubeadm.EtcdInitialEnv})
+	return templates.Render("etcd.service", map[string]any{"ExecStart": cmd, "PKIDigest": pkiDigest, "InitialEnv": kubeadm.EtcdInitialEnv,
+		"User": p.EtcdUser, "DataDir": kubeadm.EtcdDataDir})
 }
 
 // EtcdInitialEnv is the environment file of an external member's initial cluster (etcd's ETCD_INITIAL_*

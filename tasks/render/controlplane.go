@@ -134,9 +134,10 @@ func (r *renderer) staticPods(h *inventory.Host, ip string, first bool, digests 
 		NodeName: h.NodeName, AdvertiseAddress: ip, BindPort: c.APIServer.BindPort,
 		ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, DNSDomain: c.Networking.DNSDomain,
 		NodeCIDRMaskSize: c.Networking.NodeCIDRMaskSize, NodeCIDRMaskSizeIPv6: c.Networking.NodeCIDRMaskSizeIPv6, ExternalCA: r.res.ExternalCA,
-		APIServer:         hardened(hardening.APIServerArgs(c.Security, c.APIServer), hardening.APIServerVolumes(), c.APIServer.Component),
-		ControllerManager: hardened(hardening.ComponentArgs(), nil, c.ControllerManager),
-		Scheduler:         hardened(hardening.ComponentArgs(), nil, c.Scheduler), Etcd: component(c.Etcd.Component),
+		APIServer:         hardened(hardening.APIServerArgs(&c), hardening.APIServerVolumes(), c.APIServer.Component),
+		ControllerManager: hardened(hardening.ControllerManagerArgs(c.Security), nil, c.ControllerManager),
+		Scheduler:         hardened(hardening.SchedulerArgs(c.Security), nil, c.Scheduler),
+		Etcd:              hardened(hardening.EtcdArgs(c.Security), nil, c.Etcd.Component), EtcdUser: r.etcdUser(h),
 	}
 	if !first {
 		// A joining member: the etcd cluster of the control-plane hosts listed before it.
@@ -199,7 +200,8 @@ func (r *renderer) etcdMemberFiles(h *inventory.Host, ip string, files *[]transp
 		}
 	}
 	c := r.c
-	mp := &manifests.Params{NodeName: h.NodeName, AdvertiseAddress: ip, Etcd: component(c.Etcd.Component)}
+	mp := &manifests.Params{NodeName: h.NodeName, AdvertiseAddress: ip, Etcd: hardened(hardening.EtcdArgs(c.Security), nil, c.Etcd.Component),
+		EtcdUser: r.etcdUser(h)}
 	if join, ok := r.o.EtcdJoin[h.Name]; ok {
 		mp.EtcdCluster = join
 	} else {

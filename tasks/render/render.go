@@ -73,6 +73,9 @@ type Options struct {
 	// EtcdMembers are the etcd hosts whose member is in the running cluster: they get no initial-cluster
 	// file (etcd reads none once it has data; the one they started with stays).
 	EtcdMembers []string
+	// EtcdIDs are, under profile cis, the user and group IDs etcd runs as on each host with a member (the
+	// host's etcd user's, or those setup makes it with: tasks.Accounts.EtcdIDs).
+	EtcdIDs map[string][2]int
 }
 
 // ControlPlanes are the inventory's control-plane hosts among names (all of them when names is nil).
@@ -305,7 +308,7 @@ func (r *renderer) common() error {
 		return err
 	}
 	if r.kubeletConfig, err = kubelet.Marshal(kubelet.Config(kubelet.Params{ClusterDNS: clusterDNS, ClusterDomain: c.Networking.DNSDomain,
-		ContainerRuntimeEndpoint: c.ContainerRuntimeEndpoint, FailCgroupV1: c.Kubelet.FailCgroupV1})); err != nil {
+		ContainerRuntimeEndpoint: c.ContainerRuntimeEndpoint, FailCgroupV1: c.Kubelet.FailCgroupV1, CIS: c.Security.CIS()})); err != nil {
 		return err
 	}
 	if r.unit, err = kubelet.Unit(o.KubeletPath); err != nil {
@@ -315,7 +318,7 @@ func (r *renderer) common() error {
 		return err
 	}
 	ipv6 := slices.Contains(c.Networking.Families(), inventory.IPv6)
-	if r.sysctl, err = templates.Render("sysctl.conf", map[string]any{"IPv6": ipv6}); err != nil {
+	if r.sysctl, err = templates.Render("sysctl.conf", map[string]any{"IPv6": ipv6, "KernelDefaults": r.kernelDefaults()}); err != nil {
 		return err
 	}
 	if r.modules, err = templates.Render("modules.conf", nil); err != nil {
@@ -351,6 +354,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 		if err := r.snapshotFiles(h, add); err != nil {
 			return nil, err
 		}
+		files = r.etcdKeys(h, files)
 		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 		return files, nil
 	}
@@ -369,11 +373,12 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	add(kubeadm.KubeletConfig, r.kubeletConfig, modePublic)
-	add(kubeadm.KubeletFlags, flags, modePublic)
-	add(kubeadm.KubeletInstanceConfig, kubelet.InstanceConfig(c.ContainerRuntimeEndpoint), modePublic)
-	add(kubeadm.KubeletUnit, r.unit, modePublic)
-	add(kubeadm.KubeletDropIn, r.dropIn, modePublic)
+	km := r.kubeletMode()
+	add(kubeadm.KubeletConfig, r.kubeletConfig, km)
+	add(kubeadm.KubeletFlags, flags, km)
+	add(kubeadm.KubeletInstanceConfig, kubelet.InstanceConfig(c.ContainerRuntimeEndpoint), km)
+	add(kubeadm.KubeletUnit, r.unit, km)
+	add(kubeadm.KubeletDropIn, r.dropIn, km)
 	add(kubeadm.ContainerdConfig, containerd, modePublic)
 	if err := registryFiles(o.Registry, add); err != nil {
 		return nil, err
@@ -402,6 +407,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 	if err := r.snapshotFiles(h, add); err != nil {
 		return nil, err
 	}
+	files = r.etcdKeys(h, files)
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	return files, nil
 }

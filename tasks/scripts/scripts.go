@@ -78,6 +78,9 @@ type SetupParams struct {
 	// PrivateDirs are directories only root may enter (0700): etcd's data, the API server's configuration
 	// and audit log, on the hosts that have them.
 	PrivateDirs []string
+	// EtcdUser is the user and group etcd runs as under profile cis (made when the host has neither;
+	// etcd's data directory given to them); nil: root.
+	EtcdUser *EtcdUser
 }
 
 // Setup applies what a node's files need: kernel modules and settings, units, the runtime (its binaries
@@ -115,8 +118,11 @@ func Setup(p SetupParams) string {
 		SnapshotFiles                 []string
 		SnapshotTimer                 string
 		PrivateDirs                   []string
+		EtcdUser                      *EtcdUser
+		EtcdData, EtcdUserMade        string
 	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.VersionCache,
-		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly, p.Snapshots, p.Partial, snapshots.Paths, snapshots.TimerName, p.PrivateDirs})
+		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly, p.Snapshots, p.Partial, snapshots.Paths, snapshots.TimerName, p.PrivateDirs,
+		p.EtcdUser, kubeadm.EtcdDataDir, EtcdUserMade})
 }
 
 // EtcdParams are what Etcd needs.
@@ -244,7 +250,9 @@ type FactsParams struct {
 	Socket                            string // the runtime's socket path
 	AskCRI                            bool   // whether to ask the runtime if it answers
 	Commands, Files, Dirs, CNIBinDirs []string
-	MemberPath                        string
+	// KernelSettings are kernel settings read, as paths under /proc/sys (vm/overcommit_memory).
+	KernelSettings []string
+	MemberPath     string
 	// CACert is the cluster CA's certificate on a node, read when the host has no membership mark.
 	CACert string
 	// VersionCache is the setup script's cache of the components' versions (read only).

@@ -35,6 +35,8 @@ func TestGolden(t *testing.T) {
 		"setup-runtime-dry": Setup(SetupParams{Runtime: []string{kubeadm.RuntimeBinary("containerd"), kubeadm.RuntimeBinary("runc")}, Dry: true, NetworkUnits: []string{routesUnit}}),
 		"setup-etcd-only":   Setup(SetupParams{EtcdOnly: true, Changed: []string{kubeadm.EtcdUnit}}),
 		"setup-etcd-worker": Setup(SetupParams{EtcdUnit: true, NetworkUnits: []string{routesUnit}}),
+		"setup-cis":         Setup(SetupParams{Changed: []string{kubeadm.SysctlConfig}, PrivateDirs: []string{kubeadm.EtcdDataDir}, EtcdUser: &EtcdUser{UID: 999, GID: 998}}),
+		"etcd-data-owner":   EtcdDataOwner(EtcdUser{UID: 999, GID: 998}),
 		"setup-partial":     Setup(SetupParams{Changed: []string{kubeadm.ImagesDir + "/flannel.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/flannel.tar", Ref: "ghcr.io/flannel-io/flannel:v0.28.10"}}, Partial: true}),
 		"setup-partial-snapshots": Setup(SetupParams{Images: []Image{{File: kubeadm.ImagesDir + "/etcd.tar", Ref: "registry.k8s.io/etcd:3.7.0",
 			Pinned: "registry.k8s.io/etcd@sha256:4b2f0c0e5b0d0f6c3f8a2e1d9c7b6a5f4e3d2c1b0a99887766554433221100ff"}}, Partial: true, Snapshots: true}),

@@ -8,7 +8,10 @@ rm -rf {{q .Work}}
   --initial-cluster-token {{q .Token}} --initial-advertise-peer-urls {{q .PeerURL}} --data-dir {{q .Work}} \
   --bump-revision {{.Bump}} --mark-compacted 2>{{q .Work}}.log || { cat {{q .Work}}.log >&2; rm -rf {{q .Work}}; exit 1; }
 rm -f {{q .Work}}.log
-if [ -d {{q .Data}} ]; then rm -rf {{q .Before}}; mv {{q .Data}} {{q .Before}}; fi
+# The restored data goes to whom the data it replaces belonged (the etcd user under profile cis).
+owner=0:0
+if [ -d {{q .Data}} ]; then owner=$(stat -c %u:%g {{q .Data}}); rm -rf {{q .Before}}; mv {{q .Data}} {{q .Before}}; fi
+chown -R "$owner" {{q .Work}}
 chmod 700 {{q .Work}}
 mv {{q .Work}} {{q .Data}}
 rm -f {{q .Snapshot}}

@@ -23,10 +23,11 @@ if command -v nft >/dev/null 2>&1; then
     nft list table $family kube-proxy >/dev/null 2>&1 && echo "action: remove kube-proxy's nftables table ($family kube-proxy)"
   done
 fi
-for p in /etc/kubernetes/pki /etc/kubernetes/apiserver /var/log/kubernetes/audit /etc/kubernetes/manifests /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/log/pods \
+for p in /etc/kubernetes/pki /etc/kubernetes/apiserver /etc/kubernetes/etcd-keys /var/log/kubernetes/audit /etc/kubernetes/manifests /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-restore /var/log/pods \
   /etc/systemd/system/kubelet.service /etc/containerd/config.toml /var/lib/clusterctl; do
   [ -e "$p" ] && echo "action: remove $p"
 done
+[ -e /var/lib/clusterctl/etcd-user-made ] && echo "action: remove the user and group etcd"
 {{- range .Net.Files}}
 [ -e {{q .}} ] && echo "action: remove {{.}}"
 {{- end}}

@@ -112,6 +112,9 @@ rm -rf /etc/kubernetes/pki /var/lib/kubelet /var/lib/etcd /var/lib/etcd.before-r
 # The API server's configuration (the encryption keys among it) and its audit log.
 rm -rf /etc/kubernetes/apiserver /var/log/kubernetes/audit
 rmdir /var/log/kubernetes 2>/dev/null
+# Profile cis: etcd's copies of its keys, and the etcd user and group if up made them.
+rm -rf /etc/kubernetes/etcd-keys
+if [ -e /var/lib/clusterctl/etcd-user-made ]; then userdel etcd 2>/dev/null; getent group etcd >/dev/null && groupdel etcd 2>/dev/null; fi
 # The pod networks' directories; the CNI IP stores and results of the Pods' sandboxes (the pod network's,
 # and the loopback containerd sets up in each of them), and the Pods' logs (the kubelet's).
 {{- range .Net.Dirs}}

@@ -13,8 +13,26 @@ if stale sysctl {{q .Sysctl}}; then
     sed -n 's/^\([a-z0-9_.-]*\) *=.*/\1/p' {{q .Sysctl}} | while read -r k; do if v=$(sysctl -n "$k" 2>/dev/null); then echo "$k = $v"; fi; done >"$before.tmp"
     mv -f "$before.tmp" "$before"
   fi
-  act "apply kernel settings" sysctl -q -p {{q .Sysctl}}; commit sysctl
+  # Each setting whose value differs, and only those: a host whose /proc/sys is read-only (a container) may
+  # have the kernel's already (preflight said which it lacks).
+  apply_sysctl() { [ -r {{q .Sysctl}} ] || return 0; while read -r k eq v; do
+      case $k in ''|'#'*) continue;; esac
+      [ "$(sysctl -n "$k" 2>/dev/null)" = "$v" ] || sysctl -q -w "$k=$v" || { echo "kernel setting $k: cannot set it to $v" >&2; return 1; }
+    done < {{q .Sysctl}}; }
+  act "apply kernel settings" apply_sysctl; commit sysctl
 fi
+{{- end}}
+{{- with .EtcdUser}}
+# Profile cis: etcd runs as the user and group etcd ({{.Owner}}), made here when the host has neither (reset
+# removes them then), and owns its data directory.
+getent group etcd >/dev/null || act "make the group etcd" groupadd --system --gid {{.GID}} etcd
+if ! getent passwd etcd >/dev/null; then
+  act "make the user etcd" useradd --system --uid {{.UID}} --gid {{.GID}} --no-create-home --home-dir {{q $.EtcdData}} --shell /usr/sbin/nologin etcd
+  [ -n "$dry" ] || : > {{q $.EtcdUserMade}}
+fi
+[ -n "$dry" ] || [ "$(id -u etcd):$(id -g etcd)" = {{q .Owner}} ] || { echo "the user etcd is $(id -u etcd):$(id -g etcd), not {{.Owner}} as this run's files have it: run it again" >&2; exit 1; }
+if [ ! -d {{q $.EtcdData}} ]; then act "make "{{q $.EtcdData}}" etcd's" install -d -m 0700 -o {{.UID}} -g {{.GID}} {{q $.EtcdData}}
+elif [ "$(stat -c %u:%g {{q $.EtcdData}})" != {{q .Owner}} ]; then act "give "{{q $.EtcdData}}" to etcd" chown -R {{.Owner}} {{q $.EtcdData}}; fi
 {{- end}}
 {{- if .PrivateDirs}}
 # Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).

@@ -6,7 +6,10 @@ rm -rf /var/lib/etcd.restoring
   --initial-cluster-token 'restore-'\''$(id)'\''' --initial-advertise-peer-urls 'https://[fd00:10::11]:2380' --data-dir /var/lib/etcd.restoring \
   --bump-revision 1000000000 --mark-compacted 2>/var/lib/etcd.restoring.log || { cat /var/lib/etcd.restoring.log >&2; rm -rf /var/lib/etcd.restoring; exit 1; }
 rm -f /var/lib/etcd.restoring.log
-if [ -d /var/lib/etcd ]; then rm -rf /var/lib/etcd.before-restore; mv /var/lib/etcd /var/lib/etcd.before-restore; fi
+# The restored data goes to whom the data it replaces belonged (the etcd user under profile cis).
+owner=0:0
+if [ -d /var/lib/etcd ]; then owner=$(stat -c %u:%g /var/lib/etcd); rm -rf /var/lib/etcd.before-restore; mv /var/lib/etcd /var/lib/etcd.before-restore; fi
+chown -R "$owner" /var/lib/etcd.restoring
 chmod 700 /var/lib/etcd.restoring
 mv /var/lib/etcd.restoring /var/lib/etcd
 rm -f /var/lib/clusterctl/etcd-restore/snapshot.db

@@ -72,5 +72,14 @@ getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
 [ -r /run/systemd/container ] && r /run/systemd/container virt
 r /etc/kubernetes/clusterctl-cluster member
 [ -z "$v" ] && [ -r /etc/kubernetes/pki/ca.crt ] && while read -r l; do f ca_cert "$l"; done < /etc/kubernetes/pki/ca.crt
+# The etcd user and group (profile cis runs etcd as them), and the highest system ID (100-999) no user or
+# group has, for making them.
+ids=' '
+while IFS=: read -r n x u g rest; do [ "$n" = etcd ] && f etcd_user "$u"; ids="$ids$u "; done < /etc/passwd
+while IFS=: read -r n x g rest; do [ "$n" = etcd ] && f etcd_group "$g"; ids="$ids$g "; done < /etc/group
+i=999; while [ $i -ge 100 ]; do case "$ids" in *" $i "*) i=$((i-1));; *) f free_system_id $i; break;; esac; done
+# The kernel settings kubelets protecting the kernel's defaults check, and whether they can be changed here.
+for k in ; do v=; [ -r "/proc/sys/$k" ] && read -r v < "/proc/sys/$k"; f kernel_setting "$k $v"; done
+[ -w /proc/sys/kernel/panic ] && f sysctl_rw yes
 for d in /opt/cni/bin; do [ -x "$d/bridge" ] && { f cni_bin_dir "$d"; break; }; done
 exit 0

@@ -54,7 +54,13 @@ if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
     sed -n 's/^\([a-z0-9_.-]*\) *=.*/\1/p' /etc/sysctl.d/99-kubernetes.conf | while read -r k; do if v=$(sysctl -n "$k" 2>/dev/null); then echo "$k = $v"; fi; done >"$before.tmp"
     mv -f "$before.tmp" "$before"
   fi
-  act "apply kernel settings" sysctl -q -p /etc/sysctl.d/99-kubernetes.conf; commit sysctl
+  # Each setting whose value differs, and only those: a host whose /proc/sys is read-only (a container) may
+  # have the kernel's already (preflight said which it lacks).
+  apply_sysctl() { [ -r /etc/sysctl.d/99-kubernetes.conf ] || return 0; while read -r k eq v; do
+      case $k in ''|'#'*) continue;; esac
+      [ "$(sysctl -n "$k" 2>/dev/null)" = "$v" ] || sysctl -q -w "$k=$v" || { echo "kernel setting $k: cannot set it to $v" >&2; return 1; }
+    done < /etc/sysctl.d/99-kubernetes.conf; }
+  act "apply kernel settings" apply_sysctl; commit sysctl
 fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
