@@ -30,7 +30,7 @@ CLUSTER_CNI := $(if $(CNI),\n  cni:\n    plugin: $(CNI))
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net
+.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-cis bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -79,10 +79,10 @@ test: ## everything CI runs: formatting, then every tier this machine allows (un
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted" >&2; exit 1; fi
 	@reason=$$(test/lab/check.sh); \
 	if [ -z "$$reason" ]; then \
-	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs, Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts, kubeadm $(K8S_KUBEADM_ONLY) and the $(K8S_VERSION) conformance suite if not cached"; \
+	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs, Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts, kubeadm $(K8S_KUBEADM_ONLY), the $(K8S_VERSION) conformance suite and kube-bench if not cached"; \
 	  test/lab/deps.sh && test/lab/artifacts.sh $(K8S_VERSION) >/dev/null && test/lab/artifacts.sh $(K8S_UPGRADE_FROM) >/dev/null \
 	    && $(call build_kubeadm_only,>/dev/null) \
-	    && test/lab/conformance.sh $(K8S_VERSION) >/dev/null; \
+	    && test/lab/conformance.sh $(K8S_VERSION) >/dev/null && test/lab/kube-bench.sh >/dev/null; \
 	else \
 	  echo "make test: SKIPPING the lab tier (integration tests on real hosts): $$reason"; export CLUSTERCTL_LAB=off; \
 	fi; \
@@ -197,6 +197,10 @@ bench-upgrade: ## clusterctl upgrade from $(K8S_UPGRADE_FROM) to $(K8S_VERSION) 
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/lab/artifacts.sh $(K8S_UPGRADE_FROM)
 	K8S_UPGRADE_FROM=$(K8S_UPGRADE_FROM) test/bench/upgrade.sh
+
+bench-cis: ## the CIS Kubernetes Benchmark v1.12 (kube-bench, built from the module proxy) on a 1+2 lab cluster with cluster.security.profile cis, then with the defaults: automated and manual checks passed and failed per section on the control-plane node and a worker, up's time and the API server's memory (root; PROFILES, RUNS)
+	test/lab/artifacts.sh $(K8S_VERSION) >/dev/null
+	test/bench/cis.sh
 
 bench-pull: ## clusterctl artifacts pull of $(K8S_VERSION) for amd64 from the lab mirror: cold and warm (root)
 	test/lab/artifacts.sh $(K8S_VERSION)

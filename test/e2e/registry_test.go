@@ -26,7 +26,8 @@ import (
 // tests' are Debian 12) that pull every image from a private registry over TLS (a registry on the lab's
 // bridge, its certificate signed by a CA only the inventory names): containerd is configured for it,
 // nothing is imported from the artifacts. The API servers sign users in with an OpenID Connect issuer
-// served beside the registry.
+// served beside the registry. The cluster follows profile cis (with AlwaysPullImages: its nodes pull), and
+// kube-bench checks it.
 func TestPrivateRegistry(t *testing.T) {
 	c := NewBareCluster(t, lab.Options{Hosts: 2, ControlPlanes: 1, Release: "trixie"}, "")
 	if out := c.Lab.Run(t, "w1", ". /etc/os-release; echo $VERSION_ID"); strings.TrimSpace(out) != "13" {
@@ -50,8 +51,15 @@ func TestPrivateRegistry(t *testing.T) {
 	}
 	// An OpenID Connect issuer beside the registry, its certificate of the same CA.
 	issuer := startIssuer(t, bridge.String(), cert)
-	c.AddSettings(t, fmt.Sprintf("  imageRepository: %s\n  registry:\n    pull: true\n    ca: registry-ca.crt\n", reg.Repository)+oidcSettings(issuer, "registry-ca.crt"))
+	c.AddSettings(t, fmt.Sprintf("  imageRepository: %s\n  registry:\n    pull: true\n    ca: registry-ca.crt\n  security:\n    profile: cis\n", reg.Repository)+oidcSettings(issuer, "registry-ca.crt"))
+	// The kubelets protect the kernel's defaults: the lab's hosts share this machine's kernel and cannot set
+	// them (preflight says so when they differ).
+	lab.KernelDefaults(t)
 	c.Up(t)
+
+	t.Run("profile cis: every automated check of the CIS Kubernetes Benchmark passes on the control-plane node and the worker", func(t *testing.T) {
+		checkCIS(t, c, "cp1", "w1")
+	})
 
 	t.Run("OIDC: a token of the inventory's issuer signs in as its user and groups, with prefixes; others are refused", func(t *testing.T) {
 		checkOIDC(t, c, issuer)
@@ -68,6 +76,15 @@ func TestPrivateRegistry(t *testing.T) {
 			if !strings.Contains(out, "No such file") {
 				t.Errorf("%s has image archives pushed:\n%s", host, out)
 			}
+		}
+	})
+
+	t.Run("reset removes the etcd user and group up made", func(t *testing.T) {
+		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
+			t.Fatalf("reset: exit %d\n%s", code, tail(stderr, 20))
+		}
+		if out := c.Lab.Run(t, "cp1", "getent passwd etcd; getent group etcd; ls -d /etc/kubernetes/etcd-keys /var/lib/etcd 2>/dev/null; true"); out != "" {
+			t.Errorf("cp1 after reset:\n%s", out)
 		}
 	})
 }
