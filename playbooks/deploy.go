@@ -137,10 +137,11 @@ func (d *deployment) render(ctx context.Context) error {
 		return err
 	}
 	containerized := map[string]bool{}
-	etcdIDs := map[string][2]int{}
+	etcdIDs, hostnames := map[string][2]int{}, map[string]string{}
 	cniDir := ""
 	for name, f := range d.facts {
 		containerized[name] = f.Virt != ""
+		hostnames[name] = f.Hostname
 		if uid, gid, ok := f.Accounts.EtcdIDs(); ok {
 			etcdIDs[name] = [2]int{uid, gid}
 		}
@@ -165,7 +166,7 @@ func (d *deployment) render(ctx context.Context) error {
 	}
 	res, err := render.Render(render.Options{Registry: reg, Inv: d.e.Inv, StateDir: stateDir, Now: d.o.Now, Renew: d.o.Renew, Images: art.images,
 		KubeletPath: art.kubeletPath, NodeIPs: d.nodeIPs, Containerized: containerized, CNIBinDir: cniDir, ControlPlanes: cps, NetworkFiles: d.net.NodeFiles(),
-		InstallRuntime: d.e.Inv.Cluster.InstallsRuntime(), EtcdJoin: etcdJoin, EtcdMembers: etcdMembers, EtcdIDs: etcdIDs})
+		InstallRuntime: d.e.Inv.Cluster.InstallsRuntime(), EtcdJoin: etcdJoin, EtcdMembers: etcdMembers, EtcdIDs: etcdIDs, Hostnames: hostnames})
 	if err != nil {
 		return err
 	}

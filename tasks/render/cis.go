@@ -3,6 +3,7 @@ package render
 import (
 	"io/fs"
 	"path"
+	"strings"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
@@ -55,4 +56,12 @@ func (r *renderer) etcdKeys(h *inventory.Host, files []transport.File) []transpo
 		}
 	}
 	return files
+}
+
+// hostnameOverride tells whether a node's kubelet is given its node name (--hostname-override): always,
+// but under profile cis when the host's hostname, lower-cased as the kubelet takes it, is the node name
+// (the benchmark's 4.2.7 wants none; kubeadm gives it only then too).
+func (r *renderer) hostnameOverride(h *inventory.Host) bool {
+	hn, ok := r.o.Hostnames[h.Name]
+	return !r.c.Security.CIS() || !ok || strings.ToLower(hn) != h.NodeName
 }

@@ -33,7 +33,8 @@ func renderCIS(t *testing.T, profile string, pull bool) *Result {
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv), Now: time.Now, EtcdIDs: map[string][2]int{"cp1": {997, 996}, "w1": {998, 998}}})
+	r, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv), Now: time.Now, EtcdIDs: map[string][2]int{"cp1": {997, 996}, "w1": {998, 998}},
+		Hostnames: map[string]string{"cp1": "CP1", "w1": "w1.example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +74,13 @@ func TestCIS(t *testing.T) {
 			t.Errorf("%s: etcd's copy %d:%d %04o, the PKI directory's %d:%d %04o", k, own.UID, own.GID, own.Mode, orig.UID, orig.GID, orig.Mode)
 		}
 	}
+	// The kubelet names its node by its hostname when that is the node's name (cp1), else it is told (w1).
+	if f := string(cp1[kubeadm.KubeletFlags].Data); strings.Contains(f, "hostname-override") {
+		t.Errorf("cp1's kubelet flags: %s", f)
+	}
+	if f := string(w1[kubeadm.KubeletFlags].Data); !strings.Contains(f, "--hostname-override=w1") {
+		t.Errorf("w1's kubelet flags: %s", f)
+	}
 	if _, ok := w1[kubeadm.EtcdKeysDir+"/server.key"]; ok {
 		t.Error("a worker got etcd's keys")
 	}
@@ -103,6 +111,9 @@ func TestCIS(t *testing.T) {
 	d := files(renderCIS(t, "", true), "cp1")
 	if etcd := string(d[kubeadm.Manifest(kubeadm.Etcd)].Data); strings.Contains(etcd, "runAsUser") || strings.Contains(etcd, "etcd-keys") {
 		t.Errorf("etcd runs as a user without the profile:\n%s", etcd)
+	}
+	if f := string(d[kubeadm.KubeletFlags].Data); !strings.Contains(f, "--hostname-override=cp1") {
+		t.Errorf("cp1's kubelet flags without the profile: %s", f)
 	}
 	if api := string(d[kubeadm.Manifest(kubeadm.APIServer)].Data); !strings.Contains(api, "--enable-admission-plugins=NodeRestriction\n") || strings.Contains(api, "tls-cipher-suites") {
 		t.Errorf("the API server without the profile:\n%s", api)

@@ -76,6 +76,8 @@ type Options struct {
 	// EtcdIDs are, under profile cis, the user and group IDs etcd runs as on each host with a member (the
 	// host's etcd user's, or those setup makes it with: tasks.Accounts.EtcdIDs).
 	EtcdIDs map[string][2]int
+	// Hostnames are the hosts' hostnames (their facts).
+	Hostnames map[string]string
 }
 
 // ControlPlanes are the inventory's control-plane hosts among names (all of them when names is nil).
@@ -358,7 +360,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 		return files, nil
 	}
-	flags, err := kubelet.Flags(strings.Join(h.NodeIPs(o.NodeIPs[h.Name]), ","), h.NodeName, c.Kubelet.ExtraArgs.Pairs())
+	flags, err := kubelet.Flags(strings.Join(h.NodeIPs(o.NodeIPs[h.Name]), ","), h.NodeName, r.hostnameOverride(h), c.Kubelet.ExtraArgs.Pairs())
 	if err != nil {
 		return nil, err
 	}

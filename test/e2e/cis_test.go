@@ -52,6 +52,13 @@ func (c *Cluster) KubeBench(t testing.TB, host, targets string) map[string][]ben
 			sections[c.ID] = append(sections[c.ID], tt.Results...)
 		}
 	}
+	// Each target's section, with its checks (kube-bench leaves out a target whose programs it does not see).
+	want := map[string]string{"master": "1", "etcd": "2", "controlplane": "3", "node": "4"}
+	for _, target := range strings.Split(targets, ",") {
+		if len(sections[want[target]]) == 0 {
+			t.Fatalf("kube-bench on %s reported no checks of section %s (%s):\n%s", host, want[target], target, tail(out, 20))
+		}
+	}
 	return sections
 }
 
