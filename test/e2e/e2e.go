@@ -481,4 +481,8 @@ func (c *Cluster) Etcdctl(t testing.TB, host, args string) string {
 // included, unanswered for about 10 s, just after the images step had imported ~300 MB on four lab hosts
 // that share this machine's one disk and two cores). A backend stalled by the lab's load is not the proxy
 // failing over; refusals, resets and errors still fail at once, and a black hole still fails at 15 s.
-const proxyClientTimeout = 15 * time.Second
+// Then 30 s: in a make test run where every lab test took 2-2.5 times its usual time (TestDualStack 251 s
+// against 77-105 s), one GET of ~780 through w1's proxy in TestGrowAndShrink's rotation of three
+// control-plane nodes went unanswered for 15 s. Each stop of the client now logs its slowest request, and
+// on a failure the proxy's log (which says which backend it marked down, and when).
+const proxyClientTimeout = 30 * time.Second

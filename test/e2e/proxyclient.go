@@ -92,6 +92,9 @@ func startProxyClient(t testing.TB, c *Cluster, host string, req func(ctx contex
 	type result struct {
 		ok     int
 		failed []string
+		// slowest is the longest a request took (ok or not), and when it started.
+		slowest   time.Duration
+		slowestAt time.Time
 	}
 	done := make(chan result)
 	go func() {
@@ -103,7 +106,12 @@ func startProxyClient(t testing.TB, c *Cluster, host string, req func(ctx contex
 				return
 			default:
 			}
-			if err := req(context.Background(), kube, i); err != nil {
+			start := time.Now()
+			err := req(context.Background(), kube, i)
+			if d := time.Since(start); d > r.slowest {
+				r.slowest, r.slowestAt = d, start
+			}
+			if err != nil {
 				r.failed = append(r.failed, time.Now().Format("15:04:05.000")+" "+err.Error())
 			} else {
 				r.ok++
@@ -119,6 +127,11 @@ func startProxyClient(t testing.TB, c *Cluster, host string, req func(ctx contex
 			r = <-done
 			_ = fwd.Process.Kill()
 			_ = fwd.Wait()
+			t.Logf("requests through %s's proxy: %d ok, %d failed; the slowest took %s (started %s)", host, r.ok, len(r.failed),
+				r.slowest.Round(time.Millisecond), r.slowestAt.Format("15:04:05.000"))
+			if len(r.failed) > 0 {
+				t.Logf("%s's proxy's log:\n%s", host, ProxyLog(t, c, host))
+			}
 		})
 		return r.ok, r.failed
 	}
