@@ -39,7 +39,9 @@ certificate that no longer matches the inventory (a new SAN, a new control-plane
 reported. A bootstrap token and its kubeconfig are made only when a node joins, so they are not here.
 The images (etcd and pause paired with the Kubernetes version as kubeadm pairs them) and the kubelet's
 path are the ones up uses. Hosts without internalAddress in the inventory need it for this command (up
-learns it from the host).`,
+learns it from the host). So do two things of security.profile cis: the etcd user's IDs and whether a
+host's hostname is its node name come from the hosts, so here etcd runs as root and every kubelet is
+given its node name (--hostname-override).`,
 		Example: `  clusterctl render -i hosts.yaml --out rendered/
   find rendered/cp1 -type f | sort
   openssl x509 -noout -text -in rendered/cp1/etc/kubernetes/pki/apiserver.crt`,
