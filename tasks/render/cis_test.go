@@ -125,3 +125,39 @@ func TestCIS(t *testing.T) {
 		t.Errorf("admission configuration without the profile:\n%s", adm)
 	}
 }
+
+// External etcd under profile cis: each member's unit runs it as the etcd user, its data made that user's
+// before each start, with its own copies of its keys.
+func TestCISExternalEtcd(t *testing.T) {
+	inv, diags := inventory.Parse("hosts.yaml", []byte(`
+cluster: {name: lab, security: {profile: cis}}
+hosts:
+  - {name: e1, address: 10.10.0.31, roles: [etcd]}
+  - {name: cp1, address: 10.10.0.11, roles: [control-plane]}
+`))
+	if err := diags.Err(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Render(Options{Inv: inv, StateDir: state, Images: testImages(inv), Now: time.Now, EtcdIDs: map[string][2]int{"e1": {990, 990}, "cp1": {991, 991}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1 := files(res, "e1")
+	unit := string(e1[kubeadm.EtcdUnit].Data)
+	for _, want := range []string{"User=990\n", "Group=990\n", "ExecStartPre=+/bin/chown -R 990:990 /var/lib/etcd\n", "--key-file=/etc/kubernetes/etcd-keys/server.key",
+		"--peer-key-file=/etc/kubernetes/etcd-keys/peer.key", "--cipher-suites="} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("e1's etcd unit lacks %q:\n%s", want, unit)
+		}
+	}
+	if k := e1[kubeadm.EtcdKeysDir+"/peer.key"]; k.UID != 990 || k.Mode != 0o600 || len(k.Data) == 0 {
+		t.Errorf("e1's copy of its peer key: %d %04o %d bytes", k.UID, k.Mode, len(k.Data))
+	}
+	if _, ok := files(res, "cp1")[kubeadm.EtcdKeysDir+"/server.key"]; ok {
+		t.Error("cp1, no etcd member, got etcd's keys")
+	}
+}
