@@ -98,7 +98,7 @@ test: ## everything CI runs: formatting, then every tier this machine allows (un
 	echo "make test: go vet exit $$vet, golangci-lint exit $$lint, -race run exit $$race, fuzzing exit $$fuzz, $(NORACE_PKGS)exit $$labrc"; \
 	[ $$vet -eq 0 ] && [ $$lint -eq 0 ] && [ $$race -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$labrc -eq 0 ]
 
-test-long: ## the end-to-end cases too long for make test (root; ~50 min, and test-vm's): certs rotate --ca with external etcd and on three stacked control-plane nodes, in place of make test's leaf rotations; the upgrade of three control-plane nodes killed and resumed; etcd restored onto three members, then onto the survivor of three; clusterctl reboot of three control-plane nodes and a worker under clients, and with a host powered off mid-reboot
+test-long: ## the end-to-end cases too long for make test (root; ~50 min, and test-vm's): certs rotate --ca with external etcd and on three stacked control-plane nodes, in place of make test's leaf rotations; an external etcd host removed and added back; the upgrade of three control-plane nodes killed and resumed; etcd restored onto three members, then onto the survivor of three; clusterctl reboot of three control-plane nodes and a worker under clients, and with a host powered off mid-reboot
 	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 100m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$|TestUpgrade$$|TestEtcdRestore$$' ./test/e2e/
 	$(MAKE) --no-print-directory test-vm
 
