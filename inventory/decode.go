@@ -56,6 +56,7 @@ var (
 	argsType     = reflect.TypeOf(Args{})
 	hostKeysType = reflect.TypeOf(HostKeys{})
 	hookType     = reflect.TypeOf(Hook{})
+	valuesType   = reflect.TypeOf(Values{})
 )
 
 // decode fills v from n. key is the model path of v, display the path as the user wrote it.
@@ -154,6 +155,17 @@ func (d *decoder) decodeSpecial(n *yaml.Node, v reflect.Value, key, display stri
 			parts = append(parts, item.Value)
 		}
 		v.SetString(strings.Join(parts, ","))
+	case v.Type() == valuesType:
+		// A chart's values: any mapping, as Helm takes it.
+		if !d.expect(n, yaml.MappingNode, key, display) {
+			return true
+		}
+		var vals Values
+		if err := n.Decode(&vals); err != nil {
+			d.errorf(n, key, display, "%v", err)
+			return true
+		}
+		v.Set(reflect.ValueOf(vals))
 	case v.Type() == hookType && n.Kind == yaml.ScalarNode:
 		// A hook with nothing but its command, written as a string.
 		v.Set(reflect.ValueOf(Hook{Run: n.Value}))

@@ -107,6 +107,7 @@ func parse(name string, data []byte, dir string) (*Inventory, Diagnostics) {
 	}
 	if inv != nil {
 		inv.Source = name
+		inv.baseDir = dir
 		inv.applyDefaults()
 		inv.validate(&diags)
 	}

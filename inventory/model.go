@@ -36,6 +36,9 @@ type Inventory struct {
 
 	pos    positions
 	failed map[string]bool
+	// baseDir is the directory of the file the inventory was read from ("" when read from memory): the
+	// files it names are checked to exist only then.
+	baseDir string
 
 	sshUserDefault, sshPortDefault bool
 }
@@ -109,6 +112,9 @@ type Cluster struct {
 	// Security is encryption at rest, the audit log and Pod Security admission's default: each on, with
 	// secure defaults, unless written otherwise.
 	Security Security `yaml:"security,omitempty" json:"security,omitzero"`
+	// Addons are Helm charts and manifests installed once the cluster is up, in this order (a pod network
+	// add-on first, in the network step); see Addon.
+	Addons []Addon `yaml:"addons,omitempty" json:"addons,omitempty"`
 }
 
 // Where the container runtime comes from.

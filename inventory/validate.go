@@ -156,7 +156,7 @@ func (v *validator) cluster() {
 	}
 	v.downloads(&c.Downloads)
 	for i, ref := range c.ExtraImages {
-		if _, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":"); len(tag) > 128 || !imageRefRE.MatchString(ref) || len(ref) > 512 {
+		if !isImageRef(ref) {
 			v.errorf(fmt.Sprintf("cluster.extraImages[%d]", i), "%q is not an image reference with a registry and a tag (example: quay.io/calico/node:v3.30.3)", ref)
 		}
 	}
@@ -164,6 +164,7 @@ func (v *validator) cluster() {
 	v.certificates(&c.Certificates)
 	v.security(&c.Security)
 	v.oidc(&c.APIServer)
+	v.addons(c)
 }
 
 // downloads checks where artifacts pull fetches from.
