@@ -303,3 +303,33 @@ func (c *Client) Resource(resource string) (dynamic.NamespaceableResourceInterfa
 	}
 	return c.Dyn.Resource(gvr), nil
 }
+
+// Namespaced says whether objects of a kind live in namespaces (an error when the API does not know the
+// kind).
+func (c *Client) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// ResourceFor is the dynamic client of objects of a kind (apiVersion and kind, as in an object), in
+// namespace when the kind is namespaced.
+func (c *Client) ResourceFor(apiVersion, kind, namespace string) (dynamic.ResourceInterface, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version)
+	if err != nil {
+		c.mapper.Reset()
+		if m, err = c.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version); err != nil {
+			return nil, err
+		}
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return c.Dyn.Resource(m.Resource).Namespace(namespace), nil
+	}
+	return c.Dyn.Resource(m.Resource), nil
+}

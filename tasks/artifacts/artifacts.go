@@ -10,6 +10,7 @@
 //	runtime/linux-<arch>/<name>          containerd, containerd-shim-runc-v2, ctr, runc, crictl
 //	cni/linux-<arch>/<name>              the CNI plugins (bridge, host-local, loopback, portmap)
 //	images/linux-<arch>/<name>.tar       image archives (OCI image layouts), as `ctr images import` takes them
+//	charts/<chart>-<version>.tgz         the add-ons' Helm charts (cluster.addons), as their repository serves them
 //	downloads/                           the release archives the files above were taken from (pull's cache)
 package artifacts
 
@@ -38,6 +39,8 @@ const (
 	KindRuntime = "runtime"
 	// KindCNI is a CNI plugin.
 	KindCNI = "cni"
+	// KindChart is an add-on's packaged Helm chart (no architecture).
+	KindChart = "chart"
 )
 
 // Manifest describes an artifacts directory.
@@ -73,6 +76,12 @@ type File struct {
 	Format string `json:"format,omitempty"`
 	// Source is the URL (or image reference) the file was taken from.
 	Source string `json:"source,omitempty"`
+	// Version is a chart's version; Repository the https:// repository or oci:// path it was pulled from,
+	// as the inventory names it.
+	Version    string `json:"version,omitempty"`
+	Repository string `json:"repository,omitempty"`
+	// Addons are the add-ons whose manifests name an image (it goes to every node).
+	Addons []string `json:"addons,omitempty"`
 }
 
 // maxManifest bounds the manifest read: a few hundred files' entries are tens of kilobytes.
@@ -114,8 +123,8 @@ func Parse(data []byte) (*Manifest, error) {
 		switch {
 		case !filepath.IsLocal(filepath.FromSlash(f.Path)):
 			errs = append(errs, fmt.Errorf("files[%d].path %q leaves the artifacts directory", i, f.Path))
-		case f.Kind != KindBinary && f.Kind != KindImage && f.Kind != KindRuntime && f.Kind != KindCNI:
-			errs = append(errs, fmt.Errorf("files[%d].kind %q is not binary, image, runtime or cni", i, f.Kind))
+		case f.Kind != KindBinary && f.Kind != KindImage && f.Kind != KindRuntime && f.Kind != KindCNI && f.Kind != KindChart:
+			errs = append(errs, fmt.Errorf("files[%d].kind %q is not binary, image, runtime, cni or chart", i, f.Kind))
 		case len(f.Name) > 255 || !nameRE.MatchString(f.Name):
 			errs = append(errs, fmt.Errorf("files[%d].name %q is not a file name (lower-case letters, digits, '.', '_', '-')", i, f.Name))
 		case f.Arch != "" && !archRE.MatchString(f.Arch):

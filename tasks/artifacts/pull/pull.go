@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path"
@@ -42,6 +43,11 @@ type Options struct {
 	ExtraImages []string
 	// Optional are images.Optional's names the cluster runs (its pod network's: flannel).
 	Optional []string
+	// Charts are the add-ons' charts (cluster.addons from a repository or a registry), pulled first;
+	// AddonImages then says which images the add-ons run (rendered with the inventory's values), pulled
+	// beside the others.
+	Charts      []Chart
+	AddonImages AddonImages
 	// SkipImages leaves the images out (hosts pull them from a registry).
 	SkipImages bool
 	// Parallel is how many downloads run at once (default 4).
@@ -101,6 +107,8 @@ type puller struct {
 	client *http.Client
 	mu     sync.Mutex
 	m      *artifacts.Manifest
+	// addons are the add-ons that run each add-on image (by reference).
+	addons map[string][]string
 	// old is the manifest the directory held before the pull (nil: none), read once.
 	old   *artifacts.Manifest
 	trust *trust
@@ -139,6 +147,14 @@ func Pull(ctx context.Context, o Options) (*artifacts.Manifest, error) {
 	}
 	if old, err := artifacts.Load(o.Dir); err == nil {
 		p.old = old
+	}
+	if err := p.charts(ctx); err != nil {
+		return nil, err
+	}
+	if o.AddonImages != nil {
+		if p.addons, err = o.AddonImages(ctx, p.m, o.Dir); err != nil {
+			return nil, fmt.Errorf("the add-ons' images: %w", err)
+		}
 	}
 	errs := p.pullAll(ctx)
 	if o.SkipImages {
@@ -445,6 +461,12 @@ func (p *puller) images() []image {
 	for _, ref := range p.o.ExtraImages {
 		out = append(out, image{ExtraImageName(ref), ref})
 	}
+	refs := slices.Sorted(maps.Keys(p.addons))
+	for _, ref := range refs {
+		if !slices.Contains(p.o.ExtraImages, ref) {
+			out = append(out, image{ExtraImageName(ref), ref})
+		}
+	}
 	return out
 }
 
@@ -493,7 +515,7 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 	}
 	if old := p.cachedImage(rel, img.ref, digest.String()); old {
 		p.emit(Event{Type: EventFileDone, File: rel, URL: from, Cached: true})
-		return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Format: archive.Format, Source: from})
+		return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Format: archive.Format, Source: from, Addons: p.addons[img.ref]})
 	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return err
@@ -517,7 +539,7 @@ func (p *puller) image(ctx context.Context, arch string, img image) error {
 	}
 	_, size, _ := artifacts.HashFile(dest)
 	p.emit(Event{Type: EventFileDone, File: rel, URL: from, Bytes: size, Total: size, DurationMS: time.Since(start).Milliseconds()})
-	return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Format: archive.Format, Source: from})
+	return p.add(artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: img.name, Arch: arch, Image: img.ref, Digest: digest.String(), Format: archive.Format, Source: from, Addons: p.addons[img.ref]})
 }
 
 // cachedImage: the directory's manifest already records this image at this digest, in an archive of the
