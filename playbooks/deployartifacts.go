@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/charts"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/render"
@@ -46,7 +48,11 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 		}
 	}
 	m, err := artifacts.Load(a.artDir)
-	if c.Artifacts == "" && (err != nil || d.lacks(m, arches) != "") {
+	lacks := func() string { return "" }
+	if err == nil {
+		lacks = func() string { return d.lacksWith(ctx, m, arches, a.artDir, &a.addonImages) }
+	}
+	if c.Artifacts == "" && (err != nil || lacks() != "") {
 		if m != nil {
 			arches = unionArches(arches, m)
 		}
@@ -63,7 +69,8 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 			Sources: pull.DefaultSources().Override(pull.SourcesOf(c.Downloads)), ImageRepository: c.ImageRepository,
 			Checksums: checksums, AllowHTTP: c.Downloads.AllowHTTP, InsecureRegistries: c.Downloads.InsecureRegistries,
 			Lock: lock, RequireLock: c.Downloads.RequireLock,
-			ExtraImages: c.ExtraImages, Optional: d.net.Images(), Events: func(ev pull.Event) {
+			ExtraImages: c.ExtraImages, Optional: d.net.Images(), Charts: charts.PullCharts(d.e.Inv), AddonImages: charts.PullImages(d.e.Inv),
+			Events: func(ev pull.Event) {
 				switch {
 				case ev.Type == pull.EventFileDone && !ev.Cached:
 					d.e.say("artifacts", "", "%s: %d bytes in %dms, verified", ev.File, ev.Bytes, ev.DurationMS)
@@ -81,7 +88,7 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 	if m.KubernetesVersion != c.KubernetesVersion {
 		return a, fmt.Errorf("artifacts directory %s holds Kubernetes %s, the inventory asks for %s", a.artDir, m.KubernetesVersion, c.KubernetesVersion)
 	}
-	if why := d.lacks(m, arches); why != "" {
+	if why := d.lacksWith(ctx, m, arches, a.artDir, &a.addonImages); why != "" {
 		return a, fmt.Errorf("artifacts directory %s %s: clusterctl artifacts pull --out %s fills it", a.artDir, why, a.artDir)
 	}
 	a.manifest = m
@@ -265,6 +272,11 @@ func (d *deployment) artifactNeeds() []artifactNeed {
 		for _, n := range d.net.Images() {
 			needs = append(needs, artifactNeed{artifacts.KindImage, n, true, node})
 		}
+		for _, ref := range slices.Sorted(maps.Keys(d.addonImages)) {
+			if !slices.Contains(c.ExtraImages, ref) {
+				needs = append(needs, artifactNeed{artifacts.KindImage, pull.ExtraImageName(ref), true, node})
+			}
+		}
 	}
 	if c.InstallsRuntime() {
 		for _, n := range append(slices.Clone(pull.ContainerdBinaries), "runc") {
@@ -277,6 +289,35 @@ func (d *deployment) artifactNeeds() []artifactNeed {
 		needs = append(needs, artifactNeed{artifacts.KindRuntime, "", false, node}, artifactNeed{artifacts.KindCNI, "", false, node})
 	}
 	return needs
+}
+
+// lacksWith is lacks with the add-ons: their charts, and the images they run (rendered from the charts
+// in the directory with the inventory's values), which it sets in addonImages.
+func (d *deployment) lacksWith(ctx context.Context, m *artifacts.Manifest, arches []string, dir string, addonImages *map[string][]string) string {
+	if len(d.e.Inv.Cluster.Addons) == 0 {
+		return d.lacks(m, arches)
+	}
+	for _, ch := range charts.PullCharts(d.e.Inv) {
+		if charts.FindChart(m, &inventory.Addon{Chart: ch.Name, Version: ch.Version, Repository: ch.Repository}) == nil {
+			return fmt.Sprintf("has no chart %s %s from %s", ch.Name, ch.Version, ch.Repository)
+		}
+	}
+	desired, err := charts.Desire(d.e.Inv, dir, m, nil)
+	if err == nil {
+		*addonImages, err = charts.ImagesOf(ctx, desired, d.e.Inv.Cluster.KubernetesVersion)
+	}
+	if err != nil {
+		return "cannot give the add-ons' images: " + err.Error()
+	}
+	c := d.withPlan(func(p *plan) { p.addonImages = *addonImages })
+	return c.lacks(m, arches)
+}
+
+// withPlan is the deployment with its plan changed by set (the deployment itself is left as it is).
+func (d *deployment) withPlan(set func(*plan)) *deployment {
+	c := *d
+	c.plan = d.plan.with(set)
+	return &c
 }
 
 // lacks says what the manifest misses for these architectures ("" when nothing).

@@ -47,6 +47,8 @@ type artifactSet struct {
 	artDir      string
 	images      images.Set
 	kubeletPath string
+	// addonImages are the images the add-ons run (reference → add-ons), imported on every node.
+	addonImages map[string][]string
 }
 
 // with is a copy of the plan with the changes of set: the plan itself is left as it is.

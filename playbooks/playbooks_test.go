@@ -46,7 +46,7 @@ func TestUpSteps(t *testing.T) {
 	}
 	u := &upRun{deployment: d, res: &UpResult{}}
 	steps := u.steps()
-	want := []string{"preflight", "render", "hooks-before", "push", "etcd", "control-plane", "wait-api", "bootstrap", "control-plane-join", "join", "network", "ready", "encryption", "hooks-after"}
+	want := []string{"preflight", "render", "hooks-before", "push", "etcd", "control-plane", "wait-api", "bootstrap", "control-plane-join", "join", "network", "ready", "encryption", "addons", "hooks-after"}
 	if got := stepNames(steps); !slices.Equal(got, want) {
 		t.Fatalf("steps %v", got)
 	}
@@ -60,7 +60,7 @@ func TestUpSteps(t *testing.T) {
 			skip[s.Name] = s.Skip()
 		}
 	}
-	if !slices.Equal(dry, []string{"preflight", "render", "hooks-before", "push", "etcd", "control-plane", "control-plane-join", "join", "hooks-after"}) {
+	if !slices.Equal(dry, []string{"preflight", "render", "hooks-before", "push", "etcd", "control-plane", "control-plane-join", "join", "addons", "hooks-after"}) {
 		t.Errorf("dry steps %v", dry)
 	}
 	if names(d.hosts)[0] != "cp1" || len(d.hosts) != 2 {

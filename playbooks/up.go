@@ -188,6 +188,8 @@ func (u *upRun) steps() []Step {
 		// objects of the encrypted resources written before (in clear, or under an older key) stored again
 		// under the write key
 		{Name: "encryption", Run: u.encryption},
+		// the inventory's add-ons: Helm charts and manifests installed, upgraded or uninstalled
+		{Name: "addons", Run: u.addons, Skip: u.noAddons, Dry: true},
 		// the inventory's hooks once the nodes are Ready
 		{Name: "hooks-after", Run: u.hooksStep("after"), Dry: true},
 	}

@@ -129,7 +129,10 @@ func (u *upRun) network(ctx context.Context) error {
 	}
 	out, err := u.net.Apply(ctx, u.networkEnv(), c)
 	u.res.SkippedRoutes = out.Skipped
-	return err
+	if err != nil || len(u.e.Inv.Cluster.NetworkAddons()) == 0 {
+		return err
+	}
+	return u.networkAddon(ctx)
 }
 
 // networkCluster is the cluster as the network step sees it: the run's nodes, and with others the

@@ -336,7 +336,7 @@ func (u *upRun) ready(ctx context.Context) error {
 	if err := u.servingFromServingCA(ctx); err != nil {
 		return err
 	}
-	if !u.net.Ready() {
+	if !u.net.Ready() && len(u.e.Inv.Cluster.NetworkAddons()) == 0 {
 		u.e.say("ready", "", "not waiting for Ready nodes: no pod network")
 		// The joining kubelets are done with the token (and their bootstrap kubeconfig) once registered.
 		err := u.waitNodes(ctx, "ready", func(byName map[string]*corev1.Node) (bool, string) {

@@ -20,6 +20,7 @@ import (
 	"github.com/clusterctl/clusterctl/playbooks"
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/charts"
 )
 
 type pullOptions struct {
@@ -152,6 +153,7 @@ func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
 		}
 		req.ExtraImages = append(req.ExtraImages, c.ExtraImages...)
 		req.Optional = playbooks.NetworkImages(inv)
+		req.Charts, req.AddonImages = charts.PullCharts(inv), charts.PullImages(inv)
 		req.SkipImages = req.SkipImages || c.Registry.Pull
 		sources = sources.Override(pull.SourcesOf(c.Downloads))
 		if c.Downloads.Checksums != "" {

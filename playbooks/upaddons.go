@@ -1,0 +1,133 @@
+package playbooks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/charts"
+)
+
+// addons installs the inventory's add-ons (cluster.addons) once every node is Ready: what is missing is
+// installed, what changed upgraded, the rest left alone, and the add-ons clusterctl installed that left
+// the inventory uninstalled. The pod network add-on is the network step's. A dry run shows each change
+// with the diff of its values.
+func (u *upRun) addons(ctx context.Context) error {
+	// the network step runs no dry run: its add-on is shown here
+	return u.applyAddons(ctx, "addons", func(a *inventory.Addon) bool { return !a.Network || u.o.DryRun })
+}
+
+func (u *upRun) noAddons() string {
+	// add-ons installed earlier and taken out of the inventory are uninstalled: a running cluster is asked
+	if len(u.e.Inv.Cluster.Addons) == 0 && !u.running(u.cp1) {
+		return "no add-ons in the inventory (cluster.addons)"
+	}
+	return ""
+}
+
+// networkAddon installs the pod network add-on (network: true, with cni.plugin: none) in the network
+// step, before anything waits for Nodes to be Ready.
+func (u *upRun) networkAddon(ctx context.Context) error {
+	return u.applyAddons(ctx, "network", func(a *inventory.Addon) bool { return a.Network })
+}
+
+// applyAddons plans every add-on (so that none of those pick leaves out is taken for removed) and carries
+// out the changes of those pick chooses; uninstalls only in the addons step.
+func (u *upRun) applyAddons(ctx context.Context, step string, pick func(*inventory.Addon) bool) error {
+	desired, err := charts.Desire(u.e.Inv, u.artDir, u.manifest, nil)
+	if err != nil {
+		return err
+	}
+	admin, err := u.e.Admin(ctx)
+	if err != nil && u.o.DryRun {
+		for _, d := range desired {
+			if pick(d.Addon) {
+				u.e.say(step, "", "would install add-on %s (%s) in %s", d.Addon.Name, sourceOf(d), d.Addon.NamespaceOrDefault())
+			}
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c := charts.NewClient(admin)
+	changes, err := c.Plan(ctx, desired)
+	if err != nil {
+		if u.o.DryRun && !u.running(u.cp1) {
+			for _, d := range desired {
+				if pick(d.Addon) {
+					u.e.say(step, "", "would install add-on %s (%s) in %s", d.Addon.Name, sourceOf(d), d.Addon.NamespaceOrDefault())
+				}
+			}
+			return nil
+		}
+		return err
+	}
+	var mine []charts.Change
+	for _, ch := range changes {
+		a := addonNamed(u.e.Inv, ch.Name)
+		switch {
+		case ch.Action == charts.Uninstall && step == "addons":
+		case a != nil && pick(a) && ch.Action != charts.Uninstall:
+		default:
+			continue
+		}
+		mine = append(mine, ch)
+		u.sayChange(step, ch)
+	}
+	if u.o.DryRun {
+		return nil
+	}
+	return c.Apply(ctx, mine, func(addon, format string, args ...any) {
+		u.e.say(step, "", "add-on %s: %s", addon, fmt.Sprintf(format, args...))
+	})
+}
+
+func addonNamed(inv *inventory.Inventory, name string) *inventory.Addon {
+	for i := range inv.Cluster.Addons {
+		if inv.Cluster.Addons[i].Name == name {
+			return &inv.Cluster.Addons[i]
+		}
+	}
+	return nil
+}
+
+func sourceOf(d *charts.Desired) string {
+	if d.Chart != nil {
+		return "chart " + d.Chart.Metadata.Name + "@" + d.Chart.Metadata.Version
+	}
+	return fmt.Sprintf("manifests, %d objects", len(d.Set.Objects))
+}
+
+// sayChange reports one planned change: in a dry run what would happen and the values' diff; in a run,
+// what is about to happen.
+func (u *upRun) sayChange(step string, ch charts.Change) {
+	verb := ch.Action
+	if u.o.DryRun {
+		verb = "would " + ch.Action
+	}
+	switch ch.Action {
+	case charts.Unchanged:
+		u.e.say(step, "", "add-on %s: %s unchanged (revision %d)", ch.Name, ch.Chart, ch.Revision)
+		return
+	case charts.Upgrade:
+		u.e.say(step, "", "add-on %s: %s %s → %s in %s (revision %d): %s", ch.Name, verb, ch.From, ch.Chart, ch.Namespace, ch.Revision, strings.Join(ch.Reasons, "; "))
+	default:
+		u.e.say(step, "", "add-on %s: %s %s in %s", ch.Name, verb, ch.Chart, ch.Namespace)
+	}
+	if u.o.DryRun && ch.Diff != "" {
+		for _, l := range strings.Split(strings.TrimSuffix(ch.Diff, "\n"), "\n") {
+			u.e.say(step, "", "  %s", l)
+		}
+	}
+}
+
+// Addons lists the add-ons clusterctl installed in the cluster: its Helm releases and manifests records.
+func Addons(ctx context.Context, e *Env) ([]charts.Release, error) {
+	admin, err := e.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return charts.NewClient(admin).List(ctx)
+}
