@@ -2,6 +2,8 @@ package inventory
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -220,8 +222,8 @@ func (v *validator) addonSource(k string, a *Addon, c *Cluster) {
 			v.errorf(k+".repository", "a chart needs its repository: an https:// Helm repository or an oci:// registry path")
 		case !repositoryURLRE.MatchString(a.Repository) || len(a.Repository) > 2048:
 			v.errorf(k+".repository", "%q is not an https:// Helm repository or an oci:// registry path (no credentials, query or fragment)", a.Repository)
-		case strings.HasPrefix(a.Repository, "http://") && !c.Downloads.AllowHTTP:
-			v.errorf(k+".repository", "%q is plain HTTP: charts are fetched over HTTPS unless cluster.downloads.allowHTTP is true", a.Repository)
+		case strings.HasPrefix(a.Repository, "http://") && !c.Downloads.AllowHTTP && !loopbackURL(a.Repository):
+			v.errorf(k+".repository", "%q is plain HTTP: charts are fetched over HTTPS (or from loopback) unless cluster.downloads.allowHTTP is true", a.Repository)
 		}
 	case "path":
 		v.noRepository(k, a, "path")
@@ -288,4 +290,15 @@ func cmpOr(s []string, def string) string {
 func isImageRef(ref string) bool {
 	_, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":")
 	return len(tag) <= 128 && imageRefRE.MatchString(ref) && len(ref) <= 512
+}
+
+// loopbackURL: the URL's host is this machine (a mirror on loopback).
+func loopbackURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	ip := net.ParseIP(h)
+	return h == "localhost" || ip != nil && ip.IsLoopback()
 }

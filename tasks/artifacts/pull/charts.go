@@ -38,7 +38,7 @@ type AddonImages func(ctx context.Context, m *artifacts.Manifest, dir string) (m
 // Helm's media types for a chart in an OCI registry.
 const (
 	helmConfigMediaType = "application/vnd.cncf.helm.config.v1+json"
-	helmChartMediaType  = "application/vnd.cncf.helm.chart.content.v1.tar.gzip"
+	helmChartMediaType  = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 	// maxIndex bounds a repository's index.yaml (large public repositories' are tens of MiB).
 	maxIndex = 64 << 20
 	maxChart = 64 << 20
@@ -108,10 +108,10 @@ func (p *puller) repoChart(ctx context.Context, c Chart, rel string) error {
 			return fmt.Errorf("chart %s %s: %sindex.yaml: %w", c.Name, c.Version, base, err)
 		}
 		u := b.ResolveReference(ref).String()
-		if strings.HasPrefix(u, "http://") && !p.o.AllowHTTP {
-			return fmt.Errorf("chart %s %s: %s is plain HTTP (cluster.downloads.allowHTTP allows it)", c.Name, c.Version, u)
+		if pu, _ := url.Parse(u); strings.HasPrefix(u, "http://") && !p.o.AllowHTTP && (pu == nil || !isLoopback(pu.Hostname())) {
+			return fmt.Errorf("chart %s %s: %s is plain HTTP off loopback (cluster.downloads.allowHTTP allows it)", c.Name, c.Version, u)
 		}
-		if err := p.trusted(rel, u, e.Digest); err != nil {
+		if err := p.trust.check(rel, u, e.Digest, plainHTTP(u)); err != nil {
 			return err
 		}
 		if err := p.download(ctx, u, filepath.Join(p.o.Dir, filepath.FromSlash(rel)), e.Digest, 0o644); err != nil {

@@ -1,0 +1,120 @@
+// Command labaddons packs the third-party add-ons the lab proves cluster.addons with, as build-addons.sh
+// built them from the Go module proxy and Debian's packages: their charts, unmodified from the modules
+// (packaged as helm package does), and their images from the programs built (local-path-provisioner,
+// metrics-server, and busybox from Debian's busybox-static for local-path-provisioner's helper Pods),
+// named as the charts name them. It writes an artifacts directory (manifest.json with every file's
+// SHA-256) that the lab mirror serves as a Helm repository, OCI charts and registry images.
+//
+//	labaddons -out DIR -chart DIR... -image REF=BINARY:PATH... -busybox BINARY
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/archive"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/charts"
+	"github.com/clusterctl/clusterctl/test/lab/image"
+)
+
+type list []string
+
+func (l *list) String() string     { return strings.Join(*l, ",") }
+func (l *list) Set(s string) error { *l = append(*l, s); return nil }
+
+func main() {
+	out := flag.String("out", "", "the directory to write (an artifacts directory of charts and images)")
+	busybox := flag.String("busybox", "", "a static busybox: the image busybox:latest, with every applet linked")
+	var chartDirs, imgs list
+	flag.Var(&chartDirs, "chart", "a chart directory to package (repeatable)")
+	flag.Var(&imgs, "image", "REF=BINARY:PATH: an image holding one static program at PATH, run from PATH's directory on $PATH (repeatable)")
+	flag.Parse()
+	if err := run(*out, *busybox, chartDirs, imgs); err != nil {
+		fmt.Fprintln(os.Stderr, "labaddons:", err)
+		os.Exit(1)
+	}
+}
+
+func run(out, busybox string, chartDirs, imgs []string) error {
+	if out == "" || busybox == "" {
+		return errors.New("-out and -busybox are required")
+	}
+	arch := runtime.GOARCH
+	m := &artifacts.Manifest{}
+	if err := os.MkdirAll(filepath.Join(out, "charts"), 0o755); err != nil {
+		return err
+	}
+	for _, dir := range chartDirs {
+		file, err := charts.Package(dir, filepath.Join(out, "charts"))
+		if err != nil {
+			return fmt.Errorf("chart %s: %w", dir, err)
+		}
+		base := filepath.Base(file)
+		nameVersion := strings.TrimSuffix(base, ".tgz")
+		i := strings.LastIndex(nameVersion, "-")
+		// chart names hold dashes, versions (SemVer) may too: the version starts at the last dash followed by a digit or v
+		for j := len(nameVersion) - 1; j > 0; j-- {
+			if nameVersion[j-1] == '-' && (nameVersion[j] >= '0' && nameVersion[j] <= '9' || nameVersion[j] == 'v') {
+				i = j - 1
+				break
+			}
+		}
+		if err := m.Add(out, artifacts.File{Path: path.Join("charts", base), Kind: artifacts.KindChart, Name: nameVersion[:i], Version: nameVersion[i+1:]}); err != nil {
+			return err
+		}
+	}
+	applets, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return fmt.Errorf("%s --list: %w", busybox, err)
+	}
+	bbFiles := []image.File{{Path: "/bin/busybox", Source: busybox, Mode: 0o755}}
+	for _, a := range strings.Fields(string(applets)) {
+		if a != "busybox" {
+			bbFiles = append(bbFiles, image.File{Path: "/bin/" + a, Link: "busybox"})
+		}
+	}
+	type img struct {
+		ref        string
+		files      []image.File
+		env        []string
+		entrypoint []string
+	}
+	all := []img{{"docker.io/library/busybox:latest", bbFiles, []string{"PATH=/bin"}, []string{"/bin/sh"}}}
+	for _, spec := range imgs {
+		ref, rest, ok1 := strings.Cut(spec, "=")
+		bin, at, ok2 := strings.Cut(rest, ":")
+		if !ok1 || !ok2 || !strings.HasPrefix(at, "/") {
+			return fmt.Errorf("-image %q: want REF=BINARY:/PATH", spec)
+		}
+		all = append(all, img{ref, []image.File{{Path: at, Source: bin, Mode: 0o755}, {Path: "/tmp", Dir: true, Mode: 0o1777}},
+			[]string{"PATH=" + path.Dir(at) + ":/usr/local/bin:/usr/bin:/bin"}, []string{at}})
+	}
+	if err := os.MkdirAll(filepath.Join(out, "images", "linux-"+arch), 0o755); err != nil {
+		return err
+	}
+	for _, im := range all {
+		rel := path.Join("images", "linux-"+arch, pull.ExtraImageName(im.ref)+".tar")
+		digest, err := image.Write(filepath.Join(out, filepath.FromSlash(rel)), im.ref, im.files, image.Config{Env: im.env, Entrypoint: im.entrypoint, Arch: arch})
+		if err != nil {
+			return err
+		}
+		if err := m.Add(out, artifacts.File{Path: rel, Kind: artifacts.KindImage, Name: pull.ExtraImageName(im.ref), Arch: arch, Image: im.ref,
+			Digest: digest, Format: archive.Format}); err != nil {
+			return err
+		}
+	}
+	if err := m.Write(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "labaddons: %s: %d files\n", out, len(m.Files))
+	return nil
+}
