@@ -39,7 +39,7 @@ build: ## build bin/clusterctl (static, -trimpath, version and commit injected)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/clusterctl ./cmd/clusterctl
 	@bin/clusterctl version
 
-up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers), air-gapped from the lab's artifacts (built on first use); SUBNETS=2 CNI=flannel: hosts on two routed subnets with flannel's VXLAN; IP=dual: a dual-stack cluster (IP=6: IPv6 only); BARE=1: hosts with nothing but sshd and systemd, artifacts pulled with `clusterctl artifacts pull` from the lab's mirror into the cache; VM=1: bare QEMU VMs (Debian 13, own kernel, emulated: slow, waits of 25 min); kubeconfig in .lab/
+up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers), air-gapped from the lab's artifacts (built on first use); SUBNETS=2 CNI=flannel: hosts on two routed subnets with flannel's VXLAN; IP=dual: a dual-stack cluster (IP=6: IPv6 only); BARE=1: hosts with nothing but sshd and systemd, artifacts pulled with `clusterctl artifacts pull` from the lab's mirror into the cache; VM=1: bare QEMU VMs (Debian 13, own kernel, emulated: slow, waits of 25 min); ADDONS="local-path-provisioner metrics-server": those charts installed as add-ons, pulled from the lab's mirror (Helm repository and OCI registry) with the artifacts; kubeconfig in .lab/
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES) $(LAB_KIND)
 ifeq ($(BARE)$(VM),)
@@ -48,6 +48,10 @@ else
 	CGO_ENABLED=0 go build -o bin/labmirror ./test/lab/cmd/labmirror
 	bin/labmirror -artifacts $(ARTIFACTS) -- bin/clusterctl artifacts pull --kubernetes-version $(K8S_VERSION)
 	sed 's|^  name: lab$$|  name: lab\n  kubernetesVersion: $(K8S_VERSION)$(CLUSTER_CNI)|' $(LAB_DIR)/hosts.yaml >$(LAB_DIR)/cluster.yaml
+endif
+ifneq ($(ADDONS),)
+	CGO_ENABLED=0 go build -o bin/labmirror ./test/lab/cmd/labmirror
+	bin/labmirror -artifacts $(ARTIFACTS) -addons "$$(test/lab/build-addons.sh)" -- test/lab/addons-up.sh $(LAB_DIR) "$(ADDONS)"
 endif
 	bin/clusterctl up -i $(LAB_DIR)/cluster.yaml $(if $(VM),--api-timeout 25m --node-timeout 25m)
 	@echo "kubectl: $(ARTIFACTS)/bin/linux-amd64/kubectl --kubeconfig $(LAB_DIR)/.clusterctl/lab/admin.conf get nodes"
@@ -79,10 +83,10 @@ test: ## everything CI runs: formatting, then every tier this machine allows (un
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted" >&2; exit 1; fi
 	@reason=$$(test/lab/check.sh); \
 	if [ -z "$$reason" ]; then \
-	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs, Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts, kubeadm $(K8S_KUBEADM_ONLY), the $(K8S_VERSION) conformance suite and kube-bench if not cached"; \
+	  echo "make test: lab tier enabled: installing lab packages if missing, building the lab rootfs, Kubernetes $(K8S_VERSION) and $(K8S_UPGRADE_FROM) artifacts, kubeadm $(K8S_KUBEADM_ONLY), the $(K8S_VERSION) conformance suite, kube-bench and the lab's add-ons if not cached"; \
 	  test/lab/deps.sh && test/lab/artifacts.sh $(K8S_VERSION) >/dev/null && test/lab/artifacts.sh $(K8S_UPGRADE_FROM) >/dev/null \
 	    && $(call build_kubeadm_only,>/dev/null) \
-	    && test/lab/conformance.sh $(K8S_VERSION) >/dev/null && test/lab/kube-bench.sh >/dev/null; \
+	    && test/lab/conformance.sh $(K8S_VERSION) >/dev/null && test/lab/kube-bench.sh >/dev/null && test/lab/build-addons.sh >/dev/null; \
 	else \
 	  echo "make test: SKIPPING the lab tier (integration tests on real hosts): $$reason"; export CLUSTERCTL_LAB=off; \
 	fi; \
