@@ -59,7 +59,7 @@ func TestNormalizeImage(t *testing.T) {
 		"busybox":                           "docker.io/library/busybox:latest",
 		"rancher/local-path-provisioner:v1": "docker.io/rancher/local-path-provisioner:v1",
 		"registry.k8s.io/metrics-server/metrics-server:v0.8.0": "registry.k8s.io/metrics-server/metrics-server:v0.8.0",
-		"localhost:5000/x:1@sha256:" + strings.Repeat("a", 64):  "localhost:5000/x:1",
+		"localhost:5000/x:1@sha256:" + strings.Repeat("a", 64): "localhost:5000/x:1",
 	} {
 		if got, err := NormalizeImage(in); err != nil || got != want {
 			t.Errorf("NormalizeImage(%q) = %q, %v; want %q", in, got, err, want)

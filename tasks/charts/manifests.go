@@ -363,4 +363,3 @@ func YAMLOf(objs []*unstructured.Unstructured) string {
 	}
 	return b.String()
 }
-

@@ -32,9 +32,9 @@ const (
 // Desired is an add-on as the inventory wants it: its chart and values, or its manifests' objects.
 type Desired struct {
 	Addon  *inventory.Addon
-	Chart  *Chart          // a chart add-on's
-	Values map[string]any  // a chart add-on's
-	Set    *ManifestSet    // a manifests add-on's
+	Chart  *Chart         // a chart add-on's
+	Values map[string]any // a chart add-on's
+	Set    *ManifestSet   // a manifests add-on's
 }
 
 // Change is what up does with one add-on, and why.
