@@ -30,7 +30,7 @@ CLUSTER_CNI := $(if $(CNI),\n  cni:\n    plugin: $(CNI))
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-cis bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net
+.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-cis bench-addons bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -192,6 +192,11 @@ bench-noop: ## no-op re-runs of clusterctl up on settled 1+2 and 1+5 lab cluster
 bench-rotate: ## certs rotate (every leaf renewed), its no-op re-run, and certs rotate --ca on a 3+1 lab cluster: time by stage and control-plane node, peak RSS (root; SIZES="1+1 3+1")
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/rotate.sh
+
+bench-addons: ## up on lab hosts (1+2) with and without two add-ons (local-path-provisioner from the mirror's Helm repository, metrics-server from its OCI registry), and a no-op re-run: wall time, the addons step, each add-on's install, peak RSS, the add-ons' pulled bytes (root; RUNS)
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/lab/build-addons.sh
+	test/bench/addons.sh
 
 bench-rss: ## every command once in a cluster's life on lab hosts (1+1, a worker added and removed): wall time and peak RSS under /usr/bin/time -v (root; CA=0 leaves certs rotate --ca out)
 	test/lab/artifacts.sh $(K8S_VERSION)

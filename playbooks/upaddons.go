@@ -76,6 +76,7 @@ func (u *upRun) applyAddons(ctx context.Context, step string, pick func(*invento
 		mine = append(mine, ch)
 		u.sayChange(step, ch)
 	}
+	u.res.Addons = append(u.res.Addons, mine...)
 	if u.o.DryRun {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/charts"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -47,6 +48,8 @@ type UpResult struct {
 	Plan          []HostPlan `json:"plan,omitempty"`
 	// BytesPushed is the file content written to hosts in this run (unchanged files cost nothing here).
 	BytesPushed int64 `json:"bytesPushed"`
+	// Addons are the add-ons' changes (cluster.addons): done, or in a dry run planned, with their diffs.
+	Addons []charts.Change `json:"addons,omitempty"`
 }
 
 // NodeStatus is one Node as `up` left it.

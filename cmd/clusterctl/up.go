@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/tasks/charts"
 )
 
 type upOptions struct {
@@ -117,7 +118,8 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 
 func printPlan(w io.Writer, r *playbooks.UpResult) {
 	total := printHostPlans(w, r.Plan)
-	fmt.Fprintf(w, "dry run: %d change(s) on %d host(s); nothing was changed on the hosts\n", total, len(r.Plan))
+	addons := printAddonChanges(w, r.Addons, true)
+	fmt.Fprintf(w, "dry run: %d change(s) on %d host(s), %d add-on change(s); nothing was changed\n", total, len(r.Plan), addons)
 	if total > 0 {
 		fmt.Fprintln(w, "then, through the API: control plane started and waited for, bootstrap objects applied, workers joined, pod network, serving certificates approved")
 	}
@@ -191,5 +193,33 @@ func printUp(w io.Writer, r *playbooks.UpResult, took time.Duration) {
 	for name, why := range r.Unapproved {
 		fmt.Fprintf(w, "left unapproved: %s: %s\n", name, why)
 	}
+	printAddonChanges(w, r.Addons, false)
 	fmt.Fprintf(w, "API server: %s\nadmin kubeconfig: %s\n  export KUBECONFIG=%s\n  kubectl get nodes\n", r.Endpoint, r.AdminKubeconfig, r.AdminKubeconfig)
+}
+
+// printAddonChanges writes the add-ons' changes (with the values' diffs in a dry run) and returns how many
+// are not "unchanged".
+func printAddonChanges(w io.Writer, changes []charts.Change, diffs bool) int {
+	n := 0
+	for _, ch := range changes {
+		if ch.Action == charts.Unchanged {
+			continue
+		}
+		n++
+		verb := map[string]string{charts.Install: "installed", charts.Upgrade: "upgraded", charts.Uninstall: "uninstalled"}[ch.Action]
+		if diffs {
+			verb = "would " + ch.Action
+		}
+		line := fmt.Sprintf("add-on %s: %s %s in %s", ch.Name, verb, ch.Chart, ch.Namespace)
+		if ch.Action == charts.Upgrade {
+			line = fmt.Sprintf("add-on %s: %s %s → %s in %s (revision %d): %s", ch.Name, verb, ch.From, ch.Chart, ch.Namespace, ch.Revision, strings.Join(ch.Reasons, "; "))
+		}
+		fmt.Fprintln(w, line)
+		if diffs && ch.Diff != "" {
+			for _, l := range strings.Split(strings.TrimSuffix(ch.Diff, "\n"), "\n") {
+				fmt.Fprintln(w, "  "+l)
+			}
+		}
+	}
+	return n
 }

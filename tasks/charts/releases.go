@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
@@ -238,7 +238,7 @@ func yamlOf(v map[string]any) string {
 	if len(v) == 0 {
 		return ""
 	}
-	out, err := yaml.Marshal(v)
+	out, err := sigsyaml.Marshal(v) // as helm get values prints them
 	if err != nil {
 		return fmt.Sprint(v)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -177,7 +178,7 @@ spec:
 			t.Fatal(err)
 		}
 		stdout, _, code := c.Run(t, "up", "--dry-run")
-		if code != 0 || !strings.Contains(stdout, "would upgrade") || !strings.Contains(stdout, "+  - --metric-resolution=20s") {
+		if code != 0 || !strings.Contains(stdout, "would upgrade") || !strings.Contains(stdout, "+- --metric-resolution=20s") {
 			t.Errorf("up --dry-run (exit %d) shows no upgrade with the values' diff:\n%s", code, stdout)
 		}
 		c.Up(t)
@@ -216,7 +217,7 @@ spec:
 		}
 		c.MustK(t, "create", "namespace", ns)
 		inst := action.NewInstall(cfg)
-		inst.ReleaseName, inst.Namespace = "handmade", ns
+		inst.ReleaseName, inst.Namespace, inst.WaitStrategy = "handmade", ns, kube.HookOnlyStrategy
 		own := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "handmade", Version: "0.1.0"},
 			Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: handmade\ndata: {owner: someone}\n")}}}
 		if _, err := inst.Run(own, nil); err != nil {

@@ -39,4 +39,4 @@ for a in $addons; do
 done
 grep -v '^  artifacts: ' "$inv" | awk -v block="$block" '{print} /^  kubernetesVersion: /{print block}' >"$inv.tmp"
 mv "$inv.tmp" "$inv"
-bin/clusterctl artifacts pull -i "$inv" --dir "$lab/artifacts" "$@"
+"${CLUSTERCTL:-bin/clusterctl}" artifacts pull -i "$inv" --dir "$lab/artifacts" "$@"
