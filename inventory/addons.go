@@ -168,10 +168,8 @@ func (v *validator) addons(c *Cluster) {
 		if a.PodSecurity != "" && !slices.Contains(PodSecurityLevels, a.PodSecurity) {
 			v.errorf(k+".podSecurity", "%q is not a Pod Security level: use %s", a.PodSecurity, strings.Join(PodSecurityLevels, ", "))
 		}
-		if a.Timeout.Duration < 0 || a.Timeout.Duration > 24*time.Hour {
-			v.errorf(k+".timeout", "%s: from 1s to 24h", a.Timeout.Duration)
-		} else if a.Timeout.Duration > 0 && a.Timeout.Duration < time.Second {
-			v.errorf(k+".timeout", "%s: from 1s to 24h", a.Timeout.Duration)
+		if t := a.Timeout.Duration; t != 0 && (t < time.Second || t > 24*time.Hour) {
+			v.errorf(k+".timeout", "%s: from 1s to 24h", t)
 		}
 		for j, ref := range a.Images {
 			if !isImageRef(ref) {
@@ -203,7 +201,7 @@ func (v *validator) addonSource(k string, a *Addon, c *Cluster) {
 		if len(sources) > 1 {
 			msg = fmt.Sprintf("%s and %s both given: %s", sources[0], sources[1], msg)
 		}
-		v.errorf(k+"."+cmpOr(sources, "chart"), "%s", msg)
+		v.errorf(k+"."+lastOr(sources, "chart"), "%s", msg)
 		return
 	}
 	switch sources[0] {
@@ -279,7 +277,8 @@ func unwrapPathError(err error) error {
 	return err
 }
 
-func cmpOr(s []string, def string) string {
+// lastOr is the last of s, or def when s is empty.
+func lastOr(s []string, def string) string {
 	if len(s) > 0 {
 		return s[len(s)-1]
 	}

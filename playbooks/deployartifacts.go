@@ -48,11 +48,11 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 		}
 	}
 	m, err := artifacts.Load(a.artDir)
-	lacks := func() string { return "" }
+	why := ""
 	if err == nil {
-		lacks = func() string { return d.lacksWith(ctx, m, arches, a.artDir, &a.addonImages) }
+		why = d.lacksWith(ctx, m, arches, a.artDir, &a.addonImages)
 	}
-	if c.Artifacts == "" && (err != nil || lacks() != "") {
+	if c.Artifacts == "" && (err != nil || why != "") {
 		if m != nil {
 			arches = unionArches(arches, m)
 		}
@@ -81,6 +81,7 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 		if err != nil {
 			return a, fmt.Errorf("pulling the artifacts (clusterctl artifacts pull does the same, with progress): %w", err)
 		}
+		why = d.lacksWith(ctx, m, arches, a.artDir, &a.addonImages)
 	}
 	if err != nil {
 		return a, fmt.Errorf("artifacts directory (cluster.artifacts): %w", err)
@@ -88,7 +89,7 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 	if m.KubernetesVersion != c.KubernetesVersion {
 		return a, fmt.Errorf("artifacts directory %s holds Kubernetes %s, the inventory asks for %s", a.artDir, m.KubernetesVersion, c.KubernetesVersion)
 	}
-	if why := d.lacksWith(ctx, m, arches, a.artDir, &a.addonImages); why != "" {
+	if why != "" {
 		return a, fmt.Errorf("artifacts directory %s %s: clusterctl artifacts pull --out %s fills it", a.artDir, why, a.artDir)
 	}
 	a.manifest = m
@@ -297,9 +298,10 @@ func (d *deployment) lacksWith(ctx context.Context, m *artifacts.Manifest, arche
 	if len(d.e.Inv.Cluster.Addons) == 0 {
 		return d.lacks(m, arches)
 	}
-	for _, ch := range charts.PullCharts(d.e.Inv) {
-		if charts.FindChart(m, &inventory.Addon{Chart: ch.Name, Version: ch.Version, Repository: ch.Repository}) == nil {
-			return fmt.Sprintf("has no chart %s %s from %s", ch.Name, ch.Version, ch.Repository)
+	for i := range d.e.Inv.Cluster.Addons {
+		a := &d.e.Inv.Cluster.Addons[i]
+		if s := a.Source(); (s == inventory.AddonRepository || s == inventory.AddonOCI) && charts.FindChart(m, a) == nil {
+			return fmt.Sprintf("has no chart %s %s from %s", a.Chart, a.Version, a.Repository)
 		}
 	}
 	desired, err := charts.Desire(d.e.Inv, dir, m, nil)

@@ -3,7 +3,6 @@ package playbooks
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/charts"
@@ -41,11 +40,7 @@ func (u *upRun) applyAddons(ctx context.Context, step string, pick func(*invento
 	}
 	admin, err := u.e.Admin(ctx)
 	if err != nil && u.o.DryRun {
-		for _, d := range desired {
-			if pick(d.Addon) {
-				u.e.say(step, "", "would install add-on %s (%s) in %s", d.Addon.Name, sourceOf(d), d.Addon.NamespaceOrDefault())
-			}
-		}
+		u.sayWouldInstall(step, desired, pick)
 		return nil
 	}
 	if err != nil {
@@ -55,11 +50,7 @@ func (u *upRun) applyAddons(ctx context.Context, step string, pick func(*invento
 	changes, err := c.Plan(ctx, desired)
 	if err != nil {
 		if u.o.DryRun && !u.running(u.cp1) {
-			for _, d := range desired {
-				if pick(d.Addon) {
-					u.e.say(step, "", "would install add-on %s (%s) in %s", d.Addon.Name, sourceOf(d), d.Addon.NamespaceOrDefault())
-				}
-			}
+			u.sayWouldInstall(step, desired, pick)
 			return nil
 		}
 		return err
@@ -101,25 +92,22 @@ func sourceOf(d *charts.Desired) string {
 	return fmt.Sprintf("manifests, %d objects", len(d.Set.Objects))
 }
 
-// sayChange reports one planned change: in a dry run what would happen and the values' diff; in a run,
-// what is about to happen.
+// sayChange reports one planned change as progress: in a dry run what would happen (the summary then
+// gives the diffs), in a run what is about to happen.
 func (u *upRun) sayChange(step string, ch charts.Change) {
 	verb := ch.Action
 	if u.o.DryRun {
 		verb = "would " + ch.Action
 	}
-	switch ch.Action {
-	case charts.Unchanged:
-		u.e.say(step, "", "add-on %s: %s unchanged (revision %d)", ch.Name, ch.Chart, ch.Revision)
-		return
-	case charts.Upgrade:
-		u.e.say(step, "", "add-on %s: %s %s → %s in %s (revision %d): %s", ch.Name, verb, ch.From, ch.Chart, ch.Namespace, ch.Revision, strings.Join(ch.Reasons, "; "))
-	default:
-		u.e.say(step, "", "add-on %s: %s %s in %s", ch.Name, verb, ch.Chart, ch.Namespace)
-	}
-	if u.o.DryRun && ch.Diff != "" {
-		for _, l := range strings.Split(strings.TrimSuffix(ch.Diff, "\n"), "\n") {
-			u.e.say(step, "", "  %s", l)
+	u.e.say(step, "", "%s", ch.Line(verb))
+}
+
+// sayWouldInstall is a dry run's word on a cluster that cannot be asked yet: every add-on pick chooses
+// would be installed.
+func (u *upRun) sayWouldInstall(step string, desired []*charts.Desired, pick func(*inventory.Addon) bool) {
+	for _, d := range desired {
+		if pick(d.Addon) {
+			u.e.say(step, "", "would install add-on %s (%s) in %s", d.Addon.Name, sourceOf(d), d.Addon.NamespaceOrDefault())
 		}
 	}
 }

@@ -206,15 +206,11 @@ func printAddonChanges(w io.Writer, changes []charts.Change, diffs bool) int {
 			continue
 		}
 		n++
-		verb := map[string]string{charts.Install: "installed", charts.Upgrade: "upgraded", charts.Uninstall: "uninstalled"}[ch.Action]
+		verb := ch.Done()
 		if diffs {
 			verb = "would " + ch.Action
 		}
-		line := fmt.Sprintf("add-on %s: %s %s in %s", ch.Name, verb, ch.Chart, ch.Namespace)
-		if ch.Action == charts.Upgrade {
-			line = fmt.Sprintf("add-on %s: %s %s → %s in %s (revision %d): %s", ch.Name, verb, ch.From, ch.Chart, ch.Namespace, ch.Revision, strings.Join(ch.Reasons, "; "))
-		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, ch.Line(verb))
 		if diffs && ch.Diff != "" {
 			for _, l := range strings.Split(strings.TrimSuffix(ch.Diff, "\n"), "\n") {
 				fmt.Fprintln(w, "  "+l)

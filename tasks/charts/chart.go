@@ -188,12 +188,13 @@ func normalize(v map[string]any) (map[string]any, error) {
 	return out, json.Unmarshal(data, &out)
 }
 
-// Package writes a chart directory as helm package does, into outDir, and returns the file's path (for
-// the lab's repository and tests).
-func Package(dir, outDir string) (string, error) {
+// Package writes a chart directory as helm package does, into outDir, and returns the file's path and the
+// chart's name and version (for the lab's repository and tests).
+func Package(dir, outDir string) (file, name, version string, err error) {
 	ch, err := loader.LoadDir(dir)
 	if err != nil {
-		return "", err
+		return "", "", "", err
 	}
-	return chartutil.Save(ch, outDir)
+	file, err = chartutil.Save(ch, outDir)
+	return file, ch.Metadata.Name, ch.Metadata.Version, err
 }

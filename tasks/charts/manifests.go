@@ -312,8 +312,7 @@ func (c *Client) uninstallManifests(ctx context.Context, name string, say Progre
 	return nil
 }
 
-// deleteObject deletes one object clusterctl applied, if it still carries the add-on's label (an object
-// someone else has since taken over by name is left alone... as is one already gone).
+// deleteObject deletes one object clusterctl applied (one already gone, or whose kind is gone, is done).
 func (c *Client) deleteObject(ctx context.Context, o objectRef) error {
 	ri, err := c.api.ResourceFor(o.APIVersion, o.Kind, o.Namespace)
 	if err != nil {

@@ -59,6 +59,23 @@ type Change struct {
 	recover string
 }
 
+// Line describes the change in a sentence: as planned (verb: "would install"), about to happen
+// ("install"), or done ("installed").
+func (ch Change) Line(verb string) string {
+	switch ch.Action {
+	case Unchanged:
+		return fmt.Sprintf("add-on %s: %s unchanged (revision %d)", ch.Name, ch.Chart, ch.Revision)
+	case Upgrade:
+		return fmt.Sprintf("add-on %s: %s %s → %s in %s (revision %d): %s", ch.Name, verb, ch.From, ch.Chart, ch.Namespace, ch.Revision, strings.Join(ch.Reasons, "; "))
+	}
+	return fmt.Sprintf("add-on %s: %s %s in %s", ch.Name, verb, ch.Chart, ch.Namespace)
+}
+
+// Done is the past tense of a change's action (installed, upgraded, uninstalled).
+func (ch Change) Done() string {
+	return map[string]string{Install: "installed", Upgrade: "upgraded", Uninstall: "uninstalled", Unchanged: "unchanged"}[ch.Action]
+}
+
 // Release is an installed add-on as addons list shows it.
 type Release struct {
 	Name      string    `json:"name"`
@@ -345,7 +362,7 @@ func (c *Client) applyChart(ctx context.Context, ch Change, say Progress) error 
 	if r, ok := rel.(*release.Release); ok && r != nil {
 		rev = r.Version
 	}
-	say(a.Name, "%sed %s in %s (revision %d) in %s", strings.TrimSuffix(ch.Action, "e"), ch.Chart, ns, rev, time.Since(start).Round(100*time.Millisecond))
+	say(a.Name, "%s %s in %s (revision %d) in %s", ch.Done(), ch.Chart, ns, rev, time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
 

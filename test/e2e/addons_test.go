@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/clusterctl/clusterctl/test/lab"

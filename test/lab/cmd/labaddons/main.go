@@ -54,21 +54,12 @@ func run(out, busybox string, chartDirs, imgs []string) error {
 		return err
 	}
 	for _, dir := range chartDirs {
-		file, err := charts.Package(dir, filepath.Join(out, "charts"))
+		file, name, version, err := charts.Package(dir, filepath.Join(out, "charts"))
 		if err != nil {
 			return fmt.Errorf("chart %s: %w", dir, err)
 		}
 		base := filepath.Base(file)
-		nameVersion := strings.TrimSuffix(base, ".tgz")
-		i := strings.LastIndex(nameVersion, "-")
-		// chart names hold dashes, versions (SemVer) may too: the version starts at the last dash followed by a digit or v
-		for j := len(nameVersion) - 1; j > 0; j-- {
-			if nameVersion[j-1] == '-' && (nameVersion[j] >= '0' && nameVersion[j] <= '9' || nameVersion[j] == 'v') {
-				i = j - 1
-				break
-			}
-		}
-		if err := m.Add(out, artifacts.File{Path: path.Join("charts", base), Kind: artifacts.KindChart, Name: nameVersion[:i], Version: nameVersion[i+1:]}); err != nil {
+		if err := m.Add(out, artifacts.File{Path: path.Join("charts", base), Kind: artifacts.KindChart, Name: name, Version: version}); err != nil {
 			return err
 		}
 	}
