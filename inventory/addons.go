@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -271,7 +272,7 @@ func (v *validator) existing(key, p string) {
 
 // unwrapPathError drops the path an *os.PathError repeats.
 func unwrapPathError(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) {
 		return pe.Err
 	}
 	return err

@@ -318,7 +318,7 @@ func (d *deployment) lacksWith(ctx context.Context, m *artifacts.Manifest, arche
 // withPlan is the deployment with its plan changed by set (the deployment itself is left as it is).
 func (d *deployment) withPlan(set func(*plan)) *deployment {
 	c := *d
-	c.plan = d.plan.with(set)
+	c.plan = d.with(set)
 	return &c
 }
 

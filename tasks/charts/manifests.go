@@ -171,7 +171,7 @@ func refsOf(set *ManifestSet) []objectRef {
 	return out
 }
 
-func (c *Client) planManifests(d *Desired, records []record) (Change, error) {
+func (c *Client) planManifests(d *Desired, records []record) Change {
 	a := d.Addon
 	ch := Change{Name: a.Name, Namespace: a.NamespaceOrDefault(), Chart: "manifests"}
 	var rec *record
@@ -184,17 +184,17 @@ func (c *Client) planManifests(d *Desired, records []record) (Change, error) {
 	if rec == nil {
 		ch.Action = Install
 		ch.Diff = refsDiff(nil, newRefs)
-		return ch, nil
+		return ch
 	}
 	ch.Revision = rec.Revision
 	if rec.Digest == d.Set.Digest {
 		ch.Action = Unchanged
-		return ch, nil
+		return ch
 	}
 	ch.Action = Upgrade
 	ch.Reasons = []string{"the manifests changed"}
 	ch.Diff = refsDiff(rec.Objects, newRefs)
-	return ch, nil
+	return ch
 }
 
 // namespaced gives namespaced objects that name no namespace the add-on's (the API's mapping says

@@ -147,7 +147,7 @@ func (c *Client) Plan(ctx context.Context, want []*Desired) ([]Change, error) {
 		if d.Addon.IsChart() {
 			ch, err = c.planChart(ctx, d, released)
 		} else {
-			ch, err = c.planManifests(d, records)
+			ch = c.planManifests(d, records)
 		}
 		if err != nil {
 			errs = append(errs, err)

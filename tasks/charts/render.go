@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
@@ -83,18 +82,15 @@ func walkDocuments(data []byte, collect func(string), depth int) {
 	for {
 		var doc any
 		if err := dec.Decode(&doc); err != nil {
-			if !errors.Is(err, io.EOF) {
-				return // not YAML (a script, a config file): nothing to find
-			}
-			return
+			return // the end, or not YAML (a script, a config file): nothing more to find
 		}
-		walk(doc, collect, depth, "")
+		walk(doc, collect, depth)
 	}
 }
 
 var containerLists = []string{"containers", "initContainers", "ephemeralContainers"}
 
-func walk(v any, collect func(string), depth int, key string) {
+func walk(v any, collect func(string), depth int) {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, child := range t {
@@ -109,11 +105,11 @@ func walk(v any, collect func(string), depth int, key string) {
 					}
 				}
 			}
-			walk(child, collect, depth, k)
+			walk(child, collect, depth)
 		}
 	case []any:
 		for _, child := range t {
-			walk(child, collect, depth, key)
+			walk(child, collect, depth)
 		}
 	case string:
 		// a value that is itself a manifest (a ConfigMap's helperPod.yaml)
