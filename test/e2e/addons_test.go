@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/test/lab"
 	"github.com/clusterctl/clusterctl/test/lab/mirror"
 )
@@ -48,7 +49,7 @@ func addonsList(t *testing.T, c *Cluster) map[string]addonRelease {
 
 func revisions(list map[string]addonRelease) string {
 	var parts []string
-	for _, n := range []string{"local-path", "metrics-server", "extras", "handmade"} {
+	for _, n := range []string{"flannel", "local-path", "metrics-server", "extras", "handmade"} {
 		if r, ok := list[n]; ok {
 			parts = append(parts, fmt.Sprintf("%s=%d", n, r.Revision))
 		}
@@ -56,12 +57,14 @@ func revisions(list map[string]addonRelease) string {
 	return strings.Join(parts, " ")
 }
 
-// TestAddons installs real, unmodified third-party charts (local-path-provisioner from the lab mirror's
-// Helm repository, metrics-server from its OCI registry) and a manifests add-on on a 1+2 cluster whose
-// artifacts, charts and images included, were pulled with `artifacts pull -i` from the mirror; then: a
-// PVC of the default StorageClass binds and a Pod writes to it, kubectl top lists every node, a second up
-// makes no new revision, a changed value makes exactly one, an add-on taken out of the inventory is
-// uninstalled and the others stay, and a release of the same name installed by someone else is refused.
+// TestAddons installs real, unmodified third-party charts (flannel's as the pod network, with cni.plugin
+// none, and metrics-server from the lab mirror's OCI registry, local-path-provisioner from its Helm
+// repository) and a manifests add-on on a 1+2 cluster whose artifacts, charts and images included, were
+// pulled with `artifacts pull -i` from the mirror; then: the networking part of the focused [Conformance]
+// run passes on flannel's chart, a PVC of the default StorageClass binds and a Pod writes to it, kubectl
+// top lists every node, a second up makes no new revision, a changed value makes exactly one, an add-on
+// taken out of the inventory is uninstalled and the others stay, and a release of the same name installed
+// by someone else is refused.
 func TestAddons(t *testing.T) {
 	labDir, m := lab.Artifacts(t)
 	addonsDir := lab.Addons(t)
@@ -78,7 +81,27 @@ func TestAddons(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(extras, "config.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extras\ndata:\n  greeting: hello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	settings := fmt.Sprintf(`  addons:
+	flRepo, flTag, _ := strings.Cut(lab.FlannelImage, ":")
+	cniRepo, cniTag, _ := strings.Cut(lab.FlannelCNIPluginImage, ":")
+	settings := fmt.Sprintf(`  cni: {plugin: none}
+  addons:
+    - name: flannel
+      chart: flannel
+      version: %s
+      repository: %s
+      namespace: kube-flannel
+      podSecurity: privileged
+      network: true
+      values:
+        podCidr: 10.244.0.0/16
+        flannel:
+          image: {repository: %s, tag: %s}
+          flannel_cni: {image: {repository: %s, tag: %s}}
+          cniBinDir: /usr/lib/cni
+          cniConf: |
+            {"name": "cbr0", "cniVersion": "0.4.0", "plugins": [
+              {"type": "flannel", "delegate": {"hairpinMode": true, "isDefaultGateway": true}},
+              {"type": "portmap", "capabilities": {"portMappings": true}}]}
     - name: local-path
       chart: local-path-provisioner
       version: %s
@@ -98,7 +121,8 @@ func TestAddons(t *testing.T) {
     - name: extras
       manifests: %s
       namespace: extras
-`, strings.TrimPrefix(lab.LocalPathVersion, "v"), mir.ChartsURL(), lab.MetricsServerChart, mir.ChartsOCI(), lab.MetricsServerVersion, extras)
+`, images.FlannelVersion, mir.ChartsOCI(), flRepo, flTag, cniRepo, cniTag,
+		strings.TrimPrefix(lab.LocalPathVersion, "v"), mir.ChartsURL(), lab.MetricsServerChart, mir.ChartsOCI(), lab.MetricsServerVersion, extras)
 	c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, pulled, m.KubernetesVersion, settings)
 	c.Mirror = mir
 	start := time.Now()
@@ -109,7 +133,7 @@ func TestAddons(t *testing.T) {
 	c.Up(t)
 
 	list := addonsList(t, c)
-	for _, n := range []string{"local-path", "metrics-server", "extras"} {
+	for _, n := range []string{"flannel", "local-path", "metrics-server", "extras"} {
 		if r := list[n]; r.Status != "deployed" || r.Revision != 1 {
 			t.Fatalf("after up, add-on %s: %+v (all: %v)", n, r, list)
 		}
@@ -117,6 +141,10 @@ func TestAddons(t *testing.T) {
 	if got := c.MustK(t, "get", "configmap", "-n", "extras", "extras", "-o", "jsonpath={.data.greeting}"); got != "hello" {
 		t.Errorf("the manifests add-on's ConfigMap: %q", got)
 	}
+
+	t.Run("flannel's chart passes the networking part of the focused conformance run", func(t *testing.T) {
+		ConformanceRun{Name: "addons-network", Label: "Conformance", Focus: conformanceNetworking(), Network: ", the pod network flannel's chart (an add-on)"}.Run(t, c)
+	})
 
 	t.Run("a PVC of the default StorageClass binds and a Pod writes to it", func(t *testing.T) {
 		pod := `apiVersion: v1
@@ -169,7 +197,7 @@ spec:
 
 	t.Run("a second up makes no new revision; a changed value makes exactly one", func(t *testing.T) {
 		c.Up(t)
-		if got := revisions(addonsList(t, c)); got != "local-path=1 metrics-server=1 extras=1" {
+		if got := revisions(addonsList(t, c)); got != "flannel=1 local-path=1 metrics-server=1 extras=1" {
 			t.Fatalf("after a second up: %s", got)
 		}
 		data, _ := os.ReadFile(c.Inventory)
@@ -182,7 +210,7 @@ spec:
 			t.Errorf("up --dry-run (exit %d) shows no upgrade with the values' diff:\n%s", code, stdout)
 		}
 		c.Up(t)
-		if got := revisions(addonsList(t, c)); got != "local-path=1 metrics-server=2 extras=1" {
+		if got := revisions(addonsList(t, c)); got != "flannel=1 local-path=1 metrics-server=2 extras=1" {
 			t.Fatalf("after a changed value: %s", got)
 		}
 	})
@@ -199,7 +227,7 @@ spec:
 		}
 		c.Up(t)
 		list := addonsList(t, c)
-		if _, ok := list["extras"]; ok || revisions(list) != "local-path=1 metrics-server=2" {
+		if _, ok := list["extras"]; ok || revisions(list) != "flannel=1 local-path=1 metrics-server=2" {
 			t.Fatalf("after taking extras out: %v", list)
 		}
 		if _, err := c.K(t, "", "get", "configmap", "-n", "extras", "extras"); err == nil || !strings.Contains(err.Error(), "NotFound") {

@@ -76,3 +76,11 @@ func TestSpecText(t *testing.T) {
 		}
 	}
 }
+
+// The networking part of the focused run is its sig-network tests, and all of them.
+func TestConformanceNetworking(t *testing.T) {
+	got := conformanceNetworking()
+	if len(got) != 3 || !strings.Contains(strings.Join(got, " "), "Networking Granular Checks") {
+		t.Errorf("conformanceNetworking: %q", got)
+	}
+}

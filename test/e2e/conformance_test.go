@@ -37,6 +37,18 @@ var conformanceFocused = []string{
 	`\[sig-api-machinery\] Namespaces `,
 }
 
+// conformanceNetworking is the networking part of conformanceFocused (DNS, Services, the pod network's
+// granular checks): what a pod network installed as an add-on must pass (TestAddons).
+func conformanceNetworking() []string {
+	var out []string
+	for _, f := range conformanceFocused {
+		if strings.HasPrefix(f, `\[sig-network\]`) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // TestConformance brings up a cluster with clusterctl (one control-plane node and two workers; with
 // CONTROL_PLANES=3, three behind the node-local proxy) and runs Kubernetes' own tests against it, built for
 // the cluster's version (test/lab/conformance.sh): CLUSTERCTL_E2E_CONFORMANCE=full the whole [Conformance]

@@ -14,6 +14,20 @@ import (
 // libDirs are where the dynamic loader looks for libraries on Debian.
 var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
 
+// IptablesFiles is what kube-proxy and flanneld run from their images: the iptables tools (nft and legacy
+// back ends, as upstream's images ship), their extensions, nft (kube-proxy's nftables mode runs it),
+// conntrack, and the files they read.
+var IptablesFiles = []string{
+	"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/iptables-restore",
+	"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore",
+	"/usr/sbin/iptables-nft", "/usr/sbin/iptables-nft-save", "/usr/sbin/iptables-nft-restore",
+	"/usr/sbin/ip6tables-nft", "/usr/sbin/ip6tables-nft-save", "/usr/sbin/ip6tables-nft-restore",
+	"/usr/sbin/iptables-legacy", "/usr/sbin/iptables-legacy-save", "/usr/sbin/iptables-legacy-restore",
+	"/usr/sbin/ip6tables-legacy", "/usr/sbin/ip6tables-legacy-save", "/usr/sbin/ip6tables-legacy-restore",
+	"/usr/sbin/nft", "/usr/sbin/conntrack", "/usr/lib/x86_64-linux-gnu/xtables",
+	"/etc/protocols", "/etc/services", "/etc/ld.so.cache",
+}
+
 // collector is the state of one Collect.
 type collector struct {
 	root  string

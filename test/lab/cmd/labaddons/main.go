@@ -2,10 +2,14 @@
 // built them from the Go module proxy and Debian's packages: their charts, unmodified from the modules
 // (packaged as helm package does), and their images from the programs built (local-path-provisioner,
 // metrics-server, and busybox from Debian's busybox-static for local-path-provisioner's helper Pods),
-// named as the charts name them. It writes an artifacts directory (manifest.json with every file's
-// SHA-256) that the lab mirror serves as a Helm repository, OCI charts and registry images.
+// named as the charts name them; and the two images flannel's chart runs, under the lab's own names (the
+// test sets them as the chart's values): flanneld with flannel's install-conf and iptables, and flannel's
+// CNI plugin beside busybox's cp, which the chart's init container runs. It writes an artifacts directory
+// (manifest.json with every file's SHA-256) that the lab mirror serves as a Helm repository, OCI charts
+// and registry images.
 //
-//	labaddons -out DIR -chart DIR... -image REF=BINARY:PATH... -busybox BINARY
+//	labaddons -out DIR -chart DIR... -image REF=BINARY:PATH... -busybox BINARY \
+//	  -flannel-image REF -flanneld BINARY -install-conf BINARY -rootfs DIR -cni-plugin-image REF=BINARY
 package main
 
 import (
@@ -37,16 +41,28 @@ func main() {
 	var chartDirs, imgs list
 	flag.Var(&chartDirs, "chart", "a chart directory to package (repeatable)")
 	flag.Var(&imgs, "image", "REF=BINARY:PATH: an image holding one static program at PATH, run from PATH's directory on $PATH (repeatable)")
+	var fl flannel
+	flag.StringVar(&fl.ref, "flannel-image", "", "REF: flanneld's image, as the chart runs it (flanneld and install-conf at /opt/bin, iptables)")
+	flag.StringVar(&fl.flanneld, "flanneld", "", "flanneld, as build-network.sh built it")
+	flag.StringVar(&fl.installConf, "install-conf", "", "flannel's install-conf (cmd/install_conf)")
+	flag.StringVar(&fl.rootfs, "rootfs", "", "the node root filesystem iptables is taken from")
+	flag.StringVar(&fl.cniPlugin, "cni-plugin-image", "", "REF=BINARY: the image the chart copies the flannel CNI plugin from (/flannel, beside busybox)")
 	flag.Parse()
-	if err := run(*out, *busybox, chartDirs, imgs); err != nil {
+	if err := run(*out, *busybox, chartDirs, imgs, fl); err != nil {
 		fmt.Fprintln(os.Stderr, "labaddons:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, busybox string, chartDirs, imgs []string) error {
+// flannel is what flannel's chart runs: its flanneld image and its CNI plugin's image.
+type flannel struct{ ref, flanneld, installConf, rootfs, cniPlugin string }
+
+func run(out, busybox string, chartDirs, imgs []string, fl flannel) error {
 	if out == "" || busybox == "" {
 		return errors.New("-out and -busybox are required")
+	}
+	if (fl.ref == "") != (fl.cniPlugin == "") || fl.ref != "" && (fl.flanneld == "" || fl.installConf == "" || fl.rootfs == "") {
+		return errors.New("-flannel-image needs -cni-plugin-image, -flanneld, -install-conf and -rootfs")
 	}
 	arch := runtime.GOARCH
 	m := &artifacts.Manifest{}
@@ -80,6 +96,23 @@ func run(out, busybox string, chartDirs, imgs []string) error {
 		entrypoint []string
 	}
 	all := []img{{"docker.io/library/busybox:latest", bbFiles, []string{"PATH=/bin"}, []string{"/bin/sh"}}}
+	if fl.ref != "" {
+		iptables, err := image.Collect(fl.rootfs, image.IptablesFiles)
+		if err != nil {
+			return fmt.Errorf("collecting iptables for flanneld's image: %w", err)
+		}
+		// upstream's image: flanneld and install-conf at /opt/bin, iptables for its masquerade and
+		// forward rules
+		all = append(all, img{fl.ref, append([]image.File{{Path: "/opt/bin/flanneld", Source: fl.flanneld, Mode: 0o755},
+			{Path: "/opt/bin/install-conf", Source: fl.installConf, Mode: 0o755}}, iptables...),
+			[]string{"PATH=/opt/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, []string{"/opt/bin/flanneld"}})
+		ref, bin, ok := strings.Cut(fl.cniPlugin, "=")
+		if !ok {
+			return fmt.Errorf("-cni-plugin-image %q: want REF=BINARY", fl.cniPlugin)
+		}
+		// the chart's init container runs `cp -f /flannel /opt/cni/bin/flannel`
+		all = append(all, img{ref, append([]image.File{{Path: "/flannel", Source: bin, Mode: 0o755}}, bbFiles...), []string{"PATH=/bin"}, []string{"/bin/sh"}})
+	}
 	for _, spec := range imgs {
 		ref, rest, ok1 := strings.Cut(spec, "=")
 		bin, at, ok2 := strings.Cut(rest, ":")

@@ -139,7 +139,7 @@ func writeImages(m *artifacts.Manifest, dir, arch, binDir, pause, rootfs, networ
 		return err
 	}
 	bin := func(name string) string { return filepath.Join(binDir, name) }
-	iptables, err := image.Collect(rootfs, iptablesFiles)
+	iptables, err := image.Collect(rootfs, image.IptablesFiles)
 	if err != nil {
 		return fmt.Errorf("collecting iptables for the kube-proxy image: %w", err)
 	}
@@ -241,20 +241,6 @@ func readEnv(path string) (map[string]string, error) {
 		}
 	}
 	return out, sc.Err()
-}
-
-// iptablesFiles is what kube-proxy runs from its image: the iptables tools (nft and legacy back ends, as
-// upstream's image ships), their extensions, nft (its nftables mode runs it), conntrack, and the files they
-// read.
-var iptablesFiles = []string{
-	"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/iptables-restore",
-	"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore",
-	"/usr/sbin/iptables-nft", "/usr/sbin/iptables-nft-save", "/usr/sbin/iptables-nft-restore",
-	"/usr/sbin/ip6tables-nft", "/usr/sbin/ip6tables-nft-save", "/usr/sbin/ip6tables-nft-restore",
-	"/usr/sbin/iptables-legacy", "/usr/sbin/iptables-legacy-save", "/usr/sbin/iptables-legacy-restore",
-	"/usr/sbin/ip6tables-legacy", "/usr/sbin/ip6tables-legacy-save", "/usr/sbin/ip6tables-legacy-restore",
-	"/usr/sbin/nft", "/usr/sbin/conntrack", "/usr/lib/x86_64-linux-gnu/xtables",
-	"/etc/protocols", "/etc/services", "/etc/ld.so.cache",
 }
 
 // haproxyFiles are the node-local API proxy's image: Debian's haproxy and what it reads.
