@@ -13,9 +13,17 @@ import (
 // the inventory uninstalled. The pod network add-on is the network step's. A dry run shows each change
 // with the diff of its values.
 func (u *upRun) addons(ctx context.Context) error {
-	// the network step runs no dry run: its add-on is shown here
-	return u.applyAddons(ctx, "addons", func(a *inventory.Addon) bool { return !a.Network || u.o.DryRun })
+	return u.applyAddons(ctx, "addons", addonsStepPicks(u.o.DryRun))
 }
+
+// addonsStepPicks chooses the add-ons of the addons step: all but the pod network, which is the network
+// step's; a dry run shows it here too (the network step runs no dry run).
+func addonsStepPicks(dryRun bool) func(*inventory.Addon) bool {
+	return func(a *inventory.Addon) bool { return !a.Network || dryRun }
+}
+
+// networkStepPicks chooses the network step's add-on: the pod network.
+func networkStepPicks(a *inventory.Addon) bool { return a.Network }
 
 func (u *upRun) noAddons() string {
 	// add-ons installed earlier and taken out of the inventory are uninstalled: a running cluster is asked
@@ -28,7 +36,7 @@ func (u *upRun) noAddons() string {
 // networkAddon installs the pod network add-on (network: true, with cni.plugin: none) in the network
 // step, before anything waits for Nodes to be Ready.
 func (u *upRun) networkAddon(ctx context.Context) error {
-	return u.applyAddons(ctx, "network", func(a *inventory.Addon) bool { return a.Network })
+	return u.applyAddons(ctx, "network", networkStepPicks)
 }
 
 // applyAddons plans every add-on (so that none of those pick leaves out is taken for removed) and carries
@@ -55,16 +63,8 @@ func (u *upRun) applyAddons(ctx context.Context, step string, pick func(*invento
 		}
 		return err
 	}
-	var mine []charts.Change
-	for _, ch := range changes {
-		a := addonNamed(u.e.Inv, ch.Name)
-		switch {
-		case ch.Action == charts.Uninstall && step == "addons":
-		case a != nil && pick(a) && ch.Action != charts.Uninstall:
-		default:
-			continue
-		}
-		mine = append(mine, ch)
+	mine := stepChanges(u.e.Inv, changes, step, pick)
+	for _, ch := range mine {
 		u.sayChange(step, ch)
 	}
 	u.res.Addons = append(u.res.Addons, mine...)
@@ -74,6 +74,23 @@ func (u *upRun) applyAddons(ctx context.Context, step string, pick func(*invento
 	return c.Apply(ctx, mine, func(addon, format string, args ...any) {
 		u.e.say(step, "", "add-on %s: %s", addon, fmt.Sprintf(format, args...))
 	})
+}
+
+// stepChanges are the changes of a plan that step carries out, in the plan's order: the add-ons pick
+// chooses (installs, upgrades, unchanged), and in the addons step the uninstalls.
+func stepChanges(inv *inventory.Inventory, changes []charts.Change, step string, pick func(*inventory.Addon) bool) []charts.Change {
+	var mine []charts.Change
+	for _, ch := range changes {
+		a := addonNamed(inv, ch.Name)
+		switch {
+		case ch.Action == charts.Uninstall && step == "addons":
+		case a != nil && pick(a) && ch.Action != charts.Uninstall:
+		default:
+			continue
+		}
+		mine = append(mine, ch)
+	}
+	return mine
 }
 
 func addonNamed(inv *inventory.Inventory, name string) *inventory.Addon {

@@ -55,8 +55,10 @@ type Change struct {
 
 	desired *Desired
 	// recover is what an interrupted or failed earlier run left that the change clears first: the
-	// release is uninstalled (a first install that never finished) or rolled back (an upgrade).
-	recover string
+	// release is uninstalled (a first install that never finished) or rolled back (an upgrade) to
+	// revision rollbackTo, the newest that was deployed.
+	recover    string
+	rollbackTo int
 }
 
 // Line describes the change in a sentence: as planned (verb: "would install"), about to happen
@@ -183,23 +185,41 @@ func (c *Client) planChart(ctx context.Context, d *Desired, released []*release.
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return ch, fmt.Errorf("add-on %s: reading its release: %w", a.Name, err)
 	}
-	var last, deployed *release.Release
+	var rels []*release.Release
 	for _, r := range hist {
-		rel, ok := r.(*release.Release)
-		if !ok {
-			continue
+		if rel, ok := r.(*release.Release); ok {
+			rels = append(rels, rel)
 		}
+	}
+	ch, err = decide(d, ns, rels)
+	if err == nil {
+		err = ctx.Err()
+	}
+	return ch, err
+}
+
+// decide is a chart add-on's change given its release's history (every revision, any order): install
+// when there is none, or when the first install never finished; roll back an interrupted upgrade first;
+// upgrade when the chart, its content or the values differ from the last revision's; else unchanged. A
+// release clusterctl did not mark is an error.
+func decide(d *Desired, ns string, hist []*release.Release) (Change, error) {
+	a := d.Addon
+	ch := Change{Name: a.Name, Namespace: ns, Chart: d.Chart.Metadata.Name + "@" + d.Chart.Metadata.Version}
+	// settled is the newest revision that was once deployed (deployed, or superseded by a later one)
+	var last, settled *release.Release
+	for _, rel := range hist {
 		if last == nil || rel.Version > last.Version {
 			last = rel
 		}
-		if rel.Info != nil && rel.Info.Status == rcommon.StatusDeployed && (deployed == nil || rel.Version > deployed.Version) {
-			deployed = rel
+		if rel.Info != nil && (rel.Info.Status == rcommon.StatusDeployed || rel.Info.Status == rcommon.StatusSuperseded) &&
+			(settled == nil || rel.Version > settled.Version) {
+			settled = rel
 		}
 	}
 	if last == nil {
 		ch.Action = Install
 		ch.Diff = valuesDiff(nil, d.Values)
-		return ch, ctx.Err()
+		return ch, nil
 	}
 	if last.Labels[ManagedLabel] != "true" {
 		return ch, fmt.Errorf("add-on %s: a Helm release %s in namespace %s exists that clusterctl did not install (chart %s, revision %d): rename the add-on, or uninstall that release (helm uninstall %s -n %s) to let clusterctl install its own",
@@ -211,16 +231,16 @@ func (c *Client) planChart(ctx context.Context, d *Desired, released []*release.
 		status = last.Info.Status
 	}
 	switch {
-	case status.IsPending() && deployed == nil, status == rcommon.StatusFailed && deployed == nil:
+	case settled == nil && (status.IsPending() || status == rcommon.StatusFailed):
 		// a first install that never finished: start again
 		ch.Action, ch.recover = Install, Uninstall
 		ch.Reasons = append(ch.Reasons, fmt.Sprintf("revision %d is %s", last.Version, status))
 		ch.Diff = valuesDiff(nil, d.Values)
 		return ch, nil
 	case status.IsPending():
-		ch.recover = "rollback"
-		ch.Reasons = append(ch.Reasons, fmt.Sprintf("revision %d is %s (an interrupted run): rolled back to %d first", last.Version, status, deployed.Version))
-		last = deployed
+		ch.recover, ch.rollbackTo = "rollback", settled.Version
+		ch.Reasons = append(ch.Reasons, fmt.Sprintf("revision %d is %s (an interrupted run): rolled back to %d first", last.Version, status, settled.Version))
+		last = settled
 	case status != rcommon.StatusDeployed:
 		ch.Reasons = append(ch.Reasons, fmt.Sprintf("revision %d is %s", last.Version, status))
 	}
@@ -315,7 +335,7 @@ func (c *Client) applyChart(ctx context.Context, ch Change, say Progress) error 
 		}
 	case "rollback":
 		rb := action.NewRollback(cfg)
-		rb.Timeout = a.TimeoutOrDefault()
+		rb.Version, rb.Timeout = ch.rollbackTo, a.TimeoutOrDefault()
 		rb.MaxHistory = maxHistory
 		if err := rb.Run(a.Name); err != nil {
 			return fmt.Errorf("add-on %s: rolling back the interrupted upgrade: %w", a.Name, err)
