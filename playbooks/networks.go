@@ -16,7 +16,16 @@ var networks = map[string]func(c *inventory.Cluster) network.Plugin{
 	inventory.CNIBridge:    func(c *inventory.Cluster) network.Plugin { return bridge.New(c.CNI.MTU, hasIPv6(c)) },
 	inventory.CNIFlannel:   func(c *inventory.Cluster) network.Plugin { return flannel.New(c.CNI.MTU, hasIPv6(c)) },
 	inventory.CNIManifests: func(*inventory.Cluster) network.Plugin { return network.Manifests{} },
-	inventory.CNINone:      func(*inventory.Cluster) network.Plugin { return network.None{} },
+	inventory.CNINone:      none,
+}
+
+// none is cni.plugin none: nothing, or with a pod network add-on what it needs of clusterctl's (the
+// Service route and rule).
+func none(c *inventory.Cluster) network.Plugin {
+	if len(c.NetworkAddons()) > 0 {
+		return bridge.NewServicesOnly(hasIPv6(c))
+	}
+	return network.None{}
 }
 
 // hasIPv6 reports whether the cluster has an IPv6 pod range (dual-stack or IPv6 only).

@@ -127,13 +127,9 @@ func (u *upRun) network(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	addons := len(u.e.Inv.Cluster.NetworkAddons()) > 0
-	if _, none := u.net.(network.None); none && addons {
-		return u.networkAddon(ctx) // the add-on is the pod network: None has nothing to say
-	}
 	out, err := u.net.Apply(ctx, u.networkEnv(), c)
 	u.res.SkippedRoutes = out.Skipped
-	if err != nil || !addons {
+	if err != nil || len(u.e.Inv.Cluster.NetworkAddons()) == 0 {
 		return err
 	}
 	return u.networkAddon(ctx)
