@@ -10,8 +10,11 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
 	"github.com/clusterctl/clusterctl/tasks/statedir"
@@ -37,6 +40,7 @@ const (
 const interruptGrace = time.Second
 
 func main() {
+	rest.SetDefaultWarningHandler(&apiWarnings{out: os.Stderr, seen: map[string]bool{}})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, os.Args[1:], os.Stdout, os.Stderr) }()
@@ -53,6 +57,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "clusterctl: interrupted")
 		os.Exit(exitInterrupted)
 	}
+}
+
+// apiWarnings says each of the API server's warnings (a deprecated API, Pod Security's "would violate")
+// once, in clusterctl's words, where client-go would log them in its own format.
+type apiWarnings struct {
+	mu   sync.Mutex
+	out  io.Writer
+	seen map[string]bool
+}
+
+func (w *apiWarnings) HandleWarningHeader(code int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if code != 299 || text == "" || w.seen[text] {
+		return
+	}
+	w.seen[text] = true
+	fmt.Fprintf(w.out, "clusterctl: warning from the API server: %s\n", text)
 }
 
 // run executes one command line and returns the exit code; the error, if any, is printed here and only here.

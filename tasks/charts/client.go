@@ -3,6 +3,8 @@ package charts
 import (
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
@@ -37,6 +39,31 @@ type Client struct {
 	disc discovery.CachedDiscoveryInterface
 	// Log receives Helm's own log (debug lines); nil discards it.
 	Log slog.Handler
+
+	mu sync.Mutex
+	// warnings are the API server's warnings (deprecated APIs, Pod Security's) not yet said.
+	warnings []string
+}
+
+// HandleWarningHeader keeps a warning of the API server's for the add-on being applied (rest.WarningHandler).
+func (c *Client) HandleWarningHeader(code int, _ string, text string) {
+	if code != 299 || text == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Contains(c.warnings, text) {
+		c.warnings = append(c.warnings, text)
+	}
+}
+
+// takeWarnings returns the warnings kept since the last call.
+func (c *Client) takeWarnings() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.warnings
+	c.warnings = nil
+	return w
 }
 
 // NewClient makes a Client on api's configuration.
@@ -50,7 +77,12 @@ type getter struct {
 	namespace string
 }
 
-func (g getter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.c.api.Config), nil }
+// ToRESTConfig is the run's configuration, the API server's warnings going to the add-on's progress.
+func (g getter) ToRESTConfig() (*rest.Config, error) {
+	cfg := rest.CopyConfig(g.c.api.Config)
+	cfg.WarningHandler = g.c
+	return cfg, nil
+}
 
 func (g getter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) { return g.c.disc, nil }
 

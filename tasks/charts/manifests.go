@@ -333,8 +333,13 @@ func (c *Client) deleteObject(ctx context.Context, o objectRef) error {
 func (c *Client) ensureNamespace(ctx context.Context, name, podSecurity string) error {
 	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if podSecurity != "" {
-		ns.Labels = map[string]string{"pod-security.kubernetes.io/enforce": podSecurity,
-			"pod-security.kubernetes.io/enforce-version": "latest"}
+		// warn and audit at the same level: the cluster's defaults (restricted, with the cis profile)
+		// would warn of every Pod the level lets in
+		ns.Labels = map[string]string{}
+		for _, mode := range []string{"enforce", "warn", "audit"} {
+			ns.Labels["pod-security.kubernetes.io/"+mode] = podSecurity
+			ns.Labels["pod-security.kubernetes.io/"+mode+"-version"] = "latest"
+		}
 	} else {
 		// created only: a namespace that exists (default, kube-system) is not taken over
 		_, err := c.api.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})

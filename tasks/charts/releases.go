@@ -308,6 +308,9 @@ func (c *Client) Apply(ctx context.Context, plan []Change, say Progress) error {
 		default:
 			err = c.applyManifests(ctx, ch, say)
 		}
+		for _, w := range c.takeWarnings() {
+			say(ch.Name, "the API server warns: %s", w)
+		}
 		if err != nil {
 			return err
 		}

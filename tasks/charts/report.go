@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,6 +99,7 @@ func (c *Client) notReadyObjects(ctx context.Context, objs []*unstructured.Unstr
 			seen[key] = true
 			lines = append(lines, fmt.Sprintf("  Pod %s (%s): %s", key, p.Spec.NodeName, podState(&p)))
 			lines = append(lines, c.podEvents(ctx, &p)...)
+			lines = append(lines, c.lastWords(ctx, &p)...)
 		}
 	}
 	if len(lines) == 0 {
@@ -136,6 +138,48 @@ func podState(p *corev1.Pod) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// maxLogLines and maxLogBytes bound what lastWords reads of a container's log.
+const (
+	maxLogLines = 3
+	maxLogBytes = 4096
+)
+
+// lastWords are, for each container of p that exited and was restarted, how it exited and the last lines
+// of its log (the previous instance's): why a crashing container crashes.
+func (c *Client) lastWords(ctx context.Context, p *corev1.Pod) []string {
+	var out []string
+	for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		t := cs.LastTerminationState.Terminated
+		if t == nil || t.ExitCode == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("    %s last exited %d (%s), restarted %d times; its last lines:", cs.Name, t.ExitCode, t.Reason, cs.RestartCount))
+		tail, limit := int64(maxLogLines), int64(maxLogBytes)
+		data, err := c.api.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: true,
+			TailLines: &tail, LimitBytes: &limit}).DoRaw(ctx)
+		if err != nil {
+			out = append(out, "      (its log could not be read: "+err.Error()+")")
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, "      "+truncate(l, 400))
+			}
+		}
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func (c *Client) podEvents(ctx context.Context, p *corev1.Pod) []string {
