@@ -42,13 +42,13 @@ for r in $(seq 1 "${RUNS:-1}"); do
     test/lab/addons-up.sh "$dir" "local-path-provisioner metrics-server") >"$W/pull$r.out" 2>&1 || { tail -20 "$W/pull$r.out" >&2; exit 1; }
   pulled=$(du -sbc "$dir/artifacts/charts" "$dir/artifacts/images/"linux-*/extra-* | awk 'END {print $1}')
   run "up, two add-ons ($r)" up -i "$dir/cluster.yaml"
-  run "up again, no-op ($r)" up -i "$dir/cluster.yaml"
+  run "no-op, two add-ons ($r)" up -i "$dir/cluster.yaml"
   "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
   # a fresh cluster without them, from the same artifacts
   lab_cluster 1+2 "$W/without$r"
   sed -i "s|^  artifacts: .*|  artifacts: $dir/artifacts|" "$W/without$r/cluster.yaml"
   run "up, no add-ons ($r)" up -i "$W/without$r/cluster.yaml"
-  run "up again, no-op ($r)" up -i "$W/without$r/cluster.yaml"
+  run "no-op, no add-ons ($r)" up -i "$W/without$r/cluster.yaml"
   "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
   echo "$NAME: add-on artifacts pulled: $pulled bytes (their charts and the images only they run)"
 done
