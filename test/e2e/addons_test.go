@@ -99,7 +99,6 @@ func TestAddons(t *testing.T) {
           flannel_cni: {image: {repository: %s, tag: %s}}
           # the lab's hosts have no default route, by which flanneld finds its interface by default
           args: [--ip-masq, --kube-subnet-mgr, --iface=host0]
-          cniBinDir: /usr/lib/cni
           cniConf: |
             {"name": "cbr0", "cniVersion": "0.4.0", "plugins": [
               {"type": "flannel", "delegate": {"hairpinMode": true, "isDefaultGateway": true}},
