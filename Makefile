@@ -39,7 +39,7 @@ build: ## build bin/clusterctl (static, -trimpath, version and commit injected)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/clusterctl ./cmd/clusterctl
 	@bin/clusterctl version
 
-up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers), air-gapped from the lab's artifacts (built on first use); SUBNETS=2 CNI=flannel: hosts on two routed subnets with flannel's VXLAN; IP=dual: a dual-stack cluster (IP=6: IPv6 only); BARE=1: hosts with nothing but sshd and systemd, artifacts pulled with `clusterctl artifacts pull` from the lab's mirror into the cache; VM=1: bare QEMU VMs (Debian 13, own kernel, emulated: slow, waits of 25 min); ADDONS="local-path-provisioner metrics-server": those charts installed as add-ons, pulled from the lab's mirror (Helm repository and OCI registry) with the artifacts; kubeconfig in .lab/
+up: build lab-deps ## the main job: a cluster of N lab hosts (CONTROL_PLANES=1 + workers), air-gapped from the lab's artifacts (built on first use); SUBNETS=2 CNI=flannel: hosts on two routed subnets with flannel's VXLAN; IP=dual: a dual-stack cluster (IP=6: IPv6 only); BARE=1: hosts with nothing but sshd and systemd, artifacts pulled with `clusterctl artifacts pull` from the lab's mirror into the cache; VM=1: bare QEMU VMs (Debian 13, own kernel, emulated: slow, waits of 25 min); ADDONS="flannel local-path-provisioner metrics-server": those charts installed as add-ons (flannel's as the pod network), pulled from the lab's mirror (Helm repository and OCI registry) with the artifacts; kubeconfig in .lab/
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/lab/lab.sh up --name lab --dir $(LAB_DIR) --hosts $(N) --control-planes $(CONTROL_PLANES) $(LAB_KIND)
 ifeq ($(BARE)$(VM),)
@@ -55,7 +55,7 @@ ifneq ($(ADDONS),)
 endif
 	bin/clusterctl up -i $(LAB_DIR)/cluster.yaml $(if $(VM),--api-timeout 25m --node-timeout 25m)
 	@echo "kubectl: $(ARTIFACTS)/bin/linux-amd64/kubectl --kubeconfig $(LAB_DIR)/.clusterctl/lab/admin.conf get nodes"
-	@echo "what the hosts received: bin/clusterctl artifacts list --dir $(if $(BARE)$(VM),$(PULLED),$(ARTIFACTS))"
+	@echo "what the hosts received: bin/clusterctl artifacts list --dir $(if $(ADDONS),$(LAB_DIR)/artifacts,$(if $(BARE)$(VM),$(PULLED),$(ARTIFACTS)))"
 	@echo "remove the lab: make lab-down"
 
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
