@@ -24,6 +24,7 @@ func TestVersionReasons(t *testing.T) {
 		limit         bool
 		from          string
 		refused       []string // each in some reason; none: allowed
+		skew          []string // kubelets outside the skew policy (readiness blockers)
 	}{
 		{name: "one minor", to: "v1.37.2", api: cps("v1.36.3", "v1.36.3"), kubelets: []hostVersion{hv("w1", "v1.36.3")}, from: "1.36.3"},
 		{name: "patch", to: "v1.37.2", api: cps("v1.37.0"), kubelets: []hostVersion{hv("w1", "v1.37.0")}, from: "1.37.0"},
@@ -35,10 +36,13 @@ func TestVersionReasons(t *testing.T) {
 			refused: []string{"the API server on cp2 runs v1.36.3: upgrading kubelets to v1.37.2 would make them newer than an API server"}},
 		{name: "workers after the control plane", to: "v1.37.2", api: cps("v1.37.2", "v1.37.2"), kubelets: []hostVersion{hv("w1", "v1.36.3")}, limit: true, from: "1.37.2"},
 		{name: "a kubelet four minors behind", to: "v1.37.2", api: cps("v1.36.3"), kubelets: []hostVersion{hv("w1", "v1.33.1")}, from: "1.36.3",
-			refused: []string{"kubelet on w1 runs v1.33.1, more than three minor versions behind"}},
+			skew: []string{"kubelet on w1 runs v1.33.1, more than three minor versions behind"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			from, reasons := versionReasons(version.MustParseSemantic(c.to), c.api, c.kubelets, c.limit)
+			from, reasons, skew := versionReasons(version.MustParseSemantic(c.to), c.api, c.kubelets, c.limit)
+			if got := strings.Join(skew, "\n"); len(skew) != len(c.skew) || len(c.skew) > 0 && !strings.Contains(got, c.skew[0]) {
+				t.Errorf("skew: %q, want %q", skew, c.skew)
+			}
 			if from == nil || from.String() != c.from {
 				t.Errorf("from %v, want %s", from, c.from)
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
-	"github.com/clusterctl/clusterctl/tasks/nodes"
+	"github.com/clusterctl/clusterctl/tasks/readiness"
 )
 
 // check refuses, with every reason found, an upgrade that would leave the cluster outside what upstream
@@ -62,24 +62,11 @@ func (u *upgradeRun) check(ctx context.Context) error {
 			reasons = append(reasons, fmt.Sprintf("worker %s is not a Node of the cluster: join it first (clusterctl add-node %s), or leave it out of the inventory", h.Name, h.Name))
 		}
 	}
-	from, skew := versionReasons(u.to, apiServers, kubelets, u.limit)
-	reasons = append(reasons, skew...)
+	from, hard, skew := versionReasons(u.to, apiServers, kubelets, u.limit)
+	reasons = append(reasons, hard...)
 	if from != nil && u.res.From == "" {
 		u.res.From = "v" + from.String()
 		u.keepFrom()
-	}
-	var notReady []string
-	for _, h := range u.e.Inv.Hosts {
-		n := byName[h.NodeName]
-		if n == nil {
-			continue // refused above
-		}
-		if !nodes.Ready(n) && !u.current(h.Name) {
-			notReady = append(notReady, h.NodeName)
-		}
-	}
-	if len(notReady) > 0 {
-		reasons = append(reasons, fmt.Sprintf("Nodes not Ready: %s (kubectl describe node tells why); an upgrade starts from a healthy cluster", strings.Join(notReady, ", ")))
 	}
 	ec, err := u.e.etcd(ctx)
 	if err != nil {
@@ -93,9 +80,41 @@ func (u *upgradeRun) check(ctx context.Context) error {
 		}
 	}
 	if len(reasons) > 0 {
+		// what no --force overrides: the version policy, hosts that are no Nodes, etcd without quorum
 		return fmt.Errorf("%w:\n  - %s", ErrUpgradeRefused, strings.Join(reasons, "\n  - "))
 	}
-	u.e.say("check", "", "from %s to %s: versions, %d Nodes Ready, etcd quorum", u.res.From, u.res.To, len(list.Items))
+	start := time.Now()
+	report := append(readiness.Skew(skew), u.readinessReport(ctx, admin, list.Items)...).Sorted()
+	u.res.Readiness = report
+	return u.judge(report, time.Since(start), len(list.Items))
+}
+
+// judge says the readiness report: each warning, then the blockers, which refuse the run unless --force
+// (which names what it overrides).
+func (u *upgradeRun) judge(report readiness.Report, took time.Duration, nodes int) error {
+	blockers := report.Blockers()
+	for _, f := range report {
+		if f.Severity == readiness.Warning {
+			u.e.say("check", "", "%s", f.Line())
+		}
+	}
+	u.e.say("check", "", "readiness report in %.1fs: %d blocker(s), %d warning(s)", took.Seconds(), len(blockers), len(report)-len(blockers))
+	if len(blockers) == 0 {
+		u.e.say("check", "", "from %s to %s: versions, %d Nodes Ready, etcd healthy, nothing blocks", u.res.From, u.res.To, nodes)
+		return nil
+	}
+	lines := make([]string, len(blockers))
+	for i, f := range blockers {
+		lines[i] = f.Object + ": " + f.Message
+	}
+	if !u.o.Force {
+		return fmt.Errorf("%w: %d blocker(s) (--force goes on anyway, overriding %s):\n  - %s", ErrUpgradeRefused, len(blockers),
+			strings.Join(blockers.Checks(), ", "), strings.Join(lines, "\n  - "))
+	}
+	u.e.say("check", "", "--force: going on despite %d blocker(s), overriding %s", len(blockers), strings.Join(blockers.Checks(), ", "))
+	for _, l := range lines {
+		u.e.say("check", "", "overridden: %s", l)
+	}
 	return nil
 }
 
@@ -105,13 +124,14 @@ type hostVersion struct {
 	V    *version.Version
 }
 
-// versionReasons is what the versions alone forbid: an API server or kubelet newer than the target (no
-// downgrades), a jump of more than one minor version from the oldest API server, a kubelet more than
-// three minor versions behind, and with limit (workers only) an API server behind the target (a kubelet
-// must never be newer than an API server). It returns the oldest API server's version, where the upgrade
-// starts from.
-func versionReasons(to *version.Version, apiServers, kubelets []hostVersion, limit bool) (*version.Version, []string) {
-	var reasons []string
+// versionReasons is what the versions alone forbid (hard: no --force overrides it): an API server or
+// kubelet newer than the target (no downgrades), a jump of more than one minor version from the oldest
+// API server, and with limit (workers only) an API server behind the target (a kubelet must never be
+// newer than an API server); and the kubelets outside the skew policy, more than three minor versions
+// behind the target (skew: blockers of the readiness report). It returns the oldest API server's
+// version, where the upgrade starts from.
+func versionReasons(to *version.Version, apiServers, kubelets []hostVersion, limit bool) (*version.Version, []string, []string) {
+	var reasons, skew []string
 	var lowest *hostVersion
 	for i, a := range apiServers {
 		if a.V.GreaterThan(to) {
@@ -132,13 +152,13 @@ func versionReasons(to *version.Version, apiServers, kubelets []hostVersion, lim
 		if k.V.GreaterThan(to) {
 			reasons = append(reasons, fmt.Sprintf("the kubelet on %s runs v%s, newer than the target v%s: clusterctl does not downgrade", k.Name, k.V, to))
 		} else if to.Minor() > k.V.Minor()+3 {
-			reasons = append(reasons, fmt.Sprintf("the kubelet on %s runs v%s, more than three minor versions behind v%s: upgrade it first", k.Name, k.V, to))
+			skew = append(skew, fmt.Sprintf("the kubelet on %s runs v%s, more than three minor versions behind v%s: upgrade it first", k.Name, k.V, to))
 		}
 	}
 	if lowest == nil {
-		return nil, reasons
+		return nil, reasons, skew
 	}
-	return lowest.V, reasons
+	return lowest.V, reasons, skew
 }
 
 // apiServerVersion asks a control-plane node's own API server its version.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/readiness"
 	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
@@ -27,6 +28,8 @@ type UpgradeOptions struct {
 	Now     func() time.Time
 	// Preflight is what preflight ignores and the clock skew it allows (its hosts are the upgrade's).
 	Preflight PreflightOptions
+	// Force goes on despite the readiness report's blockers (each said as overridden).
+	Force bool
 }
 
 // UpgradeResult is what an upgrade did, or in a dry run would do.
@@ -47,6 +50,8 @@ type UpgradeResult struct {
 	Plan          []HostPlan    `json:"plan,omitempty"`
 	// Preflight is the report of the checks for the target version.
 	Preflight *PreflightReport `json:"preflight,omitempty"`
+	// Readiness is the report made before anything changes: blockers first, then warnings.
+	Readiness readiness.Report `json:"readiness"`
 }
 
 // ErrUpgradeRefused is wrapped by the reasons an upgrade refuses to start.

@@ -25,6 +25,7 @@ type upgradeOptions struct {
 	certificateRenewal bool
 	timeout            time.Duration
 	dryRun             bool
+	force              bool
 	yes                bool
 }
 
@@ -41,9 +42,15 @@ or to --to without editing the file, in the order upstream documents:
                  certificates and kubeconfigs renewed as kubeadm upgrade does (--certificate-renewal); the
                  target's artifacts verified (pulled into the cache when cluster.artifacts is not set)
   check          refuses, before anything changes, when: the jump is more than one minor version (patch
-                 jumps are free) or a downgrade, a Node is not Ready, etcd lacks quorum, a kubelet would
-                 end newer than an API server (--limit before the control plane), the artifacts lack
-                 anything the hosts need
+                 jumps are free) or a downgrade, etcd lacks quorum, a kubelet would end newer than an API
+                 server (--limit before the control plane), the artifacts lack anything the hosts need;
+                 then the readiness report, each finding naming the object and what to do. Blockers
+                 refuse the run (--force goes on, naming what it overrides): PodDisruptionBudgets that
+                 allow no eviction of a Pod on a node the run drains, APIs in use (the API servers'
+                 apiserver_requested_deprecated_apis) that the target removes, Nodes not Ready, etcd
+                 members unhealthy or in alarm, certificates that expire before the run could end plus
+                 a day (those it renews aside), kubelets more than three minor versions behind.
+                 Warnings: Nodes cordoned by someone else (left cordoned), pending CSRs
   images         the target's images imported on every host (air-gapped), so no Pod waits for one
   etcd           with etcd on hosts of its own: the target's etcd binaries and unit on every etcd host, then
                  the members restarted one at a time, each ready before the next
@@ -61,9 +68,9 @@ or to --to without editing the file, in the order upstream documents:
 Each step is recorded in the state directory (runs/upgrade.json): killed anywhere, the same command finishes
 the upgrade, starting with the control-plane node it left half-way. A node that fails stops the roll;
 the nodes not reached are untouched and the cluster keeps serving. --limit upgrades only the named
-workers (once the control plane is at the target). --dry-run prints the plan, per host the files and
-restarts, and changes nothing. Exit codes: 0 done, 1 refused or failed (every reason is named),
-2 bad usage or inventory, 130 interrupted.`,
+workers (once the control plane is at the target). --dry-run prints the readiness report and the plan,
+per host the files and restarts, and changes nothing. Exit codes: 0 done, 1 refused (a dry run too, when
+something blocks) or failed (every reason is named), 2 bad usage or inventory, 130 interrupted.`,
 		Example: `  clusterctl upgrade -i hosts.yaml --dry-run          # the plan, per host; nothing is touched
   clusterctl upgrade -i hosts.yaml --yes               # to cluster.kubernetesVersion
   clusterctl upgrade -i hosts.yaml --to v1.37.2 --yes  # without editing the inventory
@@ -83,6 +90,7 @@ restarts, and changes nothing. Exit codes: 0 done, 1 refused or failed (every re
 	f.BoolVar(&o.certificateRenewal, "certificate-renewal", true, "renew the control-plane certificates and kubeconfigs on the way, as kubeadm upgrade does")
 	f.DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each wait may take (a node's static Pods, its API server, a node Ready, a rollout)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "check and print the plan: the order, and per host the files it would receive and what would restart; change nothing")
+	f.BoolVar(&o.force, "force", false, "go on despite the readiness report's blockers (each is said as overridden); never past the version policy or an etcd without quorum")
 	f.BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
 	return cmd
 }
@@ -123,7 +131,7 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 			skip: o.yes || o.dryRun},
 		play: func(ctx context.Context) (*playbooks.UpgradeResult, error) {
 			return playbooks.Upgrade(ctx, env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,
-				CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options()})
+				CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options(), Force: o.force})
 		},
 		notes: func(res *playbooks.UpgradeResult, err error) {
 			if res != nil && res.Preflight != nil && errors.Is(err, playbooks.ErrPreflight) && g.Output != "json" {
@@ -139,6 +147,10 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 
 func printUpgrade(w io.Writer, r *playbooks.UpgradeResult, dry bool, took time.Duration) {
 	if dry {
+		fmt.Fprintf(w, "readiness: %d blocker(s), %d warning(s)\n", len(r.Readiness.Blockers()), len(r.Readiness)-len(r.Readiness.Blockers()))
+		for _, f := range r.Readiness {
+			fmt.Fprintf(w, "  %s\n", f.Line())
+		}
 		fmt.Fprintf(w, "upgrade from %s to %s, in this order:\n", r.From, r.To)
 		for i, line := range r.Order {
 			fmt.Fprintf(w, "  %2d. %s\n", i+1, line)

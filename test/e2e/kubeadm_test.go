@@ -159,6 +159,10 @@ func TestKubeadm(t *testing.T) {
 		upgradeRefusesKubeletsFirst(t, full, target, "w1", from)
 	})
 
+	t.Run("a PodDisruptionBudget that allows no disruption blocks the upgrade, named", func(t *testing.T) {
+		upgradeBlockedByPDB(t, full, target, "w1", "registry.k8s.io/pause:"+fromM.PauseVersion)
+	})
+
 	t.Run("upgrade dry run: the plan, nothing changed", func(t *testing.T) {
 		upgradeDryRun(t, full, target, from, to, "cp1", "(workers batch 1 of ")
 		r, _, _ := full.upgrade(t, append(target, "--dry-run")...)

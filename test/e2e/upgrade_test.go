@@ -27,6 +27,63 @@ type upgradeResult struct {
 	}
 	Nodes     []struct{ Name, Version string }
 	Preflight json.RawMessage
+	Readiness []struct{ Severity, Check, Object, Message string }
+}
+
+// upgradeBlockedByPDB puts a one-replica Deployment on node under a PodDisruptionBudget that allows no
+// disruption: the upgrade's dry run exits 1 naming the budget (its readiness report's blocker), and
+// --force names what it overrides; the budget and the Deployment are removed after.
+func upgradeBlockedByPDB(t *testing.T, c *Cluster, target []string, node, pauseImage string) {
+	t.Helper()
+	objs := `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: guarded, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: guarded}}
+  template:
+    metadata: {labels: {app: guarded}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: ` + node + `}
+      containers: [{name: pause, image: "` + pauseImage + `", imagePullPolicy: Never,
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, runAsNonRoot: true, runAsUser: 65535, seccompProfile: {type: RuntimeDefault}}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: guarded, namespace: default}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: guarded}}
+`
+	if _, err := c.K(t, objs, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = c.K(t, objs, "delete", "--wait", "-f", "-") }()
+	c.MustWait(t, "deployment/guarded", "condition=Available", 2*time.Minute)
+	// the budget's status follows the Pod: wait until it says no disruption is allowed
+	deadline := time.Now().Add(time.Minute)
+	for c.MustK(t, "get", "pdb", "guarded", "-o", "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}") != "1/0" {
+		if time.Now().After(deadline) {
+			t.Fatal("the PodDisruptionBudget's status never said 1 healthy, 0 disruptions allowed")
+		}
+		time.Sleep(time.Second)
+	}
+	r, stderr, code := c.upgrade(t, append(target, "--dry-run")...)
+	if code != 1 || !strings.Contains(r.Error, "PodDisruptionBudget default/guarded: allows no disruption") || !strings.Contains(r.Error, "Pod guarded-") {
+		t.Fatalf("dry run with a blocking budget: exit %d, error %q\n%s", code, r.Error, tail(stderr, 20))
+	}
+	found := false
+	for _, f := range r.Readiness {
+		found = found || f.Severity == "blocker" && f.Check == "pdb" && f.Object == "PodDisruptionBudget default/guarded"
+	}
+	if !found {
+		t.Errorf("the readiness report lacks the budget: %+v", r.Readiness)
+	}
+	t.Logf("dry run refused: %s", r.Error)
+	r, _, code = c.upgrade(t, append(target, "--dry-run", "--force")...)
+	if code != 0 || len(r.Order) == 0 {
+		t.Errorf("dry run with --force: exit %d, %s", code, r.Error)
+	}
 }
 
 // PreflightText is the preflight report as JSON text.
