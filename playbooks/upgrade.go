@@ -3,6 +3,8 @@ package playbooks
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/render"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 // Upgrade moves a running cluster to the inventory's Kubernetes version the way upstream documents it:
@@ -102,6 +105,9 @@ func (u *upgradeRun) steps() []Step {
 			}
 			return ""
 		}},
+		// an etcd snapshot streamed to the state directory before the first change, as kubeadm takes one
+		// before it upgrades a control-plane node
+		{Name: "backup", Run: u.backup, Skip: u.noBackup},
 		// the target's images imported on every host first, so that no Pod waits for one
 		{Name: "images", Run: u.importImages},
 		// external etcd: every member's binary and unit, members restarted one at a time, each ready before
@@ -168,6 +174,9 @@ func (u *upgradeRun) planStep(ctx context.Context) error {
 	if len(u.res.Renewed) > 0 {
 		add("renew %d control-plane certificates and kubeconfigs (in the state directory; pushed with each node)", len(u.res.Renewed))
 	}
+	if u.noBackup() == "" {
+		add("take an etcd snapshot into %s (0600, its integrity checked)", filepath.Dir(statedir.JournalPath(u.e.StateDir, kindUpgrade)))
+	}
 	add("import the images of %s on %d hosts", u.res.To, len(u.hosts))
 	if !u.limit {
 		for _, h := range u.etcdHosts() {
@@ -192,6 +201,40 @@ func (u *upgradeRun) planStep(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// noBackup skips the backup step: --no-backup, --limit (no control-plane node changes), a dry run (the
+// plan says it), or a resumed run whose first run took it.
+func (u *upgradeRun) noBackup() string {
+	switch {
+	case u.o.NoBackup:
+		return "--no-backup"
+	case u.limit:
+		return "--limit: no control-plane node changes"
+	case u.st != nil && u.st.Data.Backup != nil:
+		return "taken by the run this one resumes: " + u.st.Data.Backup.File
+	}
+	return ""
+}
+
+// backup streams a snapshot of etcd from a healthy member to the state directory, beside the run's
+// journal, and records it there (a resumed run takes no other). The file stays when the upgrade is done.
+func (u *upgradeRun) backup(ctx context.Context) error {
+	if u.o.DryRun {
+		return nil
+	}
+	dir := filepath.Dir(statedir.JournalPath(u.e.StateDir, kindUpgrade))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	name := fmt.Sprintf("etcd-before-upgrade-%s-to-%s-%s.db", u.res.From, u.res.To, u.o.Now().UTC().Format("20060102-150405"))
+	snap, err := EtcdSnapshot(ctx, u.e, filepath.Join(dir, name))
+	if err != nil {
+		return fmt.Errorf("the etcd snapshot before the upgrade (--no-backup goes without): %w", err)
+	}
+	u.res.Backup = snap
+	u.e.say("backup", snap.Host, "etcd snapshot %s: %d bytes, revision %d, sha256 %s", snap.File, snap.Size, snap.Revision, snap.SHA256)
+	return u.st.Update(func(j *statedir.Journal[upgradeData]) { j.Data.Backup = snap })
 }
 
 func (u *upgradeRun) workerBatches() [][]*inventory.Host {

@@ -30,6 +30,8 @@ type UpgradeOptions struct {
 	Preflight PreflightOptions
 	// Force goes on despite the readiness report's blockers (each said as overridden).
 	Force bool
+	// NoBackup skips the etcd snapshot taken before the first change.
+	NoBackup bool
 }
 
 // UpgradeResult is what an upgrade did, or in a dry run would do.
@@ -52,6 +54,9 @@ type UpgradeResult struct {
 	Preflight *PreflightReport `json:"preflight,omitempty"`
 	// Readiness is the report made before anything changes: blockers first, then warnings.
 	Readiness readiness.Report `json:"readiness"`
+	// Backup is the etcd snapshot taken before the first change (a resumed run's: the one its first
+	// run took).
+	Backup *SnapshotResult `json:"backup,omitempty"`
 }
 
 // ErrUpgradeRefused is wrapped by the reasons an upgrade refuses to start.
@@ -106,4 +111,6 @@ type upgradeData struct {
 	From string `json:"from"`
 	// Cordoned are the nodes the upgrade cordoned (it uncordons those only).
 	Cordoned []string `json:"cordoned,omitempty"`
+	// Backup is the etcd snapshot taken before the first change (a resumed run takes none).
+	Backup *SnapshotResult `json:"backup,omitempty"`
 }

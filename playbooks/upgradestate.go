@@ -36,6 +36,7 @@ func (u *upgradeRun) loadState() error {
 	}
 	u.res.Resumed = true
 	u.res.From = st.Data.From
+	u.res.Backup = st.Data.Backup
 	return nil
 }
 

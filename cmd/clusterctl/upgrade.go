@@ -26,6 +26,7 @@ type upgradeOptions struct {
 	timeout            time.Duration
 	dryRun             bool
 	force              bool
+	noBackup           bool
 	yes                bool
 }
 
@@ -51,6 +52,9 @@ or to --to without editing the file, in the order upstream documents:
                  members unhealthy or in alarm, certificates that expire before the run could end plus
                  a day (those it renews aside), kubelets more than three minor versions behind.
                  Warnings: Nodes cordoned by someone else (left cordoned), pending CSRs
+  backup         an etcd snapshot streamed from a healthy member into the state directory (runs/, 0600,
+                 its integrity checked; kept after the upgrade), as kubeadm takes one before it upgrades
+                 a control-plane node (--no-backup skips it; a resumed run keeps its first run's)
   images         the target's images imported on every host (air-gapped), so no Pod waits for one
   etcd           with etcd on hosts of its own: the target's etcd binaries and unit on every etcd host, then
                  the members restarted one at a time, each ready before the next
@@ -91,6 +95,7 @@ something blocks) or failed (every reason is named), 2 bad usage or inventory, 1
 	f.DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each wait may take (a node's static Pods, its API server, a node Ready, a rollout)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "check and print the plan: the order, and per host the files it would receive and what would restart; change nothing")
 	f.BoolVar(&o.force, "force", false, "go on despite the readiness report's blockers (each is said as overridden); never past the version policy or an etcd without quorum")
+	f.BoolVar(&o.noBackup, "no-backup", false, "take no etcd snapshot before the first change")
 	f.BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
 	return cmd
 }
@@ -131,7 +136,7 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 			skip: o.yes || o.dryRun},
 		play: func(ctx context.Context) (*playbooks.UpgradeResult, error) {
 			return playbooks.Upgrade(ctx, env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,
-				CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options(), Force: o.force})
+				CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options(), Force: o.force, NoBackup: o.noBackup})
 		},
 		notes: func(res *playbooks.UpgradeResult, err error) {
 			if res != nil && res.Preflight != nil && errors.Is(err, playbooks.ErrPreflight) && g.Output != "json" {
@@ -164,6 +169,9 @@ func printUpgrade(w io.Writer, r *playbooks.UpgradeResult, dry bool, took time.D
 		resumed = " (resumed)"
 	}
 	fmt.Fprintf(w, "upgraded from %s to %s in %.1fs%s\n", r.From, r.To, took.Seconds(), resumed)
+	if r.Backup != nil {
+		fmt.Fprintf(w, "  etcd snapshot before the upgrade: %s (%d bytes, revision %d; clusterctl etcd restore --from restores it)\n", r.Backup.File, r.Backup.Size, r.Backup.Revision)
+	}
 	for _, n := range r.ControlPlanes {
 		fmt.Fprintf(w, "  %s: control plane at %s in %.1fs\n", n.Name, r.To, float64(n.DurationMS)/1000)
 	}

@@ -191,6 +191,7 @@ func TestKubeadm(t *testing.T) {
 			t.Fatalf("upgrade: exit %d: %s\n%s", code, r.Error, tail(stderr, 40))
 		}
 		t.Logf("upgraded %s to %s: control plane %+v, kubelets %+v", r.From, r.To, r.ControlPlanes, r.Kubelets)
+		backupKept(t, full, r)
 		if after := full.Lab.Run(t, "cp1", timer); after != timerBefore || !strings.Contains(after, "ActiveState=active\n") {
 			t.Errorf("cp1's etcd snapshots' timer before the upgrade:\n%safter:\n%s(stopped and started again, or not running)", timerBefore, after)
 		}

@@ -28,6 +28,24 @@ type upgradeResult struct {
 	Nodes     []struct{ Name, Version string }
 	Preflight json.RawMessage
 	Readiness []struct{ Severity, Check, Object, Message string }
+	Backup    *struct {
+		File string
+		Size int64
+	}
+}
+
+// backupKept checks that an upgrade took its etcd snapshot into the state directory, 0600, and that
+// etcdctl's own tools read it.
+func backupKept(t *testing.T, c *Cluster, r upgradeResult) {
+	t.Helper()
+	if r.Backup == nil || filepath.Dir(r.Backup.File) != filepath.Join(c.StateDir, "runs") {
+		t.Fatalf("the upgrade's etcd snapshot: %+v (want one under %s)", r.Backup, filepath.Join(c.StateDir, "runs"))
+	}
+	st, err := os.Stat(r.Backup.File)
+	if err != nil || st.Mode().Perm() != 0o600 || st.Size() != r.Backup.Size || st.Size() < 1<<20 {
+		t.Errorf("the snapshot %s: %v %v (result says %d bytes)", r.Backup.File, st, err, r.Backup.Size)
+	}
+	t.Logf("etcd snapshot before the upgrade: %s, %d bytes", r.Backup.File, r.Backup.Size)
 }
 
 // upgradeBlockedByPDB puts a one-replica Deployment on node under a PodDisruptionBudget that allows no
