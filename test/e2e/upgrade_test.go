@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterctl/clusterctl/tasks/etcdmember"
 	"github.com/clusterctl/clusterctl/test/lab"
 )
 
@@ -34,8 +35,8 @@ type upgradeResult struct {
 	}
 }
 
-// backupKept checks that an upgrade took its etcd snapshot into the state directory, 0600, and that
-// etcdctl's own tools read it.
+// backupKept checks that an upgrade took its etcd snapshot into the state directory, 0600, whole (its
+// integrity hash checks) and holding a store (a revision).
 func backupKept(t *testing.T, c *Cluster, r upgradeResult) {
 	t.Helper()
 	if r.Backup == nil || filepath.Dir(r.Backup.File) != filepath.Join(c.StateDir, "runs") {
@@ -45,7 +46,14 @@ func backupKept(t *testing.T, c *Cluster, r upgradeResult) {
 	if err != nil || st.Mode().Perm() != 0o600 || st.Size() != r.Backup.Size || st.Size() < 1<<20 {
 		t.Errorf("the snapshot %s: %v %v (result says %d bytes)", r.Backup.File, st, err, r.Backup.Size)
 	}
-	t.Logf("etcd snapshot before the upgrade: %s, %d bytes", r.Backup.File, r.Backup.Size)
+	if _, _, err := etcdmember.VerifySnapshot(r.Backup.File); err != nil {
+		t.Errorf("the snapshot's integrity: %v", err)
+	}
+	rev, err := etcdmember.SnapshotRevision(r.Backup.File)
+	if err != nil || rev == 0 {
+		t.Errorf("the snapshot's revision: %d %v", rev, err)
+	}
+	t.Logf("etcd snapshot before the upgrade: %s, %d bytes, revision %d", r.Backup.File, r.Backup.Size, rev)
 }
 
 // upgradeBlockedByPDB puts a one-replica Deployment on node under a PodDisruptionBudget that allows no
