@@ -33,6 +33,10 @@ const (
 	maxSupportedMinor   = 37
 )
 
+// TestedPatches are, per minor release, the patch release clusterctl's lab builds and its tests run: the
+// version a multi-minor upgrade passes through when the command line names none for that minor.
+var TestedPatches = map[int]string{34: "v1.34.4", 35: "v1.35.4", 36: "v1.36.3", 37: DefaultKubernetesVersion}
+
 // KeyAlgorithms are the values certificates.keyAlgorithm accepts.
 var KeyAlgorithms = []string{"RSA-2048", "RSA-3072", "RSA-4096", "ECDSA-P256"}
 

@@ -57,6 +57,10 @@ type UpgradeResult struct {
 	// Backup is the etcd snapshot taken before the first change (a resumed run's: the one its first
 	// run took).
 	Backup *SnapshotResult `json:"backup,omitempty"`
+	// Path is the versions an upgrade of several minor releases passes, from the first; Hops each one's
+	// result (when there are several).
+	Path []string         `json:"path,omitempty"`
+	Hops []*UpgradeResult `json:"hops,omitempty"`
 }
 
 // ErrUpgradeRefused is wrapped by the reasons an upgrade refuses to start.

@@ -13,13 +13,15 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/tasks/artifacts"
 )
 
 type upgradeOptions struct {
 	ssh                sshOptions
 	preflight          preflightFlags
 	to                 string
-	artifacts          string
+	artifacts          []string
+	via                []string
 	maxUnavailable     int
 	drainTimeout       time.Duration
 	certificateRenewal bool
@@ -88,7 +90,8 @@ something blocks) or failed (every reason is named), 2 bad usage or inventory, 1
 	o.preflight.addFlags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.to, "to", "", "the target Kubernetes version (default: the inventory's cluster.kubernetesVersion)")
-	f.StringVar(&o.artifacts, "artifacts", "", "the target's artifacts directory, in place of cluster.artifacts (default: the inventory's, else the per-version cache, pulled into when it lacks anything)")
+	f.StringSliceVar(&o.artifacts, "artifacts", nil, "an artifacts directory of a version on the way (repeatable, one per version; the target's in place of cluster.artifacts); a version without one: the inventory's for the target, else the per-version cache, pulled into")
+	f.StringSliceVar(&o.via, "via", nil, "the version of a minor release the upgrade passes through (repeatable; default: its artifacts', else the patch release clusterctl is tested with)")
 	f.IntVar(&o.maxUnavailable, "max-unavailable", 1, "how many workers are drained and upgraded at once")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, drainTimeoutUsage)
 	f.BoolVar(&o.certificateRenewal, "certificate-renewal", true, "renew the control-plane certificates and kubeconfigs on the way, as kubeadm upgrade does")
@@ -123,20 +126,33 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 	if o.to != "" {
 		env.Inv.Cluster.KubernetesVersion = o.to
 	}
-	if o.artifacts != "" {
-		abs, err := filepath.Abs(o.artifacts)
+	given := map[string]string{}
+	for _, dir := range o.artifacts {
+		abs, err := filepath.Abs(dir)
 		if err != nil {
 			return usageError("--artifacts: %v", err)
 		}
-		env.Inv.Cluster.Artifacts = abs
+		m, err := artifacts.Load(abs)
+		if err != nil {
+			return usageError("--artifacts %s: %v", dir, err)
+		}
+		if other, ok := given[m.KubernetesVersion]; ok {
+			return usageError("--artifacts %s and %s both hold Kubernetes %s: give one", other, dir, m.KubernetesVersion)
+		}
+		given[m.KubernetesVersion] = abs
+	}
+	for _, v := range o.via {
+		if inventory.CheckKubernetesVersion(v) != nil {
+			return usageError("--via %q is not a supported Kubernetes version (such as %s)", v, inventory.DefaultKubernetesVersion)
+		}
 	}
 	return change[playbooks.UpgradeResult]{g: g, view: view, result: "upgrade_result", refused: playbooks.ErrUpgradeRefused,
 		ask: &question{what: "upgrade restarts the control plane node by node and drains every node in turn",
 			ask:  fmt.Sprintf("upgrade cluster %q to Kubernetes %s? [y/N] ", env.Inv.Cluster.Name, env.Inv.Cluster.KubernetesVersion),
 			skip: o.yes || o.dryRun},
 		play: func(ctx context.Context) (*playbooks.UpgradeResult, error) {
-			return playbooks.Upgrade(ctx, env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,
-				CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options(), Force: o.force, NoBackup: o.noBackup})
+			return playbooks.UpgradeAll(ctx, env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,
+				CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options(), Force: o.force, NoBackup: o.noBackup}, given, o.via)
 		},
 		notes: func(res *playbooks.UpgradeResult, err error) {
 			if res != nil && res.Preflight != nil && errors.Is(err, playbooks.ErrPreflight) && g.Output != "json" {
@@ -156,6 +172,9 @@ func printUpgrade(w io.Writer, r *playbooks.UpgradeResult, dry bool, took time.D
 		for _, f := range r.Readiness {
 			fmt.Fprintf(w, "  %s\n", f.Line())
 		}
+		if len(r.Path) > 2 {
+			fmt.Fprintf(w, "path: %s, each minor release done and checked before the next\n", strings.Join(r.Path, " → "))
+		}
 		fmt.Fprintf(w, "upgrade from %s to %s, in this order:\n", r.From, r.To)
 		for i, line := range r.Order {
 			fmt.Fprintf(w, "  %2d. %s\n", i+1, line)
@@ -168,21 +187,15 @@ func printUpgrade(w io.Writer, r *playbooks.UpgradeResult, dry bool, took time.D
 	if r.Resumed {
 		resumed = " (resumed)"
 	}
-	fmt.Fprintf(w, "upgraded from %s to %s in %.1fs%s\n", r.From, r.To, took.Seconds(), resumed)
-	if r.Backup != nil {
-		fmt.Fprintf(w, "  etcd snapshot before the upgrade: %s (%d bytes, revision %d; clusterctl etcd restore --from restores it)\n", r.Backup.File, r.Backup.Size, r.Backup.Revision)
-	}
-	for _, n := range r.ControlPlanes {
-		fmt.Fprintf(w, "  %s: control plane at %s in %.1fs\n", n.Name, r.To, float64(n.DurationMS)/1000)
-	}
-	for _, n := range r.Kubelets {
-		fmt.Fprintf(w, "  %s: kubelet at %s in %.1fs (cordon, drain, restart, Ready, uncordon)\n", n.Name, r.To, float64(n.DurationMS)/1000)
-	}
-	if len(r.Renewed) > 0 {
-		fmt.Fprintf(w, "  renewed: %s\n", strings.Join(r.Renewed, ", "))
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "  note: %s\n", n)
+	if len(r.Hops) > 1 {
+		fmt.Fprintf(w, "upgraded from %s to %s in %.1fs%s, one minor release at a time: %s\n", r.From, r.To, took.Seconds(), resumed, strings.Join(r.Path, " → "))
+		for _, h := range r.Hops {
+			fmt.Fprintf(w, "  %s to %s:\n", h.From, h.To)
+			printHop(w, h, "    ")
+		}
+	} else {
+		fmt.Fprintf(w, "upgraded from %s to %s in %.1fs%s\n", r.From, r.To, took.Seconds(), resumed)
+		printHop(w, r, "  ")
 	}
 	for _, n := range r.Nodes {
 		ready := "Ready"
@@ -190,5 +203,24 @@ func printUpgrade(w io.Writer, r *playbooks.UpgradeResult, dry bool, took time.D
 			ready = "NotReady"
 		}
 		fmt.Fprintf(w, "  %-20s %-8s %s\n", n.Name, ready, n.Version)
+	}
+}
+
+// printHop prints what one upgrade (or one hop of several) did on each node.
+func printHop(w io.Writer, r *playbooks.UpgradeResult, indent string) {
+	if r.Backup != nil {
+		fmt.Fprintf(w, indent+"etcd snapshot before the upgrade: %s (%d bytes, revision %d; clusterctl etcd restore --from restores it)\n", r.Backup.File, r.Backup.Size, r.Backup.Revision)
+	}
+	for _, n := range r.ControlPlanes {
+		fmt.Fprintf(w, indent+"%s: control plane at %s in %.1fs\n", n.Name, r.To, float64(n.DurationMS)/1000)
+	}
+	for _, n := range r.Kubelets {
+		fmt.Fprintf(w, indent+"%s: kubelet at %s in %.1fs (cordon, drain, restart, Ready, uncordon)\n", n.Name, r.To, float64(n.DurationMS)/1000)
+	}
+	if len(r.Renewed) > 0 {
+		fmt.Fprintf(w, indent+"renewed: %s\n", strings.Join(r.Renewed, ", "))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, indent+"note: %s\n", n)
 	}
 }
