@@ -272,6 +272,7 @@ func (d *deployment) node(name string) (apply.Node, error) {
 	}
 	for i := range n.Files {
 		n.Files[i].Keep = apply.MayPreexist(n.Files[i].Path)
+		n.Files[i].Previous = d.previous
 	}
 	return n, nil
 }

@@ -28,6 +28,9 @@ type deployment struct {
 	// keep, when set, keeps only the files (and image archives) a phase pushes: an upgrade pushes a
 	// control-plane node's static Pods and certificates before its kubelet (see only).
 	keep func(path string) bool
+	// previous, when set, is where each file's first write keeps what it replaces (transport.File.Previous):
+	// an upgrade's phase, which a rollback puts back (see keeping).
+	previous string
 
 	// the run's join state: a token for each host joining by TLS bootstrap, and the approver of their
 	// certificates
@@ -43,6 +46,13 @@ type recorder struct {
 	mu             sync.Mutex
 	restartKubelet map[string]bool // hosts whose kubelet files changed in this run
 	outcomes       map[string]*apply.Outcome
+}
+
+// keeping is the deployment keeping on each node, under dir, what its writes replace.
+func (d *deployment) keeping(dir string) *deployment {
+	c := *d
+	c.previous = dir
+	return &c
 }
 
 // only is the deployment pushing only the files keep keeps.

@@ -362,31 +362,42 @@ func (d *deployment) waitStaticPods(ctx context.Context, play string, h *invento
 	if len(components) == 0 {
 		components = d.staticPods()
 	}
-	want := map[string]nodes.StaticPod{} // component -> the digest and image its manifest carries
+	var files []transport.File
 	for _, hf := range d.rendered.Hosts {
-		if hf.Host != h.Name {
+		if hf.Host == h.Name {
+			files = append(files, hf.Files...)
+		}
+	}
+	return d.waitStaticPodsOf(ctx, play, h, staticPodsOf(files), components)
+}
+
+// staticPodsOf is, per component, the certificate digest and image its manifest among files carries.
+func staticPodsOf(files []transport.File) map[string]nodes.StaticPod {
+	want := map[string]nodes.StaticPod{}
+	for _, f := range files {
+		if path.Dir(f.Path) != kubeadm.ManifestsDir {
 			continue
 		}
-		for _, f := range hf.Files {
-			if path.Dir(f.Path) != kubeadm.ManifestsDir {
-				continue
+		c := strings.TrimSuffix(path.Base(f.Path), ".yaml")
+		for _, line := range strings.Split(string(f.Data), "\n") {
+			line = strings.TrimSpace(line)
+			if v, ok := strings.CutPrefix(line, render.PKIAnnotation+": "); ok {
+				p := want[c]
+				p.Annotation = v
+				want[c] = p
 			}
-			c := strings.TrimSuffix(path.Base(f.Path), ".yaml")
-			for _, line := range strings.Split(string(f.Data), "\n") {
-				line = strings.TrimSpace(line)
-				if v, ok := strings.CutPrefix(line, render.PKIAnnotation+": "); ok {
-					p := want[c]
-					p.Annotation = v
-					want[c] = p
-				}
-				if v, ok := strings.CutPrefix(line, "image: "); ok && want[c].Image == "" {
-					p := want[c]
-					p.Image = strings.Trim(v, `"'`)
-					want[c] = p
-				}
+			if v, ok := strings.CutPrefix(line, "image: "); ok && want[c].Image == "" {
+				p := want[c]
+				p.Image = strings.Trim(v, `"'`)
+				want[c] = p
 			}
 		}
 	}
+	return want
+}
+
+// waitStaticPodsOf waits until the node's static Pods of components carry what want says and are Ready.
+func (d *deployment) waitStaticPodsOf(ctx context.Context, play string, h *inventory.Host, want map[string]nodes.StaticPod, components []string) error {
 	admin, err := d.e.Admin(ctx)
 	if err != nil {
 		return err

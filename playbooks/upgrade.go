@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,7 +79,11 @@ func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, err
 			u.res.Plan = u.hostPlans()
 		}
 	}()
-	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, u.steps())
+	steps := u.steps()
+	if o.Rollback {
+		steps = u.rollbackSteps()
+	}
+	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, steps)
 	return u.res, err
 }
 
@@ -261,7 +266,7 @@ func (u *upgradeRun) importImages(ctx context.Context) error {
 // certificates (rollControlPlane: etcd alone first when its manifest changes), the kubelets left as they
 // are until every API server runs the target.
 func (u *upgradeRun) controlPlanes(ctx context.Context) error {
-	cp := u.only(controlPlaneFile)
+	cp := u.only(controlPlaneFile).keeping(u.keptDir(phaseControlPlane))
 	for _, h := range u.controlPlaneHosts() {
 		step := "control-plane/" + h.Name
 		if err := u.markCurrent(h.Name); err != nil {
@@ -269,8 +274,12 @@ func (u *upgradeRun) controlPlanes(ctx context.Context) error {
 		}
 		start := time.Now()
 		changed, err := cp.rollControlPlane(ctx, "control-plane", h)
+		if err != nil && ctx.Err() == nil && !u.o.DryRun {
+			// its new static Pods did not become healthy: it and the nodes rolled before are put back
+			return u.rollBack(ctx, fmt.Errorf("%s: %w", h.Name, err))
+		}
 		if err != nil {
-			return fmt.Errorf("%s: %w (the other control-plane nodes are untouched; the same command resumes)", h.Name, err)
+			return fmt.Errorf("%s: %w (the other control-plane nodes are untouched; the same command resumes, or upgrade --rollback puts it back)", h.Name, err)
 		}
 		if changed {
 			u.res.ControlPlanes = append(u.res.ControlPlanes, PhaseTiming{Name: h.Name, DurationMS: time.Since(start).Milliseconds()})
@@ -373,13 +382,28 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 	if err := u.e.runHooks(ctx, hooks.Point{Command: inventory.HookUpgrade, When: "before"}, todo, false, nil); err != nil {
 		return err
 	}
-	if _, err := u.push(ctx, "kubelets", names(todo), len(todo)); err != nil {
+	if _, err := u.keeping(u.keptDir(phaseKubelet)).push(ctx, "kubelets", names(todo), len(todo)); err != nil {
 		return err
 	}
 	if err := u.startKubelet(ctx, "kubelets", names(todo)); err != nil {
 		return err
 	}
 	if err := u.waitKubelets(ctx, admin, todo); err != nil {
+		if failed := u.notBack(ctx, admin, todo); len(failed) > 0 && ctx.Err() == nil && !u.o.DryRun {
+			for _, h := range batch {
+				if slices.Contains(failed, h) {
+					continue
+				}
+				// at the target: done, as if its batch had been alone
+				if err := u.drainWindow().close(ctx, admin.Kube, h); err != nil {
+					return err
+				}
+				if err := u.markDone("kubelet/"+h.Name, h.Name); err != nil {
+					return err
+				}
+			}
+			return u.rollBackKubelets(ctx, failed, err)
+		}
 		return err
 	}
 	if err := u.e.runHooks(ctx, hooks.Point{Command: inventory.HookUpgrade, When: "after"}, todo, false, nil); err != nil {
@@ -454,6 +478,9 @@ func (u *upgradeRun) done(ctx context.Context) error {
 		return err
 	}
 	if u.res.Nodes, err = nodeStatuses(ctx, admin); err != nil {
+		return err
+	}
+	if err := u.forgetKept(ctx, names(u.hosts)); err != nil {
 		return err
 	}
 	if u.limit {

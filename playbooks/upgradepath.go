@@ -90,6 +90,17 @@ func PathLine(from string, hops []Hop) string {
 // run plans the first hop in full and lists the others, which can be planned only once the cluster is at
 // the version before them. The result is the last hop's, with the path and every hop's result.
 func UpgradeAll(ctx context.Context, e *Env, o UpgradeOptions, given map[string]string, via []string) (*UpgradeResult, error) {
+	if o.Rollback {
+		// the hop under way (the journal's), whatever the command line's target
+		st, err := statedir.OpenJournal[upgradeData](statedir.JournalPath(e.StateDir, kindUpgrade), kindUpgrade)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil && st.Key != e.Inv.Cluster.KubernetesVersion {
+			e.Inv.Cluster.KubernetesVersion, e.Inv.Cluster.Artifacts = st.Key, given[st.Key]
+		}
+		return Upgrade(ctx, e, o)
+	}
 	to, err := version.ParseSemantic(e.Inv.Cluster.KubernetesVersion)
 	if err != nil {
 		return nil, err

@@ -32,6 +32,9 @@ type UpgradeOptions struct {
 	Force bool
 	// NoBackup skips the etcd snapshot taken before the first change.
 	NoBackup bool
+	// Rollback puts back the control-plane nodes of the upgrade under way (its journal) instead of going
+	// on: what a run killed during its rollback left to do.
+	Rollback bool
 }
 
 // UpgradeResult is what an upgrade did, or in a dry run would do.
@@ -57,6 +60,8 @@ type UpgradeResult struct {
 	// Backup is the etcd snapshot taken before the first change (a resumed run's: the one its first
 	// run took).
 	Backup *SnapshotResult `json:"backup,omitempty"`
+	// RolledBack are the nodes put back to the version upgraded from, in the order they were.
+	RolledBack []string `json:"rolledBack,omitempty"`
 	// Path is the versions an upgrade of several minor releases passes, from the first; Hops each one's
 	// result (when there are several).
 	Path []string         `json:"path,omitempty"`
@@ -117,4 +122,7 @@ type upgradeData struct {
 	Cordoned []string `json:"cordoned,omitempty"`
 	// Backup is the etcd snapshot taken before the first change (a resumed run takes none).
 	Backup *SnapshotResult `json:"backup,omitempty"`
+	// RollingBack: a control-plane node failed and the nodes changed are being put back (upgrade
+	// --rollback finishes it; the upgrade does not go on).
+	RollingBack bool `json:"rollingBack,omitempty"`
 }

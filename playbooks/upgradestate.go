@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/statedir"
@@ -20,6 +21,9 @@ func (u *upgradeRun) loadState() error {
 	if err != nil {
 		return err
 	}
+	if st == nil && u.o.Rollback {
+		return fmt.Errorf("%w: no upgrade is under way (%s): nothing to roll back", ErrUpgradeRefused, path)
+	}
 	if st == nil {
 		if !u.o.DryRun {
 			u.st = statedir.NewJournal[upgradeData](path, kindUpgrade, u.res.To, u.o.Now())
@@ -29,6 +33,10 @@ func (u *upgradeRun) loadState() error {
 	if st.Key != u.res.To {
 		return fmt.Errorf("%w: an upgrade from %s to %s is under way (%s); finish it (clusterctl upgrade --to %s) before another",
 			ErrUpgradeRefused, st.Data.From, st.Key, path, st.Key)
+	}
+	if st.Data.RollingBack && !u.o.Rollback {
+		return fmt.Errorf("%w: the rollback of the upgrade from %s to %s was stopped half-way (%s): finish it (clusterctl upgrade --rollback) before another",
+			ErrUpgradeRefused, st.Data.From, st.Key, path)
 	}
 	u.st = st
 	for _, h := range st.Current {
@@ -85,7 +93,7 @@ func (u *upgradeRun) nothingToResume() string {
 }
 
 func (u *upgradeRun) resume(ctx context.Context) error {
-	cp := u.only(controlPlaneFile)
+	cp := u.only(controlPlaneFile).keeping(u.keptDir(phaseControlPlane))
 	for _, h := range u.interrupted() {
 		u.e.say("resume", h.Name, "finishing its control plane, left half-way by the run that was interrupted")
 		if _, err := cp.rollControlPlane(ctx, "resume", h); err != nil {
@@ -93,4 +101,33 @@ func (u *upgradeRun) resume(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rollbackSteps are upgrade --rollback's: connect (preflight's checks only said), render (the target's
+// files, which say what each node runs), then the rollback of every control-plane node the upgrade under
+// way changed (rollBack). An upgrade past its control planes (its add-ons done) is not rolled back.
+func (u *upgradeRun) rollbackSteps() []Step {
+	return []Step{
+		{Name: "preflight", Run: func(ctx context.Context) error {
+			o := u.o.Preflight
+			o.Ignore = []string{"all"}
+			report, err := u.preflight(ctx, o)
+			u.res.Preflight = report
+			return err
+		}, Dry: true},
+		{Name: "render", Run: u.render, Dry: true},
+		{Name: "rollback", Run: func(ctx context.Context) error {
+			if u.isDone("addons") {
+				return fmt.Errorf("%w: the upgrade to %s is past its control planes (every API server and the add-ons run it): finish it (clusterctl upgrade --to %s); a rollback puts back control-plane nodes only",
+					ErrUpgradeRefused, u.res.To, u.res.To)
+			}
+			if u.o.DryRun {
+				for _, h := range slices.Backward(u.controlPlaneHosts()) {
+					u.res.Order = append(u.res.Order, fmt.Sprintf("%s: put back what the upgrade replaced (kept in %s), static Pods at %s, if it kept anything", h.Name, u.keptDir(phaseControlPlane), u.res.From))
+				}
+				return nil
+			}
+			return u.rollBack(ctx, nil)
+		}},
+	}
 }

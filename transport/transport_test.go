@@ -349,6 +349,51 @@ func TestCancelEndsRemoteCommand(t *testing.T) {
 	}
 }
 
+// TestPutKeepsPrevious checks File.Previous: the first write of a file keeps what it replaced (its
+// content, mode and owner) or a marker that there was nothing; later writes keep nothing more.
+func TestPutKeepsPrevious(t *testing.T) {
+	_, target, opts := setup(t, transporttest.Options{})
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, prev := t.TempDir(), t.TempDir()+"/kept"
+	ctx := context.Background()
+	key, conf := filepath.Join(dir, "pki/ca.key"), filepath.Join(dir, "admin.conf")
+	if err := os.MkdirAll(filepath.Dir(key), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	put := func(data string) {
+		t.Helper()
+		if _, err := c.Put(ctx, []transport.File{
+			{Path: key, Data: []byte(data), Mode: 0o600, UID: os.Getuid(), GID: os.Getgid(), Previous: prev},
+			{Path: conf, Data: []byte(data), Mode: 0o644, UID: os.Getuid(), GID: os.Getgid(), Previous: prev},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("new")
+	put("newer")
+	if got, err := os.ReadFile(prev + key); err != nil || string(got) != "old" {
+		t.Errorf("the kept ca.key: %q %v", got, err)
+	}
+	if st, err := os.Stat(prev + key); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the kept ca.key's mode: %v %v", st, err)
+	}
+	if _, err := os.Stat(prev + conf + transport.AbsentSuffix); err != nil {
+		t.Errorf("no marker that admin.conf was not there: %v", err)
+	}
+	if _, err := os.Stat(prev + conf); !os.IsNotExist(err) {
+		t.Errorf("admin.conf kept although it was not there before: %v", err)
+	}
+	if got, _ := os.ReadFile(key); string(got) != "newer" {
+		t.Errorf("ca.key = %q", got)
+	}
+}
+
 func TestPutIsAtomicIdempotentAndFixesModes(t *testing.T) {
 	_, target, opts := setup(t, transporttest.Options{})
 	c, err := dial(t, target, opts)

@@ -37,6 +37,11 @@ type File struct {
 	// kernel setting, a unit, a binary): the first time Put replaces or creates it, it keeps the original
 	// under BackupDir (or records that there was none), so that reset can put the host back as it was.
 	Keep bool
+	// Previous, when set, is a directory where the first write of the file since the directory was made
+	// keeps what it replaces (a hard link to it, or a copy, with its mode and owner; an empty marker named
+	// with AbsentSuffix when there was none): an upgrade keeps each node's previous files for the run, and
+	// a rollback puts them back (scripts.Rollback).
+	Previous string
 }
 
 // BackupDir is where Put keeps what it replaced of a host's own files (File.Keep): BackupDir + the path,
@@ -134,8 +139,13 @@ func (c *Conn) Put(ctx context.Context, files []File) (_ []bool, err error) {
 		g.Go(func() error {
 			// The original is kept by the same goroutine that replaces it, in parallel with the other files.
 			if f.Keep {
-				if err := keepOriginal(client, f.Path, st.exists); err != nil {
+				if err := keepAt(client, BackupDir, f.Path, st.exists, true); err != nil {
 					return fmt.Errorf("%s: keeping the original of %s: %w", c.target.Name, f.Path, err)
+				}
+			}
+			if f.Previous != "" {
+				if err := keepAt(client, f.Previous, f.Path, st.exists, false); err != nil {
+					return fmt.Errorf("%s: keeping the previous %s for a rollback: %w", c.target.Name, f.Path, err)
 				}
 			}
 			return c.writeAtomic(gctx, client, f, mode)
@@ -160,11 +170,12 @@ func (c *Conn) checkFiles(files []File) error {
 	return nil
 }
 
-// keepOriginal keeps what is at p before Put first writes it: a hard link to the host's own file (a copy
-// where the backup is on another file system), or an empty marker when there is none. A file clusterctl
-// wrote itself (an earlier version kept no record) counts as none.
-func keepOriginal(client *sftp.Client, p string, exists bool) error {
-	b := BackupDir + p
+// keepAt keeps, under base, what is at p before Put first writes it: a hard link to the file (a copy, with
+// its mode and owner, where base is on another file system), or an empty marker when there is none. With
+// hostsOwn (the host's own originals, BackupDir), a file clusterctl wrote itself (an earlier version kept
+// no record) counts as none.
+func keepAt(client *sftp.Client, base, p string, exists, hostsOwn bool) error {
+	b := base + p
 	for _, q := range []string{b, b + AbsentSuffix} {
 		if _, err := client.Lstat(q); err == nil {
 			return nil // kept at an earlier write
@@ -175,7 +186,7 @@ func keepOriginal(client *sftp.Client, p string, exists bool) error {
 	if err := mkdirAll(client, path.Dir(b)); err != nil {
 		return err
 	}
-	if exists {
+	if exists && hostsOwn {
 		data, err := readHead(client, p, len(managedMark))
 		if err != nil {
 			return err
@@ -209,6 +220,12 @@ func keepOriginal(client *sftp.Client, p string, exists bool) error {
 	if err := w.Chmod(st.Mode().Perm()); err != nil {
 		w.Close()
 		return err
+	}
+	if fs, ok := st.Sys().(*sftp.FileStat); ok {
+		if err := w.Chown(int(fs.UID), int(fs.GID)); err != nil {
+			w.Close()
+			return err
+		}
 	}
 	if _, err := io.Copy(w, src); err != nil {
 		w.Close()

@@ -29,6 +29,7 @@ type upgradeOptions struct {
 	dryRun             bool
 	force              bool
 	noBackup           bool
+	rollback           bool
 	yes                bool
 }
 
@@ -38,14 +39,16 @@ func newUpgradeCmd(g *globalOptions) *cobra.Command {
 		Use:   "upgrade",
 		Short: "Move a running cluster to the inventory's Kubernetes version (or --to), node by node",
 		Long: `Upgrade the cluster to cluster.kubernetesVersion (raise it in the inventory first, with its artifacts),
-or to --to without editing the file, in the order upstream documents:
+or to --to without editing the file, in the order upstream documents. A cluster several minor releases
+behind is walked one minor at a time (v1.35 → v1.36 → v1.37), each hop all of these steps, every Node at
+its version and the readiness report clean before the next; --artifacts once per version (or each pulled
+into the cache), --via to pass a minor at another patch release than the one clusterctl is tested with:
 
   preflight      facts and kubeadm's checks for the target version on every host
   render         the target's static Pods, kubelet configuration and add-ons, made here; the control-plane
                  certificates and kubeconfigs renewed as kubeadm upgrade does (--certificate-renewal); the
                  target's artifacts verified (pulled into the cache when cluster.artifacts is not set)
-  check          refuses, before anything changes, when: the jump is more than one minor version (patch
-                 jumps are free) or a downgrade, etcd lacks quorum, a kubelet would end newer than an API
+  check          refuses, before anything changes, when: the hop is a downgrade, etcd lacks quorum, a kubelet would end newer than an API
                  server (--limit before the control plane), the artifacts lack anything the hosts need;
                  then the readiness report, each finding naming the object and what to do. Blockers
                  refuse the run (--force goes on, naming what it overrides): PodDisruptionBudgets that
@@ -72,15 +75,22 @@ or to --to without editing the file, in the order upstream documents:
                  target, hooks.upgrade.after, uncordon
 
 Each step is recorded in the state directory (runs/upgrade.json): killed anywhere, the same command finishes
-the upgrade, starting with the control-plane node it left half-way. A node that fails stops the roll;
-the nodes not reached are untouched and the cluster keeps serving. --limit upgrades only the named
+the upgrade, starting with the control-plane node it left half-way. What a node's files were before the
+upgrade is kept on the node for the run (/var/lib/clusterctl/rollback): a control-plane node whose new
+static Pods are not healthy within --timeout is put back, then the control-plane nodes rolled before it,
+and the run exits 1 with the cluster serving at the old version on every node; a node whose new kubelet
+does not come back Ready is put back, Ready at the old version and left cordoned, and the run exits 1
+saying so. upgrade --rollback finishes a rollback a killed run left (or puts back the control-plane
+nodes of an upgrade killed before its add-ons). --limit upgrades only the named
 workers (once the control plane is at the target). --dry-run prints the readiness report and the plan,
 per host the files and restarts, and changes nothing. Exit codes: 0 done, 1 refused (a dry run too, when
 something blocks) or failed (every reason is named), 2 bad usage or inventory, 130 interrupted.`,
 		Example: `  clusterctl upgrade -i hosts.yaml --dry-run          # the plan, per host; nothing is touched
   clusterctl upgrade -i hosts.yaml --yes               # to cluster.kubernetesVersion
   clusterctl upgrade -i hosts.yaml --to v1.37.2 --yes  # without editing the inventory
-  clusterctl upgrade -i hosts.yaml --limit w1,w2 --yes --max-unavailable 2`,
+  clusterctl upgrade -i hosts.yaml --limit w1,w2 --yes --max-unavailable 2
+  clusterctl upgrade -i hosts.yaml --to v1.37.2 --artifacts art-1.36 --artifacts art-1.37 --yes  # two minors
+  clusterctl upgrade -i hosts.yaml --rollback --yes    # finish the rollback a killed run left`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUpgrade(cmd, g, o)
@@ -99,6 +109,7 @@ something blocks) or failed (every reason is named), 2 bad usage or inventory, 1
 	f.BoolVar(&o.dryRun, "dry-run", false, "check and print the plan: the order, and per host the files it would receive and what would restart; change nothing")
 	f.BoolVar(&o.force, "force", false, "go on despite the readiness report's blockers (each is said as overridden); never past the version policy or an etcd without quorum")
 	f.BoolVar(&o.noBackup, "no-backup", false, "take no etcd snapshot before the first change")
+	f.BoolVar(&o.rollback, "rollback", false, "put back the control-plane nodes of the upgrade under way (the journal's), instead of going on")
 	f.BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
 	return cmd
 }
@@ -146,13 +157,21 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 			return usageError("--via %q is not a supported Kubernetes version (such as %s)", v, inventory.DefaultKubernetesVersion)
 		}
 	}
+	ask := &question{what: "upgrade restarts the control plane node by node and drains every node in turn",
+		ask:  fmt.Sprintf("upgrade cluster %q to Kubernetes %s? [y/N] ", env.Inv.Cluster.Name, env.Inv.Cluster.KubernetesVersion),
+		skip: o.yes || o.dryRun}
+	if o.rollback {
+		if o.to != "" || len(o.via) > 0 {
+			return usageError("--rollback puts back the upgrade under way (its journal's): it takes no --to or --via")
+		}
+		ask.what = "upgrade --rollback restarts the control plane of each node the upgrade under way changed"
+		ask.ask = fmt.Sprintf("roll back the upgrade under way of cluster %q? [y/N] ", env.Inv.Cluster.Name)
+	}
 	return change[playbooks.UpgradeResult]{g: g, view: view, result: "upgrade_result", refused: playbooks.ErrUpgradeRefused,
-		ask: &question{what: "upgrade restarts the control plane node by node and drains every node in turn",
-			ask:  fmt.Sprintf("upgrade cluster %q to Kubernetes %s? [y/N] ", env.Inv.Cluster.Name, env.Inv.Cluster.KubernetesVersion),
-			skip: o.yes || o.dryRun},
+		ask: ask,
 		play: func(ctx context.Context) (*playbooks.UpgradeResult, error) {
 			return playbooks.UpgradeAll(ctx, env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,
-				CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options(), Force: o.force, NoBackup: o.noBackup}, given, o.via)
+				CertificateRenewal: o.certificateRenewal, Timeout: o.timeout, DryRun: o.dryRun, Preflight: o.preflight.options(), Force: o.force, NoBackup: o.noBackup, Rollback: o.rollback}, given, o.via)
 		},
 		notes: func(res *playbooks.UpgradeResult, err error) {
 			if res != nil && res.Preflight != nil && errors.Is(err, playbooks.ErrPreflight) && g.Output != "json" {
@@ -181,6 +200,10 @@ func printUpgrade(w io.Writer, r *playbooks.UpgradeResult, dry bool, took time.D
 		}
 		total := printHostPlans(w, r.Plan)
 		fmt.Fprintf(w, "dry run: %d change(s) on %d host(s); nothing was changed on the hosts\n", total, len(r.Plan))
+		return
+	}
+	if len(r.RolledBack) > 0 && r.Nodes == nil {
+		fmt.Fprintf(w, "rolled back to %s in %.1fs: %s put back\n", r.From, took.Seconds(), strings.Join(r.RolledBack, ", "))
 		return
 	}
 	resumed := ""

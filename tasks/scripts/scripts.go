@@ -13,6 +13,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/snapshots"
 	"github.com/clusterctl/clusterctl/templates"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 func render(name string, data any) string {
@@ -437,4 +438,34 @@ func RestoreEtcd(p EtcdRestoreParams) string {
 		EtcdRestoreParams
 		Etcdutl, Work, Data, Before string
 	}{p, cmp.Or(p.Etcdutl, kubeadm.Binary("etcdutl")), data + ".restoring", data, data + ".before-restore"})
+}
+
+// RollbackParams say what Rollback puts back.
+type RollbackParams struct {
+	// Dir holds what an upgrade phase kept of the node's files (transport.File.Previous).
+	Dir string
+	// Except is a directory whose kept files stay kept (the caller writes them).
+	Except string
+	// Runtime are the runtime binaries clusterctl installed (as SetupParams.Runtime): containerd restarts
+	// when they, its unit or its configuration changed since it last started.
+	Runtime []string
+	// Drop removes Dir and does nothing else.
+	Drop bool
+	Dry  bool
+	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty).
+	Stamps string
+}
+
+// Rollback puts back the files an upgrade phase kept on a node, or with Drop forgets them.
+func Rollback(p RollbackParams) string {
+	containerd := []string{kubeadm.ContainerdConfig}
+	if len(p.Runtime) > 0 {
+		containerd = append(append(containerd, kubeadm.ContainerdUnit), p.Runtime...)
+	}
+	return render("rollback.sh", struct {
+		stamps
+		Dir, Except, Absent string
+		Containerd          []string
+		Drop                bool
+	}{newStamps(p.Stamps, nil, p.Dry), p.Dir, p.Except, transport.AbsentSuffix, containerd, p.Drop})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -48,6 +49,8 @@ func TestGolden(t *testing.T) {
 		"diagnose":                Diagnose(),
 		"pids":                    PIDs("kube-apiserver"),
 		"stop-static-pods":        StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Scheduler}, 3000),
+		"rollback":                Rollback(RollbackParams{Dir: kubeadm.StateDir + "/rollback/v1.37.2/control-plane", Except: kubeadm.ManifestsDir, Runtime: []string{kubeadm.RuntimeBinary("containerd")}}),
+		"rollback-drop":           Rollback(RollbackParams{Dir: kubeadm.StateDir + "/rollback", Drop: true}),
 		"remove-files":            RemoveFiles(kubeadm.PKIDir+"/ca-signer.crt", kubeadm.PKIDir+"/ca-signer.key"),
 		"read-cert":               ReadCert(kubeadm.KubeletServerCurrent),
 		"switch-client":           SwitchKubeletClient("kubelet-client-2026-11-23-15-40-00.pem"),
@@ -94,5 +97,68 @@ func TestStopStaticPodsProcessNames(t *testing.T) {
 	s := StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Etcd}, 5)
 	if !strings.Contains(s, "for p in kube-controller etcd;") || !strings.Contains(s, "rm -f /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/manifests/etcd.yaml\n") {
 		t.Errorf("StopStaticPods:\n%s", s)
+	}
+}
+
+// TestRollbackPutsBack runs the rollback script on this machine's files (systemctl a stub): kept files go
+// back over their paths, absent markers remove theirs, the excepted directory's stay kept, and Drop
+// forgets the rest.
+func TestRollbackPutsBack(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "bin")
+	write := func(p, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(bin, "systemctl"), "#!/bin/sh\nexit 0\n")
+	if err := os.Chmod(filepath.Join(bin, "systemctl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(root, "kept")
+	etc, man := filepath.Join(root, "etc"), filepath.Join(root, "manifests")
+	write(filepath.Join(etc, "a.conf"), "new")
+	write(kept+filepath.Join(etc, "a.conf"), "old")
+	write(filepath.Join(etc, "added.conf"), "new")
+	write(kept+filepath.Join(etc, "added.conf")+transport.AbsentSuffix, "")
+	write(filepath.Join(man, "kube-apiserver.yaml"), "new")
+	write(kept+filepath.Join(man, "kube-apiserver.yaml"), "old")
+	run := func(p RollbackParams) string {
+		t.Helper()
+		p.Stamps = filepath.Join(root, "stamps")
+		cmd := exec.Command("sh", "-s")
+		cmd.Stdin = strings.NewReader(Rollback(p))
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("rollback: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	out := run(RollbackParams{Dir: kept, Except: man})
+	if !strings.Contains(out, "action: put back "+filepath.Join(etc, "a.conf")) || !strings.Contains(out, "action: remove "+filepath.Join(etc, "added.conf")) || strings.Contains(out, "kube-apiserver") {
+		t.Errorf("actions:\n%s", out)
+	}
+	for p, want := range map[string]string{filepath.Join(etc, "a.conf"): "old", filepath.Join(man, "kube-apiserver.yaml"): "new", kept + filepath.Join(man, "kube-apiserver.yaml"): "old"} {
+		if got, err := os.ReadFile(p); err != nil || string(got) != want {
+			t.Errorf("%s = %q %v, want %q", p, got, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(etc, "added.conf")); !os.IsNotExist(err) {
+		t.Errorf("added.conf, which was not there before, is still there: %v", err)
+	}
+	if out := run(RollbackParams{Dir: kept, Except: man}); strings.Contains(out, "action: put back") {
+		t.Errorf("a second rollback put back again:\n%s", out)
+	}
+	run(RollbackParams{Dir: kept, Drop: true})
+	if _, err := os.Stat(kept); !os.IsNotExist(err) {
+		t.Errorf("the kept files are still there after Drop: %v", err)
+	}
+	if out := run(RollbackParams{Dir: kept}); strings.TrimSpace(out) != "none" {
+		t.Errorf("nothing kept: %q", out)
 	}
 }
