@@ -12,6 +12,8 @@ FUZZTIME ?= 5m
 K8S_VERSION ?= v1.37.2
 # The version upgrade tests start from: one minor version below K8S_VERSION (test/lab/lab.go pins both).
 K8S_UPGRADE_FROM ?= v1.36.3
+# The version the multi-minor upgrade test (make test-long) starts from: two minor versions below K8S_VERSION.
+K8S_MINORS_FROM ?= v1.35.4
 # The other versions clusterctl accepts: the lab builds their kubeadm alone (test/lab/lab.go's KubeadmOnly).
 K8S_KUBEADM_ONLY ?= v1.34.4 v1.35.4
 # $(call build_kubeadm_only,REDIRECT): each of them, cached per version.
@@ -102,8 +104,9 @@ test: ## everything CI runs: formatting, then every tier this machine allows (un
 	echo "make test: go vet exit $$vet, golangci-lint exit $$lint, -race run exit $$race, fuzzing exit $$fuzz, $(NORACE_PKGS)exit $$labrc"; \
 	[ $$vet -eq 0 ] && [ $$lint -eq 0 ] && [ $$race -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$labrc -eq 0 ]
 
-test-long: ## the end-to-end cases too long for make test (root; ~50 min, and test-vm's): certs rotate --ca with external etcd and on three stacked control-plane nodes, in place of make test's leaf rotations; an external etcd host removed and added back; the upgrade of three control-plane nodes killed and resumed; etcd restored onto three members, then onto the survivor of three; clusterctl reboot of three control-plane nodes and a worker under clients, and with a host powered off mid-reboot
-	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 100m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$|TestUpgrade$$|TestEtcdRestore$$' ./test/e2e/
+test-long: ## the end-to-end cases too long for make test (root; ~70 min, and test-vm's; builds $(K8S_MINORS_FROM)'s artifacts the first time, ~25 min): certs rotate --ca with external etcd and on three stacked control-plane nodes, in place of make test's leaf rotations; an external etcd host removed and added back; the upgrade of three control-plane nodes: a second node's failing API server rolled back, then killed and resumed; $(K8S_MINORS_FROM) to $(K8S_VERSION) in one run; etcd restored onto three members, then onto the survivor of three; clusterctl reboot of three control-plane nodes and a worker under clients, and with a host powered off mid-reboot
+	test/lab/deps.sh && test/lab/artifacts.sh $(K8S_VERSION) >/dev/null && test/lab/artifacts.sh $(K8S_UPGRADE_FROM) >/dev/null && test/lab/artifacts.sh $(K8S_MINORS_FROM) >/dev/null
+	CLUSTERCTL_E2E_LONG=1 go test -count=1 -timeout 130m -v -run 'TestExternalEtcd$$|TestGrowAndShrink$$|TestUpgrade$$|TestUpgradeMinors$$|TestEtcdRestore$$' ./test/e2e/
 	$(MAKE) --no-print-directory test-vm
 
 test-vm: ## the VM tier (root; ~40 min): on one QEMU VM of Debian 13 (own kernel, cgroup v2, networkd, three host key types, pinned by its ED25519 fingerprint) with the inventory's defaults: preflight, up, a Pod reaching a Service by name, certs rotate, a reboot the cluster comes back from by itself, reset leaving nothing; each step timed

@@ -12,10 +12,12 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/tasks/statedir"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 // ErrRolledBack is wrapped by the error of an upgrade that failed on a node and put it back.
@@ -89,6 +91,12 @@ func (u *upgradeRun) rollBackControlPlane(ctx context.Context, h *inventory.Host
 	if err != nil {
 		return false, err
 	}
+	if was := images.For(u.e.Inv.Cluster.ImageRepository, u.res.From).Etcd; minorOf(was) != minorOf(u.images.Etcd) {
+		// etcd does not go back a minor release once its cluster version may have moved (a member alone
+		// moves it at once): it stays at the target's, which serves the old API server as well
+		old = slices.DeleteFunc(old, func(f transport.File) bool { return f.Path == kubeadm.Manifest(kubeadm.Etcd) })
+		u.e.say("rollback", h.Name, "etcd stays at %s (from %s: etcd does not go back a minor release)", u.images.Etcd, was)
+	}
 	n, err := u.node(h.Name)
 	if err != nil {
 		return false, err
@@ -134,6 +142,15 @@ func (u *upgradeRun) rollBackControlPlane(ctx context.Context, h *inventory.Host
 	}
 	u.e.say("rollback", h.Name, "its control plane runs %s again", u.res.From)
 	return true, nil
+}
+
+// minorOf is "3.6" of "3.6.8".
+func minorOf(v string) string {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
 }
 
 // rollBackKubelets puts back the kubelet of each node of failed (whose kubelet did not come back at the

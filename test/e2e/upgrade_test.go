@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,8 +27,15 @@ type upgradeResult struct {
 		Name       string
 		DurationMS int64 `json:"duration_ms"`
 	}
-	Nodes     []struct{ Name, Version string }
-	Preflight json.RawMessage
+	Nodes      []struct{ Name, Version string }
+	Preflight  json.RawMessage
+	RolledBack []string
+	Path       []string
+	Hops       []upgradeResult
+	Phases     []struct {
+		Name       string
+		DurationMS int64 `json:"duration_ms"`
+	}
 	Readiness []struct{ Severity, Check, Object, Message string }
 	Backup    *struct {
 		File string
@@ -149,6 +157,10 @@ func TestUpgrade(t *testing.T) {
 		upgradeDryRun(t, c, target, from, to, "cp3", "w1 (workers batch 1 of 1): cordon, drain")
 	})
 
+	t.Run("a control-plane node whose new API server fails is put back, then the one rolled before", func(t *testing.T) {
+		upgradeRolledBack(t, c, target, from, "cp2")
+	})
+
 	stopProxy := StartProxyClient(t, c, "w1")
 	t.Run("killed during the control-plane roll, the same command finishes", func(t *testing.T) {
 		c.RunKilled(t, "control-plane", 25*time.Second, append([]string{"upgrade", "--yes"}, target...)...)
@@ -220,6 +232,89 @@ func TestUpgrade(t *testing.T) {
 	t.Run("a second run changes nothing; a downgrade is refused", func(t *testing.T) {
 		upgradeAgainAndDowngrade(t, c, target, "cp2", from, fromDir)
 	})
+}
+
+// upgradeRolledBack makes failing's new API server fail (an inventory for the upgrade whose API server
+// mounts a file that only the other control-plane nodes have, as a File hostPath: the kubelet never starts
+// its Pod there) and checks that the upgrade puts failing back, then the control-plane node rolled before
+// it, exits 1 saying so, and leaves every static Pod and kubelet at from, the journal and the kept files
+// gone, its snapshot kept; and that no request through w1's node-local proxy failed meanwhile.
+func upgradeRolledBack(t *testing.T, c *Cluster, target []string, from, failing string) {
+	t.Helper()
+	const probe = "/etc/clusterctl-e2e-rollback-probe"
+	for _, h := range []string{"cp1", "cp2", "cp3"} {
+		if h != failing {
+			c.Lab.Run(t, h, "touch "+probe)
+		}
+	}
+	sabotaged := c.Variant(t, "rollback", `  apiServer:
+    extraVolumes:
+      - {name: e2e-probe, hostPath: `+probe+`, mountPath: `+probe+`, readOnly: true, pathType: File}
+`)
+	stop := StartProxyClient(t, c, "w1")
+	start := time.Now()
+	r, stderr, code := sabotaged.upgrade(t, append(target, "--yes", "--timeout", "2m")...)
+	took := time.Since(start)
+	ok, failed := stop()
+	if code != 1 || !strings.Contains(r.Error, "upgrade rolled back") || !strings.Contains(r.Error, failing+":") {
+		t.Fatalf("upgrade with %s's API server failing: exit %d, %s: %s\n%s", failing, code, r.Status, r.Error, tail(stderr, 40))
+	}
+	t.Logf("rolled back in %s: %s", took.Round(time.Second), r.Error)
+	if strings.Join(r.RolledBack, ",") != failing+",cp1" {
+		t.Errorf("rolled back %v, want %s then cp1", r.RolledBack, failing)
+	}
+	for _, p := range r.Phases {
+		t.Logf("phase %s: %.1fs", p.Name, float64(p.DurationMS)/1000)
+	}
+	images := c.MustK(t, "-n", "kube-system", "get", "pods", "-l", "tier=control-plane", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.containers[0].image} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}")
+	for _, line := range strings.Split(strings.TrimSpace(images), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || strings.HasPrefix(f[0], "kube-") && !strings.Contains(f[1], ":"+from) || f[2] != "True" {
+			t.Errorf("after the rollback: %s", line)
+		}
+	}
+	if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.nodeInfo.kubeletVersion} {.spec.unschedulable}{\"\\n\"}{end}"); out != strings.Repeat(from+" \n", 4) {
+		t.Errorf("kubelets after the rollback (version, unschedulable):\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(c.StateDir, "runs", "upgrade.json")); !os.IsNotExist(err) {
+		t.Errorf("the journal of the rolled back upgrade is still there: %v", err)
+	}
+	if r.Backup == nil {
+		t.Error("no etcd snapshot taken before the upgrade")
+	} else if _, err := os.Stat(r.Backup.File); err != nil {
+		t.Errorf("the snapshot taken before: %v", err)
+	}
+	for _, h := range []string{"cp1", failing} {
+		if out := c.Lab.Run(t, h, "ls -A /var/lib/clusterctl/rollback 2>/dev/null; true"); strings.TrimSpace(out) != "" {
+			t.Errorf("%s still keeps files for a rollback: %s", h, out)
+		}
+	}
+	t.Logf("through w1's node-local proxy during the failed upgrade and its rollback: %d requests ok, %d failed", ok, len(failed))
+	if ok == 0 || len(failed) > 0 {
+		t.Errorf("requests failed through w1's proxy:\n%s", strings.Join(firstTen(failed), "\n"))
+		t.Logf("w1's node-local proxy (backends up and down):\n%s", ProxyLog(t, c, "w1"))
+	}
+	r, _, code = c.upgrade(t, "--rollback", "--yes")
+	if code != 1 || !strings.Contains(r.Error, "no upgrade is under way") {
+		t.Errorf("upgrade --rollback with nothing under way: exit %d, %s", code, r.Error)
+	}
+}
+
+// Variant writes an inventory beside the cluster's with settings (YAML lines indented by two spaces) added
+// to its cluster section, and returns a Cluster that uses it (same hosts, same state directory).
+func (c *Cluster) Variant(t testing.TB, name, settings string) *Cluster {
+	t.Helper()
+	v := *c
+	v.Inventory = filepath.Join(filepath.Dir(c.Inventory), name+".yaml")
+	data, err := os.ReadFile(c.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(v.Inventory, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v.AddSettings(t, settings)
+	return &v
 }
 
 // upgradeRefusesKubeletsFirst checks that an upgrade of worker's kubelet alone (--limit), before the control
@@ -372,5 +467,62 @@ spec:
 			t.Fatalf("the token client has not succeeded on %q", node)
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// TestUpgradeMinors upgrades a 1+1 cluster two minor versions in one run (lab.MinorsFrom to the lab's
+// version, through lab.UpgradeFrom, each with its artifacts given): the dry run shows the path; the run
+// does each hop whole (its snapshot, its control plane, its kubelets) before the next, and ends with every
+// Node and static Pod at the target.
+func TestUpgradeMinors(t *testing.T) {
+	longOnly(t, "the upgrade of one minor version (TestKubeadm)")
+	oldDir, oldM := lab.ArtifactsOf(t, lab.MinorsFrom)
+	midDir, midM := lab.ArtifactsOf(t, lab.UpgradeFrom)
+	toDir, toM := lab.Artifacts(t)
+	old, mid, to := oldM.KubernetesVersion, midM.KubernetesVersion, toM.KubernetesVersion
+	c := newCluster(t, lab.Options{Hosts: 2, ControlPlanes: 1}, oldDir, old, "")
+	c.Up(t)
+	target := []string{"--to", to, "--artifacts", midDir, "--artifacts", toDir}
+	path := strings.Join([]string{old, mid, to}, " ")
+
+	r, stderr, code := c.upgrade(t, append(target, "--dry-run")...)
+	if code != 0 || strings.Join(r.Path, " ") != path || !strings.Contains(strings.Join(r.Order, "\n"), "then to "+to) {
+		t.Fatalf("dry run of %s: exit %d, path %v, order %v: %s\n%s", path, code, r.Path, r.Order, r.Error, tail(stderr, 20))
+	}
+	t.Logf("dry run: path %v, %d steps of the first hop", r.Path, len(r.Order))
+
+	start := time.Now()
+	r, stderr, code = c.upgrade(t, append(target, "--yes")...)
+	if code != 0 {
+		t.Fatalf("upgrade %s: exit %d: %s\n%s", path, code, r.Error, tail(stderr, 40))
+	}
+	t.Logf("upgraded %s in %s", path, time.Since(start).Round(time.Second))
+	if strings.Join(r.Path, " ") != path || len(r.Hops) != 2 || r.From != old || r.To != to {
+		t.Fatalf("result: path %v, %d hops, from %s to %s", r.Path, len(r.Hops), r.From, r.To)
+	}
+	for i, h := range r.Hops {
+		if want := [][2]string{{old, mid}, {mid, to}}[i]; h.From != want[0] || h.To != want[1] {
+			t.Errorf("hop %d: %s to %s, want %s to %s", i+1, h.From, h.To, want[0], want[1])
+		}
+		if h.Backup == nil {
+			t.Errorf("hop %d took no etcd snapshot", i+1)
+		}
+		var phases []string
+		for _, p := range h.Phases {
+			phases = append(phases, fmt.Sprintf("%s %.1fs", p.Name, float64(p.DurationMS)/1000))
+		}
+		t.Logf("hop %d (%s to %s): %s", i+1, h.From, h.To, strings.Join(phases, ", "))
+	}
+	if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.nodeInfo.kubeletVersion} {.spec.unschedulable}{\"\\n\"}{end}"); out != strings.Repeat(to+" \n", 2) {
+		t.Errorf("kubelets (version, unschedulable):\n%s", out)
+	}
+	images := c.MustK(t, "-n", "kube-system", "get", "pods", "-l", "tier=control-plane", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.containers[0].image}{\"\\n\"}{end}")
+	for _, line := range strings.Split(strings.TrimSpace(images), "\n") {
+		if name, image, _ := strings.Cut(line, " "); strings.HasPrefix(name, "kube-") && !strings.Contains(image, ":"+to+"@sha256:") {
+			t.Errorf("%s runs %s, want %s", name, image, to)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.StateDir, "runs", "upgrade.json")); !os.IsNotExist(err) {
+		t.Errorf("the record of the upgrade is still there: %v", err)
 	}
 }

@@ -238,6 +238,9 @@ func lastLine(b []byte) string {
 const (
 	KubernetesVersion = "v1.37.2"
 	UpgradeFrom       = "v1.36.3"
+	// MinorsFrom is two minor versions below: the multi-minor upgrade test starts from it (make test-long
+	// builds its artifacts; the Makefile's K8S_MINORS_FROM).
+	MinorsFrom = "v1.35.4"
 )
 
 // KubeadmOnly are the other versions clusterctl accepts (v1.34 so that clusters made before can be upgraded,
