@@ -62,3 +62,11 @@ func TestUpgradePath(t *testing.T) {
 		t.Errorf("PathLine: %s", got)
 	}
 }
+
+func TestMinorOf(t *testing.T) {
+	for v, want := range map[string]string{"3.6.8": "3.6", "3.7.0": "3.7", "v1.37.2": "1.37", "3": "3"} {
+		if got := minorOf(v); got != want {
+			t.Errorf("minorOf(%s) = %s, want %s", v, got, want)
+		}
+	}
+}
