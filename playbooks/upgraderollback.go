@@ -48,14 +48,14 @@ func (u *upgradeRun) rollBack(ctx context.Context, cause error) error {
 	for _, h := range hosts {
 		did, err := u.rollBackControlPlane(ctx, h)
 		if err != nil {
-			return fmt.Errorf("%w; putting %s back failed too: %v (clusterctl upgrade --rollback tries again)", orRollback(cause), h.Name, err)
+			return fmt.Errorf("%w; putting %s back failed too: %w (clusterctl upgrade --rollback tries again)", orRollback(cause), h.Name, err)
 		}
 		if did {
 			u.res.RolledBack = append(u.res.RolledBack, h.Name)
 		}
 	}
 	if err := u.forgetKept(ctx, names(u.hosts)); err != nil {
-		return fmt.Errorf("%w; forgetting the files kept for it: %v", orRollback(cause), err)
+		return fmt.Errorf("%w; forgetting the files kept for it: %w", orRollback(cause), err)
 	}
 	if err := u.st.Remove(); err != nil {
 		return err
@@ -68,7 +68,7 @@ func (u *upgradeRun) rollBack(ctx context.Context, cause error) error {
 		u.e.say("rollback", "", "%s: the cluster serves at %s on every node", back, u.res.From)
 		return nil
 	}
-	return fmt.Errorf("%w: %v; %s: the cluster serves at %s on every node (the etcd snapshot taken before is kept)", ErrRolledBack, cause, back, u.res.From)
+	return fmt.Errorf("%w: %w; %s: the cluster serves at %s on every node (the etcd snapshot taken before is kept)", ErrRolledBack, cause, back, u.res.From)
 }
 
 func orRollback(cause error) error {
@@ -184,7 +184,7 @@ func (u *upgradeRun) rollBackKubelets(ctx context.Context, failed []*inventory.H
 			})
 		}
 		if err != nil {
-			return fmt.Errorf("%w; putting %s's kubelet back failed too: %v", cause, h.Name, err)
+			return fmt.Errorf("%w; putting %s's kubelet back failed too: %w", cause, h.Name, err)
 		}
 		if err := u.forgetKept(ctx, []string{h.Name}); err != nil {
 			return errors.Join(cause, err)
@@ -192,7 +192,7 @@ func (u *upgradeRun) rollBackKubelets(ctx context.Context, failed []*inventory.H
 		u.res.RolledBack = append(u.res.RolledBack, h.Name)
 		back = append(back, h.NodeName)
 	}
-	return fmt.Errorf("%w: %v; %s put back to %s, Ready, and left cordoned: find out why (journalctl -u kubelet on the node), then run the same command again, which upgrades and uncordons %s, or kubectl uncordon %s to keep %s",
+	return fmt.Errorf("%w: %w; %s put back to %s, Ready, and left cordoned: find out why (journalctl -u kubelet on the node), then run the same command again, which upgrades and uncordons %s, or kubectl uncordon %s to keep %s",
 		ErrRolledBack, cause, strings.Join(back, ", "), u.res.From, them(back), strings.Join(back, " "), u.res.From)
 }
 
