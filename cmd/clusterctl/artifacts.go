@@ -97,7 +97,7 @@ The manifest is written last: a directory with a manifest.json is complete.`,
   clusterctl artifacts pull -i hosts.yaml --dir /srv/k8s-artifacts
   clusterctl artifacts pull --kubernetes-version v1.37.2 --release-url https://mirror.example/k8s \
       --registry-mirror registry.example:5000 -o json`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPull(cmd, g, o)
 		},

@@ -35,7 +35,7 @@ kubeadm join's --discovery-token-ca-cert-hash, the same as this openssl pipeline
   openssl x509 -pubkey -in ca.crt | openssl rsa -pubin -outform der 2>/dev/null | \
     openssl dgst -sha256 -hex | sed 's/^.* //'`,
 		Example: "  clusterctl certs ca-hash -i hosts.yaml",
-		Args:    cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, state, _, err := loadWithState(g, stateExisting)
 			if err != nil {
@@ -80,7 +80,7 @@ With --fail-within, exit 1 when anything expires sooner (for cron and CI); unrea
 		Example: `  clusterctl certs check-expiration -i hosts.yaml
   clusterctl certs check-expiration -i hosts.yaml --fail-within 30d
   clusterctl certs check-expiration -i hosts.yaml -o json | jq '.certificates[] | select(.state=="differs")'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCheckExpiration(cmd, g, o)
 		},
@@ -209,7 +209,7 @@ directory.`,
   clusterctl certs rotate -i hosts.yaml --yes
   clusterctl certs rotate -i hosts.yaml --only apiserver,admin.conf --new-keys --yes
   clusterctl certs rotate -i hosts.yaml --ca --yes`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRotate(cmd, g, o)
 		},

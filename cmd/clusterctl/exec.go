@@ -29,7 +29,7 @@ failed or the host was unreachable anywhere.`,
 		Example: `  clusterctl exec -i hosts.yaml -- uptime
   clusterctl exec -i hosts.yaml --limit w1,w2 -- 'systemctl is-active kubelet'
   clusterctl exec -i hosts.yaml -o json -- cat /etc/os-release`,
-		Args: cobra.MinimumNArgs(1),
+		Args: atLeastOne("the command to run on the hosts", "clusterctl exec -i hosts.yaml -- uptime"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExec(cmd.Context(), g, o, strings.Join(args, " "))
 		},

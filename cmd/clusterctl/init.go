@@ -40,7 +40,7 @@ existing file). Nothing is contacted: run clusterctl preflight -i FILE next.`,
   clusterctl init --hosts 10.0.0.11,10.0.0.12,10.0.0.13,10.0.0.21 --control-planes 3 --user admin --out hosts.yaml
   clusterctl init --hosts cp1=cp1.example.com,w1=w1.example.com --name prod
   clusterctl init --from kubespray/inventory/prod/inventory.ini --out hosts.yaml`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			return runInit(g, o)
 		},

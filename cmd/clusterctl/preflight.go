@@ -51,7 +51,7 @@ their errors into ignored findings.`,
 		Example: `  clusterctl preflight -i hosts.yaml
   clusterctl preflight -i hosts.yaml --limit w4,w5 --ignore-preflight-errors=Swap
   clusterctl preflight -i hosts.yaml --output json | jq 'select(.type=="preflight_report")'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPreflight(cmd, g, o)
 		},

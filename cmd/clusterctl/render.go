@@ -45,7 +45,7 @@ given its node name (--hostname-override).`,
 		Example: `  clusterctl render -i hosts.yaml --out rendered/
   find rendered/cp1 -type f | sort
   openssl x509 -noout -text -in rendered/cp1/etc/kubernetes/pki/apiserver.crt`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRender(g, o)
 		},

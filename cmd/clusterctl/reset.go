@@ -55,7 +55,7 @@ prints per host the hooks reset would run and what of the above is there to undo
   clusterctl reset -i hosts.yaml --dry-run
   clusterctl reset -i hosts.yaml --yes --remove-state    # CI: throwaway clusters
   clusterctl reset -i hosts.yaml --limit w3 --yes`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runReset(cmd, g, o)
 		},

@@ -69,6 +69,7 @@ Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad i
 	root.AddCommand(newVersionCmd(opts), newInitCmd(opts), newInventoryCmd(opts), newKubeconfigCmd(opts), newPreflightCmd(opts), newExecCmd(opts), newRenderCmd(opts), newCertsCmd(opts), newUpCmd(opts), newResetCmd(opts), newAddNodeCmd(opts), newRemoveNodeCmd(opts), newUpgradeCmd(opts), newRebootCmd(opts), newEtcdCmd(opts), newEncryptionCmd(opts), newArtifactsCmd(opts), newAddonsCmd(opts))
 	registerCompletions(root, opts)
 	root.InitDefaultCompletionCmd()
+	guardGroups(root)
 	completionExamples := map[string]string{
 		"bash":       "source <(clusterctl completion bash)",
 		"zsh":        `clusterctl completion zsh > "${fpath[1]}/_clusterctl"`,
@@ -128,7 +129,7 @@ func newVersionCmd(opts *globalOptions) *cobra.Command {
 		Use:     "version",
 		Short:   "Print the version of clusterctl",
 		Example: "  clusterctl version\n  clusterctl version --output json",
-		Args:    cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Output == "json" {
 				return writeJSON(opts.stdout, map[string]string{

@@ -67,7 +67,7 @@ would change. The admin kubeconfig is left in the state directory (admin.conf). 
   clusterctl up -i hosts.yaml --dry-run               # what would change, per host; nothing is touched
   clusterctl up -i hosts.yaml --output json | jq 'select(.type=="up_result")'
   export KUBECONFIG=$(dirname hosts.yaml)/.clusterctl/<cluster>/admin.conf; kubectl get nodes`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUp(cmd, g, o)
 		},
