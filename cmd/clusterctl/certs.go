@@ -35,7 +35,7 @@ kubeadm join's --discovery-token-ca-cert-hash, the same as this openssl pipeline
   openssl x509 -pubkey -in ca.crt | openssl rsa -pubin -outform der 2>/dev/null | \
     openssl dgst -sha256 -hex | sed 's/^.* //'`,
 		Example: "  clusterctl certs ca-hash -i hosts.yaml",
-		Args: noArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, state, _, err := loadWithState(g, stateExisting)
 			if err != nil {

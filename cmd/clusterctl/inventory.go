@@ -122,7 +122,7 @@ Variables of an Ansible inventory that clusterctl does not use are listed at the
 		Example: `  clusterctl inventory show -i hosts.yaml
   clusterctl inventory show -i kubespray/inventory/prod/hosts.ini > hosts.yaml
   clusterctl inventory show -i hosts.yaml --output json | jq '.hosts[].name'`,
-		Args: noArgs,
+		Args:        noArgs,
 		Annotations: map[string]string{outputsAnnotation: "text,yaml,json"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			inv, diags, err := opts.loadInventory()

@@ -129,7 +129,7 @@ func newVersionCmd(opts *globalOptions) *cobra.Command {
 		Use:     "version",
 		Short:   "Print the version of clusterctl",
 		Example: "  clusterctl version\n  clusterctl version --output json",
-		Args: noArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Output == "json" {
 				return writeJSON(opts.stdout, map[string]string{
