@@ -212,3 +212,26 @@ func TestVocabulary(t *testing.T) {
 		t.Error("a command still has --timeout (the vocabulary is --node-timeout)")
 	}
 }
+
+// render writes the PKI and kubeconfigs into the state directory, but never makes it look as if a cluster
+// existed: after it, the commands that operate a cluster refuse as before any; a bad --out is refused
+// before anything is written.
+func TestRenderBuildsNoCluster(t *testing.T) {
+	dir, inv := unreachableInventory(t)
+	state := filepath.Join(dir, ".clusterctl")
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", "/proc/clusterctl-render"); code != 2 || !strings.Contains(stderr, "/proc/clusterctl-render") {
+		t.Fatalf("render --out /proc/...: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("render with a bad --out wrote a state directory: %v", err)
+	}
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", filepath.Join(dir, "out")); code != 0 {
+		t.Fatalf("render: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{{"kubeconfig"}, {"etcd", "status"}, {"add-node", "w1"}, {"certs", "rotate", "--yes"}} {
+		code, stdout, stderr := runCLI(t, append(args, "-i", inv)...)
+		if code != 2 || !strings.Contains(stderr, `no cluster "c1" has been built from this workstation`) || strings.Contains(stdout, "client-certificate-data") {
+			t.Errorf("%s after render: exit %d\nstdout: %.200s\nstderr: %s", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+}
