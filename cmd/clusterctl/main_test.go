@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,7 +188,7 @@ func TestSignalEndsBusyRun(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(stderr.String(), "interrupted") {
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(stderr.String(), interrupted) || strings.Contains(stderr.String(), "context canceled") {
 		t.Errorf("after SIGTERM: %v, stderr %q; want exit code 130", err, stderr.String())
 	}
 }
@@ -282,5 +283,38 @@ func TestCLIReference(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Errorf("%s is not what the commands say: go test ./cmd/clusterctl -run TestCLIReference -update", file)
+	}
+}
+
+// An interrupted run says so in one sentence, exits 130, and marks no host unreachable for it: here
+// interrupted while it connects to a host that accepts and never answers.
+func TestInterruptedRun(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	inv := filepath.Join(t.TempDir(), "hosts.yaml")
+	if err := os.WriteFile(inv, []byte(fmt.Sprintf("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, internalAddress: 10.0.0.1, roles: [control-plane], ssh: {port: %d}}\n", port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"preflight", "-i", inv}, &out, &errb)
+	all := out.String() + errb.String()
+	if code != exitInterrupted || !strings.Contains(errb.String(), "clusterctl: "+interrupted) || strings.Contains(all, "context canceled") ||
+		strings.Contains(all, "deadline exceeded") || strings.Contains(all, "UNREACHABLE") {
+		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 	}
 }

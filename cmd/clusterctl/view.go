@@ -202,9 +202,13 @@ func (v *eventView) Recap() {
 	fmt.Fprintln(v.w, "RECAP")
 	for _, h := range v.order {
 		c := v.recap[h].counts
-		fmt.Fprintf(v.w, "  %-20s ok=%-3d changed=%-3d failed=%-3d unreachable=%-3d skipped=%-3d %s\n", h,
+		interrupted := ""
+		if n := c[transport.StatusInterrupted]; n > 0 {
+			interrupted = fmt.Sprintf(" interrupted=%d", n)
+		}
+		fmt.Fprintf(v.w, "  %-20s ok=%-3d changed=%-3d failed=%-3d unreachable=%-3d skipped=%-3d %s%s\n", h,
 			c[transport.StatusOK], c[transport.StatusChanged], c[transport.StatusFailed], c[transport.StatusUnreachable],
-			c[transport.StatusSkipped], v.recap[h].duration.Round(time.Millisecond))
+			c[transport.StatusSkipped], v.recap[h].duration.Round(time.Millisecond), interrupted)
 	}
 }
 
