@@ -219,6 +219,7 @@ directory.`,
 	cmd.Flags().BoolVar(&o.newKeys, "new-keys", false, "make new private keys instead of keeping the current ones")
 	cmd.Flags().StringSliceVar(&o.only, "only", nil, "renew only these (leaf names such as apiserver, etcd-server; kubeconfig files such as admin.conf)")
 	cmd.Flags().DurationVar(&o.fresh, "fresh", 24*time.Hour, "leave certificates issued more recently than this alone (0 renews all)")
+	allowZero(cmd, "fresh")
 	cmd.Flags().DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each wait may take (a node's static Pods, rollouts, certificates)")
 	cmd.Flags().BoolVar(&o.ca, "ca", false, "replace the CAs and the service-account key, in resumable stages (see above)")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what would be renewed and, per host, what would change and restart; change nothing")

@@ -63,7 +63,13 @@ func TestDocumentedErrors(t *testing.T) {
 		line string
 	}{
 		{[]string{"up", "-i", inv, "--dry-run"}, 1, "a host that cannot be reached cannot be set up"},
-		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=SSH"}, 1, "a host that cannot be reached cannot be set up"},
+		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=SSH"}, 2, "--ignore-preflight-errors: SSH is never ignored"},
+		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=Swap,Nope"}, 2, `--ignore-preflight-errors: "Nope" is no preflight check; the checks: all, `},
+		{[]string{"artifacts", "pull", "--parallel", "0"}, 2, "--parallel must be at least 1, got 0"},
+		{[]string{"artifacts", "pull", "--arch", "s390x"}, 2, `--arch "s390x": the architectures clusterctl pulls for are amd64 and arm64`},
+		{[]string{"up", "-i", inv, "--connect-timeout", "0s"}, 2, "--connect-timeout must be longer than 0, got 0s"},
+		{[]string{"up", "-i", inv, "--max-clock-skew", "-1s"}, 2, "--max-clock-skew must be 0 or longer, got -1s"},
+		{[]string{"preflight", "-i", inv, "--forks", "-1"}, 2, "--forks must be at least 1, got -1"},
 		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=all"}, 1, "a host that cannot be reached cannot be set up"},
 		{[]string{"remove-node", "-i", inv, "w1", "--yes"}, 2, `no cluster "c1" has been built from this workstation`},
 		{[]string{"add-node", "-i", inv, "w9"}, 2, "add-node: w9 is not a host of " + inv + " (hosts: cp1, w1)"},

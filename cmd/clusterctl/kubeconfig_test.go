@@ -95,8 +95,8 @@ func TestKubeconfigUserIdentities(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "warning: --force: user \"system:node:cp1\" grants Node cp1's kubelet identity") || !strings.Contains(stdout, "client-certificate-data") {
 		t.Errorf("--force: exit %d %s", code, stderr)
 	}
-	for _, ttl := range []string{"876000h", "8761h", "0s", "-1h"} {
-		if code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "--ttl", ttl, "-i", inv); code != 2 || !strings.Contains(stderr, "at most 8760h") {
+	for ttl, want := range map[string]string{"876000h": "at most 8760h", "8761h": "at most 8760h", "0s": "--ttl must be longer than 0", "-1h": "--ttl must be longer than 0"} {
+		if code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "--ttl", ttl, "-i", inv); code != 2 || !strings.Contains(stderr, want) {
 			t.Errorf("--ttl %s: exit %d %s", ttl, code, stderr)
 		}
 	}

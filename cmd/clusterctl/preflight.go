@@ -27,6 +27,7 @@ type preflightFlags struct {
 func (o *preflightFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&o.ignore, "ignore-preflight-errors", nil, "preflight checks whose errors are ignored (comma-separated names as the report gives them, or all); a host that cannot be reached is never ignored: the run stops (leave the host out with --limit or the inventory)")
 	cmd.Flags().DurationVar(&o.maxClockSkew, "max-clock-skew", 5*time.Second, "clock difference to this workstation above which a host fails preflight")
+	allowZero(cmd, "max-clock-skew")
 }
 
 func (o *preflightFlags) options() playbooks.PreflightOptions {

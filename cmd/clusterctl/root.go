@@ -97,8 +97,8 @@ func (o *globalOptions) complete(cmd *cobra.Command) error {
 	if !slices.Contains(outputs, o.Output) {
 		return usageError("--output %q is not one of %s for %s", o.Output, strings.Join(outputs, ", "), cmd.CommandPath())
 	}
-	if o.Forks < 1 {
-		return usageError("--forks must be at least 1, got %d", o.Forks)
+	if err := checkValues(cmd); err != nil {
+		return err
 	}
 	level := slog.LevelWarn
 	switch {
