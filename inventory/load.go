@@ -3,8 +3,10 @@ package inventory
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,8 +28,13 @@ func Load(path string) (*Inventory, Diagnostics, error) {
 		path = file
 	}
 	data, err := readFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading inventory: %w", err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil, fmt.Errorf("inventory %s does not exist: give the path of your inventory with -i (clusterctl init writes one)", path)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, nil, fmt.Errorf("inventory %s cannot be read by this user: permission denied", path)
+	case err != nil:
+		return nil, nil, fmt.Errorf("reading inventory %s: %w", path, err)
 	}
 	inv, diags := parse(path, data, filepath.Dir(path))
 	return inv, diags, nil

@@ -242,3 +242,19 @@ func TestRenderBuildsNoCluster(t *testing.T) {
 		}
 	}
 }
+
+// A host that cannot be reached is named once per line, with the system's words and the tries made; a
+// play left without hosts is not reported as done.
+func TestUnreachableSaidOnce(t *testing.T) {
+	_, inv := unreachableInventory(t)
+	_, stdout, stderr := runCLI(t, "up", "-i", inv, "--dry-run", "--connect-timeout", "1s")
+	all := stdout + stderr
+	for _, line := range strings.Split(all, "\n") {
+		if strings.Count(line, "cp1") > 1 || strings.Contains(line, "dial tcp") {
+			t.Errorf("a line says cp1 twice, or the dialer's own words: %q", line)
+		}
+	}
+	if !strings.Contains(all, "cannot connect to 127.0.0.1:1: connection refused (") || strings.Contains(all, "facts: 0 host(s)") {
+		t.Errorf("output:\n%s", all)
+	}
+}

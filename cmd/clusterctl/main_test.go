@@ -54,7 +54,7 @@ func TestExitCodesAndOutput(t *testing.T) {
 		{name: "invalid json", args: []string{"inventory", "validate", "-i", bad, "-o", "json"}, code: 2,
 			stdout: []string{`"valid": false`, `"line": 3`, `"column": 14`, `"path": "hosts.cp1.address"`}, stdoutJSON: true},
 		{name: "no inventory", args: []string{"inventory", "validate"}, code: 2, stderr: []string{"no inventory: give one with -i FILE"}},
-		{name: "missing file", args: []string{"inventory", "validate", "-i", "nope.yaml"}, code: 2, stderr: []string{"nope.yaml: no such file"}},
+		{name: "missing file", args: []string{"inventory", "validate", "-i", "nope.yaml"}, code: 2, stderr: []string{"inventory nope.yaml does not exist: give the path of your inventory with -i"}},
 		{name: "unknown flag", args: []string{"inventory", "validate", "--frob"}, code: 2, stderr: []string{"unknown flag: --frob", "clusterctl inventory validate --help"}},
 		{name: "bad output", args: []string{"inventory", "validate", "-i", example, "-o", "xml"}, code: 2, stderr: []string{`--output "xml" is not one of text, json`}},
 		{name: "yaml only for show", args: []string{"inventory", "validate", "-i", example, "-o", "yaml"}, code: 2},

@@ -83,6 +83,9 @@ func (v *eventView) Emit(e transport.Event) {
 	if e.Type == transport.EventPlayDone {
 		v.timing = append(v.timing, playTiming{Play: e.Play, Hosts: e.Hosts, Duration: e.DurationMS})
 	}
+	if (e.Type == transport.EventPlayStart || e.Type == transport.EventPlayDone) && e.Hosts == 0 && v.mode != "json" {
+		return // a play left with no host (every one failed before it) did nothing: "0 host(s), ok" would mislead
+	}
 	switch v.mode {
 	case "json":
 		_ = v.enc.Encode(e)
@@ -101,7 +104,7 @@ func (v *eventView) plain(e transport.Event) {
 	case transport.EventHostDone:
 		line := fmt.Sprintf("%s %s %s: %s (%dms)", ts, e.Play, e.Host, e.Status, e.DurationMS)
 		if e.Error != "" {
-			line += ": " + escapeText(firstLine(e.Error))
+			line += ": " + escapeText(firstLine(hostless(e.Host, e.Error)))
 		}
 		fmt.Fprintln(v.w, line)
 	case transport.EventPlayDone:
@@ -148,7 +151,7 @@ func (v *eventView) tty(e transport.Event) {
 		if e.Status == transport.StatusFailed || e.Status == transport.StatusUnreachable {
 			p.failed++
 			v.clearLine()
-			fmt.Fprintf(v.w, "  %s %s: %s: %s\n", e.Play, e.Host, strings.ToUpper(string(e.Status)), escapeText(firstLine(e.Error)))
+			fmt.Fprintf(v.w, "  %s %s: %s: %s\n", e.Play, e.Host, strings.ToUpper(string(e.Status)), escapeText(firstLine(hostless(e.Host, e.Error))))
 		}
 	case transport.EventPlayDone:
 		v.clearLine()
@@ -254,3 +257,6 @@ func unsafeRune(r rune) bool {
 	}
 	return false
 }
+
+// hostless is a host's error without its name in front, where the line names the host already.
+func hostless(host, msg string) string { return strings.TrimPrefix(msg, host+": ") }
