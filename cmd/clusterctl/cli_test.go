@@ -93,6 +93,7 @@ func TestDocumentedErrors(t *testing.T) {
 		{[]string{"etcd", "snapshot", "-i", inv}, 2, `no cluster "c1" has been built`},
 		{[]string{"etcd", "restore", "-i", inv}, 2, "--from FILE or HOST:latest is required"},
 		{[]string{"etcd", "restore", "-i", inv, "--from", "nosuch:latest"}, 2, "nosuch is not an etcd host of the inventory"},
+		{[]string{"etcd", "restore", "-i", inv, "--from", "nosuch.db"}, 2, "--from nosuch.db: no such file: give a snapshot file (clusterctl etcd snapshot -i FILE makes one)"},
 		{[]string{"artifacts", "list"}, 2, "holds no artifacts (no manifest.json): fill it with clusterctl artifacts pull --kubernetes-version v1.37.2 --dir"},
 		{[]string{"artifacts", "list", "--dir", empty}, 2, empty + " holds no artifacts"},
 		{[]string{"artifacts", "list", empty}, 2, "takes the directory as --dir " + empty + ", not as an argument"},

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -323,8 +325,10 @@ of 2) and prints the plan; nothing is stopped or written.`,
 					return usageError("--from %s: %s is not an etcd host of the inventory (nor is %s a file)", from, host, from)
 				}
 			} else {
-				if st, err := os.Stat(from); err != nil {
-					return usageError("--from: %v", err)
+				if st, err := os.Stat(from); errors.Is(err, fs.ErrNotExist) {
+					return usageError("--from %s: no such file: give a snapshot file (clusterctl etcd snapshot -i FILE makes one), or HOST:latest for a scheduled one", from)
+				} else if err != nil {
+					return usageError("--from %s: %v", from, errors.Unwrap(err))
 				} else if !st.Mode().IsRegular() {
 					return usageError("--from %s: not a regular file", from)
 				}

@@ -31,6 +31,17 @@ func TestExitCodesAndOutput(t *testing.T) {
 	const example = "../../inventory/examples/hosts.yaml"
 	const kubespray = "../../inventory/examples/kubespray/inventory.ini"
 	const bad = "../../inventory/testdata/bad/hosts-problems.yaml"
+	// the keys the example names, so that it is valid without a warning
+	home := t.TempDir()
+	for _, key := range []string{"id_ed25519", "jump_ed25519", "gpu_ed25519"} {
+		if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, ".ssh", key), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", home)
 	for _, tc := range []struct {
 		name       string
 		args       []string
