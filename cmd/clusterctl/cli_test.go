@@ -99,6 +99,8 @@ func TestDocumentedErrors(t *testing.T) {
 		{[]string{"artifacts", "list", empty}, 2, "takes the directory as --dir " + empty + ", not as an argument"},
 		{[]string{"artifacts", "verify", "--kubernetes-version", "banana"}, 2, `--kubernetes-version: "banana" is not a Kubernetes version`},
 		{[]string{"render", "-i", inv}, 2, "render needs --out DIR"},
+		{[]string{"init", "--hosts", "CP_2=10.0.0.1"}, 2, `--hosts "CP_2=10.0.0.1": "CP_2" is not a host name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (such as cp2)` + "\n"},
+		{[]string{"init", "--hosts", "10.0.0.1", "--kubernetes-version", "v1.33.0"}, 2, "--kubernetes-version v1.33.0: version v1.33.0 is not supported"},
 		{[]string{"up", "-i", inv, "--frob"}, 2, "unknown flag: --frob (see 'clusterctl up --help')"},
 		{[]string{"up", "--node-timeout", "soon"}, 2, `invalid argument "soon" for "--node-timeout" flag: time: invalid duration "soon" (see 'clusterctl up --help')` + "\n"},
 		{[]string{"up"}, 2, "no inventory: give one with -i FILE"},

@@ -105,7 +105,12 @@ func (o *initOptions) render() ([]byte, error) {
 		return nil, usageError("--control-planes %d: give between 1 and the number of --hosts (%d)", o.controlPlanes, len(o.hosts))
 	}
 	if errs := validation.IsDNS1123Label(o.name); len(errs) > 0 {
-		return nil, usageError("--name %q: %s", o.name, strings.Join(errs, "; "))
+		return nil, usageError("--name %q is not a cluster name: lowercase letters, digits and '-', starting and ending with a letter or digit (such as prod)", o.name)
+	}
+	if o.version != "" {
+		if err := inventory.CheckKubernetesVersion(o.version); err != nil {
+			return nil, usageError("--kubernetes-version %s: %v", o.version, err)
+		}
 	}
 	var hosts []initHost
 	seen := map[string]bool{}
@@ -114,12 +119,13 @@ func (o *initOptions) render() ([]byte, error) {
 		if i < o.controlPlanes {
 			h.Role, h.Name = "control-plane", fmt.Sprintf("cp%d", i+1)
 		}
+		v = strings.TrimSpace(v) // "a, b" as a shell user writes it
 		h.Address = v
 		if name, addr, ok := strings.Cut(v, "="); ok {
-			h.Name, h.Address = name, addr
+			h.Name, h.Address = strings.TrimSpace(name), strings.TrimSpace(addr)
 		}
 		if errs := validation.IsDNS1123Subdomain(h.Name); len(errs) > 0 {
-			return nil, usageError("--hosts %q: the name %q: %s", v, h.Name, strings.Join(errs, "; "))
+			return nil, usageError("--hosts %q: %q is not a host name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (such as cp2)", v, h.Name)
 		}
 		if net.ParseIP(h.Address) == nil && len(validation.IsDNS1123Subdomain(strings.ToLower(h.Address))) > 0 {
 			return nil, usageError("--hosts %q: %q is neither an IP address nor a DNS name", v, h.Address)

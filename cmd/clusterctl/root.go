@@ -100,6 +100,9 @@ func (o *globalOptions) complete(cmd *cobra.Command) error {
 	if err := checkValues(cmd); err != nil {
 		return err
 	}
+	for i := range o.Limit {
+		o.Limit[i] = strings.TrimSpace(o.Limit[i]) // "w1, w2" as a shell user writes it
+	}
 	level := slog.LevelWarn
 	switch {
 	case o.Verbose >= 2:
