@@ -100,6 +100,9 @@ func openEnvNeeding(g *globalOptions, s *sshOptions, sink transport.Sink, need s
 	if err != nil {
 		return nil, false, &exitError{code: exitUsage, err: err}
 	}
+	if v, ok := sink.(*eventView); ok {
+		v.inventoryOrder(inv)
+	}
 	return playbooks.NewEnv(playbooks.EnvConfig{Inv: inv, Hosts: hosts, Dialer: d, Forks: g.Forks, Sink: sink, Log: g.log, StateDir: state}), created, nil
 }
 

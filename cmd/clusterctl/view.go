@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -25,7 +28,8 @@ type eventView struct {
 	plays  map[string]*playState
 	recap  map[string]*hostRecap
 	order  []string
-	live   bool // a status line is on screen
+	ranks  map[string]int // each host's place in the inventory: the recap's order
+	live   bool           // a status line is on screen
 	enc    *json.Encoder
 	timing []playTiming
 }
@@ -203,7 +207,9 @@ func (v *eventView) Recap() {
 	}
 	v.clearLine()
 	fmt.Fprintln(v.w, "RECAP")
-	for _, h := range v.order {
+	order := slices.Clone(v.order)
+	slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(v.rank(a), v.rank(b)) })
+	for _, h := range order {
 		c := v.recap[h].counts
 		interrupted := ""
 		if n := c[transport.StatusInterrupted]; n > 0 {
@@ -260,3 +266,21 @@ func unsafeRune(r rune) bool {
 
 // hostless is a host's error without its name in front, where the line names the host already.
 func hostless(host, msg string) string { return strings.TrimPrefix(msg, host+": ") }
+
+// inventoryOrder has the recap list hosts in the inventory's order, not the order they finished in.
+func (v *eventView) inventoryOrder(inv *inventory.Inventory) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ranks = map[string]int{}
+	for i, h := range inv.Hosts {
+		v.ranks[h.Name] = i
+	}
+}
+
+// rank is a host's place in the inventory (hosts it does not name last).
+func (v *eventView) rank(host string) int {
+	if r, ok := v.ranks[host]; ok {
+		return r
+	}
+	return len(v.ranks)
+}
