@@ -104,6 +104,8 @@ func TestDocumentedErrors(t *testing.T) {
 		{[]string{"up", "-i", inv, "--frob"}, 2, "unknown flag: --frob (see 'clusterctl up --help')"},
 		{[]string{"up", "--node-timeout", "soon"}, 2, `invalid argument "soon" for "--node-timeout" flag: time: invalid duration "soon" (see 'clusterctl up --help')` + "\n"},
 		{[]string{"up"}, 2, "no inventory: give one with -i FILE"},
+		{[]string{"preflight", "-i", inv}, 1, "a host that cannot be reached cannot be set up"},
+		{[]string{"exec", "-i", inv, "--", "true"}, 1, "cannot connect to 127.0.0.1:1"},
 		{[]string{"reset", "-i", inv, "--dry-run"}, 1, "what reset would change on cp1, w1 is unknown: the dry run could not read them"},
 		{[]string{"version", "extra"}, 2, `clusterctl version takes no arguments, got "extra"`},
 		{[]string{"--version"}, 0, "clusterctl dev (commit "},

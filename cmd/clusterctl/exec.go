@@ -48,11 +48,11 @@ type execResult struct {
 }
 
 func runExec(ctx context.Context, g *globalOptions, o *execOptions, command string) error {
-	env, err := openEnv(g, &o.ssh, nil)
+	env, done, err := openReading(g, &o.ssh, nil)
 	if err != nil {
 		return err
 	}
-	defer env.Close()
+	defer done()
 	var mu sync.Mutex
 	out := map[string]*execResult{}
 	names := make([]string, 0, len(env.Hosts))

@@ -64,11 +64,11 @@ their errors into ignored findings.`,
 
 func runPreflight(cmd *cobra.Command, g *globalOptions, o *preflightOptions) error {
 	view := g.progressView()
-	env, err := openEnv(g, &o.ssh, view)
+	env, done, err := openReading(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
-	defer env.Close()
+	defer done()
 	report, err := playbooks.Preflight(cmd.Context(), env, o.preflight.options())
 	if err != nil {
 		return failedOnHosts(err)
