@@ -11,15 +11,15 @@ import (
 	"github.com/clusterctl/clusterctl/tasks"
 )
 
-// guardGroups makes every command that only groups others (etcd, certs, inventory, artifacts,
-// completion, ...) refuse what is not one of them: cobra prints such a command's help and exits 0 for
+// guardGroups makes every command that only groups others (clusterctl itself, etcd, certs, inventory,
+// artifacts, completion, ...) refuse what is not one of them: cobra prints such a command's help and exits 0 for
 // `clusterctl etcd snapshott`, and a cron job with a typo would look as if it worked. Alone, a group
 // prints its help.
 func guardGroups(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		guardGroups(sub)
 	}
-	if !c.HasSubCommands() || c.Runnable() || !c.HasParent() {
+	if !c.HasSubCommands() || c.Runnable() {
 		return
 	}
 	c.Args = unknownSubcommand

@@ -82,6 +82,7 @@ func TestDocumentedErrors(t *testing.T) {
 		{[]string{"artifacts", "pul"}, 2, `unknown command "pul" for "clusterctl artifacts"; did you mean "pull"?`},
 		{[]string{"etcd", "snapshots", "lst"}, 2, `unknown command "lst" for "clusterctl etcd snapshots"; did you mean "list"?`},
 		{[]string{"completion", "bsh"}, 2, `unknown command "bsh" for "clusterctl completion"; did you mean "bash"?`},
+		{[]string{"upp"}, 2, `unknown command "upp" for "clusterctl"; did you mean "up"?`},
 		{[]string{"etcd", "frobnicate"}, 2, `unknown command "frobnicate" for "clusterctl etcd" (its commands: `},
 		{[]string{"up", "-i", inv, "extra"}, 2, `clusterctl up takes no arguments, got "extra"`},
 		{[]string{"exec", "-i", inv}, 2, "clusterctl exec needs the command to run on the hosts"},
