@@ -186,8 +186,8 @@ renew their own client certificates (rotation is on).
 
 With --ca, the CAs themselves are replaced (cluster, front-proxy, etcd and kubelet serving CAs, and the
 service-account signing key), without downtime on several control-plane nodes, in five stages, each
-applied to the whole fleet and recorded in the state directory (pki/rotation) so that an interrupted run
-resumes:
+applied to the whole fleet and recorded in the state directory (the progress in runs/ca-rotation.json,
+the new and old CAs in pki/rotation/) so that an interrupted run resumes:
   1 generate  new CAs and key made in the state directory; nothing changes on hosts
   2 trust     every trust bundle holds the old and new CAs (ca.crt, front-proxy-ca.crt, etcd/ca.crt,
               kubelet-serving-ca.crt, kubeconfigs, workers' kubelet.conf, cluster-info, kube-root-ca.crt)

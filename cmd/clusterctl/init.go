@@ -164,7 +164,8 @@ cluster:
     serviceSubnet: 10.96.0.0/12
   # Where containerd comes from: artifacts (clusterctl installs it) or host (the host's own).
   containerRuntime: artifacts
-  # Pod network: bridge (nodes on one L2 network), manifests (your CNI's YAML files) or none.
+  # Pod network: bridge (nodes on one L2 network), flannel (VXLAN, nodes on routed subnets), manifests
+  # (your CNI's YAML files), or none (a pod network installed as an add-on with network: true).
   cni:
     plugin: bridge
   # Commands of yours around clusterctl's work on each host (up, add-node, remove-node, upgrade, reset):
