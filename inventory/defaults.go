@@ -33,6 +33,9 @@ const (
 	maxSupportedMinor   = 37
 )
 
+// SupportedMinors are the oldest and newest Kubernetes minor versions clusterctl builds and operates.
+func SupportedMinors() (oldest, newest int) { return minSupportedMinor, maxSupportedMinor }
+
 // TestedPatches are, per minor release, the patch release clusterctl's lab builds and its tests run: the
 // version a multi-minor upgrade passes through when the command line names none for that minor.
 var TestedPatches = map[int]string{34: "v1.34.4", 35: "v1.35.4", 36: "v1.36.3", 37: DefaultKubernetesVersion}

@@ -3,8 +3,10 @@ package inventory
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,8 +28,13 @@ func Load(path string) (*Inventory, Diagnostics, error) {
 		path = file
 	}
 	data, err := readFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading inventory: %w", err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil, fmt.Errorf("inventory %s does not exist: give the path of your inventory with -i (clusterctl init writes one)", path)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, nil, fmt.Errorf("inventory %s cannot be read by this user: permission denied", path)
+	case err != nil:
+		return nil, nil, fmt.Errorf("reading inventory %s: %w", path, err)
 	}
 	inv, diags := parse(path, data, filepath.Dir(path))
 	return inv, diags, nil
@@ -99,6 +106,10 @@ func parse(name string, data []byte, dir string) (*Inventory, Diagnostics) {
 		if root == nil {
 			break
 		}
+		if what := foreign(root); what != "" {
+			diags.add(Error, Pos{File: name, Line: root.Line, Col: root.Column}, "%s, not an inventory clusterctl reads: write a hosts.yaml for the same hosts (clusterctl init --hosts ...; kubespray inventories are read as they are)", what)
+			break
+		}
 		if isNative(root) {
 			inv = parseNative(name, root, &diags)
 		} else {
@@ -146,6 +157,31 @@ func detect(name string, data []byte) Format {
 		return FormatAnsibleINI
 	}
 	return FormatNative
+}
+
+// otherTools are the apiVersion groups of other tools' configuration files, and the tools' names.
+var otherTools = map[string]string{"k0sctl.k0sproject.io": "k0sctl", "kubeone.k8c.io": "KubeOne", "kubekey.kubesphere.io": "KubeKey",
+	"cluster.x-k8s.io": "Cluster API", "kubeadm.k8s.io": "kubeadm"}
+
+// foreign says what a YAML file with an apiVersion of another tool is ("" for anything else).
+func foreign(root *yaml.Node) string {
+	if root.Kind != yaml.MappingNode {
+		return ""
+	}
+	var apiVersion, kind string
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		switch root.Content[i].Value {
+		case "apiVersion":
+			apiVersion = root.Content[i+1].Value
+		case "kind":
+			kind = root.Content[i+1].Value
+		}
+	}
+	group, _, _ := strings.Cut(apiVersion, "/")
+	if tool, ok := otherTools[group]; ok {
+		return fmt.Sprintf("this is a %s configuration (apiVersion %s, kind %s)", tool, apiVersion, kind)
+	}
+	return ""
 }
 
 // isNative tells a native inventory (cluster, ssh, or hosts as a list) from an Ansible one (groups).

@@ -1,10 +1,14 @@
 package inventory
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"net/url"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -258,10 +262,34 @@ func (v *validator) ssh() {
 	}
 	v.user("ssh.user", s.User)
 	v.portNumber("ssh.port", s.Port)
+	v.identityFiles("ssh.identityFiles", s.IdentityFiles)
 	v.bastions("ssh.bastions", s.Bastions)
 }
 
-// hostKeys checks pinned fingerprints: each as ssh-keygen -lf prints it, none twice.
+// identityFiles warns of a private key to log in with that is not on this machine (as the SSH client
+// opens it: ~ is the home directory), so that it is said when the inventory is read, not when the first
+// host is dialed. A warning: an inventory is also validated where it is kept (CI), without the keys.
+func (v *validator) identityFiles(key string, files []string) {
+	for i, f := range files {
+		p := f
+		if rest, ok := strings.CutPrefix(f, "~/"); ok {
+			if home, err := os.UserHomeDir(); err == nil {
+				p = filepath.Join(home, rest)
+			}
+		}
+		k := fmt.Sprintf("%s[%d]", key, i)
+		st, err := os.Stat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			v.report(Warning, k, "%s does not exist on this machine: logging in with it will fail here (ssh-keygen makes a key; ~ is your home)", f)
+		case err != nil:
+			v.report(Warning, k, "%s cannot be read: %v", f, errors.Unwrap(err))
+		case st.IsDir():
+			v.report(Warning, k, "%s is a directory, not a private key", f)
+		}
+	}
+}
+
 func (v *validator) hostKeys(key string, pins HostKeys) {
 	seen := map[string]bool{}
 	for i, p := range pins {
@@ -289,6 +317,7 @@ func (v *validator) bastions(key string, bs []Bastion) {
 			v.portNumber(k+".port", b.Port)
 		}
 		v.user(k+".user", b.User)
+		v.identityFiles(k+".identityFiles", b.IdentityFiles)
 		v.hostKeys(k+".hostKey", b.HostKey)
 	}
 }
@@ -316,6 +345,7 @@ func (v *validator) hosts() {
 			v.portNumber(k+".ssh.port", h.SSH.Port)
 		}
 		v.user(k+".ssh.user", h.SSH.User)
+		v.identityFiles(k+".ssh.identityFiles", h.SSH.IdentityFiles)
 		v.hostKeys(k+".ssh.hostKey", h.SSH.HostKey)
 		v.bastions(k+".ssh.bastions", h.SSH.Bastions)
 	}

@@ -134,7 +134,8 @@ func (p *preflightRun) connect(ctx context.Context) ([]string, error) {
 	var reachable []string
 	for _, r := range results {
 		if r.Err != nil {
-			p.add(tasks.Finding{Host: r.Host, Check: "SSH", Severity: tasks.SevError, Message: r.Err.Error()})
+			// the report names the host above its findings: the error without it
+			p.add(tasks.Finding{Host: r.Host, Check: "SSH", Severity: tasks.SevError, Message: strings.TrimPrefix(r.Err.Error(), r.Host+": ")})
 			continue
 		}
 		reachable = append(reachable, r.Host)

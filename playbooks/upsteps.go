@@ -23,6 +23,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 	"github.com/clusterctl/clusterctl/tasks/wait"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -52,6 +53,10 @@ func (u *upRun) waitAPI(ctx context.Context) error {
 			return ctx.Err()
 		}
 		return fmt.Errorf("%w\n%s", err, apply.Diagnose(ctx, conn))
+	}
+	// the cluster exists: commands that operate one work from this state directory from now on
+	if err := statedir.MarkBuilt(u.e.StateDir, u.e.Inv.Cluster.Name, time.Now()); err != nil {
+		return err
 	}
 	if _, err = c.Apply(ctx, bootstrap.Objects(false, nil, nil, nil)[0]); err != nil {
 		return err

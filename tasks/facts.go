@@ -75,6 +75,8 @@ type Facts struct {
 	UID              int               `json:"uid"`
 	HostResolves     bool              `json:"hostnameResolves"`
 	Virt             string            `json:"virtualization,omitempty"`
+	// Init is PID 1: systemd when the host booted with it, else its command name.
+	Init string `json:"init,omitempty"`
 	// CNIBinDir is where the CNI plugins are: /opt/cni/bin upstream, /usr/lib/cni on Debian. Empty: none.
 	CNIBinDir string `json:"cniBinDir,omitempty"`
 	// Member is what clusterctl wrote in /etc/kubernetes/clusterctl-cluster: the cluster the host belongs to.
@@ -370,6 +372,7 @@ var factStrings = map[string]func(*Facts) *string{
 	"ip_forward":     func(f *Facts) *string { return &f.IPForward },
 	"ipv6_forward":   func(f *Facts) *string { return &f.IPv6Forward },
 	"virt":           func(f *Facts) *string { return &f.Virt },
+	"init":           func(f *Facts) *string { return &f.Init },
 	"member":         func(f *Facts) *string { return &f.Member },
 }
 

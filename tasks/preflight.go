@@ -128,6 +128,7 @@ func Checks(set CheckSet, apiPort int, etcd bool) []Checker {
 		)
 	}
 	checks = append(checks, commonChecks()...)
+	checks = append(checks, hostChecks()...)
 	if set == SetJoin {
 		checks = append(checks, fileAvailable(kubeadm.CACert), Checker{"HTTPProxy", checkHTTPProxy})
 	}

@@ -141,6 +141,7 @@ func NewDialer(opts Options) (*Dialer, error) {
 func (d *Dialer) Dial(ctx context.Context, t Target) (*Conn, error) {
 	t = d.fromSSHConfig(t)
 	delay := d.opts.RetryDelay
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		c, err := d.dialOnce(ctx, t)
 		if err == nil {
@@ -150,6 +151,10 @@ func (d *Dialer) Dial(ctx context.Context, t Target) (*Conn, error) {
 			return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}
 		}
 		if attempt >= d.opts.Retries || !Retryable(err) {
+			var de *DialError
+			if attempt > 0 && errors.As(err, &de) {
+				de.Tries, de.Took = attempt+1, time.Since(start)
+			}
 			return nil, err
 		}
 		d.opts.Log.Debug("dial failed, retrying", "host", t.Name, "attempt", attempt+1, "err", err)

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // CommandError is a remote command that ran and failed.
@@ -58,10 +60,31 @@ type DialError struct {
 	Host    string
 	Address string
 	Err     error
+	// Tries and Took, when it was tried more than once: how many times, in how long.
+	Tries int
+	Took  time.Duration
 }
 
 func (e *DialError) Error() string {
-	return fmt.Sprintf("%s: cannot connect to %s: %v", e.Host, e.Address, e.Err)
+	msg := fmt.Sprintf("%s: cannot connect to %s: %v", e.Host, e.Address, plainNetError(e.Err))
+	if e.Tries > 1 {
+		msg += fmt.Sprintf(" (%d tries in %s; --connect-timeout bounds each)", e.Tries, e.Took.Round(100*time.Millisecond))
+	}
+	return msg
+}
+
+// plainNetError is a network error without what the message already says (dial tcp ADDR: ...): the
+// system's own words, such as "connection refused".
+func plainNetError(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" && op.Err != nil {
+		var sys *os.SyscallError
+		if errors.As(op.Err, &sys) {
+			return sys.Err
+		}
+		return op.Err
+	}
+	return err
 }
 
 func (e *DialError) Unwrap() error { return e.Err }

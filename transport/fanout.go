@@ -20,6 +20,8 @@ const (
 	StatusFailed      Status = "failed"
 	StatusUnreachable Status = "unreachable"
 	StatusSkipped     Status = "skipped" // not started: the play stopped first
+	// StatusInterrupted: the run was interrupted (SIGINT, SIGTERM) while the host was being worked on.
+	StatusInterrupted Status = "interrupted"
 )
 
 // ErrSkipped, returned by a play's function, marks the host skipped: nothing to do there, and no failure.
@@ -192,6 +194,8 @@ func runHost(ctx context.Context, play, h string, sink Sink, fn func(ctx context
 	switch {
 	case errors.Is(err, ErrSkipped):
 		r.Status = StatusSkipped
+	case err != nil && ctx.Err() != nil:
+		r.Status, r.Err = StatusInterrupted, err
 	case err != nil && (errors.As(err, &de) || errors.As(err, &hk) || errors.As(err, &le)):
 		r.Status, r.Err = StatusUnreachable, err
 	case err != nil:
@@ -202,7 +206,7 @@ func runHost(ctx context.Context, play, h string, sink Sink, fn func(ctx context
 		r.Status = StatusOK
 	}
 	ev := Event{Time: time.Now(), Type: EventHostDone, Play: play, Host: h, Status: r.Status, DurationMS: r.Duration.Milliseconds()}
-	if r.Err != nil {
+	if r.Err != nil && r.Status != StatusInterrupted { // the interruption is said once, for the whole run
 		ev.Error = r.Err.Error()
 	}
 	sink.Emit(ev)

@@ -41,7 +41,7 @@ form that touches nothing else.`,
   clusterctl add-node -i hosts.yaml w4 --dry-run     # what w4 (and any other host) would receive
   clusterctl add-node -i hosts.yaml cp2 cp3          # grow the control plane to three (stacked etcd)
   clusterctl add-node -i hosts.yaml etcd3            # an etcd host back after remove-node (external etcd)`,
-		Args: cobra.MinimumNArgs(1),
+		Args: atLeastOne("the names of the inventory hosts to add", "clusterctl add-node -i hosts.yaml w4"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			inv, _, err := g.loadInventory()
 			if err != nil {

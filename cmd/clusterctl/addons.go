@@ -38,7 +38,7 @@ anyone else is not listed: helm list shows every release.
 Exit 0 when every add-on is deployed; 1 when one is not (failed, or pending: an interrupted run that
 clusterctl up finishes).`,
 		Example: "  clusterctl addons list -i hosts.yaml\n  clusterctl addons list -i hosts.yaml -o json | jq -r 'select(.status != \"deployed\") | .name'",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env, err := openCluster(g, &ssh, newEventView(io.Discard, "plain"))
 			if err != nil {

@@ -97,7 +97,7 @@ The manifest is written last: a directory with a manifest.json is complete.`,
   clusterctl artifacts pull -i hosts.yaml --dir /srv/k8s-artifacts
   clusterctl artifacts pull --kubernetes-version v1.37.2 --release-url https://mirror.example/k8s \
       --registry-mirror registry.example:5000 -o json`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPull(cmd, g, o)
 		},
@@ -135,6 +135,11 @@ func displayCache() string {
 // pullRequest is what to pull, from the inventory (when -i is given) and the flags.
 func pullRequest(g *globalOptions, o *pullOptions) (pull.Options, error) {
 	req := pull.Options{KubernetesVersion: o.version, Arches: o.arches, Dir: o.out, ImageRepository: o.imageRepository, Parallel: o.parallel, SkipImages: o.noImages}
+	for _, a := range o.arches {
+		if a != "amd64" && a != "arm64" {
+			return req, usageError("--arch %q: the architectures clusterctl pulls for are amd64 and arm64", a)
+		}
+	}
 	sources := pull.DefaultSources()
 	if g.Inventory != "" {
 		inv, _, err := g.loadInventory()

@@ -35,7 +35,7 @@ kubeadm join's --discovery-token-ca-cert-hash, the same as this openssl pipeline
   openssl x509 -pubkey -in ca.crt | openssl rsa -pubin -outform der 2>/dev/null | \
     openssl dgst -sha256 -hex | sed 's/^.* //'`,
 		Example: "  clusterctl certs ca-hash -i hosts.yaml",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, state, _, err := loadWithState(g, stateExisting)
 			if err != nil {
@@ -80,7 +80,7 @@ With --fail-within, exit 1 when anything expires sooner (for cron and CI); unrea
 		Example: `  clusterctl certs check-expiration -i hosts.yaml
   clusterctl certs check-expiration -i hosts.yaml --fail-within 30d
   clusterctl certs check-expiration -i hosts.yaml -o json | jq '.certificates[] | select(.state=="differs")'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCheckExpiration(cmd, g, o)
 		},
@@ -186,8 +186,8 @@ renew their own client certificates (rotation is on).
 
 With --ca, the CAs themselves are replaced (cluster, front-proxy, etcd and kubelet serving CAs, and the
 service-account signing key), without downtime on several control-plane nodes, in five stages, each
-applied to the whole fleet and recorded in the state directory (pki/rotation) so that an interrupted run
-resumes:
+applied to the whole fleet and recorded in the state directory (the progress in runs/ca-rotation.json,
+the new and old CAs in pki/rotation/) so that an interrupted run resumes:
   1 generate  new CAs and key made in the state directory; nothing changes on hosts
   2 trust     every trust bundle holds the old and new CAs (ca.crt, front-proxy-ca.crt, etcd/ca.crt,
               kubelet-serving-ca.crt, kubeconfigs, workers' kubelet.conf, cluster-info, kube-root-ca.crt)
@@ -209,7 +209,7 @@ directory.`,
   clusterctl certs rotate -i hosts.yaml --yes
   clusterctl certs rotate -i hosts.yaml --only apiserver,admin.conf --new-keys --yes
   clusterctl certs rotate -i hosts.yaml --ca --yes`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRotate(cmd, g, o)
 		},
@@ -219,6 +219,7 @@ directory.`,
 	cmd.Flags().BoolVar(&o.newKeys, "new-keys", false, "make new private keys instead of keeping the current ones")
 	cmd.Flags().StringSliceVar(&o.only, "only", nil, "renew only these (leaf names such as apiserver, etcd-server; kubeconfig files such as admin.conf)")
 	cmd.Flags().DurationVar(&o.fresh, "fresh", 24*time.Hour, "leave certificates issued more recently than this alone (0 renews all)")
+	allowZero(cmd, "fresh")
 	cmd.Flags().DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each wait may take (a node's static Pods, rollouts, certificates)")
 	cmd.Flags().BoolVar(&o.ca, "ca", false, "replace the CAs and the service-account key, in resumable stages (see above)")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what would be renewed and, per host, what would change and restart; change nothing")

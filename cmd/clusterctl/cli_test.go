@@ -63,13 +63,29 @@ func TestDocumentedErrors(t *testing.T) {
 		line string
 	}{
 		{[]string{"up", "-i", inv, "--dry-run"}, 1, "a host that cannot be reached cannot be set up"},
-		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=SSH"}, 1, "a host that cannot be reached cannot be set up"},
+		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=SSH"}, 2, "--ignore-preflight-errors: SSH is never ignored"},
+		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=Swap,Nope"}, 2, `--ignore-preflight-errors: "Nope" is no preflight check; the checks: all, `},
+		{[]string{"artifacts", "pull", "--parallel", "0"}, 2, "--parallel must be at least 1, got 0"},
+		{[]string{"artifacts", "pull", "--arch", "s390x"}, 2, `--arch "s390x": the architectures clusterctl pulls for are amd64 and arm64`},
+		{[]string{"up", "-i", inv, "--connect-timeout", "0s"}, 2, "--connect-timeout must be longer than 0, got 0s"},
+		{[]string{"up", "-i", inv, "--max-clock-skew", "-1s"}, 2, "--max-clock-skew must be 0 or longer, got -1s"},
+		{[]string{"preflight", "-i", inv, "--forks", "-1"}, 2, "--forks must be at least 1, got -1"},
 		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=all"}, 1, "a host that cannot be reached cannot be set up"},
 		{[]string{"remove-node", "-i", inv, "w1", "--yes"}, 2, `no cluster "c1" has been built from this workstation`},
 		{[]string{"add-node", "-i", inv, "w9"}, 2, "add-node: w9 is not a host of " + inv + " (hosts: cp1, w1)"},
 		{[]string{"add-node", "-i", inv, "w1", "--ignore-preflight-errors=all"}, 2, `no cluster "c1" has been built`},
 		{[]string{"add-node", "-i", inv, "w1", "--limit", "w1"}, 2, "add-node takes the hosts to add as arguments, not --limit"},
-		{[]string{"remove-node", "-i", inv}, 2, "remove-node: requires at least 1 arg(s), only received 0 (see 'clusterctl remove-node --help')"},
+		{[]string{"remove-node", "-i", inv}, 2, "clusterctl remove-node needs the names of the hosts to remove: clusterctl remove-node -i hosts.yaml w3 --dry-run"},
+		{[]string{"etcd", "snapshott", "-i", inv}, 2, `unknown command "snapshott" for "clusterctl etcd"; did you mean "snapshot"?`},
+		{[]string{"certs", "check-expiraton"}, 2, `unknown command "check-expiraton" for "clusterctl certs"; did you mean "check-expiration"?`},
+		{[]string{"inventory", "vaildate"}, 2, `unknown command "vaildate" for "clusterctl inventory"; did you mean "validate"?`},
+		{[]string{"artifacts", "pul"}, 2, `unknown command "pul" for "clusterctl artifacts"; did you mean "pull"?`},
+		{[]string{"etcd", "snapshots", "lst"}, 2, `unknown command "lst" for "clusterctl etcd snapshots"; did you mean "list"?`},
+		{[]string{"completion", "bsh"}, 2, `unknown command "bsh" for "clusterctl completion"; did you mean "bash"?`},
+		{[]string{"upp"}, 2, `unknown command "upp" for "clusterctl"; did you mean "up"?`},
+		{[]string{"etcd", "frobnicate"}, 2, `unknown command "frobnicate" for "clusterctl etcd" (its commands: `},
+		{[]string{"up", "-i", inv, "extra"}, 2, `clusterctl up takes no arguments, got "extra"`},
+		{[]string{"exec", "-i", inv}, 2, "clusterctl exec needs the command to run on the hosts"},
 		{[]string{"upgrade", "-i", inv, "--to", "banana"}, 2, `--to "banana" is not a Kubernetes version: give one such as v1.37.2`},
 		{[]string{"upgrade", "-i", inv, "--dry-run"}, 2, `no cluster "c1" has been built`},
 		{[]string{"upgrade", "-i", inv, "--max-unavailable", "0"}, 2, "--max-unavailable must be at least 1"},
@@ -78,16 +94,22 @@ func TestDocumentedErrors(t *testing.T) {
 		{[]string{"etcd", "snapshot", "-i", inv}, 2, `no cluster "c1" has been built`},
 		{[]string{"etcd", "restore", "-i", inv}, 2, "--from FILE or HOST:latest is required"},
 		{[]string{"etcd", "restore", "-i", inv, "--from", "nosuch:latest"}, 2, "nosuch is not an etcd host of the inventory"},
+		{[]string{"etcd", "restore", "-i", inv, "--from", "nosuch.db"}, 2, "--from nosuch.db: no such file: give a snapshot file (clusterctl etcd snapshot -i FILE makes one)"},
 		{[]string{"artifacts", "list"}, 2, "holds no artifacts (no manifest.json): fill it with clusterctl artifacts pull --kubernetes-version v1.37.2 --dir"},
 		{[]string{"artifacts", "list", "--dir", empty}, 2, empty + " holds no artifacts"},
 		{[]string{"artifacts", "list", empty}, 2, "takes the directory as --dir " + empty + ", not as an argument"},
 		{[]string{"artifacts", "verify", "--kubernetes-version", "banana"}, 2, `--kubernetes-version: "banana" is not a Kubernetes version`},
 		{[]string{"render", "-i", inv}, 2, "render needs --out DIR"},
+		{[]string{"init", "--hosts", "CP_2=10.0.0.1"}, 2, `--hosts "CP_2=10.0.0.1": "CP_2" is not a host name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (such as cp2)` + "\n"},
+		{[]string{"init", "--hosts", "10.0.0.1", "--kubernetes-version", "v1.33.0"}, 2, "--kubernetes-version v1.33.0: version v1.33.0 is not supported"},
 		{[]string{"up", "-i", inv, "--frob"}, 2, "unknown flag: --frob (see 'clusterctl up --help')"},
 		{[]string{"up", "--node-timeout", "soon"}, 2, `invalid argument "soon" for "--node-timeout" flag: time: invalid duration "soon" (see 'clusterctl up --help')` + "\n"},
 		{[]string{"up"}, 2, "no inventory: give one with -i FILE"},
-		{[]string{"version", "extra"}, 2, `unknown command "extra" for "clusterctl version"`},
-		{[]string{"--version"}, 0, "clusterctl version dev"},
+		{[]string{"preflight", "-i", inv}, 1, "a host that cannot be reached cannot be set up"},
+		{[]string{"exec", "-i", inv, "--", "true"}, 1, "cannot connect to 127.0.0.1:1"},
+		{[]string{"reset", "-i", inv, "--dry-run"}, 1, "what reset would change on cp1, w1 is unknown: the dry run could not read them"},
+		{[]string{"version", "extra"}, 2, `clusterctl version takes no arguments, got "extra"`},
+		{[]string{"--version"}, 0, "clusterctl dev (commit "},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, tc.args...)
@@ -201,5 +223,44 @@ func TestVocabulary(t *testing.T) {
 	walk(root)
 	if _, ok := defaults["timeout"]; ok {
 		t.Error("a command still has --timeout (the vocabulary is --node-timeout)")
+	}
+}
+
+// render writes the PKI and kubeconfigs into the state directory, but never makes it look as if a cluster
+// existed: after it, the commands that operate a cluster refuse as before any; a bad --out is refused
+// before anything is written.
+func TestRenderBuildsNoCluster(t *testing.T) {
+	dir, inv := unreachableInventory(t)
+	state := filepath.Join(dir, ".clusterctl")
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", "/proc/clusterctl-render"); code != 2 || !strings.Contains(stderr, "/proc/clusterctl-render") {
+		t.Fatalf("render --out /proc/...: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("render with a bad --out wrote a state directory: %v", err)
+	}
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", filepath.Join(dir, "out")); code != 0 {
+		t.Fatalf("render: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{{"kubeconfig"}, {"etcd", "status"}, {"add-node", "w1"}, {"certs", "rotate", "--yes"}} {
+		code, stdout, stderr := runCLI(t, append(args, "-i", inv)...)
+		if code != 2 || !strings.Contains(stderr, `no cluster "c1" has been built from this workstation`) || strings.Contains(stdout, "client-certificate-data") {
+			t.Errorf("%s after render: exit %d\nstdout: %.200s\nstderr: %s", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+}
+
+// A host that cannot be reached is named once per line, with the system's words and the tries made; a
+// play left without hosts is not reported as done.
+func TestUnreachableSaidOnce(t *testing.T) {
+	_, inv := unreachableInventory(t)
+	_, stdout, stderr := runCLI(t, "up", "-i", inv, "--dry-run", "--connect-timeout", "1s")
+	all := stdout + stderr
+	for _, line := range strings.Split(all, "\n") {
+		if strings.Count(line, "cp1") > 1 || strings.Contains(line, "dial tcp") {
+			t.Errorf("a line says cp1 twice, or the dialer's own words: %q", line)
+		}
+	}
+	if !strings.Contains(all, "cannot connect to 127.0.0.1:1: connection refused (") || strings.Contains(all, "facts: 0 host(s)") {
+		t.Errorf("output:\n%s", all)
 	}
 }

@@ -40,7 +40,7 @@ Exit 0 when every object is under the write key and no rotation is under way; 1 
 stores the stragglers again, clusterctl encryption rotate finishes a rotation).`,
 		Example: `  clusterctl encryption status -i hosts.yaml
   clusterctl encryption status -i hosts.yaml -o json | jq '.resources[] | select(.byKey["(clear)"] > 0)'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env, err := openCluster(g, &ssh, newEventView(io.Discard, "plain"))
 			if err != nil {
@@ -128,7 +128,7 @@ key, which only the old key decrypts; keep the old encryption-keys.json with it.
 		Example: `  clusterctl encryption rotate -i hosts.yaml --dry-run
   clusterctl encryption rotate -i hosts.yaml
   clusterctl encryption rotate -i hosts.yaml --yes -o json | jq 'select(.type=="encryption_rotate_result")'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			view := g.progressView()
 			env, err := openCluster(g, &o.ssh, view)

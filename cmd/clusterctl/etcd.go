@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,7 +56,7 @@ ended. etcd restore --from HOST:latest (or HOST:NAME) restores one.
 Exit 0 when every host was read and every schedule's last run succeeded; 1 otherwise (for monitoring).`,
 		Example: `  clusterctl etcd snapshots list -i hosts.yaml
   clusterctl etcd snapshots list -i hosts.yaml -o json | jq -r '.members[] | "\(.host) \(.snapshots[0].name)"'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env, err := openCluster(g, &ssh, newEventView(io.Discard, "plain"))
 			if err != nil {
@@ -129,7 +131,7 @@ the member's alarms), and the cluster for its member list. Members on no invento
 Exit 0 when every member is a started, healthy member; 1 otherwise (for monitoring).`,
 		Example: `  clusterctl etcd status -i hosts.yaml
   clusterctl etcd status -i hosts.yaml -o json | jq '.members[] | select(.status.healthy | not)'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			view := newEventView(io.Discard, "plain")
 			env, err := openCluster(g, &ssh, view)
@@ -221,7 +223,7 @@ keep the state directory's keys.`,
 		Example: `  clusterctl etcd snapshot -i hosts.yaml
   clusterctl etcd snapshot -i hosts.yaml --out /backups/etcd-$(date +%F).db
   clusterctl etcd snapshot -i hosts.yaml --out /backups -o json | jq -r .file`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			view := g.progressView()
 			env, err := openCluster(g, &ssh, view)
@@ -308,7 +310,7 @@ of 2) and prints the plan; nothing is stopped or written.`,
   clusterctl etcd restore -i hosts.yaml --from backup.db
   clusterctl etcd restore -i survivors.yaml --from backup.db --yes && clusterctl add-node -i hosts.yaml cp2 cp3
   clusterctl etcd restore -i hosts.yaml --from cp1:latest`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if from == "" {
 				return usageError("--from FILE or HOST:latest is required: the snapshot to restore (clusterctl etcd snapshot makes one; clusterctl etcd snapshots list shows the scheduled ones)")
@@ -323,8 +325,10 @@ of 2) and prints the plan; nothing is stopped or written.`,
 					return usageError("--from %s: %s is not an etcd host of the inventory (nor is %s a file)", from, host, from)
 				}
 			} else {
-				if st, err := os.Stat(from); err != nil {
-					return usageError("--from: %v", err)
+				if st, err := os.Stat(from); errors.Is(err, fs.ErrNotExist) {
+					return usageError("--from %s: no such file: give a snapshot file (clusterctl etcd snapshot -i FILE makes one), or HOST:latest for a scheduled one", from)
+				} else if err != nil {
+					return usageError("--from %s: %v", from, errors.Unwrap(err))
 				} else if !st.Mode().IsRegular() {
 					return usageError("--from %s: not a regular file", from)
 				}

@@ -29,7 +29,7 @@ failed or the host was unreachable anywhere.`,
 		Example: `  clusterctl exec -i hosts.yaml -- uptime
   clusterctl exec -i hosts.yaml --limit w1,w2 -- 'systemctl is-active kubelet'
   clusterctl exec -i hosts.yaml -o json -- cat /etc/os-release`,
-		Args: cobra.MinimumNArgs(1),
+		Args: atLeastOne("the command to run on the hosts", "clusterctl exec -i hosts.yaml -- uptime"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExec(cmd.Context(), g, o, strings.Join(args, " "))
 		},
@@ -48,11 +48,11 @@ type execResult struct {
 }
 
 func runExec(ctx context.Context, g *globalOptions, o *execOptions, command string) error {
-	env, err := openEnv(g, &o.ssh, nil)
+	env, done, err := openReading(g, &o.ssh, nil)
 	if err != nil {
 		return err
 	}
-	defer env.Close()
+	defer done()
 	var mu sync.Mutex
 	out := map[string]*execResult{}
 	names := make([]string, 0, len(env.Hosts))

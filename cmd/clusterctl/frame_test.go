@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 type frameResult struct {
@@ -70,5 +73,20 @@ func TestChangeFrame(t *testing.T) {
 				t.Errorf("not one JSON line: %q", out.String())
 			}
 		})
+	}
+}
+
+// The recap lists hosts in the inventory's order, whatever order they finished in.
+func TestRecapInInventoryOrder(t *testing.T) {
+	var b strings.Builder
+	v := newEventView(&b, "text")
+	v.inventoryOrder(&inventory.Inventory{Hosts: []inventory.Host{{Name: "cp1"}, {Name: "w1"}, {Name: "w2"}}})
+	for _, h := range []string{"w2", "cp1", "w1"} {
+		v.Emit(transport.Event{Type: transport.EventHostDone, Play: "facts", Host: h, Status: transport.StatusOK})
+	}
+	v.Recap()
+	out := b.String()
+	if i, j, k := strings.Index(out, "  cp1 "), strings.Index(out, "  w1 "), strings.Index(out, "  w2 "); i < 0 || i > j || j > k {
+		t.Errorf("recap:\n%s", out)
 	}
 }

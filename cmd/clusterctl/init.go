@@ -40,7 +40,7 @@ existing file). Nothing is contacted: run clusterctl preflight -i FILE next.`,
   clusterctl init --hosts 10.0.0.11,10.0.0.12,10.0.0.13,10.0.0.21 --control-planes 3 --user admin --out hosts.yaml
   clusterctl init --hosts cp1=cp1.example.com,w1=w1.example.com --name prod
   clusterctl init --from kubespray/inventory/prod/inventory.ini --out hosts.yaml`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			return runInit(g, o)
 		},
@@ -105,7 +105,12 @@ func (o *initOptions) render() ([]byte, error) {
 		return nil, usageError("--control-planes %d: give between 1 and the number of --hosts (%d)", o.controlPlanes, len(o.hosts))
 	}
 	if errs := validation.IsDNS1123Label(o.name); len(errs) > 0 {
-		return nil, usageError("--name %q: %s", o.name, strings.Join(errs, "; "))
+		return nil, usageError("--name %q is not a cluster name: lowercase letters, digits and '-', starting and ending with a letter or digit (such as prod)", o.name)
+	}
+	if o.version != "" {
+		if err := inventory.CheckKubernetesVersion(o.version); err != nil {
+			return nil, usageError("--kubernetes-version %s: %v", o.version, err)
+		}
 	}
 	var hosts []initHost
 	seen := map[string]bool{}
@@ -114,12 +119,13 @@ func (o *initOptions) render() ([]byte, error) {
 		if i < o.controlPlanes {
 			h.Role, h.Name = "control-plane", fmt.Sprintf("cp%d", i+1)
 		}
+		v = strings.TrimSpace(v) // "a, b" as a shell user writes it
 		h.Address = v
 		if name, addr, ok := strings.Cut(v, "="); ok {
-			h.Name, h.Address = name, addr
+			h.Name, h.Address = strings.TrimSpace(name), strings.TrimSpace(addr)
 		}
 		if errs := validation.IsDNS1123Subdomain(h.Name); len(errs) > 0 {
-			return nil, usageError("--hosts %q: the name %q: %s", v, h.Name, strings.Join(errs, "; "))
+			return nil, usageError("--hosts %q: %q is not a host name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (such as cp2)", v, h.Name)
 		}
 		if net.ParseIP(h.Address) == nil && len(validation.IsDNS1123Subdomain(strings.ToLower(h.Address))) > 0 {
 			return nil, usageError("--hosts %q: %q is neither an IP address nor a DNS name", v, h.Address)
@@ -158,7 +164,8 @@ cluster:
     serviceSubnet: 10.96.0.0/12
   # Where containerd comes from: artifacts (clusterctl installs it) or host (the host's own).
   containerRuntime: artifacts
-  # Pod network: bridge (nodes on one L2 network), manifests (your CNI's YAML files) or none.
+  # Pod network: bridge (nodes on one L2 network), flannel (VXLAN, nodes on routed subnets), manifests
+  # (your CNI's YAML files), or none (a pod network installed as an add-on with network: true).
   cni:
     plugin: bridge
   # Commands of yours around clusterctl's work on each host (up, add-node, remove-node, upgrade, reset):

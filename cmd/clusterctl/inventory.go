@@ -36,7 +36,7 @@ exits 0; warnings and notices go to stderr. An invalid one prints every error as
 FILE:LINE:COLUMN: FIELD: MESSAGE on stderr and exits 2.`,
 		Example: `  clusterctl inventory validate -i hosts.yaml
   clusterctl inventory validate -i hosts.ini --output json | jq .diagnostics`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			inv, diags, err := opts.loadInventory()
 			if err != nil {
@@ -122,7 +122,7 @@ Variables of an Ansible inventory that clusterctl does not use are listed at the
 		Example: `  clusterctl inventory show -i hosts.yaml
   clusterctl inventory show -i kubespray/inventory/prod/hosts.ini > hosts.yaml
   clusterctl inventory show -i hosts.yaml --output json | jq '.hosts[].name'`,
-		Args:        cobra.NoArgs,
+		Args:        noArgs,
 		Annotations: map[string]string{outputsAnnotation: "text,yaml,json"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			inv, diags, err := opts.loadInventory()

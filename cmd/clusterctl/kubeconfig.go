@@ -31,7 +31,7 @@ kubeconfig user issues a kubeconfig for someone else, with a certificate of its 
 		Example: `  clusterctl kubeconfig -i hosts.yaml > admin.conf
   clusterctl kubeconfig -i hosts.yaml --merge && kubectl get nodes
   clusterctl kubeconfig user alice --group developers --ttl 8h -i hosts.yaml --out alice.conf`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			inv, state, _, err := loadWithState(g, stateCluster)
 			if err != nil {

@@ -12,9 +12,12 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
-// renderedCluster is a state directory as render leaves it (CA, admin.conf), and its inventory.
+// renderedCluster is a state directory as render leaves it (CA, admin.conf), recorded as built as up
+// records it once the cluster's API server answers, and its inventory.
 func renderedCluster(t *testing.T) (dir, inv string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -24,6 +27,9 @@ func renderedCluster(t *testing.T) (dir, inv string) {
 	}
 	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", filepath.Join(dir, "out")); code != 0 {
 		t.Fatalf("render: %d %s", code, stderr)
+	}
+	if err := statedir.MarkBuilt(filepath.Join(dir, ".clusterctl", "lab"), "lab", time.Now()); err != nil {
+		t.Fatal(err)
 	}
 	return dir, inv
 }
@@ -89,8 +95,8 @@ func TestKubeconfigUserIdentities(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "warning: --force: user \"system:node:cp1\" grants Node cp1's kubelet identity") || !strings.Contains(stdout, "client-certificate-data") {
 		t.Errorf("--force: exit %d %s", code, stderr)
 	}
-	for _, ttl := range []string{"876000h", "8761h", "0s", "-1h"} {
-		if code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "--ttl", ttl, "-i", inv); code != 2 || !strings.Contains(stderr, "at most 8760h") {
+	for ttl, want := range map[string]string{"876000h": "at most 8760h", "8761h": "at most 8760h", "0s": "--ttl must be longer than 0", "-1h": "--ttl must be longer than 0"} {
+		if code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "--ttl", ttl, "-i", inv); code != 2 || !strings.Contains(stderr, want) {
 			t.Errorf("--ttl %s: exit %d %s", ttl, code, stderr)
 		}
 	}
@@ -230,6 +236,9 @@ func TestKubeconfigUserCutToCA(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", filepath.Join(dir, "out")); code != 0 {
 		t.Fatalf("render: %d %s", code, stderr)
+	}
+	if err := statedir.MarkBuilt(filepath.Join(dir, ".clusterctl", "lab"), "lab", time.Now()); err != nil {
+		t.Fatal(err)
 	}
 	code, _, stderr := runCLI(t, "kubeconfig", "user", "alice", "--ttl", "8760h", "-i", inv)
 	if code != 0 || !validUntilNear(stderr, time.Now().Add(100*time.Hour)) || !strings.Contains(stderr, "cut to the cluster CA's expiry") {

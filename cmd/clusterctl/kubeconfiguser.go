@@ -51,7 +51,12 @@ to stdout, or to --out FILE, written 0600 and never over an existing file.`,
   kubectl create clusterrolebinding developers-view --clusterrole view --group developers
   kubectl --kubeconfig alice.conf auth whoami
   clusterctl kubeconfig user list -i hosts.yaml`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError("%s takes one user name, got %d arguments: clusterctl kubeconfig user alice --group developers -i hosts.yaml --out alice.conf", cmd.CommandPath(), len(args))
+			}
+			return nil
+		},
 		RunE: func(_ *cobra.Command, args []string) error {
 			name := args[0]
 			if strings.TrimSpace(name) == "" || strings.ContainsFunc(name, isControl) {
@@ -152,7 +157,7 @@ func newKubeconfigUserListCmd(g *globalOptions) *cobra.Command {
 user, groups, expiry (expired ones marked), who issued it and when. With -o json, one JSON object.`,
 		Example: `  clusterctl kubeconfig user list -i hosts.yaml
   clusterctl kubeconfig user list -i hosts.yaml -o json`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			_, state, _, err := loadWithState(g, stateCluster)
 			if err != nil {

@@ -54,7 +54,7 @@ func main() {
 	case code := <-done:
 		os.Exit(code)
 	case <-time.After(interruptGrace):
-		fmt.Fprintln(os.Stderr, "clusterctl: interrupted")
+		fmt.Fprintln(os.Stderr, "clusterctl: "+interrupted)
 		os.Exit(exitInterrupted)
 	}
 }
@@ -104,11 +104,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		}
 		err = fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
 	}
-	if !errors.Is(err, errReported) {
+	switch {
+	case code == exitInterrupted:
+		fmt.Fprintln(stderr, "clusterctl: "+interrupted)
+	case !errors.Is(err, errReported):
 		fmt.Fprintf(stderr, "clusterctl: %s\n", escapeText(err.Error()))
 	}
 	return code
 }
+
+// interrupted is what an interrupted run says, true of every command: files on the hosts and in the state
+// directory are replaced whole (a temporary file, synced, renamed) or not at all, and each run finds what
+// is left to do (from the hosts, or from its journal).
+const interrupted = "interrupted; nothing is left half-written; run the same command again to finish"
 
 // exitError carries the exit code an error should produce.
 type exitError struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,17 @@ func TestExitCodesAndOutput(t *testing.T) {
 	const example = "../../inventory/examples/hosts.yaml"
 	const kubespray = "../../inventory/examples/kubespray/inventory.ini"
 	const bad = "../../inventory/testdata/bad/hosts-problems.yaml"
+	// the keys the example names, so that it is valid without a warning
+	home := t.TempDir()
+	for _, key := range []string{"id_ed25519", "jump_ed25519", "gpu_ed25519"} {
+		if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, ".ssh", key), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", home)
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -53,7 +65,7 @@ func TestExitCodesAndOutput(t *testing.T) {
 		{name: "invalid json", args: []string{"inventory", "validate", "-i", bad, "-o", "json"}, code: 2,
 			stdout: []string{`"valid": false`, `"line": 3`, `"column": 14`, `"path": "hosts.cp1.address"`}, stdoutJSON: true},
 		{name: "no inventory", args: []string{"inventory", "validate"}, code: 2, stderr: []string{"no inventory: give one with -i FILE"}},
-		{name: "missing file", args: []string{"inventory", "validate", "-i", "nope.yaml"}, code: 2, stderr: []string{"nope.yaml: no such file"}},
+		{name: "missing file", args: []string{"inventory", "validate", "-i", "nope.yaml"}, code: 2, stderr: []string{"inventory nope.yaml does not exist: give the path of your inventory with -i"}},
 		{name: "unknown flag", args: []string{"inventory", "validate", "--frob"}, code: 2, stderr: []string{"unknown flag: --frob", "clusterctl inventory validate --help"}},
 		{name: "bad output", args: []string{"inventory", "validate", "-i", example, "-o", "xml"}, code: 2, stderr: []string{`--output "xml" is not one of text, json`}},
 		{name: "yaml only for show", args: []string{"inventory", "validate", "-i", example, "-o", "yaml"}, code: 2},
@@ -63,8 +75,9 @@ func TestExitCodesAndOutput(t *testing.T) {
 		{name: "show json", args: []string{"inventory", "show", "-i", example, "-o", "json"}, code: 0,
 			stdout: []string{`"format": "native"`, `"event-ttl": "2h"`}, stdoutJSON: true},
 		{name: "show invalid", args: []string{"inventory", "show", "-i", bad}, code: 2, stderr: []string{"inventory is invalid"}},
-		{name: "version", args: []string{"version"}, code: 0, stdout: []string{"clusterctl dev", "default Kubernetes v1.37.2"}},
-		{name: "version json", args: []string{"version", "-o", "json"}, code: 0, stdout: []string{`"version": "dev"`}, stdoutJSON: true},
+		{name: "version", args: []string{"version"}, code: 0, stdout: []string{"clusterctl dev (commit unknown)\nKubernetes v1.34 to v1.37, default v1.37.2; with v1.37.2 it installs etcd v3.7.0, CoreDNS v1.14.6", "containerd 2.2.1", "flannel v0.28.10, haproxy 3.2"}},
+		{name: "--version", args: []string{"--version"}, code: 0, stdout: []string{"clusterctl dev (commit unknown)\n"}},
+		{name: "version json", args: []string{"version", "-o", "json"}, code: 0, stdout: []string{`{"type":"version","version":"dev"`, `"components":{"kubernetes":"v1.37.2","etcd":"v3.7.0"`}, stdoutJSON: true},
 		{name: "stray argument", args: []string{"version", "extra"}, code: 2},
 		{name: "completion", args: []string{"completion", "bash"}, code: 0, stdout: []string{"__start_clusterctl"}},
 		{name: "unknown command", args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`}},
@@ -187,7 +200,7 @@ func TestSignalEndsBusyRun(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(stderr.String(), "interrupted") {
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(stderr.String(), interrupted) || strings.Contains(stderr.String(), "context canceled") {
 		t.Errorf("after SIGTERM: %v, stderr %q; want exit code 130", err, stderr.String())
 	}
 }
@@ -234,7 +247,8 @@ func TestWriteResultLine(t *testing.T) {
 }
 
 // An unreachable host's preflight error cannot be ignored (nothing is known of it, nothing can be put
-// there): up refuses with exit 1 and says so, instead of crashing on the facts it never read.
+// there): up refuses with exit 1 and says so, instead of crashing on the facts it never read (naming SSH
+// itself is refused before: TestDocumentedErrors).
 func TestUnreachableHostCannotBeIgnored(t *testing.T) {
 	dir := t.TempDir()
 	inv := filepath.Join(dir, "hosts.yaml")
@@ -242,7 +256,7 @@ func TestUnreachableHostCannotBeIgnored(t *testing.T) {
 	if err := os.WriteFile(inv, []byte("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, internalAddress: 10.0.0.1, roles: [control-plane], ssh: {port: 1}}\n  - {name: w1, address: 127.0.0.2, internalAddress: 10.0.0.2, roles: [worker], ssh: {port: 1}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, ignore := range []string{"SSH", "all"} {
+	for _, ignore := range []string{"all", "Swap,Port-6443"} {
 		code, stdout, stderr := runCLI(t, "up", "-i", inv, "--dry-run", "--ignore-preflight-errors="+ignore, "--ssh-accept-new")
 		if code != 1 || !strings.Contains(stdout+stderr, "a host that cannot be reached cannot be set up") || strings.Contains(stdout+stderr, "--ignore-preflight-errors=SSH") {
 			t.Errorf("--ignore-preflight-errors=%s: exit %d\nstdout: %s\nstderr: %s", ignore, code, stdout, stderr)
@@ -282,5 +296,38 @@ func TestCLIReference(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Errorf("%s is not what the commands say: go test ./cmd/clusterctl -run TestCLIReference -update", file)
+	}
+}
+
+// An interrupted run says so in one sentence, exits 130, and marks no host unreachable for it: here
+// interrupted while it connects to a host that accepts and never answers.
+func TestInterruptedRun(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	inv := filepath.Join(t.TempDir(), "hosts.yaml")
+	if err := os.WriteFile(inv, []byte(fmt.Sprintf("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 127.0.0.1, internalAddress: 10.0.0.1, roles: [control-plane], ssh: {port: %d}}\n", port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"preflight", "-i", inv}, &out, &errb)
+	all := out.String() + errb.String()
+	if code != exitInterrupted || !strings.Contains(errb.String(), "clusterctl: "+interrupted) || strings.Contains(all, "context canceled") ||
+		strings.Contains(all, "deadline exceeded") || strings.Contains(all, "UNREACHABLE") {
+		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 	}
 }

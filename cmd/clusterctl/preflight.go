@@ -27,6 +27,7 @@ type preflightFlags struct {
 func (o *preflightFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&o.ignore, "ignore-preflight-errors", nil, "preflight checks whose errors are ignored (comma-separated names as the report gives them, or all); a host that cannot be reached is never ignored: the run stops (leave the host out with --limit or the inventory)")
 	cmd.Flags().DurationVar(&o.maxClockSkew, "max-clock-skew", 5*time.Second, "clock difference to this workstation above which a host fails preflight")
+	allowZero(cmd, "max-clock-skew")
 }
 
 func (o *preflightFlags) options() playbooks.PreflightOptions {
@@ -51,7 +52,7 @@ their errors into ignored findings.`,
 		Example: `  clusterctl preflight -i hosts.yaml
   clusterctl preflight -i hosts.yaml --limit w4,w5 --ignore-preflight-errors=Swap
   clusterctl preflight -i hosts.yaml --output json | jq 'select(.type=="preflight_report")'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPreflight(cmd, g, o)
 		},
@@ -63,11 +64,11 @@ their errors into ignored findings.`,
 
 func runPreflight(cmd *cobra.Command, g *globalOptions, o *preflightOptions) error {
 	view := g.progressView()
-	env, err := openEnv(g, &o.ssh, view)
+	env, done, err := openReading(g, &o.ssh, view)
 	if err != nil {
 		return err
 	}
-	defer env.Close()
+	defer done()
 	report, err := playbooks.Preflight(cmd.Context(), env, o.preflight.options())
 	if err != nil {
 		return failedOnHosts(err)

@@ -53,7 +53,7 @@ same command finishes once it is back. --dry-run prints the order and changes no
   #       before:
   #         - run: apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -y upgrade
   clusterctl reboot -i hosts.yaml --yes`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runReboot(cmd, g, o)
 		},

@@ -38,7 +38,7 @@ the hooks); nothing changes.`,
 		Example: `  clusterctl remove-node -i hosts.yaml w3 --dry-run
   clusterctl remove-node -i hosts.yaml w3 --yes
   clusterctl remove-node -i hosts.yaml cp3 --drain-timeout 5m`,
-		Args: cobra.MinimumNArgs(1),
+		Args: atLeastOne("the names of the hosts to remove", "clusterctl remove-node -i hosts.yaml w3 --dry-run"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRemoveNode(cmd, g, o, args)
 		},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/tasks/csr"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/render"
@@ -45,7 +46,7 @@ given its node name (--hostname-override).`,
 		Example: `  clusterctl render -i hosts.yaml --out rendered/
   find rendered/cp1 -type f | sort
   openssl x509 -noout -text -in rendered/cp1/etc/kubernetes/pki/apiserver.crt`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRender(g, o)
 		},
@@ -57,6 +58,13 @@ given its node name (--hostname-override).`,
 func runRender(g *globalOptions, o *renderOptions) error {
 	if o.out == "" {
 		return usageError("render needs --out DIR: the directory to write each host's files into")
+	}
+	// --out is checked before anything is written: a bad one changes nothing (exit 2 says so)
+	if err := outDir(o.out); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if err := writable(o.out); err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--out %s: %w", o.out, err)}
 	}
 	inv, state, _, err := loadWithState(g, stateCreate)
 	if err != nil {
@@ -81,9 +89,6 @@ func runRender(g *globalOptions, o *renderOptions) error {
 			written++
 		}
 		return nil
-	}
-	if err := outDir(o.out); err != nil {
-		return &exitError{code: exitUsage, err: err}
 	}
 	for _, h := range res.Hosts {
 		if err := write(h.Host, h.Files); err != nil {
@@ -133,8 +138,12 @@ func loadWithState(g *globalOptions, need stateNeed) (inv *inventory.Inventory, 
 		return nil, "", false, usageError("no state directory for cluster %q at %s: clusterctl render or up makes it (--state-dir names another)", inv.Cluster.Name, state)
 	}
 	if need == stateCluster {
-		if _, err := os.Stat(filepath.Join(state, "admin.conf")); err != nil {
-			return nil, "", false, usageError("no cluster %q has been built from this workstation: %s has no admin.conf (clusterctl up -i %s builds it; --state-dir names another state directory)",
+		built, err := statedir.IsBuilt(state, csr.LearnedFile)
+		if err != nil {
+			return nil, "", false, &exitError{code: exitUsage, err: err}
+		}
+		if !built {
+			return nil, "", false, usageError("no cluster %q has been built from this workstation: %s holds none (clusterctl up -i %s builds it; --state-dir names another state directory)",
 				inv.Cluster.Name, state, g.Inventory)
 		}
 	}
@@ -185,4 +194,15 @@ func noLinks(root, rel string) error {
 		}
 	}
 	return nil
+}
+
+// writable checks that files can be made in dir (a file made and removed).
+func writable(dir string) error {
+	f, err := os.CreateTemp(dir, ".clusterctl-probe-")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,7 +56,7 @@ prints per host the hooks reset would run and what of the above is there to undo
   clusterctl reset -i hosts.yaml --dry-run
   clusterctl reset -i hosts.yaml --yes --remove-state    # CI: throwaway clusters
   clusterctl reset -i hosts.yaml --limit w3 --yes`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runReset(cmd, g, o)
 		},
@@ -138,6 +139,16 @@ func dryReset(cmd *cobra.Command, g *globalOptions, o *resetOptions, env *playbo
 		play: func(ctx context.Context) (*planResult, error) {
 			var err error
 			results, err = playbooks.Reset(ctx, env, playbooks.ResetOptions{Force: o.force, Hooks: true, DryRun: true, Record: rec.record, RemoveSnapshots: o.snapshots})
+			var unknown []string
+			for _, r := range results {
+				if r.Status == transport.StatusFailed || r.Status == transport.StatusUnreachable {
+					unknown = append(unknown, r.Host)
+				}
+			}
+			if err == nil && len(unknown) > 0 {
+				// a host not read is not a host with nothing to change
+				err = fmt.Errorf("what reset would change on %s is unknown: the dry run could not read %s", strings.Join(unknown, ", "), them(unknown))
+			}
 			return &planResult{Plan: rec.plans(hostNamesOf(env.Hosts))}, err
 		},
 		// each host's mark, and the plan, also when some host failed
@@ -163,4 +174,12 @@ func leftAlone(n int) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%d without this cluster's mark left alone)", n)
+}
+
+// them is "it" for one host, "them" for several.
+func them(hosts []string) string {
+	if len(hosts) == 1 {
+		return "it"
+	}
+	return "them"
 }

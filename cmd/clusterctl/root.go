@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/images"
 )
 
 // globalOptions are the flags every command shares.
@@ -46,13 +48,14 @@ Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad i
 130 interrupted.`,
 		Example: `  clusterctl inventory validate -i hosts.yaml
   clusterctl inventory show -i inventory/mycluster/hosts.ini --output json`,
-		Version:       fmt.Sprintf("%s (commit %s), default Kubernetes %s", version, commit, inventory.DefaultKubernetesVersion),
+		Version:       fmt.Sprintf("%s (commit %s)", version, commit),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return opts.complete(cmd)
 		},
 	}
+	root.SetVersionTemplate("clusterctl {{.Version}}\n") // as the first line of clusterctl version
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	// A bad flag is a usage error; run names the command and its --help, as for cobra's other usage errors.
@@ -69,6 +72,7 @@ Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad i
 	root.AddCommand(newVersionCmd(opts), newInitCmd(opts), newInventoryCmd(opts), newKubeconfigCmd(opts), newPreflightCmd(opts), newExecCmd(opts), newRenderCmd(opts), newCertsCmd(opts), newUpCmd(opts), newResetCmd(opts), newAddNodeCmd(opts), newRemoveNodeCmd(opts), newUpgradeCmd(opts), newRebootCmd(opts), newEtcdCmd(opts), newEncryptionCmd(opts), newArtifactsCmd(opts), newAddonsCmd(opts))
 	registerCompletions(root, opts)
 	root.InitDefaultCompletionCmd()
+	guardGroups(root)
 	completionExamples := map[string]string{
 		"bash":       "source <(clusterctl completion bash)",
 		"zsh":        `clusterctl completion zsh > "${fpath[1]}/_clusterctl"`,
@@ -96,8 +100,11 @@ func (o *globalOptions) complete(cmd *cobra.Command) error {
 	if !slices.Contains(outputs, o.Output) {
 		return usageError("--output %q is not one of %s for %s", o.Output, strings.Join(outputs, ", "), cmd.CommandPath())
 	}
-	if o.Forks < 1 {
-		return usageError("--forks must be at least 1, got %d", o.Forks)
+	if err := checkValues(cmd); err != nil {
+		return err
+	}
+	for i := range o.Limit {
+		o.Limit[i] = strings.TrimSpace(o.Limit[i]) // "w1, w2" as a shell user writes it
 	}
 	level := slog.LevelWarn
 	switch {
@@ -126,20 +133,49 @@ func (o *globalOptions) loadInventory() (*inventory.Inventory, inventory.Diagnos
 func newVersionCmd(opts *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:     "version",
-		Short:   "Print the version of clusterctl",
+		Short:   "Print the version of clusterctl, the Kubernetes versions it supports and the components it pins",
 		Example: "  clusterctl version\n  clusterctl version --output json",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.Output == "json" {
-				return writeJSON(opts.stdout, map[string]string{
-					"version": version, "commit": commit,
-					"defaultKubernetesVersion": inventory.DefaultKubernetesVersion,
-				})
+			info, err := versionInfo()
+			if err != nil {
+				return err
 			}
-			_, err := fmt.Fprintf(opts.stdout, "clusterctl %s (commit %s), default Kubernetes %s\n", version, commit, inventory.DefaultKubernetesVersion)
+			if opts.Output == "json" {
+				return writeJSONLine(opts.stdout, info)
+			}
+			c := info.Components
+			_, err = fmt.Fprintf(opts.stdout, "clusterctl %s (commit %s)\nKubernetes %s to %s, default %s; with %s it installs etcd %s, CoreDNS %s, pause %s, containerd %s, runc %s, CNI plugins %s, crictl %s, flannel %s, haproxy %s (the node-local API proxy)\n",
+				info.Version, info.Commit, info.Kubernetes.Oldest, info.Kubernetes.Newest, info.Kubernetes.Default, info.Kubernetes.Default,
+				c.Etcd, c.CoreDNS, c.Pause, c.Containerd, c.Runc, c.CNIPlugins, c.Crictl, info.Flannel, info.HAProxy)
 			return err
 		},
 	}
+}
+
+// versionJSON is what version -o json prints, one line.
+type versionJSON struct {
+	Type       string `json:"type"`
+	Version    string `json:"version"`
+	Commit     string `json:"commit"`
+	Kubernetes struct {
+		Oldest  string `json:"oldest"`
+		Newest  string `json:"newest"`
+		Default string `json:"default"`
+	} `json:"kubernetes"`
+	// Components are the versions installed with the default Kubernetes version.
+	Components pull.Versions `json:"components"`
+	Flannel    string        `json:"flannel"`
+	HAProxy    string        `json:"haproxy"`
+}
+
+func versionInfo() (versionJSON, error) {
+	v := versionJSON{Type: "version", Version: version, Commit: commit, Flannel: images.FlannelVersion, HAProxy: images.TagOf(images.ProxyImage)}
+	oldest, newest := inventory.SupportedMinors()
+	v.Kubernetes.Oldest, v.Kubernetes.Newest, v.Kubernetes.Default = fmt.Sprintf("v1.%d", oldest), fmt.Sprintf("v1.%d", newest), inventory.DefaultKubernetesVersion
+	var err error
+	v.Components, err = pull.VersionsFor(inventory.DefaultKubernetesVersion)
+	return v, err
 }
 
 // registerCompletions completes host names from the inventory given with -i (add-node, remove-node, --limit)

@@ -59,6 +59,24 @@ func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.E
 	return env, err
 }
 
+// openReading is openEnv for a command that writes nothing in the state directory (preflight, exec): one
+// it had to make is removed when it is still empty at the end (done), as are host keys aside (recorded by
+// --ssh-accept-new, they keep it).
+func openReading(g *globalOptions, s *sshOptions, sink transport.Sink) (env *playbooks.Env, done func(), err error) {
+	env, created, err := openEnvNeeding(g, s, sink, stateCreate)
+	if err != nil {
+		return nil, nil, err
+	}
+	return env, func() {
+		env.Close()
+		if created {
+			if os.Remove(env.StateDir) == nil && filepath.Base(filepath.Dir(env.StateDir)) == ".clusterctl" {
+				_ = os.Remove(filepath.Dir(env.StateDir))
+			}
+		}
+	}, nil
+}
+
 // openCluster is openEnv for commands on a running cluster: a state directory without the cluster's
 // admin.conf is refused (exit 2) and nothing is created.
 func openCluster(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.Env, error) {
@@ -99,6 +117,9 @@ func openEnvNeeding(g *globalOptions, s *sshOptions, sink transport.Sink, need s
 	})
 	if err != nil {
 		return nil, false, &exitError{code: exitUsage, err: err}
+	}
+	if v, ok := sink.(*eventView); ok {
+		v.inventoryOrder(inv)
 	}
 	return playbooks.NewEnv(playbooks.EnvConfig{Inv: inv, Hosts: hosts, Dialer: d, Forks: g.Forks, Sink: sink, Log: g.log, StateDir: state}), created, nil
 }

@@ -52,7 +52,8 @@ func newUpCmd(g *globalOptions) *cobra.Command {
   control-plane-join  the other control-plane nodes one at a time: etcd learner added through the etcd
                  API, kubelet started, learner promoted, API server ready
   join           workers' kubelets start and join by TLS bootstrap with the token and the pinned CA
-  network        cni.plugin bridge: each node's pod range and routes between nodes; manifests: yours
+  network        cni.plugin bridge: each node's pod range and routes between nodes; flannel: its VXLAN
+                 (nodes on routed subnets); manifests: yours; none with an add-on network: true
   ready          kubelet serving certificates approved after checking the requesting node and every
                  name and address against the inventory; all Nodes Ready; the token deleted
   encryption     objects of the encrypted resources (cluster.security.encryption) found in etcd in clear or
@@ -67,7 +68,7 @@ would change. The admin kubeconfig is left in the state directory (admin.conf). 
   clusterctl up -i hosts.yaml --dry-run               # what would change, per host; nothing is touched
   clusterctl up -i hosts.yaml --output json | jq 'select(.type=="up_result")'
   export KUBECONFIG=$(dirname hosts.yaml)/.clusterctl/<cluster>/admin.conf; kubectl get nodes`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUp(cmd, g, o)
 		},

@@ -91,7 +91,7 @@ something blocks) or failed (every reason is named), 2 bad usage or inventory, 1
   clusterctl upgrade -i hosts.yaml --limit w1,w2 --yes --max-unavailable 2
   clusterctl upgrade -i hosts.yaml --to v1.37.2 --artifacts art-1.36 --artifacts art-1.37 --yes  # two minors
   clusterctl upgrade -i hosts.yaml --rollback --yes    # finish the rollback a killed run left`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUpgrade(cmd, g, o)
 		},

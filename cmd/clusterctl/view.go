@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -25,7 +28,8 @@ type eventView struct {
 	plays  map[string]*playState
 	recap  map[string]*hostRecap
 	order  []string
-	live   bool // a status line is on screen
+	ranks  map[string]int // each host's place in the inventory: the recap's order
+	live   bool           // a status line is on screen
 	enc    *json.Encoder
 	timing []playTiming
 }
@@ -83,6 +87,9 @@ func (v *eventView) Emit(e transport.Event) {
 	if e.Type == transport.EventPlayDone {
 		v.timing = append(v.timing, playTiming{Play: e.Play, Hosts: e.Hosts, Duration: e.DurationMS})
 	}
+	if (e.Type == transport.EventPlayStart || e.Type == transport.EventPlayDone) && e.Hosts == 0 && v.mode != "json" {
+		return // a play left with no host (every one failed before it) did nothing: "0 host(s), ok" would mislead
+	}
 	switch v.mode {
 	case "json":
 		_ = v.enc.Encode(e)
@@ -101,7 +108,7 @@ func (v *eventView) plain(e transport.Event) {
 	case transport.EventHostDone:
 		line := fmt.Sprintf("%s %s %s: %s (%dms)", ts, e.Play, e.Host, e.Status, e.DurationMS)
 		if e.Error != "" {
-			line += ": " + escapeText(firstLine(e.Error))
+			line += ": " + escapeText(firstLine(hostless(e.Host, e.Error)))
 		}
 		fmt.Fprintln(v.w, line)
 	case transport.EventPlayDone:
@@ -148,7 +155,7 @@ func (v *eventView) tty(e transport.Event) {
 		if e.Status == transport.StatusFailed || e.Status == transport.StatusUnreachable {
 			p.failed++
 			v.clearLine()
-			fmt.Fprintf(v.w, "  %s %s: %s: %s\n", e.Play, e.Host, strings.ToUpper(string(e.Status)), escapeText(firstLine(e.Error)))
+			fmt.Fprintf(v.w, "  %s %s: %s: %s\n", e.Play, e.Host, strings.ToUpper(string(e.Status)), escapeText(firstLine(hostless(e.Host, e.Error))))
 		}
 	case transport.EventPlayDone:
 		v.clearLine()
@@ -200,11 +207,17 @@ func (v *eventView) Recap() {
 	}
 	v.clearLine()
 	fmt.Fprintln(v.w, "RECAP")
-	for _, h := range v.order {
+	order := slices.Clone(v.order)
+	slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(v.rank(a), v.rank(b)) })
+	for _, h := range order {
 		c := v.recap[h].counts
-		fmt.Fprintf(v.w, "  %-20s ok=%-3d changed=%-3d failed=%-3d unreachable=%-3d skipped=%-3d %s\n", h,
+		interrupted := ""
+		if n := c[transport.StatusInterrupted]; n > 0 {
+			interrupted = fmt.Sprintf(" interrupted=%d", n)
+		}
+		fmt.Fprintf(v.w, "  %-20s ok=%-3d changed=%-3d failed=%-3d unreachable=%-3d skipped=%-3d %s%s\n", h,
 			c[transport.StatusOK], c[transport.StatusChanged], c[transport.StatusFailed], c[transport.StatusUnreachable],
-			c[transport.StatusSkipped], v.recap[h].duration.Round(time.Millisecond))
+			c[transport.StatusSkipped], v.recap[h].duration.Round(time.Millisecond), interrupted)
 	}
 }
 
@@ -249,4 +262,25 @@ func unsafeRune(r rune) bool {
 		return true
 	}
 	return false
+}
+
+// hostless is a host's error without its name in front, where the line names the host already.
+func hostless(host, msg string) string { return strings.TrimPrefix(msg, host+": ") }
+
+// inventoryOrder has the recap list hosts in the inventory's order, not the order they finished in.
+func (v *eventView) inventoryOrder(inv *inventory.Inventory) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ranks = map[string]int{}
+	for i, h := range inv.Hosts {
+		v.ranks[h.Name] = i
+	}
+}
+
+// rank is a host's place in the inventory (hosts it does not name last).
+func (v *eventView) rank(host string) int {
+	if r, ok := v.ranks[host]; ok {
+		return r
+	}
+	return len(v.ranks)
 }

@@ -60,6 +60,7 @@ for d in {{args .Dirs}}; do [ -d "$d" ] || continue; n=0; for e in "$d"/* "$d"/.
 while read -r k v rest; do [ "$k" = Uid: ] && f uid "$v"; done < /proc/self/status
 getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
 [ -r /run/systemd/container ] && r /run/systemd/container virt
+if [ -d /run/systemd/system ]; then f init systemd; else r /proc/1/comm init; fi
 r {{q .MemberPath}} member
 {{- /* A node that joined without clusterctl (kubeadm join) has no mark: its CA certificate says which cluster. */}}
 [ -z "$v" ] && [ -r {{q .CACert}} ] && while read -r l; do f ca_cert "$l"; done < {{q .CACert}}

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -80,7 +82,7 @@ func (p *puller) get(ctx context.Context, u string, limit int64) ([]byte, error)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
+		return nil, fmt.Errorf("GET %s: %w", u, requestError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -130,7 +132,7 @@ func (p *puller) download(ctx context.Context, u, dest, want string, mode os.Fil
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: GET %s: %w", rel, u, err)
+		return fmt.Errorf("%s: GET %s: %w", rel, u, requestError(err))
 	}
 	defer resp.Body.Close()
 	f, have, err := openPart(resp, part, have, mode, h)
@@ -274,3 +276,21 @@ func (pr *progress) report(force bool) {
 
 // errBadArchive is an archive entry clusterctl refuses to unpack.
 var errBadArchive = errors.New("unexpected archive entry")
+
+// requestError is a request's error without what the message says already (net/http's `Get "URL":` and
+// the dialer's `dial tcp ADDR:`): the URL is said once.
+func requestError(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	var op *net.OpError
+	if errors.As(ue.Err, &op) && op.Op == "dial" {
+		var sys *os.SyscallError
+		if errors.As(op.Err, &sys) {
+			return fmt.Errorf("cannot connect: %w", sys.Err)
+		}
+		return fmt.Errorf("cannot connect: %w", op.Err)
+	}
+	return ue.Err
+}

@@ -70,6 +70,7 @@ for d in /var/lib/etcd; do [ -d "$d" ] || continue; n=0; for e in "$d"/* "$d"/.[
 while read -r k v rest; do [ "$k" = Uid: ] && f uid "$v"; done < /proc/self/status
 getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
 [ -r /run/systemd/container ] && r /run/systemd/container virt
+if [ -d /run/systemd/system ]; then f init systemd; else r /proc/1/comm init; fi
 r /etc/kubernetes/clusterctl-cluster member
 [ -z "$v" ] && [ -r /etc/kubernetes/pki/ca.crt ] && while read -r l; do f ca_cert "$l"; done < /etc/kubernetes/pki/ca.crt
 # The etcd user and group (profile cis runs etcd as them), and the highest system ID (100-999) no user or

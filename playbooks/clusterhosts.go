@@ -1,0 +1,54 @@
+package playbooks
+
+import (
+	"context"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterctl/clusterctl/inventory"
+)
+
+// clusterHosts are the inventory's hosts that are part of the running cluster, for the commands that
+// operate one (certs rotate, the CA rotation, encryption, upgrade): its Nodes and its etcd hosts. A host
+// the inventory lists before add-node joined it is said once and left out, with the command that joins
+// it. Without an answer from the API, every host of the inventory: the run's own checks then say what
+// they find.
+func clusterHosts(ctx context.Context, e *Env, play string) []*inventory.Host {
+	all := allHosts(e.Inv)
+	admin, err := e.Admin(ctx)
+	if err != nil {
+		return all
+	}
+	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return all
+	}
+	nodes := map[string]bool{}
+	for _, n := range list.Items {
+		nodes[n.Name] = true
+	}
+	in, out := partOfCluster(all, nodes)
+	if len(out) > 0 {
+		var names []string
+		for _, h := range out {
+			names = append(names, h.Name)
+		}
+		e.say(play, "", "%s not part of the cluster yet: left out (clusterctl add-node -i %s %s joins %s)",
+			strings.Join(names, ", "), e.Inv.Source, strings.Join(names, " "), map[bool]string{true: "it", false: "them"}[len(names) == 1])
+	}
+	return in
+}
+
+// partOfCluster splits hosts into those of the cluster (a Node of that name, or an etcd host) and the
+// others.
+func partOfCluster(hosts []*inventory.Host, nodes map[string]bool) (in, out []*inventory.Host) {
+	for _, h := range hosts {
+		if nodes[h.NodeName] || !h.IsNode() {
+			in = append(in, h)
+		} else {
+			out = append(out, h)
+		}
+	}
+	return in, out
+}
