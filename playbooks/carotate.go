@@ -58,7 +58,7 @@ func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, 
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	d, err := newDeployment(e, clusterHosts(ctx, e, "preflight"), deployOptions{Now: o.Now, Timeout: o.Timeout})
+	d, err := newDeployment(e, clusterHosts(ctx, e), deployOptions{Now: o.Now, Timeout: o.Timeout})
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 // the inventory lists before add-node joined it is said once and left out, with the command that joins
 // it. Without an answer from the API, every host of the inventory: the run's own checks then say what
 // they find.
-func clusterHosts(ctx context.Context, e *Env, play string) []*inventory.Host {
+func clusterHosts(ctx context.Context, e *Env) []*inventory.Host {
 	all := allHosts(e.Inv)
 	admin, err := e.Admin(ctx)
 	if err != nil {
@@ -34,7 +34,7 @@ func clusterHosts(ctx context.Context, e *Env, play string) []*inventory.Host {
 		for _, h := range out {
 			names = append(names, h.Name)
 		}
-		e.say(play, "", "%s not part of the cluster yet: left out (clusterctl add-node -i %s %s joins %s)",
+		e.say("preflight", "", "%s not part of the cluster yet: left out (clusterctl add-node -i %s %s joins %s)",
 			strings.Join(names, ", "), e.Inv.Source, strings.Join(names, " "), map[bool]string{true: "it", false: "them"}[len(names) == 1])
 	}
 	return in

@@ -217,7 +217,7 @@ func RotateEncryption(ctx context.Context, e *Env, o EncryptionRotateOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	d, err := newDeployment(e, clusterHosts(ctx, e, "preflight"), deployOptions{Now: o.Now, Timeout: o.Timeout})
+	d, err := newDeployment(e, clusterHosts(ctx, e), deployOptions{Now: o.Now, Timeout: o.Timeout})
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 		defer func() { _ = os.RemoveAll(dir) }()
 		dopts.PKIDir = dir
 	}
-	d, err := newDeployment(e, clusterHosts(ctx, e, "preflight"), dopts)
+	d, err := newDeployment(e, clusterHosts(ctx, e), dopts)
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, err
 	if o.CertificateRenewal {
 		renew = &render.Renewal{IssuedBefore: o.Now().Add(-time.Hour)}
 	}
-	hosts := clusterHosts(ctx, e, "preflight")
+	hosts := clusterHosts(ctx, e)
 	if limit {
 		hosts = e.Hosts
 	}

@@ -53,15 +53,9 @@ func (o *sshOptions) addFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.ConnectTimeout, "connect-timeout", 10*time.Second, "time to connect and log in to one host (or bastion)")
 }
 
-// openEnv loads the inventory, applies --limit, prepares the state directory and the SSH dialer.
-func openEnv(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.Env, error) {
-	env, _, err := openEnvNeeding(g, s, sink, stateCreate)
-	return env, err
-}
-
-// openReading is openEnv for a command that writes nothing in the state directory (preflight, exec): one
-// it had to make is removed when it is still empty at the end (done), as are host keys aside (recorded by
-// --ssh-accept-new, they keep it).
+// openReading opens the session (the inventory, --limit, the state directory, the SSH dialer) for a
+// command that writes nothing in the state directory (preflight, exec): one it had to make is removed
+// when it is still empty at the end (done); host keys recorded by --ssh-accept-new keep it.
 func openReading(g *globalOptions, s *sshOptions, sink transport.Sink) (env *playbooks.Env, done func(), err error) {
 	env, created, err := openEnvNeeding(g, s, sink, stateCreate)
 	if err != nil {
@@ -77,15 +71,16 @@ func openReading(g *globalOptions, s *sshOptions, sink transport.Sink) (env *pla
 	}, nil
 }
 
-// openCluster is openEnv for commands on a running cluster: a state directory without the cluster's
-// admin.conf is refused (exit 2) and nothing is created.
+// openCluster opens the session for commands on a running cluster: a state directory that holds no
+// cluster up built is refused (exit 2) and nothing is created.
 func openCluster(g *globalOptions, s *sshOptions, sink transport.Sink) (*playbooks.Env, error) {
 	env, _, err := openEnvNeeding(g, s, sink, stateCluster)
 	return env, err
 }
 
-// openEnvNeeding is openEnv with what the command needs of the state directory; created says whether it
-// made the state directory (a run that then fails before changing anything removes it: dropNewState).
+// openEnvNeeding loads the inventory, applies --limit, prepares the state directory (as need says) and the
+// SSH dialer; created says whether it made the state directory (a run that then fails before changing
+// anything removes it: dropNewState).
 func openEnvNeeding(g *globalOptions, s *sshOptions, sink transport.Sink, need stateNeed) (env *playbooks.Env, created bool, err error) {
 	inv, state, created, err := loadWithState(g, need)
 	if err != nil {
