@@ -34,7 +34,7 @@ kubeadm join's --discovery-token-ca-cert-hash, the same as this openssl pipeline
 
   openssl x509 -pubkey -in ca.crt | openssl rsa -pubin -outform der 2>/dev/null | \
     openssl dgst -sha256 -hex | sed 's/^.* //'`,
-		Example: "  clusterctl certs ca-hash -i hosts.yaml",
+		Example: "  clusterctl certs ca-hash -i hosts.yaml\n  clusterctl certs ca-hash -i hosts.yaml -o json",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, state, _, err := loadWithState(g, stateExisting)
@@ -52,6 +52,9 @@ kubeadm join's --discovery-token-ca-cert-hash, the same as this openssl pipeline
 			cert, err := pki.ParseCert(data)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)
+			}
+			if g.Output == "json" {
+				return writeJSONLine(g.stdout, map[string]string{"type": "ca_hash", "caHash": pki.CAHash(cert), "ca": p})
 			}
 			_, err = fmt.Fprintln(g.stdout, pki.CAHash(cert))
 			return err
@@ -120,11 +123,23 @@ func runCheckExpiration(cmd *cobra.Command, g *globalOptions, o *checkExpiration
 		}
 	}
 	if g.Output == "json" {
+		// every host is there: those read with their certificates, the others with why not (monitoring
+		// must not see an empty list where a host could not be read)
+		unread := []hostError{}
+		for _, r := range results {
+			if r.Err != nil {
+				unread = append(unread, hostError{Host: r.Host, Status: string(r.Status), Error: hostless(r.Host, r.Err.Error())})
+			}
+		}
+		if list == nil {
+			list = []certs.Cert{}
+		}
 		if err := writeJSONLine(g.stdout, struct {
 			Type         string       `json:"type"`
 			Certificates []certs.Cert `json:"certificates"`
 			ExpiringSoon int          `json:"expiringSoon"`
-		}{"certificates", list, len(soon)}); err != nil {
+			Unread       []hostError  `json:"unread"`
+		}{"certificates", list, len(soon), unread}); err != nil {
 			return err
 		}
 	} else {
@@ -346,4 +361,12 @@ func dryRotateCA(g *globalOptions) error {
 		fmt.Fprintf(g.stdout, "dry run: a CA rotation is under way (started %s); --ca resumes it at stage %d; nothing was changed\n", rot.Started.Format(time.RFC3339), done+1)
 	}
 	return nil
+}
+
+// hostError is a host a command could not read or change, in JSON: its status (unreachable, failed,
+// interrupted) and why.
+type hostError struct {
+	Host   string `json:"host"`
+	Status string `json:"status"`
+	Error  string `json:"error"`
 }

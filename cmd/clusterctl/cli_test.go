@@ -3,15 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/clusterctl/clusterctl/tasks/statedir"
 )
 
 // Every command's --help works, exits 0 and says what the command is.
@@ -262,5 +266,31 @@ func TestUnreachableSaidOnce(t *testing.T) {
 	}
 	if !strings.Contains(all, "cannot connect to 127.0.0.1:1: connection refused (") || strings.Contains(all, "facts: 0 host(s)") {
 		t.Errorf("output:\n%s", all)
+	}
+}
+
+// With every host unreachable, check-expiration's JSON lists them with why (not "certificates": null),
+// and ca-hash prints JSON with -o json.
+func TestJSONWithUnreachableHosts(t *testing.T) {
+	dir, inv := unreachableInventory(t)
+	if code, _, stderr := runCLI(t, "render", "-i", inv, "--out", filepath.Join(dir, "out")); code != 0 {
+		t.Fatalf("render: %d %s", code, stderr)
+	}
+	if err := statedir.MarkBuilt(filepath.Join(dir, ".clusterctl", "c1"), "c1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "certs", "check-expiration", "-i", inv, "-o", "json", "--connect-timeout", "1s")
+	var r struct {
+		Type         string
+		Certificates []json.RawMessage
+		Unread       []struct{ Host, Status, Error string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != 1 || r.Type != "certificates" || r.Certificates == nil ||
+		len(r.Unread) != 2 || r.Unread[0].Status != "unreachable" || !strings.Contains(r.Unread[0].Error, "cannot connect") {
+		t.Errorf("exit %d, %v\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "certs", "ca-hash", "-i", inv, "-o", "json")
+	if code != 0 || !strings.HasPrefix(stdout, `{"ca":`) || !strings.Contains(stdout, `"caHash":"sha256:`) || !strings.Contains(stdout, `"type":"ca_hash"`) {
+		t.Errorf("ca-hash -o json: exit %d %s", code, stdout)
 	}
 }
