@@ -31,8 +31,9 @@ type EtcdMember struct {
 	Host    string `json:"host,omitempty"`
 	Name    string `json:"name"`
 	PeerURL string `json:"peerURL"`
-	// Member: the cluster lists it (false: a host of the inventory that is not a member).
-	Member bool `json:"member"`
+	// Member: the cluster lists it (false: a host of the inventory that is not a member; nil, null in JSON:
+	// unknown, no member answered with the list).
+	Member *bool `json:"member"`
 	// Started: it has started and joined (a member added but never started has no name).
 	Started bool               `json:"started"`
 	Status  *etcdmember.Status `json:"status,omitempty"`
@@ -132,7 +133,7 @@ func (seen *etcdSeen) members(hosts []*inventory.Host, members []etcdmember.Memb
 	var out []EtcdMember
 	isMember := map[string]bool{}
 	for _, m := range members {
-		em := EtcdMember{Name: m.Name, PeerURL: m.PeerURL, Member: true, Started: m.Started}
+		em := EtcdMember{Name: m.Name, PeerURL: m.PeerURL, Member: ptr(true), Started: m.Started}
 		for _, h := range hosts {
 			if seen.peers[h.Name] == m.PeerURL {
 				em.Host = h.Name
@@ -156,7 +157,11 @@ func (seen *etcdSeen) members(hosts []*inventory.Host, members []etcdmember.Memb
 		switch {
 		case seen.failed[h.Name] != nil:
 			em.Error = firstLine(seen.failed[h.Name].Error())
+			if members != nil {
+				em.Member = ptr(false)
+			}
 		case members != nil:
+			em.Member = ptr(false)
 			em.Error = "not a member of the cluster the others form"
 		default:
 			em.Error = "no healthy member answered with the member list"
@@ -246,3 +251,8 @@ func EtcdSnapshot(ctx context.Context, e *Env, out string) (*SnapshotResult, err
 	}
 	return &SnapshotResult{File: out, Host: from.Name, SnapshotInfo: *info}, nil
 }
+
+func ptr[T any](v T) *T { return &v }
+
+// IsMember reports whether the cluster lists m (false when unknown).
+func (m EtcdMember) IsMember() bool { return m.Member != nil && *m.Member }

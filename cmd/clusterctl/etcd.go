@@ -142,7 +142,7 @@ Exit 0 when every member is a started, healthy member; 1 otherwise (for monitori
 			members, err := playbooks.EtcdStatus(cmd.Context(), env)
 			unhealthy := 0
 			for _, m := range members {
-				if !m.Member || !m.Started || m.Status == nil || !m.Status.Healthy {
+				if !m.IsMember() || !m.Started || m.Status == nil || !m.Status.Healthy {
 					unhealthy++
 				}
 			}
@@ -180,7 +180,7 @@ func printEtcdStatus(w io.Writer, members []playbooks.EtcdMember) {
 		}
 		if m.Status == nil {
 			why := m.Error
-			if !m.Started && m.Member {
+			if !m.Started && m.IsMember() {
 				why = "added, not started; " + why
 			}
 			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t%s\n", host, m.Name, "unhealthy: "+why)
