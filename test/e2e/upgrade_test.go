@@ -253,7 +253,7 @@ func upgradeRolledBack(t *testing.T, c *Cluster, target []string, from, failing 
 `)
 	stop := StartProxyClient(t, c, "w1")
 	start := time.Now()
-	r, stderr, code := sabotaged.upgrade(t, append(target, "--yes", "--timeout", "2m")...)
+	r, stderr, code := sabotaged.upgrade(t, append(target, "--yes", "--node-timeout", "2m")...)
 	took := time.Since(start)
 	ok, failed := stop()
 	if code != 1 || !strings.Contains(r.Error, "upgrade rolled back") || !strings.Contains(r.Error, failing+":") {
