@@ -77,7 +77,7 @@ into the cache), --via to pass a minor at another patch release than the one clu
 Each step is recorded in the state directory (runs/upgrade.json): killed anywhere, the same command finishes
 the upgrade, starting with the control-plane node it left half-way. What a node's files were before the
 upgrade is kept on the node for the run (/var/lib/clusterctl/rollback): a control-plane node whose new
-static Pods are not healthy within --timeout is put back, then the control-plane nodes rolled before it,
+static Pods are not healthy within --node-timeout is put back, then the control-plane nodes rolled before it,
 and the run exits 1 with the cluster serving at the old version on every node; a node whose new kubelet
 does not come back Ready is put back, Ready at the old version and left cordoned, and the run exits 1
 saying so. upgrade --rollback finishes a rollback a killed run left (or puts back the control-plane
