@@ -294,3 +294,16 @@ func TestJSONWithUnreachableHosts(t *testing.T) {
 		t.Errorf("ca-hash -o json: exit %d %s", code, stdout)
 	}
 }
+
+// -o json: a command stopped before its result (a bad inventory) still prints one JSON line with the error.
+func TestJSONErrorLine(t *testing.T) {
+	inv := filepath.Join(t.TempDir(), "hosts.yaml")
+	if err := os.WriteFile(inv, []byte("cluster: {name: c1}\nhosts:\n  - {name: cp1, address: 999.1.1.1, roles: [control-plane]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ := runCLI(t, "up", "-i", inv, "-o", "json")
+	var r struct{ Type, Status, Error string }
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != 2 || r.Type != "error" || r.Status != "invalid" || !strings.Contains(r.Error, "hosts.cp1.address") {
+		t.Errorf("exit %d, %v: %q", code, err, stdout)
+	}
+}

@@ -86,13 +86,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			code = exitFailed
 		}
 	}()
-	root := newRootCmd(stdout, stderr)
+	out := &countingWriter{w: stdout}
+	root := newRootCmd(out, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
 	code = exitCode(ctx, err)
+	defer func() {
+		// -o json: a command that stopped before its result line (a bad inventory, a bad flag) still ends
+		// stdout with one, so that a caller reading JSON always gets the error
+		if f := root.PersistentFlags().Lookup("output"); f != nil && f.Value.String() == "json" && out.n == 0 {
+			status := map[int]string{exitUsage: "invalid", exitInterrupted: "interrupted"}[code]
+			if status == "" {
+				status = "failed"
+			}
+			_ = writeJSONLine(stdout, map[string]any{"type": "error", "status": status, "error": escapeText(err.Error()), "exitCode": code})
+		}
+	}()
 	if isCobraUsage(err) {
 		// cobra's own messages do not say which command they are about.
 		c, _, findErr := root.Find(args)
@@ -167,4 +179,16 @@ func exitCode(ctx context.Context, err error) int {
 	default:
 		return exitFailed
 	}
+}
+
+// countingWriter counts what is written through it.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
 }
