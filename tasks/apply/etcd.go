@@ -51,7 +51,7 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 		return out, false, err // not running: nothing to protect
 	}
 	say("stopping the API server while etcd restarts")
-	if _, err := h.Run(ctx, scripts.StopStaticPods([]string{kubeadm.APIServer}, int(timeout/(200*time.Millisecond))), nil); err != nil {
+	if _, err := h.Run(ctx, scripts.StopStaticPods([]string{kubeadm.APIServer}, int(timeout/(200*time.Millisecond)), previous(files)), nil); err != nil {
 		return out, true, err
 	}
 	etcdOut, err := Manifests(ctx, h, etcdFile, false, timeout)
@@ -102,7 +102,7 @@ func Manifests(ctx context.Context, h Host, files []transport.File, dry bool, ti
 		}
 	}
 	if len(stop) > 0 {
-		if _, err := h.Run(ctx, scripts.StopStaticPods(stop, int(timeout/(200*time.Millisecond))), nil); err != nil {
+		if _, err := h.Run(ctx, scripts.StopStaticPods(stop, int(timeout/(200*time.Millisecond)), previous(files)), nil); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -122,4 +122,14 @@ func PIDs(ctx context.Context, h Host, name string) ([]string, error) {
 		return nil, err
 	}
 	return strings.Fields(string(res.Stdout)), nil
+}
+
+// previous is where files keep what they replace (transport.File.Previous), "" when they keep nothing.
+func previous(files []transport.File) string {
+	for _, f := range files {
+		if f.Previous != "" {
+			return f.Previous
+		}
+	}
+	return ""
 }

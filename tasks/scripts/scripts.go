@@ -188,7 +188,10 @@ func PIDs(name string) string { return render("pids.sh", struct{ Name string }{n
 // StopStaticPods removes the manifests of the static Pods of components (kubeadm.APIServer, ...) and waits,
 // polling every 0.2 s at most tries times, until the kubelet has stopped their programs, then (5 s at
 // most) until it has cleaned up their Pods, so that new manifests written next start at once.
-func StopStaticPods(components []string, tries int) string {
+//
+// keep, when set, is where an upgrade keeps what its writes replace (transport.File.Previous): each
+// manifest is kept there before it is removed (as the upload would keep it), so that a rollback finds it.
+func StopStaticPods(components []string, tries int, keep string) string {
 	var manifests, processes []string
 	for _, c := range components {
 		manifests = append(manifests, kubeadm.Manifest(c))
@@ -196,9 +199,9 @@ func StopStaticPods(components []string, tries int) string {
 	}
 	return render("stop-static-pods.sh", struct {
 		Manifests, Containers, Processes []string
-		PodsDir                          string
+		PodsDir, Keep, Absent            string
 		Tries                            int
-	}{manifests, components, processes, kubeadm.KubeletPodsDir, tries})
+	}{manifests, components, processes, kubeadm.KubeletPodsDir, keep, transport.AbsentSuffix, tries})
 }
 
 // ProcessName is the name the kernel gives a program's process (its first 15 bytes), as pgrep -x matches.

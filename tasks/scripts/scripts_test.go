@@ -48,7 +48,8 @@ func TestGolden(t *testing.T) {
 		"node-state":              NodeState(),
 		"diagnose":                Diagnose(),
 		"pids":                    PIDs("kube-apiserver"),
-		"stop-static-pods":        StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Scheduler}, 3000),
+		"stop-static-pods":        StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Scheduler}, 3000, ""),
+		"stop-static-pods-keep":   StopStaticPods([]string{kubeadm.APIServer}, 3000, kubeadm.StateDir+"/rollback/v1.37.2/control-plane"),
 		"rollback":                Rollback(RollbackParams{Dir: kubeadm.StateDir + "/rollback/v1.37.2/control-plane", Except: kubeadm.ManifestsDir, Runtime: []string{kubeadm.RuntimeBinary("containerd")}}),
 		"rollback-drop":           Rollback(RollbackParams{Dir: kubeadm.StateDir + "/rollback", Drop: true}),
 		"remove-files":            RemoveFiles(kubeadm.PKIDir+"/ca-signer.crt", kubeadm.PKIDir+"/ca-signer.key"),
@@ -94,7 +95,7 @@ func TestGolden(t *testing.T) {
 // pgrep -x matches a process's name, the first 15 bytes of its program's: the controller-manager's is
 // "kube-controller".
 func TestStopStaticPodsProcessNames(t *testing.T) {
-	s := StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Etcd}, 5)
+	s := StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Etcd}, 5, "")
 	if !strings.Contains(s, "for p in kube-controller etcd;") || !strings.Contains(s, "rm -f /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/manifests/etcd.yaml\n") {
 		t.Errorf("StopStaticPods:\n%s", s)
 	}
