@@ -276,7 +276,7 @@ func (u *upgradeRun) controlPlanes(ctx context.Context) error {
 		changed, err := cp.rollControlPlane(ctx, "control-plane", h)
 		if err != nil && ctx.Err() == nil && !u.o.DryRun {
 			// its new static Pods did not become healthy: it and the nodes rolled before are put back
-			return u.rollBack(ctx, fmt.Errorf("%s: %w", h.Name, err))
+			return u.rollBack(ctx, h, fmt.Errorf("%s: %w", h.Name, err))
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w (the other control-plane nodes are untouched; the same command resumes, or upgrade --rollback puts it back)", h.Name, err)

@@ -36,7 +36,7 @@ func (u *upgradeRun) keptDir(phase string) string { return apply.RollbackDir(u.r
 // every control-plane node the upgrade changed, the last changed first (rollBackControlPlane), so that the
 // cluster serves at the version it started from on every node; the kept files are then forgotten and the
 // journal removed. A run killed meanwhile leaves the journal saying so: upgrade --rollback finishes it.
-func (u *upgradeRun) rollBack(ctx context.Context, cause error) error {
+func (u *upgradeRun) rollBack(ctx context.Context, failing *inventory.Host, cause error) error {
 	if err := u.st.Update(func(j *statedir.Journal[upgradeData]) { j.Data.RollingBack = true }); err != nil {
 		return errors.Join(cause, err)
 	}
@@ -63,6 +63,10 @@ func (u *upgradeRun) rollBack(ctx context.Context, cause error) error {
 	back := "no node had changed"
 	if len(u.res.RolledBack) > 0 {
 		back = strings.Join(u.res.RolledBack, ", ") + " put back"
+	}
+	if failing != nil && !slices.Contains(u.res.RolledBack, failing.Name) {
+		// nothing of it was kept (a run that kept nothing, or a node changed by hand): not put back
+		return fmt.Errorf("%w; %s kept nothing to put back and is left as it is (%s): find out why on it, then run the same command again", cause, failing.Name, back)
 	}
 	if cause == nil {
 		u.e.say("rollback", "", "%s: the cluster serves at %s on every node", back, u.res.From)

@@ -127,7 +127,7 @@ func (u *upgradeRun) rollbackSteps() []Step {
 				}
 				return nil
 			}
-			return u.rollBack(ctx, nil)
+			return u.rollBack(ctx, nil, nil)
 		}},
 	}
 }
