@@ -50,6 +50,15 @@ func (u *upgradeRun) rollBack(ctx context.Context, failing *inventory.Host, caus
 		if err != nil {
 			return fmt.Errorf("%w; putting %s back failed too: %w (clusterctl upgrade --rollback tries again)", orRollback(cause), h.Name, err)
 		}
+		if !did && failing != nil && h.Name == failing.Name {
+			// nothing of it was kept (a node changed by hand, a run of an older clusterctl): the others are
+			// not put back either, and the upgrade stays under way
+			if err := u.st.Update(func(j *statedir.Journal[upgradeData]) { j.Data.RollingBack = false }); err != nil {
+				return errors.Join(cause, err)
+			}
+			return fmt.Errorf("%w; %s kept nothing to put back: the upgrade stays under way (find out why on %s; the same command goes on, upgrade --rollback puts back the nodes rolled before it)",
+				cause, h.Name, h.Name)
+		}
 		if did {
 			u.res.RolledBack = append(u.res.RolledBack, h.Name)
 		}
@@ -63,10 +72,6 @@ func (u *upgradeRun) rollBack(ctx context.Context, failing *inventory.Host, caus
 	back := "no node had changed"
 	if len(u.res.RolledBack) > 0 {
 		back = strings.Join(u.res.RolledBack, ", ") + " put back"
-	}
-	if failing != nil && !slices.Contains(u.res.RolledBack, failing.Name) {
-		// nothing of it was kept (a run that kept nothing, or a node changed by hand): not put back
-		return fmt.Errorf("%w; %s kept nothing to put back and is left as it is (%s): find out why on it, then run the same command again", cause, failing.Name, back)
 	}
 	if cause == nil {
 		u.e.say("rollback", "", "%s: the cluster serves at %s on every node", back, u.res.From)
