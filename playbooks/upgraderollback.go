@@ -138,6 +138,9 @@ func (u *upgradeRun) rollBackControlPlane(ctx context.Context, h *inventory.Host
 		return true, err
 	}
 	if err := u.waitNodeAPI(ctx, h); err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w\n%s", err, apply.Diagnose(ctx, conn)) // the kubelet's last words, the containers
+		}
 		return true, err
 	}
 	var components []string
