@@ -258,7 +258,9 @@ func (u *upgradeRun) importImages(ctx context.Context) error {
 	if u.e.Inv.Cluster.Registry.Pull {
 		return nil
 	}
-	_, err := u.only(imageFile).push(ctx, "images", names(u.hosts), u.e.Forks)
+	// the archives replaced are kept: a rollback imports the old images again (unused, the kubelet may
+	// remove them meanwhile)
+	_, err := u.only(imageFile).keeping(u.keptDir(phaseControlPlane)).push(ctx, "images", names(u.hosts), u.e.Forks)
 	return err
 }
 

@@ -115,8 +115,8 @@ func (u *upgradeRun) rollBackControlPlane(ctx context.Context, h *inventory.Host
 	if err != nil {
 		return true, err
 	}
-	if !out.Changed() && len(old) == 0 {
-		return false, nil
+	if len(out.Files) == 0 && len(old) == 0 {
+		return false, nil // nothing of its control plane changed (old images imported again at most)
 	}
 	u.e.say("rollback", h.Name, "putting back its control plane at %s (%d files, %d static Pods)", u.res.From, len(out.Files), len(old))
 	kubelet, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(true, u.kubeletPath)})

@@ -455,8 +455,9 @@ type RollbackParams struct {
 	// Drop removes Dir and does nothing else.
 	Drop bool
 	Dry  bool
-	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty).
-	Stamps string
+	// Stamps is where the applied-file stamps are kept (kubeadm.StampsDir when empty), ImagesDir the
+	// image archives (kubeadm.ImagesDir when empty).
+	Stamps, ImagesDir string
 }
 
 // Rollback puts back the files an upgrade phase kept on a node, or with Drop forgets them.
@@ -465,10 +466,13 @@ func Rollback(p RollbackParams) string {
 	if len(p.Runtime) > 0 {
 		containerd = append(append(containerd, kubeadm.ContainerdUnit), p.Runtime...)
 	}
+	if p.ImagesDir == "" {
+		p.ImagesDir = kubeadm.ImagesDir
+	}
 	return render("rollback.sh", struct {
 		stamps
-		Dir, Except, Absent string
-		Containerd          []string
-		Drop                bool
-	}{newStamps(p.Stamps, nil, p.Dry), p.Dir, p.Except, transport.AbsentSuffix, containerd, p.Drop})
+		Dir, Except, Absent, Images string
+		Containerd                  []string
+		Drop                        bool
+	}{newStamps(p.Stamps, nil, p.Dry), p.Dir, p.Except, transport.AbsentSuffix, p.ImagesDir, containerd, p.Drop})
 }

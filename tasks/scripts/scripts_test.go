@@ -117,8 +117,11 @@ func TestRollbackPutsBack(t *testing.T) {
 		}
 	}
 	write(filepath.Join(bin, "systemctl"), "#!/bin/sh\nexit 0\n")
-	if err := os.Chmod(filepath.Join(bin, "systemctl"), 0o755); err != nil {
-		t.Fatal(err)
+	write(filepath.Join(bin, "ctr"), "#!/bin/sh\necho \"$@\" >> "+filepath.Join(root, "ctr.log")+"\n")
+	for _, stub := range []string{"systemctl", "ctr"} {
+		if err := os.Chmod(filepath.Join(bin, stub), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	kept := filepath.Join(root, "kept")
 	etc, man := filepath.Join(root, "etc"), filepath.Join(root, "manifests")
@@ -140,8 +143,14 @@ func TestRollbackPutsBack(t *testing.T) {
 		}
 		return string(out)
 	}
-	out := run(RollbackParams{Dir: kept, Except: man})
-	if !strings.Contains(out, "action: put back "+filepath.Join(etc, "a.conf")) || !strings.Contains(out, "action: remove "+filepath.Join(etc, "added.conf")) || strings.Contains(out, "kube-apiserver") {
+	images := filepath.Join(root, "images")
+	write(kept+images+"/kube-apiserver.tar", "old image")
+	out := run(RollbackParams{Dir: kept, Except: man, ImagesDir: images})
+	if log, _ := os.ReadFile(filepath.Join(root, "ctr.log")); !strings.Contains(string(log), "k8s.io images import "+kept+images+"/kube-apiserver.tar") ||
+		!strings.Contains(out, "action: import image "+images+"/kube-apiserver.tar") {
+		t.Errorf("the old image archive is not imported again: %q\n%s", log, out)
+	}
+	if !strings.Contains(out, "action: put back "+filepath.Join(etc, "a.conf")) || !strings.Contains(out, "action: remove "+filepath.Join(etc, "added.conf")) || strings.Contains(out, "kube-apiserver.yaml") {
 		t.Errorf("actions:\n%s", out)
 	}
 	for p, want := range map[string]string{filepath.Join(etc, "a.conf"): "old", filepath.Join(man, "kube-apiserver.yaml"): "new", kept + filepath.Join(man, "kube-apiserver.yaml"): "old"} {
@@ -152,7 +161,7 @@ func TestRollbackPutsBack(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(etc, "added.conf")); !os.IsNotExist(err) {
 		t.Errorf("added.conf, which was not there before, is still there: %v", err)
 	}
-	if out := run(RollbackParams{Dir: kept, Except: man}); strings.Contains(out, "action: put back") {
+	if out := run(RollbackParams{Dir: kept, Except: man, ImagesDir: images}); strings.Contains(out, "action: put back") {
 		t.Errorf("a second rollback put back again:\n%s", out)
 	}
 	run(RollbackParams{Dir: kept, Drop: true})

@@ -51,6 +51,10 @@ find "$dir" -type f | sort | while IFS= read -r kept; do
       target=${target%.absent}
       if [ -e "$target" ]; then echo "action: remove $target"; quiet rm -f "$target"; fi
       quiet rm -f "$kept" ;;
+    /var/lib/clusterctl/images/*.tar)
+      # an image archive: its image imported again (the kubelet may have removed the unused old image)
+      echo "action: import image $target"
+      [ -n "$dry" ] || { ctr -n k8s.io images import "$kept" >/dev/null && mkdir -p "${target%/*}" && mv -f "$kept" "$target"; } ;;
     *)
       echo "action: put back $target"
       [ -n "$dry" ] || { mkdir -p "${target%/*}" && mv -f "$kept" "$target"; } ;;
