@@ -336,6 +336,7 @@ var hostVars = map[string]bool{
 	"ansible_private_key_file": true, "ansible_become": true, "ip": true, "access_ip": true, "ip6": true,
 	"node_labels": true, "node_taints": true, "ansible_become_method": true, "ansible_connection": true,
 	"ansible_password": true, "ansible_ssh_pass": true, "ansible_ssh_password": true,
+	"kubelet_config_extra_args": true, "kubelet_node_config_extra_args": true, "kubelet_max_pods": true,
 }
 
 // Variables clusterctl reads for the cluster as a whole (kubespray's names).

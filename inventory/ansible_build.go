@@ -220,6 +220,9 @@ func (a *ansible) addHost(inv *Inventory, name string, cp, node, etcd bool, vars
 		inv.pos[k+".taints"] = v.pos
 		h.Taints = a.taints(v, inv.pos, k+".taints")
 	}
+	if cp || node {
+		h.Kubelet = a.kubelet(vars, used, inv.pos, k+".kubelet", cp)
+	}
 	inv.Hosts = append(inv.Hosts, h)
 }
 
@@ -272,6 +275,46 @@ func (a *ansible) labels(v avar, pos positions, key string) map[string]string {
 		out[lk.Value] = lv.Value
 	}
 	return out
+}
+
+// kubelet reads kubespray's kubelet settings: kubelet_config_extra_args (every node), then
+// kubelet_node_config_extra_args (nodes that are not control-plane nodes), then kubelet_max_pods.
+func (a *ansible) kubelet(vars map[string]avar, used map[string]bool, pos positions, key string, controlPlane bool) KubeletConfig {
+	var kc KubeletConfig
+	names := []string{"kubelet_config_extra_args"}
+	if !controlPlane {
+		names = append(names, "kubelet_node_config_extra_args")
+	}
+	for _, name := range names {
+		v, ok := vars[name]
+		if !ok {
+			continue
+		}
+		used[name] = true
+		if v.value.Kind != yaml.MappingNode {
+			a.diags.add(Error, v.pos, "expected a mapping of KubeletConfiguration fields, got %s", kindName(v.value))
+			continue
+		}
+		var m KubeletConfig
+		if err := v.value.Decode(&m); err != nil {
+			a.diags.add(Error, v.pos, "%v", err)
+			continue
+		}
+		for i := 0; i+1 < len(v.value.Content); i += 2 {
+			f := v.value.Content[i]
+			pos[key+"."+f.Value] = Pos{File: v.pos.File, Line: f.Line, Col: f.Column, Path: join(v.pos.Path, f.Value)}
+		}
+		delete(m, "failCgroupV1") // cluster.kubelet.failCgroupV1 (kubeletExtraArgs)
+		kc = mergePatch(kc, m.normalize())
+	}
+	if n, ok := a.integer(vars, used, "kubelet_max_pods"); ok {
+		pos[key+".maxPods"] = vars["kubelet_max_pods"].pos
+		kc = mergePatch(kc, KubeletConfig{"maxPods": n})
+	}
+	if len(kc) == 0 {
+		return nil
+	}
+	return kc
 }
 
 // taints reads kubespray's node_taints: a list of "key=value:Effect" or "key:Effect".

@@ -89,8 +89,8 @@ func (a *ansible) evictionHard(inv *Inventory, fv map[string]avar, used map[stri
 	}
 }
 
-// kubeletExtraArgs reads kubelet_config_extra_args: kubespray merges it into the kubelet's configuration;
-// clusterctl takes the field it has a setting for.
+// kubeletExtraArgs reads failCgroupV1 from kubelet_config_extra_args, a cluster setting in clusterctl; the
+// other fields are each host's kubelet settings (ansible.kubelet).
 func (a *ansible) kubeletExtraArgs(inv *Inventory, fv map[string]avar, used map[string]bool) {
 	c := &inv.Cluster
 	if v, ok := fv["kubelet_config_extra_args"]; ok {
@@ -102,7 +102,6 @@ func (a *ansible) kubeletExtraArgs(inv *Inventory, fv map[string]avar, used map[
 			key, val := v.value.Content[i], resolve(v.value.Content[i+1])
 			at := Pos{File: v.pos.File, Line: key.Line, Col: key.Column, Path: v.pos.Path + "." + key.Value}
 			if key.Value != "failCgroupV1" {
-				a.diags.add(Notice, at, "clusterctl takes only failCgroupV1 from kubelet_config_extra_args; %s is ignored", key.Value)
 				continue
 			}
 			b, valid := parseBool(val.Value)

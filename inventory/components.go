@@ -9,10 +9,15 @@ type Kubelet struct {
 	// FailCgroupV1 is the kubelet's failCgroupV1. Kubelets from v1.35 refuse to start on hosts that use
 	// cgroup v1 unless it is false; preflight refuses such hosts until the inventory says so, and warns then.
 	FailCgroupV1 *bool `yaml:"failCgroupV1,omitempty" json:"failCgroupV1,omitempty"`
+	// Config is merged into every node's kubelet configuration (KubeletConfiguration fields: maxPods,
+	// systemReserved, evictionHard, ...); groups and hosts may add to it (groups[].kubelet, hosts[].kubelet).
+	Config KubeletConfig `yaml:"config,omitempty" json:"config,omitempty"`
 }
 
 // IsZero lets omitempty drop empty kubelet settings.
-func (k Kubelet) IsZero() bool { return k.Component.IsZero() && k.FailCgroupV1 == nil }
+func (k Kubelet) IsZero() bool {
+	return k.Component.IsZero() && k.FailCgroupV1 == nil && len(k.Config) == 0
+}
 
 // AllowsCgroupV1 reports whether the inventory lets kubelets run on cgroup v1 hosts (failCgroupV1: false).
 func (k Kubelet) AllowsCgroupV1() bool { return k.FailCgroupV1 != nil && !*k.FailCgroupV1 }

@@ -57,6 +57,7 @@ var (
 	hostKeysType = reflect.TypeOf(HostKeys{})
 	hookType     = reflect.TypeOf(Hook{})
 	valuesType   = reflect.TypeOf(Values{})
+	kubeletType  = reflect.TypeOf(KubeletConfig{})
 )
 
 // decode fills v from n. key is the model path of v, display the path as the user wrote it.
@@ -155,6 +156,21 @@ func (d *decoder) decodeSpecial(n *yaml.Node, v reflect.Value, key, display stri
 			parts = append(parts, item.Value)
 		}
 		v.SetString(strings.Join(parts, ","))
+	case v.Type() == kubeletType:
+		// Kubelet settings: any mapping, checked field by field against KubeletConfiguration.
+		if !d.expect(n, yaml.MappingNode, key, display) {
+			return true
+		}
+		var kc KubeletConfig
+		if err := n.Decode(&kc); err != nil {
+			d.errorf(n, key, display, "%v", err)
+			return true
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			d.pos[key+"."+k.Value] = Pos{File: d.file, Line: k.Line, Col: k.Column, Path: join(display, k.Value)}
+		}
+		v.Set(reflect.ValueOf(kc.normalize()))
 	case v.Type() == valuesType:
 		// A chart's values: any mapping, as Helm takes it.
 		if !d.expect(n, yaml.MappingNode, key, display) {

@@ -27,6 +27,8 @@ type Inventory struct {
 	Hooks Hooks `yaml:"hooks,omitempty" json:"hooks,omitzero"`
 	// Hosts are the machines of the cluster: one at least has the control-plane role.
 	Hosts []Host `yaml:"hosts" json:"hosts"`
+	// Groups give several hosts the same Node labels, taints and kubelet settings (see Group).
+	Groups []Group `yaml:"groups,omitempty" json:"groups,omitempty"`
 
 	// Source is the file the inventory was read from; Format how it was written.
 	Source string `yaml:"-" json:"-"`
@@ -115,6 +117,10 @@ type Cluster struct {
 	// Addons are Helm charts and manifests installed once the cluster is up, in this order (a pod network
 	// add-on first, in the network step); see Addon.
 	Addons []Addon `yaml:"addons,omitempty" json:"addons,omitempty"`
+	// NodeLabels are set on every Node, under those of groups and hosts (hosts[].labels).
+	NodeLabels map[string]string `yaml:"nodeLabels,omitempty" json:"nodeLabels,omitempty"`
+	// NodeTaints are set on every Node, under those of groups and hosts (hosts[].taints).
+	NodeTaints []Taint `yaml:"nodeTaints,omitempty" json:"nodeTaints,omitempty"`
 }
 
 // Where the container runtime comes from.
@@ -278,12 +284,17 @@ type Host struct {
 	// Roles are what the host does: control-plane, worker, etcd (an external etcd member), any of them
 	// together.
 	Roles []Role `yaml:"roles" json:"roles"`
-	// Labels are set on the host's Node when it registers and at every run (a changed value is changed; a
-	// label taken out of the inventory stays on the Node).
+	// Labels are set on the host's Node when it registers and at every run, over those of the cluster
+	// (cluster.nodeLabels) and of its groups; a label clusterctl set and the inventory no longer gives is
+	// taken off the Node, one set by anyone else is left alone.
 	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
-	// Taints are added to the host's Node, as the labels are; a control-plane node gets kubeadm's taint
-	// unless it is also a worker.
+	// Taints are set on the host's Node as the labels are (a taint is its key and effect; the later value
+	// wins); a control-plane node gets kubeadm's taint unless it is also a worker.
 	Taints []Taint `yaml:"taints,omitempty" json:"taints,omitempty"`
+	// Kubelet is merged into this host's kubelet configuration, over the cluster's (cluster.kubelet.config)
+	// and its groups': KubeletConfiguration fields such as maxPods, systemReserved, kubeReserved,
+	// evictionHard. A kubelet restarts only where its configuration changed.
+	Kubelet KubeletConfig `yaml:"kubelet,omitempty" json:"kubelet,omitempty"`
 	// SSH overrides the inventory's SSH settings for this host.
 	SSH HostSSH `yaml:"ssh,omitempty" json:"ssh,omitzero"`
 	// Hooks run on this host after the inventory's own (hooks.*), at the same points.

@@ -93,7 +93,7 @@ func TestExampleShowsEveryField(t *testing.T) {
 		shown[k] = shown[k] || written[f.path]
 	}
 	// Fields a value the example gives excludes: shown in a comment instead.
-	commented := map[string]string{"CNI.Manifests": "# manifests:"}
+	commented := map[string]string{"CNI.Manifests": "# manifests:", "Cluster.NodeTaints": "# nodeTaints:"}
 	example, err := os.ReadFile("examples/hosts.yaml")
 	if err != nil {
 		t.Fatal(err)

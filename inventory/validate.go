@@ -31,6 +31,7 @@ func (inv *Inventory) validate(diags *Diagnostics) {
 	v.cluster()
 	v.ssh()
 	v.hosts()
+	v.groups()
 	v.hooks("hooks", v.inv.Hooks, true)
 	for i := range v.inv.Hosts {
 		v.hooks(fmt.Sprintf("hosts[%d].hooks", i), v.inv.Hosts[i].Hooks, false)
@@ -340,7 +341,11 @@ func (v *validator) hosts() {
 		if h.Has(RoleControlPlane) {
 			controlPlanes++
 		}
-		v.labelsAndTaints(k, h)
+		v.labelsAndTaints(k+".labels", k+".taints", h.Labels, h.Taints)
+		v.kubeletConfig(k+".kubelet", h.Kubelet)
+		if !h.IsNode() && (len(h.Labels) > 0 || len(h.Taints) > 0 || len(h.Kubelet) > 0) {
+			v.report(Warning, k+".roles", "%s is an etcd member only, not a node: its labels, taints and kubelet settings are not used", h.Name)
+		}
 		if h.SSH.Port != 0 {
 			v.portNumber(k+".ssh.port", h.SSH.Port)
 		}
@@ -465,17 +470,17 @@ func (v *validator) roles(k string, h *Host) {
 	}
 }
 
-func (v *validator) labelsAndTaints(k string, h *Host) {
-	for key, val := range h.Labels {
+func (v *validator) labelsAndTaints(labelsKey, taintsKey string, labels map[string]string, taints []Taint) {
+	for key, val := range labels {
 		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-			v.errorf(k+".labels."+key, "%q is not a label key: %s", key, brief(errs[0]))
+			v.errorf(labelsKey+"."+key, "%q is not a label key: %s", key, brief(errs[0]))
 		}
 		if errs := validation.IsValidLabelValue(val); len(errs) > 0 {
-			v.errorf(k+".labels."+key, "%q is not a label value: %s", val, brief(errs[0]))
+			v.errorf(labelsKey+"."+key, "%q is not a label value: %s", val, brief(errs[0]))
 		}
 	}
-	for j, t := range h.Taints {
-		tk := fmt.Sprintf("%s.taints[%d]", k, j)
+	for j, t := range taints {
+		tk := fmt.Sprintf("%s[%d]", taintsKey, j)
 		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
 			v.errorf(tk+".key", "%q is not a taint key: %s", t.Key, brief(errs[0]))
 		}

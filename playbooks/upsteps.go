@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/addons"
@@ -99,27 +100,26 @@ func (u *upRun) bootstrap(ctx context.Context) error {
 			return err
 		}
 	}
-	return wait.Retry(ctx, u.o.APITimeout, "the labels of "+u.cp1.NodeName, func() error { return nodes.Label(ctx, admin.Kube, u.cp1) })
+	return wait.Retry(ctx, u.o.APITimeout, "the labels of "+u.cp1.NodeName, func() error { return u.label(ctx, admin.Kube, "bootstrap", u.cp1) })
+}
+
+// label sets a host's Node labels and taints (nodes.Label) and says what it changed.
+func (d *deployment) label(ctx context.Context, kube kubernetes.Interface, play string, h *inventory.Host) error {
+	changes, err := nodes.Label(ctx, kube, h, d.e.Inv.NodeSettings(h))
+	if len(changes) > 0 {
+		d.e.say(play, h.Name, "Node %s: %s", h.NodeName, strings.Join(changes, ", "))
+	}
+	return err
 }
 
 // bootstrapObjects are what bootstrap applies (addons.ClusterObjects).
 func (d *deployment) bootstrapObjects() ([]runtime.Object, error) {
-	var kubeletConf []byte
-	for _, hf := range d.rendered.Hosts {
-		if hf.Host == d.cp1.Name {
-			for _, f := range hf.Files {
-				if f.Path == kubeadm.KubeletConfig {
-					kubeletConf = f.Data
-				}
-			}
-		}
-	}
 	containerized := false
 	for _, f := range d.facts {
 		containerized = containerized || f.Virt != ""
 	}
 	return addons.ClusterObjects(addons.ClusterParams{Cluster: d.e.Inv.Cluster, NodeEndpoint: d.rendered.NodeEndpoint, CAPEM: d.caPEM(),
-		KubeletConfig: kubeletConf, Tokens: d.tokenList(), Images: d.images, Containerized: containerized,
+		KubeletConfig: d.rendered.KubeletConfig, Tokens: d.tokenList(), Images: d.images, Containerized: containerized,
 		EtcdServers: d.rendered.EtcdServers, ExternalCA: d.rendered.ExternalCA})
 }
 
@@ -219,7 +219,7 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 			if err := u.waitNodeAPI(ctx, h); err != nil {
 				return err
 			}
-			if err := nodes.Label(ctx, admin.Kube, h); err != nil {
+			if err := u.label(ctx, admin.Kube, "control-plane-join", h); err != nil {
 				return err
 			}
 		}
@@ -253,7 +253,7 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 		if err := etcdmember.Quorum(members); err != nil {
 			return fmt.Errorf("after joining %s: %w", h.Name, err)
 		}
-		if err := nodes.Label(ctx, admin.Kube, h); err != nil {
+		if err := u.label(ctx, admin.Kube, "control-plane-join", h); err != nil {
 			return err
 		}
 	}

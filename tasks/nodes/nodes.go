@@ -6,6 +6,7 @@ package nodes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -22,25 +23,21 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 )
 
-// Label sets a host's Node role labels (control-plane nodes as kubeadm marks them, tainted unless they are
-// workers too) and the inventory's labels and taints, once the Node is registered. It adds, never removes.
-func Label(ctx context.Context, kube kubernetes.Interface, h *inventory.Host) error {
-	want := map[string]string{}
-	taints := []corev1.Taint{}
-	if h.Has(inventory.RoleControlPlane) {
-		want[bootstrap.ControlPlaneLabel] = ""
-		want[bootstrap.ExcludeFromLBLabel] = ""
-		if !h.Has(inventory.RoleWorker) {
-			taints = append(taints, corev1.Taint{Key: bootstrap.ControlPlaneLabel, Effect: corev1.TaintEffectNoSchedule})
-		}
-	}
-	for k, v := range h.Labels {
-		want[k] = v
-	}
-	for _, t := range h.Taints {
-		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
-	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// The annotations that say which of a Node's labels and taints clusterctl set from the inventory (label
+// keys; taints as key:effect; sorted, comma-separated): those, and only those, it takes off once the
+// inventory no longer gives them.
+const (
+	LabelsAnnotation = "clusterctl.dev/labels"
+	TaintsAnnotation = "clusterctl.dev/taints"
+)
+
+// Label makes a host's Node carry its role labels (control-plane nodes as kubeadm marks them, tainted
+// unless they are workers too) and the inventory's labels and taints (inventory.NodeSettings), and takes
+// off those clusterctl set before that the inventory no longer gives. A Node not registered yet is left
+// for later. It returns what it changed, one entry each ("label k=v", "-taint k:NoSchedule").
+func Label(ctx context.Context, kube kubernetes.Interface, h *inventory.Host, s inventory.NodeSettings) ([]string, error) {
+	var changes []string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil // not registered yet: labelled when it is
@@ -48,28 +45,114 @@ func Label(ctx context.Context, kube kubernetes.Interface, h *inventory.Host) er
 		if err != nil {
 			return err
 		}
-		update := false
-		if node.Labels == nil {
-			node.Labels = map[string]string{}
-		}
-		for k, v := range want {
-			if cur, ok := node.Labels[k]; !ok || cur != v {
-				node.Labels[k] = v
-				update = true
-			}
-		}
-		for _, t := range taints {
-			if !slices.ContainsFunc(node.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) && x.Value == t.Value }) {
-				node.Spec.Taints = append(node.Spec.Taints, t)
-				update = true
-			}
-		}
-		if !update {
+		var update bool
+		if changes, update = reconcileNode(node, h, s); !update {
 			return nil
 		}
 		_, err = kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: apiclient.FieldManager})
 		return err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("the labels and taints of %s: %w", h.NodeName, err)
+	}
+	return changes, nil
+}
+
+// reconcileNode changes a Node in memory to what Label wants; it says what it changed, and whether the
+// Node is to be written (an annotation alone may have changed).
+func reconcileNode(node *corev1.Node, h *inventory.Host, s inventory.NodeSettings) (changes []string, update bool) {
+	labels := map[string]string{}
+	var taints []corev1.Taint
+	if h.Has(inventory.RoleControlPlane) {
+		labels[bootstrap.ControlPlaneLabel] = ""
+		labels[bootstrap.ExcludeFromLBLabel] = ""
+		if !h.Has(inventory.RoleWorker) {
+			taints = append(taints, corev1.Taint{Key: bootstrap.ControlPlaneLabel, Effect: corev1.TaintEffectNoSchedule})
+		}
+	}
+	maps.Copy(labels, s.Labels)
+	for _, t := range s.Taints {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if cur, ok := node.Labels[k]; !ok || cur != labels[k] {
+			node.Labels[k] = labels[k]
+			changes = append(changes, "label "+k+"="+labels[k])
+		}
+	}
+	for _, k := range listed(node.Annotations[LabelsAnnotation]) {
+		if _, keep := labels[k]; !keep {
+			if _, ok := node.Labels[k]; ok {
+				delete(node.Labels, k)
+				changes = append(changes, "-label "+k)
+			}
+		}
+	}
+	for _, t := range taints {
+		i := slices.IndexFunc(node.Spec.Taints, func(x corev1.Taint) bool { return x.Key == t.Key && x.Effect == t.Effect })
+		switch {
+		case i < 0:
+			node.Spec.Taints = append(node.Spec.Taints, t)
+		case node.Spec.Taints[i].Value != t.Value:
+			node.Spec.Taints[i].Value = t.Value
+		default:
+			continue
+		}
+		changes = append(changes, "taint "+taintString(t))
+	}
+	for _, ke := range listed(node.Annotations[TaintsAnnotation]) {
+		key, effect, _ := strings.Cut(ke, ":")
+		if slices.ContainsFunc(taints, func(x corev1.Taint) bool { return x.Key == key && string(x.Effect) == effect }) {
+			continue
+		}
+		if i := slices.IndexFunc(node.Spec.Taints, func(x corev1.Taint) bool { return x.Key == key && string(x.Effect) == effect }); i >= 0 {
+			node.Spec.Taints = slices.Delete(node.Spec.Taints, i, i+1)
+			changes = append(changes, "-taint "+ke)
+		}
+	}
+	var taintKeys []string
+	for _, t := range s.Taints {
+		taintKeys = append(taintKeys, t.Key+":"+t.Effect)
+	}
+	annotated := setAnnotation(node, LabelsAnnotation, slices.Sorted(maps.Keys(s.Labels)))
+	annotated = setAnnotation(node, TaintsAnnotation, taintKeys) || annotated
+	return changes, len(changes) > 0 || annotated
+}
+
+func taintString(t corev1.Taint) string {
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
+}
+
+// listed splits an annotation's comma-separated list.
+func listed(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// setAnnotation sets (or, for an empty list, removes) an annotation listing keys; it reports a change.
+func setAnnotation(node *corev1.Node, name string, keys []string) bool {
+	slices.Sort(keys)
+	want := strings.Join(keys, ",")
+	if node.Annotations[name] == want {
+		return false
+	}
+	if want == "" {
+		delete(node.Annotations, name)
+		return true
+	}
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[name] = want
+	return true
 }
 
 // Ready reports whether a Node's Ready condition is true.

@@ -35,8 +35,11 @@ func TestLabel(t *testing.T) {
 	cp := &inventory.Host{Name: "cp1", NodeName: "cp1", Roles: []inventory.Role{inventory.RoleControlPlane}}
 	w := &inventory.Host{Name: "w1", NodeName: "w1.example.com", Roles: []inventory.Role{inventory.RoleWorker},
 		Labels: map[string]string{"disk": "ssd"}, Taints: []inventory.Taint{{Key: "gpu", Value: "yes", Effect: "NoSchedule"}}}
+	settings := func(h *inventory.Host) inventory.NodeSettings {
+		return (&inventory.Inventory{Hosts: []inventory.Host{*h}}).NodeSettings(h)
+	}
 	for _, h := range []*inventory.Host{cp, w, {Name: "w9", NodeName: "w9", Roles: []inventory.Role{inventory.RoleWorker}}} {
-		if err := Label(ctx, kube, h); err != nil {
+		if _, err := Label(ctx, kube, h, settings(h)); err != nil {
 			t.Fatalf("%s: %v", h.Name, err)
 		}
 	}
@@ -53,13 +56,40 @@ func TestLabel(t *testing.T) {
 	}
 	// Again: nothing to update.
 	kube.ClearActions()
-	if err := Label(ctx, kube, w); err != nil {
-		t.Fatal(err)
+	if changes, err := Label(ctx, kube, w, settings(w)); err != nil || len(changes) != 0 {
+		t.Fatal(changes, err)
 	}
 	for _, a := range kube.Actions() {
 		if a.GetVerb() == "update" {
 			t.Errorf("a second Label updated the Node: %v", a)
 		}
+	}
+	// Someone else's label and taint; then the inventory drops disk, changes the gpu taint's value and
+	// adds a label: clusterctl's old label goes, the others stay.
+	n.Labels["team"] = "a"
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "maintenance", Effect: corev1.TaintEffectNoExecute})
+	if _, err := kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.Labels = map[string]string{"zone": "b"}
+	w.Taints[0].Value = "no"
+	changes, err := Label(ctx, kube, w, settings(w))
+	if want := []string{"label zone=b", "-label disk", "taint gpu=no:NoSchedule"}; err != nil || !slices.Equal(changes, want) {
+		t.Errorf("changes %q, %v; want %q", changes, err, want)
+	}
+	n, _ = kube.CoreV1().Nodes().Get(ctx, "w1.example.com", metav1.GetOptions{})
+	if _, ok := n.Labels["disk"]; ok || n.Labels["team"] != "a" || n.Labels["zone"] != "b" || len(n.Spec.Taints) != 2 || n.Spec.Taints[0].Value != "no" ||
+		n.Annotations[LabelsAnnotation] != "zone" || n.Annotations[TaintsAnnotation] != "gpu:NoSchedule" {
+		t.Errorf("w1 after the inventory changed: labels %v taints %v annotations %v", n.Labels, n.Spec.Taints, n.Annotations)
+	}
+	// Every label and taint out of the inventory: clusterctl's go, with its annotations.
+	w.Labels, w.Taints = nil, nil
+	if changes, err := Label(ctx, kube, w, settings(w)); err != nil || !slices.Equal(changes, []string{"-label zone", "-taint gpu:NoSchedule"}) {
+		t.Errorf("changes %q, %v", changes, err)
+	}
+	n, _ = kube.CoreV1().Nodes().Get(ctx, "w1.example.com", metav1.GetOptions{})
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "maintenance" || n.Labels["team"] != "a" || len(n.Annotations) != 0 {
+		t.Errorf("w1 after the inventory dropped all: labels %v taints %v annotations %v", n.Labels, n.Spec.Taints, n.Annotations)
 	}
 }
 

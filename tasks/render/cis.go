@@ -65,3 +65,12 @@ func (r *renderer) hostnameOverride(h *inventory.Host) bool {
 	hn, ok := r.o.Hostnames[h.Name]
 	return !r.c.Security.CIS() || !ok || strings.ToLower(hn) != h.NodeName
 }
+
+// kubeletFor is clusterctl's kubelet configuration with the inventory's kubelet settings merged in.
+func (r *renderer) kubeletFor(settings inventory.KubeletConfig) ([]byte, error) {
+	kc, err := inventory.MergeKubelet(r.kubeletBase, settings)
+	if err != nil {
+		return nil, err
+	}
+	return kubelet.Marshal(kc)
+}

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
@@ -123,6 +125,9 @@ type Result struct {
 	EtcdServers []string
 	// ExternalCA: the state directory has the cluster CA's certificate without its key.
 	ExternalCA bool
+	// KubeletConfig is the cluster's kubelet configuration (kube-system/kubelet-config): clusterctl's with
+	// cluster.kubelet.config merged in; a host with settings of its own or of its groups runs its own.
+	KubeletConfig []byte
 }
 
 // Registry is how hosts reach the private registry they pull images from.
@@ -212,6 +217,8 @@ type renderer struct {
 	// files every node gets the same, and the admin kubeconfigs control-plane nodes get
 	kubeletConfig, unit, dropIn, sysctl, modules, containerdUnit []byte
 	admin, superAdmin                                            []byte
+	// kubeletBase is clusterctl's kubelet configuration, before any of the inventory's kubelet settings.
+	kubeletBase *kubeletv1beta1.KubeletConfiguration
 	// apiServerFiles are the API server's configuration files (encryption, audit, admission), the same
 	// on every control-plane node.
 	apiServerFiles []transport.File
@@ -309,10 +316,12 @@ func (r *renderer) common() error {
 	if err != nil {
 		return err
 	}
-	if r.kubeletConfig, err = kubelet.Marshal(kubelet.Config(kubelet.Params{ClusterDNS: clusterDNS, ClusterDomain: c.Networking.DNSDomain,
-		ContainerRuntimeEndpoint: c.ContainerRuntimeEndpoint, FailCgroupV1: c.Kubelet.FailCgroupV1, CIS: c.Security.CIS()})); err != nil {
+	r.kubeletBase = kubelet.Config(kubelet.Params{ClusterDNS: clusterDNS, ClusterDomain: c.Networking.DNSDomain,
+		ContainerRuntimeEndpoint: c.ContainerRuntimeEndpoint, FailCgroupV1: c.Kubelet.FailCgroupV1, CIS: c.Security.CIS()})
+	if r.kubeletConfig, err = r.kubeletFor(c.Kubelet.Config); err != nil {
 		return err
 	}
+	r.res.KubeletConfig = r.kubeletConfig
 	if r.unit, err = kubelet.Unit(o.KubeletPath); err != nil {
 		return err
 	}
@@ -376,7 +385,13 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 		return nil, err
 	}
 	km := r.kubeletMode()
-	add(kubeadm.KubeletConfig, r.kubeletConfig, km)
+	kc := r.kubeletConfig
+	if s := o.Inv.NodeSettings(h); len(s.Kubelet) > 0 {
+		if kc, err = r.kubeletFor(s.Kubelet); err != nil {
+			return nil, fmt.Errorf("host %s: %w", h.Name, err)
+		}
+	}
+	add(kubeadm.KubeletConfig, kc, km)
 	add(kubeadm.KubeletFlags, flags, km)
 	add(kubeadm.KubeletInstanceConfig, kubelet.InstanceConfig(c.ContainerRuntimeEndpoint), km)
 	add(kubeadm.KubeletUnit, r.unit, km)

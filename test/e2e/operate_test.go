@@ -169,6 +169,9 @@ nft add table inet foreign && nft add chain inet foreign input '{ type filter ho
 			t.Errorf("kube-proxy's configuration:\n%s", mode)
 		}
 	})
+	t.Run("labels, taints and kubelet settings of the cluster and a group: set by up where they apply, taken off when the inventory drops them", func(t *testing.T) {
+		NodeSettingsReconciled(t, c, "cp1", []string{"w1", "w2"})
+	})
 	t.Run("reset leaves nothing of ours", func(t *testing.T) {
 		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s", code, stderr)
