@@ -58,6 +58,15 @@ clusterctl up finishes).`,
 						return err
 					}
 				}
+				notDeployed := 0
+				for _, r := range list {
+					if r.Status != "deployed" {
+						notDeployed++
+					}
+				}
+				if err := writeReport(g.stdout, "addons", statusOf(notDeployed == 0), map[string]int{"addons": len(list), "notDeployed": notDeployed}); err != nil {
+					return err
+				}
 			} else {
 				printAddons(g.stdout, list)
 			}

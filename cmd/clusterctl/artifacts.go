@@ -228,8 +228,9 @@ func runPull(cmd *cobra.Command, g *globalOptions, o *pullOptions) error {
 		return err
 	}
 	if g.Output == "json" {
-		return json.NewEncoder(g.stdout).Encode(map[string]any{"type": "pull_result", "dir": req.Dir, "kubernetesVersion": m.KubernetesVersion,
-			"files": len(m.Files), "duration_ms": time.Since(start).Milliseconds(), "downloaded_bytes": view.downloaded})
+		took := time.Since(start)
+		return writeLast(g.stdout, "pull_result", "ok", "", map[string]any{"dir": req.Dir, "kubernetesVersion": m.KubernetesVersion,
+			"files": len(m.Files), "downloaded_bytes": view.downloaded}, &took)
 	}
 	fmt.Fprintf(g.stdout, "%s: Kubernetes %s for %s, %d files verified (%s downloaded) in %s\n", req.Dir, m.KubernetesVersion,
 		strings.Join(req.Arches, ","), len(m.Files), formatSize(view.downloaded), time.Since(start).Round(100*time.Millisecond))
@@ -425,7 +426,7 @@ func newArtifactsVerifyCmd(g *globalOptions) *cobra.Command {
 				return fmt.Errorf("%s does not match its manifest:\n%w", dir, err)
 			}
 			if g.Output == "json" {
-				return json.NewEncoder(g.stdout).Encode(map[string]any{"dir": dir, "kubernetesVersion": m.KubernetesVersion, "files": len(m.Files), "verified": true})
+				return writeReport(g.stdout, "artifacts_verification", "ok", map[string]any{"dir": dir, "kubernetesVersion": m.KubernetesVersion, "files": len(m.Files), "verified": true})
 			}
 			_, err = fmt.Fprintf(g.stdout, "%s: Kubernetes %s, %d files verified\n", dir, m.KubernetesVersion, len(m.Files))
 			return err
@@ -448,7 +449,7 @@ func newArtifactsListCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			if g.Output == "json" {
-				return json.NewEncoder(g.stdout).Encode(m)
+				return writeReport(g.stdout, "artifacts", "ok", m)
 			}
 			fmt.Fprintf(g.stdout, "Kubernetes %s, etcd %s, CoreDNS %s, pause %s, containerd %s, runc %s, CNI plugins %s, crictl %s\n\n",
 				m.KubernetesVersion, m.EtcdVersion, m.CoreDNSVersion, m.PauseVersion, m.ContainerdVersion, m.RuncVersion, m.CNIPluginsVersion, m.CrictlVersion)

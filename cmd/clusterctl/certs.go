@@ -54,7 +54,7 @@ kubeadm join's --discovery-token-ca-cert-hash, the same as this openssl pipeline
 				return fmt.Errorf("%s: %w", p, err)
 			}
 			if g.Output == "json" {
-				return writeJSONLine(g.stdout, map[string]string{"type": "ca_hash", "caHash": pki.CAHash(cert), "ca": p})
+				return writeReport(g.stdout, "ca_hash", "ok", map[string]string{"caHash": pki.CAHash(cert), "ca": p})
 			}
 			_, err = fmt.Fprintln(g.stdout, pki.CAHash(cert))
 			return err
@@ -134,12 +134,11 @@ func runCheckExpiration(cmd *cobra.Command, g *globalOptions, o *checkExpiration
 		if list == nil {
 			list = []certs.Cert{}
 		}
-		if err := writeJSONLine(g.stdout, struct {
-			Type         string       `json:"type"`
+		if err := writeReport(g.stdout, "certificates", statusOf(len(soon) == 0 && len(unread) == 0), struct {
 			Certificates []certs.Cert `json:"certificates"`
 			ExpiringSoon int          `json:"expiringSoon"`
 			Unread       []hostError  `json:"unread"`
-		}{"certificates", list, len(soon), unread}); err != nil {
+		}{list, len(soon), unread}); err != nil {
 			return err
 		}
 	} else {

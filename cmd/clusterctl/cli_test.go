@@ -290,7 +290,7 @@ func TestJSONWithUnreachableHosts(t *testing.T) {
 		t.Errorf("exit %d, %v\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
 	}
 	code, stdout, _ = runCLI(t, "certs", "ca-hash", "-i", inv, "-o", "json")
-	if code != 0 || !strings.HasPrefix(stdout, `{"ca":`) || !strings.Contains(stdout, `"caHash":"sha256:`) || !strings.Contains(stdout, `"type":"ca_hash"`) {
+	if code != 0 || !strings.HasPrefix(stdout, `{"type":"ca_hash","status":"ok","ca":`) || !strings.Contains(stdout, `"caHash":"sha256:`) {
 		t.Errorf("ca-hash -o json: exit %d %s", code, stdout)
 	}
 }

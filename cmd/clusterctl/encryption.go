@@ -52,10 +52,7 @@ stores the stragglers again, clusterctl encryption rotate finishes a rotation).`
 				return failedOnHosts(err)
 			}
 			if g.Output == "json" {
-				if err := writeJSONLine(g.stdout, struct {
-					Type string `json:"type"`
-					*playbooks.EncryptionStatus
-				}{"encryption_status", st}); err != nil {
+				if err := writeReport(g.stdout, "encryption_status", statusOf(st.Stale == 0 && len(st.Keys) <= 1), st); err != nil {
 					return err
 				}
 			} else {

@@ -64,11 +64,16 @@ Exit 0 when every host was read and every schedule's last run succeeded; 1 other
 			}
 			defer env.Close()
 			members, err := playbooks.EtcdSnapshots(cmd.Context(), env)
+			bad := 0
+			for _, m := range members {
+				if m.Error != "" || m.LastResult != "" && m.LastResult != "success" {
+					bad++
+				}
+			}
 			if g.Output == "json" {
-				if werr := writeJSONLine(g.stdout, struct {
-					Type    string                      `json:"type"`
+				if werr := writeReport(g.stdout, "etcd_snapshots", statusOf(err == nil && bad == 0), struct {
 					Members []playbooks.MemberSnapshots `json:"members"`
-				}{"etcd_snapshots", members}); werr != nil {
+				}{members}); werr != nil {
 					return werr
 				}
 			} else {
@@ -76,12 +81,6 @@ Exit 0 when every host was read and every schedule's last run succeeded; 1 other
 			}
 			if err != nil {
 				return failedOnHosts(err)
-			}
-			bad := 0
-			for _, m := range members {
-				if m.Error != "" || m.LastResult != "" && m.LastResult != "success" {
-					bad++
-				}
 			}
 			if bad > 0 {
 				return &exitError{code: exitFailed, err: fmt.Errorf("%d of %d etcd hosts unread or with a failed snapshot run", bad, len(members))}
@@ -147,11 +146,10 @@ Exit 0 when every member is a started, healthy member; 1 otherwise (for monitori
 				}
 			}
 			if g.Output == "json" {
-				if werr := writeJSONLine(g.stdout, struct {
-					Type      string                 `json:"type"`
+				if werr := writeReport(g.stdout, "etcd_status", statusOf(err == nil && unhealthy == 0), struct {
 					Members   []playbooks.EtcdMember `json:"members"`
 					Unhealthy int                    `json:"unhealthy"`
-				}{"etcd_status", members, unhealthy}); werr != nil {
+				}{members, unhealthy}); werr != nil {
 					return werr
 				}
 			} else {

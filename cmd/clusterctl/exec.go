@@ -39,6 +39,7 @@ failed or the host was unreachable anywhere.`,
 }
 
 type execResult struct {
+	Type     string           `json:"type"` // exec
 	Host     string           `json:"host"`
 	Status   transport.Status `json:"status"`
 	ExitCode int              `json:"exitCode"`
@@ -88,7 +89,7 @@ func runExec(ctx context.Context, g *globalOptions, o *execOptions, command stri
 		if e == nil {
 			e = &execResult{Host: r.Host, ExitCode: -1}
 		}
-		e.Status = r.Status
+		e.Type, e.Status = "exec", r.Status
 		if r.Err != nil {
 			e.Error = r.Err.Error()
 			failed++
@@ -100,6 +101,11 @@ func runExec(ctx context.Context, g *globalOptions, o *execOptions, command stri
 			continue
 		}
 		fmt.Fprint(g.stdout, execText(e))
+	}
+	if g.Output == "json" {
+		if err := writeReport(g.stdout, "exec_result", statusOf(failed == 0), map[string]int{"hosts": len(results), "failed": failed}); err != nil {
+			return err
+		}
 	}
 	if failed > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("the command failed on %d of %d host(s)", failed, len(results))}

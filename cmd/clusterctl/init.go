@@ -59,6 +59,8 @@ existing file). Nothing is contacted: run clusterctl preflight -i FILE next.`,
 func runInit(g *globalOptions, o *initOptions) error {
 	var data []byte
 	switch {
+	case g.Output == "json" && o.out == "":
+		return usageError("init writes the inventory itself to stdout; with -o json give --out FILE, and the JSON line says what was written")
 	case o.from != "" && len(o.hosts) > 0:
 		return usageError("init takes --hosts or --from, not both")
 	case o.from != "":
@@ -92,6 +94,9 @@ func runInit(g *globalOptions, o *initOptions) error {
 		return err
 	}
 	fmt.Fprintf(g.stderr, "wrote %s: check it with clusterctl preflight -i %s\n", o.out, o.out)
+	if g.Output == "json" {
+		return writeReport(g.stdout, "init_result", "ok", map[string]string{"file": o.out})
+	}
 	return nil
 }
 

@@ -43,7 +43,11 @@ FILE:LINE:COLUMN: FIELD: MESSAGE on stderr and exits 2.`,
 				return err
 			}
 			if opts.Output == "json" {
-				if err := writeJSON(opts.stdout, validateReport(opts.Inventory, inv, diags)); err != nil {
+				status := "ok"
+				if diags.HasErrors() {
+					status = "invalid"
+				}
+				if err := writeReport(opts.stdout, "inventory_validation", status, validateReport(opts.Inventory, inv, diags)); err != nil {
 					return err
 				}
 				if diags.HasErrors() {
@@ -134,7 +138,7 @@ Variables of an Ansible inventory that clusterctl does not use are listed at the
 				return &exitError{code: exitUsage, err: err}
 			}
 			if opts.Output == "json" {
-				return writeJSON(opts.stdout, struct {
+				return writeReport(opts.stdout, "inventory", "ok", struct {
 					*inventory.Inventory
 					Source  string   `json:"source"`
 					Format  string   `json:"format"`
@@ -176,32 +180,47 @@ func writeResultLine(w io.Writer, typ string, res any, err, refused error, took 
 			status = "refused"
 		}
 	}
-	head, merr := json.Marshal(struct {
+	return writeLast(w, typ, status, errText, res, &took)
+}
+
+// writeReport writes a read-only command's report as its last JSON line: its type, its status (ok, or what
+// its exit code says: failed, invalid) and the report's own fields.
+func writeReport(w io.Writer, typ, status string, report any) error {
+	return writeLast(w, typ, status, "", report, nil)
+}
+
+// writeLast writes the last JSON line of a command (the convention of docs/cli.md): type, status, error,
+// the fields of v, and the duration when one is given.
+func writeLast(w io.Writer, typ, status, errText string, v any, took *time.Duration) error {
+	head, err := json.Marshal(struct {
 		Type   string `json:"type"`
 		Status string `json:"status"`
 		Error  string `json:"error,omitempty"`
 	}{typ, status, errText})
-	if merr != nil {
-		return merr
+	if err != nil {
+		return err
 	}
-	body, merr := json.Marshal(res)
-	if merr != nil {
-		return merr
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
 	}
 	line := make([]byte, 0, len(head)+len(body)+32)
-	line = append(append(line, head[:len(head)-1]...), ',')
+	line = append(line, head[:len(head)-1]...)
 	if inner := body[1 : len(body)-1]; len(inner) > 0 && string(body) != "null" {
-		line = append(append(line, inner...), ',')
+		line = append(append(line, ','), inner...)
 	}
-	line = append(line, fmt.Sprintf("\"duration_ms\":%d}\n", took.Milliseconds())...)
-	_, werr := w.Write(line)
-	return werr
+	if took != nil {
+		line = append(line, fmt.Sprintf(",\"duration_ms\":%d", took.Milliseconds())...)
+	}
+	return endedWith(w, append(line, '}', '\n'))
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// statusOf is a report's status: ok, or failed.
+func statusOf(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "failed"
 }
 
 func plural(n int) string {

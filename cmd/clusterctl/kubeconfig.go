@@ -32,6 +32,8 @@ kubeconfig user issues a kubeconfig for someone else, with a certificate of its 
   clusterctl kubeconfig -i hosts.yaml --merge && kubectl get nodes
   clusterctl kubeconfig user alice --group developers --ttl 8h -i hosts.yaml --out alice.conf`,
 		Args: noArgs,
+		// a kubeconfig is a document of its own: no JSON lines around it
+		Annotations: map[string]string{outputsAnnotation: "text"},
 		RunE: func(_ *cobra.Command, _ []string) error {
 			inv, state, _, err := loadWithState(g, stateCluster)
 			if err != nil {

@@ -51,6 +51,7 @@ to stdout, or to --out FILE, written 0600 and never over an existing file.`,
   kubectl create clusterrolebinding developers-view --clusterrole view --group developers
   kubectl --kubeconfig alice.conf auth whoami
   clusterctl kubeconfig user list -i hosts.yaml`,
+		Annotations: map[string]string{outputsAnnotation: "text"}, // a kubeconfig is a document of its own
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError("%s takes one user name, got %d arguments: clusterctl kubeconfig user alice --group developers -i hosts.yaml --out alice.conf", cmd.CommandPath(), len(args))
@@ -171,10 +172,9 @@ user, groups, expiry (expired ones marked), who issued it and when. With -o json
 				if issued == nil {
 					issued = []kubeconfig.Issued{}
 				}
-				return writeJSONLine(g.stdout, struct {
-					Type  string              `json:"type"`
+				return writeReport(g.stdout, "issued_users", "ok", struct {
 					Users []kubeconfig.Issued `json:"users"`
-				}{"issued_users", issued})
+				}{issued})
 			}
 			if len(issued) == 0 {
 				fmt.Fprintln(g.stdout, "no user certificate issued from this state directory")

@@ -95,9 +95,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	}
 	code = exitCode(ctx, err)
 	defer func() {
-		// -o json: a command that stopped before its result line (a bad inventory, a bad flag) still ends
-		// stdout with one, so that a caller reading JSON always gets the error
-		if f := root.PersistentFlags().Lookup("output"); f != nil && f.Value.String() == "json" && out.n == 0 {
+		// -o json: a command that stopped before its result line (a bad inventory, a bad flag, hosts it
+		// could not reach) still ends stdout with one, so that a caller reading JSON always gets the error
+		if f := root.PersistentFlags().Lookup("output"); f != nil && f.Value.String() == "json" && !out.ended {
 			status := map[int]string{exitUsage: "invalid", exitInterrupted: "interrupted"}[code]
 			if status == "" {
 				status = "failed"
@@ -181,14 +181,26 @@ func exitCode(ctx context.Context, err error) int {
 	}
 }
 
-// countingWriter counts what is written through it.
+// countingWriter counts what is written through it, and knows whether the last line was a command's
+// result (writeReport, writeResultLine).
 type countingWriter struct {
-	w io.Writer
-	n int
+	w     io.Writer
+	n     int
+	ended bool
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += n
+	c.ended = false
 	return n, err
+}
+
+// endedWith writes a command's result line and marks stdout as ended with it.
+func endedWith(w io.Writer, line []byte) error {
+	_, err := w.Write(line)
+	if c, ok := w.(*countingWriter); ok && err == nil {
+		c.ended = true
+	}
+	return err
 }

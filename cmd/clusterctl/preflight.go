@@ -74,10 +74,7 @@ func runPreflight(cmd *cobra.Command, g *globalOptions, o *preflightOptions) err
 		return failedOnHosts(err)
 	}
 	if g.Output == "json" {
-		if err := writeJSONLine(g.stdout, struct {
-			Type string `json:"type"`
-			*playbooks.PreflightReport
-		}{"preflight_report", report}); err != nil {
+		if err := writeReport(g.stdout, "preflight_report", statusOf(!report.Failed()), report); err != nil {
 			return err
 		}
 	} else {

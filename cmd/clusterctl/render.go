@@ -105,6 +105,10 @@ func runRender(g *globalOptions, o *renderOptions) error {
 		}
 		fmt.Fprintln(g.stderr, line)
 	}
+	if g.Output == "json" {
+		return writeReport(g.stdout, "render_result", "ok", map[string]any{"files": written, "hosts": len(res.Hosts), "dir": o.out,
+			"endpoint": res.Endpoint, "pki": filepath.Join(state, "pki")})
+	}
 	fmt.Fprintf(g.stdout, "rendered %d files for %d hosts into %s (API endpoint %s; PKI in %s)\n", written, len(res.Hosts), o.out, res.Endpoint, filepath.Join(state, "pki"))
 	return nil
 }

@@ -142,7 +142,7 @@ func newVersionCmd(opts *globalOptions) *cobra.Command {
 				return err
 			}
 			if opts.Output == "json" {
-				return writeJSONLine(opts.stdout, info)
+				return writeReport(opts.stdout, "version", "ok", info)
 			}
 			c := info.Components
 			_, err = fmt.Fprintf(opts.stdout, "clusterctl %s (commit %s)\nKubernetes %s to %s, default %s; with %s it installs etcd %s, CoreDNS %s, pause %s, containerd %s, runc %s, CNI plugins %s, crictl %s, flannel %s, haproxy %s (the node-local API proxy)\n",
@@ -155,7 +155,6 @@ func newVersionCmd(opts *globalOptions) *cobra.Command {
 
 // versionJSON is what version -o json prints, one line.
 type versionJSON struct {
-	Type       string `json:"type"`
 	Version    string `json:"version"`
 	Commit     string `json:"commit"`
 	Kubernetes struct {
@@ -170,7 +169,7 @@ type versionJSON struct {
 }
 
 func versionInfo() (versionJSON, error) {
-	v := versionJSON{Type: "version", Version: version, Commit: commit, Flannel: images.FlannelVersion, HAProxy: images.TagOf(images.ProxyImage)}
+	v := versionJSON{Version: version, Commit: commit, Flannel: images.FlannelVersion, HAProxy: images.TagOf(images.ProxyImage)}
 	oldest, newest := inventory.SupportedMinors()
 	v.Kubernetes.Oldest, v.Kubernetes.Newest, v.Kubernetes.Default = fmt.Sprintf("v1.%d", oldest), fmt.Sprintf("v1.%d", newest), inventory.DefaultKubernetesVersion
 	var err error

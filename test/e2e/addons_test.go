@@ -38,11 +38,16 @@ func addonsList(t *testing.T, c *Cluster) map[string]addonRelease {
 		if l == "" {
 			continue
 		}
-		var r addonRelease
+		var r struct {
+			Type string `json:"type"`
+			addonRelease
+		}
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatalf("addons list -o json: %v\n%s", err, l)
 		}
-		out[r.Name] = r
+		if r.Type == "addon" { // then the last line, type addons: the count and the status
+			out[r.Name] = r.addonRelease
+		}
 	}
 	return out
 }
