@@ -2,6 +2,7 @@ package playbooks
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,29 +16,40 @@ import (
 // it. Without an answer from the API, every host of the inventory: the run's own checks then say what
 // they find.
 func clusterHosts(ctx context.Context, e *Env) []*inventory.Host {
-	all := allHosts(e.Inv)
+	in, _ := clusterHostsOf(ctx, e, allHosts(e.Inv), "preflight")
+	return in
+}
+
+// clusterHostsOf splits hosts into those of the running cluster and those not joined yet (clusterHosts);
+// the latter are said under play, unless play is "" (a report that lists them itself).
+func clusterHostsOf(ctx context.Context, e *Env, hosts []*inventory.Host, play string) (in, out []*inventory.Host) {
 	admin, err := e.Admin(ctx)
 	if err != nil {
-		return all
+		return hosts, nil
 	}
 	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return all
+		return hosts, nil
 	}
 	nodes := map[string]bool{}
 	for _, n := range list.Items {
 		nodes[n.Name] = true
 	}
-	in, out := partOfCluster(all, nodes)
-	if len(out) > 0 {
+	in, out = partOfCluster(hosts, nodes)
+	if len(out) > 0 && play != "" {
 		var names []string
 		for _, h := range out {
 			names = append(names, h.Name)
 		}
-		e.say("preflight", "", "%s not part of the cluster yet: left out (clusterctl add-node -i %s %s joins %s)",
-			strings.Join(names, ", "), e.Inv.Source, strings.Join(names, " "), map[bool]string{true: "it", false: "them"}[len(names) == 1])
+		e.say(play, "", "%s not part of the cluster yet: left out (clusterctl add-node -i %s %s joins %s)",
+			strings.Join(names, ", "), e.Inv.Source, strings.Join(names, " "), them(names))
 	}
-	return in
+	return in, out
+}
+
+// notJoined is what a report says of a host of the inventory that add-node has not joined yet.
+func notJoined(e *Env, h *inventory.Host) string {
+	return fmt.Sprintf("not part of the cluster yet: clusterctl add-node -i %s %s joins it", e.Inv.Source, h.Name)
 }
 
 // partOfCluster splits hosts into those of the cluster (a Node of that name, or an etcd host) and the

@@ -39,6 +39,8 @@ type EtcdMember struct {
 	Status  *etcdmember.Status `json:"status,omitempty"`
 	// Error says why there is no status (the host or its member does not answer).
 	Error string `json:"error,omitempty"`
+	// NotJoined: the host is in the inventory, and add-node has not joined it yet (Error says so).
+	NotJoined bool `json:"notJoined,omitempty"`
 }
 
 // EtcdStatus asks every etcd host's member, through that host's own connection, for its status and
@@ -50,6 +52,7 @@ func EtcdStatus(ctx context.Context, e *Env) ([]EtcdMember, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("the inventory has no etcd host (no control-plane host, and none with the etcd role)")
 	}
+	hosts, pending := clusterHostsOf(ctx, e, hosts, "")
 	seen := probeEtcd(ctx, e, hosts)
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -62,6 +65,9 @@ func EtcdStatus(ctx context.Context, e *Env) ([]EtcdMember, error) {
 		}
 	}
 	out := seen.members(hosts, members)
+	for _, h := range pending {
+		out = append(out, EtcdMember{Host: h.Name, Name: h.NodeName, Error: notJoined(e, h), NotJoined: true})
+	}
 	if members == nil {
 		return out, errors.New("no etcd member is healthy: etcd has no quorum, or no host could be reached")
 	}

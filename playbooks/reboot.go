@@ -68,10 +68,11 @@ func (r *rebootRun) steps() []Step {
 // connect reaches every host of the run and reads its boot state; with --if-needed the hosts that do not
 // ask for a reboot are left out (a host a killed run was rebooting is kept: it is finished).
 func (r *rebootRun) connect(ctx context.Context) error {
-	if _, err := Connect(ctx, r.e, r.e.Hosts, 0); err != nil {
+	hosts, _ := clusterHostsOf(ctx, r.e, r.e.Hosts, "connect")
+	if _, err := Connect(ctx, r.e, hosts, 0); err != nil {
 		return err
 	}
-	for _, h := range r.e.Hosts {
+	for _, h := range hosts {
 		if r.isDone(h) {
 			continue
 		}
@@ -87,7 +88,7 @@ func (r *rebootRun) connect(ctx context.Context) error {
 		r.todo = append(r.todo, h)
 	}
 	if r.o.IfNeeded {
-		r.e.say("connect", "", "%d of %d hosts ask for a reboot", len(r.todo), len(r.e.Hosts))
+		r.e.say("connect", "", "%d of %d hosts ask for a reboot", len(r.todo), len(hosts))
 	}
 	return nil
 }

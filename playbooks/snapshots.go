@@ -21,6 +21,8 @@ type MemberSnapshots struct {
 	Host string `json:"host"`
 	snapshots.State
 	Error string `json:"error,omitempty"`
+	// NotJoined: the host is in the inventory, and add-node has not joined it yet (Error says so).
+	NotJoined bool `json:"notJoined,omitempty"`
 }
 
 // snapshotDir is where the members keep their scheduled snapshots: the inventory's directory, else the
@@ -35,7 +37,7 @@ func snapshotDir(inv *inventory.Inventory) string {
 // EtcdSnapshots lists the scheduled snapshots on every etcd host (the control-plane hosts when etcd is
 // stacked), side by side, with each host's schedule's state. Unreachable hosts are entries with an error;
 // it fails only when no host answers.
-func EtcdSnapshots(ctx context.Context, e *Env) ([]MemberSnapshots, error) {
+func EtcdSnapshots(ctx context.Context, e *Env) (list []MemberSnapshots, err error) {
 	hosts := e.Inv.EtcdHosts()
 	if len(hosts) == 0 {
 		return nil, errors.New("the inventory has no etcd host (no control-plane host, and none with the etcd role)")
@@ -44,6 +46,12 @@ func EtcdSnapshots(ctx context.Context, e *Env) ([]MemberSnapshots, error) {
 	if err != nil {
 		return nil, err
 	}
+	hosts, pending := clusterHostsOf(ctx, e, hosts, "")
+	defer func() {
+		for _, h := range pending {
+			list = append(list, MemberSnapshots{Host: h.Name, Error: notJoined(e, h), NotJoined: true})
+		}
+	}()
 	out := make([]MemberSnapshots, len(hosts))
 	index := map[string]int{}
 	var reachable []string

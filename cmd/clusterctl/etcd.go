@@ -66,7 +66,7 @@ Exit 0 when every host was read and every schedule's last run succeeded; 1 other
 			members, err := playbooks.EtcdSnapshots(cmd.Context(), env)
 			bad := 0
 			for _, m := range members {
-				if m.Error != "" || m.LastResult != "" && m.LastResult != "success" {
+				if !m.NotJoined && (m.Error != "" || m.LastResult != "" && m.LastResult != "success") {
 					bad++
 				}
 			}
@@ -103,6 +103,8 @@ func printSnapshots(w io.Writer, members []playbooks.MemberSnapshots) {
 	tw.Flush()
 	for _, m := range members {
 		switch {
+		case m.NotJoined:
+			fmt.Fprintf(w, "%s: %s\n", m.Host, m.Error)
 		case m.Error != "":
 			fmt.Fprintf(w, "%s: not read: %s\n", m.Host, m.Error)
 		case m.Timer == "":
@@ -141,7 +143,7 @@ Exit 0 when every member is a started, healthy member; 1 otherwise (for monitori
 			members, err := playbooks.EtcdStatus(cmd.Context(), env)
 			unhealthy := 0
 			for _, m := range members {
-				if !m.IsMember() || !m.Started || m.Status == nil || !m.Status.Healthy {
+				if !m.NotJoined && (!m.IsMember() || !m.Started || m.Status == nil || !m.Status.Healthy) {
 					unhealthy++
 				}
 			}
@@ -181,7 +183,10 @@ func printEtcdStatus(w io.Writer, members []playbooks.EtcdMember) {
 			if !m.Started && m.IsMember() {
 				why = "added, not started; " + why
 			}
-			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t%s\n", host, m.Name, "unhealthy: "+why)
+			if !m.NotJoined {
+				why = "unhealthy: " + why
+			}
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t%s\n", host, m.Name, why)
 			continue
 		}
 		s := m.Status

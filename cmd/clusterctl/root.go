@@ -113,7 +113,7 @@ func (o *globalOptions) complete(cmd *cobra.Command) error {
 	case o.Verbose == 1:
 		level = slog.LevelInfo
 	}
-	o.log = slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: level}))
+	o.log = slog.New(newLineHandler(o.stderr, level))
 	return nil
 }
 

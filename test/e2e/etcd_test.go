@@ -23,7 +23,8 @@ type etcdMember struct {
 		DBSize   int64 `json:"dbSize"`
 		Revision int64 `json:"revision"`
 	} `json:"status"`
-	Error string `json:"error"`
+	Error     string `json:"error"`
+	NotJoined bool   `json:"notJoined"`
 }
 
 // EtcdStatus runs `etcd status -o json` and returns its members and exit code.

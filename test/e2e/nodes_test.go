@@ -97,6 +97,22 @@ func TestGrowAndShrink(t *testing.T) {
 		CheckKubeletServing(t, full, "w2", "on-w2")
 	})
 
+	t.Run("hosts of the inventory not joined yet: etcd status and reboot say so and leave them out", func(t *testing.T) {
+		members, code := full.EtcdStatus(t)
+		var pending []string
+		for _, m := range members {
+			if m.NotJoined {
+				pending = append(pending, m.Host)
+			}
+		}
+		if code != 0 || strings.Join(pending, " ") != "cp2 cp3" {
+			t.Errorf("etcd status: exit %d, not joined %v: %+v", code, pending, members)
+		}
+		_, stderr, code := full.Run(t, "reboot", "--dry-run")
+		if code != 0 || !strings.Contains(stderr, "cp2, cp3 not part of the cluster yet: left out (clusterctl add-node -i "+full.Inventory+" cp2 cp3 joins them)") {
+			t.Errorf("reboot --dry-run: exit %d\n%s", code, tail(stderr, 20))
+		}
+	})
 	t.Run("grow the control plane to three", func(t *testing.T) {
 		if _, stderr, code := full.Run(t, "add-node", "cp2", "cp3"); code != 0 {
 			t.Fatalf("add-node cp2 cp3: exit %d\n%s", code, tail(stderr, 30))
