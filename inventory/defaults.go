@@ -44,6 +44,8 @@ var TestedPatches = map[int]string{34: "v1.34.4", 35: "v1.35.4", 36: "v1.36.3", 
 var KeyAlgorithms = []string{"RSA-2048", "RSA-3072", "RSA-4096", "ECDSA-P256"}
 
 func (inv *Inventory) applyDefaults() {
+	setString(&inv.APIVersion, APIVersion)
+	setString(&inv.Kind, Kind)
 	c := &inv.Cluster
 	setString(&c.Name, DefaultClusterName)
 	setString(&c.KubernetesVersion, DefaultKubernetesVersion)
@@ -179,3 +181,9 @@ func unmapped(s string) string {
 	}
 	return s
 }
+
+// The schema of hosts.yaml this clusterctl reads and writes.
+const (
+	APIVersion = "clusterctl/v1"
+	Kind       = "Inventory"
+)

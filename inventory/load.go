@@ -191,7 +191,7 @@ func isNative(root *yaml.Node) bool {
 	}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		switch root.Content[i].Value {
-		case "cluster", "ssh":
+		case "cluster", "ssh", "apiVersion", "kind":
 			return true
 		case "hosts":
 			if resolve(root.Content[i+1]).Kind == yaml.SequenceNode {

@@ -18,6 +18,11 @@ import (
 
 // Inventory is a cluster and the hosts it is made of. Field names are those of the native hosts.yaml.
 type Inventory struct {
+	// APIVersion is the version of the file's schema, clusterctl/v1. A file without it is read as
+	// clusterctl/v1; `clusterctl inventory migrate` moves a file written for an older version to this one.
+	APIVersion string `yaml:"apiVersion" json:"apiVersion"`
+	// Kind is what the file is: Inventory.
+	Kind string `yaml:"kind" json:"kind"`
 	// Cluster is the settings of the cluster as a whole.
 	Cluster Cluster `yaml:"cluster" json:"cluster"`
 	// SSH is how clusterctl reaches every host; a host may override it (hosts[].ssh).

@@ -27,6 +27,7 @@ func (inv *Inventory) validate(diags *Diagnostics) {
 		inv.pos = positions{}
 	}
 	v := &validator{inv: inv, diags: diags}
+	v.schema()
 	v.controlChars()
 	v.cluster()
 	v.ssh()
@@ -580,4 +581,15 @@ func splitHostPort(s string) (host, port string, err error) {
 		return "", "", fmt.Errorf("%q: port is missing after ':'", s)
 	}
 	return host, port, nil
+}
+
+// schema checks the file's apiVersion and kind: a version this clusterctl does not know was written by a
+// newer one (or mistyped); reading it as this version could drop what it says.
+func (v *validator) schema() {
+	if v.inv.APIVersion != APIVersion {
+		v.errorf("apiVersion", "%q is not a version of hosts.yaml this clusterctl reads (%s): a newer clusterctl wrote it, or it is mistyped", v.inv.APIVersion, APIVersion)
+	}
+	if v.inv.Kind != Kind {
+		v.errorf("kind", "%q is not %s: this file is a clusterctl inventory, kind %s", v.inv.Kind, Kind, Kind)
+	}
 }

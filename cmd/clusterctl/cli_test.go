@@ -57,6 +57,10 @@ func unreachableInventory(t *testing.T) (dir, inv string) {
 func TestDocumentedErrors(t *testing.T) {
 	dir, inv := unreachableInventory(t)
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	future := filepath.Join(dir, "future.yaml")
+	if err := os.WriteFile(future, []byte("apiVersion: clusterctl/v9\nhosts: [{name: cp1, address: 10.0.0.1, roles: [control-plane]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	empty := filepath.Join(dir, "empty")
 	if err := os.Mkdir(empty, 0o700); err != nil {
 		t.Fatal(err)
@@ -67,6 +71,9 @@ func TestDocumentedErrors(t *testing.T) {
 		line string
 	}{
 		{[]string{"up", "-i", inv, "--dry-run"}, 1, "a host that cannot be reached cannot be set up"},
+		{[]string{"inventory", "migrate", "-i", inv, "--in-place", "--out", filepath.Join(dir, "x.yaml")}, 2, "--in-place and --out: give one"},
+		{[]string{"inventory", "migrate", "-i", future}, 2, `apiVersion "clusterctl/v9" is not a version of hosts.yaml this clusterctl knows`},
+		{[]string{"inventory", "validate", "-i", future}, 2, `apiVersion: "clusterctl/v9" is not a version of hosts.yaml this clusterctl reads (clusterctl/v1): a newer clusterctl wrote it`},
 		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=SSH"}, 2, "--ignore-preflight-errors: SSH is never ignored"},
 		{[]string{"up", "-i", inv, "--dry-run", "--ignore-preflight-errors=Swap,Nope"}, 2, `--ignore-preflight-errors: "Nope" is no preflight check; the checks: all, `},
 		{[]string{"artifacts", "pull", "--parallel", "0"}, 2, "--parallel must be at least 1, got 0"},

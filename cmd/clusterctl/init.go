@@ -155,6 +155,8 @@ var initTemplate = template.Must(template.New("hosts.yaml").Funcs(template.FuncM
 	"q": func(s string) string { b, _ := json.Marshal(s); return string(b) },
 }).Parse(`# clusterctl inventory written by clusterctl init. Every field is in inventory/examples/hosts.yaml.
 # Check it:  clusterctl preflight -i THIS_FILE      Build it:  clusterctl up -i THIS_FILE
+apiVersion: clusterctl/v1
+kind: Inventory
 cluster:
   name: {{q .Name}}
   # Kubernetes version, v1.34 to v1.37; raise it and run clusterctl upgrade to move the cluster.
@@ -173,6 +175,10 @@ cluster:
   # (your CNI's YAML files), or none (a pod network installed as an add-on with network: true).
   cni:
     plugin: bridge
+  # Labels, taints and kubelet settings of every node; groups: and a host's own add to them:
+  # nodeLabels: {example.com/site: dc1}
+  # kubelet:
+  #   config: {maxPods: 200, systemReserved: {cpu: 500m, memory: 1Gi}}
   # Commands of yours around clusterctl's work on each host (up, add-node, remove-node, upgrade, reset):
   # hooks:
   #   up:

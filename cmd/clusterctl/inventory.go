@@ -23,7 +23,7 @@ access_ip; kubespray's cluster variables). group_vars/ and host_vars/ beside the
 		Example: `  clusterctl inventory validate -i hosts.yaml
   clusterctl inventory show -i inventory/mycluster/hosts.yaml --output json`,
 	}
-	cmd.AddCommand(newInventoryValidateCmd(opts), newInventoryShowCmd(opts))
+	cmd.AddCommand(newInventoryValidateCmd(opts), newInventoryShowCmd(opts), newInventoryMigrateCmd(opts))
 	return cmd
 }
 

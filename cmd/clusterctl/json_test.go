@@ -38,6 +38,7 @@ func jsonArgs(dir string) map[string][]string {
 		"artifacts list":     {"--dir", filepath.Join(dir, "artifacts")},
 		"artifacts verify":   {"--dir", filepath.Join(dir, "artifacts")},
 		"inventory validate": {},
+		"inventory migrate":  {"--out", filepath.Join(dir, "migrated.yaml")},
 	}
 }
 

@@ -73,7 +73,7 @@ func TestExitCodesAndOutput(t *testing.T) {
 		{name: "show yaml", args: []string{"inventory", "show", "-i", kubespray, "-o", "yaml"}, code: 0,
 			stdout: []string{"controlPlaneEndpoint: lb.example.com:8443", "- name: node6", "etcd_member_name"}},
 		{name: "show json", args: []string{"inventory", "show", "-i", example, "-o", "json"}, code: 0,
-			stdout: []string{`{"type":"inventory","status":"ok","cluster":{`, `"format":"native"`, `"event-ttl":"2h"`}, stdoutJSON: true},
+			stdout: []string{`{"type":"inventory","status":"ok","apiVersion":"clusterctl/v1","kind":"Inventory","cluster":{`, `"format":"native"`, `"event-ttl":"2h"`}, stdoutJSON: true},
 		{name: "show invalid", args: []string{"inventory", "show", "-i", bad}, code: 2, stderr: []string{"inventory is invalid"}},
 		{name: "version", args: []string{"version"}, code: 0, stdout: []string{"clusterctl dev (commit unknown)\nKubernetes v1.34 to v1.37, default v1.37.2; with v1.37.2 it installs etcd v3.7.0, CoreDNS v1.14.6", "containerd 2.2.1", "flannel v0.28.10, haproxy 3.2"}},
 		{name: "--version", args: []string{"--version"}, code: 0, stdout: []string{"clusterctl dev (commit unknown)\n"}},

@@ -93,7 +93,7 @@ to do next) goes to stderr.
 | ` + "`exec`" + ` per host (` + "`host`, `status`, `exitCode`, `stdout`, `stderr`, `error`" + `) | ` + "`exec_result`" + ` (` + "`hosts`, `failed`" + `) | exec |
 | ` + "`addon`" + ` per release | ` + "`addons`" + ` (` + "`addons`, `notDeployed`" + `) | addons list |
 | ` + "`progress`, `file_done`" + ` per file | ` + "`pull_result`" + ` | artifacts pull |
-| none | ` + "`certificates` (with `unread`: the hosts not read and why), `ca_hash`, `etcd_status` (a member not reached has `member: null`), `etcd_snapshots`, `encryption_status`, `issued_users`, `inventory_validation`, `inventory`, `artifacts`, `artifacts_verification`, `render_result`, `init_result` (with --out), `version`" + ` | the read-only commands |
+| none | ` + "`certificates` (with `unread`: the hosts not read and why), `ca_hash`, `etcd_status` (a member not reached has `member: null`), `etcd_snapshots`, `encryption_status`, `issued_users`, `inventory_validation`, `inventory`, `inventory_migration` (with --out or --in-place), `artifacts`, `artifacts_verification`, `render_result`, `init_result` (with --out), `version`" + ` | the read-only commands |
 
 kubeconfig and kubeconfig user write a kubeconfig (a document of its own) and take text only.
 `
