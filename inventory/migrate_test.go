@@ -28,3 +28,36 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("an Ansible inventory: %v", err)
 	}
 }
+
+// inventory show --full is a valid inventory that reads back as the same one, every field of the model in
+// it (set or commented), each under its documentation.
+func TestMarshalFull(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	for _, file := range []string{"examples/hosts.yaml", "testdata/good/minimal.yaml", "testdata/good/kubespray-node-settings.yaml"} {
+		inv, diags, err := Load(file)
+		if err != nil || diags.HasErrors() {
+			t.Fatal(file, err, diags.Err())
+		}
+		full, err := inv.MarshalFull()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, diags := Parse("full.yaml", full)
+		if diags.HasErrors() {
+			t.Fatalf("%s: the full output does not read back:\n%v\n%s", file, diags.Err(), full)
+		}
+		a, _ := inv.MarshalNative()
+		b, _ := back.MarshalNative()
+		if strings.SplitN(string(a), "\n", 2)[1] != strings.SplitN(string(b), "\n", 2)[1] {
+			t.Errorf("%s: the full output reads back as another inventory:\n%s", file, full)
+		}
+		for _, want := range []string{"# The version of the file's schema, clusterctl/v1.\napiVersion: clusterctl/v1", "  # oidc:\n", "podSubnet: 10.244.0.0/16"} {
+			if file == "examples/hosts.yaml" && want == "  # oidc:\n" {
+				continue
+			}
+			if !strings.Contains(string(full), want) {
+				t.Errorf("%s: the full output lacks %q:\n%s", file, want, full)
+			}
+		}
+	}
+}

@@ -117,13 +117,19 @@ func validateReport(file string, inv *inventory.Inventory, diags inventory.Diagn
 }
 
 func newInventoryShowCmd(opts *globalOptions) *cobra.Command {
+	var full bool
 	cmd := &cobra.Command{
 		Use:   "show",
 		Short: "Print the inventory as clusterctl understands it, after defaults",
 		Long: `Print the normalized inventory, whatever the input format, with every default filled in. The YAML
 output is itself a valid clusterctl hosts.yaml, so this also converts an Ansible/kubespray inventory.
-Variables of an Ansible inventory that clusterctl does not use are listed at the end.`,
+Variables of an Ansible inventory that clusterctl does not use are listed at the end.
+
+--full writes every field of hosts.yaml, each under the first sentence of its documentation (as
+docs/inventory.md gives it): values the file does not write are marked "# default", fields not set are
+written as comments. The result is still a valid hosts.yaml.`,
 		Example: `  clusterctl inventory show -i hosts.yaml
+  clusterctl inventory show -i hosts.yaml --full | less
   clusterctl inventory show -i kubespray/inventory/prod/hosts.ini > hosts.yaml
   clusterctl inventory show -i hosts.yaml --output json | jq '.hosts[].name'`,
 		Args:        noArgs,
@@ -136,6 +142,17 @@ Variables of an Ansible inventory that clusterctl does not use are listed at the
 			printNotices(opts.stderr, diags)
 			if err := diags.Err(); err != nil {
 				return &exitError{code: exitUsage, err: err}
+			}
+			if full && opts.Output == "json" {
+				return usageError("--full writes YAML with comments; -o json gives every field already (and no comments)")
+			}
+			if full {
+				out, err := inv.MarshalFull()
+				if err != nil {
+					return err
+				}
+				_, err = opts.stdout.Write(out)
+				return err
 			}
 			if opts.Output == "json" {
 				return writeReport(opts.stdout, "inventory", "ok", struct {
@@ -153,6 +170,7 @@ Variables of an Ansible inventory that clusterctl does not use are listed at the
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&full, "full", false, "every field, each under its documentation, defaults marked, unset fields as comments")
 	return cmd
 }
 
