@@ -1,16 +1,20 @@
 package playbooks
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/csr"
+	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/render"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -145,3 +149,12 @@ type PlannedFile = apply.FileChange
 
 // ErrPreflight is returned when preflight found errors; the report is in the result.
 var ErrPreflight = errors.New("preflight found errors")
+
+// label sets a host's Node labels and taints (nodes.Label) and says what it changed.
+func (d *deployment) label(ctx context.Context, kube kubernetes.Interface, play string, h *inventory.Host) error {
+	changes, err := nodes.Label(ctx, kube, h, d.e.Inv.NodeSettings(h))
+	if len(changes) > 0 {
+		d.e.say(play, h.Name, "Node %s: %s", h.NodeName, strings.Join(changes, ", "))
+	}
+	return err
+}

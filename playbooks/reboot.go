@@ -2,7 +2,6 @@ package playbooks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/hooks"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/reboot"
-	"github.com/clusterctl/clusterctl/transport"
 )
 
 // Reboot reboots the run's hosts (all of the inventory's, or --limit's) so that the cluster serves
@@ -300,13 +298,8 @@ func (r *rebootRun) issue(ctx context.Context, h *inventory.Host) error {
 	if conn == nil {
 		return fmt.Errorf("%s: not connected", h.Name)
 	}
-	_, err := conn.Run(ctx, reboot.Command, nil)
-	var ce *transport.CommandError
-	if errors.As(err, &ce) && ce.ExitCode > 0 {
-		return fmt.Errorf("%s: %w", h.Name, err)
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if err := reboot.Reboot(ctx, conn); err != nil {
+		return err
 	}
 	r.e.say("reboot", h.Name, "rebooting")
 	r.forget(h.Name)

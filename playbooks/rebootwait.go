@@ -192,15 +192,7 @@ func (r *rebootRun) bootState(ctx context.Context, h *inventory.Host) (reboot.St
 	if conn == nil {
 		return reboot.State{}, fmt.Errorf("%s: not connected", h.Name)
 	}
-	res, err := conn.Run(ctx, reboot.StateCommand, nil)
-	if err != nil {
-		return reboot.State{}, fmt.Errorf("%s: %w", h.Name, err)
-	}
-	s, err := reboot.ParseState(string(res.Stdout))
-	if err != nil {
-		return reboot.State{}, fmt.Errorf("%s: %w", h.Name, err)
-	}
-	return s, nil
+	return reboot.ReadState(ctx, conn)
 }
 
 // api is a client of an API server that is not on the host being rebooted (avoid), when the cluster has

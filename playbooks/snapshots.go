@@ -42,10 +42,7 @@ func EtcdSnapshots(ctx context.Context, e *Env) (list []MemberSnapshots, err err
 	if len(hosts) == 0 {
 		return nil, errors.New("the inventory has no etcd host (no control-plane host, and none with the etcd role)")
 	}
-	script, err := snapshots.ListScript(snapshotDir(e.Inv))
-	if err != nil {
-		return nil, err
-	}
+	dir := snapshotDir(e.Inv)
 	hosts, pending := clusterHostsOf(ctx, e, hosts, "")
 	defer func() {
 		for _, h := range pending {
@@ -72,14 +69,14 @@ func EtcdSnapshots(ctx context.Context, e *Env) (list []MemberSnapshots, err err
 	}
 	var mu sync.Mutex
 	_, _ = e.play(ctx, Play{Name: "etcd-snapshots", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
-		res, err := e.Conn(name).Run(ctx, "sh -s", []byte(script))
+		st, err := snapshots.List(ctx, e.Conn(name), dir)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
 			out[index[name]].Error = err.Error()
 			return false, err
 		}
-		out[index[name]].State = snapshots.ParseList(string(res.Stdout))
+		out[index[name]].State = st
 		return false, nil
 	}})
 	if err := ctx.Err(); err != nil {
@@ -110,15 +107,10 @@ func FetchSnapshot(ctx context.Context, e *Env, host, name, dir string) (string,
 	if r, _ := Connect(ctx, e, []*inventory.Host{h}, 0); len(r) == 1 && r[0].Err != nil {
 		return "", r[0].Err
 	}
-	script, err := snapshots.ListScript(snapshotDir(e.Inv))
-	if err != nil {
-		return "", err
-	}
-	res, err := e.Conn(host).Run(ctx, "sh -s", []byte(script))
+	st, err := snapshots.List(ctx, e.Conn(host), snapshotDir(e.Inv))
 	if err != nil {
 		return "", fmt.Errorf("%s: listing its snapshots: %w", host, err)
 	}
-	st := snapshots.ParseList(string(res.Stdout))
 	var pick *snapshots.Snapshot
 	for i, s := range st.Snapshots {
 		if name == "latest" && i == 0 || s.Name == name {

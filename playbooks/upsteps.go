@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/addons"
@@ -101,15 +100,6 @@ func (u *upRun) bootstrap(ctx context.Context) error {
 		}
 	}
 	return wait.Retry(ctx, u.o.APITimeout, "the labels of "+u.cp1.NodeName, func() error { return u.label(ctx, admin.Kube, "bootstrap", u.cp1) })
-}
-
-// label sets a host's Node labels and taints (nodes.Label) and says what it changed.
-func (d *deployment) label(ctx context.Context, kube kubernetes.Interface, play string, h *inventory.Host) error {
-	changes, err := nodes.Label(ctx, kube, h, d.e.Inv.NodeSettings(h))
-	if len(changes) > 0 {
-		d.e.say(play, h.Name, "Node %s: %s", h.NodeName, strings.Join(changes, ", "))
-	}
-	return err
 }
 
 // bootstrapObjects are what bootstrap applies (addons.ClusterObjects).

@@ -4,9 +4,14 @@
 package reboot
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 // StateCommand prints the host's boot ID (a new one at every boot), then why it needs a reboot, or
@@ -77,4 +82,28 @@ func Batches[T any](hosts []T, n int) [][]T {
 		hosts = hosts[k:]
 	}
 	return out
+}
+
+// ReadState asks a host its boot ID and whether it asks for a reboot (StateCommand, ParseState).
+func ReadState(ctx context.Context, h tasks.Runner) (State, error) {
+	res, err := h.Run(ctx, StateCommand, nil)
+	if err != nil {
+		return State{}, fmt.Errorf("%s: %w", h.Name(), err)
+	}
+	s, err := ParseState(string(res.Stdout))
+	if err != nil {
+		return State{}, fmt.Errorf("%s: %w", h.Name(), err)
+	}
+	return s, nil
+}
+
+// Reboot asks a host's systemd to reboot it without waiting (Command). The session ending under it, as
+// sshd stops, is the reboot under way, not an error; the command refused is.
+func Reboot(ctx context.Context, h tasks.Runner) error {
+	_, err := h.Run(ctx, Command, nil)
+	var ce *transport.CommandError
+	if errors.As(err, &ce) && ce.ExitCode > 0 {
+		return fmt.Errorf("%s: %w", h.Name(), err)
+	}
+	return ctx.Err()
 }

@@ -4,6 +4,7 @@
 package snapshots
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"regexp"
@@ -125,4 +126,23 @@ func ParseList(out string) State {
 	}
 	sort.Slice(st.Snapshots, func(i, j int) bool { return st.Snapshots[i].Name > st.Snapshots[j].Name })
 	return st
+}
+
+// Runner runs a command on a host (transport.Conn; tasks.Runner, which this package cannot import: tasks
+// uses its scripts).
+type Runner interface {
+	Run(ctx context.Context, command string, stdin []byte) (transport.Result, error)
+}
+
+// List reads a member's snapshots in dir and its schedule's state (ListScript, ParseList).
+func List(ctx context.Context, h Runner, dir string) (State, error) {
+	script, err := ListScript(dir)
+	if err != nil {
+		return State{}, err
+	}
+	res, err := h.Run(ctx, "sh -s", []byte(script))
+	if err != nil {
+		return State{}, err
+	}
+	return ParseList(string(res.Stdout)), nil
 }

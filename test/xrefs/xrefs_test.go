@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"go/types"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,5 +52,36 @@ func TestPlaybookSteps(t *testing.T) {
 	}
 	if string(want) != got {
 		t.Errorf("the playbooks' steps or what they read differ from %s (-update rewrites it; review the diff):\n%s", file, got)
+	}
+}
+
+// Playbooks run no command on a host themselves: a command is a task's, a typed function in tasks/ that
+// builds it from fixed text and validates what the host answers (docs/architecture.md). This fails on a
+// call of Run (or Start) on a transport connection, or on the interfaces tasks take for one, in playbooks.
+func TestPlaybooksRunNoCommands(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go command")
+	}
+	p, err := load("../../playbooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const module = "github.com/clusterctl/clusterctl/"
+	for sel, s := range p.info.Selections {
+		if name := sel.Sel.Name; name != "Run" && name != "Start" {
+			continue
+		}
+		recv := s.Recv()
+		if ptr, ok := recv.(*types.Pointer); ok {
+			recv = ptr.Elem()
+		}
+		named, ok := recv.(*types.Named)
+		if !ok || named.Obj().Pkg() == nil {
+			continue
+		}
+		switch named.Obj().Pkg().Path() + "." + named.Obj().Name() {
+		case module + "transport.Conn", module + "tasks.Runner", module + "tasks/apply.Host", module + "tasks/snapshots.Runner":
+			t.Errorf("%s: a playbook runs a command on a connection (%s.%s): make it a task's function", p.fset.Position(sel.Pos()), named.Obj().Name(), sel.Sel.Name)
+		}
 	}
 }
