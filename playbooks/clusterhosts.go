@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -27,7 +28,11 @@ func clusterHostsOf(ctx context.Context, e *Env, hosts []*inventory.Host, play s
 	if err != nil {
 		return hosts, nil
 	}
-	list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	// bounded: etcd status and etcd snapshots list ask this when etcd may be what is down, and an API
+	// server without etcd answers a list only at its own timeout
+	lctx, cancel := context.WithTimeout(ctx, nodesListWait)
+	defer cancel()
+	list, err := admin.Kube.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
 	if err != nil {
 		return hosts, nil
 	}
@@ -46,6 +51,9 @@ func clusterHostsOf(ctx context.Context, e *Env, hosts []*inventory.Host, play s
 	}
 	return in, out
 }
+
+// nodesListWait bounds the Node list clusterHostsOf asks for.
+const nodesListWait = 5 * time.Second
 
 // notJoined is what a report says of a host of the inventory that add-node has not joined yet.
 func notJoined(e *Env, h *inventory.Host) string {
