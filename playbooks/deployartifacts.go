@@ -30,7 +30,7 @@ import (
 // and binaries are pushed, and it says which images the cluster runs.
 func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 	c := d.e.Inv.Cluster
-	a := artifactSet{images: images.For(c.ImageRepository, c.KubernetesVersion), kubeletPath: kubeadm.Binary("kubelet")}
+	a := artifactSet{images: images.For(c.ImageRepository, c.KubernetesVersion).With(d.net.Images()...), kubeletPath: kubeadm.Binary("kubelet")}
 	arches := d.arches()
 	if c.Artifacts != "" {
 		a.artDir = d.e.Inv.Resolve(c.Artifacts)
@@ -270,8 +270,8 @@ func (d *deployment) artifactNeeds() []artifactNeed {
 		for _, ref := range c.ExtraImages {
 			needs = append(needs, artifactNeed{artifacts.KindImage, pull.ExtraImageName(ref), true, node})
 		}
-		for _, n := range d.net.Images() {
-			needs = append(needs, artifactNeed{artifacts.KindImage, n, true, node})
+		for _, im := range d.net.Images() {
+			needs = append(needs, artifactNeed{artifacts.KindImage, im.Name, true, node})
 		}
 		for _, ref := range slices.Sorted(maps.Keys(d.addonImages)) {
 			if !slices.Contains(c.ExtraImages, ref) {

@@ -6,6 +6,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/bridge"
 	"github.com/clusterctl/clusterctl/tasks/flannel"
+	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/netpol"
 	"github.com/clusterctl/clusterctl/tasks/network"
 )
@@ -52,7 +53,7 @@ func networkOf(inv *inventory.Inventory) network.Plugin {
 }
 
 // NetworkImages are the images (artifacts manifest names) the inventory's pod network runs.
-func NetworkImages(inv *inventory.Inventory) []string { return networkOf(inv).Images() }
+func NetworkImages(inv *inventory.Inventory) []images.Image { return networkOf(inv).Images() }
 
 // networkLeftovers are what every pod network and the policy controller leave on a host: reset removes
 // them all, whatever the inventory says now.

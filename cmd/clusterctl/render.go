@@ -70,7 +70,7 @@ func runRender(g *globalOptions, o *renderOptions) error {
 	if err != nil {
 		return err
 	}
-	set := images.For(inv.Cluster.ImageRepository, inv.Cluster.KubernetesVersion)
+	set := images.For(inv.Cluster.ImageRepository, inv.Cluster.KubernetesVersion).With(playbooks.NetworkImages(inv)...)
 	res, err := render.Render(render.Options{Inv: inv, StateDir: state, Images: set, KubeletPath: kubeadm.Binary("kubelet"),
 		InstallRuntime: inv.Cluster.InstallsRuntime()})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/flannel"
 	"github.com/clusterctl/clusterctl/tasks/images"
 )
 
@@ -169,7 +170,7 @@ type versionJSON struct {
 }
 
 func versionInfo() (versionJSON, error) {
-	v := versionJSON{Version: version, Commit: commit, Flannel: images.FlannelVersion, HAProxy: images.TagOf(images.ProxyImage)}
+	v := versionJSON{Version: version, Commit: commit, Flannel: flannel.Version, HAProxy: images.TagOf(images.ProxyImage)}
 	oldest, newest := inventory.SupportedMinors()
 	v.Kubernetes.Oldest, v.Kubernetes.Newest, v.Kubernetes.Default = fmt.Sprintf("v1.%d", oldest), fmt.Sprintf("v1.%d", newest), inventory.DefaultKubernetesVersion
 	var err error

@@ -8,6 +8,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -31,9 +32,9 @@ func New(mtu int, ipv6 bool) Plugin { return Plugin{mtu: mtu, ipv6: ipv6} }
 
 var _ network.Early = Plugin{}
 
-func (Plugin) Images() []string   { return nil }
-func (Plugin) Binaries() []string { return Binaries }
-func (Plugin) Ready() bool        { return true }
+func (Plugin) Images() []images.Image { return nil }
+func (Plugin) Binaries() []string     { return Binaries }
+func (Plugin) Ready() bool            { return true }
 
 // NodeFiles are the routes unit and networkd's drop-in: the routes come once the node has its range.
 func (p Plugin) NodeFiles() []network.File { return UnitFiles(p.ipv6) }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/network"
 )
 
@@ -19,7 +20,7 @@ type ServicesOnly struct{ ipv6 bool }
 // NewServicesOnly is ServicesOnly for a cluster with an IPv6 range or not.
 func NewServicesOnly(ipv6 bool) ServicesOnly { return ServicesOnly{ipv6: ipv6} }
 
-func (ServicesOnly) Images() []string                     { return nil }
+func (ServicesOnly) Images() []images.Image               { return nil }
 func (ServicesOnly) Binaries() []string                   { return nil }
 func (ServicesOnly) Check([]network.Node) []tasks.Finding { return nil }
 func (ServicesOnly) Ready() bool                          { return true }

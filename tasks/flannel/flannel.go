@@ -30,10 +30,15 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/network"
 )
 
+// flanneld's image, at the release this package deploys: its name in an artifacts manifest, its version
+// and its upstream reference.
 const (
-	// ImageName is the image's name in an artifacts manifest (images.FlannelImage upstream, at the
-	// release clusterctl deploys: images.FlannelVersion).
-	ImageName = images.Flannel
+	ImageName = "flannel"
+	Version   = "v0.28.10"
+	Image     = "ghcr.io/flannel-io/flannel:" + Version
+)
+
+const (
 	// Namespace is where upstream's manifest runs flanneld.
 	Namespace = "kube-flannel"
 	name      = "kube-flannel"
@@ -65,9 +70,9 @@ type Plugin struct {
 // New is the plugin with the inventory's cni.mtu, for a cluster with an IPv6 range or not.
 func New(mtu int, ipv6 bool) Plugin { return Plugin{mtu: mtu, ipv6: ipv6} }
 
-func (Plugin) Images() []string   { return []string{ImageName} }
-func (Plugin) Binaries() []string { return bridge.Binaries }
-func (Plugin) Ready() bool        { return true }
+func (Plugin) Images() []images.Image { return []images.Image{{Name: ImageName, Ref: Image}} }
+func (Plugin) Binaries() []string     { return bridge.Binaries }
+func (Plugin) Ready() bool            { return true }
 
 // NodeFiles are the pod routes unit's: on flannel's nodes it holds only the Service rule (and the Service
 // route of a host without a default route); flanneld makes the routes between nodes.

@@ -5,6 +5,7 @@
 package images
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -31,27 +32,14 @@ const (
 // ProxyImage is the node-local API proxy's image.
 const ProxyImage = "docker.io/library/haproxy:3.2"
 
-// Flannel is flanneld's image (cni.plugin flannel), at the release tasks/flannel deploys.
-const (
-	Flannel        = "flannel"
-	FlannelVersion = "v0.28.10"
-	FlannelImage   = "ghcr.io/flannel-io/flannel:" + FlannelVersion
-)
-
-// NetworkPolicies is the NetworkPolicy controller's image (cni.networkPolicy): SIG Network's
-// kube-network-policies, at the release tasks/netpol deploys.
-const (
-	NetworkPolicies        = "kube-network-policies"
-	NetworkPoliciesVersion = "v0.8.0"
-	NetworkPoliciesImage   = "registry.k8s.io/networking/kube-network-policies:" + NetworkPoliciesVersion
-)
-
 // Names are every image a cluster runs.
 var Names = []string{APIServer, ControllerManager, Scheduler, Proxy, Etcd, CoreDNS, Pause, APIServerProxy}
 
-// Optional are the images only some clusters run (a pod network's): an artifacts directory holds them
-// when its inventory asks for them.
-var Optional = map[string]string{Flannel: FlannelImage, NetworkPolicies: NetworkPoliciesImage}
+// Image is an image only some clusters run, declared by what runs it (a pod network: network.Plugin's
+// Images; the NetworkPolicy controller): its name in an artifacts manifest and its upstream reference.
+type Image struct {
+	Name, Ref string
+}
 
 // Set is the images of one cluster.
 type Set struct {
@@ -63,6 +51,8 @@ type Set struct {
 	// exact references, by name, from an artifacts manifest; pinned: with their digests, where its archives
 	// name the images by them
 	exact, pinned map[string]string
+	// declared are the images of With: by name, their upstream references
+	declared map[string]string
 	// fromRegistry: hosts pull every image from Repository, the node-local proxy's too.
 	fromRegistry bool
 }
@@ -95,6 +85,19 @@ func For(repository, kubernetesVersion string) Set {
 	return s
 }
 
+// With is the set with images some clusters run (Image), declared by what runs them.
+func (s Set) With(imgs ...Image) Set {
+	d := maps.Clone(s.declared)
+	if d == nil {
+		d = map[string]string{}
+	}
+	for _, im := range imgs {
+		d[im.Name] = im.Ref
+	}
+	s.declared = d
+	return s
+}
+
 // WithManifest is the set an artifacts directory holds for an architecture: its versions, and the exact
 // references of its images (they are imported on the hosts, never pulled).
 func (s Set) WithManifest(m *artifacts.Manifest, arch string) Set {
@@ -106,7 +109,13 @@ func (s Set) WithManifest(m *artifacts.Manifest, arch string) Set {
 		s.CoreDNS = m.CoreDNSVersion
 	}
 	s.exact, s.pinned = map[string]string{}, map[string]string{}
-	for _, name := range append(slices.Clone(Names), slices.Sorted(maps.Keys(Optional))...) {
+	names := slices.Clone(Names)
+	for _, f := range m.Files {
+		if f.Kind == artifacts.KindImage && !slices.Contains(names, f.Name) {
+			names = append(names, f.Name) // a pod network's, an extra image: the manifest names them
+		}
+	}
+	for _, name := range names {
 		if f := m.Find(artifacts.KindImage, name, arch); f != nil {
 			s.exact[name] = f.Image
 			if f.Format == archive.Format && f.Digest != "" {
@@ -151,14 +160,17 @@ func (s Set) TagRef(name string) string {
 			return s.Repository + "/haproxy:" + ProxyImage[strings.LastIndexByte(ProxyImage, ':')+1:]
 		}
 		return ProxyImage
+	case APIServer, ControllerManager, Scheduler, Proxy:
+		return s.Repository + "/" + name + ":" + s.Kubernetes
 	}
-	if ref, ok := Optional[name]; ok {
+	if ref, ok := s.declared[name]; ok {
 		if s.fromRegistry { // <repository>/<last path element>:<tag>, as the proxy's
 			return s.Repository + ref[strings.LastIndexByte(ref, '/'):]
 		}
 		return ref
 	}
-	return s.Repository + "/" + name + ":" + s.Kubernetes
+	// never a guess: a name no one declared is a bug of clusterctl's (main reports it as one)
+	panic(fmt.Sprintf("images: %q is no image of the cluster's nor one declared with Set.With (a pod network declares its images in its Plugin's Images)", name))
 }
 
 // MinorOf is the minor release of a version (v1.37.2: 37; 0 when it is not one).
@@ -178,4 +190,18 @@ func TagOf(ref string) string {
 		return ref[i+1:]
 	}
 	return ""
+}
+
+// Declared are the images of an artifacts manifest that are not the cluster's own (Names): those some
+// clusters run (a pod network's), by the names and references the manifest gives them.
+func Declared(m *artifacts.Manifest) []Image {
+	var out []Image
+	seen := map[string]bool{}
+	for _, f := range m.Files {
+		if f.Kind == artifacts.KindImage && !slices.Contains(Names, f.Name) && !seen[f.Name] {
+			seen[f.Name] = true
+			out = append(out, Image{Name: f.Name, Ref: f.Image})
+		}
+	}
+	return out
 }

@@ -1,6 +1,8 @@
 package images
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
@@ -61,13 +63,13 @@ func TestPinned(t *testing.T) {
 		Files: []artifacts.File{
 			{Kind: artifacts.KindImage, Name: APIServer, Arch: "amd64", Image: "registry.k8s.io/kube-apiserver:v1.37.2", Digest: d, Format: archive.Format},
 			{Kind: artifacts.KindImage, Name: Pause, Arch: "amd64", Image: "registry.k8s.io/pause:3.10.2", Digest: d, Format: archive.Format},
-			{Kind: artifacts.KindImage, Name: Flannel, Arch: "amd64", Image: FlannelImage, Digest: d, Format: archive.Format},
+			{Kind: artifacts.KindImage, Name: "flannel", Arch: "amd64", Image: "ghcr.io/flannel-io/flannel:v0.28.10", Digest: d, Format: archive.Format},
 			{Kind: artifacts.KindImage, Name: Proxy, Arch: "amd64", Image: "registry.k8s.io/kube-proxy:v1.37.2", Digest: d}, // an earlier docker archive
 		}}
 	s := For("registry.k8s.io", "v1.37.2").WithManifest(m, "amd64")
 	for name, want := range map[string]string{
 		APIServer: "registry.k8s.io/kube-apiserver:v1.37.2@" + d,
-		Flannel:   FlannelImage + "@" + d,
+		"flannel": "ghcr.io/flannel-io/flannel:v0.28.10@" + d,
 		Proxy:     "registry.k8s.io/kube-proxy:v1.37.2",
 		Etcd:      "registry.k8s.io/etcd:3.7.0-0",
 	} {
@@ -93,4 +95,22 @@ func TestPinned(t *testing.T) {
 			t.Errorf("TagOf(%s) = %q, want %q", ref, got, want)
 		}
 	}
+}
+
+// An image is the cluster's, one declared by what runs it (With), or one an artifacts manifest names:
+// never a reference guessed from its name.
+func TestUnknownImage(t *testing.T) {
+	s := For("registry.k8s.io", "v1.37.2").With(Image{Name: "flannel", Ref: "ghcr.io/flannel-io/flannel:v0.28.10"})
+	if got := s.Ref("flannel"); got != "ghcr.io/flannel-io/flannel:v0.28.10" {
+		t.Errorf("a declared image: %s", got)
+	}
+	if got := s.FromRegistry().Ref("flannel"); got != "registry.k8s.io/flannel:v0.28.10" {
+		t.Errorf("a declared image from the registry: %s", got)
+	}
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), `"cilium" is no image of the cluster's`) {
+			t.Errorf("an unknown image: %v", p)
+		}
+	}()
+	t.Errorf("an unknown image resolved to %s", s.Ref("cilium"))
 }

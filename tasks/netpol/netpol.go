@@ -37,6 +37,14 @@ const (
 	CheckName = "NetworkPolicyKernel"
 )
 
+// The controller's image, at the release this package deploys: its name in an artifacts manifest, its
+// version and its upstream reference.
+const (
+	ImageName = "kube-network-policies"
+	Version   = "v0.8.0"
+	Image     = "registry.k8s.io/networking/kube-network-policies:" + Version
+)
+
 // With is the pod network p with the policy controller beside it.
 func With(p network.Plugin) network.Plugin {
 	if e, ok := p.(network.Early); ok {
@@ -56,7 +64,9 @@ func (w withEarly) ApplyEarly(ctx context.Context, env network.Env, c *network.C
 	return w.early.ApplyEarly(ctx, env, c)
 }
 
-func (w with) Images() []string { return append(w.Plugin.Images(), images.NetworkPolicies) }
+func (w with) Images() []images.Image {
+	return append(w.Plugin.Images(), images.Image{Name: ImageName, Ref: Image})
+}
 
 func (w with) Check(nodes []network.Node) []tasks.Finding {
 	return append(w.Plugin.Check(nodes), Check(nodes)...)
@@ -74,7 +84,7 @@ func (w with) Apply(ctx context.Context, env network.Env, c *network.Cluster) (n
 	if err != nil {
 		return out, err
 	}
-	objs, err := Objects(c.Images.Ref(images.NetworkPolicies), c.APIEndpoint)
+	objs, err := Objects(c.Images.Ref(ImageName), c.APIEndpoint)
 	if err != nil {
 		return out, err
 	}

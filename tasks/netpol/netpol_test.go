@@ -48,7 +48,7 @@ func TestWith(t *testing.T) {
 	if _, ok := p.(network.Early); !ok {
 		t.Error("the bridge's early network is lost with the policy controller")
 	}
-	if !slices.Contains(p.Images(), images.NetworkPolicies) {
+	if !slices.Contains(p.Images(), images.Image{Name: ImageName, Ref: Image}) {
 		t.Errorf("images %v lack the controller's", p.Images())
 	}
 	if l := p.Leftovers(); !slices.Contains(l.Graceful, Name) || !slices.Contains(l.Links, bridge.Bridge) {

@@ -30,8 +30,9 @@ import (
 
 // Plugin is one pod network.
 type Plugin interface {
-	// Images are the names, in an artifacts manifest, of the images its Pods run on every node.
-	Images() []string
+	// Images are the images its Pods run on every node: their names in an artifacts manifest and their
+	// upstream references (an artifacts pull fetches them; a run names them so).
+	Images() []images.Image
 	// Binaries are the CNI plugins every node needs in its CNI directory (bridge, host-local, ...).
 	Binaries() []string
 	// NodeFiles are the files every node gets with its own at the push (units that must be there at
@@ -134,7 +135,7 @@ type Outcome struct {
 // Manifests is cni.plugin manifests: the user's objects, applied as they are, in order.
 type Manifests struct{}
 
-func (Manifests) Images() []string             { return nil }
+func (Manifests) Images() []images.Image       { return nil }
 func (Manifests) Binaries() []string           { return nil }
 func (Manifests) NodeFiles() []File            { return nil }
 func (Manifests) Check([]Node) []tasks.Finding { return nil }
@@ -167,7 +168,7 @@ func (Manifests) Apply(ctx context.Context, env Env, c *Cluster) (Outcome, error
 // None is cni.plugin none: no pod network; nodes stay NotReady until the user installs one.
 type None struct{}
 
-func (None) Images() []string             { return nil }
+func (None) Images() []images.Image       { return nil }
 func (None) Binaries() []string           { return nil }
 func (None) NodeFiles() []File            { return nil }
 func (None) Check([]Node) []tasks.Finding { return nil }

@@ -16,7 +16,7 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
-	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/flannel"
 	"github.com/clusterctl/clusterctl/test/lab"
 	"github.com/clusterctl/clusterctl/test/lab/mirror"
 )
@@ -127,7 +127,7 @@ func TestAddons(t *testing.T) {
     - name: extras
       manifests: %s
       namespace: extras
-`, images.FlannelVersion, mir.ChartsOCI(), flRepo, flTag, cniRepo, cniTag,
+`, flannel.Version, mir.ChartsOCI(), flRepo, flTag, cniRepo, cniTag,
 		strings.TrimPrefix(lab.LocalPathVersion, "v"), mir.ChartsURL(), lab.MetricsServerChart, mir.ChartsOCI(), lab.MetricsServerVersion, extras)
 	c := newCluster(t, lab.Options{Hosts: 3, ControlPlanes: 1}, pulled, m.KubernetesVersion, settings)
 	c.Mirror = mir

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
-	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/flannel"
 )
 
 // The third-party add-ons build-addons.sh builds (their charts' versions are the modules').
@@ -22,7 +22,7 @@ const (
 	// FlannelImage and FlannelCNIPluginImage are the images flannel's chart runs, under the lab's names
 	// (a test sets them as the chart's values): flanneld with install-conf and iptables, and the CNI
 	// plugin beside busybox's cp.
-	FlannelImage          = "clusterctl.local/lab/flannel:" + images.FlannelVersion
+	FlannelImage          = "clusterctl.local/lab/flannel:" + flannel.Version
 	FlannelCNIPluginImage = "clusterctl.local/lab/flannel-cni-plugin:" + FlannelCNIPluginVersion
 )
 
@@ -31,7 +31,7 @@ const (
 func Addons(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(filepath.Dir(ArtifactsDir(KubernetesVersion)), "addons",
-		"lpp-"+LocalPathVersion+"_ms-"+MetricsServerVersion+"_flannel-"+images.FlannelVersion+"_cni-"+FlannelCNIPluginVersion)
+		"lpp-"+LocalPathVersion+"_ms-"+MetricsServerVersion+"_flannel-"+flannel.Version+"_cni-"+FlannelCNIPluginVersion)
 	m, err := artifacts.Load(dir)
 	if !fileExists(filepath.Join(dir, artifacts.ManifestFile)) {
 		t.Skipf("no add-ons in %s: test/lab/build-addons.sh builds them (~7 min once)", dir)

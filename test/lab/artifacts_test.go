@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
-	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/flannel"
 )
 
 // TestArtifactImagesRun imports every image of the artifacts directory into containerd on a lab host and runs
@@ -39,7 +39,7 @@ func TestArtifactImagesRun(t *testing.T) {
 		{"etcd", "etcd --version", "etcd Version: " + strings.TrimPrefix(m.EtcdVersion, "v")},
 		{"etcd", "etcdctl version", "etcdctl version: " + strings.TrimPrefix(m.EtcdVersion, "v")},
 		{"coredns", "/coredns -version", "CoreDNS-" + strings.TrimPrefix(m.CoreDNSVersion, "v")},
-		{"flannel", "/opt/bin/flanneld --version", images.FlannelVersion},
+		{"flannel", "/opt/bin/flanneld --version", flannel.Version},
 		{"flannel", "iptables --version", "iptables v1.8"},
 		{"kube-network-policies", "/bin/netpol --help", "nfqueue-id"},
 	} {

@@ -41,8 +41,9 @@ type Options struct {
 	ImageRepository string
 	// ExtraImages are full references pulled beside the cluster's (the user's CNI, ...).
 	ExtraImages []string
-	// Optional are images.Optional's names the cluster runs (its pod network's: flannel).
-	Optional []string
+	// Optional are the images only some clusters run that this one does (its pod network's: flannel),
+	// declared by what runs them.
+	Optional []images.Image
 	// Charts are the add-ons' charts (cluster.addons from a repository or a registry), pulled first;
 	// AddonImages then says which images the add-ons run (rendered with the inventory's values), pulled
 	// beside the others.
@@ -450,13 +451,13 @@ type image struct{ name, ref string }
 
 // images are the cluster's images, the node-local proxy's, the optional ones asked for, and the extra ones.
 func (p *puller) images() []image {
-	set := images.For(p.o.ImageRepository, p.v.Kubernetes)
+	set := images.For(p.o.ImageRepository, p.v.Kubernetes).With(p.o.Optional...)
 	var out []image
 	for _, n := range images.Names {
 		out = append(out, image{n, set.Ref(n)})
 	}
-	for _, n := range p.o.Optional {
-		out = append(out, image{n, set.Ref(n)})
+	for _, im := range p.o.Optional {
+		out = append(out, image{im.Name, set.Ref(im.Name)})
 	}
 	for _, ref := range p.o.ExtraImages {
 		out = append(out, image{ExtraImageName(ref), ref})

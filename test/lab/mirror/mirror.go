@@ -397,7 +397,7 @@ func StartRegistry(ctx context.Context, dir, host string, cert tls.Certificate, 
 		return nil, err
 	}
 	r.Repository = r.Addr + "/k8s"
-	set := images.For(r.Repository, man.KubernetesVersion).FromRegistry()
+	set := images.For(r.Repository, man.KubernetesVersion).With(images.Declared(man)...).FromRegistry()
 	for _, f := range man.Files {
 		if f.Kind != artifacts.KindImage {
 			continue

@@ -24,7 +24,9 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/archive"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/flannel"
 	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/netpol"
 	"github.com/clusterctl/clusterctl/test/lab/image"
 )
 
@@ -44,7 +46,7 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("CONTAINERD_VERSION=%s\nRUNC_VERSION=%s\nCNI_PLUGINS_VERSION=%s\nCRICTL_VERSION=%s\nFLANNEL_VERSION=%s\nNETPOL_VERSION=%s\n",
-			v.Containerd, v.Runc, v.CNIPlugins, v.Crictl, images.FlannelVersion, images.NetworkPoliciesVersion)
+			v.Containerd, v.Runc, v.CNIPlugins, v.Crictl, flannel.Version, netpol.Version)
 		return
 	}
 	if err := run(*dir, *pause, *rootfs, *runtimeDir, *networkDir, *verify); err != nil {
@@ -164,10 +166,10 @@ func writeImages(m *artifacts.Manifest, dir, arch, binDir, pause, rootfs, networ
 			image.Config{Entrypoint: []string{"/pause"}}},
 		{images.APIServerProxy, images.ProxyImage, haproxy, image.Config{Cmd: []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"}}},
 		// upstream's image has flanneld at /opt/bin, beside iptables (its masquerade and forward rules)
-		{images.Flannel, images.FlannelImage, append([]image.File{{Path: "/opt/bin/flanneld", Source: filepath.Join(networkDir, "flanneld")}}, iptables...),
+		{flannel.ImageName, flannel.Image, append([]image.File{{Path: "/opt/bin/flanneld", Source: filepath.Join(networkDir, "flanneld")}}, iptables...),
 			image.Config{Entrypoint: []string{"/opt/bin/flanneld"}}},
 		// upstream's image runs /bin/netpol; it talks netlink (nftables, nfqueue) and needs no other file
-		{images.NetworkPolicies, images.NetworkPoliciesImage, []image.File{{Path: "/bin/netpol", Source: filepath.Join(networkDir, "netpol")}},
+		{netpol.ImageName, netpol.Image, []image.File{{Path: "/bin/netpol", Source: filepath.Join(networkDir, "netpol")}},
 			image.Config{Entrypoint: []string{"/bin/netpol"}}},
 	}
 	for _, img := range images {
