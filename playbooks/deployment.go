@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterctl/clusterctl/inventory"
@@ -152,7 +153,12 @@ var ErrPreflight = errors.New("preflight found errors")
 
 // label sets a host's Node labels and taints (nodes.Label) and says what it changed.
 func (d *deployment) label(ctx context.Context, kube kubernetes.Interface, play string, h *inventory.Host) error {
-	changes, err := nodes.Label(ctx, kube, h, d.e.Inv.NodeSettings(h))
+	return d.labelNode(ctx, kube, play, nil, h)
+}
+
+// labelNode is label starting from the Node read (nil: it is read).
+func (d *deployment) labelNode(ctx context.Context, kube kubernetes.Interface, play string, read *corev1.Node, h *inventory.Host) error {
+	changes, err := nodes.LabelNode(ctx, kube, read, h, d.e.Inv.NodeSettings(h))
 	if len(changes) > 0 {
 		d.e.say(play, h.Name, "Node %s: %s", h.NodeName, strings.Join(changes, ", "))
 	}

@@ -173,7 +173,7 @@ func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string
 		}
 		for _, h := range u.nodes() {
 			if byName[h.NodeName] != nil && !labelled[h.Name] {
-				if err := u.label(ctx, admin.Kube, play, h); err != nil {
+				if err := u.labelNode(ctx, admin.Kube, play, byName[h.NodeName], h); err != nil {
 					return false, "", err
 				}
 				labelled[h.Name] = true

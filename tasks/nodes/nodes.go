@@ -36,20 +36,33 @@ const (
 // off those clusterctl set before that the inventory no longer gives. A Node not registered yet is left
 // for later. It returns what it changed, one entry each ("label k=v", "-taint k:NoSchedule").
 func Label(ctx context.Context, kube kubernetes.Interface, h *inventory.Host, s inventory.NodeSettings) ([]string, error) {
+	return LabelNode(ctx, kube, nil, h, s)
+}
+
+// LabelNode is Label starting from a Node already read (a list's; nil: it is read), read again only when
+// another writer changed it in between.
+func LabelNode(ctx context.Context, kube kubernetes.Interface, read *corev1.Node, h *inventory.Host, s inventory.NodeSettings) ([]string, error) {
 	var changes []string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil // not registered yet: labelled when it is
-		}
-		if err != nil {
-			return err
+		node := read
+		read = nil // a conflict reads it anew
+		if node == nil {
+			var err error
+			node, err = kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil // not registered yet: labelled when it is
+			}
+			if err != nil {
+				return err
+			}
+		} else {
+			node = node.DeepCopy()
 		}
 		var update bool
 		if changes, update = reconcileNode(node, h, s); !update {
 			return nil
 		}
-		_, err = kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: apiclient.FieldManager})
+		_, err := kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: apiclient.FieldManager})
 		return err
 	})
 	if err != nil {
