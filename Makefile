@@ -149,7 +149,7 @@ fmt: ## gofmt every Go file
 # CPU (the lab tests run beside it), and the target fails "context deadline exceeded" with no failing input
 # (go.dev/issue/75804, fixed in Go 1.27); a count has no deadline, starvation only makes it slower.
 FUZZ_TARGETS := ./inventory:FuzzParse:300000 ./transport:FuzzSSHConfig:40000 ./transport:FuzzKnownHosts:20000 \
-	./tasks:FuzzParseFacts:600000 ./tasks/artifacts:FuzzParse:300000 ./cmd/clusterctl:FuzzCommandLine:15000
+	./tasks/preflight:FuzzParseFacts:600000 ./tasks/artifacts:FuzzParse:300000 ./cmd/clusterctl:FuzzCommandLine:15000
 
 fuzz: ## fuzz every parser of outside input, each for $(FUZZTIME) (make test: FUZZTIME=runs, a fixed number of executions each, one worker): inventories (YAML, INI), ssh_config, known_hosts, host facts, the artifacts manifest, the command line
 	@set -e; for t in $(FUZZ_TARGETS); do \

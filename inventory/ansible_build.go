@@ -162,34 +162,9 @@ func (a *ansible) addHost(inv *Inventory, name string, cp, node, etcd bool, vars
 		h.Roles = append(h.Roles, RoleEtcd)
 	}
 	set := func(field string, names ...string) (string, bool) {
-		v, ok := a.str(vars, used, names...)
-		if ok {
-			inv.pos[k+"."+field] = a.posOf(vars, names...)
-		}
-		return v, ok
+		return a.strAt(inv, k+"."+field, vars, used, names...)
 	}
-	if v, ok := set("address", "ansible_host", "ansible_ssh_host"); ok {
-		h.Address = v
-	}
-	if v, ok := set("internalAddress", "ip"); ok {
-		h.InternalAddress = v
-		if acc, ok := a.str(vars, used, "access_ip"); ok && acc != v {
-			a.diags.add(Notice, vars["access_ip"].pos, "access_ip %s differs from ip %s: clusterctl uses ip as the node's address", acc, v)
-		}
-	} else if v, ok := set("internalAddress", "access_ip"); ok {
-		h.InternalAddress = v
-	}
-	// ip6: a dual-stack node's IPv6 address, beside ip (else beside ansible_host when that is an IPv4
-	// address, as kubespray falls back to it).
-	if v, ok := a.str(vars, used, "ip6"); ok {
-		if h.InternalAddress == "" {
-			if ip, err := netip.ParseAddr(h.Address); err == nil && ip.Is4() {
-				h.InternalAddress = h.Address
-			}
-			inv.pos[k+".internalAddress"] = a.posOf(vars, "ip6")
-		}
-		h.InternalAddress = strings.TrimPrefix(h.InternalAddress+","+v, ",")
-	}
+	a.hostAddresses(inv, k, &h, vars, used)
 	if v, ok := set("ssh.user", "ansible_user", "ansible_ssh_user"); ok {
 		h.SSH.User = v
 	}
@@ -224,6 +199,44 @@ func (a *ansible) addHost(inv *Inventory, name string, cp, node, etcd bool, vars
 		h.Kubelet = a.kubelet(vars, used, inv.pos, k+".kubelet", cp)
 	}
 	inv.Hosts = append(inv.Hosts, h)
+}
+
+// strAt is the first of the variables names that is set, its position recorded for the inventory's field at key.
+func (a *ansible) strAt(inv *Inventory, key string, vars map[string]avar, used map[string]bool, names ...string) (string, bool) {
+	v, ok := a.str(vars, used, names...)
+	if ok {
+		inv.pos[key] = a.posOf(vars, names...)
+	}
+	return v, ok
+}
+
+// hostAddresses sets the host's address (ansible_host) and internal addresses (ip or access_ip, and ip6).
+func (a *ansible) hostAddresses(inv *Inventory, k string, h *Host, vars map[string]avar, used map[string]bool) {
+	set := func(field string, names ...string) (string, bool) {
+		return a.strAt(inv, k+"."+field, vars, used, names...)
+	}
+	if v, ok := set("address", "ansible_host", "ansible_ssh_host"); ok {
+		h.Address = v
+	}
+	if v, ok := set("internalAddress", "ip"); ok {
+		h.InternalAddress = v
+		if acc, ok := a.str(vars, used, "access_ip"); ok && acc != v {
+			a.diags.add(Notice, vars["access_ip"].pos, "access_ip %s differs from ip %s: clusterctl uses ip as the node's address", acc, v)
+		}
+	} else if v, ok := set("internalAddress", "access_ip"); ok {
+		h.InternalAddress = v
+	}
+	// ip6: a dual-stack node's IPv6 address, beside ip (else beside ansible_host when that is an IPv4
+	// address, as kubespray falls back to it).
+	if v, ok := a.str(vars, used, "ip6"); ok {
+		if h.InternalAddress == "" {
+			if ip, err := netip.ParseAddr(h.Address); err == nil && ip.Is4() {
+				h.InternalAddress = h.Address
+			}
+			inv.pos[k+".internalAddress"] = a.posOf(vars, "ip6")
+		}
+		h.InternalAddress = strings.TrimPrefix(h.InternalAddress+","+v, ",")
+	}
 }
 
 // connectionWarnings says, once per place, what clusterctl does instead of Ansible connection settings it

@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/pull"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 )
 
@@ -85,8 +86,8 @@ func TestCommandsGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, h := range d.hosts {
-				d.facts[h.Name] = &tasks.Facts{Arch: "amd64", CNIBinDir: "/opt/cni/bin", Files: map[string]bool{}, DefaultIface: "eth0",
-					Commands: map[string]bool{"kubelet": true, "haproxy": true}, Addresses: []tasks.Address{{Iface: "eth0", CIDR: h.Address + "/64"}}}
+				d.facts[h.Name] = &facts.Facts{Arch: "amd64", CNIBinDir: "/opt/cni/bin", Files: map[string]bool{}, DefaultIface: "eth0",
+					Commands: map[string]bool{"kubelet": true, "haproxy": true}, Addresses: []facts.Address{{Iface: "eth0", CIDR: h.Address + "/64"}}}
 				d.nodeIPs[h.Name] = nodeIP(h, d.facts[h.Name])
 			}
 			if err := d.render(context.Background()); err != nil {
@@ -108,7 +109,7 @@ func TestCommandsGolden(t *testing.T) {
 				}
 				cp := h.Has(inventory.RoleControlPlane)
 				cmds := []struct{ what, cmd string }{
-					{"preflight: the API server's port, from this host", tasks.ProbeCommand(cp1IP, inv.Cluster.APIServer.BindPort)},
+					{"preflight: the API server's port, from this host", preflight.ProbeCommand(cp1IP, inv.Cluster.APIServer.BindPort)},
 					{"preflight: a listener on this host's etcd peer port", scripts.Listen(d.nodeIPs[h.Name], kubeadm.PortEtcdPeer)},
 					{"push: setup after the first push", apply.SetupScript(n, paths)},
 				}

@@ -13,12 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterctl/clusterctl/inventory"
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
 	"github.com/clusterctl/clusterctl/tasks/artifacts/archive"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/csr"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/render"
@@ -40,7 +40,7 @@ func newDeployment(e *Env, hosts []*inventory.Host, o deployOptions) (*deploymen
 	if !slices.Contains(hosts, cp1) {
 		hosts = append([]*inventory.Host{cp1}, hosts...)
 	}
-	return &deployment{e: e, o: o, plan: &plan{hosts: hosts, cp1: cp1, net: networkOf(e.Inv), facts: map[string]*tasks.Facts{}, nodeIPs: map[string]string{}},
+	return &deployment{e: e, o: o, plan: &plan{hosts: hosts, cp1: cp1, net: networkOf(e.Inv), facts: map[string]*facts.Facts{}, nodeIPs: map[string]string{}},
 		rec: &recorder{restartKubelet: map[string]bool{}, outcomes: map[string]*apply.Outcome{}}}, nil
 }
 
@@ -56,7 +56,7 @@ func (d *deployment) preflight(ctx context.Context, o PreflightOptions) (*Prefli
 	if report.Failed() {
 		return report, ErrPreflight
 	}
-	facts, ips := map[string]*tasks.Facts{}, map[string]string{}
+	facts, ips := map[string]*facts.Facts{}, map[string]string{}
 	for _, h := range report.Hosts {
 		facts[h.Name] = h.Facts
 		ips[h.Name] = nodeIPList(d.e.Inv.Host(h.Name), h.Facts)

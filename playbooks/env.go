@@ -33,9 +33,9 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/etcdmember"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/statedir"
@@ -63,7 +63,7 @@ type Env struct {
 
 	mu        sync.Mutex
 	conns     map[string]*transport.Conn
-	facts     map[string]*tasks.Facts
+	facts     map[string]*facts.Facts
 	admin     *apiclient.Client
 	adminConf []byte
 }
@@ -243,17 +243,17 @@ func (e *Env) pollEvery(ctx context.Context, play, host string, timeout, interva
 }
 
 // setFacts keeps a host's facts for the session (preflight gathers them for every host at once).
-func (e *Env) setFacts(name string, f *tasks.Facts) {
+func (e *Env) setFacts(name string, f *facts.Facts) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.facts == nil {
-		e.facts = map[string]*tasks.Facts{}
+		e.facts = map[string]*facts.Facts{}
 	}
 	e.facts[name] = f
 }
 
 // Facts are a host's facts, gathered on first use (connecting to it if need be).
-func (e *Env) Facts(ctx context.Context, h *inventory.Host) (*tasks.Facts, error) {
+func (e *Env) Facts(ctx context.Context, h *inventory.Host) (*facts.Facts, error) {
 	e.mu.Lock()
 	f := e.facts[h.Name]
 	e.mu.Unlock()
@@ -267,9 +267,9 @@ func (e *Env) Facts(ctx context.Context, h *inventory.Host) (*tasks.Facts, error
 }
 
 // gatherFacts asks a connected host its facts (one command) and keeps them in the session.
-func (e *Env) gatherFacts(ctx context.Context, name string) (*tasks.Facts, error) {
+func (e *Env) gatherFacts(ctx context.Context, name string) (*facts.Facts, error) {
 	c := &e.Inv.Cluster
-	f, err := tasks.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint, !c.InstallsRuntime())
+	f, err := facts.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint, !c.InstallsRuntime())
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +278,7 @@ func (e *Env) gatherFacts(ctx context.Context, name string) (*tasks.Facts, error
 }
 
 // NodeIP is a host's address in the cluster: the inventory's internal address, else the one its facts show
-// (see tasks.Facts.NodeIP), gathered on first use.
+// (see facts.Facts.NodeIP), gathered on first use.
 func (e *Env) NodeIP(ctx context.Context, h *inventory.Host) (string, error) {
 	if ip := h.NodeIP(""); ip != "" {
 		return ip, nil
@@ -494,10 +494,10 @@ func (e *Env) etcdOn(ctx context.Context, h *inventory.Host) (*etcdmember.Client
 }
 
 // nodeIP is a host's address in the cluster with its facts (inventory.Host.NodeIP).
-func nodeIP(h *inventory.Host, f *tasks.Facts) string { return h.NodeIP(f.NodeIPs()) }
+func nodeIP(h *inventory.Host, f *facts.Facts) string { return h.NodeIP(f.NodeIPs()) }
 
 // nodeIPList is a host's addresses in the cluster with its facts, one of each family the cluster has
 // (inventory.Host.NodeIPs), comma separated: what inventory.Host.NodeIP and NodeIPs take as learned.
-func nodeIPList(h *inventory.Host, f *tasks.Facts) string {
+func nodeIPList(h *inventory.Host, f *facts.Facts) string {
 	return strings.Join(h.NodeIPs(f.NodeIPs()), ",")
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -42,10 +42,10 @@ func TestHoldScheduler(t *testing.T) {
 			break
 		}
 	}
-	facts := func(apiServer bool) map[string]*tasks.Facts {
-		m := map[string]*tasks.Facts{}
+	facts := func(apiServer bool) map[string]*facts.Facts {
+		m := map[string]*facts.Facts{}
 		for _, h := range d.hosts {
-			m[h.Name] = &tasks.Facts{Files: map[string]bool{kubeadm.Manifest(kubeadm.APIServer): apiServer}}
+			m[h.Name] = &facts.Facts{Files: map[string]bool{kubeadm.Manifest(kubeadm.APIServer): apiServer}}
 		}
 		return m
 	}

@@ -4,8 +4,8 @@ import (
 	"maps"
 
 	"github.com/clusterctl/clusterctl/inventory"
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/manifests"
@@ -26,7 +26,7 @@ type plan struct {
 	// net is the pod network (cni.plugin), chosen once.
 	net network.Plugin
 
-	facts   map[string]*tasks.Facts
+	facts   map[string]*facts.Facts
 	nodeIPs map[string]string // each host's addresses in the cluster with its facts (nodeIPList)
 
 	cps []string // the cluster's control-plane hosts (nil: the inventory's)

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
-	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -40,10 +41,10 @@ type PreflightReport struct {
 
 // PreflightHost is one host's part of the report.
 type PreflightHost struct {
-	Name     string          `json:"name"`
-	Set      tasks.CheckSet  `json:"set"`
-	Facts    *tasks.Facts    `json:"-"`
-	Findings []tasks.Finding `json:"findings"`
+	Name     string              `json:"name"`
+	Set      preflight.CheckSet  `json:"set"`
+	Facts    *facts.Facts        `json:"-"`
+	Findings []preflight.Finding `json:"findings"`
 }
 
 // Failed reports whether an error is left that was not ignored.
@@ -97,14 +98,14 @@ func newPreflightRun(e *Env, opts PreflightOptions) *preflightRun {
 	p := &preflightRun{e: e, opts: opts, report: &PreflightReport{}, byHost: map[string]*PreflightHost{}}
 	cp := e.Inv.ControlPlanes()
 	for _, h := range opts.Hosts {
-		set := tasks.SetJoin
+		set := preflight.SetJoin
 		if !h.IsNode() {
-			set = tasks.SetEtcd
+			set = preflight.SetEtcd
 		}
 		if h.Has(inventory.RoleControlPlane) {
-			set = tasks.SetControlPlaneJoin
+			set = preflight.SetControlPlaneJoin
 			if len(cp) > 0 && cp[0].Name == h.Name {
-				set = tasks.SetInit
+				set = preflight.SetInit
 			}
 		}
 		p.report.Hosts = append(p.report.Hosts, PreflightHost{Name: h.Name, Set: set})
@@ -115,7 +116,7 @@ func newPreflightRun(e *Env, opts PreflightOptions) *preflightRun {
 	return p
 }
 
-func (p *preflightRun) add(fs ...tasks.Finding) {
+func (p *preflightRun) add(fs ...preflight.Finding) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range fs {
@@ -135,7 +136,7 @@ func (p *preflightRun) connect(ctx context.Context) ([]string, error) {
 	for _, r := range results {
 		if r.Err != nil {
 			// the report names the host above its findings: the error without it
-			p.add(tasks.Finding{Host: r.Host, Check: "SSH", Severity: tasks.SevError, Message: strings.TrimPrefix(r.Err.Error(), r.Host+": ")})
+			p.add(preflight.Finding{Host: r.Host, Check: "SSH", Severity: preflight.SevError, Message: strings.TrimPrefix(r.Err.Error(), r.Host+": ")})
 			continue
 		}
 		reachable = append(reachable, r.Host)
@@ -148,7 +149,7 @@ func (p *preflightRun) gather(ctx context.Context, reachable []string) error {
 	_, err := p.e.play(ctx, Play{Name: "facts", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
 		f, err := p.e.gatherFacts(ctx, name)
 		if err != nil {
-			p.add(tasks.Finding{Host: name, Check: "Facts", Severity: tasks.SevError, Message: err.Error()})
+			p.add(preflight.Finding{Host: name, Check: "Facts", Severity: preflight.SevError, Message: err.Error()})
 			return false, err
 		}
 		p.mu.Lock()
@@ -168,21 +169,21 @@ func (p *preflightRun) check() {
 	} else if cp := p.e.Inv.ControlPlanes(); len(cp) > 0 {
 		apiHost = cp[0].Address
 	}
-	var all []*tasks.Facts
+	var all []*facts.Facts
 	for _, h := range p.opts.Hosts {
 		ph := p.byHost[h.Name]
 		if ph.Facts == nil {
 			continue
 		}
 		all = append(all, ph.Facts)
-		p.add(tasks.Run(ph.Facts, &tasks.Node{Set: ph.Set, NodeName: h.NodeName, KubernetesVersion: c.KubernetesVersion,
+		p.add(preflight.Run(ph.Facts, &preflight.Node{Set: ph.Set, NodeName: h.NodeName, KubernetesVersion: c.KubernetesVersion,
 			APIServerPort: c.APIServer.BindPort, CRISocket: c.ContainerRuntimeEndpoint,
 			ServiceSubnet: c.Networking.ServiceSubnet, PodSubnet: c.Networking.PodSubnet, APIHost: apiHost,
 			InstallsRuntime: c.InstallsRuntime(), AllowCgroupV1: c.Kubelet.AllowsCgroupV1(),
 			NFTablesProxy: c.KubeProxy.Mode == inventory.ProxyNFTables,
 			ExternalEtcd:  p.e.Inv.ExternalEtcd(), EtcdMember: h.Has(inventory.RoleEtcd), CIS: c.Security.CIS()})...)
 	}
-	p.add(tasks.CrossHostChecks(all, p.opts.MaxClockSkew)...)
+	p.add(preflight.CrossHostChecks(all, p.opts.MaxClockSkew)...)
 	// Node addresses: the run's hosts' (learned when the inventory gives none), the others' from the
 	// inventory.
 	addrs := map[string]string{}
@@ -197,13 +198,13 @@ func (p *preflightRun) check() {
 		}
 		if ph := p.byHost[h.Name]; ph != nil && ph.Facts != nil {
 			for _, f := range h.MissingFamilies(learned) {
-				p.add(tasks.Finding{Host: h.Name, Check: "NodeAddress", Severity: tasks.SevError,
+				p.add(preflight.Finding{Host: h.Name, Check: "NodeAddress", Severity: preflight.SevError,
 					Message: fmt.Sprintf("the cluster has %s Pods and Services (networking.podSubnet %s) but the host has no %s address: neither its internalAddress nor its interfaces give one; give the host one, or set internalAddress",
 						f, p.e.Inv.Cluster.Networking.PodSubnet, f)})
 			}
 		}
 	}
-	p.add(tasks.DuplicateNodeAddresses(addrs)...)
+	p.add(preflight.DuplicateNodeAddresses(addrs)...)
 	p.add(networkOf(p.e.Inv).Check(p.networkNodes(addrs))...)
 }
 
@@ -232,30 +233,30 @@ func (p *preflightRun) tally() {
 		if mark, joined := markOf(p.e.Inv.Cluster.Name, h.Facts); mark != "" && slices.Contains(p.opts.Members, mark) {
 			h.Findings = slices.DeleteFunc(h.Findings, ours)
 			if joined {
-				h.Findings = append(h.Findings, tasks.Finding{Host: h.Name, Check: "Membership", Severity: tasks.SevWarning,
+				h.Findings = append(h.Findings, preflight.Finding{Host: h.Name, Check: "Membership", Severity: preflight.SevWarning,
 					Message: "joined this cluster without clusterctl (kubeadm join: the cluster's CA, no clusterctl mark): taken over as a node of the cluster; up writes its configuration and marks it, its kubelet keeps its credentials"})
 			}
 		}
-		tasks.Ignore(h.Findings, p.opts.Ignore)
+		preflight.Ignore(h.Findings, p.opts.Ignore)
 		for _, f := range h.Findings {
 			switch {
 			case f.Ignored:
 				r.Ignored++
-			case f.Severity == tasks.SevError:
+			case f.Severity == preflight.SevError:
 				r.Errors++
 			default:
 				r.Warnings++
 			}
 		}
 		if h.Findings == nil {
-			h.Findings = []tasks.Finding{}
+			h.Findings = []preflight.Finding{}
 		}
 	}
 }
 
 // markOf is a host's membership mark: the one clusterctl wrote there, or for a node that joined without
 // clusterctl (joined: kubeadm join; no mark, a kubelet kubeconfig), the mark of the CA certificate it trusts.
-func markOf(cluster string, f *tasks.Facts) (mark string, joined bool) {
+func markOf(cluster string, f *facts.Facts) (mark string, joined bool) {
 	switch {
 	case f == nil:
 		return "", false
@@ -277,8 +278,8 @@ func MemberMark(name, caHash string) string { return "cluster=" + name + " ca=" 
 // ours reports whether a finding is about what clusterctl puts on a member host: its files, directories, the
 // ports of the components it runs, and a runtime it may be restarting (an interrupted run restarts
 // containerd; the push waits for it).
-func ours(f tasks.Finding) bool {
-	return f.Severity == tasks.SevError && (strings.HasPrefix(f.Check, "Port-") || strings.HasPrefix(f.Check, "FileAvailable--") ||
+func ours(f preflight.Finding) bool {
+	return f.Severity == preflight.SevError && (strings.HasPrefix(f.Check, "Port-") || strings.HasPrefix(f.Check, "FileAvailable--") ||
 		strings.HasPrefix(f.Check, "DirAvailable--") || f.Check == "CRI")
 }
 
@@ -286,13 +287,13 @@ func ours(f tasks.Finding) bool {
 // members reach each other's peer port and members and API servers their client port (the etcd hosts, or
 // the control-plane hosts when etcd is stacked). Where nothing listens yet, a short-lived listener is
 // started on the target for the probes and stopped afterwards.
-func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost map[string]*PreflightHost, add func(...tasks.Finding)) error {
+func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost map[string]*PreflightHost, add func(...preflight.Finding)) error {
 	ready := func(name string) bool { h, ok := byHost[name]; return ok && h.Facts != nil }
 	for _, p := range reachProbes(e.Inv, hosts, ready) {
 		target := byHost[p.target]
 		ip := nodeIP(e.Inv.Host(p.target), target.Facts)
 		if ip == "" {
-			add(tasks.Finding{Host: p.target, Check: p.check, Severity: tasks.SevError, Message: "cannot tell the host's node address: set internalAddress in the inventory"})
+			add(preflight.Finding{Host: p.target, Check: p.check, Severity: preflight.SevError, Message: "cannot tell the host's node address: set internalAddress in the inventory"})
 			continue
 		}
 		if err := p.run(ctx, e, ip, target.Facts.ListensOn(p.port), add); err != nil {
@@ -353,11 +354,11 @@ func reachProbes(inv *inventory.Inventory, hosts []*inventory.Host, ready func(s
 
 // run probes the target's port at ip from each host, with a listener of ours on it when nothing listens
 // there (listening: the facts say something does).
-func (p reachProbe) run(ctx context.Context, e *Env, ip string, listening bool, add func(...tasks.Finding)) error {
+func (p reachProbe) run(ctx context.Context, e *Env, ip string, listening bool, add func(...preflight.Finding)) error {
 	if !listening {
-		stop, err := tasks.Listen(ctx, e.Conn(p.target), ip, p.port)
+		stop, err := preflight.Listen(ctx, e.Conn(p.target), ip, p.port)
 		if err != nil {
-			add(tasks.Finding{Host: p.target, Check: p.check, Severity: tasks.SevWarning,
+			add(preflight.Finding{Host: p.target, Check: p.check, Severity: preflight.SevWarning,
 				Message: fmt.Sprintf("could not test reachability of port %d: %v", p.port, err)})
 			return nil
 		}
@@ -368,13 +369,13 @@ func (p reachProbe) run(ctx context.Context, e *Env, ip string, listening bool, 
 		var mu sync.Mutex
 		var failed []string
 		_, err := e.play(ctx, Play{Name: play, Hosts: hosts, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
-			err := tasks.Probe(ctx, e.Conn(name), ip, p.port)
+			err := preflight.Probe(ctx, e.Conn(name), ip, p.port)
 			if err != nil {
 				mu.Lock()
 				failed = append(failed, name)
 				mu.Unlock()
 				if final {
-					add(tasks.Finding{Host: name, Check: p.check, Severity: tasks.SevError,
+					add(preflight.Finding{Host: name, Check: p.check, Severity: preflight.SevError,
 						Message: fmt.Sprintf("cannot reach %s at %s:%d: check firewalls and routes between the hosts", p.target, ip, p.port)})
 					return false, err
 				}
@@ -390,7 +391,7 @@ func (p reachProbe) run(ctx context.Context, e *Env, ip string, listening bool, 
 	// What listened when the facts were read may have stopped since (an API server the kubelet is
 	// restarting, as when an interrupted rotation is resumed): listen there now if the port is free, and
 	// probe once more. The check is about the network between the hosts, not the service.
-	if stop, err := tasks.Listen(ctx, e.Conn(p.target), ip, p.port); err == nil {
+	if stop, err := preflight.Listen(ctx, e.Conn(p.target), ip, p.port); err == nil {
 		defer stop()
 	}
 	_, err = probeFrom(failed, true)

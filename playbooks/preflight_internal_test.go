@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 )
@@ -25,16 +25,16 @@ func TestMarkOf(t *testing.T) {
 	want := MemberMark("lab", pki.CAHash(ca.Cert))
 	for _, c := range []struct {
 		name   string
-		facts  *tasks.Facts
+		facts  *facts.Facts
 		mark   string
 		joined bool
 	}{
 		{"no facts", nil, "", false},
-		{"clusterctl's mark", &tasks.Facts{Member: "cluster=lab ca=sha256:1", CACert: string(pki.EncodeCert(ca.Cert)), Files: joined}, "cluster=lab ca=sha256:1", false},
-		{"kubeadm join", &tasks.Facts{CACert: string(pki.EncodeCert(ca.Cert)), Files: joined}, want, true},
-		{"a CA but no kubelet kubeconfig", &tasks.Facts{CACert: string(pki.EncodeCert(ca.Cert)), Files: map[string]bool{}}, "", false},
-		{"not a CA", &tasks.Facts{CACert: string(pki.EncodeCert(leaf.Cert)), Files: joined}, "", false},
-		{"not a certificate", &tasks.Facts{CACert: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", Files: joined}, "", false},
+		{"clusterctl's mark", &facts.Facts{Member: "cluster=lab ca=sha256:1", CACert: string(pki.EncodeCert(ca.Cert)), Files: joined}, "cluster=lab ca=sha256:1", false},
+		{"kubeadm join", &facts.Facts{CACert: string(pki.EncodeCert(ca.Cert)), Files: joined}, want, true},
+		{"a CA but no kubelet kubeconfig", &facts.Facts{CACert: string(pki.EncodeCert(ca.Cert)), Files: map[string]bool{}}, "", false},
+		{"not a CA", &facts.Facts{CACert: string(pki.EncodeCert(leaf.Cert)), Files: joined}, "", false},
+		{"not a certificate", &facts.Facts{CACert: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", Files: joined}, "", false},
 	} {
 		mark, j := markOf("lab", c.facts)
 		if mark != c.mark || j != c.joined {

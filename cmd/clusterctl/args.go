@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 )
 
 // guardGroups makes every command that only groups others (clusterctl itself, etcd, certs, inventory,
@@ -107,7 +107,7 @@ func checkValues(cmd *cobra.Command) error {
 		}
 		if f.Name == "ignore-preflight-errors" {
 			if names, ok := f.Value.(pflag.SliceValue); ok {
-				if cerr := tasks.CheckIgnored(names.GetSlice()); cerr != nil {
+				if cerr := preflight.CheckIgnored(names.GetSlice()); cerr != nil {
 					err = &exitError{code: exitUsage, err: cerr}
 				}
 			}

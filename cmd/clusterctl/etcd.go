@@ -315,26 +315,9 @@ of 2) and prints the plan; nothing is stopped or written.`,
   clusterctl etcd restore -i hosts.yaml --from cp1:latest`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if from == "" {
-				return usageError("--from FILE or HOST:latest is required: the snapshot to restore (clusterctl etcd snapshot makes one; clusterctl etcd snapshots list shows the scheduled ones)")
-			}
-			host, name, scheduled := scheduledSnapshot(from)
-			if scheduled {
-				inv, _, err := g.loadInventory()
-				if err != nil {
-					return err
-				}
-				if h := inv.Host(host); h == nil || !slices.Contains(inv.EtcdHosts(), h) {
-					return usageError("--from %s: %s is not an etcd host of the inventory (nor is %s a file)", from, host, from)
-				}
-			} else {
-				if st, err := os.Stat(from); errors.Is(err, fs.ErrNotExist) {
-					return usageError("--from %s: no such file: give a snapshot file (clusterctl etcd snapshot -i FILE makes one), or HOST:latest for a scheduled one", from)
-				} else if err != nil {
-					return usageError("--from %s: %v", from, errors.Unwrap(err))
-				} else if !st.Mode().IsRegular() {
-					return usageError("--from %s: not a regular file", from)
-				}
+			host, name, scheduled, err := checkRestoreFrom(g, from)
+			if err != nil {
+				return err
 			}
 			view := g.progressView()
 			env, err := openCluster(g, &ssh, view)
@@ -377,6 +360,33 @@ of 2) and prints the plan; nothing is stopped or written.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "")
 	_ = cmd.Flags().MarkDeprecated("timeout", "use --node-timeout, as every command does")
 	return cmd
+}
+
+// checkRestoreFrom reads restore's --from: a scheduled snapshot of an etcd host of the inventory, or a
+// snapshot file that exists.
+func checkRestoreFrom(g *globalOptions, from string) (host, name string, scheduled bool, err error) {
+	if from == "" {
+		return "", "", false, usageError("--from FILE or HOST:latest is required: the snapshot to restore (clusterctl etcd snapshot makes one; clusterctl etcd snapshots list shows the scheduled ones)")
+	}
+	host, name, scheduled = scheduledSnapshot(from)
+	if scheduled {
+		inv, _, err := g.loadInventory()
+		if err != nil {
+			return "", "", false, err
+		}
+		if h := inv.Host(host); h == nil || !slices.Contains(inv.EtcdHosts(), h) {
+			return "", "", false, usageError("--from %s: %s is not an etcd host of the inventory (nor is %s a file)", from, host, from)
+		}
+	} else {
+		if st, err := os.Stat(from); errors.Is(err, fs.ErrNotExist) {
+			return "", "", false, usageError("--from %s: no such file: give a snapshot file (clusterctl etcd snapshot -i FILE makes one), or HOST:latest for a scheduled one", from)
+		} else if err != nil {
+			return "", "", false, usageError("--from %s: %v", from, errors.Unwrap(err))
+		} else if !st.Mode().IsRegular() {
+			return "", "", false, usageError("--from %s: not a regular file", from)
+		}
+	}
+	return host, name, scheduled, nil
 }
 
 // scheduledSnapshot reads --from as HOST:latest or HOST:NAME (a scheduled snapshot's name); a path that

@@ -21,11 +21,16 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/pki"
 )
 
+// userOptions are kubeconfig user's flags.
+type userOptions struct {
+	groups []string
+	ttl    time.Duration
+	out    string
+	force  bool
+}
+
 func newKubeconfigUserCmd(g *globalOptions) *cobra.Command {
-	var groups []string
-	var ttl time.Duration
-	var out string
-	var force bool
+	var o userOptions
 	cmd := &cobra.Command{
 		Use:   "user NAME",
 		Short: "Issue a kubeconfig for a user: a client certificate signed by the cluster CA, as kubeadm kubeconfig user does",
@@ -58,68 +63,79 @@ to stdout, or to --out FILE, written 0600 and never over an existing file.`,
 			}
 			return nil
 		},
-		RunE: func(_ *cobra.Command, args []string) error {
-			name := args[0]
-			if strings.TrimSpace(name) == "" || strings.ContainsFunc(name, isControl) {
-				return usageError("user NAME %q: give a user name (no control characters)", name)
-			}
-			for _, gr := range groups {
-				if strings.TrimSpace(gr) == "" || strings.ContainsFunc(gr, isControl) {
-					return usageError("--group %q: give a group name (no control characters)", gr)
-				}
-			}
-			if slices.Contains(groups, pki.SystemMasters) {
-				return usageError("--group %s is refused: a certificate of it cannot be limited or revoked (super-admin.conf in the state directory is the break-glass access)", pki.SystemMasters)
-			}
-			grants := reservedGrants(name, groups)
-			if len(grants) > 0 && !force {
-				return usageError("refused: %s; give --force to issue it anyway", strings.Join(grants, "; "))
-			}
-			if ttl <= 0 || ttl > kubeconfig.MaxUserTTL {
-				return usageError("--ttl %s: give a duration above 0 and at most %s (the certificate cannot be revoked before it expires)", ttl, kubeconfig.MaxUserTTL)
-			}
-			if out != "" {
-				if _, err := os.Lstat(out); err == nil {
-					return usageError("%s exists: a user's kubeconfig is never written over a file", out)
-				}
-			}
-			inv, state, _, err := loadWithState(g, stateCluster)
-			if err != nil {
-				return err
-			}
-			for _, gr := range grants {
-				fmt.Fprintf(g.stderr, "warning: --force: %s\n", gr)
-			}
-			data, cert, ca, err := userKubeconfig(inv, state, name, groups, ttl)
-			if err != nil {
-				return err
-			}
-			// Recorded before it leaves: no certificate is out that the record lacks.
-			if err := kubeconfig.RecordIssued(state, kubeconfig.Issued{Serial: cert.SerialNumber.Text(16), User: name, Groups: groups,
-				NotAfter: cert.NotAfter.UTC(), IssuedAt: time.Now().UTC().Truncate(time.Second), IssuedBy: whoAmI(), Forced: len(grants) > 0}); err != nil {
-				return err
-			}
-			if _, err := writeOut(g, out, data, 0o600, "a user's kubeconfig is never written over a file"); err != nil {
-				return err
-			}
-			until := cert.NotAfter.UTC().Format(time.RFC3339)
-			if cert.NotAfter.Equal(ca.NotAfter) {
-				until += fmt.Sprintf(" (cut to the cluster CA's expiry: %s from now, not the %s asked for)", time.Until(cert.NotAfter).Round(time.Hour), ttl)
-			}
-			where := out
-			if where == "" {
-				where = "the kubeconfig"
-			}
-			fmt.Fprintf(g.stderr, "wrote %s: user %q, groups [%s], serial %s, valid until %s\n", where, name, strings.Join(groups, ", "), cert.SerialNumber.Text(16), until)
-			return nil
-		},
+		RunE: func(_ *cobra.Command, args []string) error { return o.run(g, args[0]) },
 	}
-	cmd.Flags().StringSliceVar(&groups, "group", nil, "a group the user is in (repeatable, or comma-separated)")
-	cmd.Flags().DurationVar(&ttl, "ttl", 24*time.Hour, "how long the certificate is valid, at most 8760h (cut to the CA's own expiry)")
-	cmd.Flags().StringVar(&out, "out", "", "the file to write, 0600 (default: stdout)")
-	cmd.Flags().BoolVar(&force, "force", false, "issue a name or group Kubernetes keeps for its own identities (system:..., kube-apiserver-kubelet-client, kubeadm:cluster-admins), saying what it grants")
+	cmd.Flags().StringSliceVar(&o.groups, "group", nil, "a group the user is in (repeatable, or comma-separated)")
+	cmd.Flags().DurationVar(&o.ttl, "ttl", 24*time.Hour, "how long the certificate is valid, at most 8760h (cut to the CA's own expiry)")
+	cmd.Flags().StringVar(&o.out, "out", "", "the file to write, 0600 (default: stdout)")
+	cmd.Flags().BoolVar(&o.force, "force", false, "issue a name or group Kubernetes keeps for its own identities (system:..., kube-apiserver-kubelet-client, kubeadm:cluster-admins), saying what it grants")
 	cmd.AddCommand(newKubeconfigUserListCmd(g))
 	return cmd
+}
+
+// validate checks the user name and the flags, and returns what a reserved name or group would grant.
+func (o *userOptions) validate(name string) ([]string, error) {
+	if strings.TrimSpace(name) == "" || strings.ContainsFunc(name, isControl) {
+		return nil, usageError("user NAME %q: give a user name (no control characters)", name)
+	}
+	for _, gr := range o.groups {
+		if strings.TrimSpace(gr) == "" || strings.ContainsFunc(gr, isControl) {
+			return nil, usageError("--group %q: give a group name (no control characters)", gr)
+		}
+	}
+	if slices.Contains(o.groups, pki.SystemMasters) {
+		return nil, usageError("--group %s is refused: a certificate of it cannot be limited or revoked (super-admin.conf in the state directory is the break-glass access)", pki.SystemMasters)
+	}
+	grants := reservedGrants(name, o.groups)
+	if len(grants) > 0 && !o.force {
+		return nil, usageError("refused: %s; give --force to issue it anyway", strings.Join(grants, "; "))
+	}
+	if o.ttl <= 0 || o.ttl > kubeconfig.MaxUserTTL {
+		return nil, usageError("--ttl %s: give a duration above 0 and at most %s (the certificate cannot be revoked before it expires)", o.ttl, kubeconfig.MaxUserTTL)
+	}
+	if o.out != "" {
+		if _, err := os.Lstat(o.out); err == nil {
+			return nil, usageError("%s exists: a user's kubeconfig is never written over a file", o.out)
+		}
+	}
+	return grants, nil
+}
+
+// run issues the user's certificate, records it, and writes the kubeconfig.
+func (o *userOptions) run(g *globalOptions, name string) error {
+	grants, err := o.validate(name)
+	if err != nil {
+		return err
+	}
+	inv, state, _, err := loadWithState(g, stateCluster)
+	if err != nil {
+		return err
+	}
+	for _, gr := range grants {
+		fmt.Fprintf(g.stderr, "warning: --force: %s\n", gr)
+	}
+	data, cert, ca, err := userKubeconfig(inv, state, name, o.groups, o.ttl)
+	if err != nil {
+		return err
+	}
+	// Recorded before it leaves: no certificate is out that the record lacks.
+	if err := kubeconfig.RecordIssued(state, kubeconfig.Issued{Serial: cert.SerialNumber.Text(16), User: name, Groups: o.groups,
+		NotAfter: cert.NotAfter.UTC(), IssuedAt: time.Now().UTC().Truncate(time.Second), IssuedBy: whoAmI(), Forced: len(grants) > 0}); err != nil {
+		return err
+	}
+	if _, err := writeOut(g, o.out, data, 0o600, "a user's kubeconfig is never written over a file"); err != nil {
+		return err
+	}
+	until := cert.NotAfter.UTC().Format(time.RFC3339)
+	if cert.NotAfter.Equal(ca.NotAfter) {
+		until += fmt.Sprintf(" (cut to the cluster CA's expiry: %s from now, not the %s asked for)", time.Until(cert.NotAfter).Round(time.Hour), o.ttl)
+	}
+	where := o.out
+	if where == "" {
+		where = "the kubeconfig"
+	}
+	fmt.Fprintf(g.stderr, "wrote %s: user %q, groups [%s], serial %s, valid until %s\n", where, name, strings.Join(o.groups, ", "), cert.SerialNumber.Text(16), until)
+	return nil
 }
 
 // reservedGrants says, for each of the user name and groups that is one Kubernetes or kubeadm keeps for

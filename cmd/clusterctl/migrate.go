@@ -54,32 +54,9 @@ itself, atomically (a file never half-written) and with its mode kept.`,
 			if from == "" {
 				from = "no apiVersion"
 			}
-			written := ""
-			switch {
-			case !m.Changed() && out == "":
-				if !inPlace {
-					if _, err := opts.stdout.Write(migrated); err != nil {
-						return err
-					}
-				}
-				fmt.Fprintf(opts.stderr, "%s: already %s; nothing to change\n", opts.Inventory, inventory.APIVersion)
-			case inPlace:
-				st, err := os.Stat(opts.Inventory)
-				if err != nil {
-					return err
-				}
-				if err := statedir.WriteFile(opts.Inventory, migrated, st.Mode().Perm()); err != nil {
-					return err
-				}
-				written = opts.Inventory
-			default:
-				wrote, err := writeOut(opts, out, migrated, 0o644, "migrate never writes over a file (--in-place rewrites the inventory itself)")
-				if err != nil {
-					return err
-				}
-				if wrote {
-					written = out
-				}
+			written, err := writeMigrated(opts, migrated, m.Changed(), out, inPlace)
+			if err != nil {
+				return err
 			}
 			if m.Changed() {
 				where := "stdout"
@@ -98,4 +75,37 @@ itself, atomically (a file never half-written) and with its mode kept.`,
 	cmd.Flags().StringVar(&out, "out", "", "the file to write the migrated inventory to (default: stdout); an existing file is refused")
 	cmd.Flags().BoolVar(&inPlace, "in-place", false, "rewrite the inventory file itself, atomically")
 	return cmd
+}
+
+// writeMigrated writes the migrated inventory where migrate was asked to, and returns the file written ("" for
+// stdout, or for none when nothing changed).
+func writeMigrated(opts *globalOptions, migrated []byte, changed bool, out string, inPlace bool) (string, error) {
+	written := ""
+	switch {
+	case !changed && out == "":
+		if !inPlace {
+			if _, err := opts.stdout.Write(migrated); err != nil {
+				return "", err
+			}
+		}
+		fmt.Fprintf(opts.stderr, "%s: already %s; nothing to change\n", opts.Inventory, inventory.APIVersion)
+	case inPlace:
+		st, err := os.Stat(opts.Inventory)
+		if err != nil {
+			return "", err
+		}
+		if err := statedir.WriteFile(opts.Inventory, migrated, st.Mode().Perm()); err != nil {
+			return "", err
+		}
+		written = opts.Inventory
+	default:
+		wrote, err := writeOut(opts, out, migrated, 0o644, "migrate never writes over a file (--in-place rewrites the inventory itself)")
+		if err != nil {
+			return "", err
+		}
+		if wrote {
+			written = out
+		}
+	}
+	return written, nil
 }

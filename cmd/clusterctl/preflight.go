@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clusterctl/clusterctl/playbooks"
-	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 )
 
 type preflightOptions struct {
@@ -104,7 +104,7 @@ func printPreflight(w io.Writer, r *playbooks.PreflightReport, sets bool) {
 			tag := strings.ToUpper(string(f.Severity))
 			if f.Ignored {
 				tag = "IGNORED"
-			} else if f.Severity == tasks.SevError && !seen[f.Check] {
+			} else if f.Severity == preflight.SevError && !seen[f.Check] {
 				seen[f.Check] = true
 				failing = append(failing, f.Check)
 			}
@@ -112,8 +112,8 @@ func printPreflight(w io.Writer, r *playbooks.PreflightReport, sets bool) {
 		}
 	}
 	fmt.Fprintf(w, "preflight: %d error(s), %d warning(s), %d ignored on %d host(s)\n", r.Errors, r.Warnings, r.Ignored, len(r.Hosts))
-	if slices.Contains(failing, tasks.Unignorable) {
-		failing = slices.DeleteFunc(failing, func(c string) bool { return c == tasks.Unignorable })
+	if slices.Contains(failing, preflight.Unignorable) {
+		failing = slices.DeleteFunc(failing, func(c string) bool { return c == preflight.Unignorable })
 		fmt.Fprintln(w, "a host that cannot be reached cannot be set up: fix the connection (the SSH errors above say what failed), or leave the host out (--limit, or the inventory)")
 	}
 	if len(failing) > 0 {

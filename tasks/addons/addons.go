@@ -186,10 +186,32 @@ func Corefile(domain string) string {
 
 // CoreDNS is CoreDNS's ServiceAccount, RBAC, ConfigMap, Deployment (two replicas, spread over nodes) and the
 // kube-dns Service at the address kubelets give pods.
-//
-// Longer than 80 lines: flat object literals (the Deployment, the Service and the ClusterRole as kubeadm
-// writes them), read best whole.
 func CoreDNS(p Params) []runtime.Object {
+	return []runtime.Object{
+		serviceAccount(coreDNS),
+		&rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+				{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+				{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+			},
+		},
+		bootstrap.ClusterRoleBinding("system:coredns", "system:coredns",
+			rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: coreDNS, Namespace: bootstrap.KubeSystem}),
+		&corev1.ConfigMap{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: coreDNS, Namespace: bootstrap.KubeSystem},
+			Data:       map[string]string{"Corefile": Corefile(p.DNSDomain)},
+		},
+		coreDNSDeployment(p),
+		coreDNSService(p),
+	}
+}
+
+// coreDNSDeployment is kubeadm's CoreDNS Deployment: two replicas spread over nodes, probes, least privilege.
+func coreDNSDeployment(p Params) *appsv1.Deployment {
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	replicas := int32(2)
 	f, t := false, true
@@ -207,7 +229,7 @@ func CoreDNS(p Params) []runtime.Object {
 	// Service.
 	readiness := probe("/ready", 8181)
 	readiness.PeriodSeconds, readiness.FailureThreshold = 1, 10
-	deploy := &appsv1.Deployment{
+	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: coreDNS, Namespace: bootstrap.KubeSystem, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
@@ -262,41 +284,24 @@ func CoreDNS(p Params) []runtime.Object {
 			},
 		},
 	}
-	svc := &corev1.Service{
+}
+
+// coreDNSService is the kube-dns Service at the cluster's DNS address.
+func coreDNSService(p Params) *corev1.Service {
+	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: bootstrap.KubeSystem,
 			Labels:      map[string]string{"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"},
 			Annotations: map[string]string{"prometheus.io/port": "9153", "prometheus.io/scrape": "true"}},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: p.DNSServiceIP,
-			Selector:  labels,
+			Selector:  map[string]string{"k8s-app": "kube-dns"},
 			Ports: []corev1.ServicePort{
 				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
 				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
 				{Name: "metrics", Port: 9153, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(9153)},
 			},
 		},
-	}
-	return []runtime.Object{
-		serviceAccount(coreDNS),
-		&rbacv1.ClusterRole{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-			ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
-				{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
-				{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
-			},
-		},
-		bootstrap.ClusterRoleBinding("system:coredns", "system:coredns",
-			rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: coreDNS, Namespace: bootstrap.KubeSystem}),
-		&corev1.ConfigMap{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-			ObjectMeta: metav1.ObjectMeta{Name: coreDNS, Namespace: bootstrap.KubeSystem},
-			Data:       map[string]string{"Corefile": Corefile(p.DNSDomain)},
-		},
-		deploy,
-		svc,
 	}
 }
 

@@ -6,10 +6,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/network"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -60,8 +61,8 @@ func UnitLeftovers() network.Leftovers {
 // Check refuses nodes that do not share an L2 segment: a route between two nodes that goes through a
 // gateway (the other node's address is inside none of the node's own networks) takes the pod routes to a
 // router that knows nothing of the pod ranges.
-func (Plugin) Check(nodes []network.Node) []tasks.Finding {
-	var errs []tasks.Finding
+func (Plugin) Check(nodes []network.Node) []preflight.Finding {
+	var errs []preflight.Finding
 	for _, a := range nodes {
 		if a.Facts == nil {
 			continue
@@ -80,7 +81,7 @@ func (Plugin) Check(nodes []network.Node) []tasks.Finding {
 }
 
 // OnLink reports whether ip is inside one of the networks of the host's addresses.
-func OnLink(f *tasks.Facts, ip string) bool {
+func OnLink(f *facts.Facts, ip string) bool {
 	addr, err := netip.ParseAddr(ip)
 	if err != nil {
 		return false
@@ -94,7 +95,7 @@ func OnLink(f *tasks.Facts, ip string) bool {
 }
 
 // networks are the networks of a host's global addresses.
-func networks(f *tasks.Facts) []string {
+func networks(f *facts.Facts) []string {
 	var out []string
 	for _, a := range f.Addresses {
 		p, err := netip.ParsePrefix(a.CIDR)

@@ -4,13 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/network"
 )
 
 func TestCheckOneSegment(t *testing.T) {
 	node := func(host, ip, cidr string) network.Node {
-		return network.Node{Host: host, IP: ip, Facts: &tasks.Facts{Addresses: []tasks.Address{
+		return network.Node{Host: host, IP: ip, Facts: &facts.Facts{Addresses: []facts.Address{
 			{Iface: "lo", CIDR: "127.0.0.1/8"}, {Iface: "eth0", CIDR: cidr}}}}
 	}
 	one := []network.Node{node("cp1", "10.0.0.10", "10.0.0.10/24"), node("w1", "10.0.0.11", "10.0.0.11/24")}

@@ -3,10 +3,10 @@ package bridge
 import (
 	"context"
 
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/network"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 )
 
 // ServicesOnly is what a pod network installed as an add-on (cni.plugin none, an add-on with network:
@@ -20,12 +20,12 @@ type ServicesOnly struct{ ipv6 bool }
 // NewServicesOnly is ServicesOnly for a cluster with an IPv6 range or not.
 func NewServicesOnly(ipv6 bool) ServicesOnly { return ServicesOnly{ipv6: ipv6} }
 
-func (ServicesOnly) Images() []images.Image               { return nil }
-func (ServicesOnly) Binaries() []string                   { return nil }
-func (ServicesOnly) Check([]network.Node) []tasks.Finding { return nil }
-func (ServicesOnly) Ready() bool                          { return true }
-func (s ServicesOnly) NodeFiles() []network.File          { return UnitFiles(s.ipv6) }
-func (ServicesOnly) Leftovers() network.Leftovers         { return UnitLeftovers() }
+func (ServicesOnly) Images() []images.Image                   { return nil }
+func (ServicesOnly) Binaries() []string                       { return nil }
+func (ServicesOnly) Check([]network.Node) []preflight.Finding { return nil }
+func (ServicesOnly) Ready() bool                              { return true }
+func (s ServicesOnly) NodeFiles() []network.File              { return UnitFiles(s.ipv6) }
+func (ServicesOnly) Leftovers() network.Leftovers             { return UnitLeftovers() }
 
 // Apply writes every node's routes file (the Service rule, and the Service route where the host has no
 // default route); the network step installs the add-on next.

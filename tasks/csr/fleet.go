@@ -21,20 +21,37 @@ import (
 // another host, whatever their order. A learned address another host learned too (in this run or
 // recorded at an earlier join) is reserved to neither, and refused to both.
 func Fleet(inv *inventory.Inventory, learned map[string]string, recorded Learned) (map[string]Node, Reserved) {
-	nodes, reserved := map[string]Node{}, Reserved{}
-	reserve := func(key string, c Claim) {
-		key = canonical(key)
-		if _, taken := reserved[key]; key != "" && !taken {
-			reserved[key] = c
-		}
+	f := &fleetBuilder{nodes: map[string]Node{}, reserved: Reserved{}}
+	f.inventory(inv)
+	f.clusterNames(inv.Cluster)
+	f.learned(inv, learned, recorded)
+	return f.nodes, f.reserved
+}
+
+// fleetBuilder is Fleet's result as it is built.
+type fleetBuilder struct {
+	nodes    map[string]Node
+	reserved Reserved
+}
+
+// reserve gives key to c unless something has it already.
+func (f *fleetBuilder) reserve(key string, c Claim) {
+	key = canonical(key)
+	if _, taken := f.reserved[key]; key != "" && !taken {
+		f.reserved[key] = c
 	}
-	owner := func(h *inventory.Host) string {
-		if !h.IsNode() {
-			return "" // an etcd host: no kubelet of its own
-		}
-		return h.NodeName
+}
+
+// owner is the Node a host's names and addresses belong to: "" for an etcd host, which has no kubelet.
+func owner(h *inventory.Host) string {
+	if !h.IsNode() {
+		return ""
 	}
-	// The inventory's names and addresses first.
+	return h.NodeName
+}
+
+// inventory reserves the inventory's names and addresses of each host, first.
+func (f *fleetBuilder) inventory(inv *inventory.Inventory) {
 	for i := range inv.Hosts {
 		h := &inv.Hosts[i]
 		n := Node{Name: h.NodeName, DNSNames: []string{h.NodeName}}
@@ -47,44 +64,51 @@ func Fleet(inv *inventory.Inventory, learned map[string]string, recorded Learned
 			}
 		}
 		if h.IsNode() {
-			nodes[h.NodeName] = n
+			f.nodes[h.NodeName] = n
 		}
 		for _, k := range append(slices.Clone(n.DNSNames), n.Addresses...) {
-			reserve(k, Claim{Owner: owner(h), What: "host " + h.Name + "'s", Inventory: true})
+			f.reserve(k, Claim{Owner: owner(h), What: "host " + h.Name + "'s", Inventory: true})
 		}
 	}
-	// Then the cluster's names, before anything learned: a host's own inventory address stays its own
-	// when it is also the endpoint (one control-plane node, no load balancer): its serving certificate
-	// is of the kubelet serving CA, which no client of the API server trusts.
-	c := inv.Cluster
+}
+
+// clusterNames reserves the cluster's names, before anything learned: a host's own inventory address stays
+// its own when it is also the endpoint (one control-plane node, no load balancer): its serving certificate
+// is of the kubelet serving CA, which no client of the API server trusts.
+func (f *fleetBuilder) clusterNames(c inventory.Cluster) {
 	if c.ControlPlaneEndpoint != "" {
-		reserve(endpointHost(c.ControlPlaneEndpoint), Claim{What: "the control-plane endpoint"})
+		f.reserve(endpointHost(c.ControlPlaneEndpoint), Claim{What: "the control-plane endpoint"})
 	}
 	for _, san := range c.APIServer.CertSANs {
-		reserve(san, Claim{What: "a name of the API server (apiServer.certSANs)"})
+		f.reserve(san, Claim{What: "a name of the API server (apiServer.certSANs)"})
 	}
 	for _, subnet := range strings.Split(c.Networking.ServiceSubnet, ",") {
 		if vip, err := kubelet.NthIP(strings.TrimSpace(subnet), 1); err == nil {
-			reserve(vip, Claim{What: "the kubernetes Service's address"})
+			f.reserve(vip, Claim{What: "the kubernetes Service's address"})
 		}
 	}
 	for _, name := range []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + c.Networking.DNSDomain} {
-		reserve(name, Claim{What: "a name of the kubernetes Service"})
+		f.reserve(name, Claim{What: "a name of the kubernetes Service"})
 	}
-	// Then what earlier runs learned from each host (the first host an address was learned from keeps
-	// it), then what this run learned: an address two hosts claim now is neither's.
-	give := func(h *inventory.Host, a, what string) {
-		reserved[a] = Claim{Owner: owner(h), What: "host " + h.Name + "'s (" + what + ")"}
-		if n, ok := nodes[h.NodeName]; ok && h.IsNode() {
-			n.Addresses = append(n.Addresses, a)
-			nodes[h.NodeName] = n
-		}
+}
+
+// give makes a learned address host h's.
+func (f *fleetBuilder) give(h *inventory.Host, a, what string) {
+	f.reserved[a] = Claim{Owner: owner(h), What: "host " + h.Name + "'s (" + what + ")"}
+	if n, ok := f.nodes[h.NodeName]; ok && h.IsNode() {
+		n.Addresses = append(n.Addresses, a)
+		f.nodes[h.NodeName] = n
 	}
+}
+
+// learned gives out what earlier runs learned from each host (the first host an address was learned from
+// keeps it), then what this run learned: an address two hosts claim now is neither's.
+func (f *fleetBuilder) learned(inv *inventory.Inventory, learned map[string]string, recorded Learned) {
 	for _, name := range slices.Sorted(maps.Keys(recorded)) {
 		h := inv.Host(name)
 		for _, a := range recorded[name] {
-			if _, taken := reserved[canonical(a)]; h != nil && !taken {
-				give(h, canonical(a), "learned from it at an earlier run")
+			if _, taken := f.reserved[canonical(a)]; h != nil && !taken {
+				f.give(h, canonical(a), "learned from it at an earlier run")
 			}
 		}
 	}
@@ -99,17 +123,16 @@ func Fleet(inv *inventory.Inventory, learned map[string]string, recorded Learned
 	}
 	for _, a := range slices.Sorted(maps.Keys(claimants)) {
 		hosts := claimants[a]
-		switch _, taken := reserved[a]; {
+		switch _, taken := f.reserved[a]; {
 		case taken:
 			// The inventory gives it to a host, or an earlier run learned it from one (CheckServing
 			// names which), maybe the one that learned it now.
 		case len(hosts) > 1:
-			reserved[a] = Claim{What: "learned from both host " + strings.Join(hosts, " and host ") + " (one of them reports another's address)"}
+			f.reserved[a] = Claim{What: "learned from both host " + strings.Join(hosts, " and host ") + " (one of them reports another's address)"}
 		default:
-			give(inv.Host(hosts[0]), a, "learned from it")
+			f.give(inv.Host(hosts[0]), a, "learned from it")
 		}
 	}
-	return nodes, reserved
 }
 
 // canonical is an IP address in its canonical form (IPv4-mapped IPv6 addresses unmapped), other names as

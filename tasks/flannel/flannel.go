@@ -23,11 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/bridge"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/network"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 )
 
 // flanneld's image, at the release this package deploys: its name in an artifacts manifest, its version
@@ -86,8 +86,8 @@ func (Plugin) Leftovers() network.Leftovers {
 
 // Check refuses a node whose interface leaves the Pods less than IPv6's minimum MTU once VXLAN's header is
 // taken, or less than cni.mtu.
-func (p Plugin) Check(nodes []network.Node) []tasks.Finding {
-	var errs []tasks.Finding
+func (p Plugin) Check(nodes []network.Node) []preflight.Finding {
+	var errs []preflight.Finding
 	for _, n := range nodes {
 		if n.Facts == nil {
 			continue

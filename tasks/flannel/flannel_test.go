@@ -9,7 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/network"
 )
 
@@ -62,8 +62,8 @@ func TestObjects(t *testing.T) {
 
 func TestCheckAndMTU(t *testing.T) {
 	node := func(mtu int) network.Node {
-		return network.Node{Host: "w1", IP: "10.0.0.2", Facts: &tasks.Facts{
-			Addresses: []tasks.Address{{Iface: "eth0", CIDR: "10.0.0.2/24"}}, MTUs: map[string]int{"eth0": mtu}}}
+		return network.Node{Host: "w1", IP: "10.0.0.2", Facts: &facts.Facts{
+			Addresses: []facts.Address{{Iface: "eth0", CIDR: "10.0.0.2/24"}}, MTUs: map[string]int{"eth0": mtu}}}
 	}
 	if got := New(0, false).MTU(node(9001)); got != 8951 {
 		t.Errorf("MTU of a 9001 interface: %d, want 8951", got)

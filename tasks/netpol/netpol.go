@@ -22,9 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/network"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 )
 
 const (
@@ -68,7 +68,7 @@ func (w with) Images() []images.Image {
 	return append(w.Plugin.Images(), images.Image{Name: ImageName, Ref: Image})
 }
 
-func (w with) Check(nodes []network.Node) []tasks.Finding {
+func (w with) Check(nodes []network.Node) []preflight.Finding {
 	return append(w.Plugin.Check(nodes), Check(nodes)...)
 }
 
@@ -124,26 +124,26 @@ func Leftovers() network.Leftovers { return network.Leftovers{Graceful: []string
 // the xtables NFQUEUE target through nft_compat and no nft_queue (the lab's) gets a warning: only an image
 // built to use that target (the lab's) enforces policies there. Where the host cannot tell (no module
 // directory), a warning too.
-func Check(nodes []network.Node) []tasks.Finding {
-	var out []tasks.Finding
+func Check(nodes []network.Node) []preflight.Finding {
+	var out []preflight.Finding
 	for _, n := range nodes {
 		f := n.Facts
 		if f == nil {
 			continue
 		}
-		finding := func(sev tasks.Severity, format string, args ...any) {
-			out = append(out, tasks.Finding{Host: n.Host, Check: CheckName, Severity: sev, Message: fmt.Sprintf(format, args...)})
+		finding := func(sev preflight.Severity, format string, args ...any) {
+			out = append(out, preflight.Finding{Host: n.Host, Check: CheckName, Severity: sev, Message: fmt.Sprintf(format, args...)})
 		}
 		has := f.KernelModules
 		switch {
 		case !f.KernelModulesKnown:
-			finding(tasks.SevWarning, "no /lib/modules for the running kernel: cannot tell whether it has nfnetlink_queue and nft_queue, which the NetworkPolicy controller needs")
+			finding(preflight.SevWarning, "no /lib/modules for the running kernel: cannot tell whether it has nfnetlink_queue and nft_queue, which the NetworkPolicy controller needs")
 		case !has["nfnetlink_queue"]:
-			finding(tasks.SevError, "the kernel has no nfnetlink_queue (CONFIG_NETFILTER_NETLINK_QUEUE): the NetworkPolicy controller cannot receive packets, and policies would not be enforced")
+			finding(preflight.SevError, "the kernel has no nfnetlink_queue (CONFIG_NETFILTER_NETLINK_QUEUE): the NetworkPolicy controller cannot receive packets, and policies would not be enforced")
 		case !has["nft_queue"] && has["nft_compat"] && has["xt_NFQUEUE"]:
-			finding(tasks.SevWarning, "the kernel has no nft_queue (CONFIG_NFT_QUEUE), only the xtables NFQUEUE target: upstream's kube-network-policies image cannot queue packets here (an image built to use that target can)")
+			finding(preflight.SevWarning, "the kernel has no nft_queue (CONFIG_NFT_QUEUE), only the xtables NFQUEUE target: upstream's kube-network-policies image cannot queue packets here (an image built to use that target can)")
 		case !has["nft_queue"]:
-			finding(tasks.SevError, "the kernel has no nft_queue (CONFIG_NFT_QUEUE): the NetworkPolicy controller cannot queue packets, and policies would not be enforced")
+			finding(preflight.SevError, "the kernel has no nft_queue (CONFIG_NFT_QUEUE): the NetworkPolicy controller cannot queue packets, and policies would not be enforced")
 		}
 	}
 	return out

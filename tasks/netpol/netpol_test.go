@@ -7,15 +7,16 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/bridge"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/network"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 )
 
 func TestCheck(t *testing.T) {
 	node := func(known bool, mods ...string) network.Node {
-		f := &tasks.Facts{KernelModulesKnown: known, KernelModules: map[string]bool{}}
+		f := &facts.Facts{KernelModulesKnown: known, KernelModules: map[string]bool{}}
 		for _, m := range mods {
 			f.KernelModules[m] = true
 		}
@@ -23,14 +24,14 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		node network.Node
-		sev  tasks.Severity // "": no finding
+		sev  preflight.Severity // "": no finding
 		want string
 	}{
 		{node(true, "nfnetlink_queue", "nft_queue", "nft_compat", "xt_NFQUEUE"), "", ""},
-		{node(true, "nfnetlink_queue", "nft_compat", "xt_NFQUEUE"), tasks.SevWarning, "no nft_queue"},
-		{node(true, "nfnetlink_queue"), tasks.SevError, "no nft_queue"},
-		{node(true, "nft_queue"), tasks.SevError, "no nfnetlink_queue"},
-		{node(false), tasks.SevWarning, "cannot tell"},
+		{node(true, "nfnetlink_queue", "nft_compat", "xt_NFQUEUE"), preflight.SevWarning, "no nft_queue"},
+		{node(true, "nfnetlink_queue"), preflight.SevError, "no nft_queue"},
+		{node(true, "nft_queue"), preflight.SevError, "no nfnetlink_queue"},
+		{node(false), preflight.SevWarning, "cannot tell"},
 		{network.Node{Host: "w2"}, "", ""}, // not in the run: no facts
 	} {
 		f := Check([]network.Node{tc.node})

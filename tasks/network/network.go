@@ -20,10 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/clusterctl/clusterctl/inventory"
-	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/images"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/tasks/wait"
 )
@@ -40,7 +41,7 @@ type Plugin interface {
 	NodeFiles() []File
 	// Check is preflight's word on the nodes (the run's with their facts, the inventory's others without):
 	// findings of the check CheckName.
-	Check(nodes []Node) []tasks.Finding
+	Check(nodes []Node) []preflight.Finding
 	// Apply is the network step, once every node of the run is registered with its pod range.
 	Apply(ctx context.Context, env Env, c *Cluster) (Outcome, error)
 	// Ready: up waits for the run's Nodes to be Ready (not with a network it does not set up).
@@ -67,8 +68,8 @@ type File struct {
 const CheckName = "PodNetwork"
 
 // Finding is an error of the pod network's check on host.
-func Finding(host, format string, args ...any) tasks.Finding {
-	return tasks.Finding{Host: host, Check: CheckName, Severity: tasks.SevError, Message: fmt.Sprintf(format, args...)}
+func Finding(host, format string, args ...any) preflight.Finding {
+	return preflight.Finding{Host: host, Check: CheckName, Severity: preflight.SevError, Message: fmt.Sprintf(format, args...)}
 }
 
 // Leftovers are what reset removes of a pod network from a host.
@@ -81,7 +82,7 @@ type Node struct {
 	IP    string   // the node's address (inventory.Host.NodeIP)
 	IPs   []string // its addresses, one of each family of the cluster, IP first (inventory.Host.NodeIPs)
 	InRun bool     // acted on by this run; else the cluster's other node (add-node, up --limit)
-	Facts *tasks.Facts
+	Facts *facts.Facts
 	// PodCIDR is the range the controller-manager gave the Node ("" before); Reported is the InternalIP
 	// the Node reports (its own word). PodCIDRs and ReportedIPs are all of them, one of each family on a
 	// dual-stack cluster.
@@ -135,12 +136,12 @@ type Outcome struct {
 // Manifests is cni.plugin manifests: the user's objects, applied as they are, in order.
 type Manifests struct{}
 
-func (Manifests) Images() []images.Image       { return nil }
-func (Manifests) Binaries() []string           { return nil }
-func (Manifests) NodeFiles() []File            { return nil }
-func (Manifests) Check([]Node) []tasks.Finding { return nil }
-func (Manifests) Ready() bool                  { return true }
-func (Manifests) Leftovers() Leftovers         { return Leftovers{} }
+func (Manifests) Images() []images.Image           { return nil }
+func (Manifests) Binaries() []string               { return nil }
+func (Manifests) NodeFiles() []File                { return nil }
+func (Manifests) Check([]Node) []preflight.Finding { return nil }
+func (Manifests) Ready() bool                      { return true }
+func (Manifests) Leftovers() Leftovers             { return Leftovers{} }
 
 // Apply applies the inventory's manifests.
 func (Manifests) Apply(ctx context.Context, env Env, c *Cluster) (Outcome, error) {
@@ -168,12 +169,12 @@ func (Manifests) Apply(ctx context.Context, env Env, c *Cluster) (Outcome, error
 // None is cni.plugin none: no pod network; nodes stay NotReady until the user installs one.
 type None struct{}
 
-func (None) Images() []images.Image       { return nil }
-func (None) Binaries() []string           { return nil }
-func (None) NodeFiles() []File            { return nil }
-func (None) Check([]Node) []tasks.Finding { return nil }
-func (None) Ready() bool                  { return false }
-func (None) Leftovers() Leftovers         { return Leftovers{} }
+func (None) Images() []images.Image           { return nil }
+func (None) Binaries() []string               { return nil }
+func (None) NodeFiles() []File                { return nil }
+func (None) Check([]Node) []preflight.Finding { return nil }
+func (None) Ready() bool                      { return false }
+func (None) Leftovers() Leftovers             { return Leftovers{} }
 
 // Apply says that there is nothing to apply.
 func (None) Apply(_ context.Context, env Env, _ *Cluster) (Outcome, error) {

@@ -56,38 +56,7 @@ func StartSecretClient(t testing.TB, c *Cluster, host string) (stop func() (int,
 // startProxyClient runs req (the i-th request) every 50 ms through host's node-local proxy.
 func startProxyClient(t testing.TB, c *Cluster, host string, req func(ctx context.Context, kube kubernetes.Interface, i int) error) (stop func() (int, []string)) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	fwd := exec.Command("ssh", "-F", c.Lab.SSHConfig(), "-N", "-o", "ExitOnForwardFailure=yes",
-		"-L", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:7443", port), host)
-	if err := fwd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Admin())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
-	cfg.Timeout = proxyClientTimeout
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; ; i++ {
-		if _, err = kube.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err == nil {
-			break
-		}
-		if i > 50 {
-			_ = fwd.Process.Kill()
-			_ = fwd.Wait()
-			t.Fatalf("no answer through %s's proxy: %v", host, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	fwd, kube := proxyTunnel(t, c, host)
 	quit := make(chan struct{})
 	type result struct {
 		ok     int
@@ -137,6 +106,44 @@ func startProxyClient(t testing.TB, c *Cluster, host string, req func(ctx contex
 	}
 	t.Cleanup(func() { stop() })
 	return stop
+}
+
+// proxyTunnel forwards a local port to host's node-local proxy over SSH and returns a client through it, once it answers.
+func proxyTunnel(t testing.TB, c *Cluster, host string) (*exec.Cmd, kubernetes.Interface) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	fwd := exec.Command("ssh", "-F", c.Lab.SSHConfig(), "-N", "-o", "ExitOnForwardFailure=yes",
+		"-L", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:7443", port), host)
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Admin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
+	cfg.Timeout = proxyClientTimeout
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, err = kube.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err == nil {
+			break
+		}
+		if i > 50 {
+			_ = fwd.Process.Kill()
+			_ = fwd.Wait()
+			t.Fatalf("no answer through %s's proxy: %v", host, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fwd, kube
 }
 
 // ProxyLog is the end of host's node-local proxy's log (haproxy logs each backend going down or up).

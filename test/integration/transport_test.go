@@ -15,7 +15,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/playbooks"
-	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 	"github.com/clusterctl/clusterctl/test/lab"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -234,7 +234,7 @@ func TestPreflightOnLabHosts(t *testing.T) {
 		for _, h := range final.Hosts {
 			if h.Name == host {
 				for _, f := range h.Findings {
-					if f.Severity == tasks.SevError {
+					if f.Severity == preflight.SevError {
 						out = append(out, f.Check)
 					}
 				}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Format is the manifest's name for such archives (artifacts.File.Format).
@@ -64,107 +65,39 @@ func Write(w io.Writer, ref string, img v1.Image, progress func(complete, total 
 	if first, _, _ := strings.Cut(ref, "/"); !strings.ContainsAny(first, ".:") && first != "localhost" {
 		return "", fmt.Errorf("image reference %q: name its registry (docker.io/library/..., registry.k8s.io/...)", ref)
 	}
-	manifest, err := img.RawManifest()
+	p, err := partsOf(img)
 	if err != nil {
 		return "", err
 	}
-	digest, err := img.Digest()
-	if err != nil {
-		return "", err
-	}
-	mediaType, err := img.MediaType()
-	if err != nil {
-		return "", err
-	}
-	config, err := img.RawConfigFile()
-	if err != nil {
-		return "", err
-	}
-	configName, err := img.ConfigName()
-	if err != nil {
-		return "", err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return "", err
-	}
-	layers, err := img.Layers()
-	if err != nil {
-		return "", err
-	}
-	type blob struct {
-		digest v1.Hash
-		size   int64
-		open   func() (io.ReadCloser, error)
-	}
-	var blobs []blob
-	seen := map[v1.Hash]bool{}
-	total := int64(len(manifest) + len(config))
-	for _, l := range layers {
-		d, err := l.Digest()
-		if err != nil {
-			return "", err
-		}
-		size, err := l.Size()
-		if err != nil {
-			return "", err
-		}
-		if !seen[d] {
-			seen[d] = true
-			blobs = append(blobs, blob{d, size, l.Compressed})
-			total += size
-		}
-	}
-	desc := descriptor{MediaType: string(mediaType), Digest: digest.String(), Size: int64(len(manifest))}
-	if cf.Architecture != "" {
-		desc.Platform = &platform{Architecture: cf.Architecture, OS: cf.OS, Variant: cf.Variant}
+	desc := descriptor{MediaType: string(p.mediaType), Digest: p.digest.String(), Size: int64(len(p.manifest))}
+	if p.cf.Architecture != "" {
+		desc.Platform = &platform{Architecture: p.cf.Architecture, OS: p.cf.OS, Variant: p.cf.Variant}
 	}
 	// The names as the container runtime spells them (docker.io/library/haproxy, not go-containerregistry's
 	// index.docker.io): the reference as written, which is fully qualified.
 	byTag, byDigest := desc, desc
 	byTag.Annotations = map[string]string{annotationImageName: ref, annotationRefName: tag.TagStr()}
-	byDigest.Annotations = map[string]string{annotationImageName: DigestName(ref, digest.String())}
+	byDigest.Annotations = map[string]string{annotationImageName: DigestName(ref, p.digest.String())}
 	idx, err := json.Marshal(index{SchemaVersion: 2, MediaType: "application/vnd.oci.image.index.v1+json", Manifests: []descriptor{byTag, byDigest}})
 	if err != nil {
 		return "", err
 	}
 	ociLayout := []byte(`{"imageLayoutVersion":"1.0.0"}`)
-	total += int64(len(ociLayout) + len(idx))
-	tw := tar.NewWriter(w)
-	var done int64
-	put := func(path string, size int64, r io.Reader) error {
-		if err := tw.WriteHeader(&tar.Header{Name: path, Mode: 0o644, Size: size, ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-			return err
+	t := &tarOut{tw: tar.NewWriter(w), total: p.total + int64(len(ociLayout)+len(idx)), progress: progress}
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{"oci-layout", ociLayout}, {"index.json", idx}, {"blobs/sha256/" + p.digest.Hex, p.manifest}, {"blobs/sha256/" + p.configName.Hex, p.config}} {
+		if err := t.put(f.path, int64(len(f.data)), bytes.NewReader(f.data)); err != nil {
+			return "", err
 		}
-		n, err := io.Copy(tw, r)
-		if err == nil && n != size {
-			err = fmt.Errorf("%s: %d bytes, want %d", path, n, size)
-		}
-		done += n
-		if progress != nil {
-			progress(done, total)
-		}
-		return err
 	}
-	putBytes := func(path string, data []byte) error { return put(path, int64(len(data)), bytes.NewReader(data)) }
-	if err := putBytes("oci-layout", ociLayout); err != nil {
-		return "", err
-	}
-	if err := putBytes("index.json", idx); err != nil {
-		return "", err
-	}
-	if err := putBytes("blobs/sha256/"+digest.Hex, manifest); err != nil {
-		return "", err
-	}
-	if err := putBytes("blobs/sha256/"+configName.Hex, config); err != nil {
-		return "", err
-	}
-	for _, b := range blobs {
+	for _, b := range p.blobs {
 		rc, err := b.open()
 		if err != nil {
 			return "", err
 		}
-		err = put("blobs/sha256/"+b.digest.Hex, b.size, rc)
+		err = t.put("blobs/sha256/"+b.digest.Hex, b.size, rc)
 		if cerr := rc.Close(); err == nil {
 			err = cerr
 		}
@@ -172,7 +105,91 @@ func Write(w io.Writer, ref string, img v1.Image, progress func(complete, total 
 			return "", fmt.Errorf("layer %s: %w", b.digest, err)
 		}
 	}
-	return digest.String(), tw.Close()
+	return p.digest.String(), t.tw.Close()
+}
+
+// parts is what an archive holds of an image: its manifest, its config and its layers, each once.
+type parts struct {
+	manifest, config []byte
+	digest           v1.Hash
+	mediaType        types.MediaType
+	configName       v1.Hash
+	cf               *v1.ConfigFile
+	blobs            []blob
+	total            int64 // bytes of the manifest, the config and the layers
+}
+
+type blob struct {
+	digest v1.Hash
+	size   int64
+	open   func() (io.ReadCloser, error)
+}
+
+func partsOf(img v1.Image) (parts, error) {
+	var p parts
+	var err error
+	if p.manifest, err = img.RawManifest(); err != nil {
+		return p, err
+	}
+	if p.digest, err = img.Digest(); err != nil {
+		return p, err
+	}
+	if p.mediaType, err = img.MediaType(); err != nil {
+		return p, err
+	}
+	if p.config, err = img.RawConfigFile(); err != nil {
+		return p, err
+	}
+	if p.configName, err = img.ConfigName(); err != nil {
+		return p, err
+	}
+	if p.cf, err = img.ConfigFile(); err != nil {
+		return p, err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return p, err
+	}
+	seen := map[v1.Hash]bool{}
+	p.total = int64(len(p.manifest) + len(p.config))
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			return p, err
+		}
+		size, err := l.Size()
+		if err != nil {
+			return p, err
+		}
+		if !seen[d] {
+			seen[d] = true
+			p.blobs = append(p.blobs, blob{d, size, l.Compressed})
+			p.total += size
+		}
+	}
+	return p, nil
+}
+
+// tarOut writes an archive's files and reports the bytes written against the total.
+type tarOut struct {
+	tw          *tar.Writer
+	done, total int64
+	progress    func(complete, total int64)
+}
+
+func (t *tarOut) put(path string, size int64, r io.Reader) error {
+	if err := t.tw.WriteHeader(&tar.Header{Name: path, Mode: 0o644, Size: size, ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		return err
+	}
+	n, err := io.Copy(t.tw, r)
+	if err == nil && n != size {
+		err = fmt.Errorf("%s: %d bytes, want %d", path, n, size)
+	}
+	t.done += n
+	if t.progress != nil {
+		t.progress(t.done, t.total)
+	}
+	return err
 }
 
 // PinnedRef is the reference a Pod names an image of such an archive by: its tag and its digest.

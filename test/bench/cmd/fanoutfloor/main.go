@@ -14,7 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/clusterctl/clusterctl/tasks"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 )
 
 func main() {
@@ -26,7 +26,7 @@ func main() {
 	printScript := flag.Bool("print-facts-script", false, "print clusterctl's facts script and exit")
 	flag.Parse()
 	if *printScript {
-		fmt.Print(tasks.FactsScript("unix:///run/containerd/containerd.sock"))
+		fmt.Print(facts.FactsScript("unix:///run/containerd/containerd.sock"))
 		return
 	}
 	if err := run(*hostsFile, *keyFile, *known, *command, *limit); err != nil {

@@ -34,48 +34,9 @@ func main() {
 	}
 	switch os.Args[1] {
 	case "serve":
-		name, _ := os.Hostname()
-		fmt.Println("serving on :8080 as", name)
-		http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			fmt.Println("request from", r.RemoteAddr)
-			fmt.Fprint(w, name)
-		})
-		http.HandleFunc("/bytes/{n}", serveBytes)
-		// As a well-behaved workload does: on SIGTERM it keeps serving while its endpoint is removed
-		// everywhere (5 s), then finishes the requests it has.
-		go serveUDP(name)
-		srv := &http.Server{Addr: ":8080"}
-		term := make(chan os.Signal, 1)
-		signal.Notify(term, syscall.SIGTERM)
-		go func() {
-			<-term
-			time.Sleep(5 * time.Second)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			srv.Shutdown(ctx)
-		}()
-		if err := srv.ListenAndServe(); err != http.ErrServerClosed {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
+		serve()
 	case "get":
-		c := http.Client{Timeout: 5 * time.Second}
-		if len(os.Args) > 3 { // get URL TIMEOUT
-			d, err := time.ParseDuration(os.Args[3])
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				os.Exit(2)
-			}
-			c.Timeout = d
-		}
-		resp, err := c.Get(os.Args[2])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		fmt.Println(strings.TrimSpace(string(body)))
+		get()
 	case "fetch":
 		if err := fetch(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -115,6 +76,55 @@ func main() {
 		fmt.Fprintln(os.Stderr, "unknown command", os.Args[1])
 		os.Exit(2)
 	}
+}
+
+// serve answers HTTP on :8080 with the Pod's name (and UDP beside it), draining on SIGTERM.
+func serve() {
+	name, _ := os.Hostname()
+	fmt.Println("serving on :8080 as", name)
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("request from", r.RemoteAddr)
+		fmt.Fprint(w, name)
+	})
+	http.HandleFunc("/bytes/{n}", serveBytes)
+	// As a well-behaved workload does: on SIGTERM it keeps serving while its endpoint is removed
+	// everywhere (5 s), then finishes the requests it has.
+	go serveUDP(name)
+	srv := &http.Server{Addr: ":8080"}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		time.Sleep(5 * time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// get prints the body of GET URL [TIMEOUT].
+func get() {
+	c := http.Client{Timeout: 5 * time.Second}
+	if len(os.Args) > 3 { // get URL TIMEOUT
+		d, err := time.ParseDuration(os.Args[3])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		c.Timeout = d
+	}
+	resp, err := c.Get(os.Args[2])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(strings.TrimSpace(string(body)))
 }
 
 // apiClient behaves as a client-go program in a Pod does: it reads the CA data once, at start, and its token
@@ -166,32 +176,7 @@ func apiClient(interval time.Duration, service, log string) int {
 				token, read = t, time.Now()
 			}
 		}
-		outcome := "ok"
-		for attempt := 1; ; attempt++ {
-			req, _ := http.NewRequest(http.MethodGet, apiURL, nil)
-			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-			resp, err := api.Do(req)
-			if err != nil {
-				if attempt <= 3 && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
-					write("retried: " + err.Error())
-					continue
-				}
-				outcome = "fail api: " + err.Error()
-				break
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusTooManyRequests && attempt <= 3 {
-				wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-				write(fmt.Sprintf("retried: %s, Retry-After %ds", resp.Status, wait))
-				time.Sleep(time.Duration(wait) * time.Second)
-				continue
-			}
-			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "BEGIN CERTIFICATE") {
-				outcome = fmt.Sprintf("fail api: %s %s", resp.Status, strings.TrimSpace(string(body)))
-			}
-			break
-		}
+		outcome := askAPI(api, apiURL, token, write)
 		if outcome == "ok" {
 			if resp, err := web.Get(webURL); err != nil {
 				outcome = "fail web: " + err.Error()
@@ -206,6 +191,38 @@ func apiClient(interval time.Duration, service, log string) int {
 		write(outcome)
 		time.Sleep(interval)
 	}
+}
+
+// askAPI reads the kube-root-ca.crt ConfigMap as the Pod's service account, retrying a reset connection or
+// a 429 up to three times; "ok", or what failed.
+func askAPI(api *http.Client, apiURL string, token []byte, write func(string)) string {
+	outcome := "ok"
+	for attempt := 1; ; attempt++ {
+		req, _ := http.NewRequest(http.MethodGet, apiURL, nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		resp, err := api.Do(req)
+		if err != nil {
+			if attempt <= 3 && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+				write("retried: " + err.Error())
+				continue
+			}
+			outcome = "fail api: " + err.Error()
+			break
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests && attempt <= 3 {
+			wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			write(fmt.Sprintf("retried: %s, Retry-After %ds", resp.Status, wait))
+			time.Sleep(time.Duration(wait) * time.Second)
+			continue
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "BEGIN CERTIFICATE") {
+			outcome = fmt.Sprintf("fail api: %s %s", resp.Status, strings.TrimSpace(string(body)))
+		}
+		break
+	}
+	return outcome
 }
 
 // serveUDP answers every datagram on :8080/udp with name.

@@ -79,48 +79,9 @@ func run(out, busybox string, chartDirs, imgs []string, fl flannel) error {
 			return err
 		}
 	}
-	applets, err := exec.Command(busybox, "--list").Output()
+	all, err := labImages(busybox, imgs, fl)
 	if err != nil {
-		return fmt.Errorf("%s --list: %w", busybox, err)
-	}
-	bbFiles := []image.File{{Path: "/bin/busybox", Source: busybox, Mode: 0o755}}
-	for _, a := range strings.Fields(string(applets)) {
-		if a != "busybox" {
-			bbFiles = append(bbFiles, image.File{Path: "/bin/" + a, Link: "busybox"})
-		}
-	}
-	type img struct {
-		ref        string
-		files      []image.File
-		env        []string
-		entrypoint []string
-	}
-	all := []img{{"docker.io/library/busybox:latest", bbFiles, []string{"PATH=/bin"}, []string{"/bin/sh"}}}
-	if fl.ref != "" {
-		iptables, err := image.Collect(fl.rootfs, image.IptablesFiles)
-		if err != nil {
-			return fmt.Errorf("collecting iptables for flanneld's image: %w", err)
-		}
-		// upstream's image: flanneld and install-conf at /opt/bin, iptables for its masquerade and
-		// forward rules
-		all = append(all, img{fl.ref, append([]image.File{{Path: "/opt/bin/flanneld", Source: fl.flanneld, Mode: 0o755},
-			{Path: "/opt/bin/install-conf", Source: fl.installConf, Mode: 0o755}}, iptables...),
-			[]string{"PATH=/opt/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, []string{"/opt/bin/flanneld"}})
-		ref, bin, ok := strings.Cut(fl.cniPlugin, "=")
-		if !ok {
-			return fmt.Errorf("-cni-plugin-image %q: want REF=BINARY", fl.cniPlugin)
-		}
-		// the chart's init container runs `cp -f /flannel /opt/cni/bin/flannel`
-		all = append(all, img{ref, append([]image.File{{Path: "/flannel", Source: bin, Mode: 0o755}}, bbFiles...), []string{"PATH=/bin"}, []string{"/bin/sh"}})
-	}
-	for _, spec := range imgs {
-		ref, rest, ok1 := strings.Cut(spec, "=")
-		bin, at, ok2 := strings.Cut(rest, ":")
-		if !ok1 || !ok2 || !strings.HasPrefix(at, "/") {
-			return fmt.Errorf("-image %q: want REF=BINARY:/PATH", spec)
-		}
-		all = append(all, img{ref, []image.File{{Path: at, Source: bin, Mode: 0o755}, {Path: "/tmp", Dir: true, Mode: 0o1777}},
-			[]string{"PATH=" + path.Dir(at) + ":/usr/local/bin:/usr/bin:/bin"}, []string{at}})
+		return err
 	}
 	if err := os.MkdirAll(filepath.Join(out, "images", "linux-"+arch), 0o755); err != nil {
 		return err
@@ -141,4 +102,54 @@ func run(out, busybox string, chartDirs, imgs []string, fl flannel) error {
 	}
 	fmt.Fprintf(os.Stderr, "labaddons: %s: %d files\n", out, len(m.Files))
 	return nil
+}
+
+// img is an image the lab builds: its files, environment and entrypoint.
+type img struct {
+	ref        string
+	files      []image.File
+	env        []string
+	entrypoint []string
+}
+
+// labImages are the images to build: busybox, flannel's two when asked, and one per -image.
+func labImages(busybox string, imgs []string, fl flannel) ([]img, error) {
+	applets, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --list: %w", busybox, err)
+	}
+	bbFiles := []image.File{{Path: "/bin/busybox", Source: busybox, Mode: 0o755}}
+	for _, a := range strings.Fields(string(applets)) {
+		if a != "busybox" {
+			bbFiles = append(bbFiles, image.File{Path: "/bin/" + a, Link: "busybox"})
+		}
+	}
+	all := []img{{"docker.io/library/busybox:latest", bbFiles, []string{"PATH=/bin"}, []string{"/bin/sh"}}}
+	if fl.ref != "" {
+		iptables, err := image.Collect(fl.rootfs, image.IptablesFiles)
+		if err != nil {
+			return nil, fmt.Errorf("collecting iptables for flanneld's image: %w", err)
+		}
+		// upstream's image: flanneld and install-conf at /opt/bin, iptables for its masquerade and
+		// forward rules
+		all = append(all, img{fl.ref, append([]image.File{{Path: "/opt/bin/flanneld", Source: fl.flanneld, Mode: 0o755},
+			{Path: "/opt/bin/install-conf", Source: fl.installConf, Mode: 0o755}}, iptables...),
+			[]string{"PATH=/opt/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, []string{"/opt/bin/flanneld"}})
+		ref, bin, ok := strings.Cut(fl.cniPlugin, "=")
+		if !ok {
+			return nil, fmt.Errorf("-cni-plugin-image %q: want REF=BINARY", fl.cniPlugin)
+		}
+		// the chart's init container runs `cp -f /flannel /opt/cni/bin/flannel`
+		all = append(all, img{ref, append([]image.File{{Path: "/flannel", Source: bin, Mode: 0o755}}, bbFiles...), []string{"PATH=/bin"}, []string{"/bin/sh"}})
+	}
+	for _, spec := range imgs {
+		ref, rest, ok1 := strings.Cut(spec, "=")
+		bin, at, ok2 := strings.Cut(rest, ":")
+		if !ok1 || !ok2 || !strings.HasPrefix(at, "/") {
+			return nil, fmt.Errorf("-image %q: want REF=BINARY:/PATH", spec)
+		}
+		all = append(all, img{ref, []image.File{{Path: at, Source: bin, Mode: 0o755}, {Path: "/tmp", Dir: true, Mode: 0o1777}},
+			[]string{"PATH=" + path.Dir(at) + ":/usr/local/bin:/usr/bin:/bin"}, []string{at}})
+	}
+	return all, nil
 }

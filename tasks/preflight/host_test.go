@@ -1,21 +1,23 @@
-package tasks
+package preflight
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/clusterctl/clusterctl/tasks/facts"
 )
 
 func TestHostChecks(t *testing.T) {
 	for _, tc := range []struct {
-		facts          Facts
+		facts          facts.Facts
 		check          string
 		warning, error string
 	}{
-		{Facts{Init: "systemd", Arch: "amd64", OS: "debian", OSVersion: "12"}, "", "", ""},
-		{Facts{Init: "init"}, "InitSystem", "", "PID 1 is init, not systemd"},
-		{Facts{Arch: "s390x"}, "Architecture", "", "the host is s390x: clusterctl has artifacts for amd64 and arm64 only"},
-		{Facts{OS: "ubuntu", OSVersion: "24.04", OSPretty: "Ubuntu 24.04.1 LTS"}, "Distribution", "Ubuntu 24.04.1 LTS is expected to work but not tested", ""},
-		{Facts{OS: "alpine", OSVersion: "3.20"}, "Distribution", "alpine 3.20 is not a distribution clusterctl knows", ""},
+		{facts.Facts{Init: "systemd", Arch: "amd64", OS: "debian", OSVersion: "12"}, "", "", ""},
+		{facts.Facts{Init: "init"}, "InitSystem", "", "PID 1 is init, not systemd"},
+		{facts.Facts{Arch: "s390x"}, "Architecture", "", "the host is s390x: clusterctl has artifacts for amd64 and arm64 only"},
+		{facts.Facts{OS: "ubuntu", OSVersion: "24.04", OSPretty: "Ubuntu 24.04.1 LTS"}, "Distribution", "Ubuntu 24.04.1 LTS is expected to work but not tested", ""},
+		{facts.Facts{OS: "alpine", OSVersion: "3.20"}, "Distribution", "alpine 3.20 is not a distribution clusterctl knows", ""},
 	} {
 		for _, c := range hostChecks() {
 			warnings, errs := c.Check(&tc.facts, &Node{})

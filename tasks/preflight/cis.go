@@ -1,7 +1,9 @@
-package tasks
+package preflight
 
 import (
 	"fmt"
+
+	"github.com/clusterctl/clusterctl/tasks/facts"
 
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
 )
@@ -21,7 +23,7 @@ func cisChecks(n *Node) []Checker {
 
 // checkKernelDefaults: a kubelet protecting the kernel's defaults does not start when one of its settings
 // differs. Setup sets them; a host that cannot (a container, whose /proc/sys is read-only) must have them.
-func checkKernelDefaults(f *Facts, _ *Node) ([]string, []string) {
+func checkKernelDefaults(f *facts.Facts, _ *Node) ([]string, []string) {
 	var errs []string
 	for _, s := range kubelet.KernelDefaults {
 		v, ok := f.KernelSettings[s.Name]
@@ -37,7 +39,7 @@ func checkKernelDefaults(f *Facts, _ *Node) ([]string, []string) {
 
 // checkEtcdUser: profile cis runs etcd as the user and group etcd, which setup makes when the host has
 // neither.
-func checkEtcdUser(f *Facts, _ *Node) ([]string, []string) {
+func checkEtcdUser(f *facts.Facts, _ *Node) ([]string, []string) {
 	if _, _, ok := f.Accounts.EtcdIDs(); ok {
 		return nil, nil
 	}

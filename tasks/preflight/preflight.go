@@ -1,4 +1,4 @@
-package tasks
+package preflight
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/clusterctl/clusterctl/tasks/facts"
 
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 )
@@ -81,7 +83,7 @@ func (n *Node) runsEtcd() bool {
 // Checker is one named check, as kubeadm's preflight.Checker: it returns warnings and errors separately.
 type Checker struct {
 	Name  string
-	Check func(f *Facts, n *Node) (warnings, errors []string)
+	Check func(f *facts.Facts, n *Node) (warnings, errors []string)
 }
 
 const (
@@ -161,7 +163,7 @@ func commonChecks() []Checker {
 }
 
 // Run runs the checks of the host's set on its facts.
-func Run(f *Facts, n *Node) []Finding {
+func Run(f *facts.Facts, n *Node) []Finding {
 	var out []Finding
 	checks := Checks(n.Set, n.APIServerPort, n.runsEtcd())
 	if n.CIS {
@@ -180,7 +182,7 @@ func Run(f *Facts, n *Node) []Finding {
 }
 
 func portCheck(port int) Checker {
-	return Checker{fmt.Sprintf("Port-%d", port), func(f *Facts, _ *Node) ([]string, []string) {
+	return Checker{fmt.Sprintf("Port-%d", port), func(f *facts.Facts, _ *Node) ([]string, []string) {
 		if f.ListensOn(port) {
 			return nil, []string{fmt.Sprintf("Port %d is in use", port)}
 		}
@@ -189,7 +191,7 @@ func portCheck(port int) Checker {
 }
 
 func fileAvailable(path string) Checker {
-	return Checker{"FileAvailable-" + strings.ReplaceAll(path, "/", "-"), func(f *Facts, _ *Node) ([]string, []string) {
+	return Checker{"FileAvailable-" + strings.ReplaceAll(path, "/", "-"), func(f *facts.Facts, _ *Node) ([]string, []string) {
 		if f.Files[path] {
 			return nil, []string{path + " already exists"}
 		}
@@ -198,7 +200,7 @@ func fileAvailable(path string) Checker {
 }
 
 func dirAvailable(path string) Checker {
-	return Checker{"DirAvailable-" + strings.ReplaceAll(path, "/", "-"), func(f *Facts, _ *Node) ([]string, []string) {
+	return Checker{"DirAvailable-" + strings.ReplaceAll(path, "/", "-"), func(f *facts.Facts, _ *Node) ([]string, []string) {
 		if f.DirEntries[path] > 0 {
 			return nil, []string{path + " is not empty"}
 		}
@@ -206,48 +208,9 @@ func dirAvailable(path string) Checker {
 	}}
 }
 
-// hostPackages are the packages that provide the commands a host must have (clusterctl installs the
-// Kubernetes binaries and the runtime, not these), by package manager.
-var hostPackages = map[string]map[string]string{
-	"losetup":   {"apt": "mount", "dnf": "util-linux", "zypper": "util-linux"},
-	"mount":     {"apt": "mount", "dnf": "util-linux", "zypper": "util-linux"},
-	"cp":        {"apt": "coreutils", "dnf": "coreutils", "zypper": "coreutils"},
-	"sha256sum": {"apt": "coreutils", "dnf": "coreutils", "zypper": "coreutils"},
-	"iptables":  {"apt": "iptables", "dnf": "iptables-nft", "zypper": "iptables"},
-	"ip":        {"apt": "iproute2", "dnf": "iproute", "zypper": "iproute2"},
-	"modprobe":  {"apt": "kmod", "dnf": "kmod", "zypper": "kmod"},
-	"nft":       {"apt": "nftables", "dnf": "nftables", "zypper": "nftables"},
-}
-
-// PackageManager is the host's package manager by its os-release ID: apt, dnf or zypper; "" unknown.
-func (f *Facts) PackageManager() string {
-	switch f.OS {
-	case "debian", "ubuntu", "raspbian", "linuxmint", "pop":
-		return "apt"
-	case "rhel", "centos", "rocky", "almalinux", "fedora", "ol", "amzn":
-		return "dnf"
-	case "sles", "opensuse-leap", "opensuse-tumbleweed", "sle-micro":
-		return "zypper"
-	}
-	return ""
-}
-
-// InstallHint is the command that installs what provides cmd on the host, or a sentence when its
-// distribution is unknown.
-func (f *Facts) InstallHint(cmd string) string {
-	pkgs := hostPackages[cmd]
-	switch pm := f.PackageManager(); pm {
-	case "apt":
-		return "apt-get install -y " + pkgs[pm]
-	case "dnf", "zypper":
-		return pm + " install -y " + pkgs[pm]
-	}
-	return "install your distribution's package that provides " + cmd
-}
-
 // required is kubeadm's FileExisting check for a command, with the command that installs it.
 func required(cmd string) Checker {
-	return Checker{"FileExisting-" + cmd, func(f *Facts, _ *Node) ([]string, []string) {
+	return Checker{"FileExisting-" + cmd, func(f *facts.Facts, _ *Node) ([]string, []string) {
 		if !f.Commands[cmd] {
 			return nil, []string{fmt.Sprintf("%s not found in system path; install it: %s", cmd, f.InstallHint(cmd))}
 		}
@@ -257,7 +220,7 @@ func required(cmd string) Checker {
 
 // checkProxyMode checks what kube-proxy's nftables mode needs of the host: the kernel's nf_tables, and the
 // nft command, with which reset removes kube-proxy's tables (kube-proxy runs its image's own).
-func checkProxyMode(f *Facts, n *Node) ([]string, []string) {
+func checkProxyMode(f *facts.Facts, n *Node) ([]string, []string) {
 	if !n.NFTablesProxy {
 		return nil, nil
 	}
@@ -271,21 +234,21 @@ func checkProxyMode(f *Facts, n *Node) ([]string, []string) {
 	return nil, errs
 }
 
-func checkNumCPU(f *Facts, _ *Node) ([]string, []string) {
+func checkNumCPU(f *facts.Facts, _ *Node) ([]string, []string) {
 	if f.CPUs < controlPlaneCPUs {
 		return nil, []string{fmt.Sprintf("the number of available CPUs %d is less than the required %d (for a test machine that may be slow: --ignore-preflight-errors=NumCPU)", f.CPUs, controlPlaneCPUs)}
 	}
 	return nil, nil
 }
 
-func checkMem(f *Facts, _ *Node) ([]string, []string) {
+func checkMem(f *facts.Facts, _ *Node) ([]string, []string) {
 	if mb := f.MemoryKB / 1024; mb < controlPlaneMemMB {
 		return nil, []string{fmt.Sprintf("the system RAM (%d MB) is less than the minimum %d MB (for a test machine that may be slow: --ignore-preflight-errors=Mem)", mb, controlPlaneMemMB)}
 	}
 	return nil, nil
 }
 
-func checkFirewalld(f *Facts, n *Node) ([]string, []string) {
+func checkFirewalld(f *facts.Facts, n *Node) ([]string, []string) {
 	if f.Firewalld {
 		return []string{fmt.Sprintf("firewalld is active, please ensure ports [%d %d] are open or your cluster may not function correctly",
 			n.APIServerPort, kubeadm.PortKubelet)}, nil
@@ -293,14 +256,14 @@ func checkFirewalld(f *Facts, n *Node) ([]string, []string) {
 	return nil, nil
 }
 
-func checkPrivileged(f *Facts, _ *Node) ([]string, []string) {
+func checkPrivileged(f *facts.Facts, _ *Node) ([]string, []string) {
 	if f.UID != 0 {
 		return nil, []string{fmt.Sprintf("commands run as uid %d, not root: set become: true (sudo) in the inventory", f.UID)}
 	}
 	return nil, nil
 }
 
-func checkCRI(f *Facts, n *Node) ([]string, []string) {
+func checkCRI(f *facts.Facts, n *Node) ([]string, []string) {
 	switch {
 	case n.InstallsRuntime:
 		// clusterctl installs containerd before anything needs it.
@@ -313,21 +276,21 @@ func checkCRI(f *Facts, n *Node) ([]string, []string) {
 	return nil, nil
 }
 
-func checkSwap(f *Facts, _ *Node) ([]string, []string) {
+func checkSwap(f *facts.Facts, _ *Node) ([]string, []string) {
 	if f.SwapDevices > 0 {
 		return []string{"swap is supported for cgroup v2 only. The kubelet must be properly configured to use swap, or disable swap on the node"}, nil
 	}
 	return nil, nil
 }
 
-func checkIPForward(f *Facts, _ *Node) ([]string, []string) {
+func checkIPForward(f *facts.Facts, _ *Node) ([]string, []string) {
 	if f.IPForward != "1" {
 		return []string{"/proc/sys/net/ipv4/ip_forward contents are not set to 1; clusterctl up sets net.ipv4.ip_forward=1"}, nil
 	}
 	return nil, nil
 }
 
-func checkBrNetfilter(f *Facts, _ *Node) ([]string, []string) {
+func checkBrNetfilter(f *facts.Facts, _ *Node) ([]string, []string) {
 	if !f.BrNetfilter && !f.Commands["modprobe"] {
 		return nil, []string{"br_netfilter is not loaded and there is no modprobe to load it; install it: " + f.InstallHint("modprobe")}
 	}
@@ -340,7 +303,7 @@ func checkBrNetfilter(f *Facts, _ *Node) ([]string, []string) {
 var kernelRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
 
 // checkSystem is kubeadm's SystemVerification: kernel, cgroup controllers, and cgroup v1 with current kubelets.
-func checkSystem(f *Facts, n *Node) ([]string, []string) {
+func checkSystem(f *facts.Facts, n *Node) ([]string, []string) {
 	var warnings, errs []string
 	if m := kernelRE.FindStringSubmatch(f.Kernel); m != nil {
 		major, _ := strconv.Atoi(m[1])
@@ -380,7 +343,7 @@ var containerdVersionRE = regexp.MustCompile(`\sv?(\d+)\.\d+\.\d+`)
 // checkRuntimeVersion is kubeadm's ContainerRuntimeVersion for the host's own containerd: before 2.0 it
 // cannot report its cgroup driver over CRI (RuntimeConfig); kubelet 1.37 is the last to fall back to its
 // own configuration, so it is a warning there and an error after.
-func checkRuntimeVersion(f *Facts, n *Node) ([]string, []string) {
+func checkRuntimeVersion(f *facts.Facts, n *Node) ([]string, []string) {
 	if n.InstallsRuntime {
 		return nil, nil // clusterctl installs containerd 2
 	}
@@ -398,7 +361,7 @@ func checkRuntimeVersion(f *Facts, n *Node) ([]string, []string) {
 	return nil, []string{msg + "; kubelet " + n.KubernetesVersion + " needs it: update containerd to 2.0 or later, or let clusterctl install it (cluster.containerRuntime: artifacts)"}
 }
 
-func checkHostname(f *Facts, n *Node) ([]string, []string) {
+func checkHostname(f *facts.Facts, n *Node) ([]string, []string) {
 	var warnings []string
 	if !f.HostResolves {
 		warnings = append(warnings, fmt.Sprintf("hostname %q could not be reached", f.Hostname))
@@ -410,7 +373,7 @@ var kubeletVersionRE = regexp.MustCompile(`v1\.(\d+)\.\d+`)
 
 // checkKubeletVersion: an installed kubelet must not be newer than the control plane, nor more than three
 // minor versions older (the supported skew).
-func checkKubeletVersion(f *Facts, n *Node) ([]string, []string) {
+func checkKubeletVersion(f *facts.Facts, n *Node) ([]string, []string) {
 	v, ok := f.Versions["kubelet"]
 	if !ok {
 		return nil, nil
@@ -430,7 +393,7 @@ func checkKubeletVersion(f *Facts, n *Node) ([]string, []string) {
 	return nil, nil
 }
 
-func checkKubeletService(f *Facts, _ *Node) ([]string, []string) {
+func checkKubeletService(f *facts.Facts, _ *Node) ([]string, []string) {
 	if f.KubeletUnit != "" && f.KubeletUnit != "enabled" && f.KubeletUnit != "not-found" {
 		return []string{"kubelet service is not enabled; clusterctl up enables it"}, nil
 	}
@@ -449,11 +412,11 @@ func versionMinor(v string) int {
 // CrossHostChecks are the checks no single-node tool can do: duplicate hostnames, MACs, product_uuid and
 // machine-id across hosts, and clock skew against the workstation (a warning above a second, an error above
 // maxSkew).
-func CrossHostChecks(facts []*Facts, maxSkew time.Duration) []Finding {
+func CrossHostChecks(hosts []*facts.Facts, maxSkew time.Duration) []Finding {
 	var out []Finding
-	dup := func(check, what string, key func(*Facts) []string) {
+	dup := func(check, what string, key func(*facts.Facts) []string) {
 		seen := map[string][]string{}
-		for _, f := range facts {
+		for _, f := range hosts {
 			for _, k := range key(f) {
 				if k != "" && !slices.Contains(seen[k], f.Host) {
 					seen[k] = append(seen[k], f.Host)
@@ -477,8 +440,8 @@ func CrossHostChecks(facts []*Facts, maxSkew time.Duration) []Finding {
 			}
 		}
 	}
-	dup("DuplicateHostname", "hostname", func(f *Facts) []string { return []string{f.Hostname} })
-	dup("DuplicateMAC", "MAC address", func(f *Facts) []string {
+	dup("DuplicateHostname", "hostname", func(f *facts.Facts) []string { return []string{f.Hostname} })
+	dup("DuplicateMAC", "MAC address", func(f *facts.Facts) []string {
 		var macs []string
 		for _, m := range f.MACs {
 			if m != "00:00:00:00:00:00" {
@@ -487,9 +450,9 @@ func CrossHostChecks(facts []*Facts, maxSkew time.Duration) []Finding {
 		}
 		return macs
 	})
-	dup("DuplicateProductUUID", "product_uuid", func(f *Facts) []string { return []string{f.ProductUUID} })
-	dup("DuplicateMachineID", "machine-id", func(f *Facts) []string { return []string{f.MachineID} })
-	for _, f := range facts {
+	dup("DuplicateProductUUID", "product_uuid", func(f *facts.Facts) []string { return []string{f.ProductUUID} })
+	dup("DuplicateMachineID", "machine-id", func(f *facts.Facts) []string { return []string{f.MachineID} })
+	for _, f := range hosts {
 		skew, unc := f.ClockSkew.Abs(), f.ClockUncertainty
 		measured := fmt.Sprintf("%s (±%s, half the round trip that read it)", f.ClockSkew.Round(time.Millisecond), unc.Round(time.Millisecond))
 		switch {

@@ -1,8 +1,6 @@
-package tasks
+package preflight
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"reflect"
 	"sort"
@@ -10,42 +8,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterctl/clusterctl/transport"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 )
 
-func loadFacts(t *testing.T) *Facts {
+func loadFacts(t *testing.T) *facts.Facts {
 	t.Helper()
-	out, err := os.ReadFile("testdata/facts-debian12-nspawn.txt")
+	out, err := os.ReadFile("../facts/testdata/facts-debian12-nspawn.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ParseFacts("cp1", out)
+	f, err := facts.ParseFacts("cp1", out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
-}
-
-func TestParseFacts(t *testing.T) {
-	f := loadFacts(t)
-	if f.Hostname != "cp1" || f.OS != "debian" || f.OSVersion != "12" || f.Arch != "amd64" || f.CgroupVersion != 1 ||
-		f.CPUs != 2 || f.MemoryKB != 24682416 || f.UID != 0 || !f.CRISocket || f.CRIAnswers != "ok" || !f.BrNetfilter ||
-		f.IPForward != "0" || f.KubeletUnit != "not-found" || !f.HostResolves || f.Virt != "systemd-nspawn" {
-		t.Errorf("facts: %+v", f)
-	}
-	if !f.ListensOn(22) || f.ListensOn(6443) || !f.HasAddress("10.250.0.10") || f.MACs["host0"] != "ca:9e:c5:53:77:1a" {
-		t.Errorf("listening %v, addresses %v, macs %v", f.Listening, f.Addresses, f.MACs)
-	}
-	want := []Listener{{"0.0.0.0", 22}, {"127.0.0.1", 41739}, {"::", 22}}
-	if !reflect.DeepEqual(f.Listening, want) {
-		t.Errorf("listening %v, want %v", f.Listening, want)
-	}
-	if got := f.Clock.UnixNano(); got != 1795316443304143880 {
-		t.Errorf("clock %d", got)
-	}
-	if _, err := ParseFacts("x", []byte("garbage\n")); err == nil {
-		t.Error("garbage parsed as facts")
-	}
 }
 
 func names(fs []Finding) []string {
@@ -102,7 +78,7 @@ func reflectContains(list []string, s string) bool {
 
 func TestChecksFindProblems(t *testing.T) {
 	f := loadFacts(t)
-	f.Listening = append(f.Listening, Listener{"0.0.0.0", 6443}, Listener{"::", 10250}, Listener{"0.0.0.0", 2380})
+	f.Listening = append(f.Listening, facts.Listener{Addr: "0.0.0.0", Port: 6443}, facts.Listener{Addr: "::", Port: 10250}, facts.Listener{Addr: "0.0.0.0", Port: 2380})
 	f.Files["/etc/kubernetes/manifests/etcd.yaml"] = true
 	f.Files["/etc/kubernetes/kubelet.conf"] = true
 	f.DirEntries["/var/lib/etcd"] = 3
@@ -165,7 +141,7 @@ func TestClockSkewUncertainty(t *testing.T) {
 		f := loadFacts(t)
 		f.ClockSkew, f.ClockUncertainty = c.skew, c.unc
 		got := ""
-		for _, x := range CrossHostChecks([]*Facts{f}, 5*time.Second) {
+		for _, x := range CrossHostChecks([]*facts.Facts{f}, 5*time.Second) {
 			if x.Check == "ClockSkew" {
 				got = string(x.Severity)
 			}
@@ -185,7 +161,7 @@ func TestCrossHostChecksAndIgnore(t *testing.T) {
 	c.MachineID = "other"
 	b.ClockSkew = 1500 * time.Millisecond
 	c.ClockSkew, c.ClockUncertainty = -10*time.Second, 3*time.Millisecond
-	got := CrossHostChecks([]*Facts{a, b, c}, 5*time.Second)
+	got := CrossHostChecks([]*facts.Facts{a, b, c}, 5*time.Second)
 	var lines []string
 	for _, f := range got {
 		lines = append(lines, f.Host+" "+string(f.Severity)+" "+f.Check)
@@ -222,39 +198,17 @@ func TestCrossHostChecksAndIgnore(t *testing.T) {
 }
 
 func BenchmarkFactsAndChecks(b *testing.B) {
-	out, err := os.ReadFile("testdata/facts-debian12-nspawn.txt")
+	out, err := os.ReadFile("../facts/testdata/facts-debian12-nspawn.txt")
 	if err != nil {
 		b.Fatal(err)
 	}
 	node := &Node{Set: SetInit, KubernetesVersion: "v1.34.4", APIServerPort: 6443}
 	for b.Loop() {
-		f, err := ParseFacts("cp1", out)
+		f, err := facts.ParseFacts("cp1", out)
 		if err != nil {
 			b.Fatal(err)
 		}
 		Run(f, node)
-	}
-}
-
-// Facts are the host's word: a value that ends up in a file clusterctl writes is taken only when it is one
-// clusterctl expects.
-func TestHostileFacts(t *testing.T) {
-	out := "hostname\tcp1\nkernel\t6.1.0\ncni_bin_dir\t/tmp/x\" ]\nbin_dir = \"/tmp\n"
-	f, err := ParseFacts("cp1", []byte(out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.CNIBinDir != "" {
-		t.Errorf("CNI directory %q taken from the host", f.CNIBinDir)
-	}
-	f, _ = ParseFacts("cp1", []byte("hostname\tcp1\nkernel\t6.1.0\ncni_bin_dir\t/usr/lib/cni\n"))
-	if f.CNIBinDir != "/usr/lib/cni" {
-		t.Errorf("a known CNI directory refused: %q", f.CNIBinDir)
-	}
-	// A CA certificate the size of a disk is kept only up to its bound.
-	big := "hostname\tcp1\nkernel\t6.1.0\n" + strings.Repeat("ca_cert\t"+strings.Repeat("A", 64)+"\n", 10000)
-	if f, _ = ParseFacts("cp1", []byte(big)); len(f.CACert) > maxCACert {
-		t.Errorf("CA certificate kept at %d bytes", len(f.CACert))
 	}
 }
 
@@ -266,7 +220,7 @@ func TestRequiredCommandsNameTheirFix(t *testing.T) {
 		"sles":   "iptables not found in system path; install it: zypper install -y iptables",
 		"plan9":  "iptables not found in system path; install it: install your distribution's package that provides iptables",
 	} {
-		f := &Facts{OS: os, Commands: map[string]bool{}}
+		f := &facts.Facts{OS: os, Commands: map[string]bool{}}
 		_, errs := required("iptables").Check(f, &Node{})
 		if len(errs) != 1 || errs[0] != want {
 			t.Errorf("%s: %q, want %q", os, errs, want)
@@ -280,16 +234,16 @@ func TestProxyModeCheck(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		nft   bool
-		f     Facts
+		f     facts.Facts
 		wants []string
 	}{
-		{"iptables mode", false, Facts{OS: "debian"}, nil},
-		{"nftables, all there", true, Facts{OS: "debian", Commands: map[string]bool{"nft": true}, KernelModules: map[string]bool{"nf_tables": true}, KernelModulesKnown: true}, nil},
-		{"nftables, no nft", true, Facts{OS: "rocky", KernelModules: map[string]bool{"nf_tables": true}, KernelModulesKnown: true},
+		{"iptables mode", false, facts.Facts{OS: "debian"}, nil},
+		{"nftables, all there", true, facts.Facts{OS: "debian", Commands: map[string]bool{"nft": true}, KernelModules: map[string]bool{"nf_tables": true}, KernelModulesKnown: true}, nil},
+		{"nftables, no nft", true, facts.Facts{OS: "rocky", KernelModules: map[string]bool{"nf_tables": true}, KernelModulesKnown: true},
 			[]string{"nft not found in system path (kube-proxy's nftables mode: reset removes its tables with it); install it: dnf install -y nftables"}},
-		{"nftables, no nf_tables", true, Facts{OS: "debian", Commands: map[string]bool{"nft": true}, KernelModulesKnown: true},
+		{"nftables, no nf_tables", true, facts.Facts{OS: "debian", Commands: map[string]bool{"nft": true}, KernelModulesKnown: true},
 			[]string{"the kernel has no nf_tables (CONFIG_NF_TABLES): kube-proxy cannot run in nftables mode here; set cluster.kubeProxy.mode: iptables"}},
-		{"nftables, modules unknown", true, Facts{OS: "debian", Commands: map[string]bool{"nft": true}}, nil},
+		{"nftables, modules unknown", true, facts.Facts{OS: "debian", Commands: map[string]bool{"nft": true}}, nil},
 	} {
 		warnings, errs := checkProxyMode(&c.f, &Node{NFTablesProxy: c.nft})
 		if len(warnings) > 0 || strings.Join(errs, "\n") != strings.Join(c.wants, "\n") {
@@ -341,68 +295,5 @@ func TestDuplicateNodeAddresses(t *testing.T) {
 		if f.Check != "DuplicateNodeAddress" || f.Severity != SevError || !strings.Contains(f.Message, want[f.Host]) {
 			t.Errorf("finding %+v, want %q", f, want[f.Host])
 		}
-	}
-}
-
-// slowHost answers the facts script with recorded facts and date(1) with its clock, skew ahead of this
-// machine's, after a delay on each side of the host reading it.
-type slowHost struct {
-	facts []byte
-	skew  time.Duration
-	delay time.Duration
-	dates int
-}
-
-func (h *slowHost) Name() string { return "cp1" }
-
-func (h *slowHost) Run(_ context.Context, command string, _ []byte) (transport.Result, error) {
-	if command != "date +%s.%N" {
-		time.Sleep(4 * h.delay) // the facts script: long, as on a slow host
-		return transport.Result{Stdout: h.facts}, nil
-	}
-	h.dates++
-	time.Sleep(h.delay)
-	now := time.Now().Add(h.skew)
-	time.Sleep(h.delay)
-	return transport.Result{Stdout: fmt.Appendf(nil, "%d.%09d\n", now.Unix(), now.Nanosecond())}, nil
-}
-
-// The clock is read in its own exchange: the skew is right within its uncertainty however long the facts
-// script took, and the uncertainty is half the round trip of the read kept.
-func TestGatherFactsReadsTheClockAlone(t *testing.T) {
-	facts, err := os.ReadFile("testdata/facts-debian12-nspawn.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		delay time.Duration
-		reads int
-	}{{time.Millisecond, 1}, {260 * time.Millisecond, clockReads}} {
-		h := &slowHost{facts: facts, skew: -600 * time.Millisecond, delay: c.delay}
-		f, err := GatherFacts(context.Background(), h, "unix:///run/containerd/containerd.sock", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := (f.ClockSkew - h.skew).Abs(); d > f.ClockUncertainty || f.ClockUncertainty < c.delay {
-			t.Errorf("delay %s: skew %s ± %s, want %s", c.delay, f.ClockSkew, f.ClockUncertainty, h.skew)
-		}
-		if h.dates != c.reads {
-			t.Errorf("delay %s: the clock was read %d times, want %d", c.delay, h.dates, c.reads)
-		}
-	}
-}
-
-// A host's addresses as its facts show them: the first global one of each family on the default route's
-// interface (any interface without one), IPv4 first, link-local and loopback never.
-func TestFactsNodeIPs(t *testing.T) {
-	f := &Facts{Addresses: []Address{{Iface: "lo", CIDR: "127.0.0.1/8"}, {Iface: "host0", CIDR: "fe80::1/64"},
-		{Iface: "host0", CIDR: "fdcc::10/64"}, {Iface: "host0", CIDR: "10.0.0.10/24"}, {Iface: "cni0", CIDR: "10.244.0.1/24"}}}
-	if got := f.NodeIPs(); got != "10.0.0.10,fdcc::10" {
-		t.Errorf("NodeIPs() = %q, want 10.0.0.10,fdcc::10", got)
-	}
-	f.DefaultIface = "eth1"
-	f.Addresses = append(f.Addresses, Address{Iface: "eth1", CIDR: "2001:db8::5/64"})
-	if got := f.NodeIPs(); got != "2001:db8::5" {
-		t.Errorf("NodeIPs() with the default route on eth1 = %q, want 2001:db8::5", got)
 	}
 }

@@ -1,21 +1,23 @@
-package tasks
+package preflight
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/clusterctl/clusterctl/tasks/facts"
 )
 
 // The HTTPProxy checks, as kubeadm's: a proxy the API server or the cluster's ranges would be reached
 // through.
 
-func checkHTTPProxy(f *Facts, n *Node) ([]string, []string) {
+func checkHTTPProxy(f *facts.Facts, n *Node) ([]string, []string) {
 	if proxy := httpsProxy(f); proxy != "" && !noProxyCovers(f, n.APIHost) {
 		return []string{fmt.Sprintf("Connection to %q uses proxy %q. If that is not intended, adjust your proxy settings", "https://"+n.APIHost, proxy)}, nil
 	}
 	return nil, nil
 }
 
-func checkHTTPProxyCIDR(f *Facts, n *Node) ([]string, []string) {
+func checkHTTPProxyCIDR(f *facts.Facts, n *Node) ([]string, []string) {
 	proxy := httpsProxy(f)
 	if proxy == "" {
 		return nil, nil
@@ -29,7 +31,7 @@ func checkHTTPProxyCIDR(f *Facts, n *Node) ([]string, []string) {
 	return warnings, nil
 }
 
-func httpsProxy(f *Facts) string {
+func httpsProxy(f *facts.Facts) string {
 	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {
 		if v := f.Proxy[k]; v != "" {
 			return v
@@ -38,7 +40,7 @@ func httpsProxy(f *Facts) string {
 	return ""
 }
 
-func noProxyCovers(f *Facts, what string) bool {
+func noProxyCovers(f *facts.Facts, what string) bool {
 	for _, k := range []string{"NO_PROXY", "no_proxy"} {
 		for _, entry := range strings.Split(f.Proxy[k], ",") {
 			if e := strings.TrimSpace(entry); e != "" && (e == what || e == "*" || strings.HasSuffix(what, strings.TrimPrefix(e, "*"))) {

@@ -1,6 +1,6 @@
-// Package tasks holds the units of work clusterctl does on hosts, each idempotent and usable alone: facts,
-// preflight checks, and (in later phases) pki, kubeconfigs, manifests, joins.
-package tasks
+// Package facts gathers what clusterctl knows of a host in one round trip (the facts script) and parses
+// it; preflight checks, render and the steps read it.
+package facts
 
 import (
 	"bufio"
@@ -13,19 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
-	"github.com/clusterctl/clusterctl/transport"
 )
-
-// Runner is what a task needs from a host: run a command (as root) and say which host it is.
-// *transport.Conn implements it.
-type Runner interface {
-	Name() string
-	Run(ctx context.Context, command string, stdin []byte) (transport.Result, error)
-}
-
-var _ Runner = (*transport.Conn)(nil)
 
 // Facts is what clusterctl knows of a host, gathered in one round trip.
 type Facts struct {
@@ -168,7 +159,7 @@ func FactsScript(criSocket string) string { return factsScript(criSocket, true) 
 
 // GatherFacts learns everything preflight needs about a host in one command, and reads its clock in an
 // exchange of its own.
-func GatherFacts(ctx context.Context, h Runner, criSocket string, askCRI bool) (*Facts, error) {
+func GatherFacts(ctx context.Context, h tasks.Runner, criSocket string, askCRI bool) (*Facts, error) {
 	// The script goes to sh on stdin: whatever the login shell is, a POSIX sh runs it (dash reads /proc
 	// an order of magnitude faster than bash does).
 	res, err := h.Run(ctx, "sh -s", []byte(factsScript(criSocket, askCRI)))
@@ -196,7 +187,7 @@ const (
 // shortest round trip: the skew is the host's reading minus the round trip's midpoint, and half the round
 // trip bounds its error. (Read within the facts script, the skew was off by half of a round trip of many
 // seconds on a slow host.)
-func readClock(ctx context.Context, h Runner, f *Facts) error {
+func readClock(ctx context.Context, h tasks.Runner, f *Facts) error {
 	best := time.Duration(-1)
 	for range clockReads {
 		sent := time.Now()

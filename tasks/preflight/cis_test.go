@@ -1,42 +1,20 @@
-package tasks
+package preflight
 
 import (
 	"strings"
 	"testing"
-)
 
-// The facts profile cis reads: the etcd user and group, a free system ID, the kernel's settings; values that
-// are not what they claim are dropped.
-func TestCISFacts(t *testing.T) {
-	out := "hostname\tcp1\nkernel\t6.1\netcd_user\t998\netcd_group\t997\nfree_system_id\t996\n" +
-		"kernel_setting\tvm/overcommit_memory 0\nkernel_setting\tkernel/panic 10\nkernel_setting\tkernel/panic_on_oops $(id)\n" +
-		"kernel_setting\tnet/ipv4/ip_forward 1\nsysctl_rw\tyes\n"
-	f, err := ParseFacts("cp1", []byte(out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if uid, gid, ok := f.Accounts.EtcdIDs(); !ok || uid != 998 || gid != 997 {
-		t.Errorf("etcd IDs %d:%d %v", uid, gid, ok)
-	}
-	if f.KernelSettings["vm.overcommit_memory"] != "0" || f.KernelSettings["kernel.panic"] != "10" || f.KernelSettings["kernel.panic_on_oops"] != "" ||
-		len(f.KernelSettings) != 3 || !f.SysctlWritable {
-		t.Errorf("kernel settings %v, writable %v", f.KernelSettings, f.SysctlWritable)
-	}
-	for _, a := range []Accounts{{EtcdUID: -1, EtcdGID: -1, FreeSystemID: 999}, {EtcdUID: 5, EtcdGID: 6}} {
-		if _, _, ok := a.EtcdIDs(); !ok {
-			t.Errorf("%+v: no etcd IDs", a)
-		}
-	}
-}
+	"github.com/clusterctl/clusterctl/tasks/facts"
+)
 
 // Preflight under profile cis: kernel settings a host cannot change, and an etcd user without its group
 // (or the other way), are errors naming what to do; a host that can change them, or has both, passes.
 func TestCISChecks(t *testing.T) {
-	base := func() *Facts {
+	base := func() *facts.Facts {
 		f := loadFacts(t)
 		f.KernelSettings = map[string]string{"vm.overcommit_memory": "1", "vm.panic_on_oom": "0", "kernel.panic": "10",
 			"kernel.panic_on_oops": "1", "kernel.keys.root_maxkeys": "1000000", "kernel.keys.root_maxbytes": "25000000"}
-		f.Accounts = Accounts{EtcdUID: -1, EtcdGID: -1, FreeSystemID: 999}
+		f.Accounts = facts.Accounts{EtcdUID: -1, EtcdGID: -1, FreeSystemID: 999}
 		return f
 	}
 	find := func(fs []Finding, check string) []string {
@@ -62,7 +40,7 @@ func TestCISChecks(t *testing.T) {
 	if got := find(Run(f, n), "KernelDefaults"); len(got) != 0 {
 		t.Errorf("a host that sets it itself: %v", got)
 	}
-	f.Accounts = Accounts{EtcdUID: 998, EtcdGID: -1, FreeSystemID: 999}
+	f.Accounts = facts.Accounts{EtcdUID: 998, EtcdGID: -1, FreeSystemID: 999}
 	if got := find(Run(f, n), "EtcdUser"); len(got) != 1 || !strings.Contains(got[0], "a user etcd (998) but no group etcd") {
 		t.Errorf("a user without its group: %v", got)
 	}

@@ -1,9 +1,11 @@
-package tasks
+package preflight
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/clusterctl/clusterctl/tasks"
 
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 )
@@ -11,7 +13,7 @@ import (
 // Listen starts a short-lived TCP listener on the host at ip:port (with socat, python3 or perl, whichever
 // the host has), waits until it listens, and returns the function that stops it. The listener also ends by
 // itself after a minute, so that nothing is left behind if clusterctl is killed.
-func Listen(ctx context.Context, h Runner, ip string, port int) (stop func(), err error) {
+func Listen(ctx context.Context, h tasks.Runner, ip string, port int) (stop func(), err error) {
 	script := scripts.Listen(ip, port)
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -42,7 +44,7 @@ func Listen(ctx context.Context, h Runner, ip string, port int) (stop func(), er
 }
 
 // Probe connects from the host to ip:port and closes the connection at once.
-func Probe(ctx context.Context, from Runner, ip string, port int) error {
+func Probe(ctx context.Context, from tasks.Runner, ip string, port int) error {
 	_, err := from.Run(ctx, ProbeCommand(ip, port), nil)
 	if err != nil {
 		return fmt.Errorf("%s cannot connect to %s:%d", from.Name(), ip, port)

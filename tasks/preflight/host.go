@@ -1,8 +1,10 @@
-package tasks
+package preflight
 
 import (
 	"fmt"
 	"slices"
+
+	"github.com/clusterctl/clusterctl/tasks/facts"
 )
 
 // The host itself: what clusterctl can run on, and what it is tested on.
@@ -20,7 +22,7 @@ func hostChecks() []Checker {
 }
 
 // checkInit: the kubelet, containerd and clusterctl's own units are systemd units.
-func checkInit(f *Facts, _ *Node) ([]string, []string) {
+func checkInit(f *facts.Facts, _ *Node) ([]string, []string) {
 	if f.Init == "" || f.Init == "systemd" {
 		return nil, nil
 	}
@@ -28,7 +30,7 @@ func checkInit(f *Facts, _ *Node) ([]string, []string) {
 }
 
 // checkArch: the artifacts are for amd64 and arm64.
-func checkArch(f *Facts, _ *Node) ([]string, []string) {
+func checkArch(f *facts.Facts, _ *Node) ([]string, []string) {
 	if f.Arch == "" || f.Arch == "amd64" || f.Arch == "arm64" {
 		return nil, nil
 	}
@@ -36,7 +38,7 @@ func checkArch(f *Facts, _ *Node) ([]string, []string) {
 }
 
 // checkDistribution warns of a distribution clusterctl is not tested on.
-func checkDistribution(f *Facts, _ *Node) ([]string, []string) {
+func checkDistribution(f *facts.Facts, _ *Node) ([]string, []string) {
 	if f.OS == "" || slices.Contains(testedOS[f.OS], f.OSVersion) {
 		return nil, nil
 	}

@@ -1,0 +1,157 @@
+package facts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+func loadFacts(t *testing.T) *Facts {
+	t.Helper()
+	out, err := os.ReadFile("testdata/facts-debian12-nspawn.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ParseFacts("cp1", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestParseFacts(t *testing.T) {
+	f := loadFacts(t)
+	if f.Hostname != "cp1" || f.OS != "debian" || f.OSVersion != "12" || f.Arch != "amd64" || f.CgroupVersion != 1 ||
+		f.CPUs != 2 || f.MemoryKB != 24682416 || f.UID != 0 || !f.CRISocket || f.CRIAnswers != "ok" || !f.BrNetfilter ||
+		f.IPForward != "0" || f.KubeletUnit != "not-found" || !f.HostResolves || f.Virt != "systemd-nspawn" {
+		t.Errorf("facts: %+v", f)
+	}
+	if !f.ListensOn(22) || f.ListensOn(6443) || !f.HasAddress("10.250.0.10") || f.MACs["host0"] != "ca:9e:c5:53:77:1a" {
+		t.Errorf("listening %v, addresses %v, macs %v", f.Listening, f.Addresses, f.MACs)
+	}
+	want := []Listener{{"0.0.0.0", 22}, {"127.0.0.1", 41739}, {"::", 22}}
+	if !reflect.DeepEqual(f.Listening, want) {
+		t.Errorf("listening %v, want %v", f.Listening, want)
+	}
+	if got := f.Clock.UnixNano(); got != 1795316443304143880 {
+		t.Errorf("clock %d", got)
+	}
+	if _, err := ParseFacts("x", []byte("garbage\n")); err == nil {
+		t.Error("garbage parsed as facts")
+	}
+}
+
+// Facts are the host's word: a value that ends up in a file clusterctl writes is taken only when it is one
+// clusterctl expects.
+func TestHostileFacts(t *testing.T) {
+	out := "hostname\tcp1\nkernel\t6.1.0\ncni_bin_dir\t/tmp/x\" ]\nbin_dir = \"/tmp\n"
+	f, err := ParseFacts("cp1", []byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.CNIBinDir != "" {
+		t.Errorf("CNI directory %q taken from the host", f.CNIBinDir)
+	}
+	f, _ = ParseFacts("cp1", []byte("hostname\tcp1\nkernel\t6.1.0\ncni_bin_dir\t/usr/lib/cni\n"))
+	if f.CNIBinDir != "/usr/lib/cni" {
+		t.Errorf("a known CNI directory refused: %q", f.CNIBinDir)
+	}
+	// A CA certificate the size of a disk is kept only up to its bound.
+	big := "hostname\tcp1\nkernel\t6.1.0\n" + strings.Repeat("ca_cert\t"+strings.Repeat("A", 64)+"\n", 10000)
+	if f, _ = ParseFacts("cp1", []byte(big)); len(f.CACert) > maxCACert {
+		t.Errorf("CA certificate kept at %d bytes", len(f.CACert))
+	}
+}
+
+// slowHost answers the facts script with recorded facts and date(1) with its clock, skew ahead of this
+// machine's, after a delay on each side of the host reading it.
+type slowHost struct {
+	facts []byte
+	skew  time.Duration
+	delay time.Duration
+	dates int
+}
+
+func (h *slowHost) Name() string { return "cp1" }
+
+func (h *slowHost) Run(_ context.Context, command string, _ []byte) (transport.Result, error) {
+	if command != "date +%s.%N" {
+		time.Sleep(4 * h.delay) // the facts script: long, as on a slow host
+		return transport.Result{Stdout: h.facts}, nil
+	}
+	h.dates++
+	time.Sleep(h.delay)
+	now := time.Now().Add(h.skew)
+	time.Sleep(h.delay)
+	return transport.Result{Stdout: fmt.Appendf(nil, "%d.%09d\n", now.Unix(), now.Nanosecond())}, nil
+}
+
+// The clock is read in its own exchange: the skew is right within its uncertainty however long the facts
+// script took, and the uncertainty is half the round trip of the read kept.
+func TestGatherFactsReadsTheClockAlone(t *testing.T) {
+	out, err := os.ReadFile("testdata/facts-debian12-nspawn.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		delay time.Duration
+		reads int
+	}{{time.Millisecond, 1}, {260 * time.Millisecond, clockReads}} {
+		h := &slowHost{facts: out, skew: -600 * time.Millisecond, delay: c.delay}
+		f, err := GatherFacts(context.Background(), h, "unix:///run/containerd/containerd.sock", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := (f.ClockSkew - h.skew).Abs(); d > f.ClockUncertainty || f.ClockUncertainty < c.delay {
+			t.Errorf("delay %s: skew %s ± %s, want %s", c.delay, f.ClockSkew, f.ClockUncertainty, h.skew)
+		}
+		if h.dates != c.reads {
+			t.Errorf("delay %s: the clock was read %d times, want %d", c.delay, h.dates, c.reads)
+		}
+	}
+}
+
+// A host's addresses as its facts show them: the first global one of each family on the default route's
+// interface (any interface without one), IPv4 first, link-local and loopback never.
+func TestFactsNodeIPs(t *testing.T) {
+	f := &Facts{Addresses: []Address{{Iface: "lo", CIDR: "127.0.0.1/8"}, {Iface: "host0", CIDR: "fe80::1/64"},
+		{Iface: "host0", CIDR: "fdcc::10/64"}, {Iface: "host0", CIDR: "10.0.0.10/24"}, {Iface: "cni0", CIDR: "10.244.0.1/24"}}}
+	if got := f.NodeIPs(); got != "10.0.0.10,fdcc::10" {
+		t.Errorf("NodeIPs() = %q, want 10.0.0.10,fdcc::10", got)
+	}
+	f.DefaultIface = "eth1"
+	f.Addresses = append(f.Addresses, Address{Iface: "eth1", CIDR: "2001:db8::5/64"})
+	if got := f.NodeIPs(); got != "2001:db8::5" {
+		t.Errorf("NodeIPs() with the default route on eth1 = %q, want 2001:db8::5", got)
+	}
+}
+
+// The facts profile cis reads: the etcd user and group, a free system ID, the kernel's settings; values that
+// are not what they claim are dropped.
+func TestCISFacts(t *testing.T) {
+	out := "hostname\tcp1\nkernel\t6.1\netcd_user\t998\netcd_group\t997\nfree_system_id\t996\n" +
+		"kernel_setting\tvm/overcommit_memory 0\nkernel_setting\tkernel/panic 10\nkernel_setting\tkernel/panic_on_oops $(id)\n" +
+		"kernel_setting\tnet/ipv4/ip_forward 1\nsysctl_rw\tyes\n"
+	f, err := ParseFacts("cp1", []byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid, gid, ok := f.Accounts.EtcdIDs(); !ok || uid != 998 || gid != 997 {
+		t.Errorf("etcd IDs %d:%d %v", uid, gid, ok)
+	}
+	if f.KernelSettings["vm.overcommit_memory"] != "0" || f.KernelSettings["kernel.panic"] != "10" || f.KernelSettings["kernel.panic_on_oops"] != "" ||
+		len(f.KernelSettings) != 3 || !f.SysctlWritable {
+		t.Errorf("kernel settings %v, writable %v", f.KernelSettings, f.SysctlWritable)
+	}
+	for _, a := range []Accounts{{EtcdUID: -1, EtcdGID: -1, FreeSystemID: 999}, {EtcdUID: 5, EtcdGID: 6}} {
+		if _, _, ok := a.EtcdIDs(); !ok {
+			t.Errorf("%+v: no etcd IDs", a)
+		}
+	}
+}
