@@ -52,12 +52,8 @@ type CARotateResult struct {
 // re-issued by every kubelet before the old key goes, and the old key stays accepted for token Secrets it
 // signed.
 func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, error) {
-	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Minute
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	orDefault(&o.Timeout, defaultWait)
+	o.Now = clockOr(o.Now)
 	d, err := newDeployment(e, clusterHosts(ctx, e), deployOptions{Now: o.Now, Timeout: o.Timeout})
 	if err != nil {
 		return nil, err

@@ -34,9 +34,7 @@ func newDeployment(e *Env, hosts []*inventory.Host, o deployOptions) (*deploymen
 	if err != nil {
 		return nil, err
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Now = clockOr(o.Now)
 	if !slices.Contains(hosts, cp1) {
 		hosts = append([]*inventory.Host{cp1}, hosts...)
 	}

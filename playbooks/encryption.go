@@ -207,12 +207,8 @@ type EncryptionRotateResult struct {
 //     read to check that nothing is left under another;
 //  4. retire:  the old keys leave the configuration.
 func RotateEncryption(ctx context.Context, e *Env, o EncryptionRotateOptions) (*EncryptionRotateResult, error) {
-	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Minute
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	orDefault(&o.Timeout, defaultWait)
+	o.Now = clockOr(o.Now)
 	keys, err := loadKeys(e)
 	if err != nil {
 		return nil, err

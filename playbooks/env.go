@@ -38,6 +38,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 	"github.com/clusterctl/clusterctl/tasks/statedir"
 	"github.com/clusterctl/clusterctl/tasks/wait"
 	"github.com/clusterctl/clusterctl/transport"
@@ -269,7 +270,7 @@ func (e *Env) Facts(ctx context.Context, h *inventory.Host) (*facts.Facts, error
 // gatherFacts asks a connected host its facts (one command) and keeps them in the session.
 func (e *Env) gatherFacts(ctx context.Context, name string) (*facts.Facts, error) {
 	c := &e.Inv.Cluster
-	f, err := facts.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint, !c.InstallsRuntime())
+	f, err := facts.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint, !c.InstallsRuntime(), preflight.Asks())
 	if err != nil {
 		return nil, err
 	}

@@ -72,9 +72,7 @@ const restoreBump = 1_000_000_000
 // etcd and control-plane host of the inventory must be reachable: hosts that are lost are left out of the
 // inventory, and added back with add-node afterwards.
 func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult, error) {
-	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Minute
-	}
+	orDefault(&o.Timeout, defaultWait)
 	r := &restoreRun{e: e, o: o, cps: e.Inv.ControlPlanes(), ext: e.Inv.ExternalEtcd(), members: e.Inv.EtcdHosts(), peers: map[string]string{}}
 	if len(r.cps) == 0 {
 		return nil, errors.New("the inventory has no control-plane host")

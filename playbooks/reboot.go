@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,18 +24,10 @@ import (
 // reboot cordoned it. It refuses a cluster that is not healthy before it starts. Each host is recorded in
 // the state directory: the same command resumes a killed reboot, without rebooting a host twice.
 func Reboot(ctx context.Context, e *Env, o RebootOptions) (*RebootResult, error) {
-	if o.MaxUnavailable < 1 {
-		o.MaxUnavailable = 1
-	}
-	if o.DrainTimeout == 0 {
-		o.DrainTimeout = 5 * time.Minute
-	}
-	if o.NodeTimeout == 0 {
-		o.NodeTimeout = 5 * time.Minute
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.MaxUnavailable = max(o.MaxUnavailable, 1)
+	orDefault(&o.DrainTimeout, defaultWait)
+	orDefault(&o.NodeTimeout, defaultWait)
+	o.Now = clockOr(o.Now)
 	r := &rebootRun{e: e, o: o, res: &RebootResult{Order: []string{}, Rebooted: []RebootTiming{}}, state: map[string]reboot.State{},
 		clients: map[string]*apiclient.Client{}, etcd: map[string]*etcdmember.Client{}}
 	defer r.closeEtcd()

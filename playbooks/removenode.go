@@ -36,9 +36,7 @@ type RemoveOptions struct {
 // (refused if etcd would lose quorum), the Node deleted, then the host reset as `clusterctl reset` does. A
 // host that cannot be reached is still removed from the cluster, and reported.
 func RemoveNode(ctx context.Context, e *Env, hostNames []string, o RemoveOptions) error {
-	if o.DrainTimeout == 0 {
-		o.DrainTimeout = 5 * time.Minute
-	}
+	orDefault(&o.DrainTimeout, defaultWait)
 	cp1, err := e.firstControlPlane()
 	if err != nil {
 		return err

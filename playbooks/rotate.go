@@ -52,12 +52,8 @@ const ServingName = "kubelet-serving"
 // scheduler restart (cpRoll). Nodes whose certificates are fresh are left alone. Every host takes part:
 // control-plane nodes for their files, every node for its kubelet serving certificate.
 func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, error) {
-	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Minute
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	orDefault(&o.Timeout, defaultWait)
+	o.Now = clockOr(o.Now)
 	dopts := deployOptions{Now: o.Now, Timeout: o.Timeout, DryRun: o.DryRun,
 		Renew: &render.Renewal{IssuedBefore: o.Now().Add(-o.Fresh), NewKeys: o.NewKeys, Only: o.Only}}
 	if o.DryRun {

@@ -119,3 +119,23 @@ type PhaseTiming struct {
 	Name       string `json:"name"`
 	DurationMS int64  `json:"duration_ms"`
 }
+
+// Options are defaulted one way in every playbook: a zero wait or count takes its default, a nil clock is
+// the real one.
+const defaultWait = 5 * time.Minute
+
+// orDefault sets *v to def when it is zero.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// clockOr is now, or the real clock when it is nil.
+func clockOr(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
+}

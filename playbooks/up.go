@@ -18,15 +18,9 @@ import (
 // step is idempotent; the state directory holds the PKI and the token between runs. add-node is Up on the
 // hosts it adds.
 func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
-	if o.APITimeout == 0 {
-		o.APITimeout = 5 * time.Minute
-	}
-	if o.NodeTimeout == 0 {
-		o.NodeTimeout = 5 * time.Minute
-	}
-	if o.TokenTTL == 0 {
-		o.TokenTTL = time.Hour
-	}
+	orDefault(&o.APITimeout, defaultWait)
+	orDefault(&o.NodeTimeout, defaultWait)
+	orDefault(&o.TokenTTL, time.Hour)
 	d, err := newDeployment(e, e.Hosts, deployOptions{Now: o.Now, DryRun: o.DryRun, TokenTTL: o.TokenTTL, Timeout: o.APITimeout})
 	if err != nil {
 		return nil, err

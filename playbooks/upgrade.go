@@ -32,18 +32,10 @@ import (
 // workers MaxUnavailable at a time, each cordoned, drained, upgraded, Ready at the new version and
 // uncordoned. Each step is recorded in the state directory; the same command resumes a killed upgrade.
 func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, error) {
-	if o.MaxUnavailable < 1 {
-		o.MaxUnavailable = 1
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Minute
-	}
-	if o.DrainTimeout == 0 {
-		o.DrainTimeout = 5 * time.Minute
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.MaxUnavailable = max(o.MaxUnavailable, 1)
+	orDefault(&o.Timeout, defaultWait)
+	orDefault(&o.DrainTimeout, defaultWait)
+	o.Now = clockOr(o.Now)
 	to, err := version.ParseSemantic(e.Inv.Cluster.KubernetesVersion)
 	if err != nil {
 		return nil, err

@@ -81,6 +81,30 @@ const tmpMarker = ".clusterctl-tmp-"
 // process started on the host); larger files are compared by a remote sha256sum.
 const readBackLimit = 1 << 20
 
+// states checks the files, and reads what each is on the host now (Put's and Diff's common start).
+func (c *Conn) states(ctx context.Context, files []File) (*sftp.Client, []remoteState, error) {
+	if len(files) == 0 {
+		return nil, nil, nil
+	}
+	if err := c.checkFiles(files); err != nil {
+		return nil, nil, err
+	}
+	client, err := c.SFTP(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	states, err := c.inspect(ctx, client, files)
+	return client, states, err
+}
+
+// perm is the file's mode on the host: its permission bits, 0644 when it gives none.
+func (f File) perm() fs.FileMode {
+	if mode := f.Mode.Perm(); mode != 0 {
+		return mode
+	}
+	return 0o644
+}
+
 // Put writes files atomically (a temporary file in the target directory, mode and owner, content, fsync,
 // rename over the target), files in parallel over the connection's SFTP session. Files whose content, mode
 // and owner are already right are left alone: they cost an SFTP stat and read, or one sha256sum for large
@@ -88,18 +112,8 @@ const readBackLimit = 1 << 20
 // partial target file: the rename happens only after the whole content is synced.
 func (c *Conn) Put(ctx context.Context, files []File) (_ []bool, err error) {
 	defer func() { err = c.connErr(ctx, err) }()
-	if len(files) == 0 {
-		return nil, nil
-	}
-	if err := c.checkFiles(files); err != nil {
-		return nil, err
-	}
-	client, err := c.SFTP(ctx)
-	if err != nil {
-		return nil, err
-	}
-	states, err := c.inspect(ctx, client, files)
-	if err != nil {
+	client, states, err := c.states(ctx, files)
+	if err != nil || len(files) == 0 {
 		return nil, err
 	}
 	changed := make([]bool, len(files))
@@ -109,10 +123,7 @@ func (c *Conn) Put(ctx context.Context, files []File) (_ []bool, err error) {
 	g.SetLimit(16)
 	dirs := map[string]bool{}
 	for i, f := range files {
-		mode := f.Mode.Perm()
-		if mode == 0 {
-			mode = 0o644
-		}
+		mode := f.perm()
 		st := states[i]
 		if st.sameContent && st.mode == mode && st.uid == f.UID && st.gid == f.GID {
 			continue
@@ -297,26 +308,13 @@ const (
 // Diff reports what Put would change for each file, writing nothing: a dry run.
 func (c *Conn) Diff(ctx context.Context, files []File) (_ []Change, err error) {
 	defer func() { err = c.connErr(ctx, err) }()
-	if len(files) == 0 {
-		return nil, nil
-	}
-	if err := c.checkFiles(files); err != nil {
-		return nil, err
-	}
-	client, err := c.SFTP(ctx)
-	if err != nil {
-		return nil, err
-	}
-	states, err := c.inspect(ctx, client, files)
-	if err != nil {
+	_, states, err := c.states(ctx, files)
+	if err != nil || len(files) == 0 {
 		return nil, err
 	}
 	out := make([]Change, len(files))
 	for i, f := range files {
-		mode := f.Mode.Perm()
-		if mode == 0 {
-			mode = 0o644
-		}
+		mode := f.perm()
 		st := states[i]
 		switch {
 		case !st.exists:

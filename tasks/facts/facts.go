@@ -130,23 +130,37 @@ func (f *Facts) HasAddress(ip string) bool {
 	return false
 }
 
-// The paths whose existence or emptiness preflight checks look at.
-var (
-	factFiles = []string{
-		kubeadm.Manifest("kube-apiserver"), kubeadm.Manifest("kube-controller-manager"),
-		kubeadm.Manifest("kube-scheduler"), kubeadm.Manifest("etcd"),
-		kubeadm.KubeletKubeconfig, kubeadm.BootstrapKubeconfig, kubeadm.CACert,
+// Ask is what the facts script looks for beyond the facts it always prints: files that exist, directories
+// and how many entries each holds, commands on the PATH. A preflight check declares what it needs as an Ask
+// (preflight.Asks gathers them); the steps' own needs are stepAsk.
+type Ask struct {
+	Files, Dirs, Commands []string
+}
+
+// With is a and b together, each path or command once, in order.
+func (a Ask) With(b Ask) Ask {
+	union := func(x, y []string) []string {
+		out := slices.Clone(x)
+		for _, v := range y {
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+		return out
 	}
-	factDirs     = []string{kubeadm.ManifestsDir, kubeadm.EtcdDataDir}
-	factCommands = []string{"conntrack", "ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc",
-		"touch", "losetup", "cp", "crictl", "ctr", "kubelet", "containerd", "runc", "systemctl", "bash", "sha256sum", "modprobe", "nft"}
-)
+	return Ask{Files: union(a.Files, b.Files), Dirs: union(a.Dirs, b.Dirs), Commands: union(a.Commands, b.Commands)}
+}
+
+// stepAsk is what the steps read of the facts themselves: whether a node has joined already (its kubelet's
+// kubeconfig, or the bootstrap one) and whether a control-plane node's API server was set up.
+var stepAsk = Ask{Files: []string{kubeadm.Manifest(kubeadm.APIServer), kubeadm.KubeletKubeconfig, kubeadm.BootstrapKubeconfig}}
 
 // factsScript is the facts script (templates/files/facts.sh) for a runtime socket; askCRI: whether it asks
 // the runtime if it answers (the host's own runtime; one clusterctl installs starts after the push).
-func factsScript(criSocket string, askCRI bool) string {
-	return scripts.Facts(scripts.FactsParams{Socket: strings.TrimPrefix(criSocket, "unix://"), AskCRI: askCRI, Commands: factCommands,
-		Files: factFiles, Dirs: factDirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert,
+func factsScript(criSocket string, askCRI bool, ask Ask) string {
+	ask = stepAsk.With(ask)
+	return scripts.Facts(scripts.FactsParams{Socket: strings.TrimPrefix(criSocket, "unix://"), AskCRI: askCRI, Commands: ask.Commands,
+		Files: ask.Files, Dirs: ask.Dirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert,
 		VersionCache: kubeadm.VersionCache, KernelSettings: kernelSettingPaths()})
 }
 
@@ -155,14 +169,14 @@ var cniBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni", "/usr/libexec/cni"}
 
 // FactsScript is the facts script for a runtime socket, for tools that run it themselves (the fan-out
 // benchmark runs the same script with other tools).
-func FactsScript(criSocket string) string { return factsScript(criSocket, true) }
+func FactsScript(criSocket string, ask Ask) string { return factsScript(criSocket, true, ask) }
 
-// GatherFacts learns everything preflight needs about a host in one command, and reads its clock in an
-// exchange of its own.
-func GatherFacts(ctx context.Context, h tasks.Runner, criSocket string, askCRI bool) (*Facts, error) {
+// GatherFacts learns everything preflight and the steps need about a host in one command (ask: what the
+// preflight checks look for), and reads its clock in an exchange of its own.
+func GatherFacts(ctx context.Context, h tasks.Runner, criSocket string, askCRI bool, ask Ask) (*Facts, error) {
 	// The script goes to sh on stdin: whatever the login shell is, a POSIX sh runs it (dash reads /proc
 	// an order of magnitude faster than bash does).
-	res, err := h.Run(ctx, "sh -s", []byte(factsScript(criSocket, askCRI)))
+	res, err := h.Run(ctx, "sh -s", []byte(factsScript(criSocket, askCRI, ask)))
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +256,12 @@ func ParseFacts(host string, out []byte) (*Facts, error) {
 			*flag(f) = val == "yes"
 			continue
 		}
-		f.parse(key, val, &unit)
+		if parse, ok := factParsers[key]; ok {
+			first, rest, _ := strings.Cut(val, " ")
+			parse(f, val, first, rest)
+		} else if strings.HasPrefix(key, "unit_") {
+			f.unitProperty(key, val, &unit)
+		}
 	}
 	if f.Hostname == "" || f.Kernel == "" {
 		return nil, fmt.Errorf("%s: the facts script printed no hostname or kernel: %q", host, tail(string(out), 500))
@@ -250,65 +269,10 @@ func ParseFacts(host string, out []byte) (*Facts, error) {
 	return f, sc.Err()
 }
 
-// parse reads one line of the facts script's output but those of factStrings and factFlags; unit is the unit whose
-// properties systemctl show is printing.
-func (f *Facts) parse(key, val string, unit *string) {
-	first, rest, _ := strings.Cut(val, " ")
+// unitProperty reads a line of systemctl show's properties (unit_Id, unit_ActiveState, ...); unit is the
+// unit whose properties it is printing.
+func (f *Facts) unitProperty(key, val string, unit *string) {
 	switch key {
-	case "clock":
-		f.Clock = parseEpoch(val)
-	case "arch":
-		f.Arch = goArch(val)
-	case "cgroupfs":
-		f.CgroupVersion = 1
-		if val == "cgroup2fs" {
-			f.CgroupVersion = 2
-		}
-	case "cgroup_controllers":
-		f.Cgroups = strings.Fields(val)
-	case "swap_devices":
-		f.SwapDevices, _ = strconv.Atoi(val)
-	case "swap_kb":
-		f.SwapKB, _ = strconv.ParseInt(val, 10, 64)
-	case "cpus":
-		f.CPUs, _ = strconv.Atoi(val)
-	case "mem_kb":
-		f.MemoryKB, _ = strconv.ParseInt(val, 10, 64)
-	case "addr":
-		f.Addresses = append(f.Addresses, Address{Iface: first, CIDR: rest})
-	case "default_route":
-		fields := strings.Fields(val)
-		for i := 0; i+1 < len(fields); i++ {
-			if fields[i] == "dev" && f.DefaultIface == "" {
-				f.DefaultIface = fields[i+1]
-			}
-		}
-	case "mac":
-		if first != "lo" && rest != "00:00:00:00:00:00" {
-			f.MACs[first] = rest
-		}
-	case "kmod":
-		if f.KernelModules == nil {
-			f.KernelModules = map[string]bool{}
-		}
-		f.KernelModules[val] = true
-	case "kmods_known":
-		f.KernelModulesKnown = true
-	case "mtu":
-		if n, err := strconv.Atoi(rest); err == nil && n > 0 && n <= 65535 && first != "lo" {
-			if f.MTUs == nil {
-				f.MTUs = map[string]int{}
-			}
-			f.MTUs[first] = n
-		}
-	case "listen":
-		if l, ok := parseProcNetTCP(val); ok {
-			f.Listening = append(f.Listening, l)
-		}
-	case "command":
-		f.Commands[val] = true
-	case "version":
-		f.Versions[first] = rest
 	case "unit_Id":
 		*unit = val
 	case "unit_ActiveState":
@@ -322,30 +286,83 @@ func (f *Facts) parse(key, val string, unit *string) {
 				f.KubeletUnit = "not-found"
 			}
 		}
-	case "proxy":
-		f.Proxy[first] = rest
-	case "file":
-		f.Files[val] = true
-	case "dir":
-		f.DirEntries[first], _ = strconv.Atoi(rest)
-	case "uid":
-		f.UID, _ = strconv.Atoi(val)
-	case "hostname_resolves":
-		f.HostResolves = true
-	case "ca_cert":
+	}
+}
+
+// factParsers read the facts that are not copied as printed (factStrings, factFlags): numbers, lists, maps
+// and the values checked before they are kept. first and rest are the value's first word and the others.
+var factParsers = map[string]func(f *Facts, val, first, rest string){
+	"clock": func(f *Facts, val, _, _ string) { f.Clock = parseEpoch(val) },
+	"arch":  func(f *Facts, val, _, _ string) { f.Arch = goArch(val) },
+	"cgroupfs": func(f *Facts, val, _, _ string) {
+		f.CgroupVersion = 1
+		if val == "cgroup2fs" {
+			f.CgroupVersion = 2
+		}
+	},
+	"cgroup_controllers": func(f *Facts, val, _, _ string) { f.Cgroups = strings.Fields(val) },
+	"swap_devices":       func(f *Facts, val, _, _ string) { f.SwapDevices, _ = strconv.Atoi(val) },
+	"swap_kb":            func(f *Facts, val, _, _ string) { f.SwapKB, _ = strconv.ParseInt(val, 10, 64) },
+	"cpus":               func(f *Facts, val, _, _ string) { f.CPUs, _ = strconv.Atoi(val) },
+	"mem_kb":             func(f *Facts, val, _, _ string) { f.MemoryKB, _ = strconv.ParseInt(val, 10, 64) },
+	"addr": func(f *Facts, _, first, rest string) {
+		f.Addresses = append(f.Addresses, Address{Iface: first, CIDR: rest})
+	},
+	"default_route": func(f *Facts, val, _, _ string) {
+		fields := strings.Fields(val)
+		for i := 0; i+1 < len(fields); i++ {
+			if fields[i] == "dev" && f.DefaultIface == "" {
+				f.DefaultIface = fields[i+1]
+			}
+		}
+	},
+	"mac": func(f *Facts, _, first, rest string) {
+		if first != "lo" && rest != "00:00:00:00:00:00" {
+			f.MACs[first] = rest
+		}
+	},
+	"kmod": func(f *Facts, val, _, _ string) {
+		if f.KernelModules == nil {
+			f.KernelModules = map[string]bool{}
+		}
+		f.KernelModules[val] = true
+	},
+	"kmods_known": func(f *Facts, _, _, _ string) { f.KernelModulesKnown = true },
+	"mtu": func(f *Facts, _, first, rest string) {
+		if n, err := strconv.Atoi(rest); err == nil && n > 0 && n <= 65535 && first != "lo" {
+			if f.MTUs == nil {
+				f.MTUs = map[string]int{}
+			}
+			f.MTUs[first] = n
+		}
+	},
+	"listen": func(f *Facts, val, _, _ string) {
+		if l, ok := parseProcNetTCP(val); ok {
+			f.Listening = append(f.Listening, l)
+		}
+	},
+	"command":           func(f *Facts, val, _, _ string) { f.Commands[val] = true },
+	"version":           func(f *Facts, _, first, rest string) { f.Versions[first] = rest },
+	"proxy":             func(f *Facts, _, first, rest string) { f.Proxy[first] = rest },
+	"file":              func(f *Facts, val, _, _ string) { f.Files[val] = true },
+	"dir":               func(f *Facts, _, first, rest string) { f.DirEntries[first], _ = strconv.Atoi(rest) },
+	"uid":               func(f *Facts, val, _, _ string) { f.UID, _ = strconv.Atoi(val) },
+	"hostname_resolves": func(f *Facts, _, _, _ string) { f.HostResolves = true },
+	"ca_cert": func(f *Facts, val, _, _ string) {
 		if len(f.CACert)+len(val) < maxCACert {
 			f.CACert += val + "\n"
 		}
-	case "etcd_user", "etcd_group", "free_system_id":
-		f.Accounts.parse(key, val)
-	case "kernel_setting":
-		f.kernelSetting(first, rest)
-	case "cni_bin_dir":
+	},
+	"etcd_user":      func(f *Facts, val, _, _ string) { f.Accounts.parse("etcd_user", val) },
+	"etcd_group":     func(f *Facts, val, _, _ string) { f.Accounts.parse("etcd_group", val) },
+	"free_system_id": func(f *Facts, val, _, _ string) { f.Accounts.parse("free_system_id", val) },
+	"kernel_setting": func(f *Facts, _, first, rest string) { f.kernelSetting(first, rest) },
+	"cni_bin_dir": func(f *Facts, val, _, _ string) {
 		// Written into containerd's configuration: only one of the directories the script looks in.
 		if slices.Contains(cniBinDirs, val) {
 			f.CNIBinDir = val
 		}
-	}
+	},
 }
 
 // factStrings are the facts copied as they are printed.

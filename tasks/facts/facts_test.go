@@ -104,7 +104,7 @@ func TestGatherFactsReadsTheClockAlone(t *testing.T) {
 		reads int
 	}{{time.Millisecond, 1}, {260 * time.Millisecond, clockReads}} {
 		h := &slowHost{facts: out, skew: -600 * time.Millisecond, delay: c.delay}
-		f, err := GatherFacts(context.Background(), h, "unix:///run/containerd/containerd.sock", true)
+		f, err := GatherFacts(context.Background(), h, "unix:///run/containerd/containerd.sock", true, Ask{})
 		if err != nil {
 			t.Fatal(err)
 		}

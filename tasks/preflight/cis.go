@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/clusterctl/clusterctl/tasks/facts"
-
 	"github.com/clusterctl/clusterctl/tasks/kubelet"
 )
 
@@ -13,10 +12,10 @@ import (
 func cisChecks(n *Node) []Checker {
 	var out []Checker
 	if n.Set != SetEtcd {
-		out = append(out, Checker{"KernelDefaults", checkKernelDefaults})
+		out = append(out, Checker{Name: "KernelDefaults", Check: checkKernelDefaults})
 	}
 	if n.runsEtcd() {
-		out = append(out, Checker{"EtcdUser", checkEtcdUser})
+		out = append(out, Checker{Name: "EtcdUser", Check: checkEtcdUser})
 	}
 	return out
 }

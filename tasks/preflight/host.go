@@ -18,7 +18,7 @@ var (
 )
 
 func hostChecks() []Checker {
-	return []Checker{{"InitSystem", checkInit}, {"Architecture", checkArch}, {"Distribution", checkDistribution}}
+	return []Checker{{Name: "InitSystem", Check: checkInit}, {Name: "Architecture", Check: checkArch}, {Name: "Distribution", Check: checkDistribution}}
 }
 
 // checkInit: the kubelet, containerd and clusterctl's own units are systemd units.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/facts"
-
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 )
 
@@ -84,6 +83,9 @@ func (n *Node) runsEtcd() bool {
 type Checker struct {
 	Name  string
 	Check func(f *facts.Facts, n *Node) (warnings, errors []string)
+	// Needs is what the check reads that the facts script looks for only when asked: files, directories
+	// and commands. Declared here, beside the check: Asks gathers every check's for the script.
+	Needs facts.Ask
 }
 
 const (
@@ -99,22 +101,22 @@ const (
 func Checks(set CheckSet, apiPort int, etcd bool) []Checker {
 	var checks []Checker
 	if set == SetEtcd {
-		checks = append(checks, Checker{"IsPrivilegedUser", checkPrivileged}, Checker{"Hostname", checkHostname}, required("sha256sum"))
+		checks = append(checks, Checker{Name: "IsPrivilegedUser", Check: checkPrivileged}, Checker{Name: "Hostname", Check: checkHostname}, required("sha256sum"))
 		return append(checks, etcdChecks()...)
 	}
 	switch set {
 	case SetInit, SetControlPlaneJoin:
 		checks = append(checks,
-			Checker{"NumCPU", checkNumCPU},
-			Checker{"Mem", checkMem},
-			Checker{"Firewalld", checkFirewalld},
+			Checker{Name: "NumCPU", Check: checkNumCPU},
+			Checker{Name: "Mem", Check: checkMem},
+			Checker{Name: "Firewalld", Check: checkFirewalld},
 			portCheck(apiPort), portCheck(kubeadm.PortScheduler), portCheck(kubeadm.PortControllerManager),
 			fileAvailable(kubeadm.Manifest("kube-apiserver")),
 			fileAvailable(kubeadm.Manifest("kube-controller-manager")),
 			fileAvailable(kubeadm.Manifest("kube-scheduler")),
 			fileAvailable(kubeadm.Manifest("etcd")),
-			Checker{"HTTPProxy", checkHTTPProxy},
-			Checker{"HTTPProxyCIDR", checkHTTPProxyCIDR},
+			Checker{Name: "HTTPProxy", Check: checkHTTPProxy},
+			Checker{Name: "HTTPProxyCIDR", Check: checkHTTPProxyCIDR},
 		)
 		if set == SetControlPlaneJoin {
 			checks = append(checks, dirAvailable(kubeadm.ManifestsDir),
@@ -132,9 +134,9 @@ func Checks(set CheckSet, apiPort int, etcd bool) []Checker {
 	checks = append(checks, commonChecks()...)
 	checks = append(checks, hostChecks()...)
 	if set == SetJoin {
-		checks = append(checks, fileAvailable(kubeadm.CACert), Checker{"HTTPProxy", checkHTTPProxy})
+		checks = append(checks, fileAvailable(kubeadm.CACert), Checker{Name: "HTTPProxy", Check: checkHTTPProxy})
 	}
-	checks = append(checks, Checker{"FileContent--proc-sys-net-ipv4-ip_forward", checkIPForward}, Checker{"BridgeNetfilter", checkBrNetfilter})
+	checks = append(checks, Checker{Name: "FileContent--proc-sys-net-ipv4-ip_forward", Check: checkIPForward}, Checker{Name: "BridgeNetfilter", Check: checkBrNetfilter, Needs: facts.Ask{Commands: []string{"modprobe"}}})
 	if etcd {
 		checks = append(checks, etcdChecks()...)
 	}
@@ -148,16 +150,16 @@ func etcdChecks() []Checker {
 
 func commonChecks() []Checker {
 	return []Checker{
-		{"IsPrivilegedUser", checkPrivileged},
-		{"CRI", checkCRI},
-		{"Swap", checkSwap},
-		{"ContainerRuntimeVersion", checkRuntimeVersion},
+		{Name: "IsPrivilegedUser", Check: checkPrivileged},
+		{Name: "CRI", Check: checkCRI},
+		{Name: "Swap", Check: checkSwap},
+		{Name: "ContainerRuntimeVersion", Check: checkRuntimeVersion},
 		required("losetup"), required("mount"), required("cp"), required("iptables"), required("ip"), required("sha256sum"),
-		{"SystemVerification", checkSystem},
-		{"Hostname", checkHostname},
-		{"KubeletVersion", checkKubeletVersion},
-		{"KubeProxyMode", checkProxyMode},
-		{"Service-Kubelet", checkKubeletService},
+		{Name: "SystemVerification", Check: checkSystem},
+		{Name: "Hostname", Check: checkHostname},
+		{Name: "KubeletVersion", Check: checkKubeletVersion},
+		{Name: "KubeProxyMode", Check: checkProxyMode, Needs: facts.Ask{Commands: []string{"nft"}}},
+		{Name: "Service-Kubelet", Check: checkKubeletService},
 		portCheck(kubeadm.PortKubelet),
 	}
 }
@@ -181,8 +183,22 @@ func Run(f *facts.Facts, n *Node) []Finding {
 	return out
 }
 
+// Asks is what the facts script must look for so that every check can run: the union of every set's
+// checks' Needs (with etcd, and profile cis).
+func Asks() facts.Ask {
+	var ask facts.Ask
+	for _, set := range []CheckSet{SetInit, SetControlPlaneJoin, SetJoin, SetEtcd} {
+		checks := Checks(set, 0, true) // a port check needs nothing asked: any API server port does
+		checks = append(checks, cisChecks(&Node{Set: set})...)
+		for _, c := range checks {
+			ask = ask.With(c.Needs)
+		}
+	}
+	return ask
+}
+
 func portCheck(port int) Checker {
-	return Checker{fmt.Sprintf("Port-%d", port), func(f *facts.Facts, _ *Node) ([]string, []string) {
+	return Checker{Name: fmt.Sprintf("Port-%d", port), Check: func(f *facts.Facts, _ *Node) ([]string, []string) {
 		if f.ListensOn(port) {
 			return nil, []string{fmt.Sprintf("Port %d is in use", port)}
 		}
@@ -191,7 +207,7 @@ func portCheck(port int) Checker {
 }
 
 func fileAvailable(path string) Checker {
-	return Checker{"FileAvailable-" + strings.ReplaceAll(path, "/", "-"), func(f *facts.Facts, _ *Node) ([]string, []string) {
+	return Checker{Name: "FileAvailable-" + strings.ReplaceAll(path, "/", "-"), Needs: facts.Ask{Files: []string{path}}, Check: func(f *facts.Facts, _ *Node) ([]string, []string) {
 		if f.Files[path] {
 			return nil, []string{path + " already exists"}
 		}
@@ -200,7 +216,7 @@ func fileAvailable(path string) Checker {
 }
 
 func dirAvailable(path string) Checker {
-	return Checker{"DirAvailable-" + strings.ReplaceAll(path, "/", "-"), func(f *facts.Facts, _ *Node) ([]string, []string) {
+	return Checker{Name: "DirAvailable-" + strings.ReplaceAll(path, "/", "-"), Needs: facts.Ask{Dirs: []string{path}}, Check: func(f *facts.Facts, _ *Node) ([]string, []string) {
 		if f.DirEntries[path] > 0 {
 			return nil, []string{path + " is not empty"}
 		}
@@ -210,7 +226,7 @@ func dirAvailable(path string) Checker {
 
 // required is kubeadm's FileExisting check for a command, with the command that installs it.
 func required(cmd string) Checker {
-	return Checker{"FileExisting-" + cmd, func(f *facts.Facts, _ *Node) ([]string, []string) {
+	return Checker{Name: "FileExisting-" + cmd, Needs: facts.Ask{Commands: []string{cmd}}, Check: func(f *facts.Facts, _ *Node) ([]string, []string) {
 		if !f.Commands[cmd] {
 			return nil, []string{fmt.Sprintf("%s not found in system path; install it: %s", cmd, f.InstallHint(cmd))}
 		}

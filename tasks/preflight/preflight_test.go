@@ -3,6 +3,7 @@ package preflight
 import (
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -294,6 +295,26 @@ func TestDuplicateNodeAddresses(t *testing.T) {
 	for _, f := range got {
 		if f.Check != "DuplicateNodeAddress" || f.Severity != SevError || !strings.Contains(f.Message, want[f.Host]) {
 			t.Errorf("finding %+v, want %q", f, want[f.Host])
+		}
+	}
+}
+
+// Every file, directory and command a check needs is what the facts script looks for: declared with the
+// check, asked through Asks.
+func TestAsksCoverEveryCheck(t *testing.T) {
+	script := facts.FactsScript("unix:///run/containerd/containerd.sock", Asks())
+	for _, set := range []CheckSet{SetInit, SetControlPlaneJoin, SetJoin, SetEtcd} {
+		for _, c := range append(Checks(set, 6443, true), cisChecks(&Node{Set: set})...) {
+			for _, p := range append(append(slices.Clone(c.Needs.Files), c.Needs.Dirs...), c.Needs.Commands...) {
+				if !strings.Contains(script, " "+p+" ") && !strings.Contains(script, " "+p+";") {
+					t.Errorf("%s needs %s, which the facts script does not look for", c.Name, p)
+				}
+			}
+		}
+	}
+	for _, cmd := range []string{"nft", "modprobe", "losetup", "sha256sum"} {
+		if !slices.Contains(Asks().Commands, cmd) {
+			t.Errorf("Asks() lacks the command %s a check reads", cmd)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/tasks"
-
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 )
 

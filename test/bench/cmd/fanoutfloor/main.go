@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/clusterctl/clusterctl/tasks/facts"
+	"github.com/clusterctl/clusterctl/tasks/preflight"
 )
 
 func main() {
@@ -26,7 +27,7 @@ func main() {
 	printScript := flag.Bool("print-facts-script", false, "print clusterctl's facts script and exit")
 	flag.Parse()
 	if *printScript {
-		fmt.Print(facts.FactsScript("unix:///run/containerd/containerd.sock"))
+		fmt.Print(facts.FactsScript("unix:///run/containerd/containerd.sock", preflight.Asks()))
 		return
 	}
 	if err := run(*hostsFile, *keyFile, *known, *command, *limit); err != nil {
