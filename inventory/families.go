@@ -83,39 +83,27 @@ func splitAddresses(s string) []string {
 
 // NodeIPs are the host's addresses in the cluster, one of each family the cluster has, the primary's
 // first: per family, its internalAddress of that family, else its address when that is an IP of the family,
-// else one of the learned addresses (learned: what its facts or its Node show, comma separated). A family neither gives is left out; NodeIP tells whether
-// the primary is known.
-func (h *Host) NodeIPs(learned string) []string {
-	families := h.families
-	var out []string
-	pick := func(list []string, f Family, any bool) string {
-		for _, s := range list {
-			if a, err := netip.ParseAddr(s); err == nil && (any || FamilyOf(a) == f) {
-				return a.String()
-			}
-		}
-		return ""
+// else one of the learned addresses (what its facts or its Node show). A family neither gives is left out;
+// NodeIP tells whether the primary is known.
+func (h *Host) NodeIPs(learned NodeAddrs) NodeAddrs {
+	internal := ParseNodeAddrs(h.InternalAddress)
+	if a, err := netip.ParseAddr(h.Address); err == nil {
+		internal = append(internal, a.Unmap())
 	}
-	internal, seen := splitAddresses(h.InternalAddress), splitAddresses(learned)
-	if _, err := netip.ParseAddr(h.Address); err == nil {
-		internal = append(internal, h.Address)
-	}
-	if len(families) == 0 {
+	if len(h.families) == 0 {
 		// Built outside Load (tests, tools): one address, the inventory's first.
-		if a := pick(internal, 0, true); a != "" {
-			return []string{a}
-		}
-		if a := pick(seen, 0, true); a != "" {
-			return []string{a}
+		for _, list := range []NodeAddrs{internal, learned} {
+			if len(list) > 0 {
+				return NodeAddrs{list[0]}
+			}
 		}
 		return nil
 	}
-	for _, f := range families {
-		a := pick(internal, f, false)
-		if a == "" {
-			a = pick(seen, f, false)
-		}
-		if a != "" {
+	var out NodeAddrs
+	for _, f := range h.families {
+		if a, ok := internal.Of(f); ok {
+			out = append(out, a)
+		} else if a, ok := learned.Of(f); ok {
 			out = append(out, a)
 		}
 	}
@@ -123,24 +111,15 @@ func (h *Host) NodeIPs(learned string) []string {
 }
 
 // MissingFamilies are the cluster's families of which the host has no address in the cluster (see NodeIPs).
-func (h *Host) MissingFamilies(learned string) []Family {
+func (h *Host) MissingFamilies(learned NodeAddrs) []Family {
 	var missing []Family
 	ips := h.NodeIPs(learned)
 	for _, f := range h.families {
-		if !containsFamily(ips, f) {
+		if _, ok := ips.Of(f); !ok {
 			missing = append(missing, f)
 		}
 	}
 	return missing
-}
-
-func containsFamily(ips []string, f Family) bool {
-	for _, s := range ips {
-		if a, err := netip.ParseAddr(s); err == nil && FamilyOf(a) == f {
-			return true
-		}
-	}
-	return false
 }
 
 // FirstRange is the primary family's range of a podSubnet or serviceSubnet setting (the whole setting when

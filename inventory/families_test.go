@@ -33,18 +33,18 @@ hosts:
 		{"w2", "fd00::9,10.0.0.3", []string{"10.0.0.3", "fd00::3"}, nil},
 	} {
 		h := inv.Host(c.host)
-		if got := h.NodeIPs(c.learned); !slices.Equal(got, c.want) {
+		if got := h.NodeIPs(ParseNodeAddrs(c.learned)); !slices.Equal(got.Strings(), c.want) {
 			t.Errorf("%s.NodeIPs(%q) = %q, want %q", c.host, c.learned, got, c.want)
 		}
-		if got := h.MissingFamilies(c.learned); !slices.Equal(got, c.missing) {
+		if got := h.MissingFamilies(ParseNodeAddrs(c.learned)); !slices.Equal(got, c.missing) {
 			t.Errorf("%s.MissingFamilies(%q) = %v, want %v", c.host, c.learned, got, c.missing)
 		}
 	}
 	// Without its primary family's address, a node has no primary address at all.
-	if got := inv.Host("w2").NodeIP(""); got != "" {
+	if got := inv.Host("w2").NodeIP(nil); got.IsValid() {
 		t.Errorf("w2.NodeIP with no IPv4 address = %q, want none", got)
 	}
-	if got := inv.Host("w2").NodeIP("10.0.0.3"); got != "10.0.0.3" {
+	if got := inv.Host("w2").NodeIP(ParseNodeAddrs("10.0.0.3")); got.String() != "10.0.0.3" {
 		t.Errorf("w2.NodeIP = %q, want 10.0.0.3", got)
 	}
 }

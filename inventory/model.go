@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -375,12 +376,12 @@ func (h *Host) IsNode() bool { return h.Has(RoleControlPlane) || h.Has(RoleWorke
 
 // NodeIP is the host's address in the cluster (kubelets' node IP, etcd's peer and client address, the API
 // server's advertise address), of the cluster's primary family: its internalAddress, else learned (what its
-// facts show, or its Node reports); "" when neither is known. Every address of a node is decided here and
-// in NodeIPs.
-func (h *Host) NodeIP(learned string) string {
+// facts show, or its Node reports); the zero Addr (not IsValid) when neither is known. Every address of a
+// node is decided here and in NodeIPs.
+func (h *Host) NodeIP(learned NodeAddrs) netip.Addr {
 	ips := h.NodeIPs(learned)
-	if len(ips) == 0 || (len(h.families) > 0 && !containsFamily(ips[:1], h.families[0])) {
-		return ""
+	if len(ips) == 0 || (len(h.families) > 0 && FamilyOf(ips[0]) != h.families[0]) {
+		return netip.Addr{}
 	}
 	return ips[0]
 }

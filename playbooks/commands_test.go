@@ -88,7 +88,7 @@ func TestCommandsGolden(t *testing.T) {
 			for _, h := range d.hosts {
 				d.facts[h.Name] = &facts.Facts{Arch: "amd64", CNIBinDir: "/opt/cni/bin", Files: map[string]bool{}, DefaultIface: "eth0",
 					Commands: map[string]bool{"kubelet": true, "haproxy": true}, Addresses: []facts.Address{{Iface: "eth0", CIDR: h.Address + "/64"}}}
-				d.nodeIPs[h.Name] = nodeIP(h, d.facts[h.Name])
+				d.nodeIPs[h.Name] = h.NodeIPs(d.facts[h.Name].NodeIPs())
 			}
 			if err := d.render(context.Background()); err != nil {
 				t.Fatal(err)
@@ -97,7 +97,7 @@ func TestCommandsGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			var b strings.Builder
-			cp1IP := d.nodeIPs[d.cp1.Name]
+			cp1IP := d.nodeIPs[d.cp1.Name].String()
 			for _, h := range d.hosts {
 				n, err := d.node(h.Name)
 				if err != nil {
@@ -110,7 +110,7 @@ func TestCommandsGolden(t *testing.T) {
 				cp := h.Has(inventory.RoleControlPlane)
 				cmds := []struct{ what, cmd string }{
 					{"preflight: the API server's port, from this host", preflight.ProbeCommand(cp1IP, inv.Cluster.APIServer.BindPort)},
-					{"preflight: a listener on this host's etcd peer port", scripts.Listen(d.nodeIPs[h.Name], kubeadm.PortEtcdPeer)},
+					{"preflight: a listener on this host's etcd peer port", scripts.Listen(d.nodeIPs[h.Name].String(), kubeadm.PortEtcdPeer)},
 					{"push: setup after the first push", apply.SetupScript(n, paths)},
 				}
 				if n.EtcdUnit {

@@ -38,7 +38,7 @@ func newDeployment(e *Env, hosts []*inventory.Host, o deployOptions) (*deploymen
 	if !slices.Contains(hosts, cp1) {
 		hosts = append([]*inventory.Host{cp1}, hosts...)
 	}
-	return &deployment{e: e, o: o, plan: &plan{hosts: hosts, cp1: cp1, net: networkOf(e.Inv), facts: map[string]*facts.Facts{}, nodeIPs: map[string]string{}},
+	return &deployment{e: e, o: o, plan: &plan{hosts: hosts, cp1: cp1, net: networkOf(e.Inv), facts: map[string]*facts.Facts{}, nodeIPs: map[string]inventory.NodeAddrs{}},
 		rec: &recorder{restartKubelet: map[string]bool{}, outcomes: map[string]*apply.Outcome{}}}, nil
 }
 
@@ -54,10 +54,10 @@ func (d *deployment) preflight(ctx context.Context, o PreflightOptions) (*Prefli
 	if report.Failed() {
 		return report, ErrPreflight
 	}
-	facts, ips := map[string]*facts.Facts{}, map[string]string{}
+	facts, ips := map[string]*facts.Facts{}, map[string]inventory.NodeAddrs{}
 	for _, h := range report.Hosts {
 		facts[h.Name] = h.Facts
-		ips[h.Name] = nodeIPList(d.e.Inv.Host(h.Name), h.Facts)
+		ips[h.Name] = d.e.Inv.Host(h.Name).NodeIPs(h.Facts.NodeIPs())
 	}
 	d.plan = d.with(func(p *plan) { p.facts, p.nodeIPs = facts, ips })
 	recorded, err := d.learnAddresses()

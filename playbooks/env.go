@@ -25,10 +25,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -279,26 +279,26 @@ func (e *Env) gatherFacts(ctx context.Context, name string) (*facts.Facts, error
 }
 
 // NodeIP is a host's address in the cluster: the inventory's internal address, else the one its facts show
-// (see facts.Facts.NodeIP), gathered on first use.
-func (e *Env) NodeIP(ctx context.Context, h *inventory.Host) (string, error) {
-	if ip := h.NodeIP(""); ip != "" {
+// (see facts.Facts.NodeIPs), gathered on first use.
+func (e *Env) NodeIP(ctx context.Context, h *inventory.Host) (netip.Addr, error) {
+	if ip := h.NodeIP(nil); ip.IsValid() {
 		return ip, nil
 	}
 	f, err := e.Facts(ctx, h)
 	if err != nil {
-		return "", err
+		return netip.Addr{}, err
 	}
-	if ip := h.NodeIP(f.NodeIPs()); ip != "" {
+	if ip := h.NodeIP(f.NodeIPs()); ip.IsValid() {
 		return ip, nil
 	}
-	return "", fmt.Errorf("%s: cannot tell the host's node address: set internalAddress in the inventory", h.Name)
+	return netip.Addr{}, fmt.Errorf("%s: cannot tell the host's node address: set internalAddress in the inventory", h.Name)
 }
 
 // NodeIPs are a host's addresses in the cluster, one of each family the cluster has (the primary's
 // first), as NodeIP finds them; an error names the family neither the inventory nor the host gives.
-func (e *Env) NodeIPs(ctx context.Context, h *inventory.Host) ([]string, error) {
-	if len(h.MissingFamilies("")) == 0 {
-		return h.NodeIPs(""), nil
+func (e *Env) NodeIPs(ctx context.Context, h *inventory.Host) (inventory.NodeAddrs, error) {
+	if len(h.MissingFamilies(nil)) == 0 {
+		return h.NodeIPs(nil), nil
 	}
 	f, err := e.Facts(ctx, h)
 	if err != nil {
@@ -331,7 +331,7 @@ func (e *Env) dialVia(ctx context.Context, h *inventory.Host, port int) (string,
 		return "", nil, err
 	}
 	conn := e.Conn(h.Name)
-	return net.JoinHostPort(ip, strconv.Itoa(port)), func(ctx context.Context, _, addr string) (net.Conn, error) {
+	return net.JoinHostPort(ip.String(), strconv.Itoa(port)), func(ctx context.Context, _, addr string) (net.Conn, error) {
 		return conn.DialContext(ctx, "tcp", addr)
 	}, nil
 }
@@ -494,11 +494,7 @@ func (e *Env) etcdOn(ctx context.Context, h *inventory.Host) (*etcdmember.Client
 	return etcdmember.New("https://"+addr, ca, cert, key, func(ctx context.Context, a string) (net.Conn, error) { return dial(ctx, "tcp", a) })
 }
 
-// nodeIP is a host's address in the cluster with its facts (inventory.Host.NodeIP).
-func nodeIP(h *inventory.Host, f *facts.Facts) string { return h.NodeIP(f.NodeIPs()) }
-
-// nodeIPList is a host's addresses in the cluster with its facts, one of each family the cluster has
-// (inventory.Host.NodeIPs), comma separated: what inventory.Host.NodeIP and NodeIPs take as learned.
-func nodeIPList(h *inventory.Host, f *facts.Facts) string {
-	return strings.Join(h.NodeIPs(f.NodeIPs()), ",")
+// nodeIP is a host's address in the cluster with its facts (inventory.Host.NodeIP), as text ("" unknown).
+func nodeIP(h *inventory.Host, f *facts.Facts) string {
+	return inventory.AddrText(h.NodeIP(f.NodeIPs()))
 }

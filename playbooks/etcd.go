@@ -21,7 +21,7 @@ func (e *Env) peerURL(ctx context.Context, h *inventory.Host) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return kubeadm.EtcdPeerURL(ip), nil
+	return kubeadm.EtcdPeerURL(ip.String()), nil
 }
 
 // EtcdMember is one etcd member, or one etcd host that is not a member, as `clusterctl etcd status`

@@ -27,7 +27,7 @@ type plan struct {
 	net network.Plugin
 
 	facts   map[string]*facts.Facts
-	nodeIPs map[string]string // each host's addresses in the cluster with its facts (nodeIPList)
+	nodeIPs map[string]inventory.NodeAddrs // each host's addresses in the cluster, resolved once (Host.NodeIPs)
 
 	cps []string // the cluster's control-plane hosts (nil: the inventory's)
 	artifactSet

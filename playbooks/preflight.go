@@ -189,12 +189,12 @@ func (p *preflightRun) check() {
 	addrs := map[string]string{}
 	for i := range p.e.Inv.Hosts {
 		h := &p.e.Inv.Hosts[i]
-		learned := ""
+		var learned inventory.NodeAddrs
 		if ph := p.byHost[h.Name]; ph != nil && ph.Facts != nil {
 			learned = ph.Facts.NodeIPs()
 		}
-		if ip := h.NodeIP(learned); ip != "" {
-			addrs[h.Name] = ip
+		if ip := h.NodeIP(learned); ip.IsValid() {
+			addrs[h.Name] = ip.String()
 		}
 		if ph := p.byHost[h.Name]; ph != nil && ph.Facts != nil {
 			for _, f := range h.MissingFamilies(learned) {

@@ -172,11 +172,11 @@ func (r *removal) etcdOfOthers(ctx context.Context) (string, *etcdmember.Client,
 
 // peer is the host's etcd peer URL: its internalAddress, else its Node's, else its address.
 func (r *removal) peer() (string, error) {
-	learned := ""
+	var learned inventory.NodeAddrs
 	if r.node != nil {
-		learned = nodes.InternalIP(r.node)
+		learned = inventory.ParseNodeAddrs(nodes.InternalIP(r.node))
 	}
-	ip := r.h.NodeIP(learned)
+	ip := inventory.AddrText(r.h.NodeIP(learned))
 	if ip == "" && net.ParseIP(r.h.Address) != nil {
 		ip = r.h.Address
 	}

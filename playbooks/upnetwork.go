@@ -166,7 +166,7 @@ func (u *upRun) networkCluster(ctx context.Context, list []corev1.Node, others b
 		if err != nil {
 			return nil, err
 		}
-		n := network.Node{Host: h.Name, Name: h.NodeName, IP: ips[0], IPs: ips, InRun: slices.Contains(run, h), Facts: u.facts[h.Name]}
+		n := network.Node{Host: h.Name, Name: h.NodeName, IP: ips[0].String(), IPs: ips.Strings(), InRun: slices.Contains(run, h), Facts: u.facts[h.Name]}
 		if obj := byName[h.NodeName]; obj != nil {
 			n.PodCIDR, n.Reported = obj.Spec.PodCIDR, nodes.InternalIP(obj)
 			n.PodCIDRs, n.ReportedIPs = podCIDRs(obj), nodes.InternalIPs(obj)

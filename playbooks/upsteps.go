@@ -216,7 +216,7 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 		return roll.settle(ctx)
 	}
 	for _, h := range joining {
-		peer := kubeadm.EtcdPeerURL(h.NodeIP(u.nodeIPs[h.Name]))
+		peer := kubeadm.EtcdPeerURL(inventory.AddrText(h.NodeIP(u.nodeIPs[h.Name])))
 		m, added, err := ec.AddLearner(ctx, peer)
 		if err != nil {
 			return fmt.Errorf("%s: adding its etcd member: %w", h.Name, err)

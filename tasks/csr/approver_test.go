@@ -16,7 +16,7 @@ import (
 func TestApprover(t *testing.T) {
 	ctx := context.Background()
 	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "w1", NodeName: "w1", Address: "10.0.0.11", Roles: []inventory.Role{inventory.RoleWorker}}}}
-	nodes, reserved := Fleet(inv, map[string]string{"w1": "10.0.0.11"}, nil)
+	nodes, reserved := Fleet(inv, parsed(map[string]string{"w1": "10.0.0.11"}), nil)
 	serving := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
 	csr := func(name, user string, dns []string) *certificatesv1.CertificateSigningRequest {
 		return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: certificatesv1.CertificateSigningRequestSpec{

@@ -49,7 +49,7 @@ func fleet(learned map[string]string) (map[string]Node, Reserved) {
 	inv.Cluster.APIServer.CertSANs = []string{"10.0.0.100", "k8s.example.com"}
 	inv.Cluster.Networking.ServiceSubnet = "10.96.0.0/12"
 	inv.Cluster.Networking.DNSDomain = "cluster.local"
-	return Fleet(inv, learned, nil)
+	return Fleet(inv, parsed(learned), nil)
 }
 
 func TestCheckServing(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 // any learned address is looked at, so a host cannot claim, as learned, an address the inventory gives to
 // another host, whatever their order. A learned address another host learned too (in this run or
 // recorded at an earlier join) is reserved to neither, and refused to both.
-func Fleet(inv *inventory.Inventory, learned map[string]string, recorded Learned) (map[string]Node, Reserved) {
+func Fleet(inv *inventory.Inventory, learned map[string]inventory.NodeAddrs, recorded Learned) (map[string]Node, Reserved) {
 	f := &fleetBuilder{nodes: map[string]Node{}, reserved: Reserved{}}
 	f.inventory(inv)
 	f.clusterNames(inv.Cluster)
@@ -103,7 +103,7 @@ func (f *fleetBuilder) give(h *inventory.Host, a, what string) {
 
 // learned gives out what earlier runs learned from each host (the first host an address was learned from
 // keeps it), then what this run learned: an address two hosts claim now is neither's.
-func (f *fleetBuilder) learned(inv *inventory.Inventory, learned map[string]string, recorded Learned) {
+func (f *fleetBuilder) learned(inv *inventory.Inventory, learned map[string]inventory.NodeAddrs, recorded Learned) {
 	for _, name := range slices.Sorted(maps.Keys(recorded)) {
 		h := inv.Host(name)
 		for _, a := range recorded[name] {
@@ -115,8 +115,8 @@ func (f *fleetBuilder) learned(inv *inventory.Inventory, learned map[string]stri
 	claimants := map[string][]string{} // address -> the hosts of this run that learned it
 	for i := range inv.Hosts {
 		h := &inv.Hosts[i]
-		for _, a := range strings.Split(learned[h.Name], ",") {
-			if a = canonical(a); a != "" && !slices.Contains(claimants[a], h.Name) {
+		for _, ip := range learned[h.Name] {
+			if a := canonical(ip.String()); a != "" && !slices.Contains(claimants[a], h.Name) {
 				claimants[a] = append(claimants[a], h.Name)
 			}
 		}

@@ -73,7 +73,7 @@ func TestFleetLearnedAddresses(t *testing.T) {
 			nil, "w3", []string{"::ffff:10.0.0.2"}, "host cp2's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes, reserved := Fleet(dualStack(), tc.learned, tc.recorded)
+			nodes, reserved := Fleet(dualStack(), parsed(tc.learned), tc.recorded)
 			why := CheckServing(servingRequest(t, tc.node, tc.ips...), nodes, reserved)
 			switch {
 			case tc.refused == "" && why != "":
@@ -94,7 +94,7 @@ func TestLearnedRecord(t *testing.T) {
 		t.Fatalf("no record: %v %v", l, err)
 	}
 	inv := dualStack()
-	changed, conflicts := l.Learn(inv, map[string]string{"cp1": "10.0.0.1,fd00::1", "cp2": "10.0.0.2,FD00:0:0::2", "w4": "10.0.0.14"})
+	changed, conflicts := l.Learn(inv, parsed(map[string]string{"cp1": "10.0.0.1,fd00::1", "cp2": "10.0.0.2,FD00:0:0::2", "w4": "10.0.0.14"}))
 	if !changed || len(conflicts) != 0 {
 		t.Fatalf("first learned: changed %v, conflicts %v", changed, conflicts)
 	}
@@ -111,14 +111,14 @@ func TestLearnedRecord(t *testing.T) {
 	if got := strings.Join(l["cp2"], ","); got != "fd00::2" {
 		t.Errorf("cp2 learned %q, want the canonical fd00::2 (the inventory's 10.0.0.2 is not recorded)", got)
 	}
-	changed, conflicts = l.Learn(inv, map[string]string{"w3": "10.0.0.13,fd00::2", "cp1": "10.0.0.1,fd00::1"})
+	changed, conflicts = l.Learn(inv, parsed(map[string]string{"w3": "10.0.0.13,fd00::2", "cp1": "10.0.0.1,fd00::1"}))
 	if changed || len(conflicts) != 1 || !strings.Contains(conflicts[0], "host w3 reports fd00::2, which was learned from host cp2") {
 		t.Errorf("a joining host claiming cp2's: changed %v, conflicts %q", changed, conflicts)
 	}
-	if _, conflicts = l.Learn(inv, map[string]string{"w4": "10.0.0.2"}); len(conflicts) != 1 || !strings.Contains(conflicts[0], "the inventory gives host cp2") {
+	if _, conflicts = l.Learn(inv, parsed(map[string]string{"w4": "10.0.0.2"})); len(conflicts) != 1 || !strings.Contains(conflicts[0], "the inventory gives host cp2") {
 		t.Errorf("a DNS-named host claiming cp2's inventory address: %q", conflicts)
 	}
-	if changed, conflicts = l.Learn(inv, map[string]string{"w3": "10.0.0.13,fd00::99", "w4": "fd00::99"}); changed || len(conflicts) != 2 {
+	if changed, conflicts = l.Learn(inv, parsed(map[string]string{"w3": "10.0.0.13,fd00::99", "w4": "fd00::99"})); changed || len(conflicts) != 2 {
 		t.Errorf("two hosts reporting one new address: recorded for one (%v), conflicts %q", changed, conflicts)
 	}
 	if !l.Forget("cp2") || l.Forget("cp2") {
@@ -139,7 +139,7 @@ func TestLearnedRecord(t *testing.T) {
 // inventory gives the requester stays its own.
 func TestCheckRegistered(t *testing.T) {
 	ctx := context.Background()
-	nodes, reserved := Fleet(dualStack(), map[string]string{"w3": "10.0.0.13,fd00::2"}, nil)
+	nodes, reserved := Fleet(dualStack(), parsed(map[string]string{"w3": "10.0.0.13,fd00::2"}), nil)
 	cp2 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp2"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
 		{Type: corev1.NodeInternalIP, Address: "10.0.0.2"}, {Type: corev1.NodeInternalIP, Address: "fd00::2"}, {Type: corev1.NodeHostName, Address: "cp2"},
 	}}}
@@ -167,4 +167,13 @@ func TestCheckRegistered(t *testing.T) {
 	if a.Approved("w3") {
 		t.Error("approved")
 	}
+}
+
+// parsed are learned addresses as the run resolves them, from their text.
+func parsed(learned map[string]string) map[string]inventory.NodeAddrs {
+	out := map[string]inventory.NodeAddrs{}
+	for host, s := range learned {
+		out[host] = inventory.ParseNodeAddrs(s)
+	}
+	return out
 }

@@ -65,7 +65,7 @@ func (l Learned) Save(stateDir string) error {
 // addresses in the cluster, comma separated) that the inventory does not give it. An address the
 // inventory gives another host, or recorded for another host, is not recorded: it is returned, named, as
 // a conflict (CheckServing refuses it). It reports whether the record changed.
-func (l Learned) Learn(inv *inventory.Inventory, learned map[string]string) (changed bool, conflicts []string) {
+func (l Learned) Learn(inv *inventory.Inventory, learned map[string]inventory.NodeAddrs) (changed bool, conflicts []string) {
 	written := map[string]string{} // address -> the host the inventory gives it to
 	for i := range inv.Hosts {
 		h := &inv.Hosts[i]
@@ -84,12 +84,10 @@ func (l Learned) Learn(inv *inventory.Inventory, learned map[string]string) (cha
 	reports := map[string][]string{} // host -> the addresses it reports, canonical
 	now := map[string][]string{}     // address -> the hosts of this run that report it
 	for _, host := range slices.Sorted(maps.Keys(learned)) {
-		for _, a := range strings.Split(learned[host], ",") {
-			if ip, err := netip.ParseAddr(strings.TrimSpace(a)); err == nil {
-				a = canonical(ip.String())
-				reports[host] = append(reports[host], a)
-				now[a] = append(now[a], host)
-			}
+		for _, ip := range learned[host] {
+			a := canonical(ip.String())
+			reports[host] = append(reports[host], a)
+			now[a] = append(now[a], host)
 		}
 	}
 	for _, host := range slices.Sorted(maps.Keys(reports)) {

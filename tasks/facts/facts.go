@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
@@ -446,13 +447,13 @@ func tail(s string, n int) string {
 	return s[len(s)-n:]
 }
 
-// NodeIPs are the host's addresses in the cluster as its facts show them, comma separated: the first IPv4
-// and the first IPv6 address of the interface that holds the default route, else of any interface (global
-// addresses only); "" when there is none. The inventory picks of them per family, its internalAddress first
-// (see inventory.Host.NodeIPs).
-func (f *Facts) NodeIPs() string {
+// NodeIPs are the host's addresses in the cluster as its facts show them: the first IPv4 and the first
+// IPv6 address of the interface that holds the default route, else of any interface (global addresses
+// only); none when there is none. The inventory picks of them per family, its internalAddress first (see
+// inventory.Host.NodeIPs).
+func (f *Facts) NodeIPs() inventory.NodeAddrs {
 	if f == nil {
-		return ""
+		return nil
 	}
 	var candidates []netip.Addr
 	for _, a := range f.Addresses {
@@ -471,22 +472,16 @@ func (f *Facts) NodeIPs() string {
 			}
 		}
 	}
-	var v4, v6 string
-	for _, c := range candidates {
-		switch {
-		case c.Is4() && v4 == "":
-			v4 = c.String()
-		case c.Is6() && v6 == "":
-			v6 = c.String()
+	var out inventory.NodeAddrs
+	for _, fam := range []inventory.Family{inventory.IPv4, inventory.IPv6} {
+		for _, c := range candidates {
+			if c.Unmap().Is4() == (fam == inventory.IPv4) {
+				out = append(out, c.Unmap())
+				break
+			}
 		}
 	}
-	switch {
-	case v4 != "" && v6 != "":
-		return v4 + "," + v6
-	case v4 != "":
-		return v4
-	}
-	return v6
+	return out
 }
 
 // factFlags are the facts printed as "yes" or not.

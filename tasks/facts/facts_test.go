@@ -122,12 +122,12 @@ func TestGatherFactsReadsTheClockAlone(t *testing.T) {
 func TestFactsNodeIPs(t *testing.T) {
 	f := &Facts{Addresses: []Address{{Iface: "lo", CIDR: "127.0.0.1/8"}, {Iface: "host0", CIDR: "fe80::1/64"},
 		{Iface: "host0", CIDR: "fdcc::10/64"}, {Iface: "host0", CIDR: "10.0.0.10/24"}, {Iface: "cni0", CIDR: "10.244.0.1/24"}}}
-	if got := f.NodeIPs(); got != "10.0.0.10,fdcc::10" {
+	if got := f.NodeIPs().String(); got != "10.0.0.10,fdcc::10" {
 		t.Errorf("NodeIPs() = %q, want 10.0.0.10,fdcc::10", got)
 	}
 	f.DefaultIface = "eth1"
 	f.Addresses = append(f.Addresses, Address{Iface: "eth1", CIDR: "2001:db8::5/64"})
-	if got := f.NodeIPs(); got != "2001:db8::5" {
+	if got := f.NodeIPs().String(); got != "2001:db8::5" {
 		t.Errorf("NodeIPs() with the default route on eth1 = %q, want 2001:db8::5", got)
 	}
 }

@@ -33,7 +33,7 @@ func proxyFiles(o Options, nodeName string, add func(string, []byte, fs.FileMode
 	type backend struct{ Name, Address string }
 	var backends []backend
 	for _, cp := range ControlPlanes(o.Inv, o.ControlPlanes) {
-		ip := cp.NodeIP(o.NodeIPs[cp.Name])
+		ip := inventory.AddrText(cp.NodeIP(o.NodeIPs[cp.Name]))
 		if ip == "" {
 			return fmt.Errorf("control-plane host %s: its node address is not known: set internalAddress in the inventory", cp.Name)
 		}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/netip"
 	"path"
 	"path/filepath"
 	"slices"
@@ -49,9 +50,9 @@ type Options struct {
 	// KubeletPath is where the kubelet binary is on hosts: /usr/bin/kubelet from packages,
 	// /usr/local/bin/kubelet when clusterctl pushes it from an artifacts directory.
 	KubeletPath string
-	// NodeIPs are node addresses learned from the hosts, for hosts whose inventory has none: comma
-	// separated, one of each family the cluster has (see inventory.Host.NodeIPs).
-	NodeIPs map[string]string
+	// NodeIPs are node addresses learned from the hosts, for hosts whose inventory has none: one of each
+	// family the cluster has (see inventory.Host.NodeIPs).
+	NodeIPs map[string]inventory.NodeAddrs
 	// Containerized hosts cannot raise OOM score adjustments; containerd must be told.
 	Containerized map[string]bool
 	// CNIBinDir is where the CNI plugins are on hosts (/opt/cni/bin upstream, /usr/lib/cni on Debian).
@@ -224,13 +225,16 @@ type renderer struct {
 	apiServerFiles []transport.File
 }
 
-func (r *renderer) nodeIP(h *inventory.Host) string { return h.NodeIP(r.o.NodeIPs[h.Name]) }
+// nodeAddr is the host's address in the cluster (inventory.Host.NodeIP); nodeIP is it as the text files
+// hold, "" when it is not known.
+func (r *renderer) nodeAddr(h *inventory.Host) netip.Addr { return h.NodeIP(r.o.NodeIPs[h.Name]) }
+func (r *renderer) nodeIP(h *inventory.Host) string       { return inventory.AddrText(r.nodeAddr(h)) }
 
 // otherIPs are a dual-stack node's addresses other than its primary one (inventory.Host.NodeIPs).
 func (r *renderer) otherIPs(h *inventory.Host) []net.IP {
 	var out []net.IP
-	for _, s := range h.NodeIPs(r.o.NodeIPs[h.Name])[1:] {
-		out = append(out, net.ParseIP(s))
+	for _, a := range h.NodeIPs(r.o.NodeIPs[h.Name])[1:] {
+		out = append(out, inventory.NetIP(a))
 	}
 	return out
 }
@@ -271,7 +275,7 @@ func (r *renderer) ensurePKI(sanHost string) error {
 	c := r.c
 	var pkiNodes []pki.Node
 	for _, h := range r.cps {
-		ip := net.ParseIP(r.nodeIP(h))
+		ip := inventory.NetIP(r.nodeAddr(h))
 		if ip == nil {
 			return fmt.Errorf("control-plane host %s: its node address is not known: set internalAddress in the inventory", h.Name)
 		}
@@ -285,7 +289,7 @@ func (r *renderer) ensurePKI(sanHost string) error {
 		if slices.Contains(r.cps, h) {
 			continue
 		}
-		ip := net.ParseIP(r.nodeIP(h))
+		ip := inventory.NetIP(r.nodeAddr(h))
 		if ip == nil {
 			return fmt.Errorf("etcd host %s: its address is not known: set internalAddress in the inventory", h.Name)
 		}
@@ -369,7 +373,7 @@ func (r *renderer) hostFiles(h *inventory.Host) ([]transport.File, error) {
 		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 		return files, nil
 	}
-	flags, err := kubelet.Flags(strings.Join(h.NodeIPs(o.NodeIPs[h.Name]), ","), h.NodeName, r.hostnameOverride(h), c.Kubelet.ExtraArgs.Pairs())
+	flags, err := kubelet.Flags(h.NodeIPs(o.NodeIPs[h.Name]).String(), h.NodeName, r.hostnameOverride(h), c.Kubelet.ExtraArgs.Pairs())
 	if err != nil {
 		return nil, err
 	}
