@@ -76,15 +76,24 @@ func (e *DialError) Error() string {
 // plainNetError is a network error without what the message already says (dial tcp ADDR: ...): the
 // system's own words, such as "connection refused".
 func plainNetError(err error) error {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" && op.Err != nil {
-		var sys *os.SyscallError
-		if errors.As(op.Err, &sys) {
-			return sys.Err
-		}
-		return op.Err
+	if cause, ok := DialCause(err); ok {
+		return cause
 	}
 	return err
+}
+
+// DialCause is why a dial failed in the system's own words ("connection refused", "no route to host"),
+// without the addresses net.OpError repeats; ok is false when err is no failed dial.
+func DialCause(err error) (cause error, ok bool) {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" || op.Err == nil {
+		return nil, false
+	}
+	var sys *os.SyscallError
+	if errors.As(op.Err, &sys) {
+		return sys.Err, true
+	}
+	return op.Err, true
 }
 
 func (e *DialError) Unwrap() error { return e.Err }

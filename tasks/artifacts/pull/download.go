@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/artifacts"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 // Limits on what a server may send.
@@ -284,13 +284,8 @@ func requestError(err error) error {
 	if !errors.As(err, &ue) {
 		return err
 	}
-	var op *net.OpError
-	if errors.As(ue.Err, &op) && op.Op == "dial" {
-		var sys *os.SyscallError
-		if errors.As(op.Err, &sys) {
-			return fmt.Errorf("cannot connect: %w", sys.Err)
-		}
-		return fmt.Errorf("cannot connect: %w", op.Err)
+	if cause, ok := transport.DialCause(ue.Err); ok {
+		return fmt.Errorf("cannot connect: %w", cause)
 	}
 	return ue.Err
 }
