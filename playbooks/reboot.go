@@ -28,7 +28,7 @@ func Reboot(ctx context.Context, e *Env, o RebootOptions) (*RebootResult, error)
 	orDefault(&o.DrainTimeout, defaultWait)
 	orDefault(&o.NodeTimeout, defaultWait)
 	o.Now = clockOr(o.Now)
-	r := &rebootRun{e: e, o: o, res: &RebootResult{Order: []string{}, Rebooted: []RebootTiming{}}, state: map[string]reboot.State{},
+	r := &rebootRun{e: e, o: o, res: &RebootResult{Order: []string{}, Rebooted: []RebootTiming{}}, state: map[string]reboot.State{}, notJoined: map[string]bool{},
 		clients: map[string]*apiclient.Client{}, etcd: map[string]*etcdmember.Client{}}
 	defer r.closeEtcd()
 	if err := r.loadState(); err != nil {
@@ -57,7 +57,10 @@ func (r *rebootRun) steps() []Step {
 // connect reaches every host of the run and reads its boot state; with --if-needed the hosts that do not
 // ask for a reboot are left out (a host a killed run was rebooting is kept: it is finished).
 func (r *rebootRun) connect(ctx context.Context) error {
-	hosts, _ := clusterHostsOf(ctx, r.e, r.e.Hosts, "connect")
+	hosts, out := clusterHostsOf(ctx, r.e, r.e.Hosts, "connect")
+	for _, h := range out {
+		r.notJoined[h.Name] = true
+	}
 	if _, err := Connect(ctx, r.e, hosts, 0); err != nil {
 		return err
 	}
@@ -103,7 +106,8 @@ func (r *rebootRun) check(ctx context.Context) error {
 		n := byName[h.NodeName]
 		switch {
 		case n == nil:
-			reasons = append(reasons, fmt.Sprintf("%s is not a Node of the cluster: join it first (clusterctl add-node %s), or leave it out of the inventory", h.Name, h.Name))
+			// Not joined yet (connect said so for the run's hosts): no Node to drain, no etcd member.
+			r.notJoined[h.Name] = true
 		case !nodes.Ready(n) && !r.wasCurrent(h):
 			notReady = append(notReady, h.NodeName)
 		}
@@ -117,7 +121,7 @@ func (r *rebootRun) check(ctx context.Context) error {
 	if len(reasons) > 0 {
 		return fmt.Errorf("%w:\n  - %s", ErrRebootRefused, strings.Join(reasons, "\n  - "))
 	}
-	r.e.say("check", "", "%d Nodes Ready, etcd healthy on %d members", len(list.Items), len(r.e.Inv.EtcdHosts()))
+	r.e.say("check", "", "%d Nodes Ready, etcd healthy on %d members", len(list.Items), len(r.etcdHosts()))
 	return nil
 }
 

@@ -64,6 +64,8 @@ type rebootRun struct {
 	st      *statedir.Journal[rebootData] // nil in a dry run
 	state   map[string]reboot.State       // each host's state before its reboot
 	todo    []*inventory.Host             // the run's hosts that reboot, in inventory order
+	// notJoined are the inventory's hosts add-node has not joined yet: left out of the checks and waits.
+	notJoined map[string]bool
 }
 
 // kindReboot is the kind of a reboot's journal: done "reboot/<host>"; current the hosts being rebooted.

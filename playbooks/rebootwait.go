@@ -122,7 +122,7 @@ func staticPodsSince(ctx context.Context, admin *apiclient.Client, node string, 
 // killed run was rebooting: it is waited for).
 func (r *rebootRun) etcdUnhealthy(ctx context.Context, skip func(*inventory.Host) bool) []string {
 	var out []string
-	hosts := r.e.Inv.EtcdHosts()
+	hosts := r.etcdHosts()
 	for _, h := range hosts {
 		if skip != nil && skip(h) {
 			continue
@@ -153,6 +153,18 @@ func (r *rebootRun) etcdUnhealthy(ctx context.Context, skip func(*inventory.Host
 		}
 		if started < len(hosts) {
 			out = append(out, fmt.Sprintf("%s's member sees %d started voting members of %d", h.Name, started, len(hosts)))
+		}
+	}
+	return out
+}
+
+// etcdHosts are the inventory's etcd hosts that are part of the cluster: a control-plane host not joined
+// yet has no member.
+func (r *rebootRun) etcdHosts() []*inventory.Host {
+	var out []*inventory.Host
+	for _, h := range r.e.Inv.EtcdHosts() {
+		if !r.notJoined[h.Name] {
+			out = append(out, h)
 		}
 	}
 	return out
@@ -200,7 +212,7 @@ func (r *rebootRun) bootState(ctx context.Context, h *inventory.Host) (reboot.St
 func (r *rebootRun) api(ctx context.Context, avoid *inventory.Host) (*apiclient.Client, error) {
 	if avoid != nil && avoid.Has(inventory.RoleControlPlane) {
 		for _, h := range r.e.Inv.ControlPlanes() {
-			if h == avoid {
+			if h == avoid || r.notJoined[h.Name] {
 				continue
 			}
 			if c := r.clients[h.Name]; c != nil {
