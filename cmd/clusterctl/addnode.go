@@ -78,6 +78,7 @@ form that touches nothing else.`,
 	o.preflight.addFlags(cmd)
 	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for each joining control plane's etcd and API server")
 	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for the new nodes to register and be Ready")
+	addLockFlag(cmd, g)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "check the new hosts and print what each host would receive and which services would (re)start; change nothing")
 	return cmd
 }

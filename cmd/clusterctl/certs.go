@@ -236,6 +236,7 @@ directory.`,
 	allowZero(cmd, "fresh")
 	cmd.Flags().DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each wait may take (a node's static Pods, rollouts, certificates)")
 	cmd.Flags().BoolVar(&o.ca, "ca", false, "replace the CAs and the service-account key, in resumable stages (see above)")
+	addLockFlag(cmd, g)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what would be renewed and, per host, what would change and restart; change nothing")
 	return cmd
 }
@@ -261,7 +262,7 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 	if o.dryRun {
 		return dryRotate(cmd, g, o, env, view)
 	}
-	return change[playbooks.RotateResult]{g: g, view: view, result: "rotate_result",
+	return change[playbooks.RotateResult]{g: g, view: view, result: "rotate_result", lock: mutating(cmd, g, env, false),
 		ask: &question{what: "certs rotate restarts etcd and the control plane on each control-plane node in turn",
 			ask: fmt.Sprintf("renew the certificates of cluster %q and restart its control plane node by node? [y/N] ", env.Inv.Cluster.Name), skip: o.yes},
 		play: func(ctx context.Context) (*playbooks.RotateResult, error) {
@@ -288,7 +289,7 @@ func runRotateCA(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 		return err
 	}
 	defer env.Close()
-	return change[playbooks.CARotateResult]{g: g, view: view, result: "ca_rotate_result",
+	return change[playbooks.CARotateResult]{g: g, view: view, result: "ca_rotate_result", lock: mutating(cmd, g, env, false),
 		ask: &question{what: "certs rotate --ca replaces the cluster's CAs: control planes restart node by node, kubelets restart, workloads started before are rolled",
 			ask: fmt.Sprintf("replace the CAs of cluster %q? [y/N] ", env.Inv.Cluster.Name), skip: o.yes},
 		play: func(ctx context.Context) (*playbooks.CARotateResult, error) {

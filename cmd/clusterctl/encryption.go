@@ -136,7 +136,7 @@ key, which only the old key decrypts; keep the old encryption-keys.json with it.
 			if o.dryRun {
 				return dryEncryptionRotate(cmd, g, o, env, view)
 			}
-			return change[playbooks.EncryptionRotateResult]{g: g, view: view, result: "encryption_rotate_result",
+			return change[playbooks.EncryptionRotateResult]{g: g, view: view, result: "encryption_rotate_result", lock: mutating(cmd, g, env, false),
 				ask: &question{what: "encryption rotate restarts the API server on each control-plane node in turn, two or three times, and stores every encrypted object again",
 					ask: fmt.Sprintf("rotate the encryption key of cluster %q? [y/N] ", env.Inv.Cluster.Name), skip: o.yes},
 				play: func(ctx context.Context) (*playbooks.EncryptionRotateResult, error) {
@@ -156,6 +156,7 @@ key, which only the old key decrypts; keep the old encryption-keys.json with it.
 	}
 	o.ssh.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
+	addLockFlag(cmd, g)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the stages a run would apply and how many objects it would store again; change nothing")
 	cmd.Flags().DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each node's static Pods may take to come back ready")
 	return cmd

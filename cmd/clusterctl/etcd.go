@@ -339,7 +339,7 @@ of 2) and prints the plan; nothing is stopped or written.`,
 			for _, h := range env.Inv.ControlPlanes() {
 				cps = append(cps, h.Name)
 			}
-			return change[playbooks.RestoreResult]{g: g, view: view, result: "etcd_restore",
+			return change[playbooks.RestoreResult]{g: g, view: view, result: "etcd_restore", lock: mutating(cmd, g, env, dryRun),
 				ask: &question{what: "restore stops the control plane and replaces etcd's data: everything written after the snapshot is lost",
 					ask:  fmt.Sprintf("restore cluster %q's etcd on %s from %s? [y/N] ", env.Inv.Cluster.Name, strings.Join(cps, ", "), from),
 					skip: assumeYes || dryRun},
@@ -355,6 +355,7 @@ of 2) and prints the plan; nothing is stopped or written.`,
 	ssh.addFlags(cmd)
 	cmd.Flags().StringVar(&from, "from", "", "the snapshot: a file (from clusterctl etcd snapshot or etcdctl snapshot save), or HOST:latest or HOST:NAME, a scheduled snapshot of an etcd host (cluster.etcd.snapshots), fetched first")
 	cmd.Flags().BoolVar(&assumeYes, "yes", false, "do not ask for confirmation")
+	addLockFlag(cmd, g)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the snapshot and every host, print what a restore would do; change nothing")
 	cmd.Flags().DurationVar(&timeout, "node-timeout", 5*time.Minute, "how long each wait may take (the members to stop, quorum, each API server)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "")

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/tasks/runlock"
 )
 
 // change is the frame of every command that changes hosts, written once: once the command has opened its
@@ -30,6 +35,29 @@ type change[R any] struct {
 	failed func(res *R, err error) error
 	// report, when set, prints a run that succeeded, as text.
 	report func(w io.Writer, res *R, took time.Duration)
+	// lock, when set, is taken before the playbook runs and given up when it ends (see mutating).
+	lock *runLock
+}
+
+// runLock is the lock a mutating run takes: its session and how.
+type runLock struct {
+	env *playbooks.Env
+	o   playbooks.LockOptions
+}
+
+// mutating is the lock of a command that changes hosts or the cluster, nil for its dry run (dry runs and
+// read-only commands take none): the command's name as typed, and --force-unlock.
+func mutating(cmd *cobra.Command, g *globalOptions, env *playbooks.Env, dry bool) *runLock {
+	if dry {
+		return nil
+	}
+	return &runLock{env: env, o: playbooks.LockOptions{Command: strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), Force: g.ForceUnlock}}
+}
+
+// addLockFlag adds --force-unlock to a command that takes the lock, and returns its flags.
+func addLockFlag(cmd *cobra.Command, g *globalOptions) *pflag.FlagSet {
+	cmd.Flags().BoolVar(&g.ForceUnlock, "force-unlock", false, "take the cluster's lock even though another run holds it (one that died without giving it up); the two runs may undo each other's changes if the other still works")
+	return cmd.Flags()
 }
 
 // question is what a command asks the operator before it changes anything (see confirm).
@@ -53,18 +81,25 @@ func (c change[R]) run(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	res, err := c.play(ctx)
+	res, err := c.locked(ctx)
 	took := time.Since(start)
 	c.view.Recap()
 	if c.notes != nil {
 		c.notes(res, err)
 	}
+	refused := c.refused
+	if errors.Is(err, runlock.ErrHeld) {
+		refused = runlock.ErrHeld
+	}
 	if g.Output == "json" {
-		if werr := writeResultLine(g.stdout, c.result, res, err, c.refused, took); werr != nil {
+		if werr := writeResultLine(g.stdout, c.result, res, err, refused, took); werr != nil {
 			return werr
 		}
 	}
 	if err != nil {
+		if errors.Is(err, runlock.ErrHeld) {
+			return &exitError{code: exitFailed, err: err}
+		}
 		if c.failed != nil {
 			return c.failed(res, err)
 		}
@@ -74,6 +109,19 @@ func (c change[R]) run(ctx context.Context) error {
 		c.report(g.stdout, res, took)
 	}
 	return nil
+}
+
+// locked runs the playbook under the run's lock, when it takes one.
+func (c change[R]) locked(ctx context.Context) (*R, error) {
+	if c.lock == nil {
+		return c.play(ctx)
+	}
+	release, err := c.lock.env.Lock(ctx, c.lock.o)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return c.play(ctx)
 }
 
 // preflightFailed is the exit of a run that preflight stopped (exit 1, its report already printed), or of

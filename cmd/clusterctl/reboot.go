@@ -64,6 +64,7 @@ same command finishes once it is back. --dry-run prints the order and changes no
 	f.BoolVar(&o.ifNeeded, "if-needed", false, "reboot only the hosts that ask for it (/run/reboot-required, needs-restarting -r)")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, drainTimeoutUsage)
 	f.DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long a host may take to come back: SSH in a new boot, its Node Ready, its static Pods Ready, etcd healthy (raise it for machines slow to boot)")
+	addLockFlag(cmd, g)
 	f.BoolVar(&o.dryRun, "dry-run", false, "check and print the order; change nothing")
 	f.BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
 	return cmd
@@ -82,7 +83,7 @@ func runReboot(cmd *cobra.Command, g *globalOptions, o *rebootOptions) error {
 		return err
 	}
 	defer env.Close()
-	return change[playbooks.RebootResult]{g: g, view: view, result: "reboot_result", refused: playbooks.ErrRebootRefused,
+	return change[playbooks.RebootResult]{g: g, view: view, result: "reboot_result", lock: mutating(cmd, g, env, o.dryRun), refused: playbooks.ErrRebootRefused,
 		ask: &question{what: "reboot drains and reboots the hosts one by one",
 			ask:  fmt.Sprintf("reboot %d host(s) of cluster %q? [y/N] ", len(env.Hosts), env.Inv.Cluster.Name),
 			skip: o.yes || o.dryRun},

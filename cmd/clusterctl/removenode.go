@@ -45,6 +45,7 @@ the hooks); nothing changes.`,
 	}
 	o.ssh.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
+	addLockFlag(cmd, g)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print, per host, what the removal would do (read from the cluster, etcd and the host); change nothing")
 	cmd.Flags().DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, drainTimeoutUsage)
 	return cmd
@@ -63,7 +64,7 @@ func runRemoveNode(cmd *cobra.Command, g *globalOptions, o *removeNodeOptions, n
 	if o.dryRun {
 		return dryRemove(cmd, g, o, env, view, names)
 	}
-	return change[removeResult]{g: g, view: view, result: "remove_node_result",
+	return change[removeResult]{g: g, view: view, result: "remove_node_result", lock: mutating(cmd, g, env, false),
 		ask: &question{what: "remove-node drains and resets " + strings.Join(names, ", "),
 			ask: fmt.Sprintf("remove %s from cluster %q (drain, delete, reset)? [y/N] ", strings.Join(names, ", "), env.Inv.Cluster.Name), skip: o.yes},
 		play: func(ctx context.Context) (*removeResult, error) {

@@ -63,6 +63,7 @@ prints per host the hooks reset would run and what of the above is there to undo
 	}
 	o.ssh.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
+	addLockFlag(cmd, g)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print, per host, the hooks reset would run and what of clusterctl's it would undo there; change nothing")
 	cmd.Flags().BoolVar(&o.removeState, "remove-state", false, "also remove the local state directory (the cluster's PKI and kubeconfigs)")
 	cmd.Flags().BoolVar(&o.snapshots, "remove-snapshots", false, "also remove the etcd members' scheduled snapshots (etcd-snapshot-*.db in cluster.etcd.snapshots.dir, default /var/lib/etcd-snapshots); kept otherwise")
@@ -85,7 +86,7 @@ func runReset(cmd *cobra.Command, g *globalOptions, o *resetOptions) error {
 		return dryReset(cmd, g, o, env, view)
 	}
 	name := env.Inv.Cluster.Name
-	return change[resetResult]{g: g, view: view, result: "reset_result",
+	return change[resetResult]{g: g, view: view, result: "reset_result", lock: mutating(cmd, g, env, false),
 		ask: &question{what: fmt.Sprintf("reset destroys the cluster on %d host(s)", len(env.Hosts)),
 			ask:    fmt.Sprintf("reset destroys cluster %q on %d host(s) (its etcd data included). Type the cluster's name to go on: ", name, len(env.Hosts)),
 			accept: func(a string) bool { return a == name }, skip: o.yes},

@@ -23,6 +23,8 @@ type globalOptions struct {
 	Verbose   int
 	Forks     int
 	Limit     []string
+	// ForceUnlock is --force-unlock, of the commands that take the lock.
+	ForceUnlock bool
 
 	stdout, stderr io.Writer
 	log            *slog.Logger

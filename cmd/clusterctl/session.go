@@ -16,6 +16,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/tasks/runlock"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -123,7 +124,7 @@ func openEnvNeeding(g *globalOptions, s *sshOptions, sink transport.Sink, need s
 // only host keys recorded by --ssh-accept-new can be in it, and they are recorded again on the next run.
 // Anything else found there is left, and so is the directory.
 func dropNewState(dir string) {
-	for _, f := range []string{"known_hosts", "known_hosts.lock"} {
+	for _, f := range []string{"known_hosts", "known_hosts.lock", runlock.FileName} {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
 	_ = os.Remove(dir)

@@ -77,6 +77,7 @@ would change. The admin kubeconfig is left in the state directory (admin.conf). 
 	o.preflight.addFlags(cmd)
 	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for the first API server")
 	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for nodes to register and be Ready")
+	addLockFlag(cmd, g)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "go through the steps up to the kubelets' start recording, not making, each change: print what each host would receive and which services would (re)start; change nothing on the hosts")
 	return cmd
 }
@@ -88,7 +89,7 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 		return err
 	}
 	defer env.Close()
-	return change[playbooks.UpResult]{g: g, view: view, result: "up_result",
+	return change[playbooks.UpResult]{g: g, view: view, result: "up_result", lock: mutating(cmd, g, env, o.dryRun),
 		play: func(ctx context.Context) (*playbooks.UpResult, error) {
 			return playbooks.Up(ctx, env, playbooks.UpOptions{APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
 				DryRun: o.dryRun, Preflight: o.preflight.options(), Hooks: o.hooks, HookHosts: o.hookHosts})

@@ -98,7 +98,7 @@ something blocks) or failed (every reason is named), 2 bad usage or inventory, 1
 	}
 	o.ssh.addFlags(cmd)
 	o.preflight.addFlags(cmd)
-	f := cmd.Flags()
+	f := addLockFlag(cmd, g)
 	f.StringVar(&o.to, "to", "", "the target Kubernetes version (default: the inventory's cluster.kubernetesVersion)")
 	f.StringSliceVar(&o.artifacts, "artifacts", nil, "an artifacts directory of a version on the way (repeatable, one per version; the target's in place of cluster.artifacts); a version without one: the inventory's for the target, else the per-version cache, pulled into")
 	f.StringSliceVar(&o.via, "via", nil, "the version of a minor release the upgrade passes through (repeatable; default: its artifacts', else the patch release clusterctl is tested with)")
@@ -167,7 +167,7 @@ func runUpgrade(cmd *cobra.Command, g *globalOptions, o *upgradeOptions) error {
 		ask.what = "upgrade --rollback restarts the control plane of each node the upgrade under way changed"
 		ask.ask = fmt.Sprintf("roll back the upgrade under way of cluster %q? [y/N] ", env.Inv.Cluster.Name)
 	}
-	return change[playbooks.UpgradeResult]{g: g, view: view, result: "upgrade_result", refused: playbooks.ErrUpgradeRefused,
+	return change[playbooks.UpgradeResult]{g: g, view: view, result: "upgrade_result", lock: mutating(cmd, g, env, o.dryRun), refused: playbooks.ErrUpgradeRefused,
 		ask: ask,
 		play: func(ctx context.Context) (*playbooks.UpgradeResult, error) {
 			return playbooks.UpgradeAll(ctx, env, playbooks.UpgradeOptions{MaxUnavailable: o.maxUnavailable, DrainTimeout: o.drainTimeout,

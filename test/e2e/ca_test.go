@@ -50,6 +50,9 @@ func RotateCAKilled(t *testing.T, c *Cluster, hosts []string) {
 		if res.Type != "ca_rotate_result" || res.Resumed != 3 || len(res.Stages) != 3 {
 			t.Errorf("result: %+v", res)
 		}
+		if !strings.Contains(stdout, "a run of this state directory that is gone, taken over") {
+			t.Errorf("the resumed run does not say it took over the killed run's lock:\n%s", tail(stdout, 20))
+		}
 		t.Logf("resumed: %s", lastLine(stdout))
 	})
 

@@ -390,7 +390,12 @@ func TestUp(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}()
-		_, stderr, code := c.Run(t, "certs", "rotate", "--yes", "--fresh", "0s")
+		// One mutating run at a time: while it runs, a second one here and an up from another
+		// workstation are refused at once, naming it.
+		other := c.OtherWorkstation(t)
+		rotation := c.Background(t, "certs", "rotate", "--yes", "--fresh", "0s")
+		CheckHeld(t, c, other, "certs rotate", "certs", "rotate", "--yes", "--fresh", "0s")
+		stderr, code := rotation()
 		close(stop)
 		stats := <-done
 		if code != 0 {
@@ -430,6 +435,9 @@ func TestUp(t *testing.T) {
 		}
 	})
 
+	t.Run("a killed run's lock: refused from another workstation until its Lease expires, then taken over", func(t *testing.T) {
+		CheckTakeover(t, c)
+	})
 	t.Run("manifests apply: a CRD and its custom resource in one stream, then unchanged", func(t *testing.T) {
 		// What cni.plugin: manifests does with the user's files.
 		kubeconfig, err := os.ReadFile(c.Admin())

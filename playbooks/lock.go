@@ -1,0 +1,150 @@
+package playbooks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/csr"
+	"github.com/clusterctl/clusterctl/tasks/pki"
+	"github.com/clusterctl/clusterctl/tasks/runlock"
+	"github.com/clusterctl/clusterctl/tasks/statedir"
+	"github.com/clusterctl/clusterctl/transport"
+)
+
+// lockPlay is the name the lock's messages go under.
+const lockPlay = "lock"
+
+// LockOptions says how a mutating run takes the cluster's lock.
+type LockOptions struct {
+	// Command is what the holder runs, as an operator types it ("certs rotate").
+	Command string
+	// Force takes a lock another run holds (--force-unlock), with a warning.
+	Force bool
+	// Duration of the Lease (runlock.DefaultDuration when 0).
+	Duration time.Duration
+}
+
+// Lock takes the locks of one mutating run before its first change: the state directory's file lock, then,
+// when the state directory holds a cluster, its Lease in kube-system, renewed until release. Another run
+// holding either is a runlock.HeldError naming it. A cluster whose API server does not answer (down, being
+// restored) is worked on under the file lock alone, said as a warning. release gives both up.
+func (e *Env) Lock(ctx context.Context, o LockOptions) (release func(), err error) {
+	h := runlock.NewHolder(o.Command)
+	file, prev, err := runlock.LockFile(e.StateDir, h)
+	if err != nil {
+		return nil, err
+	}
+	if built, _ := statedir.IsBuilt(e.StateDir, csr.LearnedFile); !built {
+		return file.Release, nil
+	}
+	dead := ""
+	if prev != nil {
+		dead = prev.ID
+	}
+	lease, err := e.acquireLease(ctx, h, runlock.Options{Duration: o.Duration, Force: o.Force, Dead: dead})
+	if errors.Is(err, runlock.ErrHeld) || ctx.Err() != nil {
+		file.Release()
+		return nil, err
+	}
+	if err != nil {
+		e.say(lockPlay, "", "warning: the cluster's API server did not answer (%v): this run holds only this state directory's lock", err)
+		return file.Release, nil
+	}
+	stop := lease.Keep(func(err error) {
+		if errors.Is(err, runlock.ErrLost) {
+			e.say(lockPlay, "", "warning: %v while this run could not renew it", err)
+		}
+	})
+	return func() {
+		stop()
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if lease.Release(rctx) != nil {
+			// A reset cluster, an API server down: the Lease expires by itself, and the next run of this
+			// state directory, finding this run named in the file, takes it over at once.
+			file.Leave()
+			return
+		}
+		file.Release()
+	}, nil
+}
+
+// lockClient is the lock's own client of the cluster's Leases: through the first control-plane node's
+// connection as the playbook keeps it (never connecting in the background: a renewal while that node
+// reboots waits for the playbook's next connection), made again when admin.conf or the connection changed.
+type lockClient struct {
+	e    *Env
+	mu   sync.Mutex
+	conn *transport.Conn
+	conf []byte
+	c    coordclient.LeaseInterface
+}
+
+func (l *lockClient) leases(ctx context.Context) (coordclient.LeaseInterface, error) {
+	cp1, err := l.e.firstControlPlane()
+	if err != nil {
+		return nil, err
+	}
+	conn := l.e.Conn(cp1.Name)
+	if conn == nil {
+		return nil, fmt.Errorf("%s: not connected", cp1.Name)
+	}
+	conf, err := pki.ReadSecret(l.e.adminKubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil && l.conn == conn && bytes.Equal(l.conf, conf) {
+		return l.c, nil
+	}
+	ip, err := l.e.NodeIP(ctx, cp1)
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort(ip.String(), strconv.Itoa(l.e.Inv.Cluster.APIServer.BindPort))
+	c, err := apiclient.New(conf, func(ctx context.Context, _, _ string) (net.Conn, error) { return conn.DialContext(ctx, "tcp", addr) })
+	if err != nil {
+		return nil, err
+	}
+	l.conn, l.conf, l.c = conn, conf, c.Kube.CoordinationV1().Leases(runlock.LeaseNamespace)
+	return l.c, nil
+}
+
+// acquireLease takes the cluster's Lease, waiting at most 10 s for its API server.
+func (e *Env) acquireLease(ctx context.Context, h runlock.Holder, o runlock.Options) (*runlock.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cp1, err := e.firstControlPlane()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := Connect(ctx, e, []*inventory.Host{cp1}, 0); err != nil {
+		return nil, err
+	}
+	lc := &lockClient{e: e}
+	lease, taken, err := runlock.Acquire(ctx, lc.leases, h, o)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case taken == nil:
+	case taken.ID == o.Dead:
+		e.say(lockPlay, "", "the cluster's lock of %s, a run of this state directory that is gone, taken over", taken)
+	case o.Force:
+		e.say(lockPlay, "", "warning: --force-unlock: the cluster's lock of %s taken; if that run still works, the two runs may undo each other's changes", taken)
+	default:
+		e.say(lockPlay, "", "the cluster's lock of %s had expired; taken over", taken)
+	}
+	return lease, nil
+}

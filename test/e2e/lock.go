@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// OtherWorkstation is a copy of the cluster's state directory as another workstation (or CI job) holds it:
+// everything but this workstation's lock file. It returns the --state-dir arguments that use it.
+func (c *Cluster) OtherWorkstation(t testing.TB) []string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	if out, err := exec.Command("cp", "-a", c.StateDir, dir).CombinedOutput(); err != nil {
+		t.Fatalf("copying the state directory: %v\n%s", err, out)
+	}
+	if err := os.Remove(filepath.Join(dir, "run.lock")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return []string{"--state-dir", dir}
+}
+
+// WaitLease waits until the cluster's lock Lease names a holder and returns its holder annotation.
+func (c *Cluster) WaitLease(t testing.TB, timeout time.Duration) string {
+	t.Helper()
+	for end := time.Now().Add(timeout); ; {
+		out, err := c.K(t, "", "-n", "kube-system", "get", "lease", "clusterctl-run", "-o", `jsonpath={.metadata.annotations.clusterctl\.dev/holder}`)
+		if err == nil && out != "" {
+			return out
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no clusterctl-run Lease after %s: %v", timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Background starts a clusterctl command (the inventory added); wait returns its stderr and exit code.
+func (c *Cluster) Background(t testing.TB, args ...string) (wait func() (string, int)) {
+	t.Helper()
+	cmd := exec.Command(c.Bin, append(args, "-i", c.Inventory)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() (string, int) {
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return stderr.String(), ee.ExitCode()
+		} else if err != nil {
+			return err.Error(), -1
+		}
+		return stderr.String(), 0
+	}
+}
+
+// CheckHeld checks, while a run holds the lock, that a second run of the same command from this state
+// directory and an up from another workstation's both exit 1 at once, naming the holder.
+func CheckHeld(t *testing.T, c *Cluster, other []string, holder string, args ...string) {
+	t.Helper()
+	c.WaitLease(t, time.Minute)
+	for _, run := range []struct {
+		args  []string
+		where string
+	}{
+		{args, "holds this state directory's lock"},
+		{append([]string{"up"}, other...), "holds the cluster's lock"},
+	} {
+		start := time.Now()
+		_, stderr, code := c.Run(t, run.args...)
+		took := time.Since(start)
+		if code != 1 || !strings.Contains(stderr, run.where) || !strings.Contains(stderr, "`"+holder+"` by ") {
+			t.Errorf("clusterctl %s while `%s` runs: exit %d, want 1 naming it (%q)\n%s", strings.Join(run.args, " "), holder, code, run.where, tail(stderr, 10))
+		}
+		t.Logf("clusterctl %s refused in %s: %s", strings.Join(run.args, " "), took.Round(time.Millisecond), strings.TrimSpace(tail(stderr, 1)))
+	}
+}
+
+// CheckTakeover kills an up once it holds the lock, then from another workstation: an up refused while
+// the dead run's Lease holds, taken over once it expires.
+func CheckTakeover(t *testing.T, c *Cluster) {
+	c.RunKilled(t, "preflight", 0, "up")
+	killed := time.Now()
+	other := c.OtherWorkstation(t)
+	_, stderr, code := c.Run(t, append([]string{"up"}, other...)...)
+	if code != 1 || !strings.Contains(stderr, "holds the cluster's lock") || !strings.Contains(stderr, "its lock expires at") {
+		t.Fatalf("up from another workstation after a killed up: exit %d, want 1 naming the killed run and when its lock expires\n%s", code, tail(stderr, 10))
+	}
+	for {
+		stdout, stderr, code := c.Run(t, append([]string{"up", "--output", "json"}, other...)...)
+		if code == 0 {
+			if !strings.Contains(stdout, "had expired; taken over") {
+				t.Errorf("the takeover is not said:\n%s", tail(stdout, 10))
+			}
+			t.Logf("the killed run's lock taken over from another workstation %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+			break
+		}
+		if code != 1 || !strings.Contains(stderr, "holds the cluster's lock") || time.Since(killed) > 75*time.Second {
+			t.Fatalf("up from another workstation %s after a killed up: exit %d\n%s", time.Since(killed).Round(time.Second), code, tail(stderr, 10))
+		}
+		time.Sleep(3 * time.Second)
+	}
+	if _, stderr, code := c.Run(t, "up"); code != 0 {
+		t.Fatalf("up after the takeover: exit %d\n%s", code, tail(stderr, 10))
+	}
+}
