@@ -116,3 +116,30 @@ func TestNotSignedBy(t *testing.T) {
 		t.Errorf("%v", got)
 	}
 }
+
+func TestLocal(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	write := func(rel string, data []byte) {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pki/ca.crt", selfSigned(t, "kubernetes", now.Add(10*365*24*time.Hour)))
+	write("pki/nodes/cp1/apiserver.crt", selfSigned(t, "kube-apiserver", now.Add(300*24*time.Hour)))
+	write("pki/ca.key", []byte("not a certificate"))
+	got, err := Local(dir, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Path != "pki/nodes/cp1/apiserver.crt" || got[0].Subject != "kube-apiserver" {
+		t.Fatalf("Local: %+v; want the apiserver's first, then the CA", got)
+	}
+	if _, err := Local(filepath.Join(dir, "missing"), now); err != nil {
+		t.Errorf("a state directory without certificates: %v", err)
+	}
+}

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +80,58 @@ func CheckHeld(t *testing.T, c *Cluster, other []string, holder string, args ...
 			t.Errorf("clusterctl %s while `%s` runs: exit %d, want 1 naming it (%q)\n%s", strings.Join(run.args, " "), holder, code, run.where, tail(stderr, 10))
 		}
 		t.Logf("clusterctl %s refused in %s: %s", strings.Join(run.args, " "), took.Round(time.Millisecond), strings.TrimSpace(tail(stderr, 1)))
+	}
+	// status takes no lock, and names the run that holds it.
+	lines, _ := c.Status(t)
+	if !slices.ContainsFunc(lines, func(l statusLine) bool { return l.Type == "lock" && l.Holder.Command == holder }) {
+		t.Errorf("status while `%s` runs names no lock held by it", holder)
+	}
+}
+
+// statusLine is one line of `clusterctl status -o json`.
+type statusLine struct {
+	Type     string
+	Name     string
+	Ready    bool
+	Status   string
+	Healthy  bool
+	Problems []string
+	Holder   struct{ Command string }
+}
+
+// Status runs `clusterctl status -o json` and returns its lines and exit code; every line must be a JSON
+// object with a type, the last the report's.
+func (c *Cluster) Status(t testing.TB, args ...string) ([]statusLine, int) {
+	t.Helper()
+	start := time.Now()
+	stdout, stderr, code := c.Run(t, append([]string{"status", "-o", "json"}, args...)...)
+	took := time.Since(start)
+	var lines []statusLine
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var sl statusLine
+		if err := json.Unmarshal([]byte(l), &sl); err != nil || sl.Type == "" {
+			t.Fatalf("status: not a typed JSON line (%v): %s\n%s", err, l, tail(stderr, 10))
+		}
+		lines = append(lines, sl)
+	}
+	if last := lines[len(lines)-1]; last.Type != "cluster_status" {
+		t.Fatalf("status: the last line is %q, not the report's", last.Type)
+	}
+	t.Logf("status: exit %d in %s", code, took.Round(time.Millisecond))
+	return lines, code
+}
+
+// CheckStatus checks that status reports every Node Ready and the cluster healthy (exit 0).
+func CheckStatus(t *testing.T, c *Cluster, nodes ...string) {
+	lines, code := c.Status(t)
+	last := lines[len(lines)-1]
+	if code != 0 || !last.Healthy || last.Status != "ok" {
+		t.Errorf("status: exit %d, %+v", code, last)
+	}
+	for _, n := range nodes {
+		if !slices.ContainsFunc(lines, func(l statusLine) bool { return l.Type == "node" && l.Name == n && l.Ready }) {
+			t.Errorf("status does not report Node %s Ready", n)
+		}
 	}
 }
 

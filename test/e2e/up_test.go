@@ -438,6 +438,9 @@ func TestUp(t *testing.T) {
 	t.Run("a killed run's lock: refused from another workstation until its Lease expires, then taken over", func(t *testing.T) {
 		CheckTakeover(t, c)
 	})
+	t.Run("status reports every Node Ready and the cluster healthy", func(t *testing.T) {
+		CheckStatus(t, c, "cp1", "w1", "w2")
+	})
 	t.Run("manifests apply: a CRD and its custom resource in one stream, then unchanged", func(t *testing.T) {
 		// What cni.plugin: manifests does with the user's files.
 		kubeconfig, err := os.ReadFile(c.Admin())
