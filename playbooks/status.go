@@ -32,6 +32,9 @@ type ClusterStatus struct {
 	PendingCSRs []string `json:"pendingCSRs"`
 	// Lock is the run that holds the cluster's lock, if any.
 	Lock *runlock.State `json:"lock,omitempty"`
+	// Drift counts what up would change (files, actions, add-ons), by host ("" the add-ons): clusterctl
+	// diff shows it; nil when it could not be told.
+	Drift map[string]int `json:"drift"`
 	// Problems make the cluster unhealthy (exit 1); Warnings deserve a look.
 	Problems []string `json:"problems"`
 	Warnings []string `json:"warnings"`
@@ -42,8 +45,12 @@ type ClusterStatus struct {
 func Status(ctx context.Context, e *Env) *ClusterStatus {
 	s := &ClusterStatus{PendingCSRs: []string{}, Problems: []string{}, Warnings: []string{}}
 	var wg sync.WaitGroup
-	var etcdErr, addonsErr error
-	wg.Add(2)
+	var etcdErr, addonsErr, driftErr error
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		s.Drift, driftErr = drift(ctx, e)
+	}()
 	go func() {
 		defer wg.Done()
 		s.Etcd, etcdErr = EtcdStatus(ctx, e)
@@ -58,6 +65,11 @@ func Status(ctx context.Context, e *Env) *ClusterStatus {
 	local, certErr := certs.Local(e.StateDir, time.Now())
 	wg.Wait()
 	s.judge(apiErr, etcdErr, addonsErr)
+	if driftErr != nil {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("could not tell what differs from what up would write: %v", driftErr))
+	} else if n := len(s.Drift); n > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d host(s) differ from what up would write: clusterctl diff shows how", n))
+	}
 	switch {
 	case certErr != nil:
 		s.Warnings = append(s.Warnings, fmt.Sprintf("the state directory's certificates: %v", certErr))
@@ -175,3 +187,23 @@ func (s *ClusterStatus) judgeExpiry(c certs.Cert) {
 
 // Healthy: nothing is wrong.
 func (s *ClusterStatus) Healthy() bool { return len(s.Problems) == 0 }
+
+// drift is up's dry run counted by host: what differs from what up would write.
+func drift(ctx context.Context, e *Env) (map[string]int, error) {
+	res, err := Up(ctx, e, UpOptions{DryRun: true})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, p := range res.Plan {
+		if n := len(p.Files) + len(p.Actions); n > 0 {
+			out[p.Host] = n
+		}
+	}
+	for _, a := range res.Addons {
+		if a.Action != charts.Unchanged {
+			out[""]++
+		}
+	}
+	return out, nil
+}

@@ -24,12 +24,13 @@ func newStatusCmd(g *globalOptions) *cobra.Command {
 host's: each Node (Ready, roles, the versions of its kubelet, runtime and kernel, cordoned), each
 control-plane component's static Pod per node (Ready, version, restarts), each etcd member (leader,
 version, health), the add-ons clusterctl installed, the state directory's certificate that expires first,
-pending certificate signing requests, and the run that holds the cluster's lock, if any. Each question is
+pending certificate signing requests, the run that holds the cluster's lock, if any, and how many changes
+up would make per host (its dry run: clusterctl diff shows them). Each question of the API server is
 bounded (5 s); what does not answer is reported, not waited for. Nothing is changed and no lock is taken.
 
 Problems (a Node or component not Ready, an etcd member unhealthy or silent, an add-on not deployed, an
 expired certificate, an API server that does not answer) make exit 1; warnings (a certificate within 30
-days of expiry, pending CSRs, cordoned Nodes, hosts not joined yet) are said. With -o json: one object per
+days of expiry, pending CSRs, cordoned Nodes, hosts not joined yet, drift) are said. With -o json: one object per
 line, each with its type (node, component, etcd_member, addon, certificate, lock), the last the report's
 status, problems and warnings (for monitoring).`,
 		Example: `  clusterctl status -i hosts.yaml
@@ -98,12 +99,13 @@ func writeStatusJSON(w io.Writer, s *playbooks.ClusterStatus) error {
 		}
 	}
 	return writeReport(w, "cluster_status", statusOf(s.Healthy()), struct {
-		Healthy     bool     `json:"healthy"`
-		Nodes       int      `json:"nodes"`
-		PendingCSRs []string `json:"pendingCSRs"`
-		Problems    []string `json:"problems"`
-		Warnings    []string `json:"warnings"`
-	}{s.Healthy(), len(s.Nodes), s.PendingCSRs, s.Problems, s.Warnings})
+		Healthy     bool           `json:"healthy"`
+		Nodes       int            `json:"nodes"`
+		PendingCSRs []string       `json:"pendingCSRs"`
+		Drift       map[string]int `json:"drift"`
+		Problems    []string       `json:"problems"`
+		Warnings    []string       `json:"warnings"`
+	}{s.Healthy(), len(s.Nodes), s.PendingCSRs, s.Drift, s.Problems, s.Warnings})
 }
 
 // printStatus prints the report as text: a summary line, a table per part, problems and warnings.
@@ -147,6 +149,13 @@ func printStatus(w io.Writer, name string, s *playbooks.ClusterStatus) {
 		fmt.Fprintf(w, "certificates: the first to expire is %s (%s), on %s (%s)\n", c.Path, c.Subject, c.NotAfter.UTC().Format(time.DateOnly), certs.Residual(time.Until(c.NotAfter)))
 	}
 	fmt.Fprintf(w, "certificate signing requests pending: %d\n", len(s.PendingCSRs))
+	if s.Drift != nil {
+		n := 0
+		for _, c := range s.Drift {
+			n += c
+		}
+		fmt.Fprintf(w, "drift from what up would write: %d change(s) on %d host(s)\n", n, len(s.Drift))
+	}
 	if l := s.Lock; l != nil {
 		fmt.Fprintf(w, "run in progress: %s (renewed %s ago)\n", l.Holder, time.Since(l.Renewed).Round(time.Second))
 	} else {

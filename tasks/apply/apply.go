@@ -8,6 +8,7 @@
 package apply
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,11 +17,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/clusterctl/clusterctl/tasks"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/kubeconfig"
 	"github.com/clusterctl/clusterctl/tasks/scripts"
+	"github.com/clusterctl/clusterctl/tasks/textdiff"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -39,6 +42,11 @@ type FileChange struct {
 	Path   string           `json:"path"`
 	Change transport.Change `json:"change"`
 	Size   int              `json:"size"`
+	// Diff is, in a dry run, the unified diff from what the host holds to what would be written, for a
+	// text file of at most 256 KiB whose content changes; Redacted says a secret's (a file no one but its
+	// owner may read: keys, kubeconfigs, the encryption configuration) was not shown.
+	Diff     string `json:"diff,omitempty"`
+	Redacted bool   `json:"redacted,omitempty"`
 }
 
 // Outcome is what a unit of work changed on a host, or in a dry run would change.
@@ -81,7 +89,7 @@ func Files(ctx context.Context, h Host, files []transport.File, dry bool) (Outco
 				out.Files = append(out.Files, FileChange{Path: f.Path, Change: changes[i], Size: int(f.Len())})
 			}
 		}
-		return out, nil
+		return out, diffContents(ctx, h, files, out.Files)
 	}
 	changed, err := h.Put(ctx, files)
 	if err != nil {
@@ -276,3 +284,48 @@ func SwitchKubeletClient(ctx context.Context, h Host, pair []byte, at time.Time)
 	_, err := h.Run(ctx, scripts.SwitchKubeletClient(file), nil)
 	return err
 }
+
+// diffLimit is the largest file a dry run shows the diff of.
+const diffLimit = 256 << 10
+
+// diffContents fills in the diff of each changed file: what the host holds (read back, bounded) against
+// what would be written; secrets are marked redacted instead, binaries and large files left without.
+func diffContents(ctx context.Context, h Host, files []transport.File, changes []FileChange) error {
+	byPath := make(map[string]*transport.File, len(files))
+	for i := range files {
+		byPath[files[i].Path] = &files[i]
+	}
+	for i := range changes {
+		c := &changes[i]
+		f := byPath[c.Path]
+		if c.Change != transport.ChangeContent && c.Change != transport.ChangeCreate || f == nil {
+			continue
+		}
+		if f.Mode.Perm()&0o077 == 0 && f.Mode.Perm() != 0 {
+			c.Redacted = true
+			continue
+		}
+		if f.Source != "" || len(f.Data) > diffLimit || !isText(f.Data) {
+			continue
+		}
+		var old []byte
+		if c.Change == transport.ChangeContent {
+			b, err := h.Get(ctx, f.Path)
+			if err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				continue // larger than Get reads, or gone meanwhile: no diff shown
+			}
+			if len(b) > diffLimit || !isText(b) {
+				continue
+			}
+			old = b
+		}
+		c.Diff = textdiff.Unified(f.Path+" (on the host)", f.Path+" (clusterctl's)", string(old), string(f.Data), 3)
+	}
+	return nil
+}
+
+// isText: valid UTF-8 without NUL bytes.
+func isText(b []byte) bool { return utf8.Valid(b) && !bytes.Contains(b, []byte{0}) }

@@ -3,11 +3,13 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -41,7 +43,8 @@ func (c *Cluster) WaitLease(t testing.TB, timeout time.Duration) string {
 	}
 }
 
-// Background starts a clusterctl command (the inventory added); wait returns its stderr and exit code.
+// Background starts a clusterctl command (the inventory added); wait returns its stderr and exit code. The
+// test waits for it when it ends (a failed check does not leave it running into the next test).
 func (c *Cluster) Background(t testing.TB, args ...string) (wait func() (string, int)) {
 	t.Helper()
 	cmd := exec.Command(c.Bin, append(args, "-i", c.Inventory)...)
@@ -50,15 +53,24 @@ func (c *Cluster) Background(t testing.TB, args ...string) (wait func() (string,
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return func() (string, int) {
-		err := cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return stderr.String(), ee.ExitCode()
-		} else if err != nil {
-			return err.Error(), -1
-		}
-		return stderr.String(), 0
+	var once sync.Once
+	code := 0
+	wait = func() (string, int) {
+		once.Do(func() {
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			switch {
+			case errors.As(err, &ee):
+				code = ee.ExitCode()
+			case err != nil:
+				stderr.WriteString(err.Error())
+				code = -1
+			}
+		})
+		return stderr.String(), code
 	}
+	t.Cleanup(func() { wait() })
+	return wait
 }
 
 // CheckHeld checks, while a run holds the lock, that a second run of the same command from this state
@@ -90,10 +102,11 @@ func CheckHeld(t *testing.T, c *Cluster, other []string, holder string, args ...
 
 // statusLine is one line of `clusterctl status -o json`.
 type statusLine struct {
-	Type     string
-	Name     string
-	Ready    bool
-	Status   string
+	Type  string
+	Name  string
+	Ready bool
+	// Status is the report's ("ok", "failed") on its last line, an etcd member's status object on its.
+	Status   json.RawMessage
 	Healthy  bool
 	Problems []string
 	Holder   struct{ Command string }
@@ -125,7 +138,7 @@ func (c *Cluster) Status(t testing.TB, args ...string) ([]statusLine, int) {
 func CheckStatus(t *testing.T, c *Cluster, nodes ...string) {
 	lines, code := c.Status(t)
 	last := lines[len(lines)-1]
-	if code != 0 || !last.Healthy || last.Status != "ok" {
+	if code != 0 || !last.Healthy || string(last.Status) != `"ok"` {
 		t.Errorf("status: exit %d, %+v", code, last)
 	}
 	for _, n := range nodes {
@@ -161,5 +174,50 @@ func CheckTakeover(t *testing.T, c *Cluster) {
 	}
 	if _, stderr, code := c.Run(t, "up"); code != 0 {
 		t.Fatalf("up after the takeover: exit %d\n%s", code, tail(stderr, 10))
+	}
+}
+
+// diffLine is one line of `clusterctl diff -o json`.
+type diffLine struct {
+	Type, Host, Path, Diff string
+	Differs                bool
+}
+
+// Diff runs `clusterctl diff -o json` and returns its lines and exit code.
+func (c *Cluster) Diff(t testing.TB) ([]diffLine, int) {
+	t.Helper()
+	start := time.Now()
+	stdout, stderr, code := c.Run(t, "diff", "-o", "json")
+	t.Logf("diff: exit %d in %s", code, time.Since(start).Round(time.Millisecond))
+	var lines []diffLine
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var dl diffLine
+		if err := json.Unmarshal([]byte(l), &dl); err != nil || dl.Type == "" {
+			t.Fatalf("diff: not a typed JSON line (%v): %s\n%s", err, l, tail(stderr, 10))
+		}
+		lines = append(lines, dl)
+	}
+	return lines, code
+}
+
+// CheckDiff checks that diff finds nothing on a settled cluster, names the host and file a hand edit
+// changed (with its diff), and nothing again once up has put it back.
+func CheckDiff(t *testing.T, c *Cluster, host string) {
+	if lines, code := c.Diff(t); code != 0 {
+		t.Fatalf("diff on a settled cluster: exit %d, want 0: %+v", code, lines)
+	}
+	const cfg = "/var/lib/kubelet/config.yaml"
+	c.Lab.Run(t, host, "echo '# edited by hand' >>"+cfg)
+	lines, code := c.Diff(t)
+	if code != 1 || !slices.ContainsFunc(lines, func(l diffLine) bool {
+		return l.Type == "file" && l.Host == host && l.Path == cfg && strings.Contains(l.Diff, "-# edited by hand")
+	}) {
+		t.Errorf("diff after %s's %s was edited: exit %d, want 1 naming it with its diff: %+v", host, cfg, code, lines)
+	}
+	if _, stderr, code := c.Run(t, "up"); code != 0 {
+		t.Fatalf("up: exit %d\n%s", code, tail(stderr, 10))
+	}
+	if lines, code := c.Diff(t); code != 0 {
+		t.Errorf("diff after up: exit %d, want 0: %+v", code, lines)
 	}
 }

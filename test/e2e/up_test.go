@@ -441,6 +441,9 @@ func TestUp(t *testing.T) {
 	t.Run("status reports every Node Ready and the cluster healthy", func(t *testing.T) {
 		CheckStatus(t, c, "cp1", "w1", "w2")
 	})
+	t.Run("diff: nothing on the settled cluster, a worker's hand-edited kubelet configuration, nothing after up", func(t *testing.T) {
+		CheckDiff(t, c, "w1")
+	})
 	t.Run("manifests apply: a CRD and its custom resource in one stream, then unchanged", func(t *testing.T) {
 		// What cni.plugin: manifests does with the user's files.
 		kubeconfig, err := os.ReadFile(c.Admin())
