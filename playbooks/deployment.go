@@ -145,6 +145,21 @@ type HostPlan struct {
 	Actions []string      `json:"actions"`
 }
 
+// hookAction begins a dry run's record of a hook it would run: what the operator asked for, not a
+// difference of the host's.
+const hookAction = "run hook "
+
+// Changes are the actions of the plan that change the host: every one but the hooks a run would run.
+func (p HostPlan) Changes() []string {
+	var out []string
+	for _, a := range p.Actions {
+		if !strings.HasPrefix(a, hookAction) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // PlannedFile is one file a real run would write.
 type PlannedFile = apply.FileChange
 

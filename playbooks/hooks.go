@@ -28,7 +28,7 @@ func (e *Env) runHooks(ctx context.Context, p hooks.Point, hosts []*inventory.Ho
 	if dry {
 		for _, name := range with {
 			for _, hk := range lists[name] {
-				record(name, "run hook "+p.String()+": "+hk.Run)
+				record(name, hookAction+p.String()+": "+hk.Run)
 			}
 		}
 		return nil

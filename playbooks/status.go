@@ -196,7 +196,7 @@ func drift(ctx context.Context, e *Env) (map[string]int, error) {
 	}
 	out := map[string]int{}
 	for _, p := range res.Plan {
-		if n := len(p.Files) + len(p.Actions); n > 0 {
+		if n := len(p.Files) + len(p.Changes()); n > 0 {
 			out[p.Host] = n
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 
@@ -498,4 +499,46 @@ func (c *Conn) Get(ctx context.Context, p string) (_ []byte, err error) {
 		return nil, fmt.Errorf("%s: %s: %w", c.target.Name, p, err)
 	}
 	return b, nil
+}
+
+// List names the regular files under dir on the host (as root when the connection becomes root), its
+// subdirectories' too, sorted; symbolic links are not followed. More than max is an error. A missing dir is
+// an error that wraps fs.ErrNotExist.
+func (c *Conn) List(ctx context.Context, dir string, max int) (_ []string, err error) {
+	defer func() { err = c.connErr(ctx, err) }()
+	client, err := c.SFTP(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	var walk func(d string, depth int) error
+	walk = func(d string, depth int) error {
+		entries, err := client.ReadDir(d)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", c.target.Name, d, err)
+		}
+		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			p := path.Join(d, e.Name())
+			switch {
+			case e.Mode().IsRegular():
+				if len(out) == max {
+					return fmt.Errorf("%s: more than %d files under %s", c.target.Name, max, dir)
+				}
+				out = append(out, p)
+			case e.IsDir() && depth < 8:
+				if err := walk(p, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(dir, 0); err != nil {
+		return nil, err
+	}
+	sort.Strings(out)
+	return out, nil
 }

@@ -21,7 +21,7 @@ func newDiffCmd(g *globalOptions) *cobra.Command {
 write, as a unified diff from the host's to clusterctl's (a secret — a file no one but its owner may read,
 as keys, kubeconfigs and the encryption configuration — is named, its content never shown; a binary or a
 file over 256 KiB is named with its size), the services up would restart and the images it would import,
-and the add-ons it would install, upgrade or uninstall. It is up's dry run (the same steps and scripts,
+and the add-ons it would install, upgrade or uninstall; not the hooks up would run. It is up's dry run (the same steps and scripts,
 each change recorded instead of made): nothing is changed and no lock is taken.
 
 Exit 0 when nothing differs, 1 when something does (as diff(1) and terraform plan -detailed-exitcode
@@ -68,7 +68,7 @@ func writeDiff(g *globalOptions, res *playbooks.UpResult) (int, error) {
 	files, actions, addons := 0, 0, 0
 	for _, p := range res.Plan {
 		files += len(p.Files)
-		actions += len(p.Actions)
+		actions += len(p.Changes())
 	}
 	for _, a := range res.Addons {
 		if a.Action != charts.Unchanged {
@@ -97,7 +97,7 @@ func writeDiff(g *globalOptions, res *playbooks.UpResult) (int, error) {
 				return 0, err
 			}
 		}
-		for _, a := range p.Actions {
+		for _, a := range p.Changes() {
 			if err := writeJSONLine(g.stdout, actionLine{"action", p.Host, a}); err != nil {
 				return 0, err
 			}
@@ -126,7 +126,7 @@ func writeDiff(g *globalOptions, res *playbooks.UpResult) (int, error) {
 // printDiff prints each host's files (with their diffs) and actions, then the add-ons' changes.
 func printDiff(w io.Writer, res *playbooks.UpResult) {
 	for _, p := range res.Plan {
-		if len(p.Files)+len(p.Actions) == 0 {
+		if len(p.Files)+len(p.Changes()) == 0 {
 			continue
 		}
 		fmt.Fprintf(w, "%s:\n", p.Host)
@@ -143,7 +143,7 @@ func printDiff(w io.Writer, res *playbooks.UpResult) {
 				fmt.Fprintf(w, "  %-8s %s (%d bytes)\n", f.Change, f.Path, f.Size)
 			}
 		}
-		for _, a := range p.Actions {
+		for _, a := range p.Changes() {
 			fmt.Fprintf(w, "  %s\n", a)
 		}
 	}

@@ -123,6 +123,8 @@ const (
 	stateCluster
 	// stateExisting: must exist (a command that reads what render or up left); nothing is created.
 	stateExisting
+	// stateEmpty: made when missing, else must be empty (state pull fills it).
+	stateEmpty
 )
 
 // loadWithState loads a valid inventory and prepares its state directory; created says whether this call
@@ -140,6 +142,11 @@ func loadWithState(g *globalOptions, need stateNeed) (inv *inventory.Inventory, 
 	_, statErr := os.Stat(state)
 	if need == stateExisting && statErr != nil {
 		return nil, "", false, usageError("no state directory for cluster %q at %s: clusterctl render or up makes it (--state-dir names another)", inv.Cluster.Name, state)
+	}
+	if need == stateEmpty && statErr == nil {
+		if entries, err := os.ReadDir(state); err != nil || len(entries) > 0 {
+			return nil, "", false, usageError("the state directory %s is not empty: state pull fills an empty one (--state-dir names another)", state)
+		}
 	}
 	if need == stateCluster {
 		built, err := statedir.IsBuilt(state, csr.LearnedFile)

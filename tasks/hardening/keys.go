@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,4 +148,32 @@ func EncryptionConfig(resources []string, keys *Keys) ([]byte, error) {
 			Providers: []apiserverv1.ProviderConfiguration{{Secretbox: box}, {Identity: &apiserverv1.IdentityConfiguration{}}},
 		}},
 	})
+}
+
+// KeysFromConfig reads the keys back from an API server's EncryptionConfiguration (what EncryptionConfig
+// wrote): the secretbox keys in their order, the write key first. A key named as clusterctl names them
+// (key-<date>-<time>) was created then; another, at the zero time. Keys that are not clusterctl's are
+// refused, as ReadKeys refuses them.
+func KeysFromConfig(data []byte) (*Keys, error) {
+	var cfg apiserverv1.EncryptionConfiguration
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("the encryption configuration: %w", err)
+	}
+	keys := &Keys{}
+	for _, r := range cfg.Resources {
+		for _, p := range r.Providers {
+			if p.Secretbox == nil || len(keys.Keys) > 0 {
+				continue
+			}
+			for _, k := range p.Secretbox.Keys {
+				secret, err := base64.StdEncoding.DecodeString(k.Secret)
+				if err != nil {
+					return nil, fmt.Errorf("the encryption configuration: key %q: %w", k.Name, err)
+				}
+				created, _ := time.Parse("20060102-150405", strings.TrimPrefix(k.Name, "key-"))
+				keys.Keys = append(keys.Keys, Key{Name: k.Name, Secret: secret, Created: created})
+			}
+		}
+	}
+	return keys, keys.check("the encryption configuration")
 }

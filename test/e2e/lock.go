@@ -179,7 +179,7 @@ func CheckTakeover(t *testing.T, c *Cluster) {
 
 // diffLine is one line of `clusterctl diff -o json`.
 type diffLine struct {
-	Type, Host, Path, Diff string
+	Type, Host, Path, Diff, Action string
 	Differs                bool
 }
 

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clusterctl/clusterctl/playbooks"
+)
+
+func newStateCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "The state directory: rebuild it from the cluster's hosts",
+		Args:  noArgs,
+	}
+	cmd.AddCommand(newStatePullCmd(g))
+	return cmd
+}
+
+func newStatePullCmd(g *globalOptions) *cobra.Command {
+	var ssh sshOptions
+	cmd := &cobra.Command{
+		Use:   "pull",
+		Short: "Rebuild a state directory from the cluster's hosts, to operate the cluster from another workstation",
+		Long: `Rebuild the state directory (--state-dir, else .clusterctl/<cluster> beside the inventory; it must be
+empty or missing) from the cluster's control-plane and etcd hosts, over SSH: the CAs and their keys
+(cluster, front-proxy, etcd, kubelet serving), the service-account key pair, each node's certificates and
+kubeconfigs as pushed, the encryption keys, read where kubeadm's layout keeps them. What must be the same
+on every control-plane host (the CAs, the keys) is checked to be, and a host that differs is named.
+Then it makes what the hosts do not hold — a new admin.conf signed by the pulled CA — with up's dry run,
+whose drift (none for a whole state) is reported. Every file is 0600 in a 0700 directory. It says what it
+cannot recover (the journal of a run under way elsewhere, the snapshots taken before upgrades).
+
+Afterwards every command works from the new directory: status, certs check-expiration, add-node, upgrade,
+certs rotate. Host keys are verified as for every command (known_hosts; --ssh-accept-new records new ones
+in the new directory).`,
+		Example: `  clusterctl state pull -i hosts.yaml --state-dir ~/.clusterctl/prod
+  clusterctl status -i hosts.yaml --state-dir ~/.clusterctl/prod`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			view := g.progressView()
+			env, _, err := openEnvNeeding(g, &ssh, view, stateEmpty)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			return change[playbooks.PullResult]{g: g, view: view, result: "state_pull_result",
+				play:   func(ctx context.Context) (*playbooks.PullResult, error) { return playbooks.StatePull(ctx, env) },
+				report: printPull,
+				failed: func(_ *playbooks.PullResult, err error) error {
+					// The directory was empty: nothing of the operator's is lost, and a re-run finds it empty.
+					if entries, rerr := os.ReadDir(env.StateDir); rerr == nil {
+						for _, e := range entries {
+							_ = os.RemoveAll(filepath.Join(env.StateDir, e.Name()))
+						}
+					}
+					return failedOnHosts(err)
+				},
+			}.run(cmd.Context())
+		},
+	}
+	ssh.addFlags(cmd)
+	return cmd
+}
+
+func printPull(w io.Writer, r *playbooks.PullResult, took time.Duration) {
+	fmt.Fprintf(w, "state pulled into %s from %v in %.1fs: %d file(s), %d encryption key(s), CA %s\n", r.StateDir, r.From, took.Seconds(), r.Files, r.EncryptionKeys, r.CAHash)
+	if len(r.Drift) == 0 {
+		fmt.Fprintln(w, "up from it would change nothing on any host: the state is whole")
+	} else {
+		hosts := make([]string, 0, len(r.Drift))
+		for h := range r.Drift {
+			hosts = append(hosts, h)
+		}
+		sort.Strings(hosts)
+		fmt.Fprintf(w, "up from it would change something on %v: clusterctl diff shows what\n", hosts)
+	}
+	fmt.Fprintln(w, "not recovered:")
+	for _, n := range r.NotRecovered {
+		fmt.Fprintf(w, "  %s\n", n)
+	}
+}
