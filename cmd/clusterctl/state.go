@@ -18,7 +18,7 @@ func newStateCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "state",
 		Short: "The state directory: rebuild it from the cluster's hosts",
-		Args:  noArgs,
+		Example: `  clusterctl state pull -i hosts.yaml --state-dir ~/.clusterctl/prod`,
 	}
 	cmd.AddCommand(newStatePullCmd(g))
 	return cmd
