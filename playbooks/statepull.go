@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +31,8 @@ type PullResult struct {
 	EncryptionKeys int    `json:"encryptionKeys"`
 	// Drift is what up would change from the pulled state, by host: none when the state is whole.
 	Drift map[string]int `json:"drift"`
+	// NotJoined are the inventory's control-plane and etcd hosts that are not part of the cluster yet.
+	NotJoined []string `json:"notJoined,omitempty"`
 	// NotRecovered says what a state directory may hold that the hosts cannot give back.
 	NotRecovered []string `json:"notRecovered"`
 }
@@ -58,17 +61,22 @@ func StatePull(ctx context.Context, e *Env) (*PullResult, error) {
 	if _, err := Connect(ctx, e, hosts, 0); err != nil {
 		return nil, err
 	}
-	pulled, encs, err := pullHosts(ctx, e, hosts)
+	pulled, encs, pending, err := pullHosts(ctx, e, hosts)
 	if err != nil {
 		return nil, err
+	}
+	if len(pending) == len(hosts) {
+		return nil, fmt.Errorf("none of %v is part of a cluster (no %s)", names(hosts), kubeadm.PKIDir)
 	}
 	files, err := statepull.Merge(pulled)
 	if err != nil {
 		return nil, err
 	}
-	res := &PullResult{StateDir: e.StateDir, Files: len(files), NotRecovered: notRecovered}
+	res := &PullResult{StateDir: e.StateDir, Files: len(files), NotRecovered: notRecovered, NotJoined: pending}
 	for _, h := range hosts {
-		res.From = append(res.From, h.Name)
+		if !slices.Contains(pending, h.Name) {
+			res.From = append(res.From, h.Name)
+		}
 	}
 	if err := writePulled(e.StateDir, files, encs, hosts, res); err != nil {
 		return nil, err
@@ -82,8 +90,9 @@ func StatePull(ctx context.Context, e *Env) (*PullResult, error) {
 	return res, nil
 }
 
-// pullHosts reads every host's files, and each control-plane host's encryption configuration.
-func pullHosts(ctx context.Context, e *Env, hosts []*inventory.Host) ([][]statepull.File, map[string][]byte, error) {
+// pullHosts reads every host's files, and each control-plane host's encryption configuration; pending are
+// the hosts not part of the cluster yet.
+func pullHosts(ctx context.Context, e *Env, hosts []*inventory.Host) (_ [][]statepull.File, _ map[string][]byte, pending []string, _ error) {
 	pulled := make([][]statepull.File, len(hosts))
 	encs := map[string][]byte{}
 	var mu sync.Mutex
@@ -94,6 +103,13 @@ func pullHosts(ctx context.Context, e *Env, hosts []*inventory.Host) ([][]statep
 	_, err := e.play(ctx, Play{Name: "pull", Hosts: names(hosts), Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
 		h, conn := e.Inv.Host(name), e.Conn(name)
 		files, err := statepull.Pull(ctx, conn, h.NodeName)
+		if errors.Is(err, statepull.ErrNotJoined) {
+			e.say("pull", name, "%v", err)
+			mu.Lock()
+			pending = append(pending, name)
+			mu.Unlock()
+			return false, nil
+		}
 		if err != nil {
 			return false, err
 		}
@@ -111,7 +127,8 @@ func pullHosts(ctx context.Context, e *Env, hosts []*inventory.Host) ([][]statep
 		mu.Unlock()
 		return false, nil
 	}})
-	return pulled, encs, err
+	slices.Sort(pending)
+	return pulled, encs, pending, err
 }
 
 // writePulled writes the files (0600) and the encryption keys, which every control-plane host must agree on.

@@ -34,8 +34,9 @@ empty or missing) from the cluster's control-plane and etcd hosts, over SSH: the
 (cluster, front-proxy, etcd, kubelet serving), the service-account key pair, each node's certificates and
 kubeconfigs as pushed, the encryption keys, read where kubeadm's layout keeps them. What must be the same
 on every control-plane host (the CAs, the keys) is checked to be, and a host that differs is named.
-Then it makes what the hosts do not hold — a new admin.conf signed by the pulled CA — with up's dry run,
-whose drift (none for a whole state) is reported. Every file is 0600 in a 0700 directory. It says what it
+The admin kubeconfig is the control-plane nodes' own (where none is valid, a new one signed by the
+pulled CA is made): up would otherwise rewrite theirs with each workstation's in turn. Then up's dry run
+renders from the pulled state; its drift (none for a whole state) is reported. Every file is 0600 in a 0700 directory. It says what it
 cannot recover (the journal of a run under way elsewhere, the snapshots taken before upgrades).
 
 Afterwards every command works from the new directory: status, certs check-expiration, add-node, upgrade,
@@ -81,6 +82,9 @@ func printPull(w io.Writer, r *playbooks.PullResult, took time.Duration) {
 		}
 		sort.Strings(hosts)
 		fmt.Fprintf(w, "up from it would change something on %v: clusterctl diff shows what\n", hosts)
+	}
+	if len(r.NotJoined) > 0 {
+		fmt.Fprintf(w, "not part of the cluster yet (nothing to pull): %v\n", r.NotJoined)
 	}
 	fmt.Fprintln(w, "not recovered:")
 	for _, n := range r.NotRecovered {

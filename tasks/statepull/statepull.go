@@ -1,7 +1,10 @@
 // Package statepull rebuilds a state directory from a cluster's hosts: what the control-plane (and etcd)
 // hosts hold of what clusterctl keeps on the workstation — the CAs and their keys, the service-account key
 // pair, each node's certificates and kubeconfigs as pushed, the encryption keys — put where the state
-// directory keeps them, and checked to be the same on every host that holds them.
+// directory keeps them, and checked to be the same on every host that holds them. The admin kubeconfig is
+// the control-plane nodes' (render makes a new one, signed by the pulled CA, where they hold none that is
+// valid): a workstation with a credential of its own would rewrite theirs at every up, in turn with every
+// other workstation.
 package statepull
 
 import (
@@ -55,6 +58,8 @@ func Place(node, hostPath string) (rel string, shared bool) {
 		return "pki/nodes/" + node + "/" + r, false
 	}
 	switch {
+	case hostPath == kubeadm.AdminKubeconfig:
+		return "admin.conf", true
 	case hostPath == kubeadm.SuperAdminConfig:
 		return "kubeconfig/super-admin.conf", true
 	case path.Dir(hostPath) == kubeadm.KubernetesDir && slices.Contains(kubeconfigs, path.Base(hostPath)):
@@ -71,17 +76,23 @@ func isShared(rel string) bool {
 	return slices.ContainsFunc(pki.CAs(), func(s pki.Spec) bool { return rel == s.Path+".crt" || rel == s.Path+".key" })
 }
 
+// ErrNotJoined is a host without /etc/kubernetes/pki: not part of the cluster yet.
+var ErrNotJoined = errors.New("no " + kubeadm.PKIDir + ": not part of the cluster yet")
+
 // Pull reads a host's files the state directory keeps (node: its Node's name). A CA rotation under way
 // (a signer's files beside a CA) is refused: its state is the journal of the workstation that runs it.
 func Pull(ctx context.Context, h Host, node string) ([]File, error) {
 	list, err := h.List(ctx, kubeadm.PKIDir, maxFiles)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", h.Name(), ErrNotJoined)
+	}
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range kubeconfigs {
 		list = append(list, path.Join(kubeadm.KubernetesDir, k))
 	}
-	list = append(list, kubeadm.SuperAdminConfig)
+	list = append(list, kubeadm.AdminKubeconfig, kubeadm.SuperAdminConfig)
 	var out []File
 	for _, p := range list {
 		if strings.Contains(path.Base(p), "-signer.") {

@@ -2,6 +2,7 @@ package statepull
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -18,6 +19,9 @@ type fakeHost struct {
 func (f fakeHost) Name() string { return f.name }
 
 func (f fakeHost) List(_ context.Context, dir string, max int) ([]string, error) {
+	if len(f.files) == 0 {
+		return nil, fmt.Errorf("%s: %w", dir, fs.ErrNotExist)
+	}
 	var out []string
 	for p := range f.files {
 		if strings.HasPrefix(p, dir+"/") {
@@ -47,7 +51,7 @@ func cp(name, ca string) fakeHost {
 		"/etc/kubernetes/pki/README":              "not ours",
 		"/etc/kubernetes/scheduler.conf":          name + " scheduler",
 		"/etc/kubernetes/super-admin.conf":        "super",
-		"/etc/kubernetes/admin.conf":              "admin: made anew, not pulled",
+		"/etc/kubernetes/admin.conf":              "admin",
 		"/etc/kubernetes/manifests/etcd.yaml":     "rendered, not pulled",
 		"/etc/kubernetes/controller-manager.conf": name + " cm",
 	}}
@@ -72,21 +76,24 @@ func TestPullAndMerge(t *testing.T) {
 		rels = append(rels, f.Rel)
 	}
 	for _, want := range []string{"pki/ca.crt", "pki/ca.key", "pki/sa.pub", "pki/etcd/ca.crt", "pki/nodes/cp1/apiserver.crt", "pki/nodes/cp2/etcd/peer.key",
-		"kubeconfig/cp1/scheduler.conf", "kubeconfig/cp2/controller-manager.conf", "kubeconfig/super-admin.conf"} {
+		"kubeconfig/cp1/scheduler.conf", "kubeconfig/cp2/controller-manager.conf", "kubeconfig/super-admin.conf", "admin.conf"} {
 		if !slices.Contains(rels, want) {
 			t.Errorf("%s not pulled: %v", want, rels)
 		}
 	}
-	if slices.ContainsFunc(rels, func(r string) bool { return strings.Contains(r, "README") || strings.Contains(r, "admin.conf") && r != "kubeconfig/super-admin.conf" || strings.Contains(r, "manifests") }) {
+	if slices.ContainsFunc(rels, func(r string) bool { return strings.Contains(r, "README") || strings.Contains(r, "manifests") }) {
 		t.Errorf("pulled what the state directory does not keep: %v", rels)
 	}
-	if n := len(rels); n != 13 {
-		t.Errorf("%d files, want 13 (4 shared once, 2 PKI files and 2 kubeconfigs per node, super-admin once): %v", n, rels)
+	if n := len(rels); n != 14 {
+		t.Errorf("%d files, want 14 (4 shared once, 2 PKI files and 2 kubeconfigs per node, admin and super-admin once): %v", n, rels)
 	}
 
 	other, _ := Pull(ctx, cp("cp3", "ca2"), "cp3")
 	if _, err := Merge([][]File{a, other}); err == nil || !strings.Contains(err.Error(), "pki/ca.crt differs between cp1 and cp3") {
 		t.Errorf("a CA that differs: %v", err)
+	}
+	if _, err := Pull(ctx, fakeHost{"cp4", map[string]string{}}, "cp4"); !errors.Is(err, ErrNotJoined) {
+		t.Errorf("a host without /etc/kubernetes/pki: %v", err)
 	}
 	rot := cp("cp1", "ca1")
 	rot.files["/etc/kubernetes/pki/ca-signer.crt"] = "old"

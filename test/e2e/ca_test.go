@@ -246,11 +246,6 @@ func parseCert(t testing.TB, data []byte) *x509.Certificate {
 	return cert
 }
 
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
-}
-
 func encodeB64(data []byte) string { return base64.StdEncoding.EncodeToString(data) }
 
 func TestRotationFailure(t *testing.T) {

@@ -486,3 +486,9 @@ func (c *Cluster) Etcdctl(t testing.TB, host, args string) string {
 // control-plane nodes went unanswered for 15 s. Each stop of the client now logs its slowest request, and
 // on a failure the proxy's log (which says which backend it marked down, and when).
 const proxyClientTimeout = 30 * time.Second
+
+// lastLine is the last line of a command's output (its result line with --output json).
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

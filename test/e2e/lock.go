@@ -180,7 +180,7 @@ func CheckTakeover(t *testing.T, c *Cluster) {
 // diffLine is one line of `clusterctl diff -o json`.
 type diffLine struct {
 	Type, Host, Path, Diff, Action string
-	Differs                bool
+	Differs                        bool
 }
 
 // Diff runs `clusterctl diff -o json` and returns its lines and exit code.

@@ -40,7 +40,12 @@ func TestGrowAndShrink(t *testing.T) {
 	})
 	small.Up(t)
 
-	t.Run("add a worker; its token gets no other node's certificate; a workload schedules there", func(t *testing.T) {
+	// w2 joins from a state directory pulled from the hosts, as another workstation's.
+	var pulled []string
+	t.Run("state pull into an empty directory: the same CA, an admin kubeconfig that works, nothing up would change", func(t *testing.T) {
+		pulled = CheckStatePull(t, full)
+	})
+	t.Run("add a worker from the pulled state; its token gets no other node's certificate; a workload schedules there", func(t *testing.T) {
 		// w2's kubelet is held 25 s at its start: the window in which a host holding w2's token (as w2 does
 		// from the push on) asks for client certificates of other nodes with it.
 		full.Lab.Run(t, "w2", "mkdir -p /etc/systemd/system/kubelet.service.d && printf '[Service]\\nExecStartPre=/bin/sleep 25\\n' >/etc/systemd/system/kubelet.service.d/99-e2e-hold.conf")
@@ -50,7 +55,7 @@ func TestGrowAndShrink(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			stdout, stderr, code := full.Run(t, "add-node", "w2")
+			stdout, stderr, code := full.Run(t, append([]string{"add-node", "w2"}, pulled...)...)
 			done <- result{stdout, stderr, code}
 		}()
 		forged := ForgeJoinRequests(t, full, "w2", 90*time.Second, "cp2", "cp1")
