@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clusterctl/clusterctl/playbooks"
+	"github.com/clusterctl/clusterctl/tasks/backup"
 	"github.com/clusterctl/clusterctl/tasks/snapshots"
 )
 
@@ -285,7 +286,7 @@ func printRestore(w io.Writer, res *playbooks.RestoreResult, dryRun bool, took t
 
 func newEtcdRestoreCmd(g *globalOptions) *cobra.Command {
 	var ssh sshOptions
-	var from string
+	var from, identity string
 	var assumeYes, dryRun bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -303,7 +304,8 @@ inventory (its control-plane hosts, when etcd is stacked on them):
      /var/lib/etcd.before-restore, the snapshot removed;
   4. etcd is started and quorum awaited, then the control plane, and each API server awaited.
 
---from HOST:latest (or HOST:NAME) takes a scheduled snapshot of an etcd host (cluster.etcd.snapshots;
+--from a backup archive (clusterctl backup) takes its snapshot, extracted into the state directory's
+snapshots/ (--identity opens an encrypted one). --from HOST:latest (or HOST:NAME) takes a scheduled snapshot of an etcd host (cluster.etcd.snapshots;
 etcd snapshots list shows them): it is first copied into the state directory's snapshots/ (kept there;
 a re-run uses it again). Everything written to the cluster after the snapshot is lost. Hosts that are lost are left out of the
 inventory: restore onto the others, then add them back with add-node. An interrupted restore is resumed
@@ -325,15 +327,8 @@ of 2) and prints the plan; nothing is stopped or written.`,
 				return err
 			}
 			defer env.Close()
-			if scheduled {
-				// Fetched into the state directory's snapshots/ (0700) before anything is asked or stopped.
-				dir := filepath.Join(env.StateDir, "snapshots")
-				if err := outDir(dir); err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-				if from, err = playbooks.FetchSnapshot(cmd.Context(), env, host, name, dir); err != nil {
-					return failedOnHosts(err)
-				}
+			if from, err = restoreSnapshot(cmd.Context(), env, from, host, name, scheduled, identity); err != nil {
+				return err
 			}
 			var cps []string
 			for _, h := range env.Inv.ControlPlanes() {
@@ -353,7 +348,8 @@ of 2) and prints the plan; nothing is stopped or written.`,
 		},
 	}
 	ssh.addFlags(cmd)
-	cmd.Flags().StringVar(&from, "from", "", "the snapshot: a file (from clusterctl etcd snapshot or etcdctl snapshot save), or HOST:latest or HOST:NAME, a scheduled snapshot of an etcd host (cluster.etcd.snapshots), fetched first")
+	cmd.Flags().StringVar(&from, "from", "", "the snapshot: a file (from clusterctl etcd snapshot or etcdctl snapshot save), a clusterctl backup archive, or HOST:latest or HOST:NAME, a scheduled snapshot of an etcd host (cluster.etcd.snapshots), fetched first")
+	cmd.Flags().StringVar(&identity, "identity", "", "the age identity file that opens an encrypted backup archive (--from)")
 	cmd.Flags().BoolVar(&assumeYes, "yes", false, "do not ask for confirmation")
 	addLockFlag(cmd, g)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the snapshot and every host, print what a restore would do; change nothing")
@@ -361,6 +357,27 @@ of 2) and prints the plan; nothing is stopped or written.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "")
 	_ = cmd.Flags().MarkDeprecated("timeout", "use --node-timeout, as every command does")
 	return cmd
+}
+
+// restoreSnapshot is the snapshot file a restore reads, fetched or extracted first into the state
+// directory's snapshots/ (0700) before anything is asked or stopped: a scheduled one from its host, a
+// backup archive's; a snapshot file as it is.
+func restoreSnapshot(ctx context.Context, env *playbooks.Env, from, host, name string, scheduled bool, identity string) (string, error) {
+	if backup.IsArchive(from) {
+		return snapshotFromBackup(env.StateDir, from, identity)
+	}
+	if !scheduled {
+		return from, nil
+	}
+	dir := filepath.Join(env.StateDir, "snapshots")
+	if err := outDir(dir); err != nil {
+		return "", &exitError{code: exitUsage, err: err}
+	}
+	file, err := playbooks.FetchSnapshot(ctx, env, host, name, dir)
+	if err != nil {
+		return "", failedOnHosts(err)
+	}
+	return file, nil
 }
 
 // checkRestoreFrom reads restore's --from: a scheduled snapshot of an etcd host of the inventory, or a

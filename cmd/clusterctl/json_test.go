@@ -30,6 +30,7 @@ func jsonArgs(dir string) map[string][]string {
 		"encryption rotate":  {"--yes"},
 		"etcd restore":       {"--from", filepath.Join(dir, "none.db"), "--yes"},
 		"etcd snapshot":      {"--out", filepath.Join(dir, "snapshots")},
+		"backup":             {"--out", filepath.Join(dir, "backups"), "--unencrypted"},
 		"exec":               {"--", "true"},
 		"init":               {"--hosts", "cp1=10.0.0.5", "--out", filepath.Join(dir, "init.yaml")},
 		"kubeconfig user":    {"alice"},

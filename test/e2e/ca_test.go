@@ -224,15 +224,6 @@ func CheckNewCA(t testing.TB, c *Cluster, oldCA []byte, hosts ...string) {
 	}
 }
 
-func readFile(t testing.TB, p string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 func parseCert(t testing.TB, data []byte) *x509.Certificate {
 	t.Helper()
 	b, _ := pem.Decode(data)

@@ -19,8 +19,9 @@ import (
 // PreferDualStack Service answers on both ClusterIPs from a Pod on another node, DNS returns its A and AAAA
 // records, and the API server's certificate names both Service addresses and both of the node's, a
 // kubelet's serving certificate both of its node's. Then `certs rotate` of those certificates gives new
-// ones naming both families, and reset leaves no kube-proxy table of either family and no IPv6 Service
-// rule.
+// ones naming both families; an encrypted backup restores a deleted ConfigMap (etcd restore --from the
+// archive) and rebuilds a state directory; and reset leaves no kube-proxy table of either family and no
+// IPv6 Service rule.
 //
 // CLUSTERCTL_E2E_CNI=flannel runs it on flannel (its second, IPv6 VXLAN device) in place of the bridge.
 func TestDualStack(t *testing.T) {
@@ -220,6 +221,9 @@ spec:
 		serviceAnswers(t)
 	})
 
+	t.Run("backup (encrypted), a ConfigMap deleted, etcd restore from the archive: it is back; state pull from it: the same CA", func(t *testing.T) {
+		CheckBackupRestore(t, c)
+	})
 	t.Run("reset leaves no kube-proxy table and no Service rule of either family", func(t *testing.T) {
 		if _, stderr, code := c.Run(t, "reset", "--yes"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s", code, stderr)

@@ -40,10 +40,11 @@ func TestGrowAndShrink(t *testing.T) {
 	})
 	small.Up(t)
 
-	// w2 joins from a state directory pulled from the hosts, as another workstation's.
-	var pulled []string
+	// w2 joins from a state directory pulled from the hosts (the cluster's: small's), as another
+	// workstation's.
+	pulled := *full
 	t.Run("state pull into an empty directory: the same CA, an admin kubeconfig that works, nothing up would change", func(t *testing.T) {
-		pulled = CheckStatePull(t, full)
+		pulled.StateDir = CheckStatePull(t, small)
 	})
 	t.Run("add a worker from the pulled state; its token gets no other node's certificate; a workload schedules there", func(t *testing.T) {
 		// w2's kubelet is held 25 s at its start: the window in which a host holding w2's token (as w2 does
@@ -55,10 +56,10 @@ func TestGrowAndShrink(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			stdout, stderr, code := full.Run(t, append([]string{"add-node", "w2"}, pulled...)...)
+			stdout, stderr, code := full.Run(t, "add-node", "w2", "--state-dir", pulled.StateDir)
 			done <- result{stdout, stderr, code}
 		}()
-		forged := ForgeJoinRequests(t, full, "w2", 90*time.Second, "cp2", "cp1")
+		forged := ForgeJoinRequests(t, &pulled, "w2", 90*time.Second, "cp2", "cp1")
 		r := <-done
 		full.Lab.Run(t, "w2", "rm -f /etc/systemd/system/kubelet.service.d/99-e2e-hold.conf && systemctl daemon-reload")
 		if r.code != 0 {
