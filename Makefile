@@ -32,7 +32,7 @@ CLUSTER_CNI := $(if $(CNI),\n  cni:\n    plugin: $(CNI))
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-cis bench-addons bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net
+.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-cis bench-addons bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net bench-operations
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -191,6 +191,10 @@ bench-net: ## TCP throughput between Pods and between hosts of a 1+2 lab cluster
 bench-noop: ## no-op re-runs of clusterctl up on settled 1+2 and 1+5 lab clusters, by phase; BASE=REV: each beside a run of the code at REV (root; RUNS, SETTLE)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/noop.sh
+
+bench-operations: ## status, diff, state pull and backup on settled 1+2 and 1+5 lab clusters: time of each run and the median (root; SIZES, RUNS, SETTLE)
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/bench/operations.sh
 
 bench-rotate: ## certs rotate (every leaf renewed), its no-op re-run, and certs rotate --ca on a 3+1 lab cluster: time by stage and control-plane node, peak RSS (root; SIZES="1+1 3+1")
 	test/lab/artifacts.sh $(K8S_VERSION)
