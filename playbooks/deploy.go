@@ -222,6 +222,9 @@ func (d *deployment) node(name string) (apply.Node, error) {
 		if f.Unit {
 			n.NetworkUnits = append(n.NetworkUnits, f.Path)
 		}
+		if f.Unit && f.Routes != "" {
+			n.PodRoutes, n.PodRoutesUnit = f.Routes, path.Base(f.Path)
+		}
 	}
 	for _, hf := range d.rendered.Hosts {
 		if hf.Host == name {

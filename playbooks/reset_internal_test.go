@@ -73,7 +73,8 @@ func TestNetworkLeftovers(t *testing.T) {
 	got := networkLeftovers()
 	want := scripts.NetworkLeftovers{
 		Files: []string{"/etc/cni/net.d/10-clusterctl-bridge.conflist", "/etc/cni/net.d/10-clusterctl-flannel.conflist",
-			"/etc/systemd/system/clusterctl-pod-routes.service", "/var/lib/clusterctl/pod-routes", "/var/lib/clusterctl/pod-rules6"},
+			"/etc/systemd/system/clusterctl-pod-routes.service", "/var/lib/clusterctl/pod-routes", "/var/lib/clusterctl/pod-routes-hook",
+			"/var/lib/clusterctl/pod-routes.networkd", "/var/lib/clusterctl/pod-rules6"},
 		Dirs: []string{"/run/flannel"}, Links: []string{"cni0", "flannel-v6.1", "flannel.1"}, Networks: []string{"clusterctl-bridge", "clusterctl-flannel"},
 		Chains: []string{"FLANNEL-"}, Graceful: []string{"kube-network-policies"}, Networkd: "/etc/systemd/networkd.conf.d/clusterctl.conf",
 	}

@@ -119,8 +119,10 @@ type Node struct {
 	Stamps, VersionCache string
 	// EtcdUnit: the host runs a member of an external etcd cluster; EtcdOnly: nothing else (no node).
 	EtcdUnit, EtcdOnly bool
-	// NetworkUnits are the pod network's units among the files.
-	NetworkUnits []string
+	// NetworkUnits are the pod network's units among the files; PodRoutes the routes file of the unit
+	// PodRoutesUnit among them (scripts.SetupParams).
+	NetworkUnits             []string
+	PodRoutes, PodRoutesUnit string
 	// Partial: Files are some of the node's only (scripts.SetupParams.Partial); Snapshots: the node's files,
 	// all of them (also those a partial push lacks), hold the etcd snapshots' schedule.
 	Partial, Snapshots bool
@@ -146,6 +148,7 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 func SetupScript(n Node, changed []string) string {
 	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps,
 		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly, NetworkUnits: n.NetworkUnits, Partial: n.Partial,
+		PodRoutes: n.PodRoutes, PodRoutesUnit: n.PodRoutesUnit,
 		Snapshots: n.Snapshots, PrivateDirs: privateDirs(n), EtcdUser: etcdUser(n.Files)})
 }
 
@@ -184,21 +187,18 @@ func Kubelet(ctx context.Context, h Host, p scripts.KubeletParams) (Outcome, err
 type RoutesUnit struct {
 	// Files are the unit's file, its routes file, and the node's CNI configuration when it gets one.
 	Files []transport.File
-	// Inputs are the paths among Files whose change restarts the unit (the unit's file and its routes).
-	Inputs []string
-	// Networkd is systemd-networkd's drop-in among Files: networkd is restarted when it changed.
-	Networkd string
-	UnitName string
-	Stamps   string // kubeadm.StampsDir when empty
+	// Routes says what to do with them (Inputs: the paths among Files whose change restarts the unit).
+	Routes scripts.RoutesParams
 }
 
-// Routes puts the pod routes unit's files and restarts the unit when its inputs changed.
+// Routes puts the pod routes unit's files and restarts the unit when its inputs changed or the kernel lacks
+// one of its routes.
 func Routes(ctx context.Context, h Host, u RoutesUnit) (Outcome, error) {
 	out, err := Files(ctx, h, u.Files, false)
 	if err != nil {
 		return out, err
 	}
-	actions, err := run(ctx, h, scripts.Routes(u.Inputs, u.Networkd, u.UnitName, u.Stamps))
+	actions, err := run(ctx, h, scripts.Routes(u.Routes))
 	out.Actions = append(out.Actions, actions...)
 	return out, err
 }

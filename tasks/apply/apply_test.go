@@ -165,7 +165,8 @@ func TestRoutes(t *testing.T) {
 		}
 	}
 	unitPath, routesPath := filepath.Join(dir, "routes.service"), filepath.Join(dir, "routes")
-	u := RoutesUnit{Inputs: []string{unitPath, routesPath}, UnitName: "clusterctl-pod-routes.service", Stamps: filepath.Join(dir, "stamps")}
+	u := RoutesUnit{Routes: scripts.RoutesParams{Inputs: []string{unitPath, routesPath}, RoutesFile: routesPath, Name: "clusterctl-pod-routes.service",
+		StampsDir: filepath.Join(dir, "stamps")}}
 	for i, c := range []struct {
 		unit, routes, load, need string
 		restart, reload          bool

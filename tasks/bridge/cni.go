@@ -28,6 +28,12 @@ const (
 	Rules6Path = "/var/lib/clusterctl/pod-rules6"
 	// NetworkdDropInPath keeps systemd-networkd off the routes and rules it did not make (NetworkdDropIn).
 	NetworkdDropInPath = "/etc/systemd/networkd.conf.d/clusterctl.conf"
+	// NetworkdRoutesPath is networkd's drop-in of the node's routes (NetworkdRoutes), linked into the
+	// drop-in directory of the .network file of the interface that holds the node's address.
+	NetworkdRoutesPath = "/var/lib/clusterctl/pod-routes.networkd"
+	// HookPath restarts the routes unit when NetworkManager or ifupdown brings an interface up: linked
+	// into their hook directories where the host has them.
+	HookPath = "/var/lib/clusterctl/pod-routes-hook"
 )
 
 // Bridge is the pod network's bridge, named in its CNI configuration and matched by its Service rule.
@@ -178,9 +184,28 @@ func NetworkdDropIn() []byte {
 	return data
 }
 
-// Routes is node self's routes file: every other node's pod ranges, in a stable order, and the Service
-// ranges when svc says so; and, on a cluster with an IPv6 Service range, the IPv6 rules file (else nil).
-// Each line is an ip command (`ip -batch`, no shell) with a range and an address or interface name
+// NodeRoutes are a node's routes unit's files: Routes, its routes; Rules6, its IPv6 rules (nil where the
+// cluster has no IPv6 Service range); Networkd, the same routes as networkd's drop-in.
+type NodeRoutes struct{ Routes, Rules6, Networkd []byte }
+
+// NetworkdRoutes is systemd-networkd's drop-in of routes: a [Route] section each, through a gateway (Via)
+// or on the link (Dev: the interface whose .network file it is a drop-in of).
+func NetworkdRoutes(routes []Route) ([]byte, error) {
+	return templates.Render("networkd-routes.conf", routes)
+}
+
+// Hook is the script NetworkManager's dispatcher and ifupdown's if-up.d run (HookPath).
+func Hook() []byte {
+	data, err := templates.Render("pod-routes-hook", nil)
+	if err != nil {
+		panic(err) // an embedded template without data
+	}
+	return data
+}
+
+// Routes are node self's routes files: every other node's pod ranges, in a stable order, and the Service
+// ranges when svc says so, for the unit and for networkd; and, on a cluster with an IPv6 Service range,
+// the IPv6 rules file (else nil). Each line is an ip command (`ip -batch`, no shell) with a range and an address or interface name
 // checked to be nothing else.
 //
 // It also refuses at once what a Pod sends to a range of services (the cluster's Service ranges)
@@ -191,12 +216,13 @@ func NetworkdDropIn() []byte {
 // never translate. Refused, the client connects again, through kube-proxy's rules. Translated packets
 // carry a Pod's address by the time they are routed: the rule never sees them. Each file flushes its
 // rules before adding them, so that each run of the file leaves one of each.
-func Routes(self string, nodes []Node, svc []ServiceRoute, services []string) (routes, rules6 []byte, err error) {
+func Routes(self string, nodes []Node, svc []ServiceRoute, services []string) (NodeRoutes, error) {
+	var nr NodeRoutes
 	var refuse, refuse6 []string
 	for _, cidr := range services {
 		p, err := parseRange(cidr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("service range %q: %w", cidr, err)
+			return nr, fmt.Errorf("service range %q: %w", cidr, err)
 		}
 		if p.Addr().Is4() {
 			refuse = append(refuse, cidr)
@@ -207,10 +233,10 @@ func Routes(self string, nodes []Node, svc []ServiceRoute, services []string) (r
 	var first []Route
 	for _, r := range svc {
 		if _, err := parseRange(r.CIDR); err != nil {
-			return nil, nil, fmt.Errorf("service range %q: %w", r.CIDR, err)
+			return nr, fmt.Errorf("service range %q: %w", r.CIDR, err)
 		}
 		if !ifaceName.MatchString(r.Dev) || r.Dev == "." || r.Dev == ".." {
-			return nil, nil, fmt.Errorf("interface name %q: not a plain interface name", r.Dev)
+			return nr, fmt.Errorf("interface name %q: not a plain interface name", r.Dev)
 		}
 		first = append(first, Route{Dst: r.CIDR, Dev: r.Dev})
 	}
@@ -220,19 +246,24 @@ func Routes(self string, nodes []Node, svc []ServiceRoute, services []string) (r
 			continue
 		}
 		if _, err := parseRange(n.PodCIDR); err != nil {
-			return nil, nil, fmt.Errorf("node %s: pod range %q: %w", n.Name, n.PodCIDR, err)
+			return nr, fmt.Errorf("node %s: pod range %q: %w", n.Name, n.PodCIDR, err)
 		}
 		if err := checkAddr(n.IP); err != nil {
-			return nil, nil, fmt.Errorf("node %s: address %q: %w", n.Name, n.IP, err)
+			return nr, fmt.Errorf("node %s: address %q: %w", n.Name, n.IP, err)
 		}
 		list = append(list, Route{Dst: n.PodCIDR, Via: n.IP})
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Dst < list[j].Dst })
-	routes, err = templates.Render("pod-routes", map[string]any{"Routes": append(first, list...), "Refuse": refuse,
+	all := append(first, list...)
+	var err error
+	if nr.Networkd, err = NetworkdRoutes(all); err != nil {
+		return nr, err
+	}
+	nr.Routes, err = templates.Render("pod-routes", map[string]any{"Routes": all, "Refuse": refuse,
 		"Bridge": Bridge, "Priority": ServiceRulePriority, "IPv6": false})
 	if err != nil || len(refuse6) == 0 {
-		return routes, nil, err
+		return nr, err
 	}
-	rules6, err = templates.Render("pod-routes", map[string]any{"Routes": []Route(nil), "Refuse": refuse6, "Bridge": Bridge, "Priority": ServiceRulePriority, "IPv6": true})
-	return routes, rules6, err
+	nr.Rules6, err = templates.Render("pod-routes", map[string]any{"Routes": []Route(nil), "Refuse": refuse6, "Bridge": Bridge, "Priority": ServiceRulePriority, "IPv6": true})
+	return nr, err
 }

@@ -39,17 +39,22 @@ func TestConfig(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w2", "10.244.2.0/24", "10.0.0.12"},
 		{"w1", "10.244.1.0/24", "10.0.0.11"}, {"w3", "", "10.0.0.13"}}
-	data, _, err := Routes("w1", nodes, nil, nil)
+	nr, err := Routes("w1", nodes, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(data)
+	s := string(nr.Routes)
 	want := "route replace 10.244.0.0/24 via 10.0.0.10\nroute replace 10.244.2.0/24 via 10.0.0.12\nrule flush priority 32700\n"
 	if !strings.HasSuffix(s, "\n"+want) || strings.Contains(s, "10.244.1.0") || strings.Contains(s, "10.0.0.13") {
 		t.Errorf("routes:\n%s", s)
 	}
-	if data, _, _ := Routes("cp1", nodes[:1], nil, nil); strings.Contains(string(data), "route replace") {
-		t.Errorf("a lone node has routes:\n%s", data)
+	// networkd's drop-in has the same routes, each a section of its own.
+	wantNetworkd := "\n\n[Route]\nDestination=10.244.0.0/24\nGateway=10.0.0.10\n\n[Route]\nDestination=10.244.2.0/24\nGateway=10.0.0.12\n"
+	if !strings.HasSuffix(string(nr.Networkd), wantNetworkd) || strings.Count(string(nr.Networkd), "[Route]") != 2 {
+		t.Errorf("networkd's routes:\n%s\nwant:%s", nr.Networkd, wantNetworkd)
+	}
+	if lone, _ := Routes("cp1", nodes[:1], nil, nil); strings.Contains(string(lone.Routes), "route replace") || strings.Contains(string(lone.Networkd), "[Route]") {
+		t.Errorf("a lone node has routes:\n%s\n%s", lone.Routes, lone.Networkd)
 	}
 	for _, line := range strings.Split(s, "\n") {
 		if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "route replace ") && line != "rule flush priority 32700" {
@@ -65,8 +70,8 @@ func TestRoutes(t *testing.T) {
 		{"x", "10.244.3.1/24", "10.0.0.1"}, // not a network address
 		{"x", "10.244.3.0/24\nroute flush all", "10.0.0.1"},
 	} {
-		if data, _, err := Routes("w1", []Node{bad}, nil, nil); err == nil {
-			t.Errorf("%q via %q accepted:\n%s", bad.PodCIDR, bad.IP, data)
+		if nr, err := Routes("w1", []Node{bad}, nil, nil); err == nil {
+			t.Errorf("%q via %q accepted:\n%s", bad.PodCIDR, bad.IP, nr.Routes)
 		}
 	}
 }
@@ -95,13 +100,17 @@ func TestRoutesUnit(t *testing.T) {
 // A host with no default route gets the Service range out of its interface; nothing else is written.
 func TestRoutesServiceRange(t *testing.T) {
 	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"w1", "10.244.1.0/24", "10.0.0.11"}}
-	data, _, err := Routes("w1", nodes, []ServiceRoute{{CIDR: "10.96.0.0/12", Dev: "host0"}}, nil)
+	nr, err := Routes("w1", nodes, []ServiceRoute{{CIDR: "10.96.0.0/12", Dev: "host0"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "\nroute replace 10.96.0.0/12 dev host0\nroute replace 10.244.0.0/24 via 10.0.0.10\nrule flush priority 32700\n"
-	if !strings.HasSuffix(string(data), want) {
-		t.Errorf("routes:\n%s\nwant:\n%s", data, want)
+	if !strings.HasSuffix(string(nr.Routes), want) {
+		t.Errorf("routes:\n%s\nwant:\n%s", nr.Routes, want)
+	}
+	wantNetworkd := "\n\n[Route]\nDestination=10.96.0.0/12\nScope=link\n\n[Route]\nDestination=10.244.0.0/24\nGateway=10.0.0.10\n"
+	if !strings.HasSuffix(string(nr.Networkd), wantNetworkd) {
+		t.Errorf("networkd's routes:\n%s\nwant:%s", nr.Networkd, wantNetworkd)
 	}
 	for _, bad := range []ServiceRoute{
 		{CIDR: "10.96.0.0/12", Dev: "eth0; reboot"},
@@ -112,8 +121,8 @@ func TestRoutesServiceRange(t *testing.T) {
 		{CIDR: "10.96.0.1/12", Dev: "eth0"},
 		{CIDR: "10.96.0.0/12 via 1.2.3.4", Dev: "eth0"},
 	} {
-		if data, _, err := Routes("w1", nodes, []ServiceRoute{bad}, nil); err == nil {
-			t.Errorf("%+v accepted:\n%s", bad, data)
+		if nr, err := Routes("w1", nodes, []ServiceRoute{bad}, nil); err == nil {
+			t.Errorf("%+v accepted:\n%s", bad, nr.Routes)
 		}
 	}
 }
@@ -123,10 +132,11 @@ func TestRoutesServiceRange(t *testing.T) {
 // options), with the IPv6 routes in the routes file; a range that is not one is refused.
 func TestRoutesRefuseServices(t *testing.T) {
 	nodes := []Node{{"cp1", "10.244.0.0/24", "10.0.0.10"}, {"cp1", "fd00:10:244::/64", "fd00::10"}, {"w1", "10.244.1.0/24", "10.0.0.11"}}
-	data, rules6, err := Routes("w1", nodes, nil, []string{"10.96.0.0/12", "fd00:96::/108"})
+	nr, err := Routes("w1", nodes, nil, []string{"10.96.0.0/12", "fd00:96::/108"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	data, rules6 := nr.Routes, nr.Rules6
 	want := "\nroute replace 10.244.0.0/24 via 10.0.0.10\nroute replace fd00:10:244::/64 via fd00::10\nrule flush priority 32700\nrule add priority 32700 iif cni0 to 10.96.0.0/12 unreachable\n"
 	if !strings.HasSuffix(string(data), want) {
 		t.Errorf("routes:\n%s\nwant:\n%s", data, want)
@@ -135,12 +145,12 @@ func TestRoutesRefuseServices(t *testing.T) {
 	if !strings.HasSuffix(string(rules6), want6) || strings.Contains(string(rules6), "route replace") {
 		t.Errorf("IPv6 rules:\n%s\nwant:\n%s", rules6, want6)
 	}
-	if _, rules6, _ := Routes("w1", nodes, nil, []string{"10.96.0.0/12"}); rules6 != nil {
-		t.Errorf("an IPv4 cluster has IPv6 rules:\n%s", rules6)
+	if v4, _ := Routes("w1", nodes, nil, []string{"10.96.0.0/12"}); v4.Rules6 != nil {
+		t.Errorf("an IPv4 cluster has IPv6 rules:\n%s", v4.Rules6)
 	}
 	for _, bad := range []string{"10.96.0.1/12", "10.96.0.0/12 table main", "10.96.0.0/12\nrule flush", "", "10.96.0.0"} {
-		if data, _, err := Routes("w1", nodes, nil, []string{bad}); err == nil {
-			t.Errorf("service range %q accepted:\n%s", bad, data)
+		if nr, err := Routes("w1", nodes, nil, []string{bad}); err == nil {
+			t.Errorf("service range %q accepted:\n%s", bad, nr.Routes)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/preflight"
+	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
 )
 
@@ -43,7 +45,7 @@ func (p Plugin) NodeFiles() []network.File { return UnitFiles(p.ipv6) }
 // UnitFiles are the pod routes unit and networkd's drop-in (the routes unit also holds the Service rule of
 // the networks that use it without routes).
 func UnitFiles(ipv6 bool) []network.File {
-	return []network.File{{Path: RoutesUnitPath, Data: RoutesUnit(ipv6), Mode: 0o644, Unit: true},
+	return []network.File{{Path: RoutesUnitPath, Data: RoutesUnit(ipv6), Mode: 0o644, Unit: true, Routes: RoutesPath},
 		{Path: NetworkdDropInPath, Data: NetworkdDropIn(), Mode: 0o644}}
 }
 
@@ -53,9 +55,10 @@ func (Plugin) Leftovers() network.Leftovers {
 }
 
 // UnitLeftovers are the routes unit's files (reset removes its routes and rule first, by the routes file,
-// and stops the unit) and networkd's drop-in.
+// the links to networkd's drop-in of the routes and to the hook, and stops the unit) and networkd's
+// drop-in.
 func UnitLeftovers() network.Leftovers {
-	return network.Leftovers{Files: []string{RoutesUnitPath, RoutesPath, Rules6Path}, Networkd: NetworkdDropInPath}
+	return network.Leftovers{Files: []string{RoutesUnitPath, RoutesPath, Rules6Path, NetworkdRoutesPath, HookPath}, Networkd: NetworkdDropInPath}
 }
 
 // Check refuses nodes that do not share an L2 segment: a route between two nodes that goes through a
@@ -146,7 +149,7 @@ func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, 
 	services := ServiceRanges(c.Inv.Cluster.Networking.ServiceSubnet)
 	err := env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
 		n := byHost[host]
-		routes, rules6, err := Routes(n.Name, vetted, HostServiceRoutes(env, n, services), services)
+		nr, err := Routes(n.Name, vetted, HostServiceRoutes(env, n, services), services)
 		if err != nil {
 			return apply.Outcome{}, err
 		}
@@ -156,28 +159,33 @@ func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, 
 				return apply.Outcome{}, err
 			}
 		}
-		return PutRoutes(ctx, h, routes, rules6, ConfigPath, conf)
+		return PutRoutes(ctx, h, nr, n.IP, ConfigPath, conf)
 	})
 	return out, err
 }
 
-// PutRoutes writes the routes unit's files with the node's routes and IPv6 rules (rules6: nil where the
-// cluster has no IPv6 range), and its CNI configuration at confPath when conf is set, and restarts the unit
-// when they changed.
-func PutRoutes(ctx context.Context, h apply.Host, routes, rules6 []byte, confPath string, conf []byte) (apply.Outcome, error) {
+// PutRoutes writes the routes unit's files with the node's routes (nr; the node's address addr finds the
+// interface whose networkd configuration gets them too), and its CNI configuration at confPath when conf is
+// set, and restarts the unit when they changed or the kernel lacks one of its routes.
+func PutRoutes(ctx context.Context, h apply.Host, nr NodeRoutes, addr, confPath string, conf []byte) (apply.Outcome, error) {
+	if err := checkAddr(addr); err != nil {
+		return apply.Outcome{}, fmt.Errorf("node address %q: %w", addr, err)
+	}
 	// The unit came with the node's files (push); a node outside this run may have an older one.
-	ipv6 := rules6 != nil
-	files := []transport.File{{Path: RoutesUnitPath, Data: RoutesUnit(ipv6), Mode: 0o644}, {Path: RoutesPath, Data: routes, Mode: 0o644},
-		{Path: NetworkdDropInPath, Data: NetworkdDropIn(), Mode: 0o644}}
+	ipv6 := nr.Rules6 != nil
+	files := []transport.File{{Path: RoutesUnitPath, Data: RoutesUnit(ipv6), Mode: 0o644}, {Path: RoutesPath, Data: nr.Routes, Mode: 0o644},
+		{Path: NetworkdDropInPath, Data: NetworkdDropIn(), Mode: 0o644}, {Path: NetworkdRoutesPath, Data: nr.Networkd, Mode: 0o644},
+		{Path: HookPath, Data: Hook(), Mode: 0o755}}
 	inputs := []string{RoutesUnitPath, RoutesPath}
 	if ipv6 {
-		files = append(files, transport.File{Path: Rules6Path, Data: rules6, Mode: 0o644})
+		files = append(files, transport.File{Path: Rules6Path, Data: nr.Rules6, Mode: 0o644})
 		inputs = append(inputs, Rules6Path)
 	}
 	if conf != nil {
 		files = append(files, transport.File{Path: confPath, Data: conf, Mode: 0o644})
 	}
-	return apply.Routes(ctx, h, apply.RoutesUnit{Files: files, Inputs: inputs, Networkd: NetworkdDropInPath, UnitName: RoutesUnitName})
+	return apply.Routes(ctx, h, apply.RoutesUnit{Files: files, Routes: scripts.RoutesParams{Inputs: inputs, RoutesFile: RoutesPath,
+		Networkd: NetworkdDropInPath, Owned: NetworkdRoutesPath, Hook: HookPath, Addr: addr, Name: RoutesUnitName}})
 }
 
 // VetCluster is Vet of every family of the cluster (podSubnet: one range or a dual-stack pair): each node

@@ -39,10 +39,10 @@ func (ServicesOnly) Apply(ctx context.Context, env network.Env, c *network.Clust
 	}
 	return network.Outcome{}, env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
 		n := byHost[host]
-		routes, rules6, err := Routes(n.Name, nil, HostServiceRoutes(env, n, services), services)
+		nr, err := Routes(n.Name, nil, HostServiceRoutes(env, n, services), services)
 		if err != nil {
 			return apply.Outcome{}, err
 		}
-		return PutRoutes(ctx, h, routes, rules6, "", nil)
+		return PutRoutes(ctx, h, nr, n.IP, "", nil)
 	})
 }

@@ -176,7 +176,7 @@ func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, 
 	}
 	return env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
 		n := byHost[host]
-		routes, rules6, err := bridge.Routes(n.Name, nil, bridge.HostServiceRoutes(env, n, services), services)
+		nr, err := bridge.Routes(n.Name, nil, bridge.HostServiceRoutes(env, n, services), services)
 		if err != nil {
 			return apply.Outcome{}, err
 		}
@@ -186,7 +186,7 @@ func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, 
 				return apply.Outcome{}, err
 			}
 		}
-		return bridge.PutRoutes(ctx, h, routes, rules6, ConfigPath, conf)
+		return bridge.PutRoutes(ctx, h, nr, n.IP, ConfigPath, conf)
 	})
 }
 

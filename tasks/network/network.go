@@ -62,6 +62,9 @@ type File struct {
 	Data []byte
 	Mode fs.FileMode
 	Unit bool // a systemd unit: systemd reloads when it changes
+	// Routes, of a unit, is the routes file it runs (`ip -batch`): when the kernel lacks one of its routes,
+	// the push restarts the unit.
+	Routes string
 }
 
 // CheckName is the preflight check of the pod network (--ignore-preflight-errors=PodNetwork).

@@ -66,8 +66,11 @@ type SetupParams struct {
 	// EtcdUnit: the host runs a member of an external etcd cluster (its unit is enabled, not started:
 	// Etcd starts it). EtcdOnly: that is all it runs (no runtime, no kubelet).
 	EtcdUnit, EtcdOnly bool
-	// NetworkUnits are the pod network's units among a node's files (network.File.Unit).
-	NetworkUnits []string
+	// NetworkUnits are the pod network's units among a node's files (network.File.Unit); PodRoutes is the
+	// routes file of PodRoutesUnit, the pod routes unit among them: when the kernel lacks one of its routes,
+	// the unit is restarted.
+	NetworkUnits             []string
+	PodRoutes, PodRoutesUnit string
 	// Snapshots: the host's files hold the etcd member's scheduled snapshots (its timer is started, and
 	// restarted when they change); else a timer of clusterctl's left from an earlier schedule is removed.
 	Snapshots bool
@@ -94,6 +97,7 @@ func Setup(p SetupParams) string {
 	switch {
 	case p.EtcdOnly:
 		units = []string{kubeadm.EtcdUnit}
+		p.PodRoutes = "" // not a node: no pod routes
 	case p.EtcdUnit:
 		units = append(units, kubeadm.EtcdUnit)
 	}
@@ -121,9 +125,10 @@ func Setup(p SetupParams) string {
 		PrivateDirs                   []string
 		EtcdUser                      *EtcdUser
 		EtcdData, EtcdUserMade        string
+		PodRoutes, PodRoutesUnit      string
 	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.VersionCache,
 		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly, p.Snapshots, p.Partial, snapshots.Paths, snapshots.TimerName, p.PrivateDirs,
-		p.EtcdUser, kubeadm.EtcdDataDir, EtcdUserMade})
+		p.EtcdUser, kubeadm.EtcdDataDir, EtcdUserMade, p.PodRoutes, p.PodRoutesUnit})
 }
 
 // EtcdParams are what Etcd needs.
@@ -164,16 +169,33 @@ type KubeletParams struct {
 	Stamps       string // kubeadm.StampsDir when empty
 }
 
-// Routes restarts the pod routes unit when one of its inputs (the unit, the routes file) changed since it
-// last started with them, reloading systemd only when it does not run the unit as it is on disk; and
-// restarts systemd-networkd when its drop-in networkd (bridge.NetworkdDropIn; "": none) changed.
-func Routes(inputs []string, networkd, unitName, stampsDir string) string {
+// RoutesParams are what Routes needs of a node's pod routes unit.
+type RoutesParams struct {
+	// Inputs are the files whose change restarts the unit (the unit, its routes files); RoutesFile is
+	// the routes file among them, whose routes the kernel must have (the unit is restarted when it lacks
+	// one).
+	Inputs     []string
+	RoutesFile string
+	// Networkd is systemd-networkd's drop-in that keeps it off foreign routes (restarted when it changed;
+	// "": none).
+	Networkd string
+	// Owned is networkd's drop-in of the same routes, linked into the drop-in directory of the .network
+	// file of the interface that holds Addr (the node's address), and Hook the script NetworkManager's and
+	// ifupdown's hooks link to; "": neither.
+	Owned, Hook, Addr string
+	Name              string // the unit
+	StampsDir         string // kubeadm.StampsDir when empty
+}
+
+// Routes restarts the pod routes unit when one of its inputs changed since it last started with them, or
+// the kernel lacks one of its routes, reloading systemd only when it does not run the unit as it is on
+// disk; restarts systemd-networkd when its drop-in changed; and links networkd's drop-in of the routes and
+// the other network managers' hooks where they belong, reloading networkd when they changed.
+func Routes(p RoutesParams) string {
 	return render("routes.sh", struct {
 		stamps
-		Inputs   []string
-		Networkd string
-		Name     string
-	}{newStamps(stampsDir, nil, false), inputs, networkd, unitName})
+		RoutesParams
+	}{newStamps(p.StampsDir, nil, false), p})
 }
 
 // NodeState is one line: the kubelet's state and the Pods it runs.

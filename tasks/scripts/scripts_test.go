@@ -32,7 +32,8 @@ func TestGolden(t *testing.T) {
 	restoreCheck := RestoreCheckParams{Etcdutl: kubeadm.Binary("etcdutl"), Manifest: kubeadm.Manifest(kubeadm.Etcd), Held: EtcdHold + "/" + kubeadm.Etcd + ".yaml"}
 	hostile := "registry.example.com:5000/k8s/pause:3.10'$(id)'"
 	cases := map[string]string{
-		"setup":             Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}, NetworkUnits: []string{routesUnit}}),
+		"setup": Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}, NetworkUnits: []string{routesUnit},
+			PodRoutes: "/var/lib/clusterctl/pod-routes", PodRoutesUnit: "clusterctl-pod-routes.service"}),
 		"setup-runtime-dry": Setup(SetupParams{Runtime: []string{kubeadm.RuntimeBinary("containerd"), kubeadm.RuntimeBinary("runc")}, Dry: true, NetworkUnits: []string{routesUnit}}),
 		"setup-etcd-only":   Setup(SetupParams{EtcdOnly: true, Changed: []string{kubeadm.EtcdUnit}}),
 		"setup-etcd-worker": Setup(SetupParams{EtcdUnit: true, NetworkUnits: []string{routesUnit}}),
@@ -41,10 +42,12 @@ func TestGolden(t *testing.T) {
 		"setup-partial":     Setup(SetupParams{Changed: []string{kubeadm.ImagesDir + "/flannel.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/flannel.tar", Ref: "ghcr.io/flannel-io/flannel:v0.28.10"}}, Partial: true}),
 		"setup-partial-snapshots": Setup(SetupParams{Images: []Image{{File: kubeadm.ImagesDir + "/etcd.tar", Ref: "registry.k8s.io/etcd:3.7.0",
 			Pinned: "registry.k8s.io/etcd@sha256:4b2f0c0e5b0d0f6c3f8a2e1d9c7b6a5f4e3d2c1b0a99887766554433221100ff"}}, Partial: true, Snapshots: true}),
-		"etcd":                    Etcd(EtcdParams{RestartTimeout: 120}),
-		"kubelet-worker":          Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.Binary("kubelet")}}),
-		"kubelet-restart":         Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.KubeletKubeconfig}, Restart: true, Dry: true}),
-		"routes":                  Routes([]string{"/etc/systemd/system/clusterctl-pod-routes.service", "/var/lib/clusterctl/pod-routes"}, "/etc/systemd/networkd.conf.d/clusterctl.conf", "clusterctl-pod-routes.service", ""),
+		"etcd":            Etcd(EtcdParams{RestartTimeout: 120}),
+		"kubelet-worker":  Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.Binary("kubelet")}}),
+		"kubelet-restart": Kubelet(KubeletParams{Inputs: []string{kubeadm.KubeletConfig, kubeadm.KubeletKubeconfig}, Restart: true, Dry: true}),
+		"routes": Routes(RoutesParams{Inputs: []string{"/etc/systemd/system/clusterctl-pod-routes.service", "/var/lib/clusterctl/pod-routes"},
+			RoutesFile: "/var/lib/clusterctl/pod-routes", Networkd: "/etc/systemd/networkd.conf.d/clusterctl.conf", Owned: "/var/lib/clusterctl/pod-routes.networkd",
+			Hook: "/var/lib/clusterctl/pod-routes-hook", Addr: "10.0.0.10", Name: "clusterctl-pod-routes.service"}),
 		"node-state":              NodeState(),
 		"diagnose":                Diagnose(),
 		"pids":                    PIDs("kube-apiserver"),

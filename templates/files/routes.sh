@@ -19,4 +19,36 @@ $(systemctl show -p LoadState -p NeedDaemonReload -p UnitFileState {{q .Name}})
 EOS
 [ "$enabled" = enabled ] || { quiet systemctl enable --no-reload -q {{q .Name}}; reload=yes; }
 if [ "$load" != loaded ] || [ "$reload" = yes ]; then quiet systemctl daemon-reload; fi
-if stale routes {{args .Inputs}}; then act "restart the pod routes" systemctl restart {{q .Name}}; commit routes; fi
+{{template "routes-missing.sh" -}}
+if stale routes {{args .Inputs}}; then act "restart the pod routes" systemctl restart {{q .Name}}; commit routes
+elif n=$(routes_missing {{q .RoutesFile}}) && [ "$n" -gt 0 ]; then act "put back $n pod routes missing from the kernel" systemctl restart {{q .Name}}; fi
+{{- if .Owned}}
+# systemd-networkd owns the same routes through a drop-in of them, linked into the drop-in directory of
+# the .network file of the interface that holds the node's address (when networkd manages it, and the node
+# has routes): it puts them back whenever it configures the interface. Elsewhere NetworkManager's and
+# ifupdown's hooks restart the unit when an interface comes up.
+nf= link= relink=
+set -f; set -- $(ip -o addr show to {{q .Addr}} 2>/dev/null); set +f
+if [ -n "${2:-}" ] && [ -r "/sys/class/net/$2/ifindex" ] && read -r idx < "/sys/class/net/$2/ifindex" && [ -r "/run/systemd/netif/links/$idx" ]; then
+  while IFS== read -r k v; do [ "$k" = NETWORK_FILE ] && nf=$v; done < "/run/systemd/netif/links/$idx"
+fi
+case $nf in /etc/systemd/network/*.network|/run/systemd/network/*.network|/usr/lib/systemd/network/*.network|/lib/systemd/network/*.network|/usr/local/lib/systemd/network/*.network) ;; *) nf=;; esac
+if [ -n "$nf" ] && grep -q '^Destination=' {{q .Owned}}; then
+  link=/etc/systemd/network/${nf##*/}.d/50-clusterctl-pod-routes.conf
+  if [ "$(readlink "$link" 2>/dev/null)" != {{q .Owned}} ]; then
+    quiet mkdir -p "${link%/*}"; act "let systemd-networkd keep the pod routes (${nf##*/})" ln -sfn {{q .Owned}} "$link"; relink=1
+  fi
+fi
+for l in /etc/systemd/network/*.network.d/50-clusterctl-pod-routes.conf; do
+  if [ -L "$l" ] && [ "$l" != "$link" ]; then act "remove systemd-networkd's pod routes from ${l%/*}" rm -f "$l"; relink=1; fi
+done
+if stale networkd-routes {{q .Owned}} || [ -n "$relink" ]; then
+  if { [ -n "$link" ] || [ -n "$relink" ]; } && systemctl is-active -q systemd-networkd; then
+    act "reload systemd-networkd (its pod routes changed)" networkctl reload
+  fi
+  commit networkd-routes
+fi
+for l in /etc/NetworkManager/dispatcher.d/50-clusterctl-pod-routes /etc/network/if-up.d/clusterctl-pod-routes; do
+  if [ -d "${l%/*}" ] && [ "$(readlink "$l" 2>/dev/null)" != {{q .Hook}} ]; then act "put the pod routes back when an interface comes up (${l%/*})" ln -sfn {{q .Hook}} "$l"; fi
+done
+{{- end}}

@@ -43,6 +43,13 @@ elif [ "$(stat -c %u:%g {{q $.EtcdData}})" != {{q .Owner}} ]; then act "give "{{
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units {{args .Units}}; then quiet systemctl daemon-reload; commit units; fi
+{{- if .PodRoutes}}
+# The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
+# back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
+{{template "routes-missing.sh" -}}
+n=$(routes_missing {{q .PodRoutes}})
+if [ "$n" -gt 0 ] && systemctl is-enabled -q {{q .PodRoutesUnit}} 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart {{q .PodRoutesUnit}}; fi
+{{- end}}
 {{- if .EtcdUnit}}
 systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable --no-reload -q etcd
 {{- end}}

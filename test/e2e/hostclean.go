@@ -41,6 +41,8 @@ systemctl list-unit-files --no-legend 'kubelet*' 'containerd*' 'clusterctl-*' et
 systemctl list-units --no-legend --plain --state=active 'kubepods*' 'kubelet*' 'containerd*' 'clusterctl-*' 'run-containerd*' 2>/dev/null | sed 's/^/active unit: /'
 ip link show cni0 >/dev/null 2>&1 && echo "link: cni0"
 ip rule show priority 32700 | sed 's/^/rule: /'
+for p in /etc/systemd/network/*.network.d /etc/NetworkManager/dispatcher.d/50-clusterctl-pod-routes /etc/network/if-up.d/clusterctl-pod-routes; do
+  [ -e "$p" ] || [ -L "$p" ] && echo "path: $p"; done
 for p in ` + strings.Join(leftoverPaths, " ") + `; do [ -e "$p" ] && { echo "path: $p"; find "$p" -mindepth 1 -maxdepth 3 | head -5 | sed 's/^/  holding /'; }; done
 true`
 	out := strings.TrimSpace(c.Lab.Run(t, host, script))

@@ -444,6 +444,17 @@ func TestUp(t *testing.T) {
 	t.Run("diff: nothing on the settled cluster, a worker's hand-edited kubelet configuration, nothing after up", func(t *testing.T) {
 		CheckDiff(t, c, "w1")
 	})
+	t.Run("the pod routes come back after networkd reconfigures a node's interface; one deleted by hand: diff names it, up puts it back", func(t *testing.T) {
+		out := c.MustK(t, "get", "pods", "-l", "app=probe", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.spec.nodeName}{\"\\n\"}{end}")
+		var f [][]string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f = append(f, strings.Fields(line))
+		}
+		if len(f) != 2 || len(f[0]) != 3 || len(f[1]) != 3 || f[0][2] == f[1][2] {
+			t.Fatalf("want one probe Pod on each worker, got:\n%s", out)
+		}
+		CheckRoutesComeBack(t, c, f[0][2], f[0][0], f[1][2], f[1][1])
+	})
 	t.Run("manifests apply: a CRD and its custom resource in one stream, then unchanged", func(t *testing.T) {
 		// What cni.plugin: manifests does with the user's files.
 		kubeconfig, err := os.ReadFile(c.Admin())

@@ -154,6 +154,18 @@ fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
+# back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
+routes_missing() { m=0; r4=; r6=
+  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+    while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
+      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+    done < "$1"
+  fi
+  echo $m; }
+n=$(routes_missing /var/lib/clusterctl/pod-routes)
+if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
 # A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
 # snapshots stay).
 if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
@@ -432,6 +444,18 @@ fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
+# back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
+routes_missing() { m=0; r4=; r6=
+  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+    while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
+      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+    done < "$1"
+  fi
+  echo $m; }
+n=$(routes_missing /var/lib/clusterctl/pod-routes)
+if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
 # A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
 # snapshots stay).
 if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
@@ -710,6 +734,18 @@ fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
+# back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
+routes_missing() { m=0; r4=; r6=
+  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+    while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
+      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+    done < "$1"
+  fi
+  echo $m; }
+n=$(routes_missing /var/lib/clusterctl/pod-routes)
+if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
 # A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
 # snapshots stay).
 if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
@@ -944,6 +980,18 @@ fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
 # reload takes seconds on a busy host).
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
+# back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
+routes_missing() { m=0; r4=; r6=
+  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+    while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
+      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+    done < "$1"
+  fi
+  echo $m; }
+n=$(routes_missing /var/lib/clusterctl/pod-routes)
+if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
 # A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
 # snapshots stay).
 if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then

@@ -26,6 +26,10 @@ fi
 # Its routes are in its routes file (an older clusterctl wrote them in the unit itself).
 routes=/etc/systemd/system/clusterctl-pod-routes.service
 if [ -f $routes ]; then
+  # Its links into networkd's drop-in directories (networkd, restarted below, forgets those routes) and
+  # into NetworkManager's and ifupdown's hook directories.
+  for l in /etc/systemd/network/*.network.d/50-clusterctl-pod-routes.conf; do [ -L "$l" ] && rm -f "$l" && rmdir "${l%/*}" 2>/dev/null; done
+  for l in /etc/NetworkManager/dispatcher.d/50-clusterctl-pod-routes /etc/network/if-up.d/clusterctl-pod-routes; do [ -L "$l" ] && rm -f "$l"; done
   { sed -n 's/^route replace \([^ ]*\) .*/\1/p' /var/lib/clusterctl/pod-routes 2>/dev/null
     sed -n 's/^ExecStart=.*ip route replace \([^ ]*\) .*/\1/p' $routes; } | while read -r dst; do ip route del "$dst" 2>/dev/null; done
   # Its rules for untranslated Service addresses, one per rule line of the file.

@@ -57,4 +57,41 @@ $(systemctl show -p LoadState -p NeedDaemonReload -p UnitFileState clusterctl-po
 EOS
 [ "$enabled" = enabled ] || { quiet systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=yes; }
 if [ "$load" != loaded ] || [ "$reload" = yes ]; then quiet systemctl daemon-reload; fi
-if stale routes /etc/systemd/system/clusterctl-pod-routes.service /var/lib/clusterctl/pod-routes; then act "restart the pod routes" systemctl restart clusterctl-pod-routes.service; commit routes; fi
+routes_missing() { m=0; r4=; r6=
+  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+    while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
+      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+    done < "$1"
+  fi
+  echo $m; }
+if stale routes /etc/systemd/system/clusterctl-pod-routes.service /var/lib/clusterctl/pod-routes; then act "restart the pod routes" systemctl restart clusterctl-pod-routes.service; commit routes
+elif n=$(routes_missing /var/lib/clusterctl/pod-routes) && [ "$n" -gt 0 ]; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
+# systemd-networkd owns the same routes through a drop-in of them, linked into the drop-in directory of
+# the .network file of the interface that holds the node's address (when networkd manages it, and the node
+# has routes): it puts them back whenever it configures the interface. Elsewhere NetworkManager's and
+# ifupdown's hooks restart the unit when an interface comes up.
+nf= link= relink=
+set -f; set -- $(ip -o addr show to 10.0.0.10 2>/dev/null); set +f
+if [ -n "${2:-}" ] && [ -r "/sys/class/net/$2/ifindex" ] && read -r idx < "/sys/class/net/$2/ifindex" && [ -r "/run/systemd/netif/links/$idx" ]; then
+  while IFS== read -r k v; do [ "$k" = NETWORK_FILE ] && nf=$v; done < "/run/systemd/netif/links/$idx"
+fi
+case $nf in /etc/systemd/network/*.network|/run/systemd/network/*.network|/usr/lib/systemd/network/*.network|/lib/systemd/network/*.network|/usr/local/lib/systemd/network/*.network) ;; *) nf=;; esac
+if [ -n "$nf" ] && grep -q '^Destination=' /var/lib/clusterctl/pod-routes.networkd; then
+  link=/etc/systemd/network/${nf##*/}.d/50-clusterctl-pod-routes.conf
+  if [ "$(readlink "$link" 2>/dev/null)" != /var/lib/clusterctl/pod-routes.networkd ]; then
+    quiet mkdir -p "${link%/*}"; act "let systemd-networkd keep the pod routes (${nf##*/})" ln -sfn /var/lib/clusterctl/pod-routes.networkd "$link"; relink=1
+  fi
+fi
+for l in /etc/systemd/network/*.network.d/50-clusterctl-pod-routes.conf; do
+  if [ -L "$l" ] && [ "$l" != "$link" ]; then act "remove systemd-networkd's pod routes from ${l%/*}" rm -f "$l"; relink=1; fi
+done
+if stale networkd-routes /var/lib/clusterctl/pod-routes.networkd || [ -n "$relink" ]; then
+  if { [ -n "$link" ] || [ -n "$relink" ]; } && systemctl is-active -q systemd-networkd; then
+    act "reload systemd-networkd (its pod routes changed)" networkctl reload
+  fi
+  commit networkd-routes
+fi
+for l in /etc/NetworkManager/dispatcher.d/50-clusterctl-pod-routes /etc/network/if-up.d/clusterctl-pod-routes; do
+  if [ -d "${l%/*}" ] && [ "$(readlink "$l" 2>/dev/null)" != /var/lib/clusterctl/pod-routes-hook ]; then act "put the pod routes back when an interface comes up (${l%/*})" ln -sfn /var/lib/clusterctl/pod-routes-hook "$l"; fi
+done

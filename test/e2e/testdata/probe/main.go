@@ -4,7 +4,7 @@
 // "probe fetch URL" reads a URL's body to the end and prints its size and time (with serve's /bytes/N, N
 // bytes: a TCP throughput measure); "probe conns HOST:PORT N" makes N short connections one after another
 // (connect, an HTTP/1.0 request, the answer read, close) and prints the connect and request times'
-// percentiles and the connections per second; "probe resolve NAME" prints the addresses a name resolves to through the pod's resolver; "probe api
+// percentiles and the connections per second; "probe reach HOST:PORT DURATION INTERVAL" asks over UDP every INTERVAL for DURATION and prints how many were answered and the longest time without an answer; "probe resolve NAME" prints the addresses a name resolves to through the pod's resolver; "probe api
 // INTERVAL SERVICE LOG" is a client of the API server with the Pod's service-account token, and of a
 // workload's Service, that logs every request's outcome.
 package main
@@ -56,6 +56,14 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+	case "reach":
+		d, err := time.ParseDuration(os.Args[3])
+		every, err2 := time.ParseDuration(os.Args[4])
+		if err != nil || err2 != nil || every <= 0 {
+			fmt.Fprintln(os.Stderr, "usage: probe reach HOST:PORT DURATION INTERVAL")
+			os.Exit(2)
+		}
+		fmt.Println(reach(os.Args[2], d, every))
 	case "resolve":
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -262,6 +270,45 @@ func askUDP(addr string) error {
 		}
 	}
 	return fmt.Errorf("no answer from %s over UDP", addr)
+}
+
+// reach sends a datagram to addr every interval for d, each waited for an interval, and says how many were
+// answered, the longest run without an answer (from the first unanswered datagram's sending to the next
+// answered one's) and whether the last was answered.
+func reach(addr string, d, interval time.Duration) string {
+	buf := make([]byte, 1500)
+	var sent, answered int
+	var longest time.Duration
+	var downSince time.Time
+	last := false
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		start := time.Now()
+		sent++
+		last = false
+		if conn, err := net.Dial("udp", addr); err == nil {
+			if _, err := conn.Write([]byte("ping")); err == nil {
+				_ = conn.SetReadDeadline(start.Add(interval))
+				_, err = conn.Read(buf)
+				last = err == nil
+			}
+			conn.Close()
+		}
+		switch {
+		case last:
+			answered++
+			if !downSince.IsZero() {
+				longest = max(longest, start.Sub(downSince))
+				downSince = time.Time{}
+			}
+		case downSince.IsZero():
+			downSince = start
+		}
+		time.Sleep(time.Until(start.Add(interval)))
+	}
+	if !downSince.IsZero() {
+		longest = max(longest, time.Since(downSince))
+	}
+	return fmt.Sprintf("answered %d of %d, longest outage %dms, last answered %v", answered, sent, longest.Milliseconds(), last)
 }
 
 // serveBytes answers with the number of zero bytes the path names (at most 16 GiB).
