@@ -110,6 +110,7 @@ type statusLine struct {
 	Healthy  bool
 	Problems []string
 	Holder   struct{ Command string }
+	Drift    map[string]int // the report's: what up would change, by host
 }
 
 // Status runs `clusterctl status -o json` and returns its lines and exit code; every line must be a JSON

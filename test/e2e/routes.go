@@ -16,8 +16,8 @@ var reachRE = regexp.MustCompile(`^answered (\d+) of (\d+), longest outage (\d+)
 // that holds a node's address: the probe Pod pod on node from asks the probe Pod at ip (on node to, whose
 // pod range the route goes to) over UDP every 100 ms while `networkctl reconfigure host0` runs on from
 // (systemd 252 takes the address away, and the kernel every route through it), and must be answered again
-// before it stops; the outage is logged. Then the route flushed by hand (nothing puts it back) is found by
-// diff, naming the host, and put back by up.
+// before it stops; the outage is logged. Then the route deleted by hand (nothing puts it back) is found by
+// diff, naming the host, and by status's drift, and put back by up.
 func CheckRoutesComeBack(t *testing.T, c *Cluster, from, pod, to, ip string) {
 	t.Helper()
 	podCIDR := strings.TrimSpace(c.MustK(t, "get", "node", to, "-o", "jsonpath={.spec.podCIDR}"))
@@ -55,6 +55,9 @@ func CheckRoutesComeBack(t *testing.T, c *Cluster, from, pod, to, ip string) {
 		return l.Type == "action" && l.Host == from && strings.Contains(l.Action, "pod routes missing from the kernel")
 	}) {
 		t.Errorf("diff after %s's route to %s was deleted: exit %d, want 1 naming it: %+v", from, podCIDR, code, lines)
+	}
+	if st, _ := c.Status(t); st[len(st)-1].Drift[from] == 0 {
+		t.Errorf("status after %s's route to %s was deleted: no drift on %s: %+v", from, podCIDR, from, st[len(st)-1])
 	}
 	if _, stderr, code := c.Run(t, "up"); code != 0 {
 		t.Fatalf("up: exit %d\n%s", code, tail(stderr, 10))
