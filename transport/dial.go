@@ -52,6 +52,9 @@ type Options struct {
 	KnownHosts        []string
 	// AcceptNew trusts and records the key of a host never seen before (never a changed one).
 	AcceptNew bool
+	// RecordTrusted records in ClusterKnownHosts the key of each host that KnownHosts trusts (state pull:
+	// the new state directory then verifies the hosts on its own, on a workstation without those files).
+	RecordTrusted bool
 	// Agent offers the keys of the ssh-agent at $SSH_AUTH_SOCK.
 	Agent bool
 	// SSHConfig is the OpenSSH client configuration to honour where the target is silent (HostName, User,
@@ -113,6 +116,9 @@ func NewDialer(opts Options) (*Dialer, error) {
 		opts.KnownHosts = []string{"~/.ssh/known_hosts"}
 	}
 	keys, err := newHostKeys(opts.ClusterKnownHosts, opts.KnownHosts, opts.AcceptNew)
+	if keys != nil {
+		keys.recordTrusted = opts.RecordTrusted
+	}
 	if err != nil {
 		return nil, err
 	}

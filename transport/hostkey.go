@@ -26,6 +26,8 @@ type hostKeys struct {
 	files     []string // existing files, checked in order
 	own       string   // the cluster's known_hosts, where accepted keys are written
 	acceptNew bool
+	// recordTrusted: a key the files trust is recorded in own too (Options.RecordTrusted).
+	recordTrusted bool
 
 	mu       sync.Mutex
 	check    ssh.HostKeyCallback
@@ -139,6 +141,12 @@ func (hk *hostKeys) callback(name string, pins []string) ssh.HostKeyCallback {
 		var err error
 		if hk.check != nil {
 			err = hk.check(hostname, remote, key)
+			if err == nil && hk.recordTrusted {
+				if err := hk.record(hostname, key); err != nil {
+					return err
+				}
+				hk.accepted[hostname] = key // recorded once; as binding as the files for the rest of the run
+			}
 			if err == nil {
 				return nil
 			}

@@ -98,3 +98,35 @@ func BenchmarkAlgorithms1000(b *testing.B) {
 		}
 	}
 }
+
+// With RecordTrusted (state pull), a key the other known_hosts files trust is recorded in the cluster's
+// own, once; an unknown key is still refused and not recorded.
+func TestRecordTrusted(t *testing.T) {
+	dir := t.TempDir()
+	own, other := filepath.Join(dir, "own"), filepath.Join(dir, "other")
+	key, stranger := transporttest.NewKey(t).PublicKey(), transporttest.NewKey(t).PublicKey()
+	if err := os.WriteFile(other, []byte(knownhosts.Line([]string{"10.0.0.1"}, key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hk, err := newHostKeys(own, []string{other}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk.recordTrusted = true
+	remote := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 22}
+	for range 2 {
+		if err := hk.callback("h1", nil)("10.0.0.1:22", remote, key); err != nil {
+			t.Fatalf("a trusted key: %v", err)
+		}
+	}
+	if err := hk.callback("h2", nil)("10.0.0.2:22", &net.TCPAddr{IP: net.IPv4(10, 0, 0, 2), Port: 22}, stranger); err == nil {
+		t.Error("an unknown key accepted")
+	}
+	data, _ := os.ReadFile(own)
+	if want := knownhosts.Line([]string{"10.0.0.1"}, key) + "\n"; string(data) != want {
+		t.Errorf("own known_hosts:\n%s\nwant:\n%s", data, want)
+	}
+	if fi, err := os.Stat(own); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("own known_hosts: %v, %v", fi.Mode(), err)
+	}
+}

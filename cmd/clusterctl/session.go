@@ -103,6 +103,7 @@ func openEnvNeeding(g *globalOptions, s *sshOptions, sink transport.Sink, need s
 		ClusterKnownHosts: filepath.Join(state, "known_hosts"),
 		KnownHosts:        append(append([]string{}, inv.SSH.KnownHosts...), "~/.ssh/known_hosts"),
 		AcceptNew:         s.AcceptNew,
+		RecordTrusted:     need == stateEmpty, // state pull: the new directory verifies the hosts on its own
 		Agent:             inv.SSH.Agent == nil || *inv.SSH.Agent,
 		SSHConfig:         s.SSHConfig,
 		ConnectTimeout:    s.ConnectTimeout,

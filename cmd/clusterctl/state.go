@@ -44,8 +44,9 @@ cannot recover (the journal of a run under way elsewhere, the snapshots taken be
 
 Afterwards every command works from the new directory: status, certs check-expiration, add-node, upgrade,
 certs rotate. --from ARCHIVE takes the state directory from a backup (clusterctl backup; --identity opens
-an encrypted one) and reaches no host. Host keys are verified as for every command (known_hosts; --ssh-accept-new records new ones
-in the new directory).`,
+an encrypted one) and reaches no host. Host keys are verified as for every command (known_hosts; --ssh-accept-new records new ones),
+and the keys verified are recorded in the new directory's known_hosts, which then trusts the hosts on its
+own.`,
 		Example: `  clusterctl state pull -i hosts.yaml --state-dir ~/.clusterctl/prod
   clusterctl state pull -i hosts.yaml --from /backups/prod-20261203T170501Z.tar.gz.age --identity ops.key
   clusterctl status -i hosts.yaml --state-dir ~/.clusterctl/prod`,

@@ -56,6 +56,10 @@ func CheckStatePull(t *testing.T, c *Cluster) string {
 	if out, err := exec.Command(c.Kubectl, "--kubeconfig", filepath.Join(dir, "admin.conf"), "get", "nodes", "-o", "name").CombinedOutput(); err != nil || !strings.Contains(string(out), "node/") {
 		t.Errorf("kubectl with the pulled admin.conf: %v\n%s", err, out)
 	}
+	// The hosts' keys the pull trusted (the lab's known_hosts) are the new directory's own.
+	if kh, err := os.ReadFile(filepath.Join(dir, "known_hosts")); err != nil || strings.Count(string(kh), "\n") < 2 {
+		t.Errorf("the pulled directory's known_hosts: %v\n%s", err, kh)
+	}
 	if _, stderr, code := c.Run(t, "state", "pull", "--state-dir", dir); code != 2 || !strings.Contains(stderr, "is not empty") {
 		t.Errorf("a second pull into the same directory: exit %d, want 2\n%s", code, tail(stderr, 5))
 	}
