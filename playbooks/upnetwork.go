@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/apply"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/wait"
@@ -155,10 +157,9 @@ func (u *upRun) networkCluster(ctx context.Context, list []corev1.Node, others b
 			rest = append(rest, h)
 		}
 	}
-	if len(rest) > 0 {
-		if _, err := Connect(ctx, u.e, rest, 0); err != nil {
-			return nil, err
-		}
+	restFacts, err := u.otherFacts(ctx, rest)
+	if err != nil {
+		return nil, err
 	}
 	known := map[string]bool{}
 	for _, h := range append(hosts, rest...) {
@@ -166,7 +167,11 @@ func (u *upRun) networkCluster(ctx context.Context, list []corev1.Node, others b
 		if err != nil {
 			return nil, err
 		}
-		n := network.Node{Host: h.Name, Name: h.NodeName, IP: ips[0].String(), IPs: ips.Strings(), InRun: slices.Contains(run, h), Facts: u.facts[h.Name]}
+		f := u.facts[h.Name]
+		if f == nil {
+			f = restFacts[h.Name]
+		}
+		n := network.Node{Host: h.Name, Name: h.NodeName, IP: ips[0].String(), IPs: ips.Strings(), InRun: slices.Contains(run, h), Facts: f}
 		if obj := byName[h.NodeName]; obj != nil {
 			n.PodCIDR, n.Reported = obj.Spec.PodCIDR, nodes.InternalIP(obj)
 			n.PodCIDRs, n.ReportedIPs = podCIDRs(obj), nodes.InternalIPs(obj)
@@ -218,4 +223,31 @@ func podCIDRs(n *corev1.Node) []string {
 		return []string{n.Spec.PodCIDR}
 	}
 	return nil
+}
+
+// otherFacts connects to the cluster's nodes outside the run that get their routes (add-node, up --limit)
+// and gathers their facts, all at once: a node's routes depend on them (a host without a default route
+// routes the Service range out of its interface), and routes written without them would drop that route
+// from the node's routes, and from networkd's, which puts back only what it has.
+func (u *upRun) otherFacts(ctx context.Context, rest []*inventory.Host) (map[string]*facts.Facts, error) {
+	if len(rest) == 0 {
+		return nil, nil
+	}
+	if _, err := Connect(ctx, u.e, rest, 0); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, h := range rest {
+		names = append(names, h.Name)
+	}
+	var mu sync.Mutex
+	out := map[string]*facts.Facts{}
+	_, err := u.e.play(ctx, Play{Name: "network", Hosts: names, Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
+		f, err := u.e.Facts(ctx, u.e.Inv.Host(name))
+		mu.Lock()
+		out[name] = f
+		mu.Unlock()
+		return false, err
+	}})
+	return out, err
 }

@@ -82,6 +82,13 @@ func TestGrowAndShrink(t *testing.T) {
 		if out := full.MustK(t, "get", "secrets", "-n", "kube-system", "--field-selector", "type=bootstrap.kubernetes.io/token", "-o", "name"); strings.TrimSpace(out) != "" {
 			t.Errorf("bootstrap tokens left after add-node: %s", out)
 		}
+		// The nodes outside the run keep their Service route (lab hosts have no default route): their routes
+		// are rewritten from their facts, and networkd puts back only what its drop-in has.
+		for _, h := range []string{"cp1", "w1"} {
+			if out := full.Lab.Run(t, h, "ip route show 10.96.0.0/12"); !strings.Contains(out, "dev ") {
+				t.Errorf("%s lost its Service route when w2 joined: %q", h, out)
+			}
+		}
 		full.LoadProbe(t, "w2")
 		full.ProbePodOn(t, "on-w2", "w2")
 	})
