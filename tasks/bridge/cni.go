@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -254,7 +255,7 @@ func Routes(self string, nodes []Node, svc []ServiceRoute, services []string) (N
 		list = append(list, Route{Dst: n.PodCIDR, Via: n.IP})
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Dst < list[j].Dst })
-	all := append(first, list...)
+	all := append(slices.Clip(first), list...) // the Service routes first, then the pod ranges
 	var err error
 	if nr.Networkd, err = NetworkdRoutes(all); err != nil {
 		return nr, err

@@ -63,7 +63,7 @@ func Acquire(ctx context.Context, leases Leases, h Holder, o Options) (l *Lease,
 	l = &Lease{c: leases, h: h, dur: o.Duration, now: o.Now}
 	for try := 0; ; try++ {
 		taken, err = l.acquire(ctx, o)
-		if err == nil || try == 2 || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+		if err == nil || try == 2 || !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 			return l, taken, err
 		}
 		// Another run wrote the Lease between our read and write: read it again.
