@@ -54,7 +54,7 @@ type CARotateResult struct {
 func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, error) {
 	orDefault(&o.Timeout, defaultWait)
 	o.Now = clockOr(o.Now)
-	d, err := newDeployment(e, clusterHosts(ctx, e), deployOptions{Now: o.Now, Timeout: o.Timeout})
+	d, p, err := newDeployment(e, clusterHosts(ctx, e), deployOptions{Now: o.Now, Timeout: o.Timeout})
 	if err != nil {
 		return nil, err
 	}
@@ -76,11 +76,11 @@ func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, 
 		res.Resumed = next
 		e.say("ca", "", "resuming the CA rotation started %s at stage %d (%s)", rot.Started.Format(time.RFC3339), next, pki.StageNames[next])
 	}
-	if _, err := d.preflight(ctx, PreflightOptions{}); err != nil {
+	if _, p, err = d.preflight(ctx, p, PreflightOptions{}); err != nil {
 		return res, err
 	}
 	r := &caRotation{d: d, o: o, store: store, rot: rot, res: res}
-	res.Stages, err = runSteps(ctx, rotationResume(e.Sink, rot), r.stages())
+	res.Stages, err = runSteps(ctx, rotationResume(e.Sink, rot), p, r.stages())
 	if err != nil {
 		return res, err
 	}
@@ -91,7 +91,7 @@ func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, 
 // fleet.
 func (r *caRotation) stages() []Step {
 	return []Step{
-		{Name: pki.StageStep(pki.StageGenerate), Run: r.generate},
+		{Name: pki.StageStep(pki.StageGenerate), Run: do(r.generate)},
 		{Name: pki.StageStep(pki.StageTrust), Run: r.trust},
 		{Name: pki.StageStep(pki.StageReissue), Run: r.reissue},
 		{Name: pki.StageStep(pki.StageSign), Run: r.sign},
@@ -123,15 +123,16 @@ func (r *caRotation) generate(context.Context) error { return r.store.GenerateNe
 
 // trust puts both CAs in every trust bundle, publishes them, and rolls the workloads whose Pods started
 // before: their new Pods trust both.
-func (r *caRotation) trust(ctx context.Context) error {
+func (r *caRotation) trust(ctx context.Context, p *plan) error {
 	const play = "ca-trust"
-	if err := r.apply(ctx, play); err != nil {
+	p, err := r.apply(ctx, p, play)
+	if err != nil {
 		return err
 	}
-	if err := r.clusterInfo(ctx); err != nil {
+	if err := r.clusterInfo(ctx, p); err != nil {
 		return err
 	}
-	if err := r.waitRootCA(ctx, play); err != nil {
+	if err := r.waitRootCA(ctx, p, play); err != nil {
 		return err
 	}
 	if r.rot.Data.TrustedAt.IsZero() {
@@ -144,35 +145,37 @@ func (r *caRotation) trust(ctx context.Context) error {
 
 // reissue makes the new CAs current and issues every leaf from them, the controller-manager and the token
 // signer sign with them from their restart on; kubelets get new client certificates.
-func (r *caRotation) reissue(ctx context.Context) error {
+func (r *caRotation) reissue(ctx context.Context, p *plan) error {
 	const play = "ca-reissue"
 	if err := r.store.Swap(r.rot); err != nil {
 		return err
 	}
-	if err := r.apply(ctx, play); err != nil {
+	p, err := r.apply(ctx, p, play)
+	if err != nil {
 		return err
 	}
-	return r.kubeletClientCerts(ctx, play)
+	return r.kubeletClientCerts(ctx, p, play)
 }
 
 // sign has kubelets request new serving certificates (signed with the new CA since reissue) and new tokens
 // for their Pods. Its files are the reissue stage's: its roll restarts nothing (but the
 // controller-manager and API server where an earlier version applied the reissue stage, which kept the
 // old signers).
-func (r *caRotation) sign(ctx context.Context) error {
+func (r *caRotation) sign(ctx context.Context, p *plan) error {
 	const play = "ca-sign"
 	d := r.d
-	if err := r.apply(ctx, play); err != nil {
+	p, err := r.apply(ctx, p, play)
+	if err != nil {
 		return err
 	}
 	ca, err := r.currentServingCA()
 	if err != nil {
 		return err
 	}
-	if _, err := d.renewServing(ctx, play, names(d.nodes()), func(c *x509.Certificate) bool { return c == nil || c.CheckSignatureFrom(ca) != nil }); err != nil {
+	if _, err := d.renewServing(ctx, play, names(p.nodes()), func(c *x509.Certificate) bool { return c == nil || c.CheckSignatureFrom(ca) != nil }); err != nil {
 		return err
 	}
-	if err := r.waitTokens(ctx, play); err != nil {
+	if err := r.waitTokens(ctx, p, play); err != nil {
 		return err
 	}
 	if r.rot.Data.TokensAt.IsZero() {
@@ -183,10 +186,10 @@ func (r *caRotation) sign(ctx context.Context) error {
 
 // finish takes the old CAs out of every bundle once nothing presents a certificate they signed, and
 // retires the old service-account key unless token Secrets it signed remain.
-func (r *caRotation) finish(ctx context.Context) error {
+func (r *caRotation) finish(ctx context.Context, p *plan) error {
 	const play = "ca-finish"
 	d := r.d
-	if err := r.checkPresented(ctx, play); err != nil {
+	if err := r.checkPresented(ctx, p, play); err != nil {
 		return err
 	}
 	// Clients read their token file again periodically (client-go every minute): the old key stays
@@ -202,7 +205,8 @@ func (r *caRotation) finish(ctx context.Context) error {
 	if err := r.retireSAKey(ctx, play); err != nil {
 		return err
 	}
-	if err := r.apply(ctx, play); err != nil {
+	p, err := r.apply(ctx, p, play)
+	if err != nil {
 		return err
 	}
 	var signerFiles []string
@@ -214,53 +218,54 @@ func (r *caRotation) finish(ctx context.Context) error {
 	}}); err != nil {
 		return err
 	}
-	if err := r.clusterInfo(ctx); err != nil {
+	if err := r.clusterInfo(ctx, p); err != nil {
 		return err
 	}
-	return r.waitRootCA(ctx, play)
+	return r.waitRootCA(ctx, p, play)
 }
 
-// apply renders the stage's files and puts them on every host: external etcd members one at a time (each
+// apply renders the stage's files and puts them on every host (it returns the rendered plan): external etcd members one at a time (each
 // restarted and ready before the next), control-plane nodes one at a time (API server ready before the next,
 // static Pods restarted and Ready before the next's controller-manager and scheduler: cpRoll), then the
 // workers together (their kubelets restarted where ca.crt changed, their kubelet.conf's CA data following
 // it).
-func (r *caRotation) apply(ctx context.Context, play string) error {
+func (r *caRotation) apply(ctx context.Context, p *plan, play string) (*plan, error) {
 	d := r.d
-	if err := d.render(ctx); err != nil {
-		return err
+	p, err := d.render(ctx, p)
+	if err != nil {
+		return nil, err
 	}
-	if len(d.joining) > 0 {
+	if len(p.joining) > 0 {
 		var names []string
-		for n := range d.joining {
+		for n := range p.joining {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return fmt.Errorf("%s not part of the cluster yet (no kubelet.conf): run clusterctl up or add-node first, or leave them out of the inventory", strings.Join(names, ", "))
+		return nil, fmt.Errorf("%s not part of the cluster yet (no kubelet.conf): run clusterctl up or add-node first, or leave them out of the inventory", strings.Join(names, ", "))
 	}
-	if err := d.prepare(); err != nil {
-		return err
+	if err := d.prepare(p); err != nil {
+		return nil, err
 	}
-	if err := d.rollEtcd(ctx, play); err != nil {
-		return err
+	if err := d.rollEtcd(ctx, p, play); err != nil {
+		return nil, err
 	}
-	roll := d.cpRoll(play, true)
+	roll := d.cpRoll(p, play, true)
 	for _, h := range d.e.Inv.ControlPlanes() {
 		if _, err := roll.node(ctx, h); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := roll.settle(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	workers := names(d.workers())
+	workers := names(p.workers())
 	if len(workers) == 0 {
-		return nil
+		return p, nil
 	}
-	if _, err := d.push(ctx, play, workers, d.e.Forks); err != nil {
-		return err
+	if _, err := d.push(ctx, p, play, workers, d.e.Forks); err != nil {
+		return nil, err
 	}
-	return d.startKubelet(ctx, play, workers)
+	return p, d.startKubelet(ctx, p, play, workers)
 }
 
 // currentServingCA is the state directory's kubelet serving CA: once swapped, the new one.
@@ -274,13 +279,13 @@ func (r *caRotation) currentServingCA() (*x509.Certificate, error) {
 
 // clusterInfo publishes the CA data of ca.crt in kube-public/cluster-info, which joining nodes trust; the
 // controller-manager adds the signatures of the bootstrap tokens.
-func (r *caRotation) clusterInfo(ctx context.Context) error {
+func (r *caRotation) clusterInfo(ctx context.Context, p *plan) error {
 	d := r.d
 	admin, err := d.e.Admin(ctx)
 	if err != nil {
 		return err
 	}
-	kc, err := bootstrap.ClusterInfoKubeconfig(d.rendered.NodeEndpoint, d.caPEM())
+	kc, err := bootstrap.ClusterInfoKubeconfig(p.rendered.NodeEndpoint, p.caPEM())
 	if err != nil {
 		return err
 	}
@@ -293,13 +298,13 @@ func (r *caRotation) clusterInfo(ctx context.Context) error {
 }
 
 // waitRootCA waits until every namespace's kube-root-ca.crt, which Pods mount as their CA data, is ca.crt.
-func (r *caRotation) waitRootCA(ctx context.Context, play string) error {
+func (r *caRotation) waitRootCA(ctx context.Context, p *plan, play string) error {
 	d := r.d
 	admin, err := d.e.Admin(ctx)
 	if err != nil {
 		return err
 	}
-	want := string(d.caPEM())
+	want := string(p.caPEM())
 	return d.e.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
 		stale, err := workloads.StaleRootCA(ctx, admin.Kube, want)
 		if err != nil {
@@ -355,14 +360,14 @@ func (r *caRotation) restartWorkloads(ctx context.Context, play string, trustedA
 // system:nodes, as its own requests get), unless it has one: a new kubelet-client-<time>.pem beside the old,
 // kubelet-client-current.pem moved to it, the kubelet restarted. Key and certificate are made on the
 // workstation and only the node's own go to it.
-func (r *caRotation) kubeletClientCerts(ctx context.Context, play string) error {
+func (r *caRotation) kubeletClientCerts(ctx context.Context, p *plan, play string) error {
 	d := r.d
-	p, err := r.store.Load()
+	keys, err := r.store.Load()
 	if err != nil {
 		return err
 	}
-	ca := p.CAs["ca"]
-	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.nodes()), Run: func(ctx context.Context, name string) (bool, error) {
+	ca := keys.CAs["ca"]
+	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(p.nodes()), Run: func(ctx context.Context, name string) (bool, error) {
 		conn := d.e.Conn(name)
 		cur, err := apply.ReadCert(ctx, conn, kubeadm.KubeletClientCurrent)
 		if err != nil {
@@ -392,17 +397,17 @@ const tokenReread = 75 * time.Second
 
 // waitTokens waits until every running Pod's service-account token, as its kubelet wrote it, is signed with
 // the new key: a restarted kubelet requests new tokens for its Pods. Only the tokens' headers are read.
-func (r *caRotation) waitTokens(ctx context.Context, play string) error {
+func (r *caRotation) waitTokens(ctx context.Context, p *plan, play string) error {
 	d := r.d
 	admin, err := d.e.Admin(ctx)
 	if err != nil {
 		return err
 	}
-	p, err := r.store.Load()
+	keys, err := r.store.Load()
 	if err != nil {
 		return err
 	}
-	want, err := workloads.KeyID(p.SA.Public())
+	want, err := workloads.KeyID(keys.SA.Public())
 	if err != nil {
 		return err
 	}
@@ -413,7 +418,7 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 		}
 		var mu sync.Mutex
 		var waiting []string
-		_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.nodes()), Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
+		_, err = d.e.play(ctx, Play{Name: play, Hosts: names(p.nodes()), Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
 			old, err := apply.OldPodTokens(ctx, d.e.Conn(name), running, want)
 			if err != nil {
 				return false, err
@@ -434,19 +439,19 @@ func (r *caRotation) waitTokens(ctx context.Context, play string) error {
 // checkPresented makes sure nothing presents a certificate the old CAs signed before they leave the
 // bundles: every certificate on every host (control-plane files, kubeconfigs, kubelet client and serving
 // certificates) must be signed by a current CA.
-func (r *caRotation) checkPresented(ctx context.Context, play string) error {
+func (r *caRotation) checkPresented(ctx context.Context, p *plan, play string) error {
 	d := r.d
-	p, err := r.store.Load()
+	keys, err := r.store.Load()
 	if err != nil {
 		return err
 	}
 	var cas []*x509.Certificate
-	for _, ca := range p.CAs {
+	for _, ca := range keys.CAs {
 		cas = append(cas, ca.Cert)
 	}
 	var mu sync.Mutex
 	var old []string
-	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(d.hosts), Run: func(ctx context.Context, name string) (bool, error) {
+	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(p.hosts), Run: func(ctx context.Context, name string) (bool, error) {
 		list, err := certs.Read(ctx, d.e.Conn(name), time.Now())
 		if err != nil {
 			return false, err

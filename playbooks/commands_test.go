@@ -81,25 +81,25 @@ func TestCommandsGolden(t *testing.T) {
 			}
 			inv.Cluster.Artifacts = fakeArtifacts(t, inv.Cluster.KubernetesVersion)
 			e := NewEnv(EnvConfig{Inv: inv, Hosts: allHosts(inv), StateDir: t.TempDir()})
-			d, err := newDeployment(e, e.Hosts, deployOptions{Now: func() time.Time { return time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) }, TokenTTL: time.Hour})
+			d, p, err := newDeployment(e, e.Hosts, deployOptions{Now: func() time.Time { return time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) }, TokenTTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, h := range d.hosts {
-				d.facts[h.Name] = &facts.Facts{Arch: "amd64", CNIBinDir: "/opt/cni/bin", Files: map[string]bool{}, DefaultIface: "eth0",
+			for _, h := range p.hosts {
+				p.facts[h.Name] = &facts.Facts{Arch: "amd64", CNIBinDir: "/opt/cni/bin", Files: map[string]bool{}, DefaultIface: "eth0",
 					Commands: map[string]bool{"kubelet": true, "haproxy": true}, Addresses: []facts.Address{{Iface: "eth0", CIDR: h.Address + "/64"}}}
-				d.nodeIPs[h.Name] = h.NodeIPs(d.facts[h.Name].NodeIPs())
+				p.nodeIPs[h.Name] = h.NodeIPs(p.facts[h.Name].NodeIPs())
 			}
-			if err := d.render(context.Background()); err != nil {
+			if p, err = d.render(context.Background(), p); err != nil {
 				t.Fatal(err)
 			}
-			if err := d.prepare(); err != nil {
+			if err := d.prepare(p); err != nil {
 				t.Fatal(err)
 			}
 			var b strings.Builder
-			cp1IP := d.nodeIPs[d.cp1.Name].String()
-			for _, h := range d.hosts {
-				n, err := d.node(h.Name)
+			cp1IP := p.nodeIPs[p.cp1.Name].String()
+			for _, h := range p.hosts {
+				n, err := d.node(p, h.Name)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -110,14 +110,14 @@ func TestCommandsGolden(t *testing.T) {
 				cp := h.Has(inventory.RoleControlPlane)
 				cmds := []struct{ what, cmd string }{
 					{"preflight: the API server's port, from this host", preflight.ProbeCommand(cp1IP, inv.Cluster.APIServer.BindPort)},
-					{"preflight: a listener on this host's etcd peer port", scripts.Listen(d.nodeIPs[h.Name].String(), kubeadm.PortEtcdPeer)},
+					{"preflight: a listener on this host's etcd peer port", scripts.Listen(p.nodeIPs[h.Name].String(), kubeadm.PortEtcdPeer)},
 					{"push: setup after the first push", apply.SetupScript(n, paths)},
 				}
 				if n.EtcdUnit {
 					cmds = append(cmds, struct{ what, cmd string }{"start etcd", scripts.Etcd(scripts.EtcdParams{RestartTimeout: 300})})
 				}
 				if h.IsNode() {
-					cmds = append(cmds, struct{ what, cmd string }{"start the kubelet", scripts.Kubelet(scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, d.kubeletPath)})})
+					cmds = append(cmds, struct{ what, cmd string }{"start the kubelet", scripts.Kubelet(scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, p.kubeletPath)})})
 				}
 				for _, c := range cmds {
 					if out, err := exec.Command("sh", "-n", "-c", c.cmd).CombinedOutput(); err != nil {

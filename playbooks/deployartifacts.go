@@ -28,10 +28,10 @@ import (
 // artifacts reads the artifacts directory's manifest: the inventory's (cluster.artifacts), or the
 // per-version cache on this workstation, pulled there first when it lacks what the hosts need. Its images
 // and binaries are pushed, and it says which images the cluster runs.
-func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
+func (d *deployment) artifacts(ctx context.Context, p *plan) (artifactSet, error) {
 	c := d.e.Inv.Cluster
-	a := artifactSet{images: images.For(c.ImageRepository, c.KubernetesVersion).With(d.net.Images()...), kubeletPath: kubeadm.Binary("kubelet")}
-	arches := d.arches()
+	a := artifactSet{images: images.For(c.ImageRepository, c.KubernetesVersion).With(p.net.Images()...), kubeletPath: kubeadm.Binary("kubelet")}
+	arches := d.arches(p)
 	if c.Artifacts != "" {
 		a.artDir = d.e.Inv.Resolve(c.Artifacts)
 	} else {
@@ -50,7 +50,7 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 	m, err := artifacts.Load(a.artDir)
 	why := ""
 	if err == nil {
-		why = d.lacksWith(ctx, m, arches, a.artDir, &a.addonImages)
+		why = d.lacksWith(ctx, p, m, arches, a.artDir, &a.addonImages)
 	}
 	if c.Artifacts == "" && (err != nil || why != "") {
 		if m != nil {
@@ -69,7 +69,7 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 			Sources: pull.DefaultSources().Override(pull.SourcesOf(c.Downloads)), ImageRepository: c.ImageRepository,
 			Checksums: checksums, AllowHTTP: c.Downloads.AllowHTTP, InsecureRegistries: c.Downloads.InsecureRegistries,
 			Lock: lock, RequireLock: c.Downloads.RequireLock,
-			ExtraImages: c.ExtraImages, Optional: d.net.Images(), Charts: charts.PullCharts(d.e.Inv), AddonImages: charts.PullImages(d.e.Inv),
+			ExtraImages: c.ExtraImages, Optional: p.net.Images(), Charts: charts.PullCharts(d.e.Inv), AddonImages: charts.PullImages(d.e.Inv),
 			Events: func(ev pull.Event) {
 				switch {
 				case ev.Type == pull.EventFileDone && !ev.Cached:
@@ -81,7 +81,7 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 		if err != nil {
 			return a, fmt.Errorf("pulling the artifacts (clusterctl artifacts pull does the same, with progress): %w", err)
 		}
-		why = d.lacksWith(ctx, m, arches, a.artDir, &a.addonImages)
+		why = d.lacksWith(ctx, p, m, arches, a.artDir, &a.addonImages)
 	}
 	if err != nil {
 		return a, fmt.Errorf("artifacts directory (cluster.artifacts): %w", err)
@@ -96,10 +96,10 @@ func (d *deployment) artifacts(ctx context.Context) (artifactSet, error) {
 	if c.Registry.Pull {
 		a.images = a.images.FromRegistry()
 	} else {
-		a.images = a.images.WithManifest(m, d.facts[d.cp1.Name].Arch)
+		a.images = a.images.WithManifest(m, p.facts[p.cp1.Name].Arch)
 		// A digest is one architecture's image: Pods that may run on nodes of several (the add-ons'
 		// DaemonSets) name it by tag, and so does every Pod of such a cluster.
-		if arches, known := d.clusterArches(ctx); !known || len(arches) > 1 {
+		if arches, known := d.clusterArches(ctx, p); !known || len(arches) > 1 {
 			a.images = a.images.Unpinned()
 			d.e.say("artifacts", "", "images run by tag, not digest: %s", archesWhy(arches, known))
 		}
@@ -133,9 +133,9 @@ const (
 )
 
 // arches are the architectures of the run's hosts (amd64 when none is known yet).
-func (d *deployment) arches() []string {
+func (d *deployment) arches(p *plan) []string {
 	var out []string
-	for _, f := range d.facts {
+	for _, f := range p.facts {
 		if f.Arch != "" && !slices.Contains(out, f.Arch) {
 			out = append(out, f.Arch)
 		}
@@ -150,9 +150,9 @@ func (d *deployment) arches() []string {
 // clusterArches are the architectures of the cluster's nodes: the run's hosts' (their facts), and, for a
 // run on some of the hosts, the registered Nodes' (kubernetes.io/arch). known is false when the API does
 // not say.
-func (d *deployment) clusterArches(ctx context.Context) (arches []string, known bool) {
-	arches = d.arches()
-	if len(d.hosts) == len(d.e.Inv.Hosts) {
+func (d *deployment) clusterArches(ctx context.Context, p *plan) (arches []string, known bool) {
+	arches = d.arches(p)
+	if len(p.hosts) == len(d.e.Inv.Hosts) {
 		return arches, true
 	}
 	c, err := d.e.Admin(ctx)
@@ -193,12 +193,12 @@ func unionArches(arches []string, m *artifacts.Manifest) []string {
 
 // hostsHaveWhatTheyNeed checks that hosts have what clusterctl does not install: with the host's own
 // runtime, the CNI plugins the pod network needs.
-func (d *deployment) hostsHaveWhatTheyNeed() error {
-	need := d.net.Binaries()
+func (d *deployment) hostsHaveWhatTheyNeed(p *plan) error {
+	need := p.net.Binaries()
 	if d.e.Inv.Cluster.InstallsRuntime() || len(need) == 0 {
 		return nil
 	}
-	for name, f := range d.facts {
+	for name, f := range p.facts {
 		if f.CNIBinDir == "" {
 			return fmt.Errorf("%s has no CNI plugins (%s in /opt/cni/bin or /usr/lib/cni): install your distribution's CNI plugins package (containernetworking-plugins), or let clusterctl install them (cluster.containerRuntime: artifacts)", name, strings.Join(need, ", "))
 		}
@@ -207,22 +207,22 @@ func (d *deployment) hostsHaveWhatTheyNeed() error {
 }
 
 // artifact is where an artifact is on the workstation.
-func (d *deployment) artifact(f artifacts.File) string {
-	return filepath.Join(d.artDir, filepath.FromSlash(f.Path))
+func (d *deployment) artifact(p *plan, f artifacts.File) string {
+	return filepath.Join(p.artDir, filepath.FromSlash(f.Path))
 }
 
-// artifactFile is an artifact put at p on a host, streamed from the workstation's file.
-func (d *deployment) artifactFile(f artifacts.File, p string, mode fs.FileMode) transport.File {
-	return transport.File{Path: p, Source: d.artifact(f), Size: f.Size, SHA256: f.SHA256, Mode: mode}
+// artifactFile is an artifact put at at on a host, streamed from the workstation's file.
+func (d *deployment) artifactFile(p *plan, f artifacts.File, at string, mode fs.FileMode) transport.File {
+	return transport.File{Path: at, Source: d.artifact(p, f), Size: f.Size, SHA256: f.SHA256, Mode: mode}
 }
 
 // neededByAny: some host of the run receives the file.
-func (d *deployment) neededByAny(f artifacts.File) bool {
-	return slices.ContainsFunc(d.hosts, func(h *inventory.Host) bool { return d.needed(f, h) })
+func (d *deployment) neededByAny(p *plan, f artifacts.File) bool {
+	return slices.ContainsFunc(p.hosts, func(h *inventory.Host) bool { return d.needed(p, f, h) })
 }
 
-func (d *deployment) archNeeded(arch string) bool {
-	for _, f := range d.facts {
+func (d *deployment) archNeeded(p *plan, arch string) bool {
+	for _, f := range p.facts {
 		if f.Arch == arch {
 			return true
 		}
@@ -241,7 +241,7 @@ type artifactNeed struct {
 
 // artifactNeeds is the one table of what the run takes from an artifacts directory: what the directory
 // must hold (lacks) and which host receives what (needed).
-func (d *deployment) artifactNeeds() []artifactNeed {
+func (d *deployment) artifactNeeds(p *plan) []artifactNeed {
 	c := d.e.Inv.Cluster
 	ext := d.e.Inv.ExternalEtcd()
 	node := (*inventory.Host).IsNode
@@ -263,17 +263,17 @@ func (d *deployment) artifactNeeds() []artifactNeed {
 			case images.APIServer, images.ControllerManager, images.Scheduler, images.Etcd:
 				to = cp
 			case images.APIServerProxy:
-				to = func(h *inventory.Host) bool { return h.IsNode() && d.localProxy() }
+				to = func(h *inventory.Host) bool { return h.IsNode() && d.localProxy(p) }
 			}
 			needs = append(needs, artifactNeed{artifacts.KindImage, n, true, to})
 		}
 		for _, ref := range c.ExtraImages {
 			needs = append(needs, artifactNeed{artifacts.KindImage, pull.ExtraImageName(ref), true, node})
 		}
-		for _, im := range d.net.Images() {
+		for _, im := range p.net.Images() {
 			needs = append(needs, artifactNeed{artifacts.KindImage, im.Name, true, node})
 		}
-		for _, ref := range slices.Sorted(maps.Keys(d.addonImages)) {
+		for _, ref := range slices.Sorted(maps.Keys(p.addonImages)) {
 			if !slices.Contains(c.ExtraImages, ref) {
 				needs = append(needs, artifactNeed{artifacts.KindImage, pull.ExtraImageName(ref), true, node})
 			}
@@ -294,9 +294,9 @@ func (d *deployment) artifactNeeds() []artifactNeed {
 
 // lacksWith is lacks with the add-ons: their charts, and the images they run (rendered from the charts
 // in the directory with the inventory's values), which it sets in addonImages.
-func (d *deployment) lacksWith(ctx context.Context, m *artifacts.Manifest, arches []string, dir string, addonImages *map[string][]string) string {
+func (d *deployment) lacksWith(ctx context.Context, p *plan, m *artifacts.Manifest, arches []string, dir string, addonImages *map[string][]string) string {
 	if len(d.e.Inv.Cluster.Addons) == 0 {
-		return d.lacks(m, arches)
+		return d.lacks(p, m, arches)
 	}
 	for i := range d.e.Inv.Cluster.Addons {
 		a := &d.e.Inv.Cluster.Addons[i]
@@ -311,23 +311,15 @@ func (d *deployment) lacksWith(ctx context.Context, m *artifacts.Manifest, arche
 	if err != nil {
 		return "cannot give the add-ons' images: " + err.Error()
 	}
-	c := d.withPlan(func(p *plan) { p.addonImages = *addonImages })
-	return c.lacks(m, arches)
-}
-
-// withPlan is the deployment with its plan changed by set (the deployment itself is left as it is).
-func (d *deployment) withPlan(set func(*plan)) *deployment {
-	c := *d
-	c.plan = d.with(set)
-	return &c
+	return d.lacks(p.with(func(p *plan) { p.addonImages = *addonImages }), m, arches)
 }
 
 // lacks says what the manifest misses for these architectures ("" when nothing).
-func (d *deployment) lacks(m *artifacts.Manifest, arches []string) string {
+func (d *deployment) lacks(p *plan, m *artifacts.Manifest, arches []string) string {
 	if m.KubernetesVersion != d.e.Inv.Cluster.KubernetesVersion {
 		return "holds Kubernetes " + m.KubernetesVersion
 	}
-	needs := d.artifactNeeds()
+	needs := d.artifactNeeds(p)
 	for _, arch := range arches {
 		for _, n := range needs {
 			if n.required && m.Find(n.kind, n.name, arch) == nil {
@@ -339,8 +331,8 @@ func (d *deployment) lacks(m *artifacts.Manifest, arches []string) string {
 }
 
 // needed says whether a file of the artifacts goes to a host.
-func (d *deployment) needed(f artifacts.File, h *inventory.Host) bool {
-	for _, n := range d.artifactNeeds() {
+func (d *deployment) needed(p *plan, f artifacts.File, h *inventory.Host) bool {
+	for _, n := range d.artifactNeeds(p) {
 		if n.kind == f.Kind && (n.name == f.Name || n.name == "") {
 			return n.to(h)
 		}

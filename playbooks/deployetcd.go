@@ -16,23 +16,23 @@ import (
 )
 
 // etcdHosts are the run's hosts of an external etcd cluster (none when etcd is stacked).
-func (d *deployment) etcdHosts() []*inventory.Host {
+func (d *deployment) etcdHosts(p *plan) []*inventory.Host {
 	if !d.e.Inv.ExternalEtcd() {
 		return nil
 	}
-	return slices.DeleteFunc(slices.Clone(d.hosts), func(h *inventory.Host) bool { return !h.Has(inventory.RoleEtcd) })
+	return slices.DeleteFunc(slices.Clone(p.hosts), func(h *inventory.Host) bool { return !h.Has(inventory.RoleEtcd) })
 }
 
 // etcdMembership asks, with external etcd, a member of the running etcd cluster for its members (the first
 // etcd host that answers; with none, the cluster is new) and finds which of the run's etcd hosts join it
 // and which are members already (nil, nil: a new cluster, or etcd is stacked).
-func (d *deployment) etcdMembership(ctx context.Context) (join map[string][]manifests.EtcdMember, members []string, err error) {
-	if len(d.etcdHosts()) == 0 {
+func (d *deployment) etcdMembership(ctx context.Context, p *plan) (join map[string][]manifests.EtcdMember, members []string, err error) {
+	if len(d.etcdHosts(p)) == 0 {
 		return nil, nil, nil
 	}
 	var list []etcdmember.Member
 	for _, h := range d.e.Inv.EtcdHosts() {
-		if f := d.facts[h.Name]; f != nil && !f.ListensOn(kubeadm.PortEtcdClient) {
+		if f := p.facts[h.Name]; f != nil && !f.ListensOn(kubeadm.PortEtcdClient) {
 			continue // no member running there
 		}
 		if res, err := Connect(ctx, d.e, []*inventory.Host{h}, 1); err != nil || res[0].Err != nil {
@@ -62,7 +62,7 @@ func (d *deployment) etcdMembership(ctx context.Context) (join map[string][]mani
 		}
 	}
 	join = map[string][]manifests.EtcdMember{}
-	for _, h := range d.etcdHosts() {
+	for _, h := range d.etcdHosts(p) {
 		peer, err := d.e.peerURL(ctx, h)
 		if err != nil {
 			return nil, nil, err
@@ -80,7 +80,7 @@ func (d *deployment) etcdMembership(ctx context.Context) (join map[string][]mani
 // startEtcd starts the external etcd members of hosts that are not running and restarts, one at a time,
 // those whose unit or binary changed; a host joining the running cluster is added as a learner first and
 // promoted once it has caught up. Then it waits until every member of the cluster is healthy and listed.
-func (d *deployment) startEtcd(ctx context.Context, play string, hosts []*inventory.Host) error {
+func (d *deployment) startEtcd(ctx context.Context, p *plan, play string, hosts []*inventory.Host) error {
 	start := func(ctx context.Context, name string) (bool, error) {
 		out, err := apply.Etcd(ctx, d.e.Conn(name), scripts.EtcdParams{Dry: d.o.DryRun, RestartTimeout: int(d.o.Timeout / time.Second)})
 		d.record(name, out)
@@ -88,7 +88,7 @@ func (d *deployment) startEtcd(ctx context.Context, play string, hosts []*invent
 	}
 	var running, joining []*inventory.Host
 	for _, h := range hosts {
-		if _, ok := d.etcdJoin[h.Name]; ok {
+		if _, ok := p.etcdJoin[h.Name]; ok {
 			joining = append(joining, h)
 		} else {
 			running = append(running, h)

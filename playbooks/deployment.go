@@ -23,13 +23,12 @@ import (
 // deployment is one run's work of putting on the hosts what its plan says they should hold: render
 // locally, push each host's files and apply them, start or restart kubelets, roll control-plane nodes one
 // at a time. Up, upgrade, certs rotate and the CA rotation each make one (newDeployment); what it changes
-// on hosts goes through record, so that a dry run reports exactly what a real run does.
+// on hosts goes through record, so that a dry run reports exactly what a real run does. It holds no plan:
+// each of its functions that reads one takes it (see plan). What it holds beside the session and the
+// options is what the run did: the tokens it made, the approver of its kubelets' certificates, the record.
 type deployment struct {
 	e *Env
 	o deployOptions
-	// *plan is what the run works from; preflight and render replace it with a fuller one, nothing
-	// changes one (see plan).
-	*plan
 	// keep, when set, keeps only the files (and image archives) a phase pushes: an upgrade pushes a
 	// control-plane node's static Pods and certificates before its kubelet (see only).
 	keep func(path string) bool
@@ -89,7 +88,7 @@ func allHosts(inv *inventory.Inventory) []*inventory.Host {
 }
 
 // localProxy reports whether the cluster's nodes reach the API servers through the node-local proxy.
-func (d *deployment) localProxy() bool { return render.LocalProxyOf(d.e.Inv, d.cps) }
+func (d *deployment) localProxy(p *plan) bool { return render.LocalProxyOf(d.e.Inv, p.cps) }
 
 // record keeps what a unit of work changed on a host, or in a dry run would change: the run's plan. A
 // changed kubelet file marks the host's kubelet for a restart.
@@ -115,12 +114,12 @@ func anyChanged(res []transport.HostResult) bool {
 	return slices.ContainsFunc(res, func(r transport.HostResult) bool { return r.Status == transport.StatusChanged })
 }
 
-func (d *deployment) caPEM() []byte { return caOf(d.rendered) }
+func (p *plan) caPEM() []byte { return caOf(p.rendered) }
 
 // workers are the run's hosts that are nodes but not control-plane nodes.
-func (d *deployment) workers() []*inventory.Host {
+func (p *plan) workers() []*inventory.Host {
 	var out []*inventory.Host
-	for _, h := range d.hosts {
+	for _, h := range p.hosts {
 		if h.IsNode() && !h.Has(inventory.RoleControlPlane) {
 			out = append(out, h)
 		}
@@ -129,8 +128,8 @@ func (d *deployment) workers() []*inventory.Host {
 }
 
 // nodes are the run's hosts that are Kubernetes nodes (not those that only run an external etcd member).
-func (d *deployment) nodes() []*inventory.Host {
-	return slices.DeleteFunc(slices.Clone(d.hosts), func(h *inventory.Host) bool { return !h.IsNode() })
+func (p *plan) nodes() []*inventory.Host {
+	return slices.DeleteFunc(slices.Clone(p.hosts), func(h *inventory.Host) bool { return !h.IsNode() })
 }
 
 func firstLine(s string) string {

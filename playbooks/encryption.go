@@ -213,7 +213,7 @@ func RotateEncryption(ctx context.Context, e *Env, o EncryptionRotateOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	d, err := newDeployment(e, clusterHosts(ctx, e), deployOptions{Now: o.Now, Timeout: o.Timeout})
+	d, p, err := newDeployment(e, clusterHosts(ctx, e), deployOptions{Now: o.Now, Timeout: o.Timeout})
 	if err != nil {
 		return nil, err
 	}
@@ -241,11 +241,14 @@ func RotateEncryption(ctx context.Context, e *Env, o EncryptionRotateOptions) (*
 	if o.DryRun {
 		return res, r.plan(ctx)
 	}
-	_, err = runSteps(ctx, runOptions{Sink: e.Sink}, []Step{
-		{Name: "preflight", Run: func(ctx context.Context) error { _, err := d.preflight(ctx, PreflightOptions{}); return err }},
-		{Name: "read", Run: r.read, Skip: r.pastRead},
+	_, err = runSteps(ctx, runOptions{Sink: e.Sink}, p, []Step{
+		{Name: "preflight", Plan: func(ctx context.Context, p *plan) (*plan, error) {
+			_, p, err := d.preflight(ctx, p, PreflightOptions{})
+			return p, err
+		}},
+		{Name: "read", Run: r.read, Skip: unless(r.pastRead)},
 		{Name: "write", Run: r.write},
-		{Name: "rewrite", Run: r.rewrite},
+		{Name: "rewrite", Run: do(r.rewrite)},
 		{Name: "retire", Run: r.retire},
 	})
 	return res, err
@@ -302,16 +305,16 @@ func (r *keyRotation) pastRead() string {
 }
 
 // read puts the new key after the write key on every API server.
-func (r *keyRotation) read(ctx context.Context) error {
-	return r.apply(ctx, "read", r.keys)
+func (r *keyRotation) read(ctx context.Context, p *plan) error {
+	return r.apply(ctx, p, "read", r.keys)
 }
 
 // write puts the new key first on every API server.
-func (r *keyRotation) write(ctx context.Context) error {
+func (r *keyRotation) write(ctx context.Context, p *plan) error {
 	k := r.keys
 	i := slices.IndexFunc(k.Keys, func(key hardening.Key) bool { return key.Name == r.res.New })
 	k.Keys = append([]hardening.Key{k.Keys[i]}, slices.Delete(slices.Clone(k.Keys), i, i+1)...)
-	return r.apply(ctx, "write", k)
+	return r.apply(ctx, p, "write", k)
 }
 
 // rewrite stores every object again under the new key.
@@ -328,25 +331,26 @@ func (r *keyRotation) rewrite(ctx context.Context) error {
 
 // retire leaves only the new key. The rewrite before it read etcd and found every object under the new
 // key (it fails otherwise, and the old keys are kept).
-func (r *keyRotation) retire(ctx context.Context) error {
+func (r *keyRotation) retire(ctx context.Context, p *plan) error {
 	r.keys.Keys = r.keys.Keys[:1]
-	return r.apply(ctx, "retire", r.keys)
+	return r.apply(ctx, p, "retire", r.keys)
 }
 
 // apply records keys in the state directory, then renders and rolls every control-plane node to them.
-func (r *keyRotation) apply(ctx context.Context, play string, keys *hardening.Keys) error {
+func (r *keyRotation) apply(ctx context.Context, p *plan, play string, keys *hardening.Keys) error {
 	start := time.Now()
 	if err := hardening.SaveKeys(r.d.e.StateDir, keys); err != nil {
 		return err
 	}
 	d := r.d
-	if err := d.render(ctx); err != nil {
+	p, err := d.render(ctx, p)
+	if err != nil {
 		return err
 	}
-	if err := d.prepare(); err != nil {
+	if err := d.prepare(p); err != nil {
 		return err
 	}
-	roll := d.cpRoll(play, false)
+	roll := d.cpRoll(p, play, false)
 	for _, h := range d.e.Inv.ControlPlanes() {
 		if _, err := roll.node(ctx, h); err != nil {
 			return err

@@ -111,7 +111,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 		return r.res, err
 	}
 	r.started = time.Now()
-	if _, err := runSteps(ctx, runOptions{Sink: e.Sink, Journal: r.st}, r.steps()); err != nil {
+	if _, err := runSteps(ctx, runOptions{Sink: e.Sink, Journal: r.st}, nil, r.steps()); err != nil {
 		return r.res, err
 	}
 	return r.res, r.st.Remove()
@@ -136,11 +136,11 @@ type restoreRun struct {
 
 func (r *restoreRun) steps() []Step {
 	return []Step{
-		{Name: "hold", Run: r.hold},
-		{Name: "restore", Run: r.restore},
-		{Name: "etcd", Run: r.startEtcd},
-		{Name: "control-plane", Run: r.startControlPlane},
-		{Name: "nodes", Run: r.waitNodes},
+		{Name: "hold", Run: do(r.hold)},
+		{Name: "restore", Run: do(r.restore)},
+		{Name: "etcd", Run: do(r.startEtcd)},
+		{Name: "control-plane", Run: do(r.startControlPlane)},
+		{Name: "nodes", Run: do(r.waitNodes)},
 	}
 }
 

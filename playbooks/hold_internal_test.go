@@ -22,7 +22,7 @@ func TestHoldScheduler(t *testing.T) {
 		t.Fatal(err, diags)
 	}
 	e := NewEnv(EnvConfig{Inv: inv, Hosts: allHosts(inv), StateDir: t.TempDir()})
-	d, err := newDeployment(e, e.Hosts, deployOptions{Now: time.Now})
+	d, p, err := newDeployment(e, e.Hosts, deployOptions{Now: time.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,25 +32,25 @@ func TestHoldScheduler(t *testing.T) {
 	}
 	pushes := func(u *upRun, host string) bool {
 		n := node()
-		u.hold(host, n)
+		u.hold(p)(host, n)
 		return slices.ContainsFunc(n.Files, func(f transport.File) bool { return f.Path == sched })
 	}
-	cp1, other := d.cp1.Name, ""
-	for _, h := range d.hosts {
-		if h != d.cp1 {
+	cp1, other := p.cp1.Name, ""
+	for _, h := range p.hosts {
+		if h != p.cp1 {
 			other = h.Name
 			break
 		}
 	}
 	facts := func(apiServer bool) map[string]*facts.Facts {
 		m := map[string]*facts.Facts{}
-		for _, h := range d.hosts {
+		for _, h := range p.hosts {
 			m[h.Name] = &facts.Facts{Files: map[string]bool{kubeadm.Manifest(kubeadm.APIServer): apiServer}}
 		}
 		return m
 	}
 
-	d.facts = facts(false)
+	p = p.with(func(p *plan) { p.facts = facts(false) })
 	u := &upRun{deployment: d}
 	if pushes(u, cp1) || len(u.heldScheduler) != 1 || u.heldScheduler[0].Path != sched {
 		t.Errorf("a new cluster's %s: the scheduler's manifest pushed (held: %v)", cp1, u.heldScheduler)
@@ -61,7 +61,7 @@ func TestHoldScheduler(t *testing.T) {
 	if u := (&upRun{deployment: d, o: UpOptions{DryRun: true}}); !pushes(u, cp1) || len(u.heldScheduler) != 0 {
 		t.Error("a dry run holds the scheduler's manifest")
 	}
-	d.facts = facts(true)
+	p = p.with(func(p *plan) { p.facts = facts(true) })
 	if u := (&upRun{deployment: d}); !pushes(u, cp1) || len(u.heldScheduler) != 0 {
 		t.Errorf("%s with its API server running: the scheduler's manifest held", cp1)
 	}

@@ -18,7 +18,9 @@ import (
 // render's has everything: the cluster's control-plane hosts, the artifacts and images, etcd's membership,
 // every host's files, the membership mark, which hosts join with a token. Each is a new plan (with), so
 // that no step changes what another read; a run that needs other files (a CA rotation's next stage)
-// renders a new one. The steps that read each part are listed in testdata/steps.golden.
+// renders a new one. The runner hands each step the plan as its parameter (Step.Run, Step.Plan): the
+// deployment holds none, so what a step reads of the run comes in through it; the steps that read each
+// part are listed in testdata/steps.golden.
 type plan struct {
 	// hosts are the hosts acted on, the first control-plane host (cp1) among them.
 	hosts []*inventory.Host

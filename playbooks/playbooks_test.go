@@ -40,7 +40,7 @@ func stepNames(steps []Step) []string {
 // control-plane host joins every run: the API is reached through it.
 func TestUpSteps(t *testing.T) {
 	e := testEnv(cp, cp, worker)
-	d, err := newDeployment(e, []*inventory.Host{e.Inv.Host("w1")}, deployOptions{})
+	d, p, err := newDeployment(e, []*inventory.Host{e.Inv.Host("w1")}, deployOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,14 +57,14 @@ func TestUpSteps(t *testing.T) {
 			dry = append(dry, s.Name)
 		}
 		if s.Skip != nil {
-			skip[s.Name] = s.Skip()
+			skip[s.Name] = s.Skip(p)
 		}
 	}
 	if !slices.Equal(dry, []string{"preflight", "render", "hooks-before", "push", "etcd", "control-plane", "control-plane-join", "join", "addons", "hooks-after"}) {
 		t.Errorf("dry steps %v", dry)
 	}
-	if names(d.hosts)[0] != "cp1" || len(d.hosts) != 2 {
-		t.Errorf("hosts %v", names(d.hosts))
+	if names(p.hosts)[0] != "cp1" || len(p.hosts) != 2 {
+		t.Errorf("hosts %v", names(p.hosts))
 	}
 	// add-node w1: cp2 is not part of this run, w1 is.
 	if skip["control-plane-join"] == "" || skip["join"] != "" || skip["etcd"] == "" {
@@ -76,12 +76,12 @@ func TestUpSteps(t *testing.T) {
 
 	// A single control-plane host: nothing to join.
 	e = testEnv(cp)
-	d, _ = newDeployment(e, nil, deployOptions{})
+	d, p, _ = newDeployment(e, nil, deployOptions{})
 	u = &upRun{deployment: d, res: &UpResult{}}
-	if u.noControlPlaneJoins() == "" || u.noWorkers() == "" {
+	if u.noControlPlaneJoins(p) == "" || u.noWorkers(p) == "" {
 		t.Error("a one-host cluster has other control-plane hosts or workers to join")
 	}
-	if _, err := newDeployment(testEnv(worker), nil, deployOptions{}); err == nil {
+	if _, _, err := newDeployment(testEnv(worker), nil, deployOptions{}); err == nil {
 		t.Error("an inventory without a control-plane host")
 	}
 }
@@ -98,7 +98,7 @@ func TestRotationResume(t *testing.T) {
 	steps := r.stages()
 	for i := range steps {
 		name := steps[i].Name
-		steps[i].Run = func(context.Context) error {
+		steps[i].Run = func(context.Context, *plan) error {
 			ran = append(ran, name)
 			if name == failAt {
 				return boom
@@ -107,7 +107,7 @@ func TestRotationResume(t *testing.T) {
 		}
 	}
 	rot := store.NewRotation(time.Now())
-	_, err := runSteps(context.Background(), rotationResume(nil, rot), steps)
+	_, err := runSteps(context.Background(), rotationResume(nil, rot), nil, steps)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "stage 4 (sign)") || !strings.Contains(err.Error(), "run certs rotate --ca again") {
 		t.Fatalf("error %v", err)
 	}
@@ -117,7 +117,7 @@ func TestRotationResume(t *testing.T) {
 	}
 
 	ran, failAt = nil, ""
-	timings, err := runSteps(context.Background(), rotationResume(nil, saved), steps)
+	timings, err := runSteps(context.Background(), rotationResume(nil, saved), nil, steps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,22 +35,22 @@ func Reboot(ctx context.Context, e *Env, o RebootOptions) (*RebootResult, error)
 		return nil, err
 	}
 	var err error
-	r.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, r.steps())
+	r.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, nil, r.steps())
 	return r.res, err
 }
 
 func (r *rebootRun) steps() []Step {
 	return []Step{
 		// connect; each host's boot ID, and whether it asks for a reboot
-		{Name: "connect", Run: r.connect, Dry: true},
+		{Name: "connect", Run: do(r.connect), Dry: true},
 		// every Node Ready, etcd healthy with every member: refuse before anything changes
-		{Name: "check", Run: r.check, Dry: true},
+		{Name: "check", Run: do(r.check), Dry: true},
 		// what a dry run shows: the order
-		{Name: "plan", Run: r.plan, Dry: true},
+		{Name: "plan", Run: do(r.plan), Dry: true},
 		// control-plane and etcd hosts one at a time, then workers in batches
-		{Name: "reboot", Run: r.reboot},
+		{Name: "reboot", Run: do(r.reboot)},
 		// every Node's status; the record of the reboot removed
-		{Name: "done", Run: r.done},
+		{Name: "done", Run: do(r.done)},
 	}
 }
 

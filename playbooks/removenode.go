@@ -64,7 +64,7 @@ func RemoveNode(ctx context.Context, e *Env, hostNames []string, o RemoveOptions
 			}
 			continue
 		}
-		if _, err := runSteps(ctx, runOptions{Sink: e.Sink}, r.steps()); err != nil {
+		if _, err := runSteps(ctx, runOptions{Sink: e.Sink}, nil, r.steps()); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}
 	}
@@ -87,14 +87,14 @@ type removal struct {
 func (r *removal) steps() []Step {
 	return []Step{
 		// hooks.removeNode.before on the host, when it can be reached
-		{Name: "hooks-before", Run: r.hooks("before")},
-		{Name: "cordon", Run: r.cordon},
-		{Name: "drain", Run: r.drain, Skip: r.notANode},
-		{Name: "etcd-member", Run: r.removeMember, Skip: r.notEtcdMember},
-		{Name: "delete-node", Run: r.deleteNode, Skip: r.notANode},
-		{Name: "reset", Run: r.reset},
+		{Name: "hooks-before", Run: do(r.hooks("before"))},
+		{Name: "cordon", Run: do(r.cordon)},
+		{Name: "drain", Run: do(r.drain), Skip: unless(r.notANode)},
+		{Name: "etcd-member", Run: do(r.removeMember), Skip: unless(r.notEtcdMember)},
+		{Name: "delete-node", Run: do(r.deleteNode), Skip: unless(r.notANode)},
+		{Name: "reset", Run: do(r.reset)},
 		// hooks.removeNode.after on the host, when it was reset
-		{Name: "hooks-after", Run: r.hooks("after"), Skip: r.notReset},
+		{Name: "hooks-after", Run: do(r.hooks("after")), Skip: unless(r.notReset)},
 	}
 }
 

@@ -51,7 +51,7 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 		o.Hosts = e.Hosts
 	}
 	r := &resetRun{e: e, o: o}
-	_, err := runSteps(ctx, runOptions{Sink: e.Sink}, r.steps())
+	_, err := runSteps(ctx, runOptions{Sink: e.Sink}, nil, r.steps())
 	return append(r.results, r.unreachable...), err
 }
 
@@ -60,13 +60,13 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) ([]transport.HostResult,
 func (r *resetRun) steps() []Step {
 	return []Step{
 		// every host at once; one that cannot be reached is reported, and the others are reset
-		{Name: "connect", Run: r.connect},
+		{Name: "connect", Run: do(r.connect)},
 		// the inventory's hooks.reset.before on the hosts reached
-		{Name: "hooks-before", Run: r.hooks("before", func() []string { return r.reachable }), Skip: r.noHooks},
+		{Name: "hooks-before", Run: do(r.hooks("before", func() []string { return r.reachable })), Skip: unless(r.noHooks)},
 		// each host that carries this cluster's mark (see apply.CheckMember), in parallel
-		{Name: "reset", Run: r.reset, Skip: r.noneReachable},
+		{Name: "reset", Run: do(r.reset), Skip: unless(r.noneReachable)},
 		// hooks.reset.after on the hosts reset
-		{Name: "hooks-after", Run: r.hooks("after", r.resetHosts), Skip: r.noHooks},
+		{Name: "hooks-after", Run: do(r.hooks("after", r.resetHosts)), Skip: unless(r.noHooks)},
 	}
 }
 

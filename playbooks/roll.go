@@ -32,8 +32,8 @@ import (
 
 // rollControlPlane rolls one control-plane node (cpRoll.node) and waits until its static Pods run the
 // current manifests and are Ready.
-func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inventory.Host) (bool, error) {
-	r := d.cpRoll(play, false)
+func (d *deployment) rollControlPlane(ctx context.Context, p *plan, play string, h *inventory.Host) (bool, error) {
+	r := d.cpRoll(p, play, false)
 	changed, err := r.node(ctx, h)
 	if err != nil {
 		return changed, err
@@ -60,6 +60,7 @@ func (d *deployment) rollControlPlane(ctx context.Context, play string, h *inven
 // first: a controller-manager must not be newer than its API server.
 type cpRoll struct {
 	d                      *deployment
+	p                      *plan
 	play                   string
 	controllerManagerFirst bool
 	// pushed: every file of a node but its static Pod manifests is in place already (up's push held back
@@ -69,9 +70,9 @@ type cpRoll struct {
 	pending *inventory.Host
 }
 
-func (d *deployment) cpRoll(play string, controllerManagerFirst bool) *cpRoll {
+func (d *deployment) cpRoll(p *plan, play string, controllerManagerFirst bool) *cpRoll {
 	first := controllerManagerFirst && len(d.e.Inv.ControlPlanes()) > 1
-	return &cpRoll{d: d, play: play, controllerManagerFirst: first}
+	return &cpRoll{d: d, p: p, play: play, controllerManagerFirst: first}
 }
 
 // settle waits until the static Pods of the node rolled last run the current manifests and are Ready.
@@ -79,7 +80,7 @@ func (r *cpRoll) settle(ctx context.Context) error {
 	if r.pending == nil {
 		return nil
 	}
-	if err := r.d.waitStaticPods(ctx, r.play, r.pending); err != nil {
+	if err := r.d.waitStaticPods(ctx, r.p, r.play, r.pending); err != nil {
 		return err
 	}
 	r.pending = nil
@@ -103,16 +104,16 @@ func (r *cpRoll) settle(ctx context.Context) error {
 // A node whose files were all in place already has its static Pods checked at once: a run interrupted
 // after the push resumes here, and the node must be back with its files before the next one is touched.
 func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
-	d, play := r.d, r.play
+	d, p, play := r.d, r.p, r.play
 	var rest bool
 	if !r.pushed {
 		var err error
-		if rest, err = d.pushPart(ctx, play, []string{h.Name}, 1, withoutManifests); err != nil {
+		if rest, err = d.pushPart(ctx, p, play, []string{h.Name}, 1, withoutManifests); err != nil {
 			return false, err
 		}
 	}
 	// Started when stopped, restarted when its files changed (in this run or one interrupted before).
-	restarted, err := d.kubelets(ctx, play, []string{h.Name})
+	restarted, err := d.kubelets(ctx, p, play, []string{h.Name})
 	if err != nil {
 		return true, err
 	}
@@ -125,11 +126,11 @@ func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 			return true, err
 		}
 	}
-	first, err := d.restartEtcdAlone(ctx, play, h)
+	first, err := d.restartEtcdAlone(ctx, p, play, h)
 	if err != nil {
 		return true, err
 	}
-	manifests, err := d.putManifests(ctx, play, h, r.settle)
+	manifests, err := d.putManifests(ctx, p, play, h, r.settle)
 	if err != nil {
 		return true, err
 	}
@@ -183,15 +184,15 @@ func (d *deployment) refreshKubeProxy(ctx context.Context, play string) error {
 // rollEtcd puts, with external etcd, each etcd host's files (but static Pods) and restarts its member with
 // them, one at a time, each ready before the next; a control-plane etcd host's kubelet restarts when its
 // node is rolled. Certificate rotations do it before the control-plane nodes roll.
-func (d *deployment) rollEtcd(ctx context.Context, play string) error {
-	hosts := d.etcdHosts()
+func (d *deployment) rollEtcd(ctx context.Context, p *plan, play string) error {
+	hosts := d.etcdHosts(p)
 	if len(hosts) == 0 {
 		return nil
 	}
-	if _, err := d.pushPart(ctx, play, names(hosts), 1, withoutManifests); err != nil {
+	if _, err := d.pushPart(ctx, p, play, names(hosts), 1, withoutManifests); err != nil {
 		return err
 	}
-	return d.startEtcd(ctx, play, hosts)
+	return d.startEtcd(ctx, p, play, hosts)
 }
 
 // staticPods are a control-plane node's static Pods: etcd and the control plane, or with external etcd the
@@ -213,14 +214,14 @@ func withoutManifests(_ string, n *apply.Node) { n.Files = slices.DeleteFunc(n.F
 // putControllerManager writes a node's controller-manager manifest once the previous node's new
 // controller-manager is Ready.
 func (r *cpRoll) putControllerManager(ctx context.Context, h *inventory.Host) (bool, error) {
-	d := r.d
+	d, p := r.d, r.p
 	if r.pending != nil {
-		if err := d.waitStaticPods(ctx, r.play, r.pending, kubeadm.ControllerManager); err != nil {
+		if err := d.waitStaticPods(ctx, p, r.play, r.pending, kubeadm.ControllerManager); err != nil {
 			return false, err
 		}
 	}
 	res, err := d.e.play(ctx, Play{Name: r.play, Hosts: []string{h.Name}, Run: func(ctx context.Context, name string) (bool, error) {
-		n, err := d.node(name)
+		n, err := d.node(p, name)
 		if err != nil {
 			return false, err
 		}
@@ -243,9 +244,9 @@ func (r *cpRoll) putControllerManager(ctx context.Context, h *inventory.Host) (b
 // startup probes: the leaf rotation took 203.8 s with all manifests at once, 163.6 s with the API server's
 // first). On a single control-plane node the kubelet is restarted once its new API server is ready, before
 // the other manifests: it had lost its only API server.
-func (d *deployment) putManifests(ctx context.Context, play string, h *inventory.Host, before func(context.Context) error) (bool, error) {
+func (d *deployment) putManifests(ctx context.Context, p *plan, play string, h *inventory.Host, before func(context.Context) error) (bool, error) {
 	res, err := d.e.play(ctx, Play{Name: play, Hosts: []string{h.Name}, Run: func(ctx context.Context, name string) (bool, error) {
-		n, err := d.node(name)
+		n, err := d.node(p, name)
 		if err != nil {
 			return false, err
 		}
@@ -286,7 +287,7 @@ func (d *deployment) putManifests(ctx context.Context, play string, h *inventory
 					// 3 full rotations of 7 took 91-141 s, the others 34-44 s; waiting for the API
 					// server's mirror Pod to be Ready instead only moved the wait there). Restarted
 					// now, it lists the Pods at once: 10 of 10 took 36-56 s.
-					out, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(true, d.kubeletPath), Restart: true})
+					out, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(true, p.kubeletPath), Restart: true})
 					d.record(name, out)
 					if err != nil {
 						return true, err
@@ -342,8 +343,8 @@ const kubeletPodsWait = 30 * time.Second
 // restartEtcdAlone restarts a node's etcd with its API server stopped when etcd's manifest changes (see
 // apply.RestartEtcdAlone), also on a single control-plane node: its API server stops cleanly while etcd
 // still answers. It reports whether it did.
-func (d *deployment) restartEtcdAlone(ctx context.Context, play string, h *inventory.Host) (bool, error) {
-	n, err := d.node(h.Name)
+func (d *deployment) restartEtcdAlone(ctx context.Context, p *plan, play string, h *inventory.Host) (bool, error) {
+	n, err := d.node(p, h.Name)
 	if err != nil {
 		return false, err
 	}
@@ -358,12 +359,12 @@ func (d *deployment) restartEtcdAlone(ctx context.Context, play string, h *inven
 // waitStaticPods waits until the node's etcd and control-plane mirror Pods (or only the components named)
 // carry their manifests' current certificate digests and are Ready. API errors while an API server
 // restarts are retried.
-func (d *deployment) waitStaticPods(ctx context.Context, play string, h *inventory.Host, components ...string) error {
+func (d *deployment) waitStaticPods(ctx context.Context, p *plan, play string, h *inventory.Host, components ...string) error {
 	if len(components) == 0 {
 		components = d.staticPods()
 	}
 	var files []transport.File
-	for _, hf := range d.rendered.Hosts {
+	for _, hf := range p.rendered.Hosts {
 		if hf.Host == h.Name {
 			files = append(files, hf.Files...)
 		}
@@ -512,10 +513,10 @@ func (d *deployment) renewServing(ctx context.Context, play string, hosts []stri
 // serving CA did not sign (one the cluster CA signed, on a cluster made before that CA) request a new one:
 // the API server verifies kubelets with that CA alone, so until then it cannot reach them (logs, exec).
 // A node without one yet is left to ready's wait.
-func (u *upRun) servingFromServingCA(ctx context.Context) error {
+func (u *upRun) servingFromServingCA(ctx context.Context, p *plan) error {
 	var running []string
-	for _, h := range u.nodes() {
-		if f := u.facts[h.Name]; f != nil && f.Files[kubeadm.KubeletKubeconfig] {
+	for _, h := range p.nodes() {
+		if f := p.facts[h.Name]; f != nil && f.Files[kubeadm.KubeletKubeconfig] {
 			running = append(running, h.Name)
 		}
 	}

@@ -64,16 +64,16 @@ func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, e
 		defer func() { _ = os.RemoveAll(dir) }()
 		dopts.PKIDir = dir
 	}
-	d, err := newDeployment(e, clusterHosts(ctx, e), dopts)
+	d, p, err := newDeployment(e, clusterHosts(ctx, e), dopts)
 	if err != nil {
 		return nil, err
 	}
 	res := &RotateResult{Renewed: []string{}, Serving: []string{}}
 	if o.DryRun {
-		return res, rotatePlan(ctx, d, o, res)
+		return res, rotatePlan(ctx, p, d, o, res)
 	}
 	r := &rotation{deployment: d, o: o, res: res}
-	_, err = runSteps(ctx, runOptions{Sink: e.Sink}, r.steps())
+	_, err = runSteps(ctx, runOptions{Sink: e.Sink}, p, r.steps())
 	return res, err
 }
 
@@ -88,36 +88,37 @@ type rotation struct {
 
 func (r *rotation) steps() []Step {
 	return []Step{
-		{Name: "preflight", Run: r.preflightStep},
-		{Name: "render", Run: r.renderStep},
+		{Name: "preflight", Plan: r.preflightStep},
+		{Name: "render", Plan: r.renderStep},
 		{Name: "rotate", Run: r.rotate},
 		// Kubelet serving certificates are the controller-manager's to sign: the kubelets request them anew.
-		{Name: "serving", Skip: r.noServing, Run: r.serving},
+		{Name: "serving", Skip: unless(r.noServing), Run: r.serving},
 	}
 }
 
-func (r *rotation) preflightStep(ctx context.Context) error {
-	_, err := r.preflight(ctx, PreflightOptions{})
-	return err
+func (r *rotation) preflightStep(ctx context.Context, p *plan) (*plan, error) {
+	_, p, err := r.preflight(ctx, p, PreflightOptions{})
+	return p, err
 }
 
 // renderStep renews the certificates in the state directory and renders every host's files with them.
-func (r *rotation) renderStep(ctx context.Context) error {
-	if err := r.render(ctx); err != nil {
-		return err
+func (r *rotation) renderStep(ctx context.Context, p *plan) (*plan, error) {
+	p, err := r.render(ctx, p)
+	if err != nil {
+		return nil, err
 	}
-	for _, ch := range r.rendered.Changes {
+	for _, ch := range p.rendered.Changes {
 		r.res.Renewed = append(r.res.Renewed, ch.What)
 	}
-	return r.prepare()
+	return p, r.prepare(p)
 }
 
 // rotate rolls the external etcd members, then each control-plane node, one at a time.
-func (r *rotation) rotate(ctx context.Context) error {
-	if err := r.rollEtcd(ctx, "rotate"); err != nil {
+func (r *rotation) rotate(ctx context.Context, p *plan) error {
+	if err := r.rollEtcd(ctx, p, "rotate"); err != nil {
 		return err
 	}
-	roll := r.cpRoll("rotate", true)
+	roll := r.cpRoll(p, "rotate", true)
 	for _, h := range r.e.Inv.ControlPlanes() {
 		start := time.Now()
 		changed, err := roll.node(ctx, h)
@@ -139,37 +140,38 @@ func (r *rotation) noServing() string {
 }
 
 // serving has the kubelets request new serving certificates, those issued before the rotation's freshness.
-func (r *rotation) serving(ctx context.Context) error {
+func (r *rotation) serving(ctx context.Context, p *plan) error {
 	before := r.o.Now().Add(-r.o.Fresh)
-	serving, err := r.renewServing(ctx, "rotate", names(r.nodes()), func(c *x509.Certificate) bool { return c == nil || c.NotBefore.Before(before) })
+	serving, err := r.renewServing(ctx, "rotate", names(p.nodes()), func(c *x509.Certificate) bool { return c == nil || c.NotBefore.Before(before) })
 	r.res.Serving = append(r.res.Serving, serving...)
 	return err
 }
 
 // rotatePlan is a dry run's rotation: preflight, the renewal made on the copy, each host's files compared
 // with what it has.
-func rotatePlan(ctx context.Context, d *deployment, o RotateOptions, res *RotateResult) error {
-	if _, err := d.preflight(ctx, PreflightOptions{}); err != nil {
+func rotatePlan(ctx context.Context, p *plan, d *deployment, o RotateOptions, res *RotateResult) error {
+	_, p, err := d.preflight(ctx, p, PreflightOptions{})
+	if err != nil {
 		return err
 	}
-	if err := d.render(ctx); err != nil {
+	if p, err = d.render(ctx, p); err != nil {
 		return err
 	}
-	for _, ch := range d.rendered.Changes {
+	for _, ch := range p.rendered.Changes {
 		res.Renewed = append(res.Renewed, ch.What)
 	}
-	if err := d.prepare(); err != nil {
+	if err := d.prepare(p); err != nil {
 		return err
 	}
-	if _, err := d.push(ctx, "plan", names(d.hosts), d.e.Forks); err != nil {
+	if _, err := d.push(ctx, p, "plan", names(p.hosts), d.e.Forks); err != nil {
 		return err
 	}
 	if len(o.Only) == 0 || slices.Contains(o.Only, ServingName) {
-		for _, h := range d.nodes() {
+		for _, h := range p.nodes() {
 			d.record(h.Name, apply.Outcome{Actions: []string{fmt.Sprintf("kubelet serving certificate requested anew if issued before %s", o.Now().Add(-o.Fresh).UTC().Format(time.RFC3339))}})
 		}
 	}
-	res.Plan = d.hostPlans()
+	res.Plan = d.hostPlans(p)
 	return nil
 }
 

@@ -9,15 +9,35 @@ import (
 )
 
 // Step is one phase of a playbook: a name, what it does, and when it runs. Playbooks are lists of steps,
-// run in order by run.
+// run in order by runSteps, each given the run's plan: what a step reads of the run comes in as its
+// parameter, never from a field another step set.
 type Step struct {
 	Name string
-	Run  func(ctx context.Context) error
+	// Run does the step's work from the plan (nil for the playbooks that have none: see do).
+	Run func(ctx context.Context, p *plan) error
+	// Plan, in place of Run, makes the plan the steps after it take (preflight adds the hosts' facts,
+	// render everything else); the plan it was given is left as it was.
+	Plan func(ctx context.Context, p *plan) (*plan, error)
 	// Skip, when set, says why the step does not run this time ("" runs it): a dry run, nothing to do.
-	Skip func() string
+	Skip func(p *plan) string
 	// Dry steps run in a dry run too: they record what they would change instead of changing it (see
 	// deployment.record). The others are skipped in a dry run.
 	Dry bool
+	// Until names the later step by which the work this step leaves under way in the background has
+	// ended (that step waits for it; a failure of it stops the run at the next step): up's push to the
+	// hosts the control plane does not start with, the early pod network.
+	Until string
+}
+
+// do is the Run of a step of a playbook that works without a plan (reset, reboot, remove-node, etcd
+// restore).
+func do(run func(ctx context.Context) error) func(context.Context, *plan) error {
+	return func(ctx context.Context, _ *plan) error { return run(ctx) }
+}
+
+// unless is the Skip of a step of a playbook that works without a plan.
+func unless(skip func() string) func(*plan) string {
+	return func(*plan) string { return skip() }
 }
 
 // runOptions shape one run of a list of steps.
@@ -41,10 +61,14 @@ type stepJournal interface {
 	MarkDone(step string, names ...string) error
 }
 
-// runSteps runs steps in order, each announced (phase_start, phase_done with its duration or error) and
-// timed, the context checked between them; it stops at the first error. The timings of the steps that ran
-// are returned, also on error.
-func runSteps(ctx context.Context, o runOptions, steps []Step) ([]PhaseTiming, error) {
+// runSteps runs steps in order from the plan p, each announced (phase_start, phase_done with its duration
+// or error) and timed, the context checked between them; it stops at the first error. Each step takes the
+// plan the last plan-making step before it returned (p before any). The timings of the steps that ran are
+// returned, also on error.
+func runSteps(ctx context.Context, o runOptions, p *plan, steps []Step) ([]PhaseTiming, error) {
+	if err := checkSteps(steps); err != nil {
+		return nil, err
+	}
 	timings := []PhaseTiming{}
 	for i, s := range steps {
 		if err := ctx.Err(); err != nil {
@@ -57,38 +81,66 @@ func runSteps(ctx context.Context, o runOptions, steps []Step) ([]PhaseTiming, e
 		case o.Journal != nil && o.Journal.IsDone(s.Name):
 			why = "done by the run that was interrupted"
 		case s.Skip != nil:
-			why = s.Skip()
+			why = s.Skip(p)
 		}
 		if why != "" {
 			emit(o.Sink, transport.Event{Type: transport.EventMessage, Play: s.Name, Message: "skipped: " + why})
 			continue
 		}
-		err := runStep(ctx, o, i, s, &timings)
+		next, err := runStep(ctx, o, i, s, p, &timings)
 		if err != nil {
 			if o.Wrap != nil {
 				err = o.Wrap(i, err)
 			}
 			return timings, err
 		}
+		p = next
 	}
 	return timings, nil
 }
 
-// runStep runs one step of runSteps, recorded in the journal around it, its timing added to timings.
-func runStep(ctx context.Context, o runOptions, i int, s Step, timings *[]PhaseTiming) error {
+// checkSteps refuses a list of steps the runner cannot run as written: a step with no work or two, a name
+// twice, a background part said to end by a step that does not come after it.
+func checkSteps(steps []Step) error {
+	seen := map[string]int{}
+	for i, s := range steps {
+		if (s.Run == nil) == (s.Plan == nil) {
+			return fmt.Errorf("step %s: exactly one of Run and Plan is set", s.Name)
+		}
+		if _, ok := seen[s.Name]; ok {
+			return fmt.Errorf("step %s: two steps of that name", s.Name)
+		}
+		seen[s.Name] = i
+	}
+	for i, s := range steps {
+		if j, ok := seen[s.Until]; s.Until != "" && (!ok || j <= i) {
+			return fmt.Errorf("step %s: its background part ends by %s, which is not a step after it", s.Name, s.Until)
+		}
+	}
+	return nil
+}
+
+// runStep runs one step of runSteps from the plan p, recorded in the journal around it, its timing added
+// to timings; it returns the plan the next step takes.
+func runStep(ctx context.Context, o runOptions, i int, s Step, p *plan, timings *[]PhaseTiming) (*plan, error) {
 	if o.Before != nil {
 		if err := o.Before(i); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if o.Journal != nil {
 		if err := o.Journal.Begin(s.Name); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	start := time.Now()
 	emit(o.Sink, transport.Event{Type: transport.EventPhaseStart, Play: s.Name})
-	err := s.Run(ctx)
+	next, err := p, error(nil)
+	if s.Plan != nil {
+		next, err = s.Plan(ctx, p)
+	} else {
+		err = s.Run(ctx, p)
+	}
 	d := time.Since(start)
 	*timings = append(*timings, PhaseTiming{Name: s.Name, DurationMS: d.Milliseconds()})
 	done := transport.Event{Type: transport.EventPhaseDone, Play: s.Name, DurationMS: d.Milliseconds()}
@@ -99,7 +151,7 @@ func runStep(ctx context.Context, o runOptions, i int, s Step, timings *[]PhaseT
 	if err == nil && o.Journal != nil {
 		err = o.Journal.MarkDone(s.Name)
 	}
-	return err
+	return next, err
 }
 
 func emit(sink transport.Sink, e transport.Event) {

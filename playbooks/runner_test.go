@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,10 +45,10 @@ func (l *eventLog) lines() []string {
 func TestRunStepsOrderSkipResume(t *testing.T) {
 	var ran []string
 	step := func(name string) Step {
-		return Step{Name: name, Run: func(context.Context) error { ran = append(ran, name); return nil }}
+		return Step{Name: name, Run: func(context.Context, *plan) error { ran = append(ran, name); return nil }}
 	}
 	nothing := step("c")
-	nothing.Skip = func() string { return "nothing to join" }
+	nothing.Skip = func(*plan) string { return "nothing to join" }
 	dry := step("b")
 	dry.Dry = true
 	steps := []Step{step("a"), dry, nothing, step("d")}
@@ -60,7 +61,7 @@ func TestRunStepsOrderSkipResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	timings, err := runSteps(context.Background(), runOptions{Sink: log, Journal: j,
-		Before: func(i int) error { before = append(before, i); return nil }}, steps)
+		Before: func(i int) error { before = append(before, i); return nil }}, nil, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestRunStepsOrderSkipResume(t *testing.T) {
 
 	// A dry run runs the dry steps only.
 	ran = nil
-	if _, err := runSteps(context.Background(), runOptions{DryRun: true}, steps); err != nil {
+	if _, err := runSteps(context.Background(), runOptions{DryRun: true}, nil, steps); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(ran, []string{"b"}) {
@@ -93,14 +94,14 @@ func TestRunStepsStopsAtFailureAndCancel(t *testing.T) {
 	boom := errors.New("boom")
 	ctx, cancel := context.WithCancel(context.Background())
 	steps := []Step{
-		{Name: "a", Run: func(context.Context) error { ran = append(ran, "a"); return nil }},
-		{Name: "b", Run: func(context.Context) error { ran = append(ran, "b"); return boom }},
-		{Name: "c", Run: func(context.Context) error { ran = append(ran, "c"); return nil }},
+		{Name: "a", Run: func(context.Context, *plan) error { ran = append(ran, "a"); return nil }},
+		{Name: "b", Run: func(context.Context, *plan) error { ran = append(ran, "b"); return boom }},
+		{Name: "c", Run: func(context.Context, *plan) error { ran = append(ran, "c"); return nil }},
 	}
 	log := &eventLog{}
 	j := statedir.NewJournal[struct{}](filepath.Join(t.TempDir(), "x.json"), "x", "", time.Now())
 	timings, err := runSteps(ctx, runOptions{Sink: log, Journal: j,
-		Wrap: func(i int, err error) error { return fmt.Errorf("step %d: %w", i, err) }}, steps)
+		Wrap: func(i int, err error) error { return fmt.Errorf("step %d: %w", i, err) }}, nil, steps)
 	if !errors.Is(err, boom) || err.Error() != "step 1: boom" {
 		t.Errorf("error %v", err)
 	}
@@ -113,8 +114,62 @@ func TestRunStepsStopsAtFailureAndCancel(t *testing.T) {
 
 	// A cancelled context ends the run between steps.
 	ran = nil
-	steps[0].Run = func(context.Context) error { ran = append(ran, "a"); cancel(); return nil }
-	if _, err := runSteps(ctx, runOptions{}, steps); !errors.Is(err, context.Canceled) || !slices.Equal(ran, []string{"a"}) {
+	steps[0].Run = func(context.Context, *plan) error { ran = append(ran, "a"); cancel(); return nil }
+	if _, err := runSteps(ctx, runOptions{}, nil, steps); !errors.Is(err, context.Canceled) || !slices.Equal(ran, []string{"a"}) {
 		t.Errorf("after cancel: %v, ran %v", err, ran)
+	}
+}
+
+// Each step takes the plan the last plan-making step before it returned; a plan-making step leaves the plan
+// it was given as it was; a dry run's skipped plan-making step passes the plan on unchanged.
+func TestRunStepsThreadsThePlan(t *testing.T) {
+	first := &plan{member: "first"}
+	seen := map[string]string{}
+	look := func(name string) Step {
+		return Step{Name: name, Run: func(_ context.Context, p *plan) error { seen[name] = p.member; return nil }}
+	}
+	steps := []Step{
+		look("a"),
+		{Name: "make", Plan: func(_ context.Context, p *plan) (*plan, error) {
+			return p.with(func(p *plan) { p.member = "made" }), nil
+		}},
+		look("b"),
+		{Name: "remake", Skip: func(p *plan) string { seen["skip"] = p.member; return "" }, Plan: func(_ context.Context, p *plan) (*plan, error) {
+			return p.with(func(p *plan) { p.member += " again" }), nil
+		}},
+		look("c"),
+	}
+	if _, err := runSteps(context.Background(), runOptions{}, first, steps); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "first", "b": "made", "skip": "made", "c": "made again"}
+	if !maps.Equal(seen, want) || first.member != "first" {
+		t.Errorf("seen %v (want %v), the first plan %q", seen, want, first.member)
+	}
+}
+
+// The runner refuses steps it cannot run as written, before running any.
+func TestCheckSteps(t *testing.T) {
+	run := func(context.Context, *plan) error { return nil }
+	mk := func(_ context.Context, p *plan) (*plan, error) { return p, nil }
+	for _, c := range []struct {
+		steps []Step
+		err   string
+	}{
+		{[]Step{{Name: "a"}}, "step a: exactly one of Run and Plan is set"},
+		{[]Step{{Name: "a", Run: run, Plan: mk}}, "step a: exactly one of Run and Plan is set"},
+		{[]Step{{Name: "a", Run: run}, {Name: "a", Run: run}}, "step a: two steps of that name"},
+		{[]Step{{Name: "a", Run: run, Until: "b"}}, "step a: its background part ends by b, which is not a step after it"},
+		{[]Step{{Name: "b", Run: run}, {Name: "a", Run: run, Until: "b"}}, "step a: its background part ends by b, which is not a step after it"},
+		{[]Step{{Name: "a", Run: run, Until: "b"}, {Name: "b", Plan: mk}}, ""},
+	} {
+		err := checkSteps(c.steps)
+		if got := fmt.Sprint(err); c.err == "" && err != nil || c.err != "" && got != c.err {
+			t.Errorf("%s: %v", stepNames(c.steps), err)
+		}
+	}
+	ran := false
+	if _, err := runSteps(context.Background(), runOptions{}, nil, []Step{{Name: "a", Run: func(context.Context, *plan) error { ran = true; return nil }}, {Name: "b"}}); err == nil || ran {
+		t.Errorf("a list with a step of no work ran (%v, %v)", ran, err)
 	}
 }

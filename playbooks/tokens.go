@@ -23,7 +23,7 @@ const tokensFile = "bootstrap-tokens.json"
 // loadTokens gives each joining host a bootstrap token of its own: an interrupted run's while it has time
 // left, or a new one. They are kept in the state directory (0600) so that a re-run joins with the same
 // tokens, and the approver knows which host each was issued to.
-func (d *deployment) loadTokens() error {
+func (d *deployment) loadTokens(p *plan) error {
 	file := filepath.Join(d.e.StateDir, tokensFile)
 	// The one token of every host that earlier versions kept.
 	if err := os.Remove(filepath.Join(d.e.StateDir, "bootstrap-token")); err != nil && !os.IsNotExist(err) {
@@ -36,7 +36,7 @@ func (d *deployment) loadTokens() error {
 		}
 	}
 	d.tokens = map[string]bootstrap.Token{}
-	for name := range d.joining {
+	for name := range p.joining {
 		if t, ok := kept[name]; ok && t.Expires.Sub(d.o.Now()) > d.o.TokenTTL/2 {
 			d.tokens[name] = t
 			continue

@@ -21,7 +21,7 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 	orDefault(&o.APITimeout, defaultWait)
 	orDefault(&o.NodeTimeout, defaultWait)
 	orDefault(&o.TokenTTL, time.Hour)
-	d, err := newDeployment(e, e.Hosts, deployOptions{Now: o.Now, DryRun: o.DryRun, TokenTTL: o.TokenTTL, Timeout: o.APITimeout})
+	d, p, err := newDeployment(e, e.Hosts, deployOptions{Now: o.Now, DryRun: o.DryRun, TokenTTL: o.TokenTTL, Timeout: o.APITimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -33,10 +33,10 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 			}
 		}
 		if o.DryRun {
-			u.res.Plan = u.hostPlans()
+			u.res.Plan = u.hostPlans(p)
 		}
 	}()
-	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun, Before: func(int) error { return u.laterFailed() }}, u.steps())
+	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun, Before: func(int) error { return u.laterFailed() }}, p, u.steps())
 	if eerr := u.earlyEnded(err != nil); err == nil {
 		err = eerr
 	}
@@ -51,25 +51,26 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 	return u.res, err
 }
 
-func (u *upRun) preflightStep(ctx context.Context) error {
-	report, err := u.preflight(ctx, u.o.Preflight)
+func (u *upRun) preflightStep(ctx context.Context, p *plan) (*plan, error) {
+	report, p, err := u.preflight(ctx, p, u.o.Preflight)
 	u.res.Preflight = report
-	return err
+	return p, err
 }
 
-func (u *upRun) renderStep(ctx context.Context) error {
-	if err := u.sameVersion(ctx); err != nil {
-		return err
+func (u *upRun) renderStep(ctx context.Context, p *plan) (*plan, error) {
+	if err := u.sameVersion(ctx, p); err != nil {
+		return nil, err
 	}
-	if err := u.render(ctx); err != nil {
-		return err
+	p, err := u.render(ctx, p)
+	if err != nil {
+		return nil, err
 	}
-	u.res.Endpoint = u.rendered.Endpoint
+	u.res.Endpoint = p.rendered.Endpoint
 	u.res.AdminKubeconfig = u.e.adminKubeconfig()
 	if abs, err := filepath.Abs(u.res.AdminKubeconfig); err == nil {
 		u.res.AdminKubeconfig = abs
 	}
-	return u.prepare()
+	return p, u.prepare(p)
 }
 
 // pushStep puts every host's files and applies them. Control-plane plays stop at the first failure; workers
@@ -82,20 +83,20 @@ func (u *upRun) renderStep(ctx context.Context) error {
 // first control-plane node's push took ~10 s alone and ~19 s beside the workers', and its API server came
 // only after the last push ended. A new cluster's first control-plane node gets its scheduler's manifest
 // once its API server is ready (holdScheduler). A dry run pushes all hosts in one play.
-func (u *upRun) pushStep(ctx context.Context) error {
-	first, rest := u.pushOrder()
+func (u *upRun) pushStep(ctx context.Context, p *plan) error {
+	first, rest := u.pushOrder(p)
 	if u.o.DryRun || len(first) == 0 || len(rest) == 0 {
-		_, err := u.pushPart(ctx, "push", names(u.hosts), u.e.Forks, u.hold)
+		_, err := u.pushPart(ctx, p, "push", names(p.hosts), u.e.Forks, u.hold(p))
 		return err
 	}
-	if _, err := u.pushPart(ctx, "push", names(first), u.e.Forks, u.hold); err != nil {
+	if _, err := u.pushPart(ctx, p, "push", names(first), u.e.Forks, u.hold(p)); err != nil {
 		return err
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	u.later = &laterPush{hosts: names(rest), done: make(chan error, 1), cancel: cancel}
 	u.e.say("push", "", "pushing %d more hosts beside the control plane's start: %s", len(rest), strings.Join(u.later.hosts, ", "))
 	go func(l *laterPush) {
-		_, err := u.pushPart(lctx, "push", l.hosts, u.e.Forks, u.hold)
+		_, err := u.pushPart(lctx, p, "push", l.hosts, u.e.Forks, u.hold(p))
 		l.done <- err
 	}(u.later)
 	return nil
@@ -103,10 +104,10 @@ func (u *upRun) pushStep(ctx context.Context) error {
 
 // pushOrder splits the run's hosts into those the control plane starts with (the first control-plane node
 // and external etcd hosts, when they are in the run) and the rest.
-func (u *upRun) pushOrder() (first, rest []*inventory.Host) {
-	etcd := u.etcdHosts()
-	for _, h := range u.hosts {
-		if h == u.cp1 || slices.Contains(etcd, h) {
+func (u *upRun) pushOrder(p *plan) (first, rest []*inventory.Host) {
+	etcd := u.etcdHosts(p)
+	for _, h := range p.hosts {
+		if h == p.cp1 || slices.Contains(etcd, h) {
 			first = append(first, h)
 		} else {
 			rest = append(rest, h)
@@ -115,37 +116,39 @@ func (u *upRun) pushOrder() (first, rest []*inventory.Host) {
 	return first, rest
 }
 
-func (u *upRun) etcdStep(ctx context.Context) error { return u.startEtcd(ctx, "etcd", u.etcdHosts()) }
+func (u *upRun) etcdStep(ctx context.Context, p *plan) error {
+	return u.startEtcd(ctx, p, "etcd", u.etcdHosts(p))
+}
 
-func (u *upRun) noEtcdHosts() string {
+func (u *upRun) noEtcdHosts(p *plan) string {
 	switch {
 	case !u.e.Inv.ExternalEtcd():
 		return "etcd is stacked: each control-plane node's kubelet runs its member"
-	case len(u.etcdHosts()) == 0:
+	case len(u.etcdHosts(p)) == 0:
 		return "no etcd host in this run"
 	}
 	return ""
 }
 
-func (u *upRun) startControlPlane(ctx context.Context) error {
-	return u.startKubelet(ctx, "control-plane", []string{u.cp1.Name})
+func (u *upRun) startControlPlane(ctx context.Context, p *plan) error {
+	return u.startKubelet(ctx, p, "control-plane", []string{p.cp1.Name})
 }
 
 // join starts the workers' kubelets, which TLS-bootstrap with the token; clusterctl approves their client
 // certificates (see csr.CheckClient), the controller-manager signs them.
-func (u *upRun) join(ctx context.Context) error {
-	u.startEarlyNetwork(ctx)
+func (u *upRun) join(ctx context.Context, p *plan) error {
+	u.startEarlyNetwork(ctx, p)
 	if err := u.pushed(ctx); err != nil {
 		return err
 	}
 	if err := u.waitSigner(ctx); err != nil {
 		return err
 	}
-	return u.startKubelet(ctx, "join", names(u.workers()))
+	return u.startKubelet(ctx, p, "join", names(p.workers()))
 }
 
-func (u *upRun) noWorkers() string {
-	if len(u.workers()) == 0 {
+func (u *upRun) noWorkers(p *plan) string {
+	if len(p.workers()) == 0 {
 		return "no worker in this run"
 	}
 	return ""
@@ -155,13 +158,14 @@ func (u *upRun) noWorkers() string {
 func (u *upRun) steps() []Step {
 	return []Step{
 		// connect, gather facts, kubeadm's checks per role and across hosts
-		{Name: "preflight", Run: u.preflightStep, Dry: true},
+		{Name: "preflight", Plan: u.preflightStep, Dry: true},
 		// PKI, kubeconfigs, static Pods, kubelet and runtime configuration, made locally
-		{Name: "render", Run: u.renderStep, Dry: true},
+		{Name: "render", Plan: u.renderStep, Dry: true},
 		// the inventory's hooks before anything is pushed (hooks.up.before, or addNode.before)
-		{Name: "hooks-before", Run: u.hooksStep("before"), Dry: true},
+		{Name: "hooks-before", Run: do(u.hooksStep("before")), Dry: true},
 		// every host's files, binaries and images (air-gapped), the runtime configured
-		{Name: "push", Run: u.pushStep, Dry: true},
+		// (the hosts the control plane does not start with go on in the background until the workers join)
+		{Name: "push", Run: u.pushStep, Dry: true, Until: "join"},
 		// external etcd: each etcd host's member started (a changed one restarted, one at a time), until
 		// every member is healthy
 		{Name: "etcd", Run: u.etcdStep, Skip: u.noEtcdHosts, Dry: true},
@@ -174,18 +178,19 @@ func (u *upRun) steps() []Step {
 		// the other control-plane nodes one at a time: etcd learner, static Pods, promotion
 		{Name: "control-plane-join", Run: u.joinControlPlanes, Skip: u.noControlPlaneJoins, Dry: true},
 		// workers' kubelets start and TLS-bootstrap with the token
-		{Name: "join", Run: u.join, Skip: u.noWorkers, Dry: true},
+		// (the pod network of the nodes with a range is set up beside it, in the background)
+		{Name: "join", Run: u.join, Skip: u.noWorkers, Dry: true, Until: "network"},
 		// pod network: the bridge plugin with each node's range and routes, or the user's CNI
 		{Name: "network", Run: u.network},
 		// serving certificates approved (after checks), all Nodes Ready, addons available, token deleted
 		{Name: "ready", Run: u.ready},
 		// objects of the encrypted resources written before (in clear, or under an older key) stored again
 		// under the write key
-		{Name: "encryption", Run: u.encryption},
+		{Name: "encryption", Run: do(u.encryption)},
 		// the inventory's add-ons: Helm charts and manifests installed, upgraded or uninstalled
 		{Name: "addons", Run: u.addons, Skip: u.noAddons, Dry: true},
 		// the inventory's hooks once the nodes are Ready
-		{Name: "hooks-after", Run: u.hooksStep("after"), Dry: true},
+		{Name: "hooks-after", Run: do(u.hooksStep("after")), Dry: true},
 	}
 }
 
@@ -213,8 +218,8 @@ func (u *upRun) hooksStep(when string) func(context.Context) error {
 // sameVersion refuses to change the version of a running cluster: up would replace every node's binaries
 // and static Pods at once, where upgrade moves it node by node after its checks. A cluster whose API does
 // not answer (not up yet, an interrupted first run) is not asked.
-func (u *upRun) sameVersion(ctx context.Context) error {
-	f := u.facts[u.cp1.Name]
+func (u *upRun) sameVersion(ctx context.Context, p *plan) error {
+	f := p.facts[p.cp1.Name]
 	if f == nil || !f.ListensOn(u.e.Inv.Cluster.APIServer.BindPort) {
 		return nil
 	}

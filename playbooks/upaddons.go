@@ -12,8 +12,8 @@ import (
 // installed, what changed upgraded, the rest left alone, and the add-ons clusterctl installed that left
 // the inventory uninstalled. The pod network add-on is the network step's. A dry run shows each change
 // with the diff of its values.
-func (u *upRun) addons(ctx context.Context) error {
-	return u.applyAddons(ctx, "addons", addonsStepPicks(u.o.DryRun))
+func (u *upRun) addons(ctx context.Context, p *plan) error {
+	return u.applyAddons(ctx, p, "addons", addonsStepPicks(u.o.DryRun))
 }
 
 // addonsStepPicks chooses the add-ons of the addons step: all but the pod network, which is the network
@@ -25,9 +25,9 @@ func addonsStepPicks(dryRun bool) func(*inventory.Addon) bool {
 // networkStepPicks chooses the network step's add-on: the pod network.
 func networkStepPicks(a *inventory.Addon) bool { return a.Network }
 
-func (u *upRun) noAddons() string {
+func (u *upRun) noAddons(p *plan) string {
 	// add-ons installed earlier and taken out of the inventory are uninstalled: a running cluster is asked
-	if len(u.e.Inv.Cluster.Addons) == 0 && !u.running(u.cp1) {
+	if len(u.e.Inv.Cluster.Addons) == 0 && !u.running(p, p.cp1) {
 		return "no add-ons in the inventory (cluster.addons)"
 	}
 	return ""
@@ -35,14 +35,14 @@ func (u *upRun) noAddons() string {
 
 // networkAddon installs the pod network add-on (network: true, with cni.plugin: none) in the network
 // step, before anything waits for Nodes to be Ready.
-func (u *upRun) networkAddon(ctx context.Context) error {
-	return u.applyAddons(ctx, "network", networkStepPicks)
+func (u *upRun) networkAddon(ctx context.Context, p *plan) error {
+	return u.applyAddons(ctx, p, "network", networkStepPicks)
 }
 
 // applyAddons plans every add-on (so that none of those pick leaves out is taken for removed) and carries
 // out the changes of those pick chooses; uninstalls only in the addons step.
-func (u *upRun) applyAddons(ctx context.Context, step string, pick func(*inventory.Addon) bool) error {
-	desired, err := charts.Desire(u.e.Inv, u.artDir, u.manifest, nil)
+func (u *upRun) applyAddons(ctx context.Context, p *plan, step string, pick func(*inventory.Addon) bool) error {
+	desired, err := charts.Desire(u.e.Inv, p.artDir, p.manifest, nil)
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func (u *upRun) applyAddons(ctx context.Context, step string, pick func(*invento
 	c := charts.NewClient(admin)
 	changes, err := c.Plan(ctx, desired)
 	if err != nil {
-		if u.o.DryRun && !u.running(u.cp1) {
+		if u.o.DryRun && !u.running(p, p.cp1) {
 			u.sayWouldInstall(step, desired, pick)
 			return nil
 		}

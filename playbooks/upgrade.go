@@ -56,7 +56,7 @@ func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, err
 	if limit {
 		hosts = e.Hosts
 	}
-	d, err := newDeployment(e, hosts, deployOptions{Now: o.Now, DryRun: o.DryRun, Timeout: o.Timeout, Renew: renew})
+	d, p, err := newDeployment(e, hosts, deployOptions{Now: o.Now, DryRun: o.DryRun, Timeout: o.Timeout, Renew: renew})
 	if err != nil {
 		return nil, err
 	}
@@ -68,35 +68,35 @@ func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, err
 	}
 	defer func() {
 		if o.DryRun {
-			u.res.Plan = u.hostPlans()
+			u.res.Plan = u.hostPlans(p)
 		}
 	}()
 	steps := u.steps()
 	if o.Rollback {
 		steps = u.rollbackSteps()
 	}
-	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, steps)
+	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, p, steps)
 	return u.res, err
 }
 
 func (u *upgradeRun) steps() []Step {
 	return []Step{
 		// connect, gather facts, preflight checks for the target version
-		{Name: "preflight", Run: func(ctx context.Context) error {
-			report, err := u.preflight(ctx, u.o.Preflight)
+		{Name: "preflight", Plan: func(ctx context.Context, p *plan) (*plan, error) {
+			report, p, err := u.preflight(ctx, p, u.o.Preflight)
 			u.res.Preflight = report
-			return err
+			return p, err
 		}, Dry: true},
 		// the target's files made locally (certificates renewed), its artifacts verified (pulled into the
 		// cache when cluster.artifacts is not set); nothing changes on hosts
-		{Name: "render", Run: u.renderStep, Dry: true},
+		{Name: "render", Plan: u.renderStep, Dry: true},
 		// a killed upgrade: the control-plane node it was changing is brought back first (its API server
 		// may be the one stopped while its etcd restarted)
 		{Name: "resume", Run: u.resume, Skip: u.nothingToResume},
 		// versions, Nodes Ready, etcd quorum, skew: refuse before anything changes
 		{Name: "check", Run: u.check, Dry: true},
 		// what a dry run shows: every host's files and actions, in the order they would run
-		{Name: "plan", Run: u.planStep, Dry: true, Skip: func() string {
+		{Name: "plan", Run: u.planStep, Dry: true, Skip: func(*plan) string {
 			if !u.o.DryRun {
 				return "not a dry run"
 			}
@@ -104,16 +104,16 @@ func (u *upgradeRun) steps() []Step {
 		}},
 		// an etcd snapshot streamed to the state directory before the first change, as kubeadm takes one
 		// before it upgrades a control-plane node
-		{Name: "backup", Run: u.backup, Skip: u.noBackup},
+		{Name: "backup", Run: do(u.backup), Skip: unless(u.noBackup)},
 		// the target's images imported on every host first, so that no Pod waits for one
 		{Name: "images", Run: u.importImages},
 		// external etcd: every member's binary and unit, members restarted one at a time, each ready before
 		// the next
-		{Name: "etcd", Run: u.etcd, Skip: u.noEtcdHosts},
+		{Name: "etcd", Run: u.etcd, Skip: unless(u.noEtcdHosts)},
 		// control-plane nodes one at a time: etcd, API server, controller-manager, scheduler
-		{Name: "control-plane", Run: u.controlPlanes, Skip: u.limited},
+		{Name: "control-plane", Run: u.controlPlanes, Skip: unless(u.limited)},
 		// kube-proxy, CoreDNS, kubeadm-config, kubelet-config
-		{Name: "addons", Run: u.addons, Skip: u.limited},
+		{Name: "addons", Run: u.addons, Skip: unless(u.limited)},
 		// kubelets: control-plane nodes one at a time, then workers in batches, drained first
 		{Name: "kubelets", Run: u.kubelets},
 		// every Node Ready at the target; the record of the upgrade removed
@@ -137,8 +137,8 @@ func (u *upgradeRun) noEtcdHosts() string {
 // the target's etcd binaries, unit and certificates, then the members whose binary or unit changed restart
 // one at a time, each ready again before the next (the check refused a cluster without quorum), and every
 // member is healthy and listed at the end (startEtcd). A member restarted already (a resumed run) is left.
-func (u *upgradeRun) etcd(ctx context.Context) error {
-	return u.only(etcdFile).rollEtcd(ctx, "etcd")
+func (u *upgradeRun) etcd(ctx context.Context, p *plan) error {
+	return u.only(etcdFile).rollEtcd(ctx, p, "etcd")
 }
 
 func (u *upgradeRun) limited() string {
@@ -148,22 +148,23 @@ func (u *upgradeRun) limited() string {
 	return ""
 }
 
-func (u *upgradeRun) renderStep(ctx context.Context) error {
-	if err := u.render(ctx); err != nil {
-		return err
+func (u *upgradeRun) renderStep(ctx context.Context, p *plan) (*plan, error) {
+	p, err := u.render(ctx, p)
+	if err != nil {
+		return nil, err
 	}
-	for _, ch := range u.rendered.Changes {
+	for _, ch := range p.rendered.Changes {
 		u.res.Renewed = append(u.res.Renewed, ch.What)
 	}
-	return u.prepare()
+	return p, u.prepare(p)
 }
 
 // planStep records, without changing anything, what each host would receive, and lists the order.
-func (u *upgradeRun) planStep(ctx context.Context) error {
-	if _, err := u.push(ctx, "plan", names(u.hosts), u.e.Forks); err != nil {
+func (u *upgradeRun) planStep(ctx context.Context, p *plan) error {
+	if _, err := u.push(ctx, p, "plan", names(p.hosts), u.e.Forks); err != nil {
 		return err
 	}
-	if err := u.startKubelet(ctx, "plan", names(u.hosts)); err != nil {
+	if err := u.startKubelet(ctx, p, "plan", names(p.hosts)); err != nil {
 		return err
 	}
 	cur := images.For(u.e.Inv.Cluster.ImageRepository, u.res.From)
@@ -174,23 +175,23 @@ func (u *upgradeRun) planStep(ctx context.Context) error {
 	if u.noBackup() == "" {
 		add("take an etcd snapshot into %s (0600, its integrity checked)", filepath.Dir(statedir.JournalPath(u.e.StateDir, kindUpgrade)))
 	}
-	add("import the images of %s on %d hosts", u.res.To, len(u.hosts))
+	add("import the images of %s on %d hosts", u.res.To, len(p.hosts))
 	if !u.limit {
-		for _, h := range u.etcdHosts() {
-			add("%s: etcd's binaries and unit of %s (etcd %s), restarted alone, ready before the next member", h.Name, u.res.To, u.images.Etcd)
+		for _, h := range u.etcdHosts(p) {
+			add("%s: etcd's binaries and unit of %s (etcd %s), restarted alone, ready before the next member", h.Name, u.res.To, p.images.Etcd)
 		}
-		for _, h := range u.controlPlaneHosts() {
-			if cur.Etcd != u.images.Etcd && !u.e.Inv.ExternalEtcd() {
-				add("%s: etcd %s → %s, alone, with its API server stopped (the other API servers serve)", h.Name, cur.Etcd, u.images.Etcd)
+		for _, h := range u.controlPlaneHosts(p) {
+			if cur.Etcd != p.images.Etcd && !u.e.Inv.ExternalEtcd() {
+				add("%s: etcd %s → %s, alone, with its API server stopped (the other API servers serve)", h.Name, cur.Etcd, p.images.Etcd)
 			}
 			add("%s: kube-apiserver, kube-controller-manager, kube-scheduler → %s; wait until they are Ready and its API server answers", h.Name, u.res.To)
 		}
-		add("add-ons: kube-proxy → %s, CoreDNS %s → %s (Corefile migrated), kubeadm-config and kubelet-config", u.res.To, cur.CoreDNS, u.images.CoreDNS)
-		for _, h := range u.controlPlaneHosts() {
+		add("add-ons: kube-proxy → %s, CoreDNS %s → %s (Corefile migrated), kubeadm-config and kubelet-config", u.res.To, cur.CoreDNS, p.images.CoreDNS)
+		for _, h := range u.controlPlaneHosts(p) {
 			add("%s: cordon, drain, %skubelet → %s, restart, Ready, %suncordon", h.Name, hookWords(u.e.Inv, h, inventory.HookUpgrade, "before"), u.res.To, hookWords(u.e.Inv, h, inventory.HookUpgrade, "after"))
 		}
 	}
-	batches := u.workerBatches()
+	batches := u.workerBatches(p)
 	for i, batch := range batches {
 		for _, h := range batch {
 			add("%s (workers batch %d of %d): cordon, drain (up to %s), %skubelet → %s, restart, Ready, %suncordon", h.Name, i+1, len(batches), u.o.DrainTimeout,
@@ -234,9 +235,9 @@ func (u *upgradeRun) backup(ctx context.Context) error {
 	return u.st.Update(func(j *statedir.Journal[upgradeData]) { j.Data.Backup = snap })
 }
 
-func (u *upgradeRun) workerBatches() [][]*inventory.Host {
+func (u *upgradeRun) workerBatches(p *plan) [][]*inventory.Host {
 	var out [][]*inventory.Host
-	for ws := u.workers(); len(ws) > 0; {
+	for ws := p.workers(); len(ws) > 0; {
 		n := min(u.o.MaxUnavailable, len(ws))
 		out = append(out, ws[:n])
 		ws = ws[n:]
@@ -246,31 +247,31 @@ func (u *upgradeRun) workerBatches() [][]*inventory.Host {
 
 // importImages imports the target's images on every host of the run (in registry mode the hosts pull them as
 // Pods start).
-func (u *upgradeRun) importImages(ctx context.Context) error {
+func (u *upgradeRun) importImages(ctx context.Context, p *plan) error {
 	if u.e.Inv.Cluster.Registry.Pull {
 		return nil
 	}
 	// the archives replaced are kept: a rollback imports the old images again (unused, the kubelet may
 	// remove them meanwhile)
-	_, err := u.only(imageFile).keeping(u.keptDir(phaseControlPlane)).push(ctx, "images", names(u.hosts), u.e.Forks)
+	_, err := u.only(imageFile).keeping(u.keptDir(phaseControlPlane)).push(ctx, p, "images", names(p.hosts), u.e.Forks)
 	return err
 }
 
 // controlPlanes rolls the control-plane nodes one at a time with the target's static Pods and the renewed
 // certificates (rollControlPlane: etcd alone first when its manifest changes), the kubelets left as they
 // are until every API server runs the target.
-func (u *upgradeRun) controlPlanes(ctx context.Context) error {
+func (u *upgradeRun) controlPlanes(ctx context.Context, p *plan) error {
 	cp := u.only(controlPlaneFile).keeping(u.keptDir(phaseControlPlane))
-	for _, h := range u.controlPlaneHosts() {
+	for _, h := range u.controlPlaneHosts(p) {
 		step := "control-plane/" + h.Name
 		if err := u.markCurrent(h.Name); err != nil {
 			return err
 		}
 		start := time.Now()
-		changed, err := cp.rollControlPlane(ctx, "control-plane", h)
+		changed, err := cp.rollControlPlane(ctx, p, "control-plane", h)
 		if err != nil && ctx.Err() == nil && !u.o.DryRun {
 			// its new static Pods did not become healthy: it and the nodes rolled before are put back
-			return u.rollBack(ctx, h, fmt.Errorf("%s: %w", h.Name, err))
+			return u.rollBack(ctx, p, h, fmt.Errorf("%s: %w", h.Name, err))
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w (the other control-plane nodes are untouched; the same command resumes, or upgrade --rollback puts it back)", h.Name, err)
@@ -287,12 +288,12 @@ func (u *upgradeRun) controlPlanes(ctx context.Context) error {
 
 // addons applies kube-proxy, CoreDNS (the cluster's Corefile migrated to the new CoreDNS, not replaced),
 // kubeadm-config and kubelet-config at the target, and waits for both rollouts.
-func (u *upgradeRun) addons(ctx context.Context) error {
+func (u *upgradeRun) addons(ctx context.Context, p *plan) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return err
 	}
-	objs, err := u.bootstrapObjects()
+	objs, err := u.bootstrapObjects(p)
 	if err != nil {
 		return err
 	}
@@ -300,11 +301,11 @@ func (u *upgradeRun) addons(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading CoreDNS's Corefile: %w", err)
 	}
-	from := u.images.CoreDNS
+	from := p.images.CoreDNS
 	if dep, err := admin.Kube.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, "coredns", metav1.GetOptions{}); err == nil && len(dep.Spec.Template.Spec.Containers) > 0 {
 		from = images.TagOf(dep.Spec.Template.Spec.Containers[0].Image)
 	}
-	corefile, notes := addons.MigrateCorefile(from, u.images.CoreDNS, cm.Data["Corefile"])
+	corefile, notes := addons.MigrateCorefile(from, p.images.CoreDNS, cm.Data["Corefile"])
 	for _, n := range notes {
 		u.e.say("addons", "", "%s", n)
 	}
@@ -340,16 +341,16 @@ func (u *upgradeRun) addons(ctx context.Context) error {
 
 // kubelets upgrades the kubelets: control-plane nodes one at a time, then the workers MaxUnavailable at
 // a time.
-func (u *upgradeRun) kubelets(ctx context.Context) error {
+func (u *upgradeRun) kubelets(ctx context.Context, p *plan) error {
 	if !u.limit {
-		for _, h := range u.controlPlaneHosts() {
-			if err := u.kubelet(ctx, []*inventory.Host{h}); err != nil {
+		for _, h := range u.controlPlaneHosts(p) {
+			if err := u.kubelet(ctx, p, []*inventory.Host{h}); err != nil {
 				return err
 			}
 		}
 	}
-	for _, batch := range u.workerBatches() {
-		if err := u.kubelet(ctx, batch); err != nil {
+	for _, batch := range u.workerBatches(p) {
+		if err := u.kubelet(ctx, p, batch); err != nil {
 			return err
 		}
 	}
@@ -359,7 +360,7 @@ func (u *upgradeRun) kubelets(ctx context.Context) error {
 // kubelet upgrades a batch of nodes' kubelets together: cordon, drain, push every file (the kubelet, its
 // configuration, the runtime), restart, Ready at the target, uncordon. A node whose kubelet already runs
 // the target with every file in place is left alone (uncordoned if the upgrade had cordoned it).
-func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error {
+func (u *upgradeRun) kubelet(ctx context.Context, p *plan, batch []*inventory.Host) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return err
@@ -376,10 +377,10 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 	if err := u.e.runHooks(ctx, hooks.Point{Command: inventory.HookUpgrade, When: "before"}, todo, false, nil); err != nil {
 		return err
 	}
-	if _, err := u.keeping(u.keptDir(phaseKubelet)).push(ctx, "kubelets", names(todo), len(todo)); err != nil {
+	if _, err := u.keeping(u.keptDir(phaseKubelet)).push(ctx, p, "kubelets", names(todo), len(todo)); err != nil {
 		return err
 	}
-	if err := u.startKubelet(ctx, "kubelets", names(todo)); err != nil {
+	if err := u.startKubelet(ctx, p, "kubelets", names(todo)); err != nil {
 		return err
 	}
 	if err := u.waitKubelets(ctx, admin, todo); err != nil {
@@ -396,7 +397,7 @@ func (u *upgradeRun) kubelet(ctx context.Context, batch []*inventory.Host) error
 					return err
 				}
 			}
-			return u.rollBackKubelets(ctx, failed, err)
+			return u.rollBackKubelets(ctx, p, failed, err)
 		}
 		return err
 	}
@@ -466,7 +467,7 @@ func (u *upgradeRun) waitKubelets(ctx context.Context, admin *apiclient.Client, 
 }
 
 // done waits for every Node of the run to be Ready at the target, reports them and removes the record.
-func (u *upgradeRun) done(ctx context.Context) error {
+func (u *upgradeRun) done(ctx context.Context, p *plan) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return err
@@ -474,7 +475,7 @@ func (u *upgradeRun) done(ctx context.Context) error {
 	if u.res.Nodes, err = nodeStatuses(ctx, admin); err != nil {
 		return err
 	}
-	if err := u.forgetKept(ctx, names(u.hosts)); err != nil {
+	if err := u.forgetKept(ctx, names(p.hosts)); err != nil {
 		return err
 	}
 	if u.limit {

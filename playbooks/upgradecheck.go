@@ -19,7 +19,7 @@ import (
 
 // check refuses, with every reason found, an upgrade that would leave the cluster outside what upstream
 // supports or that starts from a cluster in trouble.
-func (u *upgradeRun) check(ctx context.Context) error {
+func (u *upgradeRun) check(ctx context.Context, p *plan) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return err
@@ -57,7 +57,7 @@ func (u *upgradeRun) check(ctx context.Context) error {
 			}
 		}
 	}
-	for _, h := range u.workers() {
+	for _, h := range p.workers() {
 		if byName[h.NodeName] == nil {
 			reasons = append(reasons, fmt.Sprintf("worker %s is not a Node of the cluster: join it first (clusterctl add-node %s), or leave it out of the inventory", h.Name, h.Name))
 		}
@@ -84,7 +84,7 @@ func (u *upgradeRun) check(ctx context.Context) error {
 		return fmt.Errorf("%w:\n  - %s", ErrUpgradeRefused, strings.Join(reasons, "\n  - "))
 	}
 	start := time.Now()
-	report := append(readiness.Skew(skew), u.readinessReport(ctx, admin, list.Items)...).Sorted()
+	report := append(readiness.Skew(skew), u.readinessReport(ctx, p, admin, list.Items)...).Sorted()
 	u.res.Readiness = report
 	return u.judge(report, time.Since(start), len(list.Items))
 }

@@ -23,7 +23,7 @@ const CertificateMargin = 24 * time.Hour
 // listed by check, given as list): PodDisruptionBudgets on the nodes it drains, the deprecated APIs each
 // control-plane node's API server was asked for, etcd's members, pending CSRs, certificates. What cannot
 // be asked is a finding of its own, never a silent pass.
-func (u *upgradeRun) readinessReport(ctx context.Context, admin *apiclient.Client, list []corev1.Node) readiness.Report {
+func (u *upgradeRun) readinessReport(ctx context.Context, p *plan, admin *apiclient.Client, list []corev1.Node) readiness.Report {
 	ours := map[string]bool{}
 	current := map[string]bool{}
 	drained := map[string]bool{}
@@ -59,7 +59,7 @@ func (u *upgradeRun) readinessReport(ctx context.Context, admin *apiclient.Clien
 		report = append(report, cannotAsk(readiness.CheckCSR, "CertificateSigningRequests", err))
 	}
 	report = append(report, u.etcdFindings(ctx)...)
-	report = append(report, u.certificateFindings(ctx)...)
+	report = append(report, u.certificateFindings(ctx, p)...)
 	return report
 }
 
@@ -143,7 +143,7 @@ func (u *upgradeRun) etcdFindings(ctx context.Context) readiness.Report {
 
 // certificateFindings reads every host's certificates and finds those that expire before the run could
 // end (its window: every wait of every node at its timeout) plus CertificateMargin.
-func (u *upgradeRun) certificateFindings(ctx context.Context) readiness.Report {
+func (u *upgradeRun) certificateFindings(ctx context.Context, p *plan) readiness.Report {
 	now := u.o.Now()
 	list, results, err := CheckExpiration(ctx, u.e, now)
 	var out readiness.Report
@@ -170,7 +170,7 @@ func (u *upgradeRun) certificateFindings(ctx context.Context) readiness.Report {
 		rc.Renewed = u.o.CertificateRenewal && cps[c.Host] && !u.limit && renewedOnControlPlane(c.Path)
 		certs = append(certs, rc)
 	}
-	return append(out, readiness.Certificates(certs, now, u.window(), CertificateMargin)...)
+	return append(out, readiness.Certificates(certs, now, u.window(p), CertificateMargin)...)
 }
 
 // rotatedByKubelet: the kubelet's own client and serving certificates (and its kubeconfig, which points
@@ -188,11 +188,11 @@ func renewedOnControlPlane(p string) bool {
 
 // window is the longest the run could take: every control-plane node's waits (etcd, static Pods, its
 // kubelet) and every worker batch's drain and waits at their timeouts.
-func (u *upgradeRun) window() time.Duration {
-	batches := len(u.workerBatches())
+func (u *upgradeRun) window(p *plan) time.Duration {
+	batches := len(u.workerBatches(p))
 	cps := 0
 	if !u.limit {
-		cps = len(u.controlPlaneHosts())
+		cps = len(u.controlPlaneHosts(p))
 	}
 	return time.Duration(cps)*(3*u.o.Timeout+u.o.DrainTimeout) + time.Duration(batches)*(u.o.DrainTimeout+2*u.o.Timeout)
 }

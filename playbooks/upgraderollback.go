@@ -36,17 +36,17 @@ func (u *upgradeRun) keptDir(phase string) string { return apply.RollbackDir(u.r
 // every control-plane node the upgrade changed, the last changed first (rollBackControlPlane), so that the
 // cluster serves at the version it started from on every node; the kept files are then forgotten and the
 // journal removed. A run killed meanwhile leaves the journal saying so: upgrade --rollback finishes it.
-func (u *upgradeRun) rollBack(ctx context.Context, failing *inventory.Host, cause error) error {
+func (u *upgradeRun) rollBack(ctx context.Context, p *plan, failing *inventory.Host, cause error) error {
 	if err := u.st.Update(func(j *statedir.Journal[upgradeData]) { j.Data.RollingBack = true }); err != nil {
 		return errors.Join(cause, err)
 	}
 	if cause != nil {
 		u.e.say("rollback", "", "%v: every control-plane node the upgrade changed is put back to %s", cause, u.res.From)
 	}
-	hosts := slices.Clone(u.controlPlaneHosts())
+	hosts := slices.Clone(u.controlPlaneHosts(p))
 	slices.Reverse(hosts)
 	for _, h := range hosts {
-		did, err := u.rollBackControlPlane(ctx, h)
+		did, err := u.rollBackControlPlane(ctx, p, h)
 		if err != nil {
 			return fmt.Errorf("%w; putting %s back failed too: %w (clusterctl upgrade --rollback tries again)", orRollback(cause), h.Name, err)
 		}
@@ -63,7 +63,7 @@ func (u *upgradeRun) rollBack(ctx context.Context, failing *inventory.Host, caus
 			u.res.RolledBack = append(u.res.RolledBack, h.Name)
 		}
 	}
-	if err := u.forgetKept(ctx, names(u.hosts)); err != nil {
+	if err := u.forgetKept(ctx, names(p.hosts)); err != nil {
 		return fmt.Errorf("%w; forgetting the files kept for it: %w", orRollback(cause), err)
 	}
 	if err := u.st.Remove(); err != nil {
@@ -93,20 +93,20 @@ func orRollback(cause error) error {
 // replaced), then the other old manifests, each running Pod stopped first; and it waits until the node's
 // API server answers and the static Pods put back run their old manifests and are Ready. It reports
 // whether anything was kept to put back.
-func (u *upgradeRun) rollBackControlPlane(ctx context.Context, h *inventory.Host) (bool, error) {
+func (u *upgradeRun) rollBackControlPlane(ctx context.Context, p *plan, h *inventory.Host) (bool, error) {
 	conn := u.e.Conn(h.Name)
 	dir := u.keptDir(phaseControlPlane)
 	old, err := apply.KeptManifests(ctx, conn, dir, u.staticPods())
 	if err != nil {
 		return false, err
 	}
-	if was := images.For(u.e.Inv.Cluster.ImageRepository, u.res.From).Etcd; minorOf(was) != minorOf(u.images.Etcd) {
+	if was := images.For(u.e.Inv.Cluster.ImageRepository, u.res.From).Etcd; minorOf(was) != minorOf(p.images.Etcd) {
 		// etcd does not go back a minor release once its cluster version may have moved (a member alone
 		// moves it at once): it stays at the target's, which serves the old API server as well
 		old = slices.DeleteFunc(old, func(f transport.File) bool { return f.Path == kubeadm.Manifest(kubeadm.Etcd) })
-		u.e.say("rollback", h.Name, "etcd stays at %s (from %s: etcd does not go back a minor release)", u.images.Etcd, was)
+		u.e.say("rollback", h.Name, "etcd stays at %s (from %s: etcd does not go back a minor release)", p.images.Etcd, was)
 	}
-	n, err := u.node(h.Name)
+	n, err := u.node(p, h.Name)
 	if err != nil {
 		return false, err
 	}
@@ -119,7 +119,7 @@ func (u *upgradeRun) rollBackControlPlane(ctx context.Context, h *inventory.Host
 		return false, nil // nothing of its control plane changed (old images imported again at most)
 	}
 	u.e.say("rollback", h.Name, "putting back its control plane at %s (%d files, %d static Pods)", u.res.From, len(out.Files), len(old))
-	kubelet, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(true, u.kubeletPath)})
+	kubelet, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(true, p.kubeletPath)})
 	u.record(h.Name, kubelet)
 	if err != nil {
 		return true, err
@@ -167,7 +167,7 @@ func minorOf(v string) string {
 
 // rollBackKubelets puts back the kubelet of each node of failed (whose kubelet did not come back at the
 // target) and waits until its Node is Ready at the version upgraded from; the node stays cordoned.
-func (u *upgradeRun) rollBackKubelets(ctx context.Context, failed []*inventory.Host, cause error) error {
+func (u *upgradeRun) rollBackKubelets(ctx context.Context, p *plan, failed []*inventory.Host, cause error) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return errors.Join(cause, err)
@@ -175,7 +175,7 @@ func (u *upgradeRun) rollBackKubelets(ctx context.Context, failed []*inventory.H
 	var back []string
 	for _, h := range failed {
 		conn := u.e.Conn(h.Name)
-		n, err := u.node(h.Name)
+		n, err := u.node(p, h.Name)
 		if err != nil {
 			return errors.Join(cause, err)
 		}
@@ -183,7 +183,7 @@ func (u *upgradeRun) rollBackKubelets(ctx context.Context, failed []*inventory.H
 		u.record(h.Name, out)
 		if err == nil {
 			u.e.say("rollback", h.Name, "putting back its kubelet at %s (%d files)", u.res.From, len(out.Files))
-			out, err = apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(h.Has(inventory.RoleControlPlane), u.kubeletPath), Restart: true})
+			out, err = apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(h.Has(inventory.RoleControlPlane), p.kubeletPath), Restart: true})
 			u.record(h.Name, out)
 		}
 		if err == nil {

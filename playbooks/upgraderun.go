@@ -100,9 +100,9 @@ func etcdFile(p string) bool {
 func imageFile(p string) bool { return strings.HasPrefix(p, kubeadm.ImagesDir+"/") }
 
 // controlPlaneHosts are the inventory's control-plane hosts that are part of the run.
-func (u *upgradeRun) controlPlaneHosts() []*inventory.Host {
+func (u *upgradeRun) controlPlaneHosts(p *plan) []*inventory.Host {
 	var out []*inventory.Host
-	for _, h := range u.hosts {
+	for _, h := range p.hosts {
 		if h.Has(inventory.RoleControlPlane) {
 			out = append(out, h)
 		}

@@ -75,9 +75,9 @@ func (u *upgradeRun) markCurrent(hosts ...string) error {
 }
 
 // interrupted are the control-plane hosts a killed run was rolling.
-func (u *upgradeRun) interrupted() []*inventory.Host {
+func (u *upgradeRun) interrupted(p *plan) []*inventory.Host {
 	var out []*inventory.Host
-	for _, h := range u.controlPlaneHosts() {
+	for _, h := range u.controlPlaneHosts(p) {
 		if u.current(h.Name) && !u.isDone("control-plane/"+h.Name) {
 			out = append(out, h)
 		}
@@ -85,18 +85,18 @@ func (u *upgradeRun) interrupted() []*inventory.Host {
 	return out
 }
 
-func (u *upgradeRun) nothingToResume() string {
-	if u.limit || len(u.interrupted()) == 0 {
+func (u *upgradeRun) nothingToResume(p *plan) string {
+	if u.limit || len(u.interrupted(p)) == 0 {
 		return "no control-plane node was left half-way"
 	}
 	return ""
 }
 
-func (u *upgradeRun) resume(ctx context.Context) error {
+func (u *upgradeRun) resume(ctx context.Context, p *plan) error {
 	cp := u.only(controlPlaneFile).keeping(u.keptDir(phaseControlPlane))
-	for _, h := range u.interrupted() {
+	for _, h := range u.interrupted(p) {
 		u.e.say("resume", h.Name, "finishing its control plane, left half-way by the run that was interrupted")
-		if _, err := cp.rollControlPlane(ctx, "resume", h); err != nil {
+		if _, err := cp.rollControlPlane(ctx, p, "resume", h); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}
 	}
@@ -108,26 +108,26 @@ func (u *upgradeRun) resume(ctx context.Context) error {
 // way changed (rollBack). An upgrade past its control planes (its add-ons done) is not rolled back.
 func (u *upgradeRun) rollbackSteps() []Step {
 	return []Step{
-		{Name: "preflight", Run: func(ctx context.Context) error {
+		{Name: "preflight", Plan: func(ctx context.Context, p *plan) (*plan, error) {
 			o := u.o.Preflight
 			o.Ignore = []string{"all"}
-			report, err := u.preflight(ctx, o)
+			report, p, err := u.preflight(ctx, p, o)
 			u.res.Preflight = report
-			return err
+			return p, err
 		}, Dry: true},
-		{Name: "render", Run: u.render, Dry: true},
-		{Name: "rollback", Run: func(ctx context.Context) error {
+		{Name: "render", Plan: u.render, Dry: true},
+		{Name: "rollback", Run: func(ctx context.Context, p *plan) error {
 			if u.isDone("addons") {
 				return fmt.Errorf("%w: the upgrade to %s is past its control planes (every API server and the add-ons run it): finish it (clusterctl upgrade --to %s); a rollback puts back control-plane nodes only",
 					ErrUpgradeRefused, u.res.To, u.res.To)
 			}
 			if u.o.DryRun {
-				for _, h := range slices.Backward(u.controlPlaneHosts()) {
+				for _, h := range slices.Backward(u.controlPlaneHosts(p)) {
 					u.res.Order = append(u.res.Order, fmt.Sprintf("%s: put back what the upgrade replaced (kept in %s), static Pods at %s, if it kept anything", h.Name, u.keptDir(phaseControlPlane), u.res.From))
 				}
 				return nil
 			}
-			return u.rollBack(ctx, nil, nil)
+			return u.rollBack(ctx, p, nil, nil)
 		}},
 	}
 }

@@ -25,8 +25,8 @@ import (
 // they turn Ready and CoreDNS starts on them meanwhile, and flanneld's DaemonSet is there when the workers
 // register. Measured on a 1+2 lab with flannel, done in the join's wait for the signers it held the
 // workers' kubelets back ~0.6 s. The network step (earlyEnded) waits for it, then does every node.
-func (u *upRun) startEarlyNetwork(ctx context.Context) {
-	early, ok := u.net.(network.Early)
+func (u *upRun) startEarlyNetwork(ctx context.Context, p *plan) {
+	early, ok := p.net.(network.Early)
 	if !ok || u.o.DryRun || u.early != nil {
 		return
 	}
@@ -34,12 +34,12 @@ func (u *upRun) startEarlyNetwork(ctx context.Context) {
 	wctx, stop := context.WithCancel(actx)
 	e := &earlyRun{done: make(chan error, 1), stop: stop, cancel: cancel}
 	u.early = e
-	go func() { e.done <- u.earlyNetwork(actx, wctx, early) }()
+	go func() { e.done <- u.earlyNetwork(p, actx, wctx, early) }()
 }
 
 // earlyNetwork waits (under wctx) until a node of the run has its range, then applies the network to the
 // run's nodes that have one (under ctx: once begun, it ends).
-func (u *upRun) earlyNetwork(ctx, wctx context.Context, early network.Early) error {
+func (u *upRun) earlyNetwork(p *plan, ctx, wctx context.Context, early network.Early) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return err
@@ -50,7 +50,7 @@ func (u *upRun) earlyNetwork(ctx, wctx context.Context, early network.Early) err
 		if err != nil {
 			return false, "the list of Nodes", nil // the API server restarting: ask again
 		}
-		if c, err = u.networkCluster(wctx, list.Items, false); err != nil {
+		if c, err = u.networkCluster(wctx, p, list.Items, false); err != nil {
 			return false, "", err
 		}
 		some := false
@@ -89,7 +89,7 @@ func (u *upRun) earlyEnded(failed bool) error {
 
 // network sets up the pod network (the run's plugin), once every node of the run is registered with its
 // pod range when the plugin sets up nodes.
-func (u *upRun) network(ctx context.Context) error {
+func (u *upRun) network(ctx context.Context, p *plan) error {
 	if err := u.earlyEnded(false); err != nil {
 		return err
 	}
@@ -98,10 +98,10 @@ func (u *upRun) network(ctx context.Context) error {
 		return err
 	}
 	var list []corev1.Node
-	if len(u.net.Binaries()) > 0 { // it sets up nodes: with their ranges
-		err = u.waitNodes(ctx, "network", func(byName map[string]*corev1.Node) (bool, string) {
+	if len(p.net.Binaries()) > 0 { // it sets up nodes: with their ranges
+		err = u.waitNodes(ctx, p, "network", func(byName map[string]*corev1.Node) (bool, string) {
 			var missing []string
-			for _, h := range u.nodes() {
+			for _, h := range p.nodes() {
 				switch n := byName[h.NodeName]; {
 				case n == nil:
 					missing = append(missing, h.NodeName+" (not registered)")
@@ -125,31 +125,31 @@ func (u *upRun) network(ctx context.Context) error {
 			return err
 		}
 	}
-	c, err := u.networkCluster(ctx, list, true)
+	c, err := u.networkCluster(ctx, p, list, true)
 	if err != nil {
 		return err
 	}
-	out, err := u.net.Apply(ctx, u.networkEnv(), c)
+	out, err := p.net.Apply(ctx, u.networkEnv(), c)
 	u.res.SkippedRoutes = out.Skipped
 	if err != nil || len(u.e.Inv.Cluster.NetworkAddons()) == 0 {
 		return err
 	}
-	return u.networkAddon(ctx)
+	return u.networkAddon(ctx, p)
 }
 
 // networkCluster is the cluster as the network step sees it: the run's nodes, and with others the
 // inventory's other nodes that are the cluster's (connected: they get their routes), each with its Node's
 // range and address; the cluster's Nodes that are no host of the inventory by name.
-func (u *upRun) networkCluster(ctx context.Context, list []corev1.Node, others bool) (*network.Cluster, error) {
-	c := &network.Cluster{Inv: u.e.Inv, Images: u.images, Unknown: map[string][]string{}}
-	if u.rendered != nil {
-		c.APIEndpoint = u.rendered.NodeEndpoint
+func (u *upRun) networkCluster(ctx context.Context, p *plan, list []corev1.Node, others bool) (*network.Cluster, error) {
+	c := &network.Cluster{Inv: u.e.Inv, Images: p.images, Unknown: map[string][]string{}}
+	if p.rendered != nil {
+		c.APIEndpoint = p.rendered.NodeEndpoint
 	}
 	byName := map[string]*corev1.Node{}
 	for i := range list {
 		byName[list[i].Name] = &list[i]
 	}
-	run := u.nodes()
+	run := p.nodes()
 	hosts := slices.Clone(run)
 	var rest []*inventory.Host
 	for i := range u.e.Inv.Hosts {
@@ -167,7 +167,7 @@ func (u *upRun) networkCluster(ctx context.Context, list []corev1.Node, others b
 		if err != nil {
 			return nil, err
 		}
-		f := u.facts[h.Name]
+		f := p.facts[h.Name]
 		if f == nil {
 			f = restFacts[h.Name]
 		}

@@ -145,7 +145,7 @@ func (u *upRun) laterEnded(err error, note string) error {
 // waitNodes polls the Nodes until done says they are as wanted, approving serving CSRs and labelling nodes
 // as they come. A node whose host's connection is lost (powered off, its link cut: keepalives unanswered)
 // ends the wait at once, named, instead of at the timeout.
-func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string]*corev1.Node) (bool, string)) error {
+func (u *upRun) waitNodes(ctx context.Context, p *plan, play string, done func(map[string]*corev1.Node) (bool, string)) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return err
@@ -153,7 +153,7 @@ func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string
 	u.approver.Kube = admin.Kube
 	labelled := map[string]bool{}
 	return u.e.pollEvery(ctx, play, "", u.o.NodeTimeout, upPoll, func() (bool, string, error) {
-		for _, h := range u.nodes() {
+		for _, h := range p.nodes() {
 			if c := u.e.Conn(h.Name); c != nil {
 				if err := c.Lost(); err != nil {
 					return false, "", err
@@ -171,7 +171,7 @@ func (u *upRun) waitNodes(ctx context.Context, play string, done func(map[string
 		for i := range list.Items {
 			byName[list.Items[i].Name] = &list.Items[i]
 		}
-		for _, h := range u.nodes() {
+		for _, h := range p.nodes() {
 			if byName[h.NodeName] != nil && !labelled[h.Name] {
 				if err := u.labelNode(ctx, admin.Kube, play, byName[h.NodeName], h); err != nil {
 					return false, "", err

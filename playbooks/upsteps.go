@@ -31,7 +31,7 @@ import (
 // waitAPI waits for /readyz, reporting the kubelet's and the static Pods' state every 10 s, and on timeout
 // says what the node shows. Then admin.conf's group becomes cluster-admin: everything after is done as
 // admin.
-func (u *upRun) waitAPI(ctx context.Context) error {
+func (u *upRun) waitAPI(ctx context.Context, p *plan) error {
 	superAdmin, err := pki.ReadSecret(filepath.Join(u.e.StateDir, "kubeconfig", "super-admin.conf"))
 	if err != nil {
 		return err
@@ -40,11 +40,11 @@ func (u *upRun) waitAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	conn := u.e.Conn(u.cp1.Name)
-	err = wait.Poll(ctx, wait.Options{Timeout: u.o.APITimeout, Interval: upPoll, Report: func(string) { u.e.say("wait-api", u.cp1.Name, "%s", apply.NodeState(ctx, conn)) }},
+	conn := u.e.Conn(p.cp1.Name)
+	err = wait.Poll(ctx, wait.Options{Timeout: u.o.APITimeout, Interval: upPoll, Report: func(string) { u.e.say("wait-api", p.cp1.Name, "%s", apply.NodeState(ctx, conn)) }},
 		func() (bool, string, error) {
 			if err := c.Ready(ctx); err != nil {
-				return false, fmt.Sprintf("the API server on %s (last: %v)", u.cp1.Name, err), nil
+				return false, fmt.Sprintf("the API server on %s (last: %v)", p.cp1.Name, err), nil
 			}
 			return true, "", nil
 		})
@@ -61,16 +61,16 @@ func (u *upRun) waitAPI(ctx context.Context) error {
 	if _, err = c.Apply(ctx, bootstrap.Objects(false, nil, nil, nil)[0]); err != nil {
 		return err
 	}
-	return u.putScheduler(ctx)
+	return u.putScheduler(ctx, p)
 }
 
 // bootstrap creates, through the API, everything joining nodes and the cluster's addons need.
-func (u *upRun) bootstrap(ctx context.Context) error {
+func (u *upRun) bootstrap(ctx context.Context, p *plan) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return err
 	}
-	objs, err := u.bootstrapObjects()
+	objs, err := u.bootstrapObjects(p)
 	if err != nil {
 		return err
 	}
@@ -99,18 +99,18 @@ func (u *upRun) bootstrap(ctx context.Context) error {
 			return err
 		}
 	}
-	return wait.Retry(ctx, u.o.APITimeout, "the labels of "+u.cp1.NodeName, func() error { return u.label(ctx, admin.Kube, "bootstrap", u.cp1) })
+	return wait.Retry(ctx, u.o.APITimeout, "the labels of "+p.cp1.NodeName, func() error { return u.label(ctx, admin.Kube, "bootstrap", p.cp1) })
 }
 
 // bootstrapObjects are what bootstrap applies (addons.ClusterObjects).
-func (d *deployment) bootstrapObjects() ([]runtime.Object, error) {
+func (d *deployment) bootstrapObjects(p *plan) ([]runtime.Object, error) {
 	containerized := false
-	for _, f := range d.facts {
+	for _, f := range p.facts {
 		containerized = containerized || f.Virt != ""
 	}
-	return addons.ClusterObjects(addons.ClusterParams{Cluster: d.e.Inv.Cluster, NodeEndpoint: d.rendered.NodeEndpoint, CAPEM: d.caPEM(),
-		KubeletConfig: d.rendered.KubeletConfig, Tokens: d.tokenList(), Images: d.images, Containerized: containerized,
-		EtcdServers: d.rendered.EtcdServers, ExternalCA: d.rendered.ExternalCA})
+	return addons.ClusterObjects(addons.ClusterParams{Cluster: d.e.Inv.Cluster, NodeEndpoint: p.rendered.NodeEndpoint, CAPEM: p.caPEM(),
+		KubeletConfig: p.rendered.KubeletConfig, Tokens: d.tokenList(), Images: p.images, Containerized: containerized,
+		EtcdServers: p.rendered.EtcdServers, ExternalCA: p.rendered.ExternalCA})
 }
 
 // signerWait bounds waitSigner: past it the kubelets start anyway (they only join later).
@@ -151,18 +151,18 @@ func (u *upRun) waitSigner(ctx context.Context) error {
 }
 
 // controlPlaneJoins are the run's control-plane hosts but the first.
-func (u *upRun) controlPlaneJoins() []*inventory.Host {
+func (u *upRun) controlPlaneJoins(p *plan) []*inventory.Host {
 	var out []*inventory.Host
-	for _, h := range u.hosts {
-		if h.Has(inventory.RoleControlPlane) && h != u.cp1 {
+	for _, h := range p.hosts {
+		if h.Has(inventory.RoleControlPlane) && h != p.cp1 {
 			out = append(out, h)
 		}
 	}
 	return out
 }
 
-func (u *upRun) noControlPlaneJoins() string {
-	if len(u.controlPlaneJoins()) == 0 {
+func (u *upRun) noControlPlaneJoins(p *plan) string {
+	if len(u.controlPlaneJoins(p)) == 0 {
 		return "no other control-plane host in this run"
 	}
 	return ""
@@ -173,13 +173,13 @@ func (u *upRun) noControlPlaneJoins() string {
 // kubelet starts etcd and the control plane, the learner is promoted once it has caught up, and the node's
 // API server must be ready before the next node. Members already there are left alone. A dry run records
 // what their kubelets would do.
-func (u *upRun) joinControlPlanes(ctx context.Context) error {
+func (u *upRun) joinControlPlanes(ctx context.Context, p *plan) error {
 	if err := u.pushed(ctx); err != nil {
 		return err
 	}
-	joining := u.controlPlaneJoins()
+	joining := u.controlPlaneJoins(p)
 	if u.o.DryRun {
-		return u.startKubelet(ctx, "control-plane-join", names(joining))
+		return u.startKubelet(ctx, p, "control-plane-join", names(joining))
 	}
 	ec, err := u.e.etcd(ctx)
 	if err != nil {
@@ -190,15 +190,15 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	roll := u.cpRoll("control-plane-join", false)
+	roll := u.cpRoll(p, "control-plane-join", false)
 	roll.pushed = true
 	// start starts a joining node's control plane, or rolls a running node's to its manifests.
 	start := func(h *inventory.Host) error {
-		if u.running(h) {
+		if u.running(p, h) {
 			_, err := roll.node(ctx, h)
 			return err
 		}
-		return u.startKubelet(ctx, "control-plane-join", []string{h.Name})
+		return u.startKubelet(ctx, p, "control-plane-join", []string{h.Name})
 	}
 	if u.e.Inv.ExternalEtcd() {
 		// etcd runs elsewhere: a control-plane node is its API server, controller-manager and scheduler.
@@ -216,7 +216,7 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 		return roll.settle(ctx)
 	}
 	for _, h := range joining {
-		peer := kubeadm.EtcdPeerURL(inventory.AddrText(h.NodeIP(u.nodeIPs[h.Name])))
+		peer := kubeadm.EtcdPeerURL(inventory.AddrText(h.NodeIP(p.nodeIPs[h.Name])))
 		m, added, err := ec.AddLearner(ctx, peer)
 		if err != nil {
 			return fmt.Errorf("%s: adding its etcd member: %w", h.Name, err)
@@ -258,33 +258,35 @@ func (u *upRun) joinControlPlanes(ctx context.Context) error {
 // API server takes (--etcd-servers, a certificate) never restarts two at once. The first node stays in the
 // push: before bootstrap its admin has no RBAC yet to watch a roll, and a node-local proxy it starts to
 // use comes with that push. A dry run holds nothing.
-func (u *upRun) running(h *inventory.Host) bool {
-	if u.o.DryRun || h == u.cp1 || !h.Has(inventory.RoleControlPlane) {
+func (u *upRun) running(p *plan, h *inventory.Host) bool {
+	if u.o.DryRun || h == p.cp1 || !h.Has(inventory.RoleControlPlane) {
 		return false
 	}
-	f := u.facts[h.Name]
+	f := p.facts[h.Name]
 	return f != nil && f.Files[kubeadm.Manifest(kubeadm.APIServer)]
 }
 
 // hold is what the push leaves out of a host's files: a running control-plane node's static Pod
 // manifests (holdRunning), the new first control-plane node's scheduler's (holdScheduler).
-func (u *upRun) hold(host string, n *apply.Node) {
-	u.holdRunning(host, n)
-	u.holdScheduler(host, n)
+func (u *upRun) hold(p *plan) func(host string, n *apply.Node) {
+	return func(host string, n *apply.Node) {
+		u.holdRunning(p, host, n)
+		u.holdScheduler(p, host, n)
+	}
 }
 
 // holdRunning cuts the push of a running control-plane node (running) down to its files but its static
 // Pod manifests.
-func (u *upRun) holdRunning(host string, n *apply.Node) {
-	if h := u.e.Inv.Host(host); h != nil && u.running(h) {
+func (u *upRun) holdRunning(p *plan, host string, n *apply.Node) {
+	if h := u.e.Inv.Host(host); h != nil && u.running(p, h) {
 		withoutManifests(host, n)
 	}
 }
 
 // newCluster says whether the first control-plane node has no API server yet (its manifest is not there):
 // up makes the cluster, not a re-run or add-node. A dry run changes nothing, so it holds nothing.
-func (u *upRun) newCluster() bool {
-	f := u.facts[u.cp1.Name]
+func (u *upRun) newCluster(p *plan) bool {
+	f := p.facts[p.cp1.Name]
 	return !u.o.DryRun && f != nil && !f.Files[kubeadm.Manifest(kubeadm.APIServer)]
 }
 
@@ -295,8 +297,8 @@ func (u *upRun) newCluster() bool {
 // (kube-proxy, flanneld) waited unscheduled. Written after, it lists at once: flannel's network step took
 // 3.8-5.5 s in thirteen 1+2 runs, against 5.4-7.8 s in three before. The controller-manager is not held: it
 // starts its controllers only once it leads, and retries its lease every 2 s without a back-off.
-func (u *upRun) holdScheduler(host string, n *apply.Node) {
-	if host == u.cp1.Name && u.newCluster() {
+func (u *upRun) holdScheduler(p *plan, host string, n *apply.Node) {
+	if host == p.cp1.Name && u.newCluster(p) {
 		sched := kubeadm.Manifest(kubeadm.Scheduler)
 		for _, f := range n.Files {
 			if f.Path == sched {
@@ -308,14 +310,14 @@ func (u *upRun) holdScheduler(host string, n *apply.Node) {
 }
 
 // putScheduler writes the scheduler's manifest holdScheduler held.
-func (u *upRun) putScheduler(ctx context.Context) error {
+func (u *upRun) putScheduler(ctx context.Context, p *plan) error {
 	if len(u.heldScheduler) == 0 {
 		return nil
 	}
-	out, err := apply.Files(ctx, u.e.Conn(u.cp1.Name), u.heldScheduler, false)
-	u.record(u.cp1.Name, out)
+	out, err := apply.Files(ctx, u.e.Conn(p.cp1.Name), u.heldScheduler, false)
+	u.record(p.cp1.Name, out)
 	if err != nil {
-		return fmt.Errorf("%s: the scheduler's manifest: %w", u.cp1.Name, err)
+		return fmt.Errorf("%s: the scheduler's manifest: %w", p.cp1.Name, err)
 	}
 	u.heldScheduler = nil
 	return nil
@@ -323,20 +325,20 @@ func (u *upRun) putScheduler(ctx context.Context) error {
 
 // ready waits for every Node to be Ready with its serving certificate approved, deletes the token and
 // reports the nodes.
-func (u *upRun) ready(ctx context.Context) error {
+func (u *upRun) ready(ctx context.Context, p *plan) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return err
 	}
-	if err := u.servingFromServingCA(ctx); err != nil {
+	if err := u.servingFromServingCA(ctx, p); err != nil {
 		return err
 	}
-	if !u.net.Ready() && len(u.e.Inv.Cluster.NetworkAddons()) == 0 {
+	if !p.net.Ready() && len(u.e.Inv.Cluster.NetworkAddons()) == 0 {
 		u.e.say("ready", "", "not waiting for Ready nodes: no pod network")
 		// The joining kubelets are done with the token (and their bootstrap kubeconfig) once registered.
-		err := u.waitNodes(ctx, "ready", func(byName map[string]*corev1.Node) (bool, string) {
+		err := u.waitNodes(ctx, p, "ready", func(byName map[string]*corev1.Node) (bool, string) {
 			var missing []string
-			for _, h := range u.nodes() {
+			for _, h := range p.nodes() {
 				if byName[h.NodeName] == nil {
 					missing = append(missing, h.NodeName+" (not registered)")
 				}
@@ -348,9 +350,9 @@ func (u *upRun) ready(ctx context.Context) error {
 		}
 	} else {
 		serving := map[string]bool{}
-		err := u.waitNodes(ctx, "ready", func(byName map[string]*corev1.Node) (bool, string) {
+		err := u.waitNodes(ctx, p, "ready", func(byName map[string]*corev1.Node) (bool, string) {
 			var waiting []string
-			for _, h := range u.nodes() {
+			for _, h := range p.nodes() {
 				n := byName[h.NodeName]
 				switch {
 				case n == nil || !nodes.Ready(n):
@@ -382,7 +384,7 @@ func (u *upRun) ready(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := u.dropBootstrapKubeconfigs(ctx); err != nil {
+	if err := u.dropBootstrapKubeconfigs(ctx, p); err != nil {
 		return err
 	}
 	// Every token has done its job (those of Nodes registered earlier are gone already).
@@ -401,10 +403,10 @@ func (u *upRun) ready(ctx context.Context) error {
 // dropBootstrapKubeconfigs removes bootstrap-kubelet.conf from the workers, as kubeadm's join does, once
 // their kubelets are done with it (ready has seen their Nodes registered, with the client certificate the
 // token got them). A file an interrupted run left beside a kubelet.conf goes too.
-func (u *upRun) dropBootstrapKubeconfigs(ctx context.Context) error {
+func (u *upRun) dropBootstrapKubeconfigs(ctx context.Context, p *plan) error {
 	var hosts []string
-	for _, h := range u.workers() {
-		if f := u.facts[h.Name]; u.joining[h.Name] || f != nil && f.Files[kubeadm.BootstrapKubeconfig] {
+	for _, h := range p.workers() {
+		if f := p.facts[h.Name]; p.joining[h.Name] || f != nil && f.Files[kubeadm.BootstrapKubeconfig] {
 			hosts = append(hosts, h.Name)
 		}
 	}

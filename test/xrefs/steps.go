@@ -143,7 +143,9 @@ func isPlanWith(f *types.Func) bool {
 	return ok && named.Obj().Name() == "plan"
 }
 
-// steps are the lines of the steps fd makes: each step's name and what its Run reads.
+// steps are the lines of the steps fd makes: each step's name, what its Run (or Plan) reads, and what the
+// runner is told of it: that it makes the plan the next steps take, that it leaves work in the background
+// until a later step.
 func (g *callGraph) steps(fd *ast.FuncDecl) []string {
 	var lines []string
 	ast.Inspect(fd.Body, func(x ast.Node) bool {
@@ -154,7 +156,7 @@ func (g *callGraph) steps(fd *ast.FuncDecl) []string {
 		if named, ok := g.p.info.Types[lit].Type.(*types.Named); !ok || named.Obj().Name() != "Step" || named.Obj().Pkg() != g.p.types {
 			return true
 		}
-		var name string
+		var name, note string
 		var run ast.Node
 		for _, e := range lit.Elts {
 			kv, ok := e.(*ast.KeyValueExpr)
@@ -166,6 +168,10 @@ func (g *callGraph) steps(fd *ast.FuncDecl) []string {
 				name = g.text(kv.Value)
 			case "Run":
 				run = kv.Value
+			case "Plan":
+				run, note = kv.Value, note+"; makes the plan"
+			case "Until":
+				note += "; in the background until " + g.text(kv.Value)
 			}
 		}
 		var read []string
@@ -178,7 +184,7 @@ func (g *callGraph) steps(fd *ast.FuncDecl) []string {
 		if len(read) == 0 {
 			read = []string{"-"}
 		}
-		lines = append(lines, fmt.Sprintf("  %-22s %s\n", name, strings.Join(read, ", ")))
+		lines = append(lines, fmt.Sprintf("  %-22s %s%s\n", name, strings.Join(read, ", "), note))
 		return true
 	})
 	return lines
