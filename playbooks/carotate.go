@@ -88,7 +88,8 @@ func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, 
 }
 
 // stages are the CA rotation's stages, in pki's order (pki.StageGenerate first): each applied to the whole
-// fleet.
+// fleet, resumed stage by stage from the rotation's journal (rotationResume); within a stage, the hosts'
+// files are compared with the stage's.
 func (r *caRotation) stages() []Step {
 	return []Step{
 		{Name: pki.StageStep(pki.StageGenerate), Run: do(r.generate)},

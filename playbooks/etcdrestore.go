@@ -111,7 +111,7 @@ func EtcdRestore(ctx context.Context, e *Env, o RestoreOptions) (*RestoreResult,
 		return r.res, err
 	}
 	r.started = time.Now()
-	if _, err := runSteps(ctx, runOptions{Sink: e.Sink, Journal: r.st}, nil, r.steps()); err != nil {
+	if _, err := runSteps(ctx, runOptions{Sink: e.Sink, Journal: r.st, Progress: r.st}, nil, r.steps()); err != nil {
 		return r.res, err
 	}
 	return r.res, r.st.Remove()
@@ -134,10 +134,12 @@ type restoreRun struct {
 	started time.Time
 }
 
+// steps are a restore's, resumed from its journal: step by step (runOptions.Journal), and the restore
+// step member by member (Step.Resume).
 func (r *restoreRun) steps() []Step {
 	return []Step{
 		{Name: "hold", Run: do(r.hold)},
-		{Name: "restore", Run: do(r.restore)},
+		{Name: "restore", Resume: r.restore},
 		{Name: "etcd", Run: do(r.startEtcd)},
 		{Name: "control-plane", Run: do(r.startControlPlane)},
 		{Name: "nodes", Run: do(r.waitNodes)},
@@ -211,10 +213,10 @@ func (r *restoreRun) hold(ctx context.Context) error {
 }
 
 // restore puts the snapshot on each member not restored yet and restores its data directory from it.
-func (r *restoreRun) restore(ctx context.Context) error {
+func (r *restoreRun) restore(ctx context.Context, _ *plan, g progress) error {
 	e := r.e
 	_, err := e.play(ctx, Play{Name: "restore", Hosts: names(r.members), Run: func(ctx context.Context, name string) (bool, error) {
-		if r.st.IsDone("restore/" + name) {
+		if g.Done(name) {
 			return false, nil
 		}
 		h := e.Inv.Host(name)
@@ -228,7 +230,7 @@ func (r *restoreRun) restore(ctx context.Context) error {
 			PeerURL: r.peers[name], InitialCluster: strings.Join(r.initial, ","), Token: r.st.Data.Token, Bump: restoreBump}); err != nil {
 			return false, err
 		}
-		return true, r.st.MarkDone("restore/" + name)
+		return true, g.Finish(name)
 	}})
 	return err
 }

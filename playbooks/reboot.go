@@ -35,10 +35,12 @@ func Reboot(ctx context.Context, e *Env, o RebootOptions) (*RebootResult, error)
 		return nil, err
 	}
 	var err error
-	r.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, nil, r.steps())
+	r.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun, Progress: r.st}, nil, r.steps())
 	return r.res, err
 }
 
+// steps are a reboot's; its reboot step resumes host by host (Step.Resume), and the journal keeps each
+// host's boot ID before its reboot and the nodes it cordoned beside it.
 func (r *rebootRun) steps() []Step {
 	return []Step{
 		// connect; each host's boot ID, and whether it asks for a reboot
@@ -48,7 +50,7 @@ func (r *rebootRun) steps() []Step {
 		// what a dry run shows: the order
 		{Name: "plan", Run: do(r.plan), Dry: true},
 		// control-plane and etcd hosts one at a time, then workers in batches
-		{Name: "reboot", Run: do(r.reboot)},
+		{Name: "reboot", Resume: r.reboot},
 		// every Node's status; the record of the reboot removed
 		{Name: "done", Run: do(r.done)},
 	}
@@ -181,9 +183,9 @@ func (r *rebootRun) plan(context.Context) error {
 	return nil
 }
 
-func (r *rebootRun) reboot(ctx context.Context) error {
+func (r *rebootRun) reboot(ctx context.Context, _ *plan, g progress) error {
 	for _, batch := range r.order() {
-		if err := r.batch(ctx, batch); err != nil {
+		if err := r.batch(ctx, g, batch); err != nil {
 			return err
 		}
 	}
@@ -192,8 +194,8 @@ func (r *rebootRun) reboot(ctx context.Context) error {
 
 // batch reboots hosts together: drain, hooks, reboot, wait, hooks, uncordon. A host that does not come
 // back within NodeTimeout stops the run, named; the others of its batch are waited for and uncordoned.
-func (r *rebootRun) batch(ctx context.Context, batch []*inventory.Host) error {
-	if err := r.st.Begin(names(batch)...); err != nil {
+func (r *rebootRun) batch(ctx context.Context, g progress, batch []*inventory.Host) error {
+	if err := g.Begin(names(batch)...); err != nil {
 		return err
 	}
 	// The hosts not rebooted yet (a resumed run finds a new boot ID on those it had rebooted).
@@ -242,7 +244,7 @@ func (r *rebootRun) batch(ctx context.Context, batch []*inventory.Host) error {
 		if err := r.uncordon(ctx, h); err != nil {
 			return err
 		}
-		if err := r.st.MarkDone("reboot/"+h.Name, h.Name); err != nil {
+		if err := g.Finish(h.Name); err != nil {
 			return err
 		}
 	}

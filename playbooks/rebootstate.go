@@ -45,6 +45,7 @@ func (r *rebootRun) issuedBefore(h *inventory.Host) (bootID string, issued time.
 	return bootID, issued, ok
 }
 
+// isDone and wasCurrent read what the reboot step (a resuming step: progress) recorded in a run that stopped.
 func (r *rebootRun) isDone(h *inventory.Host) bool {
 	return r.st != nil && r.st.IsDone("reboot/"+h.Name)
 }

@@ -86,6 +86,8 @@ type rotation struct {
 	res *RotateResult
 }
 
+// steps are a leaf rotation's. It keeps no journal: the certificates renewed are in the state directory,
+// and every host's files are compared with them, so running it again finishes a rotation killed half-way.
 func (r *rotation) steps() []Step {
 	return []Step{
 		{Name: "preflight", Plan: r.preflightStep},

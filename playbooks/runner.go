@@ -18,6 +18,10 @@ type Step struct {
 	// Plan, in place of Run, makes the plan the steps after it take (preflight adds the hosts' facts,
 	// render everything else); the plan it was given is left as it was.
 	Plan func(ctx context.Context, p *plan) (*plan, error)
+	// Resume, in place of Run, is a step that resumes host by host: it records in the run's journal, through
+	// the progress the runner hands it, the hosts it begins and those it has done, and a run after an
+	// interrupted one leaves those done alone and knows those it had begun (see runOptions.Progress).
+	Resume func(ctx context.Context, p *plan, g progress) error
 	// Skip, when set, says why the step does not run this time ("" runs it): a dry run, nothing to do.
 	Skip func(p *plan) string
 	// Dry steps run in a dry run too: they record what they would change instead of changing it (see
@@ -44,9 +48,12 @@ func unless(skip func() string) func(*plan) string {
 type runOptions struct {
 	Sink   transport.Sink
 	DryRun bool
-	// Journal, when set, makes the run resumable: a step it has as done is skipped, and each step is
-	// recorded there as under way before it runs and done after.
+	// Journal, when set, makes the run resumable step by step: a step it has as done is skipped, and each
+	// step is recorded there as under way before it runs and done after (etcd restore, the CA rotation).
 	Journal stepJournal
+	// Progress is where the steps that resume host by host (Step.Resume) keep what they did: the run's
+	// journal (upgrade, reboot, etcd restore); nil keeps nothing (a dry run reads it and writes nothing).
+	Progress stepJournal
 	// Before is called before each step that runs (with its index): a step may depend on what ran beside
 	// the run.
 	Before func(i int) error
@@ -57,8 +64,48 @@ type runOptions struct {
 // stepJournal is what the runner keeps in a run's journal (a *statedir.Journal).
 type stepJournal interface {
 	IsDone(step string) bool
+	IsCurrent(name string) bool
 	Begin(names ...string) error
 	MarkDone(step string, names ...string) error
+}
+
+// progress is a resuming step's part of the run's journal (Step.Resume): "STEP/HOST" done for each host it
+// did, the hosts it is changing under way. Without a journal nothing is done or begun; in a dry run it is
+// read and not written.
+type progress struct {
+	step string
+	j    stepJournal
+	dry  bool
+}
+
+// Done reports whether a run did host's part of the step.
+func (g progress) Done(host string) bool { return g.j != nil && g.j.IsDone(g.step+"/"+host) }
+
+// Begun reports whether hosts were being changed when a run stopped (by this step or another).
+func (g progress) Begun(host string) bool { return g.j != nil && g.j.IsCurrent(host) }
+
+// Begin records hosts as being changed.
+func (g progress) Begin(hosts ...string) error {
+	if g.j == nil || g.dry {
+		return nil
+	}
+	return g.j.Begin(hosts...)
+}
+
+// Finish records host's part of the step as done, the host no longer being changed.
+func (g progress) Finish(host string) error {
+	if g.j == nil || g.dry {
+		return nil
+	}
+	return g.j.MarkDone(g.step+"/"+host, host)
+}
+
+// Complete records the whole step as done (STEP): what comes after it may read it.
+func (g progress) Complete() error {
+	if g.j == nil || g.dry {
+		return nil
+	}
+	return g.j.MarkDone(g.step)
 }
 
 // runSteps runs steps in order from the plan p, each announced (phase_start, phase_done with its duration
@@ -104,8 +151,8 @@ func runSteps(ctx context.Context, o runOptions, p *plan, steps []Step) ([]Phase
 func checkSteps(steps []Step) error {
 	seen := map[string]int{}
 	for i, s := range steps {
-		if (s.Run == nil) == (s.Plan == nil) {
-			return fmt.Errorf("step %s: exactly one of Run and Plan is set", s.Name)
+		if n := btoi(s.Run != nil) + btoi(s.Plan != nil) + btoi(s.Resume != nil); n != 1 {
+			return fmt.Errorf("step %s: exactly one of Run, Plan and Resume is set", s.Name)
 		}
 		if _, ok := seen[s.Name]; ok {
 			return fmt.Errorf("step %s: two steps of that name", s.Name)
@@ -136,9 +183,12 @@ func runStep(ctx context.Context, o runOptions, i int, s Step, p *plan, timings 
 	start := time.Now()
 	emit(o.Sink, transport.Event{Type: transport.EventPhaseStart, Play: s.Name})
 	next, err := p, error(nil)
-	if s.Plan != nil {
+	switch {
+	case s.Plan != nil:
 		next, err = s.Plan(ctx, p)
-	} else {
+	case s.Resume != nil:
+		err = s.Resume(ctx, p, progress{step: s.Name, j: o.Progress, dry: o.DryRun})
+	default:
 		err = s.Run(ctx, p)
 	}
 	d := time.Since(start)
@@ -190,4 +240,11 @@ func clockOr(now func() time.Time) func() time.Time {
 		return time.Now
 	}
 	return now
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

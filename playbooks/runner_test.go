@@ -156,8 +156,8 @@ func TestCheckSteps(t *testing.T) {
 		steps []Step
 		err   string
 	}{
-		{[]Step{{Name: "a"}}, "step a: exactly one of Run and Plan is set"},
-		{[]Step{{Name: "a", Run: run, Plan: mk}}, "step a: exactly one of Run and Plan is set"},
+		{[]Step{{Name: "a"}}, "step a: exactly one of Run, Plan and Resume is set"},
+		{[]Step{{Name: "a", Run: run, Plan: mk}}, "step a: exactly one of Run, Plan and Resume is set"},
 		{[]Step{{Name: "a", Run: run}, {Name: "a", Run: run}}, "step a: two steps of that name"},
 		{[]Step{{Name: "a", Run: run, Until: "b"}}, "step a: its background part ends by b, which is not a step after it"},
 		{[]Step{{Name: "b", Run: run}, {Name: "a", Run: run, Until: "b"}}, "step a: its background part ends by b, which is not a step after it"},
@@ -171,5 +171,61 @@ func TestCheckSteps(t *testing.T) {
 	ran := false
 	if _, err := runSteps(context.Background(), runOptions{}, nil, []Step{{Name: "a", Run: func(context.Context, *plan) error { ran = true; return nil }}, {Name: "b"}}); err == nil || ran {
 		t.Errorf("a list with a step of no work ran (%v, %v)", ran, err)
+	}
+}
+
+// A resuming step gets its part of the run's journal: hosts begun and done under "STEP/HOST", read back
+// by the next run; a dry run reads it and writes nothing; without a journal nothing is done.
+func TestRunStepsProgress(t *testing.T) {
+	j := statedir.NewJournal[struct{}](filepath.Join(t.TempDir(), "x.json"), "x", "", time.Now())
+	boom := errors.New("boom")
+	var did []string
+	kill := true
+	steps := []Step{{Name: "roll", Resume: func(_ context.Context, _ *plan, g progress) error {
+		for _, h := range []string{"h1", "h2", "h3"} {
+			if g.Done(h) {
+				continue
+			}
+			if err := g.Begin(h); err != nil {
+				return err
+			}
+			if h == "h2" && kill {
+				return boom // killed while h2 is being changed
+			}
+			did = append(did, h)
+			if err := g.Finish(h); err != nil {
+				return err
+			}
+		}
+		return g.Complete()
+	}}}
+	if _, err := runSteps(context.Background(), runOptions{Progress: j}, nil, steps); !errors.Is(err, boom) {
+		t.Fatalf("error %v", err)
+	}
+	if !slices.Equal(j.Done, []string{"roll/h1"}) || !slices.Equal(j.Current, []string{"h2"}) {
+		t.Fatalf("done %v, under way %v", j.Done, j.Current)
+	}
+	var begun bool
+	dry := []Step{{Name: "roll", Resume: func(_ context.Context, _ *plan, g progress) error {
+		begun = g.Begun("h2") && g.Done("h1") && !g.Done("h2")
+		return errors.Join(g.Begin("h3"), g.Finish("h2"), g.Complete())
+	}}}
+	dry[0].Dry = true
+	if _, err := runSteps(context.Background(), runOptions{Progress: j, DryRun: true}, nil, dry); err != nil || !begun {
+		t.Fatalf("dry run: %v, saw h2 under way and h1 done: %v", err, begun)
+	}
+	if !slices.Equal(j.Done, []string{"roll/h1"}) || !slices.Equal(j.Current, []string{"h2"}) {
+		t.Fatalf("a dry run wrote the journal: done %v, under way %v", j.Done, j.Current)
+	}
+	did, kill = nil, false
+	if _, err := runSteps(context.Background(), runOptions{Progress: j}, nil, steps); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(did, []string{"h2", "h3"}) || !slices.Equal(j.Done, []string{"roll/h1", "roll/h2", "roll/h3", "roll"}) || len(j.Current) != 0 {
+		t.Errorf("resumed: did %v, done %v, under way %v", did, j.Done, j.Current)
+	}
+	did = nil
+	if _, err := runSteps(context.Background(), runOptions{}, nil, steps); err != nil || len(did) != 3 {
+		t.Errorf("without a journal: did %v (%v)", did, err)
 	}
 }

@@ -154,7 +154,9 @@ func (u *upRun) noWorkers(p *plan) string {
 	return ""
 }
 
-// steps are Up's steps, in order.
+// steps are Up's steps, in order. Up keeps no journal: every step finds from the hosts and the API what is
+// left to do (the files each host has, the kubelets running, the Nodes registered), so a run killed anywhere
+// is finished by running it again, and add-node is the same steps on the hosts it adds.
 func (u *upRun) steps() []Step {
 	return []Step{
 		// connect, gather facts, kubeadm's checks per role and across hosts

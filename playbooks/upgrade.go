@@ -75,10 +75,13 @@ func Upgrade(ctx context.Context, e *Env, o UpgradeOptions) (*UpgradeResult, err
 	if o.Rollback {
 		steps = u.rollbackSteps()
 	}
-	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun}, p, steps)
+	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun, Progress: u.st}, p, steps)
 	return u.res, err
 }
 
+// steps are an upgrade's. Its journal (loadState) is the runner's progress: the control-plane, addons and
+// kubelets steps resume host by host (Step.Resume); the others read what a killed run left (resume,
+// check's hosts under way) or find it from the cluster (versions, files).
 func (u *upgradeRun) steps() []Step {
 	return []Step{
 		// connect, gather facts, preflight checks for the target version
@@ -111,11 +114,11 @@ func (u *upgradeRun) steps() []Step {
 		// the next
 		{Name: "etcd", Run: u.etcd, Skip: unless(u.noEtcdHosts)},
 		// control-plane nodes one at a time: etcd, API server, controller-manager, scheduler
-		{Name: "control-plane", Run: u.controlPlanes, Skip: unless(u.limited)},
+		{Name: "control-plane", Resume: u.controlPlanes, Skip: unless(u.limited)},
 		// kube-proxy, CoreDNS, kubeadm-config, kubelet-config
-		{Name: "addons", Run: u.addons, Skip: unless(u.limited)},
+		{Name: "addons", Resume: u.addons, Skip: unless(u.limited)},
 		// kubelets: control-plane nodes one at a time, then workers in batches, drained first
-		{Name: "kubelets", Run: u.kubelets},
+		{Name: "kubelets", Resume: u.kubelets},
 		// every Node Ready at the target; the record of the upgrade removed
 		{Name: "done", Run: u.done},
 	}
@@ -260,11 +263,10 @@ func (u *upgradeRun) importImages(ctx context.Context, p *plan) error {
 // controlPlanes rolls the control-plane nodes one at a time with the target's static Pods and the renewed
 // certificates (rollControlPlane: etcd alone first when its manifest changes), the kubelets left as they
 // are until every API server runs the target.
-func (u *upgradeRun) controlPlanes(ctx context.Context, p *plan) error {
+func (u *upgradeRun) controlPlanes(ctx context.Context, p *plan, g progress) error {
 	cp := u.only(controlPlaneFile).keeping(u.keptDir(phaseControlPlane))
 	for _, h := range u.controlPlaneHosts(p) {
-		step := "control-plane/" + h.Name
-		if err := u.markCurrent(h.Name); err != nil {
+		if err := g.Begin(h.Name); err != nil {
 			return err
 		}
 		start := time.Now()
@@ -279,7 +281,7 @@ func (u *upgradeRun) controlPlanes(ctx context.Context, p *plan) error {
 		if changed {
 			u.res.ControlPlanes = append(u.res.ControlPlanes, PhaseTiming{Name: h.Name, DurationMS: time.Since(start).Milliseconds()})
 		}
-		if err := u.markDone(step, h.Name); err != nil {
+		if err := g.Finish(h.Name); err != nil {
 			return err
 		}
 	}
@@ -288,7 +290,7 @@ func (u *upgradeRun) controlPlanes(ctx context.Context, p *plan) error {
 
 // addons applies kube-proxy, CoreDNS (the cluster's Corefile migrated to the new CoreDNS, not replaced),
 // kubeadm-config and kubelet-config at the target, and waits for both rollouts.
-func (u *upgradeRun) addons(ctx context.Context, p *plan) error {
+func (u *upgradeRun) addons(ctx context.Context, p *plan, g progress) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return err
@@ -336,21 +338,21 @@ func (u *upgradeRun) addons(ctx context.Context, p *plan) error {
 	if err != nil {
 		return err
 	}
-	return u.markDone("addons")
+	return g.Complete()
 }
 
 // kubelets upgrades the kubelets: control-plane nodes one at a time, then the workers MaxUnavailable at
 // a time.
-func (u *upgradeRun) kubelets(ctx context.Context, p *plan) error {
+func (u *upgradeRun) kubelets(ctx context.Context, p *plan, g progress) error {
 	if !u.limit {
 		for _, h := range u.controlPlaneHosts(p) {
-			if err := u.kubelet(ctx, p, []*inventory.Host{h}); err != nil {
+			if err := u.kubelet(ctx, p, g, []*inventory.Host{h}); err != nil {
 				return err
 			}
 		}
 	}
 	for _, batch := range u.workerBatches(p) {
-		if err := u.kubelet(ctx, p, batch); err != nil {
+		if err := u.kubelet(ctx, p, g, batch); err != nil {
 			return err
 		}
 	}
@@ -360,16 +362,16 @@ func (u *upgradeRun) kubelets(ctx context.Context, p *plan) error {
 // kubelet upgrades a batch of nodes' kubelets together: cordon, drain, push every file (the kubelet, its
 // configuration, the runtime), restart, Ready at the target, uncordon. A node whose kubelet already runs
 // the target with every file in place is left alone (uncordoned if the upgrade had cordoned it).
-func (u *upgradeRun) kubelet(ctx context.Context, p *plan, batch []*inventory.Host) error {
+func (u *upgradeRun) kubelet(ctx context.Context, p *plan, g progress, batch []*inventory.Host) error {
 	admin, err := u.e.Admin(ctx)
 	if err != nil {
 		return err
 	}
-	if err := u.markCurrent(names(batch)...); err != nil {
+	if err := g.Begin(names(batch)...); err != nil {
 		return err
 	}
 	start := time.Now()
-	todo, err := u.drain(ctx, admin, batch)
+	todo, err := u.drain(ctx, g, admin, batch)
 	if err != nil {
 		return err
 	}
@@ -393,7 +395,7 @@ func (u *upgradeRun) kubelet(ctx context.Context, p *plan, batch []*inventory.Ho
 				if err := u.drainWindow().close(ctx, admin.Kube, h); err != nil {
 					return err
 				}
-				if err := u.markDone("kubelet/"+h.Name, h.Name); err != nil {
+				if err := g.Finish(h.Name); err != nil {
 					return err
 				}
 			}
@@ -408,7 +410,7 @@ func (u *upgradeRun) kubelet(ctx context.Context, p *plan, batch []*inventory.Ho
 		if err := u.drainWindow().close(ctx, admin.Kube, h); err != nil {
 			return err
 		}
-		if err := u.markDone("kubelet/"+h.Name, h.Name); err != nil {
+		if err := g.Finish(h.Name); err != nil {
 			return err
 		}
 	}
@@ -422,14 +424,14 @@ func (u *upgradeRun) kubelet(ctx context.Context, p *plan, batch []*inventory.Ho
 }
 
 // drain cordons and drains the nodes of a batch that are not at the target yet (todo).
-func (u *upgradeRun) drain(ctx context.Context, admin *apiclient.Client, batch []*inventory.Host) ([]*inventory.Host, error) {
+func (u *upgradeRun) drain(ctx context.Context, g progress, admin *apiclient.Client, batch []*inventory.Host) ([]*inventory.Host, error) {
 	var todo []*inventory.Host
 	for _, h := range batch {
 		n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", h.Name, err)
 		}
-		if n.Status.NodeInfo.KubeletVersion == u.res.To && (u.isDone("kubelet/"+h.Name) || !u.wasCurrent[h.Name]) {
+		if n.Status.NodeInfo.KubeletVersion == u.res.To && (g.Done(h.Name) || !u.wasCurrent[h.Name]) {
 			continue // upgraded already (a run killed while it was being upgraded does it again)
 		}
 		todo = append(todo, h)

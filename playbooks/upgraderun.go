@@ -111,7 +111,7 @@ func (u *upgradeRun) controlPlaneHosts(p *plan) []*inventory.Host {
 }
 
 // kindUpgrade is the kind of an upgrade's journal: its key the target version; done "control-plane/<host>",
-// "addons", "kubelet/<host>"; current the hosts being changed (they may be NotReady when a killed run
+// "addons", "kubelets/<host>"; current the hosts being changed (they may be NotReady when a killed run
 // resumes).
 const kindUpgrade = "upgrade"
 

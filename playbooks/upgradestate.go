@@ -56,23 +56,11 @@ func (u *upgradeRun) keepFrom() {
 	}
 }
 
+// isDone and current read the journal the resuming steps (control-plane, addons, kubelets) write through
+// the runner (progress): the other steps ask what a killed run left.
 func (u *upgradeRun) isDone(step string) bool { return u.st.IsDone(step) }
 
 func (u *upgradeRun) current(host string) bool { return u.st.IsCurrent(host) }
-
-func (u *upgradeRun) markDone(step string, hosts ...string) error {
-	if u.o.DryRun {
-		return nil
-	}
-	return u.st.MarkDone(step, hosts...)
-}
-
-func (u *upgradeRun) markCurrent(hosts ...string) error {
-	if u.o.DryRun {
-		return nil
-	}
-	return u.st.Begin(hosts...)
-}
 
 // interrupted are the control-plane hosts a killed run was rolling.
 func (u *upgradeRun) interrupted(p *plan) []*inventory.Host {

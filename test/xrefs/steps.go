@@ -144,8 +144,8 @@ func isPlanWith(f *types.Func) bool {
 }
 
 // steps are the lines of the steps fd makes: each step's name, what its Run (or Plan) reads, and what the
-// runner is told of it: that it makes the plan the next steps take, that it leaves work in the background
-// until a later step.
+// runner is told of it: that it makes the plan the next steps take, that it resumes host by host from the
+// run's journal, that it leaves work in the background until a later step.
 func (g *callGraph) steps(fd *ast.FuncDecl) []string {
 	var lines []string
 	ast.Inspect(fd.Body, func(x ast.Node) bool {
@@ -170,6 +170,8 @@ func (g *callGraph) steps(fd *ast.FuncDecl) []string {
 				run = kv.Value
 			case "Plan":
 				run, note = kv.Value, note+"; makes the plan"
+			case "Resume":
+				run, note = kv.Value, note+"; resumes from the run's journal"
 			case "Until":
 				note += "; in the background until " + g.text(kv.Value)
 			}
