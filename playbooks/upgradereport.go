@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/tasks/readiness"
 )
 
@@ -176,14 +177,14 @@ func (u *upgradeRun) certificateFindings(ctx context.Context, p *plan) readiness
 // rotatedByKubelet: the kubelet's own client and serving certificates (and its kubeconfig, which points
 // at the client one), which it renews by itself.
 func rotatedByKubelet(p string) bool {
-	return strings.HasPrefix(p, "/var/lib/kubelet/pki/") || p == "/etc/kubernetes/kubelet.conf"
+	return strings.HasPrefix(p, kubeadm.KubeletPKIDir+"/") || p == kubeadm.KubeletKubeconfig
 }
 
 // renewedOnControlPlane: what the upgrade renews on a control-plane node with --certificate-renewal, as
 // kubeadm upgrade does: the leaf certificates under the PKI directory and the components' kubeconfigs.
 func renewedOnControlPlane(p string) bool {
-	return strings.HasPrefix(p, "/etc/kubernetes/pki/") ||
-		path.Dir(p) == "/etc/kubernetes" && strings.HasSuffix(p, ".conf") && p != "/etc/kubernetes/kubelet.conf"
+	return strings.HasPrefix(p, kubeadm.PKIDir+"/") ||
+		path.Dir(p) == kubeadm.KubernetesDir && strings.HasSuffix(p, ".conf") && p != kubeadm.KubeletKubeconfig
 }
 
 // window is the longest the run could take: every control-plane node's waits (etcd, static Pods, its

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/templates"
 )
 
@@ -23,18 +24,18 @@ const (
 	// RoutesPath holds the node's routes, ip commands the unit runs with `ip -batch`: the unit itself is the
 	// same on every node and never changes with the routes, so that new routes cost a restart of the unit
 	// and no reload of systemd (seconds on a busy host, twice per node when the routes were in the unit).
-	RoutesPath = "/var/lib/clusterctl/pod-routes"
+	RoutesPath = kubeadm.StateDir + "/pod-routes"
 	// Rules6Path holds the node's IPv6 Service rules, run with `ip -6 -batch` (a policy rule's family is
 	// ip's option, not its address's): on clusters with an IPv6 range only.
-	Rules6Path = "/var/lib/clusterctl/pod-rules6"
+	Rules6Path = kubeadm.StateDir + "/pod-rules6"
 	// NetworkdDropInPath keeps systemd-networkd off the routes and rules it did not make (NetworkdDropIn).
 	NetworkdDropInPath = "/etc/systemd/networkd.conf.d/clusterctl.conf"
 	// NetworkdRoutesPath is networkd's drop-in of the node's routes (NetworkdRoutes), linked into the
 	// drop-in directory of the .network file of the interface that holds the node's address.
-	NetworkdRoutesPath = "/var/lib/clusterctl/pod-routes.networkd"
+	NetworkdRoutesPath = kubeadm.StateDir + "/pod-routes.networkd"
 	// HookPath restarts the routes unit when NetworkManager or ifupdown brings an interface up: linked
 	// into their hook directories where the host has them.
-	HookPath = "/var/lib/clusterctl/pod-routes-hook"
+	HookPath = kubeadm.StateDir + "/pod-routes-hook"
 )
 
 // Bridge is the pod network's bridge, named in its CNI configuration and matched by its Service rule.
