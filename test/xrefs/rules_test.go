@@ -30,25 +30,12 @@ func TestSizes(t *testing.T) {
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
 	files, funcs := 0, 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	err := walkGo(root, func(rel, path string) error {
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			return err
 		}
 		files++
-		rel, _ := filepath.Rel(root, path)
 		if n := fset.File(f.Pos()).LineCount(); n > maxFileLines {
 			t.Errorf("%s: %d lines, more than %d: split it along what it does", rel, n, maxFileLines)
 		}
