@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/facts"
@@ -184,8 +185,11 @@ func Run(f *facts.Facts, n *Node) []Finding {
 }
 
 // Asks is what the facts script must look for so that every check can run: the union of every set's
-// checks' Needs (with etcd, and profile cis).
-func Asks() facts.Ask {
+// checks' Needs (with etcd, and profile cis), made once (every host's facts ask it). It is shared: read it,
+// never change it.
+var Asks = sync.OnceValue(asks)
+
+func asks() facts.Ask {
 	var ask facts.Ask
 	for _, set := range []CheckSet{SetInit, SetControlPlaneJoin, SetJoin, SetEtcd} {
 		checks := Checks(set, 0, true) // a port check needs nothing asked: any API server port does
