@@ -3,6 +3,7 @@ package inventory
 import (
 	"bytes"
 	"fmt"
+	"iter"
 	"reflect"
 	"strings"
 
@@ -43,30 +44,54 @@ type fullWriter struct {
 	pos positions
 }
 
+// yamlFields are the fields of struct type t that hosts.yaml has, in order, with their keys: exported,
+// their yaml tag not "-", those of an embedded struct without a key in its place. Each comes with the
+// struct that declares it.
+func yamlFields(t reflect.Type) iter.Seq2[string, yamlField] {
+	return func(yield func(string, yamlField) bool) {
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+			switch {
+			case name == "-" || !sf.IsExported():
+			case sf.Anonymous && name == "":
+				for n, f := range yamlFields(sf.Type) {
+					if !yield(n, f) {
+						return
+					}
+				}
+			case !yield(name, yamlField{In: t, StructField: sf}):
+				return
+			}
+		}
+	}
+}
+
+// yamlField is a field of hosts.yaml: the struct that declares it, and the field.
+type yamlField struct {
+	In reflect.Type
+	reflect.StructField
+}
+
+// Value is the field's type without its pointers.
+func (f yamlField) Value() reflect.Type {
+	t := f.Type
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
 // mapping writes the fields of struct type t, with their values from n (a mapping node, or nil).
 func (w fullWriter) mapping(n *yaml.Node, t reflect.Type, path string, indent int) error {
 	pad := strings.Repeat(" ", indent)
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if name == "-" || !sf.IsExported() {
-			continue
-		}
-		if sf.Anonymous && name == "" {
-			if err := w.mapping(n, sf.Type, path, indent); err != nil {
-				return err
-			}
-			continue
-		}
+	for name, sf := range yamlFields(t) {
 		key := path + name
-		if doc := firstSentence(fieldDocs[t.Name()+"."+sf.Name]); doc != "" {
+		if doc := firstSentence(fieldDocs[sf.In.Name()+"."+sf.Name]); doc != "" {
 			fmt.Fprintf(w.b, "%s# %s\n", pad, doc)
 		}
 		val := valueOf(n, name)
-		ft := sf.Type
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
+		ft := sf.Value()
 		switch {
 		case val == nil:
 			fmt.Fprintf(w.b, "%s# %s:\n", pad, name)

@@ -27,22 +27,10 @@ type field struct {
 // fields walks the model from t, each field that hosts.yaml has (yaml tag not "-"), depth first.
 func fields(t reflect.Type, prefix string, seen map[reflect.Type]bool) []field {
 	var out []field
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if name == "-" || !sf.IsExported() {
-			continue
-		}
-		if sf.Anonymous && name == "" {
-			out = append(out, fields(sf.Type, prefix, seen)...)
-			continue
-		}
+	for name, sf := range yamlFields(t) {
 		path := prefix + name
-		out = append(out, field{path: path, goType: t, sf: sf})
-		ft := sf.Type
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
+		out = append(out, field{path: path, goType: sf.In, sf: sf.StructField})
+		ft := sf.Value()
 		suffix := ""
 		if ft.Kind() == reflect.Slice && !leafTypes[ft] {
 			ft, suffix = ft.Elem(), "[]"
