@@ -109,6 +109,17 @@ func (d *deployment) record(host string, o apply.Outcome) {
 	}
 }
 
+// started is when the run last started or restarted the kubelet on host, by the host's clock (zero: it did
+// not).
+func (d *deployment) started(host string) time.Time {
+	d.rec.mu.Lock()
+	defer d.rec.mu.Unlock()
+	if o := d.rec.outcomes[host]; o != nil {
+		return o.Started
+	}
+	return time.Time{}
+}
+
 // anyChanged reports whether a play changed something on some host.
 func anyChanged(res []transport.HostResult) bool {
 	return slices.ContainsFunc(res, func(r transport.HostResult) bool { return r.Status == transport.StatusChanged })

@@ -45,9 +45,10 @@ func (r *rebootRun) issuedBefore(h *inventory.Host) (bootID string, issued time.
 	return bootID, issued, ok
 }
 
-// isDone and wasCurrent read what the reboot step (a resuming step: progress) recorded in a run that stopped.
-func (r *rebootRun) isDone(h *inventory.Host) bool {
-	return r.st != nil && r.st.IsDone("reboot/"+h.Name)
-}
+// isDone and wasCurrent read what the reboot step (a resuming step: progress) recorded in a run that stopped
+// (a nil journal, in a dry run, reads as nothing).
+func (r *rebootRun) isDone(h *inventory.Host) bool { return r.reboots().Done(h.Name) }
 
-func (r *rebootRun) wasCurrent(h *inventory.Host) bool { return r.st != nil && r.st.IsCurrent(h.Name) }
+func (r *rebootRun) wasCurrent(h *inventory.Host) bool { return r.reboots().Begun(h.Name) }
+
+func (r *rebootRun) reboots() progress { return progress{step: "reboot", j: r.st, dry: true} }

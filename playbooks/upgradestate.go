@@ -56,17 +56,20 @@ func (u *upgradeRun) keepFrom() {
 	}
 }
 
-// isDone and current read the journal the resuming steps (control-plane, addons, kubelets) write through
-// the runner (progress): the other steps ask what a killed run left.
+// isDone, current and progressOf read the journal the resuming steps (control-plane, addons, kubelets)
+// write through the runner (progress): the other steps ask what a killed run left.
 func (u *upgradeRun) isDone(step string) bool { return u.st.IsDone(step) }
 
 func (u *upgradeRun) current(host string) bool { return u.st.IsCurrent(host) }
 
+func (u *upgradeRun) progressOf(step string) progress { return progress{step: step, j: u.st, dry: true} }
+
 // interrupted are the control-plane hosts a killed run was rolling.
 func (u *upgradeRun) interrupted(p *plan) []*inventory.Host {
 	var out []*inventory.Host
+	g := u.progressOf("control-plane")
 	for _, h := range u.controlPlaneHosts(p) {
-		if u.current(h.Name) && !u.isDone("control-plane/"+h.Name) {
+		if g.Begun(h.Name) && !g.Done(h.Name) {
 			out = append(out, h)
 		}
 	}

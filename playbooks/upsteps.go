@@ -357,6 +357,9 @@ func (u *upRun) ready(ctx context.Context, p *plan) error {
 				switch {
 				case n == nil || !nodes.Ready(n):
 					waiting = append(waiting, h.NodeName+" (not Ready)")
+				case !nodes.ReadySince(n, u.started(h.Name)):
+					// Its kubelet restarted in this run: the Ready seen is its predecessor's until it reports.
+					waiting = append(waiting, h.NodeName+" (its restarted kubelet has not reported yet)")
 				case !u.approver.Approved(h.NodeName):
 					waiting = append(waiting, h.NodeName+" (no serving certificate)")
 				case !serving[h.NodeName]:

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -53,6 +54,9 @@ type FileChange struct {
 type Outcome struct {
 	Files   []FileChange
 	Actions []string
+	// Started is when a service the run (re)started was started, by the host's clock (whole seconds):
+	// what the service reports from then on is its own, not its predecessor's. Zero: none.
+	Started time.Time
 }
 
 // Changed reports whether anything changed.
@@ -62,6 +66,9 @@ func (o *Outcome) Changed() bool { return len(o.Files)+len(o.Actions) > 0 }
 func (o *Outcome) Add(other Outcome) {
 	o.Files = append(o.Files, other.Files...)
 	o.Actions = append(o.Actions, other.Actions...)
+	if other.Started.After(o.Started) {
+		o.Started = other.Started
+	}
 }
 
 // Changed paths of the outcome.
@@ -179,8 +186,21 @@ func Etcd(ctx context.Context, h Host, p scripts.EtcdParams) (Outcome, error) {
 // Kubelet starts the kubelet, or restarts it when its inputs changed since it last started with them or
 // restart says so; a running kubelet with nothing new is left alone.
 func Kubelet(ctx context.Context, h Host, p scripts.KubeletParams) (Outcome, error) {
-	actions, err := run(ctx, h, scripts.Kubelet(p))
-	return Outcome{Actions: actions}, err
+	res, err := h.Run(ctx, "sh -s", []byte(scripts.Kubelet(p)))
+	if err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{Actions: actionsOf(res.Stdout)}
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		if s, ok := strings.CutPrefix(line, "started: "); ok {
+			sec, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || sec <= 0 {
+				return out, fmt.Errorf("%s: the kubelet script's start time %q is not a time in seconds", h.Name(), s)
+			}
+			out.Started = time.Unix(sec, 0)
+		}
+	}
+	return out, nil
 }
 
 // RoutesUnit is a node's pod routes unit and the files that go with it.
@@ -230,13 +250,18 @@ func run(ctx context.Context, h Host, script string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return actionsOf(res.Stdout), nil
+}
+
+// actionsOf are the "action: " lines of a script's output.
+func actionsOf(stdout []byte) []string {
 	var actions []string
-	for _, line := range strings.Split(string(res.Stdout), "\n") {
+	for _, line := range strings.Split(string(stdout), "\n") {
 		if a, ok := strings.CutPrefix(line, "action: "); ok {
 			actions = append(actions, a)
 		}
 	}
-	return actions, nil
+	return actions
 }
 
 // KubeletFile reports whether a change to p needs the kubelet restarted.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/scripts"
 	"github.com/clusterctl/clusterctl/transport"
@@ -122,6 +123,10 @@ func TestKubelet(t *testing.T) {
 		}
 		if got := strings.Join(out.Actions, ","); got != want {
 			t.Errorf("run %d: %q, want %q", i, got, want)
+		}
+		// A restart says when, by the host's clock; leaving the kubelet alone says nothing.
+		if restarted := want != ""; restarted == out.Started.IsZero() || restarted && time.Since(out.Started) > time.Minute {
+			t.Errorf("run %d: started %v", i, out.Started)
 		}
 	}
 	p.Restart = true

@@ -178,6 +178,18 @@ func Ready(n *corev1.Node) bool {
 	return false
 }
 
+// ReadySince reports whether a Node is Ready by a status its kubelet posted at or after since (by the
+// node's clock, in the whole seconds a heartbeat carries): a kubelet restarted then reports its own state
+// only once it has posted one, and until then the Node shows its predecessor's. A zero since is Ready.
+func ReadySince(n *corev1.Node, since time.Time) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue && !c.LastHeartbeatTime.Time.Before(since)
+		}
+	}
+	return false
+}
+
 // InternalIP is a Node's first InternalIP address, or "".
 func InternalIP(n *corev1.Node) string {
 	for _, a := range n.Status.Addresses {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8stesting "k8s.io/client-go/testing"
@@ -27,6 +28,26 @@ func node(name string, ready bool) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}},
 		Addresses:  []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}, {Type: corev1.NodeInternalIP, Address: "fd00::5"}}}}
+}
+
+// A Node is Ready since a kubelet's start only by a status posted then or later: one posted before is
+// the previous kubelet's.
+func TestReadySince(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	n := node("w1", true)
+	for _, c := range []struct {
+		beat  time.Time
+		since time.Time
+		want  bool
+	}{{start.Add(-time.Second), start, false}, {start, start, true}, {start.Add(time.Second), start, true}, {start.Add(-time.Hour), time.Time{}, true}} {
+		n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(c.beat)
+		if got := ReadySince(n, c.since); got != c.want {
+			t.Errorf("heartbeat %v, since %v: %v, want %v", c.beat, c.since, got, c.want)
+		}
+	}
+	if ReadySince(node("w2", false), time.Time{}) {
+		t.Error("a NotReady node is Ready since nothing")
+	}
 }
 
 func TestLabel(t *testing.T) {

@@ -505,7 +505,9 @@ systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemct
 ######## cp1: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
-# "action: restart kubelet", "action: start kubelet", or "running".
+# "action: restart kubelet", "action: start kubelet", or "running"; before a restart or start, "started: "
+# and the host's clock in seconds (the kubelet's Node reports a status posted since then only once this
+# kubelet runs: one posted before is its predecessor's).
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -567,9 +569,10 @@ settle() {
     sleep 0.5; i=$((i + 1))
   done
 }
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
+started() { [ -n "$dry" ] || echo "started: $(date +%s)"; }
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; started; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
-else act "start kubelet" systemctl start kubelet; fi
+else started; act "start kubelet" systemctl start kubelet; fi
 ######## w1: preflight: the API server's port, from this host
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe 10.250.1.10 6443
 ######## w1: preflight: a listener on this host's etcd peer port
@@ -818,7 +821,9 @@ fi
 ######## w1: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
-# "action: restart kubelet", "action: start kubelet", or "running".
+# "action: restart kubelet", "action: start kubelet", or "running"; before a restart or start, "started: "
+# and the host's clock in seconds (the kubelet's Node reports a status posted since then only once this
+# kubelet runs: one posted before is its predecessor's).
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -880,6 +885,7 @@ settle() {
     sleep 0.5; i=$((i + 1))
   done
 }
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
+started() { [ -n "$dry" ] || echo "started: $(date +%s)"; }
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet; then settle; started; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
-else act "start kubelet" systemctl start kubelet; fi
+else started; act "start kubelet" systemctl start kubelet; fi

@@ -224,7 +224,9 @@ systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemct
 ######## cp1.corp.example.com: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
-# "action: restart kubelet", "action: start kubelet", or "running".
+# "action: restart kubelet", "action: start kubelet", or "running"; before a restart or start, "started: "
+# and the host's clock in seconds (the kubelet's Node reports a status posted since then only once this
+# kubelet runs: one posted before is its predecessor's).
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -286,9 +288,10 @@ settle() {
     sleep 0.5; i=$((i + 1))
   done
 }
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
+started() { [ -n "$dry" ] || echo "started: $(date +%s)"; }
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; started; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
-else act "start kubelet" systemctl start kubelet; fi
+else started; act "start kubelet" systemctl start kubelet; fi
 ######## cp2.corp.example.com: preflight: the API server's port, from this host
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe fd00:10::11 6443
 ######## cp2.corp.example.com: preflight: a listener on this host's etcd peer port
@@ -514,7 +517,9 @@ systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemct
 ######## cp2.corp.example.com: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
-# "action: restart kubelet", "action: start kubelet", or "running".
+# "action: restart kubelet", "action: start kubelet", or "running"; before a restart or start, "started: "
+# and the host's clock in seconds (the kubelet's Node reports a status posted since then only once this
+# kubelet runs: one posted before is its predecessor's).
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -576,9 +581,10 @@ settle() {
     sleep 0.5; i=$((i + 1))
   done
 }
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
+started() { [ -n "$dry" ] || echo "started: $(date +%s)"; }
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; started; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
-else act "start kubelet" systemctl start kubelet; fi
+else started; act "start kubelet" systemctl start kubelet; fi
 ######## cp3.corp.example.com: preflight: the API server's port, from this host
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe fd00:10::11 6443
 ######## cp3.corp.example.com: preflight: a listener on this host's etcd peer port
@@ -804,7 +810,9 @@ systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemct
 ######## cp3.corp.example.com: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
-# "action: restart kubelet", "action: start kubelet", or "running".
+# "action: restart kubelet", "action: start kubelet", or "running"; before a restart or start, "started: "
+# and the host's clock in seconds (the kubelet's Node reports a status posted since then only once this
+# kubelet runs: one posted before is its predecessor's).
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -866,9 +874,10 @@ settle() {
     sleep 0.5; i=$((i + 1))
   done
 }
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
+started() { [ -n "$dry" ] || echo "started: $(date +%s)"; }
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet /etc/kubernetes/kubelet.conf; then settle; started; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
-else act "start kubelet" systemctl start kubelet; fi
+else started; act "start kubelet" systemctl start kubelet; fi
 ######## w1.corp.example.com: preflight: the API server's port, from this host
 timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe fd00:10::11 6443
 ######## w1.corp.example.com: preflight: a listener on this host's etcd peer port
@@ -1046,7 +1055,9 @@ systemctl is-enabled -q kubelet 2>/dev/null || act "enable the kubelet" systemct
 ######## w1.corp.example.com: start the kubelet
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
-# "action: restart kubelet", "action: start kubelet", or "running".
+# "action: restart kubelet", "action: start kubelet", or "running"; before a restart or start, "started: "
+# and the host's clock in seconds (the kubelet's Node reports a status posted since then only once this
+# kubelet runs: one posted before is its predecessor's).
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -1108,6 +1119,7 @@ settle() {
     sleep 0.5; i=$((i + 1))
   done
 }
-if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
+started() { [ -n "$dry" ] || echo "started: $(date +%s)"; }
+if stale kubelet /var/lib/kubelet/config.yaml /var/lib/kubelet/kubeadm-flags.env /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/kubernetes/pki/ca.crt /usr/local/bin/kubelet; then settle; started; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
-else act "start kubelet" systemctl start kubelet; fi
+else started; act "start kubelet" systemctl start kubelet; fi

@@ -1,6 +1,8 @@
 # Managed by clusterctl: restart the kubelet when the files it starts with changed since it last started
 # with them (or when told to), start it when it is not running, else leave it alone. Prints what it did:
-# "action: restart kubelet", "action: start kubelet", or "running".
+# "action: restart kubelet", "action: start kubelet", or "running"; before a restart or start, "started: "
+# and the host's clock in seconds (the kubelet's Node reports a status posted since then only once this
+# kubelet runs: one posted before is its predecessor's).
 set -e
 stamps=/var/lib/clusterctl/applied
 dry=
@@ -62,6 +64,7 @@ settle() {
     sleep 0.5; i=$((i + 1))
   done
 }
-if stale kubelet /var/lib/kubelet/config.yaml /usr/local/bin/kubelet; then settle; act "restart kubelet" systemctl restart kubelet; commit kubelet
+started() { [ -n "$dry" ] || echo "started: $(date +%s)"; }
+if stale kubelet /var/lib/kubelet/config.yaml /usr/local/bin/kubelet; then settle; started; act "restart kubelet" systemctl restart kubelet; commit kubelet
 elif systemctl is-active -q kubelet; then echo running
-else act "start kubelet" systemctl start kubelet; fi
+else started; act "start kubelet" systemctl start kubelet; fi
