@@ -62,7 +62,9 @@ func (u *upgradeRun) isDone(step string) bool { return u.st.IsDone(step) }
 
 func (u *upgradeRun) current(host string) bool { return u.st.IsCurrent(host) }
 
-func (u *upgradeRun) progressOf(step string) progress { return progress{step: step, j: u.st, dry: true} }
+func (u *upgradeRun) progressOf(step string) progress {
+	return progress{step: step, j: u.st, dry: true}
+}
 
 // interrupted are the control-plane hosts a killed run was rolling.
 func (u *upgradeRun) interrupted(p *plan) []*inventory.Host {
