@@ -32,7 +32,7 @@ CLUSTER_CNI := $(if $(CNI),\n  cni:\n    plugin: $(CNI))
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-cis bench-addons bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net bench-operations
+.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-cis bench-addons bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net bench-operations bench-kubeadm
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -225,6 +225,11 @@ bench-pull: ## clusterctl artifacts pull of $(K8S_VERSION) for amd64 from the la
 bench-add-node: ## add-node of one worker to running 1+1 and 1+5 lab clusters: time and bytes written (root)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/addnode.sh
+
+bench-kubeadm: ## clusterctl up beside kubeadm init + parallel kubeadm join (scripted, test/bench/kubeadm.sh) on fresh lab hosts with the same artifacts, settings and pod network (flannel), alternating, until every Node is Ready and CoreDNS answers: the medians, their ratio and phases (root; SIZES="1+2 1+5", RUNS=5; ~45 min)
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/lab/build-k8s.sh --kubeadm $(K8S_VERSION)
+	test/bench/kubeadm.sh
 
 bench-fanout: ## one command on N=10,100,300 loopback sshd hosts: clusterctl vs a Go floor, Ansible and pssh (root; ~30 min)
 	test/bench/fanout.sh
