@@ -275,7 +275,11 @@ func Objects(image, podSubnet, endpoint string) ([]runtime.Object, error) {
 	}
 	nsType, nsMeta := meta("Namespace", "v1", Namespace)
 	nsMeta.Namespace = ""
-	nsMeta.Labels["pod-security.kubernetes.io/enforce"] = "privileged"
+	// warn and audit at the level it enforces: the cluster's defaults (restricted) would warn of flanneld's
+	// Pods at every up
+	for _, mode := range []string{"enforce", "warn", "audit"} {
+		nsMeta.Labels["pod-security.kubernetes.io/"+mode] = "privileged"
+	}
 	saType, saMeta := meta("ServiceAccount", "v1", "flannel")
 	crType, crMeta := meta("ClusterRole", "rbac.authorization.k8s.io/v1", "flannel")
 	crMeta.Namespace = ""
