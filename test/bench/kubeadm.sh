@@ -37,9 +37,7 @@ NAME=benchkubeadm
 KUBEADM=$ART/tools/linux-amd64/kubeadm
 [ -x "$KUBEADM" ] || { echo "$NAME: no kubeadm in $ART/tools: make artifacts" >&2; exit 1; }
 (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/dnsq" ./test/bench/cmd/dnsq)
-ms() { date +%s%3N; }
 sec() { echo "$1" | awk '{printf "%.1f", $1/1000}'; }
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 on() { local dir=$1 host=$2; shift 2; ssh -F "$dir/ssh_config" "$host" "$@"; }
 # waitall PID...: waits for each background job; the first that failed fails the benchmark.
 waitall() { local p; for p in "$@"; do wait "$p" || exit 1; done; }

@@ -43,6 +43,9 @@ lab_cluster() {
   "$REPO/test/lab/lab.sh" up --name "$lab" --dir "$2" --hosts $((cps + workers)) --control-planes "$cps" >/dev/null 2>&1
   lab_inventory "$2" >"$2/cluster.yaml"
 }
+# ms: the time now in milliseconds; median N...: the median of the numbers.
+ms() { date +%s%3N; }
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # busy: CPU time (s) this machine spent so far, all of it (the lab's hosts are its containers): user, nice,
 # system, irq, softirq, steal from /proc/stat. A run's share divided by the CPUs is the least wall time it
 # could take here if every step overlapped perfectly.

@@ -46,7 +46,7 @@ for size in $SIZES; do
   done
   for code in "${codes[@]}"; do
     # shellcheck disable=SC2086
-    printf '%-5s %-10s median %.2f s of %s\n' "$size" "$code" "$(printf '%s\n' ${all[$code]} | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" "${all[$code]% }"
+    printf '%-5s %-10s median %.2f s of %s\n' "$size" "$code" "$(median ${all[$code]})" "${all[$code]% }"
   done
   unset all
   "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1

@@ -15,7 +15,6 @@ NAME=benchops
 . "$(dirname "$0")/lablib.sh"
 
 now() { date +%s.%N; }
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 printf '%-5s %-11s %s\n' size command "seconds per run (exit code), median last"
 for size in $SIZES; do

@@ -12,7 +12,6 @@ NAME=benchpull
 . "$(dirname "$0")/lablib.sh"
 (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/labmirror" ./test/lab/cmd/labmirror)
 
-ms() { date +%s%3N; }
 # The mirror serves for the length of one command: the command here runs every pull and prints the times.
 cat >"$W/pulls.sh" <<'EOS'
 #!/usr/bin/env bash

@@ -22,7 +22,6 @@ NAME=benchup
 . "$(dirname "$0")/lablib.sh"
 
 build_base "${BASE:-}"
-ms() { date +%s%3N; }
 ncpu=$(nproc)
 echo "hosts: $LAYER, on $SUBNETS subnet(s)"
 printf '%-6s %-4s %-5s %-8s %-4s %8s %8s %s\n' size run code cni ip up_s rerun_s "phases (s), peak RSS of up/re-run"
