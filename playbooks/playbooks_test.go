@@ -46,7 +46,7 @@ func TestUpSteps(t *testing.T) {
 	}
 	u := &upRun{deployment: d, res: &UpResult{}}
 	steps := u.steps()
-	want := []string{"preflight", "render", "hooks-before", "push", "etcd", "control-plane", "wait-api", "bootstrap", "control-plane-join", "join", "network", "ready", "encryption", "addons", "hooks-after"}
+	want := []string{"preflight", "render", "settled", "hooks-before", "push", "etcd", "control-plane", "wait-api", "bootstrap", "control-plane-join", "join", "network", "ready", "encryption", "addons", "hooks-after", "stamp"}
 	if got := stepNames(steps); !slices.Equal(got, want) {
 		t.Fatalf("steps %v", got)
 	}

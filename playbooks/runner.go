@@ -2,6 +2,7 @@ package playbooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -135,6 +136,9 @@ func runSteps(ctx context.Context, o runOptions, p *plan, steps []Step) ([]Phase
 			continue
 		}
 		next, err := runStep(ctx, o, i, s, p, &timings)
+		if errors.Is(err, errSettled) {
+			return timings, nil // the step said why
+		}
 		if err != nil {
 			if o.Wrap != nil {
 				err = o.Wrap(i, err)
@@ -194,7 +198,7 @@ func runStep(ctx context.Context, o runOptions, i int, s Step, p *plan, timings 
 	d := time.Since(start)
 	*timings = append(*timings, PhaseTiming{Name: s.Name, DurationMS: d.Milliseconds()})
 	done := transport.Event{Type: transport.EventPhaseDone, Play: s.Name, DurationMS: d.Milliseconds()}
-	if err != nil {
+	if err != nil && !errors.Is(err, errSettled) {
 		done.Error = err.Error()
 	}
 	emit(o.Sink, done)

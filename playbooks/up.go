@@ -163,6 +163,9 @@ func (u *upRun) steps() []Step {
 		{Name: "preflight", Plan: u.preflightStep, Dry: true},
 		// PKI, kubeconfigs, static Pods, kubelet and runtime configuration, made locally
 		{Name: "render", Plan: u.renderStep, Dry: true},
+		// nothing to do when every host is as this plan has it (its stamp) and every Node Ready: the run
+		// ends here
+		{Name: "settled", Run: u.settled},
 		// the inventory's hooks before anything is pushed (hooks.up.before, or addNode.before)
 		{Name: "hooks-before", Run: do(u.hooksStep("before")), Dry: true},
 		// every host's files, binaries and images (air-gapped), the runtime configured
@@ -193,6 +196,8 @@ func (u *upRun) steps() []Step {
 		{Name: "addons", Run: u.addons, Skip: u.noAddons, Dry: true},
 		// the inventory's hooks once the nodes are Ready
 		{Name: "hooks-after", Run: do(u.hooksStep("after")), Dry: true},
+		// every host stamped: as this plan has it
+		{Name: "stamp", Run: u.stamp},
 	}
 }
 

@@ -195,12 +195,17 @@ func nodeStatuses(ctx context.Context, admin *apiclient.Client) ([]NodeStatus, e
 	if err != nil {
 		return nil, err
 	}
+	return statusesOf(list.Items), nil
+}
+
+// statusesOf are Nodes as a run leaves them, by name.
+func statusesOf(items []corev1.Node) []NodeStatus {
 	var out []NodeStatus
-	for i := range list.Items {
-		n := &list.Items[i]
+	for i := range items {
+		n := &items[i]
 		out = append(out, NodeStatus{Name: n.Name, Roles: nodes.Roles(n), Ready: nodes.Ready(n),
 			Version: n.Status.NodeInfo.KubeletVersion, PodCIDR: n.Spec.PodCIDR})
 	}
 	slices.SortFunc(out, func(a, b NodeStatus) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return out
 }

@@ -135,9 +135,16 @@ type Node struct {
 	Partial, Snapshots bool
 }
 
-// Push puts a node's files and applies what they need (templates/files/setup.sh).
+// Push puts a node's files and applies what they need (templates/files/setup.sh). The host's stamp
+// (Stamp) is emptied with the membership mark, before anything else changes: the host is as a plan has it
+// only once a run has stamped it again.
 func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
-	out, err := Files(ctx, h, []transport.File{n.Mark}, n.Dry)
+	first := []transport.File{n.Mark}
+	if !n.Dry {
+		first = append(first, transport.File{Path: kubeadm.HostStamp, Mode: 0o600})
+	}
+	out, err := Files(ctx, h, first, n.Dry)
+	out.Files = slices.DeleteFunc(out.Files, func(f FileChange) bool { return f.Path == kubeadm.HostStamp })
 	if err != nil {
 		return out, err
 	}
@@ -149,6 +156,15 @@ func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
 	actions, err := run(ctx, h, SetupScript(n, rest.Paths()))
 	out.Actions = append(out.Actions, actions...)
 	return out, err
+}
+
+// Stamp writes the host's stamp (kubeadm.HostStamp): the digest of the plan the run left the host as, the
+// state (inode, size, times) of the files it wrote, paths, and its pod routes file (routes, "": none). The
+// facts script reads it back (facts.Facts.Settled): a re-run with the same plan whose files are as they
+// were, and whose routes the kernel has, has nothing to do there.
+func Stamp(ctx context.Context, h Host, digest string, paths []string, routes string) error {
+	_, err := run(ctx, h, scripts.Stamp(scripts.StampParams{Path: kubeadm.HostStamp, Digest: digest, Paths: paths, Routes: routes}))
+	return err
 }
 
 // SetupScript is the script Push runs after writing a node's files, changed those it wrote.

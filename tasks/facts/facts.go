@@ -84,6 +84,23 @@ type Facts struct {
 	// container, whose /proc/sys is read-only).
 	KernelSettings map[string]string `json:"kernelSettings,omitempty"`
 	SysctlWritable bool              `json:"sysctlWritable,omitempty"`
+	// KubeletActive: the kubelet's unit is active (running).
+	KubeletActive bool `json:"kubeletActive,omitempty"`
+	// Stamp is the first line of the host's stamp (kubeadm.HostStamp: "v1 DIGEST STATE ROUTES"),
+	// StampFiles the state now of the files it lists, RoutesMissing how many routes of its pod routes file
+	// the kernel lacks; see Settled.
+	Stamp         string `json:"stamp,omitempty"`
+	StampFiles    string `json:"stampFiles,omitempty"`
+	RoutesMissing int    `json:"routesMissing,omitempty"`
+}
+
+// Settled reports whether the host is as the last run that stamped it left it, with the plan whose digest
+// is given: its stamp has that digest, the files it lists are in the state they were in then (none
+// rewritten, replaced, touched or removed since), and the kernel has its pod routes.
+func (f *Facts) Settled(digest string) bool {
+	fields := strings.Fields(f.Stamp)
+	return len(fields) == 4 && fields[0] == "v1" && digest != "" && fields[1] == digest && fields[2] == f.StampFiles &&
+		f.RoutesMissing == 0
 }
 
 // maxCACert bounds the CA certificate facts keep: a CA certificate is 1-2 KiB.
@@ -162,7 +179,7 @@ func factsScript(criSocket string, askCRI bool, ask Ask) string {
 	ask = stepAsk.With(ask)
 	return scripts.Facts(scripts.FactsParams{Socket: strings.TrimPrefix(criSocket, "unix://"), AskCRI: askCRI, Commands: ask.Commands,
 		Files: ask.Files, Dirs: ask.Dirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert,
-		VersionCache: kubeadm.VersionCache, KernelSettings: kernelSettingPaths()})
+		VersionCache: kubeadm.VersionCache, KernelSettings: kernelSettingPaths(), Stamp: kubeadm.HostStamp})
 }
 
 // cniBinDirs are where distributions put the CNI plugins.
@@ -173,11 +190,18 @@ var cniBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni", "/usr/libexec/cni"}
 func FactsScript(criSocket string, ask Ask) string { return factsScript(criSocket, true, ask) }
 
 // GatherFacts learns everything preflight and the steps need about a host in one command (ask: what the
-// preflight checks look for), and reads its clock in an exchange of its own.
+// preflight checks look for), and reads its clock in an exchange of its own, beside it on the same
+// connection: the host costs one round trip.
 func GatherFacts(ctx context.Context, h tasks.Runner, criSocket string, askCRI bool, ask Ask) (*Facts, error) {
+	clock := &Facts{}
+	clocked := make(chan error, 1)
+	go func() { clocked <- readClock(ctx, h, clock) }()
 	// The script goes to sh on stdin: whatever the login shell is, a POSIX sh runs it (dash reads /proc
 	// an order of magnitude faster than bash does).
 	res, err := h.Run(ctx, "sh -s", []byte(factsScript(criSocket, askCRI, ask)))
+	if cerr := <-clocked; err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -185,9 +209,7 @@ func GatherFacts(ctx context.Context, h tasks.Runner, criSocket string, askCRI b
 	if err != nil {
 		return nil, err
 	}
-	if err := readClock(ctx, h, f); err != nil {
-		return nil, err
-	}
+	f.Clock, f.ClockSkew, f.ClockUncertainty = clock.Clock, clock.ClockSkew, clock.ClockUncertainty
 	return f, nil
 }
 
@@ -277,8 +299,11 @@ func (f *Facts) unitProperty(key, val string, unit *string) {
 	case "unit_Id":
 		*unit = val
 	case "unit_ActiveState":
-		if *unit == "firewalld.service" {
+		switch *unit {
+		case "firewalld.service":
 			f.Firewalld = val == "active"
+		case "kubelet.service":
+			f.KubeletActive = val == "active"
 		}
 	case "unit_UnitFileState":
 		if *unit == "kubelet.service" {
@@ -329,6 +354,13 @@ var factParsers = map[string]func(f *Facts, val, first, rest string){
 		f.KernelModules[val] = true
 	},
 	"kmods_known": func(f *Facts, _, _, _ string) { f.KernelModulesKnown = true },
+	"routes_missing": func(f *Facts, val, _, _ string) {
+		if n, err := strconv.Atoi(val); err != nil || n < 0 {
+			f.RoutesMissing = 1 // not a count: not settled
+		} else {
+			f.RoutesMissing = n
+		}
+	},
 	"mtu": func(f *Facts, _, first, rest string) {
 		if n, err := strconv.Atoi(rest); err == nil && n > 0 && n <= 65535 && first != "lo" {
 			if f.MTUs == nil {
@@ -383,6 +415,8 @@ var factStrings = map[string]func(*Facts) *string{
 	"virt":           func(f *Facts) *string { return &f.Virt },
 	"init":           func(f *Facts) *string { return &f.Init },
 	"member":         func(f *Facts) *string { return &f.Member },
+	"stamp":          func(f *Facts) *string { return &f.Stamp },
+	"stamp_files":    func(f *Facts) *string { return &f.StampFiles },
 }
 
 func parseEpoch(s string) time.Time {

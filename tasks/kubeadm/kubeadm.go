@@ -102,6 +102,9 @@ const (
 	ImagesDir = StateDir + "/images"
 	// StampsDir holds, per service, the digest of the files it last started with.
 	StampsDir = StateDir + "/applied"
+	// HostStamp is the stamp of the last run that left the host as its plan had it (apply.Stamp): the
+	// plan's digest and the state of the files it wrote; a push empties it first.
+	HostStamp = StateDir + "/stamp"
 	// SysctlBefore holds the values the kernel settings of SysctlConfig had before up first applied them
 	// (sysctl.conf syntax): reset puts them back.
 	SysctlBefore = StateDir + "/sysctl-before"

@@ -71,6 +71,12 @@ func LabelNode(ctx context.Context, kube kubernetes.Interface, read *corev1.Node
 	return changes, nil
 }
 
+// Reconciled reports whether a Node has the labels and taints LabelNode gives it: it would not change it.
+func Reconciled(node *corev1.Node, h *inventory.Host, s inventory.NodeSettings) bool {
+	_, update := reconcileNode(node.DeepCopy(), h, s)
+	return !update
+}
+
 // reconcileNode changes a Node in memory to what Label wants; it says what it changed, and whether the
 // Node is to be written (an annotation alone may have changed).
 func reconcileNode(node *corev1.Node, h *inventory.Host, s inventory.NodeSettings) (changes []string, update bool) {

@@ -283,10 +283,25 @@ type FactsParams struct {
 	CACert string
 	// VersionCache is the setup script's cache of the components' versions (read only).
 	VersionCache string
+	// Stamp is the host's stamp (Stamp), printed with the state of the files it lists; "": not read.
+	Stamp string
 }
 
 // Facts prints one fact per line, "key<TAB>value".
 func Facts(p FactsParams) string { return render("facts.sh", p) }
+
+// StampParams are a host's stamp: where it goes, the plan's digest, the files whose state it keeps, the
+// pod routes file whose routes the kernel must have ("": none).
+type StampParams struct {
+	Path, Digest string
+	Paths        []string
+	Routes       string
+}
+
+// Stamp writes a host's stamp (templates/files/stamp.sh).
+func Stamp(p StampParams) string {
+	return render("stamp.sh", struct{ Path, Digest, Paths, Routes string }{p.Path, p.Digest, strings.Join(p.Paths, "\n"), cmp.Or(p.Routes, "-")})
+}
 
 // Listen runs a TCP listener at ip:port for at most a minute.
 func Listen(ip string, port int) string {

@@ -21,13 +21,17 @@ for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" &&
   [ -r "$d/mtu" ] && read -r m < "$d/mtu" && f mtu "${d##*/} $m"; done
 # Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed.
 md=/lib/modules/$(uname -r)
-if [ -d "$md" ]; then for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do
-  if [ -d /sys/module/$m ] || grep -qs "/$m\.ko" "$md/modules.builtin" "$md/modules.dep"; then f kmod "$m"; fi
-done; f kmods_known 1; fi
+{{- /* One grep for those not loaded: modules.dep is large, and read once. */}}
+if [ -d "$md" ]; then miss=
+  for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do if [ -d /sys/module/$m ]; then f kmod "$m"; else miss="$miss -e /$m.ko"; fi; done
+  if [ -n "$miss" ]; then have=" $(grep -Fohs $miss "$md/modules.builtin" "$md/modules.dep" | tr '\n' ' ')"
+    for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do case "$have" in *" /$m.ko "*) f kmod "$m";; esac; done; fi
+  f kmods_known 1; fi
 r /sys/class/dmi/id/product_uuid product_uuid
 r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id
-for t in /proc/net/tcp /proc/net/tcp6; do [ -r $t ] && while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done < $t; done
+{{- /* The listening sockets (state 0A) picked by grep first: sh reads a /proc file a byte per system call. */}}
+grep -hs ' 0A ' /proc/net/tcp /proc/net/tcp6 | while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done
 for c in {{args .Commands}}; do command -v $c >/dev/null 2>&1 && f command "$c"; done
 {{template "versions.sh" . -}}
 versions
@@ -74,4 +78,14 @@ i=999; while [ $i -ge 100 ]; do case "$ids" in *" $i "*) i=$((i-1));; *) f free_
 for k in {{args .KernelSettings}}; do v=; [ -r "/proc/sys/$k" ] && read -r v < "/proc/sys/$k"; f kernel_setting "$k $v"; done
 [ -w /proc/sys/kernel/panic ] && f sysctl_rw yes
 for d in {{args .CNIBinDirs}}; do [ -x "$d/bridge" ] && { f cni_bin_dir "$d"; break; }; done
+{{- if .Stamp}}
+{{- /* The stamp a run left (its first line), and the state now of the files it lists (scripts.Stamp). */}}
+st={{q .Stamp}}
+{{template "stamphash.sh"}}
+nl='
+'
+{{template "routes-missing.sh" -}}
+if [ -s "$st" ]; then IFS= read -r l < "$st"; f stamp "$l"; stamp_hash "$(tail -n +2 "$st")"; f stamp_files "$h"
+  read -r sv sd ss rt < "$st"; [ -z "$rt" ] || [ "$rt" = - ] || f routes_missing "$(routes_missing "$rt")"; fi
+{{- end}}
 exit 0

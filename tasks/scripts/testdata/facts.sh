@@ -16,13 +16,15 @@ for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" &&
   [ -r "$d/mtu" ] && read -r m < "$d/mtu" && f mtu "${d##*/} $m"; done
 # Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed.
 md=/lib/modules/$(uname -r)
-if [ -d "$md" ]; then for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do
-  if [ -d /sys/module/$m ] || grep -qs "/$m\.ko" "$md/modules.builtin" "$md/modules.dep"; then f kmod "$m"; fi
-done; f kmods_known 1; fi
+if [ -d "$md" ]; then miss=
+  for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do if [ -d /sys/module/$m ]; then f kmod "$m"; else miss="$miss -e /$m.ko"; fi; done
+  if [ -n "$miss" ]; then have=" $(grep -Fohs $miss "$md/modules.builtin" "$md/modules.dep" | tr '\n' ' ')"
+    for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do case "$have" in *" /$m.ko "*) f kmod "$m";; esac; done; fi
+  f kmods_known 1; fi
 r /sys/class/dmi/id/product_uuid product_uuid
 r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id
-for t in /proc/net/tcp /proc/net/tcp6; do [ -r $t ] && while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done < $t; done
+grep -hs ' 0A ' /proc/net/tcp /proc/net/tcp6 | while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done
 for c in ip kubelet; do command -v $c >/dev/null 2>&1 && f command "$c"; done
 vc=/var/lib/clusterctl/versions
 # versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary
@@ -83,4 +85,22 @@ i=999; while [ $i -ge 100 ]; do case "$ids" in *" $i "*) i=$((i-1));; *) f free_
 for k in ; do v=; [ -r "/proc/sys/$k" ] && read -r v < "/proc/sys/$k"; f kernel_setting "$k $v"; done
 [ -w /proc/sys/kernel/panic ] && f sysctl_rw yes
 for d in /opt/cni/bin; do [ -x "$d/bridge" ] && { f cni_bin_dir "$d"; break; }; done
+st=/var/lib/clusterctl/stamp
+# stamp_hash PATHS: in h, the digest of the state of the files PATHS lists one per line: each one's inode,
+# size and times (a file rewritten, replaced, touched or removed since changes it).
+stamp_hash() { set -f; o=$IFS; IFS='
+'; h=$(stat -c '%n %i %s %y %z' -- $1 2>&1 | sha256sum); IFS=$o; set +f; h=${h%% *}; }
+
+nl='
+'
+routes_missing() { m=0; r4=; r6=
+  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+    while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
+      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+    done < "$1"
+  fi
+  echo $m; }
+if [ -s "$st" ]; then IFS= read -r l < "$st"; f stamp "$l"; stamp_hash "$(tail -n +2 "$st")"; f stamp_files "$h"
+  read -r sv sd ss rt < "$st"; [ -z "$rt" ] || [ "$rt" = - ] || f routes_missing "$(routes_missing "$rt")"; fi
 exit 0
