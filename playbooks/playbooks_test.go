@@ -60,7 +60,7 @@ func TestUpSteps(t *testing.T) {
 			skip[s.Name] = s.Skip(p)
 		}
 	}
-	if !slices.Equal(dry, []string{"preflight", "render", "hooks-before", "push", "etcd", "control-plane", "control-plane-join", "join", "addons", "hooks-after"}) {
+	if !slices.Equal(dry, []string{"preflight", "render", "settled", "hooks-before", "push", "etcd", "control-plane", "control-plane-join", "join", "addons", "hooks-after"}) {
 		t.Errorf("dry steps %v", dry)
 	}
 	if names(p.hosts)[0] != "cp1" || len(p.hosts) != 2 {

@@ -164,8 +164,8 @@ func (u *upRun) steps() []Step {
 		// PKI, kubeconfigs, static Pods, kubelet and runtime configuration, made locally
 		{Name: "render", Plan: u.renderStep, Dry: true},
 		// nothing to do when every host is as this plan has it (its stamp) and every Node Ready: the run
-		// ends here
-		{Name: "settled", Run: u.settled},
+		// ends here (a dry run, diff and status's drift too: nothing would change)
+		{Name: "settled", Run: u.settled, Dry: true},
 		// the inventory's hooks before anything is pushed (hooks.up.before, or addNode.before)
 		{Name: "hooks-before", Run: do(u.hooksStep("before")), Dry: true},
 		// every host's files, binaries and images (air-gapped), the runtime configured

@@ -1,6 +1,7 @@
 {{- /* One fact per line, "key<TAB>value", under sh (dash or bash) as root, reading /proc and /sys with shell
 builtins wherever it can: on a host, each process it starts costs more than everything else, so it starts
-about ten (date, uname, nproc, ip twice, stat, systemctl, getent; the version of each installed Kubernetes
+about fifteen (uname, nproc, ip twice, grep for the sockets and for modules not loaded, stat, systemctl,
+getent; for the stamp tail, stat, sha256sum and ip per family; the version of each installed Kubernetes
 component that the setup script's cache lacks, and crictl when the runtime is the host's own). A missing
 tool leaves its fact empty. */ -}}
 export LC_ALL=C PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
@@ -8,7 +9,7 @@ f() { printf '%s\t%s\n' "$1" "$2"; }
 r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
-r /proc/sys/kernel/osrelease kernel
+r /proc/sys/kernel/osrelease kernel; kr=$v
 f arch "$(uname -m)"
 if [ -r /sys/fs/cgroup/cgroup.controllers ]; then f cgroupfs cgroup2fs; r /sys/fs/cgroup/cgroup.controllers cgroup_controllers
 else f cgroupfs tmpfs; c=; for d in /sys/fs/cgroup/*/; do d=${d%/}; c="$c ${d##*/}"; done; f cgroup_controllers "$c"; fi
@@ -20,12 +21,16 @@ ip route show default 2>/dev/null | while read -r l; do f default_route "$l"; do
 for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" && f mac "${d##*/} $m"
   [ -r "$d/mtu" ] && read -r m < "$d/mtu" && f mtu "${d##*/} $m"; done
 # Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed.
-md=/lib/modules/$(uname -r)
+md=/lib/modules/$kr
 {{- /* One grep for those not loaded: modules.dep is large, and read once. */}}
 if [ -d "$md" ]; then miss=
   for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do if [ -d /sys/module/$m ]; then f kmod "$m"; else miss="$miss -e /$m.ko"; fi; done
-  if [ -n "$miss" ]; then have=" $(grep -Fohs $miss "$md/modules.builtin" "$md/modules.dep" | tr '\n' ' ')"
-    for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do case "$have" in *" /$m.ko "*) f kmod "$m";; esac; done; fi
+  if [ -n "$miss" ]; then have=$(grep -Fohs $miss "$md/modules.builtin" "$md/modules.dep")
+    for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do case "
+$have
+" in *"
+/$m.ko
+"*) f kmod "$m";; esac; done; fi
   f kmods_known 1; fi
 r /sys/class/dmi/id/product_uuid product_uuid
 r /etc/machine-id machine_id

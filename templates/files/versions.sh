@@ -6,8 +6,10 @@ re-run writes anything there. It fails on nothing (the setup script runs under s
 vc={{q .VersionCache}}
 # versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary
 # as it is, else asked; in vnew the cache as it should be; vmiss set when the cache lacked one.
+# lookup NAME: in p, the first executable file NAME on the PATH, as command -v finds it (without a process).
+lookup() { p=; lk_ifs=$IFS; IFS=:; for lk_d in $PATH; do [ -f "$lk_d/$1" ] && [ -x "$lk_d/$1" ] && { p=$lk_d/$1; break; }; done; IFS=$lk_ifs; [ -n "$p" ]; }
 versions() { set --
-  for c in kubelet containerd crictl runc; do p=$(command -v $c 2>/dev/null) && [ -f "$p" ] && set -- "$@" "$p"; done
+  for c in kubelet containerd crictl runc; do lookup $c && set -- "$@" "$p"; done
   keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
   vout= vnew= vmiss=
   for p in "$@"; do k= v= hit=

@@ -3,7 +3,7 @@ f() { printf '%s\t%s\n' "$1" "$2"; }
 r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
-r /proc/sys/kernel/osrelease kernel
+r /proc/sys/kernel/osrelease kernel; kr=$v
 f arch "$(uname -m)"
 if [ -r /sys/fs/cgroup/cgroup.controllers ]; then f cgroupfs cgroup2fs; r /sys/fs/cgroup/cgroup.controllers cgroup_controllers
 else f cgroupfs tmpfs; c=; for d in /sys/fs/cgroup/*/; do d=${d%/}; c="$c ${d##*/}"; done; f cgroup_controllers "$c"; fi
@@ -15,11 +15,15 @@ ip route show default 2>/dev/null | while read -r l; do f default_route "$l"; do
 for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" && f mac "${d##*/} $m"
   [ -r "$d/mtu" ] && read -r m < "$d/mtu" && f mtu "${d##*/} $m"; done
 # Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed.
-md=/lib/modules/$(uname -r)
+md=/lib/modules/$kr
 if [ -d "$md" ]; then miss=
   for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do if [ -d /sys/module/$m ]; then f kmod "$m"; else miss="$miss -e /$m.ko"; fi; done
-  if [ -n "$miss" ]; then have=" $(grep -Fohs $miss "$md/modules.builtin" "$md/modules.dep" | tr '\n' ' ')"
-    for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do case "$have" in *" /$m.ko "*) f kmod "$m";; esac; done; fi
+  if [ -n "$miss" ]; then have=$(grep -Fohs $miss "$md/modules.builtin" "$md/modules.dep")
+    for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do case "
+$have
+" in *"
+/$m.ko
+"*) f kmod "$m";; esac; done; fi
   f kmods_known 1; fi
 r /sys/class/dmi/id/product_uuid product_uuid
 r /etc/machine-id machine_id
@@ -29,8 +33,10 @@ for c in ip kubelet; do command -v $c >/dev/null 2>&1 && f command "$c"; done
 vc=/var/lib/clusterctl/versions
 # versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary
 # as it is, else asked; in vnew the cache as it should be; vmiss set when the cache lacked one.
+# lookup NAME: in p, the first executable file NAME on the PATH, as command -v finds it (without a process).
+lookup() { p=; lk_ifs=$IFS; IFS=:; for lk_d in $PATH; do [ -f "$lk_d/$1" ] && [ -x "$lk_d/$1" ] && { p=$lk_d/$1; break; }; done; IFS=$lk_ifs; [ -n "$p" ]; }
 versions() { set --
-  for c in kubelet containerd crictl runc; do p=$(command -v $c 2>/dev/null) && [ -f "$p" ] && set -- "$@" "$p"; done
+  for c in kubelet containerd crictl runc; do lookup $c && set -- "$@" "$p"; done
   keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
   vout= vnew= vmiss=
   for p in "$@"; do k= v= hit=
