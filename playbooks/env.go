@@ -67,6 +67,28 @@ type Env struct {
 	facts     map[string]*facts.Facts
 	admin     *apiclient.Client
 	adminConf []byte
+	// lockHeld, set while a run takes the cluster's lock beside its first steps (LockOptions.Beside), waits
+	// until it holds it; nil when there is nothing to wait for.
+	lockHeld func() error
+	// dialing are the hosts being connected to, each by one caller (dial): another waits for it.
+	dialing map[string]*dialCall
+}
+
+// dialCall is a connection under way: done is closed when it is made (in conns) or failed (err).
+type dialCall struct {
+	done chan struct{}
+	err  error
+}
+
+// held waits until the run holds the cluster's lock, when it is being taken beside the run (lockHeld).
+func (e *Env) held() error {
+	e.mu.Lock()
+	wait := e.lockHeld
+	e.mu.Unlock()
+	if wait == nil {
+		return nil
+	}
+	return wait()
 }
 
 // NewEnv makes a session; nothing is connected yet.
@@ -187,18 +209,46 @@ func Connect(ctx context.Context, e *Env, hosts []*inventory.Host, maxFail float
 		return out, nil
 	}
 	return e.play(ctx, Play{Name: "connect", Hosts: names(hosts), Policy: transport.Policy{MaxFail: maxFail}, Run: func(ctx context.Context, name string) (bool, error) {
-		if e.Conn(name) != nil {
-			return false, nil
-		}
-		c, err := e.Dialer.Dial(ctx, TargetFor(e.Inv, byName[name]))
-		if err != nil {
-			return false, err
-		}
-		e.mu.Lock()
-		e.conns[name] = c
-		e.mu.Unlock()
-		return false, nil
+		return false, e.dial(ctx, byName[name])
 	}})
+}
+
+// dial connects to a host not connected yet; a caller that finds it being connected (the lock's Lease
+// taken beside preflight's connections) waits for that connection instead of making another.
+func (e *Env) dial(ctx context.Context, h *inventory.Host) error {
+	e.mu.Lock()
+	if e.conns[h.Name] != nil {
+		e.mu.Unlock()
+		return nil
+	}
+	if call := e.dialing[h.Name]; call != nil {
+		e.mu.Unlock()
+		select {
+		case <-call.done:
+			return call.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	call := &dialCall{done: make(chan struct{})}
+	if e.dialing == nil {
+		e.dialing = map[string]*dialCall{}
+	}
+	e.dialing[h.Name] = call
+	e.mu.Unlock()
+	c, err := e.Dialer.Dial(ctx, TargetFor(e.Inv, h))
+	e.mu.Lock()
+	if err == nil {
+		if e.conns == nil {
+			e.conns = map[string]*transport.Conn{}
+		}
+		e.conns[h.Name] = c
+	}
+	delete(e.dialing, h.Name)
+	call.err = err
+	e.mu.Unlock()
+	close(call.done)
+	return err
 }
 
 // Play is work on hosts: which, how many at once and what failure it tolerates, and what runs on each.

@@ -2,6 +2,7 @@ package playbooks
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,10 @@ type LockOptions struct {
 	Force bool
 	// Duration of the Lease (runlock.DefaultDuration when 0).
 	Duration time.Duration
+	// Beside takes the cluster's Lease beside the run's first steps, which only read (Step.Reads: up's
+	// facts and render): the run waits for it before any other step, and before it ends (Env.lockHeld).
+	// The playbook must hand Env.lockHeld to its runner (up does).
+	Beside bool
 }
 
 // Lock takes the locks of one mutating run before its first change: the state directory's file lock, then,
@@ -51,14 +56,36 @@ func (e *Env) Lock(ctx context.Context, o LockOptions) (release func(), err erro
 	if prev != nil {
 		dead = prev.ID
 	}
-	lease, err := e.acquireLease(ctx, h, runlock.Options{Duration: o.Duration, Force: o.Force, Dead: dead})
-	if errors.Is(err, runlock.ErrHeld) || ctx.Err() != nil {
+	ro := runlock.Options{Duration: o.Duration, Force: o.Force, Dead: dead}
+	if o.Beside {
+		return e.leaseBeside(ctx, file, h, ro), nil
+	}
+	lease, err := e.acquireLease(ctx, h, ro)
+	if err = e.leaseTaken(ctx, err); err != nil {
 		file.Release()
 		return nil, err
 	}
+	return e.keepLease(file, lease), nil
+}
+
+// leaseTaken is the outcome of taking the cluster's Lease: nil when it is held, or when the API server did
+// not answer (said as a warning: the run holds the state directory's lock alone); the error of another
+// run holding it, or of the run's end.
+func (e *Env) leaseTaken(ctx context.Context, err error) error {
+	if errors.Is(err, runlock.ErrHeld) || ctx.Err() != nil {
+		return cmp.Or(err, ctx.Err())
+	}
 	if err != nil {
 		e.say(lockPlay, "", "warning: the cluster's API server did not answer (%v): this run holds only this state directory's lock", err)
-		return file.Release, nil
+	}
+	return nil
+}
+
+// keepLease renews a Lease taken (nil: none) until the release it returns gives it up, with the state
+// directory's lock.
+func (e *Env) keepLease(file *runlock.File, lease *runlock.Lease) (release func()) {
+	if lease == nil {
+		return file.Release
 	}
 	stop := lease.Keep(func(err error) {
 		if errors.Is(err, runlock.ErrLost) {
@@ -76,7 +103,48 @@ func (e *Env) Lock(ctx context.Context, o LockOptions) (release func(), err erro
 			return
 		}
 		file.Release()
-	}, nil
+	}
+}
+
+// leaseBeside takes the cluster's Lease in the background (LockOptions.Beside), renewed from when it is
+// taken: Env.lockHeld waits for it and returns what taking it came to (leaseTaken), the same to every
+// caller. release gives it up; a run that ends before it waited for it stops taking it.
+func (e *Env) leaseBeside(ctx context.Context, file *runlock.File, h runlock.Holder, o runlock.Options) (release func()) {
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var err error
+	var kept func()
+	go func() {
+		defer close(done)
+		var lease *runlock.Lease
+		if lease, err = e.acquireLease(lctx, h, o); err == nil {
+			kept = e.keepLease(file, lease)
+		}
+	}()
+	var once sync.Once
+	var held error
+	wait := func() error {
+		once.Do(func() {
+			<-done
+			held = e.leaseTaken(lctx, err)
+		})
+		return held
+	}
+	e.mu.Lock()
+	e.lockHeld = wait
+	e.mu.Unlock()
+	return func() {
+		cancel()
+		<-done
+		e.mu.Lock()
+		e.lockHeld = nil
+		e.mu.Unlock()
+		if kept != nil {
+			kept()
+			return
+		}
+		file.Release()
+	}
 }
 
 // lockClient is the lock's own client of the cluster's Leases: through the first control-plane node's

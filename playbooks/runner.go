@@ -28,6 +28,9 @@ type Step struct {
 	// Dry steps run in a dry run too: they record what they would change instead of changing it (see
 	// deployment.record). The others are skipped in a dry run.
 	Dry bool
+	// Reads: the step changes nothing on the hosts or in the cluster (up's facts and render), and may run
+	// before the run holds the cluster's lock (runOptions.Held).
+	Reads bool
 	// Until names the later step by which the work this step leaves under way in the background has
 	// ended (that step waits for it; a failure of it stops the run at the next step): up's push to the
 	// hosts the control plane does not start with, the early pod network.
@@ -58,6 +61,9 @@ type runOptions struct {
 	// Before is called before each step that runs (with its index): a step may depend on what ran beside
 	// the run.
 	Before func(i int) error
+	// Held, when set, waits until the run holds the cluster's lock (taken beside the steps that only
+	// read: Env.held): called before any other step runs, and before the run ends.
+	Held func() error
 	// Wrap, when set, gives a failed step's error its context.
 	Wrap func(i int, err error) error
 }
@@ -135,9 +141,14 @@ func runSteps(ctx context.Context, o runOptions, p *plan, steps []Step) ([]Phase
 			emit(o.Sink, transport.Event{Type: transport.EventMessage, Play: s.Name, Message: "skipped: " + why})
 			continue
 		}
+		if !s.Reads && o.Held != nil {
+			if err := o.Held(); err != nil {
+				return timings, err
+			}
+		}
 		next, err := runStep(ctx, o, i, s, p, &timings)
 		if errors.Is(err, errSettled) {
-			return timings, nil // the step said why
+			break // the step said why
 		}
 		if err != nil {
 			if o.Wrap != nil {
@@ -146,6 +157,9 @@ func runSteps(ctx context.Context, o runOptions, p *plan, steps []Step) ([]Phase
 			return timings, err
 		}
 		p = next
+	}
+	if o.Held != nil {
+		return timings, o.Held()
 	}
 	return timings, nil
 }

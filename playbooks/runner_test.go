@@ -229,3 +229,35 @@ func TestRunStepsProgress(t *testing.T) {
 		t.Errorf("without a journal: did %v (%v)", did, err)
 	}
 }
+
+// Steps that only read run before the run holds the lock; the others wait for it, and a lock another run
+// holds stops the run before them. A step that finds nothing to do ends the run there, without an error,
+// once the lock is held.
+func TestRunStepsHeldAndSettled(t *testing.T) {
+	var ran []string
+	step := func(name string, reads bool, err error) Step {
+		return Step{Name: name, Reads: reads, Run: func(context.Context, *plan) error { ran = append(ran, name); return err }}
+	}
+	held := func(err error) func() error {
+		return func() error { ran = append(ran, "held"); return err }
+	}
+	refused := errors.New("another run holds the cluster's lock")
+
+	_, err := runSteps(context.Background(), runOptions{Held: held(refused)}, &plan{}, []Step{step("facts", true, nil), step("push", false, nil)})
+	if !errors.Is(err, refused) || !slices.Equal(ran, []string{"facts", "held"}) {
+		t.Errorf("a lock held elsewhere: ran %v, error %v", ran, err)
+	}
+
+	ran = nil
+	log := &eventLog{}
+	timings, err := runSteps(context.Background(), runOptions{Sink: log, Held: held(nil)}, &plan{},
+		[]Step{step("facts", true, nil), step("settled", false, errSettled), step("push", false, nil)})
+	if err != nil || !slices.Equal(ran, []string{"facts", "held", "settled", "held"}) || len(timings) != 2 {
+		t.Errorf("a settled run: ran %v, %d timings, error %v", ran, len(timings), err)
+	}
+	for _, l := range log.lines() {
+		if strings.Contains(l, "error=") {
+			t.Errorf("a settled step reported as failed: %s", l)
+		}
+	}
+}

@@ -36,10 +36,11 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 			u.res.Plan = u.hostPlans(p)
 		}
 	}()
-	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun, Before: func(int) error { return u.laterFailed() }}, p, u.steps())
+	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun, Held: e.held, Before: func(int) error { return u.laterFailed() }}, p, u.steps())
 	if eerr := u.earlyEnded(err != nil); err == nil {
 		err = eerr
 	}
+	u.othersEnded() // nothing left running on the session's connections
 	if u.later != nil {
 		if err != nil {
 			u.later.cancel() // a step failed: the run ends now, its later push too
@@ -84,6 +85,7 @@ func (u *upRun) renderStep(ctx context.Context, p *plan) (*plan, error) {
 // only after the last push ended. A new cluster's first control-plane node gets its scheduler's manifest
 // once its API server is ready (holdScheduler). A dry run pushes all hosts in one play.
 func (u *upRun) pushStep(ctx context.Context, p *plan) error {
+	u.prefetchOthers(ctx, p)
 	first, rest := u.pushOrder(p)
 	if u.o.DryRun || len(first) == 0 || len(rest) == 0 {
 		_, err := u.pushPart(ctx, p, "push", names(p.hosts), u.e.Forks, u.hold(p))
@@ -160,9 +162,9 @@ func (u *upRun) noWorkers(p *plan) string {
 func (u *upRun) steps() []Step {
 	return []Step{
 		// connect, gather facts, kubeadm's checks per role and across hosts
-		{Name: "preflight", Plan: u.preflightStep, Dry: true},
+		{Name: "preflight", Plan: u.preflightStep, Dry: true, Reads: true},
 		// PKI, kubeconfigs, static Pods, kubelet and runtime configuration, made locally
-		{Name: "render", Plan: u.renderStep, Dry: true},
+		{Name: "render", Plan: u.renderStep, Dry: true, Reads: true},
 		// nothing to do when every host is as this plan has it (its stamp) and every Node Ready: the run
 		// ends here (a dry run, diff and status's drift too: nothing would change)
 		{Name: "settled", Run: u.settled, Dry: true},

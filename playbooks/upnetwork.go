@@ -17,6 +17,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/wait"
+	"golang.org/x/sync/errgroup"
 )
 
 // startEarlyNetwork gives, in the background, the run's nodes that have their pod range (the first
@@ -225,29 +226,95 @@ func podCIDRs(n *corev1.Node) []string {
 	return nil
 }
 
-// otherFacts connects to the cluster's nodes outside the run that get their routes (add-node, up --limit)
-// and gathers their facts, all at once: a node's routes depend on them (a host without a default route
-// routes the Service range out of its interface), and routes written without them would drop that route
-// from the node's routes, and from networkd's, which puts back only what it has.
+// otherFacts are the network facts (facts.GatherNet) of the cluster's nodes outside the run that get their
+// routes (add-node, up --limit), all at once: a node's routes depend on them (a host without a default
+// route routes the Service range out of its interface), and routes written without them would drop that
+// route from the node's routes, and from networkd's, which puts back only what it has. Those the run
+// gathered beside its push and join (prefetchOthers) are taken from there; the others are connected to and
+// asked now, each failure reported.
 func (u *upRun) otherFacts(ctx context.Context, rest []*inventory.Host) (map[string]*facts.Facts, error) {
-	if len(rest) == 0 {
-		return nil, nil
+	out := map[string]*facts.Facts{}
+	var missing []*inventory.Host
+	for _, h := range rest {
+		if f := u.otherFetched(h.Name); f != nil {
+			out[h.Name] = f
+		} else {
+			missing = append(missing, h)
+		}
 	}
-	if _, err := Connect(ctx, u.e, rest, 0); err != nil {
+	if len(missing) == 0 {
+		return out, nil
+	}
+	if _, err := Connect(ctx, u.e, missing, 0); err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, h := range rest {
-		names = append(names, h.Name)
-	}
 	var mu sync.Mutex
-	out := map[string]*facts.Facts{}
-	_, err := u.e.play(ctx, Play{Name: "network", Hosts: names, Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
-		f, err := u.e.Facts(ctx, u.e.Inv.Host(name))
+	_, err := u.e.play(ctx, Play{Name: "network", Hosts: names(missing), Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
+		f, err := facts.GatherNet(ctx, u.e.Conn(name))
 		mu.Lock()
 		out[name] = f
 		mu.Unlock()
 		return false, err
 	}})
 	return out, err
+}
+
+// prefetchOthers connects, in the background, to the inventory's nodes outside the run and asks their
+// network facts, for the network step's routes (otherFacts): on add-node to a running cluster, a
+// connection and a command per node then overlap the new node's push and join instead of coming after
+// them. Best effort and silent: a node it cannot reach, or that has not joined, is left to the network step.
+func (u *upRun) prefetchOthers(ctx context.Context, p *plan) {
+	run := p.nodes()
+	var rest []*inventory.Host
+	for i := range u.e.Inv.Hosts {
+		if h := &u.e.Inv.Hosts[i]; h.IsNode() && !slices.Contains(run, h) {
+			rest = append(rest, h)
+		}
+	}
+	if u.o.DryRun || u.others != nil || len(rest) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	o := &othersRun{hosts: map[string]*otherFacts{}, cancel: cancel}
+	for _, h := range rest {
+		o.hosts[h.Name] = &otherFacts{done: make(chan struct{})}
+	}
+	u.others = o
+	go func() {
+		var g errgroup.Group
+		g.SetLimit(max(u.e.Forks, 1))
+		for _, h := range rest {
+			g.Go(func() error {
+				of := o.hosts[h.Name]
+				defer close(of.done)
+				if u.e.dial(ctx, h) == nil {
+					of.facts, _ = facts.GatherNet(ctx, u.e.Conn(h.Name))
+				}
+				return nil
+			})
+		}
+		_ = g.Wait()
+	}()
+}
+
+// otherFetched waits for the background gathering of a node's network facts (prefetchOthers) and returns
+// them; nil when it was not asked, or could not be.
+func (u *upRun) otherFetched(name string) *facts.Facts {
+	if u.others == nil || u.others.hosts[name] == nil {
+		return nil
+	}
+	of := u.others.hosts[name]
+	<-of.done
+	return of.facts
+}
+
+// othersEnded ends the background gathering of the other nodes' facts, if any, and waits for it.
+func (u *upRun) othersEnded() {
+	if u.others == nil {
+		return
+	}
+	u.others.cancel()
+	for _, of := range u.others.hosts {
+		<-of.done
+	}
 }

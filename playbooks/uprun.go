@@ -12,6 +12,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks/apiclient"
 	"github.com/clusterctl/clusterctl/tasks/charts"
+	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/transport"
 )
@@ -75,6 +76,9 @@ type upRun struct {
 	// heldScheduler is the first control-plane node's scheduler manifest the push left out, for waitAPI to
 	// write (holdScheduler).
 	heldScheduler []transport.File
+	// others are the network facts of the nodes outside the run, asked beside the push and join
+	// (prefetchOthers); nil when there is none.
+	others *othersRun
 }
 
 // earlyRun is the early pod network under way in the background (startEarlyNetwork): its result comes
@@ -82,6 +86,18 @@ type upRun struct {
 type earlyRun struct {
 	done         chan error
 	stop, cancel context.CancelFunc
+}
+
+// othersRun is the other nodes' network facts being gathered in the background (prefetchOthers): each
+// node's in hosts, there once its done is closed (nil when it could not be asked); cancel ends the rest.
+type othersRun struct {
+	hosts  map[string]*otherFacts
+	cancel context.CancelFunc
+}
+
+type otherFacts struct {
+	done  chan struct{}
+	facts *facts.Facts
 }
 
 // laterPush is a push under way in the background: its result comes on done; cancel ends it.

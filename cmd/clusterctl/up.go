@@ -89,7 +89,11 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 		return err
 	}
 	defer env.Close()
-	return change[playbooks.UpResult]{g: g, view: view, result: "up_result", lock: mutating(cmd, g, env, o.dryRun),
+	lock := mutating(cmd, g, env, o.dryRun)
+	if lock != nil {
+		lock.o.Beside = true // up's facts and render take the cluster's lock beside them
+	}
+	return change[playbooks.UpResult]{g: g, view: view, result: "up_result", lock: lock,
 		play: func(ctx context.Context) (*playbooks.UpResult, error) {
 			return playbooks.Up(ctx, env, playbooks.UpOptions{APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
 				DryRun: o.dryRun, Preflight: o.preflight.options(), Hooks: o.hooks, HookHosts: o.hookHosts})

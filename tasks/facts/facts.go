@@ -213,6 +213,16 @@ func GatherFacts(ctx context.Context, h tasks.Runner, criSocket string, askCRI b
 	return f, nil
 }
 
+// GatherNet learns the facts of a host's network alone (addresses, default route, links' MTUs), in one
+// command of two processes: what the pod network needs of a node outside the run whose routes it writes.
+func GatherNet(ctx context.Context, h tasks.Runner) (*Facts, error) {
+	res, err := h.Run(ctx, "sh -s", []byte(scripts.NetFacts()))
+	if err != nil {
+		return nil, err
+	}
+	return ParseFacts(h.Name(), res.Stdout)
+}
+
 // clockReads is how many times readClock asks at most; it stops earlier once a round trip is under
 // clockGoodRTT (an uncertainty of ±250 ms, a quarter of the smallest skew preflight reports).
 const (

@@ -290,6 +290,9 @@ type FactsParams struct {
 // Facts prints one fact per line, "key<TAB>value".
 func Facts(p FactsParams) string { return render("facts.sh", p) }
 
+// NetFacts prints the facts of a host's network alone, as Facts prints them.
+func NetFacts() string { return render("netfacts.sh", nil) }
+
 // StampParams are a host's stamp: where it goes, the plan's digest, the files whose state it keeps, the
 // pod routes file whose routes the kernel must have ("": none).
 type StampParams struct {

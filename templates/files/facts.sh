@@ -4,9 +4,7 @@ about fifteen (uname, nproc, ip twice, grep for the sockets and for modules not 
 getent; for the stamp tail, stat, sha256sum and ip per family; the version of each installed Kubernetes
 component that the setup script's cache lacks, and crictl when the runtime is the host's own). A missing
 tool leaves its fact empty. */ -}}
-export LC_ALL=C PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
-f() { printf '%s\t%s\n' "$1" "$2"; }
-r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
+{{template "facthead.sh" -}}
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
 r /proc/sys/kernel/osrelease kernel; kr=$v
@@ -16,10 +14,7 @@ else f cgroupfs tmpfs; c=; for d in /sys/fs/cgroup/*/; do d=${d%/}; c="$c ${d##*
 n=-1; while read -r l; do n=$((n+1)); done < /proc/swaps; f swap_devices $n
 f cpus "$(nproc 2>/dev/null)"
 while read -r k v u; do case $k in MemTotal:) f mem_kb $v;; SwapTotal:) f swap_kb $v;; esac; done < /proc/meminfo
-ip -o addr show 2>/dev/null | while read -r i iface fam cidr rest; do f addr "$iface $cidr"; done
-ip route show default 2>/dev/null | while read -r l; do f default_route "$l"; done
-for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" && f mac "${d##*/} $m"
-  [ -r "$d/mtu" ] && read -r m < "$d/mtu" && f mtu "${d##*/} $m"; done
+{{template "netlinks.sh" -}}
 # Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed.
 md=/lib/modules/$kr
 {{- /* One grep for those not loaded: modules.dep is large, and read once. */}}

@@ -150,9 +150,10 @@ func CheckStatus(t *testing.T, c *Cluster, nodes ...string) {
 }
 
 // CheckTakeover kills an up once it holds the lock, then from another workstation: an up refused while
-// the dead run's Lease holds, taken over once it expires.
+// the dead run's Lease holds, taken over once it expires. (up takes the Lease beside its preflight and
+// render, and holds it before the settled step starts.)
 func CheckTakeover(t *testing.T, c *Cluster) {
-	c.RunKilled(t, "preflight", 0, "up")
+	c.RunKilled(t, "settled", 0, "up")
 	killed := time.Now()
 	other := c.OtherWorkstation(t)
 	_, stderr, code := c.Run(t, append([]string{"up"}, other...)...)
