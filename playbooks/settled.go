@@ -116,6 +116,14 @@ func (u *upRun) settled(ctx context.Context, p *plan) error {
 	return errSettled
 }
 
+// full skips the settled step when the run is asked to run every step (up --full).
+func (u *upRun) full(*plan) string {
+	if u.o.Full {
+		return "--full: every step runs"
+	}
+	return ""
+}
+
 // unsettledHost says why a host of the run is not as the plan has it, "" when each is: no stamp, a stamp
 // of another plan, a file changed since, the kubelet not running or the runtime not answering.
 func (u *upRun) unsettledHost(p *plan) (string, error) {

@@ -167,7 +167,7 @@ func (u *upRun) steps() []Step {
 		{Name: "render", Plan: u.renderStep, Dry: true, Reads: true},
 		// nothing to do when every host is as this plan has it (its stamp) and every Node Ready: the run
 		// ends here (a dry run, diff and status's drift too: nothing would change)
-		{Name: "settled", Run: u.settled, Dry: true},
+		{Name: "settled", Run: u.settled, Skip: u.full, Dry: true},
 		// the inventory's hooks before anything is pushed (hooks.up.before, or addNode.before)
 		{Name: "hooks-before", Run: do(u.hooksStep("before")), Dry: true},
 		// every host's files, binaries and images (air-gapped), the runtime configured

@@ -30,6 +30,8 @@ type UpOptions struct {
 	// per-host plan of what would be uploaded, imported, started. Nothing on the hosts is changed (the PKI is
 	// made or kept in the local state directory).
 	DryRun bool
+	// Full runs every step even when every host is settled (the settled step skipped).
+	Full bool
 	// Hooks is the command whose inventory hooks run (inventory.HookUp, the default, or HookAddNode), on
 	// HookHosts (default: the session's hosts).
 	Hooks     string

@@ -23,6 +23,7 @@ type upOptions struct {
 	apiTimeout  time.Duration
 	nodeTimeout time.Duration
 	dryRun      bool
+	full        bool
 	// hooks is the command whose inventory hooks run (up's by default), on hookHosts (default: all).
 	hooks     string
 	hookHosts []string
@@ -38,6 +39,8 @@ func newUpCmd(g *globalOptions) *cobra.Command {
   preflight      connect to every host, gather facts, kubeadm's checks for each role and across hosts
   render         PKI, kubeconfigs, static Pods, kubelet and containerd configuration, made here, kept in
                  the state directory
+  settled        nothing to do when every host is stamped with this plan, unchanged since, and every Node
+                 Ready: the run ends here (--full runs every step anyway)
   hooks-before   the inventory's hooks.up.before on each host (add-node: hooks.addNode, on the hosts added)
   push           each host's files (workers get no CA key; the encryption keys, audit policy and Pod
                  Security configuration go to control-plane nodes only); with cluster.artifacts, the kubelet, kubectl
@@ -59,6 +62,7 @@ func newUpCmd(g *globalOptions) *cobra.Command {
   encryption     objects of the encrypted resources (cluster.security.encryption) found in etcd in clear or
                  under an older key, written before encryption was on, stored again under the write key
   hooks-after    the inventory's hooks.up.after (add-node: hooks.addNode.after)
+  stamp          each host stamped with this plan's digest and the state of the files written
 
 A re-run changes nothing that is right and finishes what an interrupted run left; --dry-run shows what
 would change. The admin kubeconfig is left in the state directory (admin.conf). Exit codes: 0 done,
@@ -75,6 +79,7 @@ would change. The admin kubeconfig is left in the state directory (admin.conf). 
 	}
 	o.ssh.addFlags(cmd)
 	o.preflight.addFlags(cmd)
+	cmd.Flags().BoolVar(&o.full, "full", false, "run every step even when every host is settled (stamped with this plan, unchanged since): puts back the cluster's objects changed through the API and images removed from the runtime, which the stamps do not see")
 	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for the first API server")
 	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for nodes to register and be Ready")
 	addLockFlag(cmd, g)
@@ -96,7 +101,7 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 	return change[playbooks.UpResult]{g: g, view: view, result: "up_result", lock: lock,
 		play: func(ctx context.Context) (*playbooks.UpResult, error) {
 			return playbooks.Up(ctx, env, playbooks.UpOptions{APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
-				DryRun: o.dryRun, Preflight: o.preflight.options(), Hooks: o.hooks, HookHosts: o.hookHosts})
+				DryRun: o.dryRun, Full: o.full, Preflight: o.preflight.options(), Hooks: o.hooks, HookHosts: o.hookHosts})
 		},
 		notes: func(res *playbooks.UpResult, err error) {
 			if res != nil && res.Preflight != nil && (errors.Is(err, playbooks.ErrPreflight) || res.Preflight.Errors+res.Preflight.Warnings > 0) && g.Output != "json" {
