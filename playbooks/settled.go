@@ -138,7 +138,7 @@ func (u *upRun) unsettledHost(p *plan) (string, error) {
 		}
 		switch {
 		case f == nil || f.Stamp == "":
-			return h.Name + " has no stamp of a run that finished", nil
+			return h.Name + " has no stamp (a new host, or no run finished there since its last push)", nil
 		case f.RoutesMissing > 0:
 			return fmt.Sprintf("%s: the kernel lacks %d of its pod routes", h.Name, f.RoutesMissing), nil
 		case !f.Settled(digest):

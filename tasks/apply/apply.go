@@ -136,19 +136,20 @@ type Node struct {
 }
 
 // Push puts a node's files and applies what they need (templates/files/setup.sh). The host's stamp
-// (Stamp) is emptied with the membership mark, before anything else changes: the host is as a plan has it
-// only once a run has stamped it again.
+// (Stamp) is emptied with its files, before the setup and anything a run does after the push: the host is
+// as a plan has it only once a run has stamped it again (a file the push changed changes the stamp's state
+// of it anyway).
 func Push(ctx context.Context, h Host, n Node) (Outcome, error) {
-	first := []transport.File{n.Mark}
-	if !n.Dry {
-		first = append(first, transport.File{Path: kubeadm.HostStamp, Mode: 0o600})
-	}
-	out, err := Files(ctx, h, first, n.Dry)
-	out.Files = slices.DeleteFunc(out.Files, func(f FileChange) bool { return f.Path == kubeadm.HostStamp })
+	out, err := Files(ctx, h, []transport.File{n.Mark}, n.Dry)
 	if err != nil {
 		return out, err
 	}
-	rest, err := Files(ctx, h, n.Files, n.Dry)
+	files := n.Files
+	if !n.Dry {
+		files = append([]transport.File{{Path: kubeadm.HostStamp, Mode: 0o600}}, n.Files...)
+	}
+	rest, err := Files(ctx, h, files, n.Dry)
+	rest.Files = slices.DeleteFunc(rest.Files, func(f FileChange) bool { return f.Path == kubeadm.HostStamp })
 	if err != nil {
 		return out, err
 	}
