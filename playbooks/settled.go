@@ -31,7 +31,8 @@ var errSettled = errors.New("nothing left to do")
 // the facts (one round trip per host); when every host's stamp has the digest of the new plan, its files
 // are as they were, its kubelet runs and every Node is Ready with its labels and taints (one request to
 // the API server), the run ends after render (settled): a no-op up costs the facts and the render.
-// A push empties the stamp first (apply.Push), so that a run that stopped half-way leaves no host stamped.
+// A push empties the stamp with the host's files (apply.Push), so that a run that stopped half-way leaves
+// no host stamped.
 
 // buildID names the code that made a plan: the same plan from other code may be applied otherwise.
 var buildID = sync.OnceValue(func() string {
