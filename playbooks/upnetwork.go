@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,7 +18,6 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/wait"
-	"golang.org/x/sync/errgroup"
 )
 
 // startEarlyNetwork gives, in the background, the run's nodes that have their pod range (the first
