@@ -51,8 +51,9 @@ var buildID = sync.OnceValue(func() string {
 
 // stampOf is a host's stamp for the plan: the digest of what the run leaves there and in the cluster
 // (the inventory but how clusterctl logs in, the artifacts, the host's files, binaries and images, the
-// code) and the paths of the files whose state the stamp keeps. What only a joining host gets (its
-// bootstrap kubeconfig) is left out: a stamp is of a host that has joined.
+// code) and the paths of the files whose state the stamp keeps. What only a joining host gets is left
+// out (its bootstrap kubeconfig; an etcd host's initial cluster, written only before its member is in the
+// cluster and read only when etcd makes its data directory): a stamp is of a host that has joined.
 func (d *deployment) stampOf(p *plan, name string) (string, []string, error) {
 	n, err := d.node(p.with(func(p *plan) { p.joining = nil }), name)
 	if err != nil {
@@ -75,6 +76,9 @@ func (d *deployment) stampOf(p *plan, name string) (string, []string, error) {
 	files := append([]transport.File{n.Mark}, n.Files...)
 	paths := make([]string, 0, len(files)+2)
 	for _, f := range files {
+		if f.Path == kubeadm.EtcdInitialEnv {
+			continue
+		}
 		fmt.Fprintf(h, "%s %o %d %d %s\n", f.Path, f.Mode, f.UID, f.GID, fileDigest(f))
 		paths = append(paths, f.Path)
 	}
@@ -138,12 +142,10 @@ func (u *upRun) unsettledHost(p *plan) (string, error) {
 			return "", err
 		}
 		switch {
-		case f == nil || f.Stamp == "":
-			return h.Name + " has no stamp (a new host, or no run finished there since its last push)", nil
-		case f.RoutesMissing > 0:
-			return fmt.Sprintf("%s: the kernel lacks %d of its pod routes", h.Name, f.RoutesMissing), nil
-		case !f.Settled(digest):
-			return h.Name + ": its stamp is of another plan, or a file it lists changed since", nil
+		case f == nil:
+			return h.Name + ": no facts", nil
+		case f.Unsettled(digest) != "":
+			return h.Name + ": " + f.Unsettled(digest), nil
 		case h.IsNode() && !f.KubeletActive:
 			return h.Name + ": the kubelet is not running", nil
 		case f.CRIAnswers == "fail":

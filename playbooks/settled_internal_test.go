@@ -3,19 +3,22 @@ package playbooks
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
 	"github.com/clusterctl/clusterctl/tasks/facts"
+	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
-// settledPlan is a rendered plan of the three-local-proxy inventory, every host's facts those of a joined
-// node with the stamp of that plan and its files as they were.
-func settledPlan(t *testing.T) (*upRun, *plan) {
+// settledPlan is a rendered plan of the inventory in testdata, every host's facts those of a joined node
+// with the stamp of that plan and its files as they were.
+func settledPlan(t *testing.T, file string) (*upRun, *plan) {
 	t.Helper()
-	inv, diags, err := inventory.Load(filepath.Join("testdata", "three-local-proxy.yaml"))
+	inv, diags, err := inventory.Load(filepath.Join("testdata", file))
 	if err != nil || diags.HasErrors() {
 		t.Fatal(err, diags)
 	}
@@ -50,7 +53,7 @@ func settledPlan(t *testing.T) (*upRun, *plan) {
 // A host's stamp is the same for the same plan (a joining host's own files left out), another for another
 // host or another inventory; the run is settled only when every host is, and says which is not and why.
 func TestSettledStamps(t *testing.T) {
-	u, p := settledPlan(t)
+	u, p := settledPlan(t, "three-local-proxy.yaml")
 	if why, err := u.unsettledHost(p); err != nil || why != "" {
 		t.Fatalf("every host stamped with the plan: %q, %v", why, err)
 	}
@@ -67,8 +70,8 @@ func TestSettledStamps(t *testing.T) {
 		change func(*plan)
 		want   string
 	}{
-		{"a file changed", func(p *plan) { p.facts[b].StampFiles = "other" }, b + ": its stamp is of another plan, or a file it lists changed since"},
-		{"no stamp", func(p *plan) { p.facts[b].Stamp = "" }, b + " has no stamp"},
+		{"a file changed", func(p *plan) { p.facts[b].StampFiles = "other" }, b + ": a file its stamp lists changed since"},
+		{"no stamp", func(p *plan) { p.facts[b].Stamp = "" }, b + ": no stamp"},
 		{"routes missing", func(p *plan) { p.facts[b].RoutesMissing = 2 }, b + ": the kernel lacks 2 of its pod routes"},
 		{"the kubelet stopped", func(p *plan) { p.facts[b].KubeletActive = false }, b + ": the kubelet is not running"},
 	} {
@@ -93,5 +96,40 @@ func TestSettledStamps(t *testing.T) {
 	u.e.Inv.Hooks.Up.After = []inventory.Hook{{Run: "true"}}
 	if why, _ := u.unsettledHost(p); !strings.Contains(why, "hooks") {
 		t.Errorf("with hooks: %q", why)
+	}
+}
+
+// An etcd host's initial cluster is written only until its member is in the cluster (the first run gets
+// it, a re-run does not): its stamp is the same either way, or no re-run of a cluster with etcd hosts
+// would be settled.
+func TestSettledStampEtcdHosts(t *testing.T) {
+	u, p := settledPlan(t, "external-etcd.yaml")
+	for _, name := range []string{"etcd1", "w1"} {
+		first, paths, err := u.stampOf(p, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(paths, kubeadm.EtcdInitialEnv) {
+			t.Errorf("%s: the stamp lists %s", name, kubeadm.EtcdInitialEnv)
+		}
+		found := false
+		rerun := p.with(func(q *plan) {
+			r := *q.rendered
+			r.Hosts = slices.Clone(r.Hosts)
+			for i, hf := range r.Hosts {
+				if hf.Host == name {
+					hf.Files = slices.DeleteFunc(slices.Clone(hf.Files), func(f transport.File) bool { return f.Path == kubeadm.EtcdInitialEnv })
+					found = found || len(hf.Files) < len(r.Hosts[i].Files)
+					r.Hosts[i] = hf
+				}
+			}
+			q.rendered = &r
+		})
+		if !found {
+			t.Fatalf("%s: the first run's plan has no %s", name, kubeadm.EtcdInitialEnv)
+		}
+		if again, _, _ := u.stampOf(rerun, name); again != first {
+			t.Errorf("%s: the re-run's stamp differs from the first run's", name)
+		}
 	}
 }

@@ -94,13 +94,24 @@ type Facts struct {
 	RoutesMissing int    `json:"routesMissing,omitempty"`
 }
 
-// Settled reports whether the host is as the last run that stamped it left it, with the plan whose digest
-// is given: its stamp has that digest, the files it lists are in the state they were in then (none
-// rewritten, replaced, touched or removed since), and the kernel has its pod routes.
-func (f *Facts) Settled(digest string) bool {
+// Unsettled says why the host is not as the last run that stamped it left it, with the plan whose digest
+// is given, "" when it is: its stamp has that digest, the files it lists are in the state they were in
+// then (none rewritten, replaced, touched or removed since), and the kernel has its pod routes.
+func (f *Facts) Unsettled(digest string) string {
 	fields := strings.Fields(f.Stamp)
-	return len(fields) == 4 && fields[0] == "v1" && digest != "" && fields[1] == digest && fields[2] == f.StampFiles &&
-		f.RoutesMissing == 0
+	switch {
+	case f.Stamp == "":
+		return "no stamp (a new host, or no run finished there since its last push)"
+	case len(fields) != 4 || fields[0] != "v1":
+		return "a stamp this clusterctl does not read"
+	case digest == "" || fields[1] != digest:
+		return "its stamp is of another plan"
+	case fields[2] != f.StampFiles:
+		return "a file its stamp lists changed since"
+	case f.RoutesMissing != 0:
+		return fmt.Sprintf("the kernel lacks %d of its pod routes", f.RoutesMissing)
+	}
+	return ""
 }
 
 // maxCACert bounds the CA certificate facts keep: a CA certificate is 1-2 KiB.

@@ -157,32 +157,31 @@ func TestCISFacts(t *testing.T) {
 }
 
 // A host is settled for a plan only with a stamp of that plan's digest, its files' state unchanged since
-// and no pod route missing; a stamp of another version or shape is not one.
-func TestSettled(t *testing.T) {
+// and no pod route missing; a stamp of another version or shape is not one. Each reason is its own.
+func TestUnsettled(t *testing.T) {
 	base := "hostname\tcp1\nkernel\t6.1\n"
 	for _, c := range []struct {
-		out  string
-		want bool
+		out, want string
 	}{
-		{"stamp\tv1 abc s1 /etc/routes\nstamp_files\ts1\nroutes_missing\t0\n", true},
-		{"stamp\tv1 abc s1 -\nstamp_files\ts1\n", true},
-		{"stamp\tv1 abc s1 -\nstamp_files\ts2\n", false},                              // a file changed
-		{"stamp\tv1 abd s1 -\nstamp_files\ts1\n", false},                              // another plan
-		{"stamp\tv1 abc s1 /etc/routes\nstamp_files\ts1\nroutes_missing\t2\n", false}, // routes missing
-		{"stamp\tv1 abc s1 /etc/routes\nstamp_files\ts1\nroutes_missing\tx\n", false}, // not a count
-		{"stamp\tv2 abc s1 -\nstamp_files\ts1\n", false},                              // another version
-		{"stamp\tv1 abc s1\nstamp_files\ts1\n", false},                                // another shape
-		{"stamp_files\t\n", false},                                                    // no stamp
+		{"stamp\tv1 abc s1 /etc/routes\nstamp_files\ts1\nroutes_missing\t0\n", ""},
+		{"stamp\tv1 abc s1 -\nstamp_files\ts1\n", ""},
+		{"stamp\tv1 abc s1 -\nstamp_files\ts2\n", "a file its stamp lists changed since"},
+		{"stamp\tv1 abd s1 -\nstamp_files\ts1\n", "its stamp is of another plan"},
+		{"stamp\tv1 abc s1 /etc/routes\nstamp_files\ts1\nroutes_missing\t2\n", "the kernel lacks 2 of its pod routes"},
+		{"stamp\tv1 abc s1 /etc/routes\nstamp_files\ts1\nroutes_missing\tx\n", "the kernel lacks 1 of its pod routes"}, // not a count
+		{"stamp\tv2 abc s1 -\nstamp_files\ts1\n", "a stamp this clusterctl does not read"},
+		{"stamp\tv1 abc s1\nstamp_files\ts1\n", "a stamp this clusterctl does not read"},
+		{"stamp_files\t\n", "no stamp (a new host, or no run finished there since its last push)"},
 	} {
 		f, err := ParseFacts("cp1", []byte(base+c.out))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := f.Settled("abc"); got != c.want {
-			t.Errorf("%q: settled %v, want %v", c.out, got, c.want)
+		if got := f.Unsettled("abc"); got != c.want {
+			t.Errorf("%q: %q, want %q", c.out, got, c.want)
 		}
 	}
-	if f, _ := ParseFacts("cp1", []byte(base+"stamp\tv1  s1 -\nstamp_files\ts1\n")); f.Settled("") {
+	if f, _ := ParseFacts("cp1", []byte(base+"stamp\tv1  s1 -\nstamp_files\ts1\n")); f.Unsettled("") == "" {
 		t.Error("an empty digest settles a host")
 	}
 }
