@@ -51,11 +51,10 @@ var buildID = sync.OnceValue(func() string {
 
 // stampOf is a host's stamp for the plan: the digest of what the run leaves there and in the cluster
 // (the inventory but how clusterctl logs in, the artifacts, the host's files, binaries and images, the
-// code) and the paths of the files whose state the stamp keeps. What only a joining host gets is left
-// out (its bootstrap kubeconfig; an etcd host's initial cluster, written only before its member is in the
-// cluster and read only when etcd makes its data directory): a stamp is of a host that has joined.
+// code) and the paths of the files whose state the stamp keeps. What only a joining host gets (joinOnly)
+// is left out: a stamp is of a host that has joined.
 func (d *deployment) stampOf(p *plan, name string) (string, []string, error) {
-	n, err := d.node(p.with(func(p *plan) { p.joining = nil }), name)
+	n, err := d.node(p, name)
 	if err != nil {
 		return "", nil, err
 	}
@@ -76,7 +75,7 @@ func (d *deployment) stampOf(p *plan, name string) (string, []string, error) {
 	files := append([]transport.File{n.Mark}, n.Files...)
 	paths := make([]string, 0, len(files)+2)
 	for _, f := range files {
-		if f.Path == kubeadm.EtcdInitialEnv {
+		if slices.Contains(joinOnly, f.Path) {
 			continue
 		}
 		fmt.Fprintf(h, "%s %o %d %d %s\n", f.Path, f.Mode, f.UID, f.GID, fileDigest(f))
@@ -93,6 +92,11 @@ func (d *deployment) stampOf(p *plan, name string) (string, []string, error) {
 	slices.Sort(paths)
 	return hex.EncodeToString(h.Sum(nil)), slices.Compact(paths), nil
 }
+
+// joinOnly are the files a host gets only until it has joined: a node's bootstrap kubeconfig, an etcd
+// host's initial cluster (written only before its member is in the cluster, read only when etcd makes its
+// data directory). The first run's plan has them and a re-run's has not.
+var joinOnly = []string{kubeadm.BootstrapKubeconfig, kubeadm.EtcdInitialEnv}
 
 // fileDigest is the sha256 of a file's content: its source's, or its data's.
 func fileDigest(f transport.File) string {
@@ -141,11 +145,12 @@ func (u *upRun) unsettledHost(p *plan) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		switch {
-		case f == nil:
+		if f == nil {
 			return h.Name + ": no facts", nil
-		case f.Unsettled(digest) != "":
-			return h.Name + ": " + f.Unsettled(digest), nil
+		}
+		switch why := f.Unsettled(digest); {
+		case why != "":
+			return h.Name + ": " + why, nil
 		case h.IsNode() && !f.KubeletActive:
 			return h.Name + ": the kubelet is not running", nil
 		case f.CRIAnswers == "fail":

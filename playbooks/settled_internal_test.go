@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clusterctl/clusterctl/inventory"
+	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/facts"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
 	"github.com/clusterctl/clusterctl/transport"
@@ -60,9 +61,20 @@ func TestSettledStamps(t *testing.T) {
 	a, b := p.hosts[0].Name, p.hosts[1].Name
 	da, _, _ := u.stampOf(p, a)
 	db, _, _ := u.stampOf(p, b)
-	joining, _, _ := u.stampOf(p.with(func(p *plan) { p.joining = map[string]bool{a: true} }), a)
+	// The same host joining (a token of its own): its plan has the bootstrap kubeconfig, its stamp not.
+	tok, err := bootstrap.NewToken(a, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.tokens = map[string]bootstrap.Token{a: tok}
+	asJoining := p.with(func(p *plan) { p.joining = map[string]bool{a: true} })
+	if n, _ := u.node(asJoining, a); !slices.ContainsFunc(n.Files, func(f transport.File) bool { return f.Path == kubeadm.BootstrapKubeconfig }) {
+		t.Fatalf("%s joining: no %s in its plan", a, kubeadm.BootstrapKubeconfig)
+	}
+	joining, _, _ := u.stampOf(asJoining, a)
+	u.tokens = nil
 	if da == db || joining != da {
-		t.Errorf("digests: %s %s, %s joining %s", a, da, b, db)
+		t.Errorf("digests: %s %s, %s %s, %s joining %s", a, da, b, db, a, joining)
 	}
 
 	for _, c := range []struct {

@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,29 +391,6 @@ func (c *Cluster) Hash(t testing.TB, host string) string {
 	t.Helper()
 	sum := sha256.Sum256([]byte(c.Files(t, host)))
 	return hex.EncodeToString(sum[:])
-}
-
-// Changed names the files whose line in Files differs between before and after ("" when none does).
-func Changed(before, after string) string {
-	seen := map[string]bool{}
-	for _, l := range strings.Split(before, "\n") {
-		seen[l] = true
-	}
-	var out []string
-	for _, l := range strings.Split(after, "\n") {
-		if !seen[l] {
-			_, path, _ := strings.Cut(l, "  ")
-			out = append(out, path)
-		}
-		delete(seen, l)
-	}
-	for l := range seen {
-		if _, path, ok := strings.Cut(l, "  "); ok && !slices.Contains(out, path) {
-			out = append(out, path+" (gone)")
-		}
-	}
-	slices.Sort(out)
-	return strings.Join(out, ", ")
 }
 
 // Files lists the files Hash digests, a line each ("digest  path"), leaving out also the directories

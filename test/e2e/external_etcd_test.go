@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clusterctl/clusterctl/tasks/textdiff"
 	"github.com/clusterctl/clusterctl/test/lab"
 )
 
@@ -143,8 +144,8 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 		pid := l.Run(t, "w2", "systemctl show -p MainPID --value etcd")
 		c.Up(t)
 		for _, h := range labHost {
-			if changed := Changed(before[h], c.Files(t, h)); changed != "" {
-				t.Errorf("%s: files changed by a re-run: %s", h, changed)
+			if diff := textdiff.Unified("before", "after", before[h], c.Files(t, h), 0); diff != "" {
+				t.Errorf("%s: files changed by a re-run:\n%s", h, diff)
 			}
 		}
 		if again := l.Run(t, "w2", "systemctl show -p MainPID --value etcd"); again != pid {
