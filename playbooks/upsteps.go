@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,7 +62,33 @@ func (u *upRun) waitAPI(ctx context.Context, p *plan) error {
 	if _, err = c.Apply(ctx, bootstrap.Objects(false, nil, nil, nil)[0]); err != nil {
 		return err
 	}
+	if err := u.waitAdmin(ctx); err != nil {
+		return err
+	}
 	return u.putScheduler(ctx, p)
+}
+
+// waitAdmin waits until the API server's authorizer has the binding of admin.conf's group to cluster-admin
+// just applied: it reads bindings from a cache, and a request of admin's sent at once may be forbidden
+// (as kubeadm's EnsureAdminClusterRoleBinding, admin asks until it is allowed). A self review needs no
+// permission.
+func (u *upRun) waitAdmin(ctx context.Context) error {
+	if u.o.DryRun {
+		return nil
+	}
+	admin, err := u.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"}}}
+	return u.e.pollEvery(ctx, "wait-api", "", u.o.APITimeout, upPoll, func() (bool, string, error) {
+		r, err := admin.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return false, "admin.conf's group to be cluster-admin", err
+		}
+		return r.Status.Allowed, "admin.conf's group to be cluster-admin", nil
+	})
 }
 
 // bootstrap creates, through the API, everything joining nodes and the cluster's addons need.
