@@ -1,18 +1,18 @@
 {{- /* One fact per line, "key<TAB>value", under sh (dash or bash) as root, reading /proc and /sys with shell
 builtins wherever it can: on a host, each process it starts costs more than everything else, so it starts
-about fifteen (uname, nproc, ip twice, grep for the sockets and for modules not loaded, stat, systemctl,
-getent; for the stamp tail, stat, sha256sum and ip per family; the version of each installed Kubernetes
-component that the setup script's cache lacks, and crictl when the runtime is the host's own). A missing
-tool leaves its fact empty. */ -}}
+about ten (ip twice, grep for the sockets and for modules not loaded, stat, systemctl, getent when
+/etc/hosts lacks the hostname; for the stamp, stat, sha256sum, tail, and ip for IPv6 pod routes; the
+version of each installed Kubernetes component that the setup script's cache lacks, and crictl when the
+runtime is the host's own). A missing tool leaves its fact empty. */ -}}
 {{template "facthead.sh" -}}
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
 r /proc/sys/kernel/osrelease kernel; kr=$v
-f arch "$(uname -m)"
+{{- /* The machine's name as uname -m prints it: the kernel's sysctl (Linux 6.1 on), else uname. */}}
+if [ -r /proc/sys/kernel/arch ]; then r /proc/sys/kernel/arch arch; else f arch "$(uname -m)"; fi
 if [ -r /sys/fs/cgroup/cgroup.controllers ]; then f cgroupfs cgroup2fs; r /sys/fs/cgroup/cgroup.controllers cgroup_controllers
 else f cgroupfs tmpfs; c=; for d in /sys/fs/cgroup/*/; do d=${d%/}; c="$c ${d##*/}"; done; f cgroup_controllers "$c"; fi
 n=-1; while read -r l; do n=$((n+1)); done < /proc/swaps; f swap_devices $n
-f cpus "$(nproc 2>/dev/null)"
 while read -r k v u; do case $k in MemTotal:) f mem_kb $v;; SwapTotal:) f swap_kb $v;; esac; done < /proc/meminfo
 {{template "netlinks.sh" -}}
 # Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed.
@@ -61,8 +61,14 @@ for v in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
 done
 for p in {{args .Files}}; do [ -e "$p" ] && f file "$p"; done
 for d in {{args .Dirs}}; do [ -d "$d" ] || continue; n=0; for e in "$d"/* "$d"/.[!.]*; do [ -e "$e" ] && n=$((n+1)); done; f dir "$d $n"; done
-while read -r k v rest; do [ "$k" = Uid: ] && f uid "$v"; done < /proc/self/status
-getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
+{{- /* The CPUs this shell may run on, as nproc counts them (its affinity: Cpus_allowed_list, "0-3,8"). */}}
+ca=; while read -r k v rest; do case $k in Uid:) f uid "$v";; Cpus_allowed_list:) ca=$v;; esac; done < /proc/self/status
+if [ -n "$ca" ]; then n=0; o=$IFS; IFS=,; for c in $ca; do case $c in *-*) n=$((n + ${c#*-} - ${c%-*} + 1));; *) n=$((n + 1));; esac; done; IFS=$o; f cpus $n
+else f cpus "$(nproc 2>/dev/null)"; fi
+{{- /* The hostname resolves: in /etc/hosts (read here), else as getent finds it (nsswitch). */}}
+hr=; set -f; if [ -r /etc/hosts ]; then while read -r a names; do case $a in ''|'#'*) continue;; esac
+  for nm in $names; do case $nm in '#'*) break;; "$hn") hr=1;; esac; done; done < /etc/hosts; fi; set +f
+if [ -n "$hr" ] || getent hosts "$hn" >/dev/null 2>&1; then f hostname_resolves yes; fi
 [ -r /run/systemd/container ] && r /run/systemd/container virt
 if [ -d /run/systemd/system ]; then f init systemd; else r /proc/1/comm init; fi
 r {{q .MemberPath}} member
@@ -86,6 +92,6 @@ nl='
 '
 {{template "routes-missing.sh" -}}
 if [ -s "$st" ]; then IFS= read -r l < "$st"; f stamp "$l"; stamp_hash "$(tail -n +2 "$st")"; f stamp_files "$h"
-  read -r sv sd ss rt < "$st"; [ -z "$rt" ] || [ "$rt" = - ] || f routes_missing "$(routes_missing "$rt")"; fi
+  read -r sv sd ss rt < "$st"; [ -z "$rt" ] || [ "$rt" = - ] || f routes_missing "$(routes_missing "$rt" "$r4")"; fi
 {{- end}}
 exit 0

@@ -156,10 +156,13 @@ fi
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
-routes_missing() { m=0; r4=; r6=
-  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+  if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
-      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case $d in
+        *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
+        *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
+      esac
       case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
     done < "$1"
   fi
@@ -451,10 +454,13 @@ fi
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
-routes_missing() { m=0; r4=; r6=
-  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+  if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
-      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case $d in
+        *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
+        *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
+      esac
       case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
     done < "$1"
   fi
@@ -746,10 +752,13 @@ fi
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
-routes_missing() { m=0; r4=; r6=
-  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+  if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
-      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case $d in
+        *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
+        *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
+      esac
       case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
     done < "$1"
   fi
@@ -997,10 +1006,13 @@ fi
 if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
-routes_missing() { m=0; r4=; r6=
-  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+  if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
-      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case $d in
+        *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
+        *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
+      esac
       case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
     done < "$1"
   fi

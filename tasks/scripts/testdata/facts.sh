@@ -4,14 +4,16 @@ r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
 r /proc/sys/kernel/osrelease kernel; kr=$v
-f arch "$(uname -m)"
+if [ -r /proc/sys/kernel/arch ]; then r /proc/sys/kernel/arch arch; else f arch "$(uname -m)"; fi
 if [ -r /sys/fs/cgroup/cgroup.controllers ]; then f cgroupfs cgroup2fs; r /sys/fs/cgroup/cgroup.controllers cgroup_controllers
 else f cgroupfs tmpfs; c=; for d in /sys/fs/cgroup/*/; do d=${d%/}; c="$c ${d##*/}"; done; f cgroup_controllers "$c"; fi
 n=-1; while read -r l; do n=$((n+1)); done < /proc/swaps; f swap_devices $n
-f cpus "$(nproc 2>/dev/null)"
 while read -r k v u; do case $k in MemTotal:) f mem_kb $v;; SwapTotal:) f swap_kb $v;; esac; done < /proc/meminfo
 ip -o addr show 2>/dev/null | while read -r i iface fam cidr rest; do f addr "$iface $cidr"; done
-ip route show default 2>/dev/null | while read -r l; do f default_route "$l"; done
+r4=$(ip -4 route show 2>/dev/null) || true
+dr=; while read -r l; do case $l in default*) dr=1; f default_route "$l";; nexthop*) [ -z "$dr" ] || f default_route "$l";; *) dr=;; esac; done <<EOR
+$r4
+EOR
 for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" && f mac "${d##*/} $m"
   [ -r "$d/mtu" ] && read -r m < "$d/mtu" && f mtu "${d##*/} $m"; done
 # Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed.
@@ -75,8 +77,12 @@ for v in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
 done
 for p in /etc/kubernetes/kubelet.conf; do [ -e "$p" ] && f file "$p"; done
 for d in /var/lib/etcd; do [ -d "$d" ] || continue; n=0; for e in "$d"/* "$d"/.[!.]*; do [ -e "$e" ] && n=$((n+1)); done; f dir "$d $n"; done
-while read -r k v rest; do [ "$k" = Uid: ] && f uid "$v"; done < /proc/self/status
-getent hosts "$hn" >/dev/null 2>&1 && f hostname_resolves yes
+ca=; while read -r k v rest; do case $k in Uid:) f uid "$v";; Cpus_allowed_list:) ca=$v;; esac; done < /proc/self/status
+if [ -n "$ca" ]; then n=0; o=$IFS; IFS=,; for c in $ca; do case $c in *-*) n=$((n + ${c#*-} - ${c%-*} + 1));; *) n=$((n + 1));; esac; done; IFS=$o; f cpus $n
+else f cpus "$(nproc 2>/dev/null)"; fi
+hr=; set -f; if [ -r /etc/hosts ]; then while read -r a names; do case $a in ''|'#'*) continue;; esac
+  for nm in $names; do case $nm in '#'*) break;; "$hn") hr=1;; esac; done; done < /etc/hosts; fi; set +f
+if [ -n "$hr" ] || getent hosts "$hn" >/dev/null 2>&1; then f hostname_resolves yes; fi
 [ -r /run/systemd/container ] && r /run/systemd/container virt
 if [ -d /run/systemd/system ]; then f init systemd; else r /proc/1/comm init; fi
 r /etc/kubernetes/clusterctl-cluster member
@@ -99,14 +105,17 @@ stamp_hash() { set -f; o=$IFS; IFS='
 
 nl='
 '
-routes_missing() { m=0; r4=; r6=
-  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+  if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
-      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case $d in
+        *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
+        *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
+      esac
       case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
     done < "$1"
   fi
   echo $m; }
 if [ -s "$st" ]; then IFS= read -r l < "$st"; f stamp "$l"; stamp_hash "$(tail -n +2 "$st")"; f stamp_files "$h"
-  read -r sv sd ss rt < "$st"; [ -z "$rt" ] || [ "$rt" = - ] || f routes_missing "$(routes_missing "$rt")"; fi
+  read -r sv sd ss rt < "$st"; [ -z "$rt" ] || [ "$rt" = - ] || f routes_missing "$(routes_missing "$rt" "$r4")"; fi
 exit 0

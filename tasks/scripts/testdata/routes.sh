@@ -57,10 +57,13 @@ $(systemctl show -p LoadState -p NeedDaemonReload -p UnitFileState clusterctl-po
 EOS
 [ "$enabled" = enabled ] || { quiet systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=yes; }
 if [ "$load" != loaded ] || [ "$reload" = yes ]; then quiet systemctl daemon-reload; fi
-routes_missing() { m=0; r4=; r6=
-  if [ -r "$1" ]; then r4=$(ip -4 route show 2>/dev/null) || true; r6=$(ip -6 route show 2>/dev/null) || true
+routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+  if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
-      case $d in *:*) r=$r6;; *) r=$r4;; esac
+      case $d in
+        *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
+        *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
+      esac
       case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
     done < "$1"
   fi
