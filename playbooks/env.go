@@ -320,7 +320,9 @@ func (e *Env) Facts(ctx context.Context, h *inventory.Host) (*facts.Facts, error
 // gatherFacts asks a connected host its facts (one command) and keeps them in the session.
 func (e *Env) gatherFacts(ctx context.Context, name string) (*facts.Facts, error) {
 	c := &e.Inv.Cluster
-	f, err := facts.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint, !c.InstallsRuntime(), preflight.Asks())
+	// The established connections to the ports preflight probes: what a host reaches already is not probed.
+	ask := preflight.Asks().With(facts.Ask{Connections: []int{c.APIServer.BindPort, kubeadm.PortEtcdClient, kubeadm.PortEtcdPeer}})
+	f, err := facts.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint, !c.InstallsRuntime(), ask)
 	if err != nil {
 		return nil, err
 	}

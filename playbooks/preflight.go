@@ -286,7 +286,9 @@ func ours(f preflight.Finding) bool {
 // reachability checks that every node reaches the first control-plane host's API port, and that etcd
 // members reach each other's peer port and members and API servers their client port (the etcd hosts, or
 // the control-plane hosts when etcd is stacked). Where nothing listens yet, a short-lived listener is
-// started on the target for the probes and stopped afterwards.
+// started on the target for the probes and stopped afterwards. A host whose facts show an established
+// connection to the target's address and port is not probed: on a running cluster, a re-run then probes
+// nothing its kubelets and members already connect to.
 func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost map[string]*PreflightHost, add func(...preflight.Finding)) error {
 	ready := func(name string) bool { h, ok := byHost[name]; return ok && h.Facts != nil }
 	for _, p := range reachProbes(e.Inv, hosts, ready) {
@@ -294,6 +296,15 @@ func reachability(ctx context.Context, e *Env, hosts []*inventory.Host, byHost m
 		ip := nodeIP(e.Inv.Host(p.target), target.Facts)
 		if ip == "" {
 			add(preflight.Finding{Host: p.target, Check: p.check, Severity: preflight.SevError, Message: "cannot tell the host's node address: set internalAddress in the inventory"})
+			continue
+		}
+		// A host with an established connection to the port (a joined kubelet's to the API server, a
+		// member's to its peers) reaches it: no probe, no session.
+		p.from = slices.DeleteFunc(p.from, func(name string) bool {
+			h := byHost[name]
+			return h != nil && h.Facts != nil && h.Facts.ConnectedTo(ip, p.port)
+		})
+		if len(p.from) == 0 {
 			continue
 		}
 		if err := p.run(ctx, e, ip, target.Facts.ListensOn(p.port), add); err != nil {

@@ -193,6 +193,9 @@ type Result struct {
 	Stderr   []byte
 	ExitCode int
 	Duration time.Duration
+	// FirstStdout is when the first of Stdout arrived (zero: nothing did): what a command prints first
+	// happened on the host between the call and then.
+	FirstStdout time.Time
 }
 
 // Run runs a shell command on the host, as root when the connection becomes root (sudo), with stdin when
@@ -338,7 +341,7 @@ func (c *Conn) run(ctx context.Context, command string, stdin []byte, gate *sudo
 	if gate != nil {
 		gate.flush()
 	}
-	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Duration: time.Since(start)}
+	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Duration: time.Since(start), FirstStdout: stdout.first}
 	if stdout.over || stderr.over {
 		return res, fmt.Errorf("%s: %q: %w", c.target.Name, command, ErrOutputTooLarge)
 	}
@@ -372,11 +375,15 @@ var ErrOutputTooLarge = fmt.Errorf("the command printed more than %d MiB", MaxOu
 // command is not left blocked on a full channel) and the run fails with ErrOutputTooLarge.
 // (Not an embedded bytes.Buffer: io.Copy would use its ReadFrom and pass Write by.)
 type boundedBuffer struct {
-	buf  bytes.Buffer
-	over bool
+	buf   bytes.Buffer
+	over  bool
+	first time.Time
 }
 
 func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if b.first.IsZero() && len(p) > 0 {
+		b.first = time.Now()
+	}
 	if b.over || b.buf.Len()+len(p) > MaxOutput {
 		b.over = true
 		return len(p), nil

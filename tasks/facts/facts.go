@@ -48,25 +48,28 @@ type Facts struct {
 	BootID             string          `json:"bootID"`
 	Clock              time.Time       `json:"clock"`
 	ClockSkew          time.Duration   `json:"clockSkew"` // host clock minus the workstation's, at the midpoint of the round trip
-	// ClockUncertainty bounds the error of ClockSkew: half the round trip of the exchange that read the clock.
-	ClockUncertainty time.Duration     `json:"clockUncertainty"`
-	Listening        []Listener        `json:"listening"`
-	Versions         map[string]string `json:"versions"` // kubelet, containerd, crictl, runc: first line of --version
-	Commands         map[string]bool   `json:"commands"`
-	CRISocket        bool              `json:"criSocket"`
-	CRIAnswers       string            `json:"criAnswers"` // ok, fail, or unknown (no client to ask with)
-	BrNetfilter      bool              `json:"brNetfilter"`
-	BridgeNFCall     string            `json:"bridgeNFCallIptables,omitempty"`
-	IPForward        string            `json:"ipForward"`
-	IPv6Forward      string            `json:"ipv6Forward,omitempty"`
-	Firewalld        bool              `json:"firewalldActive"`
-	Proxy            map[string]string `json:"proxy,omitempty"`
-	Files            map[string]bool   `json:"files"` // paths clusterctl cares about -> exists
-	DirEntries       map[string]int    `json:"dirEntries"`
-	KubeletUnit      string            `json:"kubeletEnabled"` // enabled, disabled, not-found, ...
-	UID              int               `json:"uid"`
-	HostResolves     bool              `json:"hostnameResolves"`
-	Virt             string            `json:"virtualization,omitempty"`
+	// ClockUncertainty bounds the error of ClockSkew: half the window in which the host read it.
+	ClockUncertainty time.Duration `json:"clockUncertainty"`
+	Listening        []Listener    `json:"listening"`
+	// Connections are the host's established TCP connections to the ports asked (Ask.Connections): the
+	// remote address and port of each.
+	Connections  []Listener        `json:"connections,omitempty"`
+	Versions     map[string]string `json:"versions"` // kubelet, containerd, crictl, runc: first line of --version
+	Commands     map[string]bool   `json:"commands"`
+	CRISocket    bool              `json:"criSocket"`
+	CRIAnswers   string            `json:"criAnswers"` // ok, fail, or unknown (no client to ask with)
+	BrNetfilter  bool              `json:"brNetfilter"`
+	BridgeNFCall string            `json:"bridgeNFCallIptables,omitempty"`
+	IPForward    string            `json:"ipForward"`
+	IPv6Forward  string            `json:"ipv6Forward,omitempty"`
+	Firewalld    bool              `json:"firewalldActive"`
+	Proxy        map[string]string `json:"proxy,omitempty"`
+	Files        map[string]bool   `json:"files"` // paths clusterctl cares about -> exists
+	DirEntries   map[string]int    `json:"dirEntries"`
+	KubeletUnit  string            `json:"kubeletEnabled"` // enabled, disabled, not-found, ...
+	UID          int               `json:"uid"`
+	HostResolves bool              `json:"hostnameResolves"`
+	Virt         string            `json:"virtualization,omitempty"`
 	// Init is PID 1: systemd when the host booted with it, else its command name.
 	Init string `json:"init,omitempty"`
 	// CNIBinDir is where the CNI plugins are: /opt/cni/bin upstream, /usr/lib/cni on Debian. Empty: none.
@@ -139,6 +142,21 @@ func (f *Facts) ListensOn(port int) bool {
 	return false
 }
 
+// ConnectedTo reports whether the host has an established TCP connection to ip and port (asked with
+// Ask.Connections): proof that it reaches them, as a probe would show.
+func (f *Facts) ConnectedTo(ip string, port int) bool {
+	want, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	for _, c := range f.Connections {
+		if a, err := netip.ParseAddr(c.Addr); err == nil && c.Port == port && a.Unmap() == want.Unmap() {
+			return true
+		}
+	}
+	return false
+}
+
 // IfaceOf is the interface that holds the address ip ("" when none does).
 func (f *Facts) IfaceOf(ip string) string {
 	for _, a := range f.Addresses {
@@ -164,6 +182,9 @@ func (f *Facts) HasAddress(ip string) bool {
 // (preflight.Asks gathers them); the steps' own needs are stepAsk.
 type Ask struct {
 	Files, Dirs, Commands []string
+	// Connections are TCP ports to which the host's established connections are reported
+	// (Facts.Connections).
+	Connections []int
 }
 
 // With is a and b together, each path or command once, in order.
@@ -177,7 +198,13 @@ func (a Ask) With(b Ask) Ask {
 		}
 		return out
 	}
-	return Ask{Files: union(a.Files, b.Files), Dirs: union(a.Dirs, b.Dirs), Commands: union(a.Commands, b.Commands)}
+	ports := slices.Clone(a.Connections)
+	for _, p := range b.Connections {
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	return Ask{Files: union(a.Files, b.Files), Dirs: union(a.Dirs, b.Dirs), Commands: union(a.Commands, b.Commands), Connections: ports}
 }
 
 // stepAsk is what the steps read of the facts themselves: whether a node has joined already (its kubelet's
@@ -190,7 +217,7 @@ func factsScript(criSocket string, askCRI bool, ask Ask) string {
 	ask = stepAsk.With(ask)
 	return scripts.Facts(scripts.FactsParams{Socket: strings.TrimPrefix(criSocket, "unix://"), AskCRI: askCRI, Commands: ask.Commands,
 		Files: ask.Files, Dirs: ask.Dirs, CNIBinDirs: cniBinDirs, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert,
-		VersionCache: kubeadm.VersionCache, KernelSettings: kernelSettingPaths(), Stamp: kubeadm.HostStamp})
+		VersionCache: kubeadm.VersionCache, KernelSettings: kernelSettingPaths(), Stamp: kubeadm.HostStamp, ConnPorts: ask.Connections})
 }
 
 // cniBinDirs are where distributions put the CNI plugins.
@@ -201,18 +228,15 @@ var cniBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni", "/usr/libexec/cni"}
 func FactsScript(criSocket string, ask Ask) string { return factsScript(criSocket, true, ask) }
 
 // GatherFacts learns everything preflight and the steps need about a host in one command (ask: what the
-// preflight checks look for), and reads its clock in an exchange of its own, beside it on the same
-// connection: the host costs one round trip.
+// preflight checks look for): the host costs one round trip. The script prints the host's clock first, in
+// one write: it was read between the call and the arrival of the first output, and half that window bounds
+// the skew's error. Where the window is too wide for that (a slow host), readClock reads it again in
+// exchanges that do nothing else.
 func GatherFacts(ctx context.Context, h tasks.Runner, criSocket string, askCRI bool, ask Ask) (*Facts, error) {
-	clock := &Facts{}
-	clocked := make(chan error, 1)
-	go func() { clocked <- readClock(ctx, h, clock) }()
+	sent := time.Now()
 	// The script goes to sh on stdin: whatever the login shell is, a POSIX sh runs it (dash reads /proc
 	// an order of magnitude faster than bash does).
 	res, err := h.Run(ctx, "sh -s", []byte(factsScript(criSocket, askCRI, ask)))
-	if cerr := <-clocked; err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +244,13 @@ func GatherFacts(ctx context.Context, h tasks.Runner, criSocket string, askCRI b
 	if err != nil {
 		return nil, err
 	}
-	f.Clock, f.ClockSkew, f.ClockUncertainty = clock.Clock, clock.ClockSkew, clock.ClockUncertainty
+	if window := res.FirstStdout.Sub(sent); !res.FirstStdout.IsZero() && !f.Clock.IsZero() && window >= 0 && window < clockGoodRTT {
+		f.ClockSkew, f.ClockUncertainty = f.Clock.Sub(sent.Add(window/2)), window/2
+		return f, nil
+	}
+	if err := readClock(ctx, h, f); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -393,6 +423,11 @@ var factParsers = map[string]func(f *Facts, val, first, rest string){
 	"listen": func(f *Facts, val, _, _ string) {
 		if l, ok := parseProcNetTCP(val); ok {
 			f.Listening = append(f.Listening, l)
+		}
+	},
+	"conn": func(f *Facts, val, _, _ string) {
+		if l, ok := parseProcNetTCP(val); ok {
+			f.Connections = append(f.Connections, l)
 		}
 	},
 	"command":           func(f *Facts, val, _, _ string) { f.Commands[val] = true },

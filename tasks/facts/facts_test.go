@@ -47,6 +47,29 @@ func TestParseFacts(t *testing.T) {
 	}
 }
 
+// An established connection (state 01 in /proc/net/tcp{,6}, the remote address) says the host reaches that
+// address and port; an IPv4 peer of an IPv6 socket is the same address.
+func TestConnectedTo(t *testing.T) {
+	out := "hostname\tw1\nkernel\t6.1.0\nconn\t0A00FA0A:192B\nconn\t0000000000000000FFFF00000B00FA0A:094C\n" +
+		"conn\t000080FE0000000000000000FF000000:094B\nconn\tnot-an-address\n"
+	f, err := ParseFacts("w1", []byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ip   string
+		port int
+		want bool
+	}{
+		{"10.250.0.10", 6443, true}, {"10.250.0.10", 2379, false}, {"10.250.0.12", 6443, false},
+		{"10.250.0.11", 2380, true}, {"fe80::ff", 2379, true}, {"fe80::ff", 2380, false}, {"nonsense", 6443, false},
+	} {
+		if got := f.ConnectedTo(c.ip, c.port); got != c.want {
+			t.Errorf("ConnectedTo(%s, %d) = %v, want %v (connections %v)", c.ip, c.port, got, c.want, f.Connections)
+		}
+	}
+}
+
 // Facts are the host's word: a value that ends up in a file clusterctl writes is taken only when it is one
 // clusterctl expects.
 func TestHostileFacts(t *testing.T) {
@@ -70,7 +93,8 @@ func TestHostileFacts(t *testing.T) {
 }
 
 // slowHost answers the facts script with recorded facts and date(1) with its clock, skew ahead of this
-// machine's, after a delay on each side of the host reading it.
+// machine's, after a delay on each side of the host reading it; the facts script prints the clock first
+// (its first output arrives a delay after the host read it), then takes four delays more.
 type slowHost struct {
 	facts []byte
 	skew  time.Duration
@@ -81,20 +105,29 @@ type slowHost struct {
 func (h *slowHost) Name() string { return "cp1" }
 
 func (h *slowHost) Run(_ context.Context, command string, _ []byte) (transport.Result, error) {
-	if command != "date +%s.%N" {
-		time.Sleep(4 * h.delay) // the facts script: long, as on a slow host
-		return transport.Result{Stdout: h.facts}, nil
-	}
-	h.dates++
 	time.Sleep(h.delay)
 	now := time.Now().Add(h.skew)
 	time.Sleep(h.delay)
-	return transport.Result{Stdout: fmt.Appendf(nil, "%d.%09d\n", now.Unix(), now.Nanosecond())}, nil
+	first := time.Now()
+	if command != "date +%s.%N" {
+		time.Sleep(4 * h.delay)
+		var out []byte
+		out = fmt.Appendf(out, "clock\t%d.%09d\n", now.Unix(), now.Nanosecond())
+		for _, l := range strings.SplitAfter(string(h.facts), "\n") {
+			if !strings.HasPrefix(l, "clock\t") {
+				out = append(out, l...)
+			}
+		}
+		return transport.Result{Stdout: out, FirstStdout: first}, nil
+	}
+	h.dates++
+	return transport.Result{Stdout: fmt.Appendf(nil, "%d.%09d\n", now.Unix(), now.Nanosecond()), FirstStdout: first}, nil
 }
 
-// The clock is read in its own exchange: the skew is right within its uncertainty however long the facts
-// script took, and the uncertainty is half the round trip of the read kept.
-func TestGatherFactsReadsTheClockAlone(t *testing.T) {
+// The clock is read as the facts script's first output, or, when that output came too late to tell the
+// time well (a slow host), in exchanges of its own: the skew is right within its uncertainty however long
+// the facts script took, and the uncertainty is half the round trip of the read kept.
+func TestGatherFactsReadsTheClock(t *testing.T) {
 	out, err := os.ReadFile("testdata/facts-debian12-nspawn.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +135,7 @@ func TestGatherFactsReadsTheClockAlone(t *testing.T) {
 	for _, c := range []struct {
 		delay time.Duration
 		reads int
-	}{{time.Millisecond, 1}, {260 * time.Millisecond, clockReads}} {
+	}{{time.Millisecond, 0}, {20 * time.Millisecond, 0}, {260 * time.Millisecond, clockReads}} {
 		h := &slowHost{facts: out, skew: -600 * time.Millisecond, delay: c.delay}
 		f, err := GatherFacts(context.Background(), h, "unix:///run/containerd/containerd.sock", true, Ask{})
 		if err != nil {
@@ -112,7 +145,10 @@ func TestGatherFactsReadsTheClockAlone(t *testing.T) {
 			t.Errorf("delay %s: skew %s ± %s, want %s", c.delay, f.ClockSkew, f.ClockUncertainty, h.skew)
 		}
 		if h.dates != c.reads {
-			t.Errorf("delay %s: the clock was read %d times, want %d", c.delay, h.dates, c.reads)
+			t.Errorf("delay %s: the clock was read alone %d times, want %d", c.delay, h.dates, c.reads)
+		}
+		if f.Hostname != "cp1" {
+			t.Errorf("delay %s: facts %+v", c.delay, f)
 		}
 	}
 }

@@ -285,10 +285,26 @@ type FactsParams struct {
 	VersionCache string
 	// Stamp is the host's stamp (Stamp), printed with the state of the files it lists; "": not read.
 	Stamp string
+	// ConnPorts are TCP ports to which the host's established connections are printed (a connection is
+	// proof that the host reaches that address and port).
+	ConnPorts []int
 }
 
 // Facts prints one fact per line, "key<TAB>value".
-func Facts(p FactsParams) string { return render("facts.sh", p) }
+func Facts(p FactsParams) string {
+	// grep's patterns for the established connections (state 01) to ConnPorts: in /proc/net/tcp{,6} the
+	// remote address's port, in hex, comes right before the state.
+	var conn []string
+	for _, port := range p.ConnPorts {
+		if port > 0 && port <= 65535 {
+			conn = append(conn, fmt.Sprintf(":%04X 01 ", port))
+		}
+	}
+	return render("facts.sh", struct {
+		FactsParams
+		ConnGrep []string
+	}{p, conn})
+}
 
 // NetFacts prints the facts of a host's network alone, as Facts prints them.
 func NetFacts() string { return render("netfacts.sh", nil) }

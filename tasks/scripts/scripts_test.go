@@ -61,7 +61,7 @@ func TestGolden(t *testing.T) {
 		"renew-serving":           RenewServing(kubeadm.KubeletServerCurrent),
 		"pod-tokens":              PodTokens(kubeadm.KubeletPodsDir),
 		"certs":                   Certs(),
-		"facts":                   Facts(FactsParams{Socket: "/run/containerd/containerd.sock", AskCRI: true, VersionCache: kubeadm.VersionCache, Commands: []string{"ip", "kubelet"}, Files: []string{kubeadm.KubeletKubeconfig}, Dirs: []string{kubeadm.EtcdDataDir}, CNIBinDirs: []string{"/opt/cni/bin"}, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert, Stamp: kubeadm.HostStamp}),
+		"facts":                   Facts(FactsParams{Socket: "/run/containerd/containerd.sock", AskCRI: true, VersionCache: kubeadm.VersionCache, Commands: []string{"ip", "kubelet"}, Files: []string{kubeadm.KubeletKubeconfig}, Dirs: []string{kubeadm.EtcdDataDir}, CNIBinDirs: []string{"/opt/cni/bin"}, MemberPath: kubeadm.MemberPath, CACert: kubeadm.CACert, Stamp: kubeadm.HostStamp, ConnPorts: []int{6443, kubeadm.PortEtcdClient, kubeadm.PortEtcdPeer}}),
 		"netfacts":                NetFacts(),
 		"stamp":                   Stamp(StampParams{Path: kubeadm.HostStamp, Digest: "0123abcd", Paths: []string{kubeadm.MemberPath, kubeadm.KubeletKubeconfig}, Routes: "/etc/clusterctl/pod-routes"}),
 		"listen-ipv6":             Listen("fd00:10::11", 2380),

@@ -1,10 +1,12 @@
 {{- /* One fact per line, "key<TAB>value", under sh (dash or bash) as root, reading /proc and /sys with shell
 builtins wherever it can: on a host, each process it starts costs more than everything else, so it starts
-about ten (ip twice, grep for the sockets and for modules not loaded, stat, systemctl, getent when
-/etc/hosts lacks the hostname; for the stamp, stat, sha256sum, tail, and ip for IPv6 pod routes; the
-version of each installed Kubernetes component that the setup script's cache lacks, and crictl when the
-runtime is the host's own). A missing tool leaves its fact empty. */ -}}
+about ten (date for the clock, ip twice, grep for the sockets and for modules not loaded, stat, systemctl,
+getent when /etc/hosts lacks the hostname; for the stamp, stat, sha256sum, tail, and ip for IPv6 pod
+routes; the version of each installed Kubernetes component that the setup script's cache lacks, and crictl
+when the runtime is the host's own). A missing tool leaves its fact empty. */ -}}
 {{template "facthead.sh" -}}
+{{- /* The host's clock first, in one write: GatherFacts times its arrival. */}}
+date '+clock%t%s.%N'
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
 r /proc/sys/kernel/osrelease kernel; kr=$v
@@ -30,8 +32,9 @@ $have
 r /sys/class/dmi/id/product_uuid product_uuid
 r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id
-{{- /* The listening sockets (state 0A) picked by grep first: sh reads a /proc file a byte per system call. */}}
-grep -hs ' 0A ' /proc/net/tcp /proc/net/tcp6 | while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done
+{{- /* The listening sockets (state 0A) and the established connections (01) to the ports asked, picked by
+grep first: sh reads a /proc file a byte per system call. */}}
+grep -hs -e ' 0A '{{range .ConnGrep}} -e {{q .}}{{end}} /proc/net/tcp /proc/net/tcp6 | while read -r sl local rem st rest; do case $st in 0A) f listen "$local";; 01) f conn "$rem";; esac; done
 for c in {{args .Commands}}; do command -v $c >/dev/null 2>&1 && f command "$c"; done
 {{template "versions.sh" . -}}
 versions

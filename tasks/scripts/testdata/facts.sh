@@ -1,6 +1,8 @@
 export LC_ALL=C PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
 f() { printf '%s\t%s\n' "$1" "$2"; }
 r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
+
+date '+clock%t%s.%N'
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
 r /proc/sys/kernel/osrelease kernel; kr=$v
@@ -30,7 +32,7 @@ $have
 r /sys/class/dmi/id/product_uuid product_uuid
 r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id
-grep -hs ' 0A ' /proc/net/tcp /proc/net/tcp6 | while read -r sl local rem st rest; do [ "$st" = 0A ] && f listen "$local"; done
+grep -hs -e ' 0A ' -e ':192B 01 ' -e ':094B 01 ' -e ':094C 01 ' /proc/net/tcp /proc/net/tcp6 | while read -r sl local rem st rest; do case $st in 0A) f listen "$local";; 01) f conn "$rem";; esac; done
 for c in ip kubelet; do command -v $c >/dev/null 2>&1 && f command "$c"; done
 vc=/var/lib/clusterctl/versions
 # versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary
