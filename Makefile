@@ -226,7 +226,7 @@ bench-add-node: ## add-node of one worker to running 1+1 and 1+5 lab clusters: t
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/addnode.sh
 
-bench-kubeadm: ## clusterctl up beside kubeadm init + parallel kubeadm join (scripted, test/bench/kubeadm.sh) on fresh lab hosts with the same artifacts, settings and pod network (flannel), alternating, until every Node is Ready and CoreDNS answers: the medians, their ratio and phases (root; SIZES="1+2 1+5", RUNS=5; ~45 min)
+bench-kubeadm: ## clusterctl up beside kubeadm init + parallel kubeadm join (scripted, test/bench/kubeadm.sh) on fresh lab hosts with the same artifacts, settings and pod network (flannel), alternating, until every Node is Ready and CoreDNS answers: the medians, their ratio and phases; PREPARED=1 (default) a third run, clusterctl on hosts prepared as kubeadm's (root; SIZES="1+2 1+5", RUNS=5; ~60 min)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/lab/build-k8s.sh --kubeadm $(K8S_VERSION)
 	test/bench/kubeadm.sh

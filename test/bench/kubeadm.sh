@@ -24,12 +24,17 @@
 #
 #   SIZES="1+2 1+5" RUNS=5 test/bench/kubeadm.sh
 #
+# PREPARED=1 (the default) adds, after each pair, a third run: `clusterctl up` on hosts prepared as
+# kubeadm's are (the same prep, not counted; the image archives left where clusterctl puts them), which
+# then pushes and imports nothing: the two tools' own work beside each other, from the same state.
+#
 # It prints a line per run, then, last, one line per size: "bench-kubeadm: SIZE clusterctl median X s,
 # kubeadm median Y s, ratio X/Y" and the median phases of each.
 set -euo pipefail
 exec 9>&-
 SIZES=${SIZES:-"1+2 1+5"}
 RUNS=${RUNS:-5}
+PREPARED=${PREPARED:-1}
 NAME=benchkubeadm
 # shellcheck source=lablib.sh
 . "$(dirname "$0")/lablib.sh"
@@ -60,10 +65,12 @@ fresh() {
   on "$2" cp1 'cat >/usr/local/sbin/dnsq && chmod 0755 /usr/local/sbin/dnsq' <"$W/dnsq"
 }
 
-# clusterctl_run SIZE DIR: one clusterctl run; sets total (ms) and phases.
+# clusterctl_run SIZE DIR [prepared]: one clusterctl run; sets total (ms) and phases. With prepared, on
+# hosts prepared as kubeadm's are (prepare: not counted, prep set as for kubeadm).
 clusterctl_run() {
   local dir=$2 t0 t1 t2 b0
   fresh "$1" "$dir"
+  if [ -n "${3:-}" ]; then t0=$(ms); prepare "$dir" clusterctl; prep=$(($(ms) - t0)); fi
   lab_inventory "$dir" | sed "s|^  name: $lab\$|  name: $lab\n  cni:\n    plugin: flannel|" >"$dir/cluster.yaml"
   b0=$(busy) t0=$(ms)
   "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" >&2; exit 1; }
@@ -72,7 +79,7 @@ clusterctl_run() {
   t2=$(ms) cpu=$(echo "$(busy) - $b0" | bc -l)
   total=$((t2 - t0))
   phases="$(jq -r 'select(.type=="up_result") | [.phases[] | select(.duration_ms >= 50) | "\(.name)=\(.duration_ms/100|round/10)"] | join(" ")' "$dir/up.json") dns=$(sec $((t2 - t1)))"
-  [ -f "$W/model.tar" ] && return 0
+  [ -f "$W/model.tar" ] || [ -n "${3:-}" ] && return 0
   # The model for the kubeadm hosts: cp1's runtime, kubelet and images, flannel's objects, the bridge
   # configuration.
   # shellcheck disable=SC2086
@@ -154,14 +161,17 @@ cni() {
   sed -E "s|\"subnet\": \"[^\"]+\"|\"subnet\": \"$cidr\"|" "$W/conflist" | on "$dir" "$2" 'cat >/etc/cni/net.d/10-flannel.conflist'
 }
 
-# kubeadm_run SIZE DIR: one kubeadm run; sets total (ms), phases and prep (ms).
-kubeadm_run() {
-  local dir=$2 t0 t1 t2 t3 t4 b0 token hash cp name addr r pids=()
-  fresh "$1" "$dir"
+# prepare DIR FOR [TOKEN]: every host of DIR given what an operator installs for kubeadm (the model's
+# runtime, kubelet, unit files, kernel settings and images, imported), kubeadm and kubectl, and the route to
+# the Service range. FOR kubeadm: clusterctl's files go once imported, and cp1 gets its kubeadm
+# configuration and flannel's objects, the workers their join configuration (TOKEN); FOR clusterctl: the
+# image archives stay where the model had them, as clusterctl would have pushed them (it then finds them
+# imported and pushes nothing it finds there).
+prepare() {
+  local dir=$1 for=$2 token=${3:-} cp name addr keep pids=()
   cp=$(hosts "$dir" | awk '$1=="cp1"{print $2}')
-  r=$(od -An -N11 -tx1 /dev/urandom | tr -d ' \n')
-  token=${r:0:6}.${r:6:16}
-  t0=$(ms)
+  keep='rm -rf /var/lib/clusterctl &&'
+  [ "$for" = kubeadm ] || keep=
   while read -r name addr; do
     (
       on "$dir" "$name" 'tar -C / -xf -' <"$W/model.tar"
@@ -170,7 +180,8 @@ kubeadm_run() {
       # Service range clusterctl gives such a host instead.
       on "$dir" "$name" "sysctl -q --system >/dev/null 2>&1; systemctl daemon-reload && systemctl enable -q containerd kubelet && systemctl restart containerd &&
         for f in /var/lib/clusterctl/images/*.tar; do ctr -n k8s.io images import \"\$f\" >/dev/null 2>/tmp/import.err || { cat /tmp/import.err >&2; exit 1; }; done &&
-        rm -rf /var/lib/clusterctl && ip route replace 10.96.0.0/12 dev \$(ip -o -4 addr show | awk '\$4 ~ /^$addr\// {print \$2; exit}')"
+        $keep ip route replace 10.96.0.0/12 dev \$(ip -o -4 addr show | awk '\$4 ~ /^$addr\// {print \$2; exit}')"
+      [ "$for" = kubeadm ] || exit 0
       if [ "$name" = cp1 ]; then
         kubeadm_config "$cp" "$token" | on "$dir" cp1 'cat >/root/kubeadm.yaml'
         on "$dir" cp1 'cat >/root/flannel.json' <"$W/flannel.json"
@@ -181,7 +192,17 @@ kubeadm_run() {
     pids+=($!)
   done < <(hosts "$dir")
   waitall "${pids[@]}"
-  pids=()
+}
+
+# kubeadm_run SIZE DIR: one kubeadm run; sets total (ms), phases and prep (ms).
+kubeadm_run() {
+  local dir=$2 t0 t1 t2 t3 t4 b0 token hash cp name addr r pids=()
+  fresh "$1" "$dir"
+  cp=$(hosts "$dir" | awk '$1=="cp1"{print $2}')
+  r=$(od -An -N11 -tx1 /dev/urandom | tr -d ' \n')
+  token=${r:0:6}.${r:6:16}
+  t0=$(ms)
+  prepare "$dir" kubeadm "$token"
   prep=$(($(ms) - t0))
 
   b0=$(busy) t0=$(ms)
@@ -233,6 +254,11 @@ for size in $SIZES; do
     printf '%-5s %-10s %4s %8s %6.1f  %s (prep, not counted: %s s)\n' "$size" kubeadm "$run" "$(sec "$total")" "$cpu" "$phases" "$(sec "$prep")"
     totals[$size/kubeadm]+="$total "
     phaselog[$size/kubeadm]+="$phases"$'\n'
+    [ "$PREPARED" = 1 ] || continue
+    clusterctl_run "$size" "$W/$size-$run-prepared" prepared
+    printf '%-5s %-10s %4s %8s %6.1f  %s (prep, not counted: %s s)\n' "$size" prepared "$run" "$(sec "$total")" "$cpu" "$phases" "$(sec "$prep")"
+    totals[$size/prepared]+="$total "
+    phaselog[$size/prepared]+="$phases"$'\n'
   done
   "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
 done
@@ -246,6 +272,13 @@ medians() {
   done
   echo "${out% }"
 }
+for size in $SIZES; do
+  [ "$PREPARED" = 1 ] || break
+  # shellcheck disable=SC2086
+  c=$(median ${totals[$size/prepared]}) k=$(median ${totals[$size/kubeadm]})
+  printf 'bench-kubeadm-prepared: %s clusterctl on hosts prepared as kubeadm'"'"'s median %s s, kubeadm median %s s, ratio %s (clusterctl: %s)\n' "$size" "$(sec "$c")" "$(sec "$k")" \
+    "$(echo "$c $k" | awk '{printf "%.2f", $1/$2}')" "$(medians "${phaselog[$size/prepared]}")"
+done
 for size in $SIZES; do
   # shellcheck disable=SC2086
   c=$(median ${totals[$size/clusterctl]}) k=$(median ${totals[$size/kubeadm]})
