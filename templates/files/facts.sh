@@ -5,8 +5,8 @@ getent when /etc/hosts lacks the hostname; for the stamp, stat, sha256sum, tail,
 routes; the version of each installed Kubernetes component that the setup script's cache lacks, and crictl
 when the runtime is the host's own). A missing tool leaves its fact empty. */ -}}
 {{template "facthead.sh" -}}
-{{- /* The host's clock first, in one write: GatherFacts times its arrival. */}}
-date '+clock%t%s.%N'
+{{- /* The host's clock first, in one write (printf's): GatherFacts times its arrival. */}}
+f clock "$(date +%s.%N)"
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
 r /proc/sys/kernel/osrelease kernel; kr=$v

@@ -2,7 +2,7 @@ export LC_ALL=C PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
 f() { printf '%s\t%s\n' "$1" "$2"; }
 r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
 
-date '+clock%t%s.%N'
+f clock "$(date +%s.%N)"
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
 r /proc/sys/kernel/osrelease kernel; kr=$v
