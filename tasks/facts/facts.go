@@ -189,22 +189,19 @@ type Ask struct {
 
 // With is a and b together, each path or command once, in order.
 func (a Ask) With(b Ask) Ask {
-	union := func(x, y []string) []string {
-		out := slices.Clone(x)
-		for _, v := range y {
-			if !slices.Contains(out, v) {
-				out = append(out, v)
-			}
-		}
-		return out
-	}
-	ports := slices.Clone(a.Connections)
-	for _, p := range b.Connections {
-		if !slices.Contains(ports, p) {
-			ports = append(ports, p)
+	return Ask{Files: union(a.Files, b.Files), Dirs: union(a.Dirs, b.Dirs), Commands: union(a.Commands, b.Commands),
+		Connections: union(a.Connections, b.Connections)}
+}
+
+// union is x followed by the values of y not in x.
+func union[T comparable](x, y []T) []T {
+	out := slices.Clone(x)
+	for _, v := range y {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
-	return Ask{Files: union(a.Files, b.Files), Dirs: union(a.Dirs, b.Dirs), Commands: union(a.Commands, b.Commands), Connections: ports}
+	return out
 }
 
 // stepAsk is what the steps read of the facts themselves: whether a node has joined already (its kubelet's
