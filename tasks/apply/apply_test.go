@@ -2,6 +2,8 @@ package apply
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -198,6 +200,15 @@ func TestRoutes(t *testing.T) {
 		}
 		if strings.Contains(got, "|enable|") && !strings.Contains(got, "|enable|--no-reload|") {
 			t.Errorf("run %d: enable reloads systemd:\n%s", i, got)
+		}
+		// The stamp (taken from prestale's digests) is the one stale alone writes, and earlier runs wrote:
+		// the sha256 of a "FILE SHA256  -" line per file.
+		var lines string
+		for _, f := range u.Files {
+			lines += fmt.Sprintf("%s %x  -\n", f.Path, sha256.Sum256(f.Data))
+		}
+		if stamp, _ := os.ReadFile(filepath.Join(dir, "stamps", "routes")); strings.TrimSpace(string(stamp)) != fmt.Sprintf("%x", sha256.Sum256([]byte(lines))) {
+			t.Errorf("run %d: stamp %q, want the sha256 of\n%s", i, stamp, lines)
 		}
 	}
 }

@@ -4,6 +4,7 @@
 # just enabled (after the reload, not before: systemd would otherwise say the unit changed on disk).
 set -e
 {{template "stamps.sh" .}}
+prestale{{if .Networkd}} networkd {{q .Networkd}}{{end}} routes {{args .Inputs}}{{if .Owned}} networkd-routes {{q .Owned}}{{end}}
 # systemd-networkd reads its drop-in only when it starts: restarted (where it runs) when the drop-in
 # changed, before the routes are made, so that it leaves them alone from then on.
 {{- if .Networkd}}
@@ -33,9 +34,11 @@ if [ -n "${2:-}" ] && [ -r "/sys/class/net/$2/ifindex" ] && read -r idx < "/sys/
   while IFS== read -r k v; do [ "$k" = NETWORK_FILE ] && nf=$v; done < "/run/systemd/netif/links/$idx"
 fi
 case $nf in /etc/systemd/network/*.network|/run/systemd/network/*.network|/usr/lib/systemd/network/*.network|/lib/systemd/network/*.network|/usr/local/lib/systemd/network/*.network) ;; *) nf=;; esac
-if [ -n "$nf" ] && grep -q '^Destination=' {{q .Owned}}; then
+dest=; [ -r {{q .Owned}} ] && while IFS= read -r l; do case $l in Destination=*) dest=1; break;; esac; done < {{q .Owned}}
+if [ -n "$nf" ] && [ -n "$dest" ]; then
   link=/etc/systemd/network/${nf##*/}.d/50-clusterctl-pod-routes.conf
-  if [ "$(readlink "$link" 2>/dev/null)" != {{q .Owned}} ]; then
+  {{- /* test's -ef (dash, bash and busybox have it): the link leads to the drop-in, and no readlink runs. */}}
+  if ! [ -L "$link" ] || ! [ "$link" -ef {{q .Owned}} ]; then
     quiet mkdir -p "${link%/*}"; act "let systemd-networkd keep the pod routes (${nf##*/})" ln -sfn {{q .Owned}} "$link"; relink=1
   fi
 fi
@@ -49,6 +52,6 @@ if stale networkd-routes {{q .Owned}} || [ -n "$relink" ]; then
   commit networkd-routes
 fi
 for l in /etc/NetworkManager/dispatcher.d/50-clusterctl-pod-routes /etc/network/if-up.d/clusterctl-pod-routes; do
-  if [ -d "${l%/*}" ] && [ "$(readlink "$l" 2>/dev/null)" != {{q .Hook}} ]; then act "put the pod routes back when an interface comes up (${l%/*})" ln -sfn {{q .Hook}} "$l"; fi
+  if [ -d "${l%/*}" ] && { ! [ -L "$l" ] || ! [ "$l" -ef {{q .Hook}} ]; }; then act "put the pod routes back when an interface comes up (${l%/*})" ln -sfn {{q .Hook}} "$l"; fi
 done
 {{- end}}

@@ -30,9 +30,13 @@ for size in $SIZES; do
   "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>&1 || { tail -3 "$dir/up.json" >&2; exit 1; }
   # The machine's CPU (the hosts are its containers) while the cluster settles, and during add-node.
   b0=$(busy)
+  cgcpu >"$dir/cgs"
   sleep "$SETTLE"
   b1=$(busy)
-  "$W/clusterctl" add-node -i "$dir/full.yaml" "$new" -o json >"$dir/add.json" 2>&1 || { tail -3 "$dir/add.json" >&2; exit 1; }
+  cgcpu >"$dir/cg0"
+  /usr/bin/time -o "$dir/time" -f '%U %S' "$W/clusterctl" add-node -i "$dir/full.yaml" "$new" -o json >"$dir/add.json" 2>&1 ||
+    { tail -3 "$dir/add.json" >&2; exit 1; }
+  cgcpu >"$dir/cg1"
   b2=$(busy)
   jq -r --arg s "$size" 'select(.type=="up_result") | [$s, (.duration_ms/1000|tostring), ((.bytesPushed/1048576*10|round)/10|tostring),
     ([.phases[] | "\(.name)=\(.duration_ms/100|round/10)"] | join(" "))] | @tsv' "$dir/add.json" |
@@ -44,5 +48,16 @@ for size in $SIZES; do
     printf '; the idle cluster beforehand: %.0f%% of %d CPUs' "$(echo "100 * ($b1 - $b0) / ($ncpu * $SETTLE)" | bc -l)" "$ncpu"
   fi
   echo
+  # Where it went: clusterctl itself, the new node, the first control-plane node and the other nodes (what
+  # grows with the cluster), each with the units that spent the most.
+  others=$(awk '/^  - name: /{print $3}' "$dir/cluster.yaml" | grep -v -x -e cp1 -e "$new" | tr '\n' ' ')
+  printf '       clusterctl %.1f CPU-s;' "$(awk '{print $1 + $2}' "$dir/time")"
+  printf ' new node %s\n' "$(cgdiff "$dir/cg0" "$dir/cg1" "$new")"
+  printf '       cp1 %s\n' "$(cgdiff "$dir/cg0" "$dir/cg1" cp1)"
+  # shellcheck disable=SC2086 # others: one word per host
+  if [ -n "$others" ]; then
+    printf '       other nodes %s\n' "$(cgdiff "$dir/cg0" "$dir/cg1" $others)"
+    [ "$SETTLE" -eq 0 ] || printf '       (the same nodes idle, the %ss before: %s)\n' "$SETTLE" "$(cgdiff "$dir/cgs" "$dir/cg0" $others)"
+  fi
   "$REPO/test/lab/lab.sh" down --name "$lab" >/dev/null 2>&1
 done

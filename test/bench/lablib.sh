@@ -51,5 +51,37 @@ median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1
 # could take here if every step overlapped perfectly.
 busy() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{printf "%.2f\n", ($2+$3+$4+$7+$8+$9)/hz; exit}' /proc/stat; }
 
+# cgcpu: the CPU time (ns) of every cgroup of the lab's hosts so far, one "HOST/PATH NS" line each (PATH "."
+# the host's whole cgroup, else one under it: a unit of the host's systemd, its sessions, the kubelet's
+# Pods), from cgroup v1's cpuacct hierarchy or cgroup v2's cpu.stat. Two of them, before and after a
+# command, are what each host and each of its units spent on it (cgdiff).
+cgcpu() {
+  local root
+  if [ -d "/sys/fs/cgroup/cpuacct/clusterctl-lab/$lab" ]; then
+    root=/sys/fs/cgroup/cpuacct/clusterctl-lab/$lab
+    grep -r --include=cpuacct.usage . "$root" 2>/dev/null | sed "s|^$root/||; s|/cpuacct.usage:| |; s|^cpuacct.usage:|. |"
+  elif [ -d "/sys/fs/cgroup/clusterctl-lab/$lab" ]; then
+    root=/sys/fs/cgroup/clusterctl-lab/$lab
+    grep -r --include=cpu.stat '^usage_usec' "$root" 2>/dev/null | sed "s|^$root/||; s|/cpu.stat:usage_usec| |" | awk '{print $1, $2 * 1000}'
+  fi | awk '{n=split($1, p, "/"); path=p[1] "/" (n > 1 ? substr($1, length(p[1]) + 2) : "."); print path, $2}'
+}
+# cgdiff BEFORE AFTER HOSTS...: what the hosts HOSTS spent between two cgcpu snapshots (files), in CPU
+# seconds: their total, then by the cgroups two levels under each host (system.slice/ssh.service,
+# user.slice/user-0.slice, kubepods...), summed over the hosts, largest first (the first 8).
+cgdiff() {
+  local before=$1 after=$2
+  shift 2
+  awk -v hosts="$*" 'BEGIN {n = split(hosts, hs, " "); for (i = 1; i <= n; i++) want[hs[i]] = 1}
+    NR == FNR {b[$1] = $2; next}
+    {split($1, p, "/"); if (!(p[1] in want)) next; d = ($2 - b[$1]) / 1e9; if (d < 0) d = 0
+     rest = substr($1, length(p[1]) + 2)
+     if (rest == ".") {total += d; next}
+     if (split(rest, q, "/") == 2) by[rest] += d}
+    END {printf "%.2f CPU-s on %d hosts (%.3f each):", total, n, total / n
+      m = 0; for (k in by) m++
+      for (i = 0; i < 8 && i < m; i++) {best = ""; for (k in by) if (best == "" || by[k] > by[best]) best = k
+        printf " %s %.2f", best, by[best]; delete by[best]}
+      print ""}' "$before" "$after"
+}
 # lab_inventory DIR: the inventory lab.sh wrote in DIR, for an air-gapped install from the artifacts.
 lab_inventory() { sed "s|^  name: $lab\$|  name: $lab\n  kubernetesVersion: $K8S_VERSION\n  artifacts: $ART|" "$1/hosts.yaml"; }

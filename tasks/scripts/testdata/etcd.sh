@@ -13,10 +13,31 @@ changed='
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(digests "$@" | sha256sum); d=${d%% *}
+  case $pre in *" $n="*) d=${pre#*" $n="}; d=${d%% *};; *) d=$(digests "$@" | sha256sum); d=${d%% *};; esac
   was=; [ -r "$stamps/$n" ] && read -r was < "$stamps/$n"
   [ -n "$s" ] || [ "$was" != "$d" ] || return 1
-  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+  [ -n "$dry" ] || { { [ -d "$stamps" ] || mkdir -p "$stamps"; } && echo "$d" > "$stamps/$n.next"; }; }
+# prestale NAME FILES... [NAME FILES...]...: what stale NAME compares, for several stamps at once (each
+# name followed by its files, every file an absolute path): one stat and two sha256sums for all of them,
+# where each stale costs three processes. Only for files the script does not change before their stale;
+# not in a dry run (it writes each stamp's digest lines, NAME.in, beside the stamps).
+pre=
+prestale() { [ -z "$dry" ] || return 0
+  { [ -d "$stamps" ] || mkdir -p "$stamps"; } || return 0
+  dg=$(for a in "$@"; do case $a in /*) printf '%s\n' "$a";; esac; done | { set --; while IFS= read -r a; do set -- "$@" "$a"; done; digests "$@"; })
+  g= ins=
+  for a in "$@"; do case $a in
+    /*) while IFS= read -r l; do case $l in "$a "*) printf '%s\n' "$l" >> "$stamps/$g.in"; break;; esac; done <<EOS
+$dg
+EOS
+      ;;
+    *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
+  esac; done
+  o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
+  while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
+$sums
+EOS
+}
 # digests FILES...: "FILE DIGEST" of each file that exists, in order: its content's sha256sum ("HASH  -"),
 # or for a file over 1 MiB (a binary, only ever replaced by a rename) its size, modification time and
 # inode, which say as much without reading it. One stat and one sha256sum for all: on a busy host each

@@ -13,10 +13,31 @@ changed='
 # (their digest is then kept for commit).
 stale() { n=$1; shift; s=
   for f in "$@"; do changes "$f" && s=1; done
-  d=$(digests "$@" | sha256sum); d=${d%% *}
+  case $pre in *" $n="*) d=${pre#*" $n="}; d=${d%% *};; *) d=$(digests "$@" | sha256sum); d=${d%% *};; esac
   was=; [ -r "$stamps/$n" ] && read -r was < "$stamps/$n"
   [ -n "$s" ] || [ "$was" != "$d" ] || return 1
-  [ -n "$dry" ] || { mkdir -p "$stamps" && echo "$d" > "$stamps/$n.next"; }; }
+  [ -n "$dry" ] || { { [ -d "$stamps" ] || mkdir -p "$stamps"; } && echo "$d" > "$stamps/$n.next"; }; }
+# prestale NAME FILES... [NAME FILES...]...: what stale NAME compares, for several stamps at once (each
+# name followed by its files, every file an absolute path): one stat and two sha256sums for all of them,
+# where each stale costs three processes. Only for files the script does not change before their stale;
+# not in a dry run (it writes each stamp's digest lines, NAME.in, beside the stamps).
+pre=
+prestale() { [ -z "$dry" ] || return 0
+  { [ -d "$stamps" ] || mkdir -p "$stamps"; } || return 0
+  dg=$(for a in "$@"; do case $a in /*) printf '%s\n' "$a";; esac; done | { set --; while IFS= read -r a; do set -- "$@" "$a"; done; digests "$@"; })
+  g= ins=
+  for a in "$@"; do case $a in
+    /*) while IFS= read -r l; do case $l in "$a "*) printf '%s\n' "$l" >> "$stamps/$g.in"; break;; esac; done <<EOS
+$dg
+EOS
+      ;;
+    *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
+  esac; done
+  o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
+  while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
+$sums
+EOS
+}
 # digests FILES...: "FILE DIGEST" of each file that exists, in order: its content's sha256sum ("HASH  -"),
 # or for a file over 1 MiB (a binary, only ever replaced by a rename) its size, modification time and
 # inode, which say as much without reading it. One stat and one sha256sum for all: on a busy host each
@@ -44,6 +65,7 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
+prestale networkd /etc/systemd/networkd.conf.d/clusterctl.conf routes /etc/systemd/system/clusterctl-pod-routes.service /var/lib/clusterctl/pod-routes networkd-routes /var/lib/clusterctl/pod-routes.networkd
 # systemd-networkd reads its drop-in only when it starts: restarted (where it runs) when the drop-in
 # changed, before the routes are made, so that it leaves them alone from then on.
 if stale networkd /etc/systemd/networkd.conf.d/clusterctl.conf; then
@@ -80,9 +102,10 @@ if [ -n "${2:-}" ] && [ -r "/sys/class/net/$2/ifindex" ] && read -r idx < "/sys/
   while IFS== read -r k v; do [ "$k" = NETWORK_FILE ] && nf=$v; done < "/run/systemd/netif/links/$idx"
 fi
 case $nf in /etc/systemd/network/*.network|/run/systemd/network/*.network|/usr/lib/systemd/network/*.network|/lib/systemd/network/*.network|/usr/local/lib/systemd/network/*.network) ;; *) nf=;; esac
-if [ -n "$nf" ] && grep -q '^Destination=' /var/lib/clusterctl/pod-routes.networkd; then
+dest=; [ -r /var/lib/clusterctl/pod-routes.networkd ] && while IFS= read -r l; do case $l in Destination=*) dest=1; break;; esac; done < /var/lib/clusterctl/pod-routes.networkd
+if [ -n "$nf" ] && [ -n "$dest" ]; then
   link=/etc/systemd/network/${nf##*/}.d/50-clusterctl-pod-routes.conf
-  if [ "$(readlink "$link" 2>/dev/null)" != /var/lib/clusterctl/pod-routes.networkd ]; then
+  if ! [ -L "$link" ] || ! [ "$link" -ef /var/lib/clusterctl/pod-routes.networkd ]; then
     quiet mkdir -p "${link%/*}"; act "let systemd-networkd keep the pod routes (${nf##*/})" ln -sfn /var/lib/clusterctl/pod-routes.networkd "$link"; relink=1
   fi
 fi
@@ -96,5 +119,5 @@ if stale networkd-routes /var/lib/clusterctl/pod-routes.networkd || [ -n "$relin
   commit networkd-routes
 fi
 for l in /etc/NetworkManager/dispatcher.d/50-clusterctl-pod-routes /etc/network/if-up.d/clusterctl-pod-routes; do
-  if [ -d "${l%/*}" ] && [ "$(readlink "$l" 2>/dev/null)" != /var/lib/clusterctl/pod-routes-hook ]; then act "put the pod routes back when an interface comes up (${l%/*})" ln -sfn /var/lib/clusterctl/pod-routes-hook "$l"; fi
+  if [ -d "${l%/*}" ] && { ! [ -L "$l" ] || ! [ "$l" -ef /var/lib/clusterctl/pod-routes-hook ]; }; then act "put the pod routes back when an interface comes up (${l%/*})" ln -sfn /var/lib/clusterctl/pod-routes-hook "$l"; fi
 done
