@@ -32,7 +32,7 @@ CLUSTER_CNI := $(if $(CNI),\n  cni:\n    plugin: $(CNI))
 # Where `clusterctl artifacts pull` puts a version by default (make up BARE=1 pulls there).
 PULLED := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/clusterctl/artifacts/$(K8S_VERSION)
 
-.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-cis bench-addons bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net bench-operations bench-kubeadm
+.PHONY: help build release test test-long test-vm faults conformance conformance-dualstack netpol unit lint fmt fuzz up validate clean lab-deps lab-up lab-down lab-selftest artifacts bench bench-fanout bench-up bench-add-node bench-cis bench-addons bench-pull bench-rotate bench-rss bench-upgrade bench-noop bench-net bench-operations bench-kubeadm bench-hostops
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -222,9 +222,13 @@ bench-pull: ## clusterctl artifacts pull of $(K8S_VERSION) for amd64 from the la
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/pull.sh
 
-bench-add-node: ## add-node of one worker to running 1+1 and 1+5 lab clusters: time and bytes written (root)
+bench-add-node: ## add-node of one worker to running 1+1 and 1+5 lab clusters: time, bytes written, and the CPU of clusterctl and of each host (root)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/addnode.sh
+
+bench-hostops: ## what a lab host spends on each kind of operation: an SSH login, a session, a process, the routes unit's restart, networkd's reload, an SFTP session (root; RUNS)
+	test/lab/artifacts.sh $(K8S_VERSION)
+	test/bench/hostops.sh
 
 bench-kubeadm: ## clusterctl up beside kubeadm init + parallel kubeadm join (scripted, test/bench/kubeadm.sh) on fresh lab hosts with the same artifacts, settings and pod network (flannel), alternating, until every Node is Ready and CoreDNS answers: the medians, their ratio and phases; PREPARED=1 (default) a third run, clusterctl on hosts prepared as kubeadm's (root; SIZES="1+2 1+5", RUNS=5; ~60 min)
 	test/lab/artifacts.sh $(K8S_VERSION)
