@@ -3,6 +3,9 @@
 # A host that only runs an external etcd member (.EtcdOnly) has no runtime, kubelet or kernel settings.
 set -e
 {{template "stamps.sh" .}}
+{{- /* Every stamp's digests at once: the script changes none of their files before their stale. */}}
+prestale{{if not .EtcdOnly}} modules {{q .Modules}} sysctl {{q .Sysctl}}{{end}} units {{args .Units}}
+{{- if .Snapshots}} etcd-snapshots {{args .SnapshotFiles}}{{end}}{{if not .EtcdOnly}} containerd {{args .Containerd}}{{end}}
 {{- if not .EtcdOnly}}
 if stale modules {{q .Modules}}; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl {{q .Sysctl}}; then
