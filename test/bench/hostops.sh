@@ -5,6 +5,9 @@
 # an SFTP session, RUNS times each. Lab hosts, air-gapped from the artifacts.
 #
 #   RUNS=10 SETTLE=30 test/bench/hostops.sh
+#
+# LINGER=1 keeps root's systemd user manager running on the host (loginctl enable-linger root) before the
+# measurements: what a login costs when pam_systemd need not start it.
 set -euo pipefail
 exec 9>&-
 RUNS=${RUNS:-10}
@@ -16,8 +19,9 @@ NAME=benchops
 dir=$W/1+2
 lab_cluster 1+2 "$dir"
 "$W/clusterctl" up -i "$dir/cluster.yaml" >"$dir/up.log" 2>&1 || { tail -3 "$dir/up.log" >&2; exit 1; }
-sleep "$SETTLE"
 host=w1
+[ -z "${LINGER:-}" ] || ssh -F "$dir/ssh_config" "$host" loginctl enable-linger root
+sleep "$SETTLE"
 cg=
 for f in "/sys/fs/cgroup/cpuacct/clusterctl-lab/$lab/$host/cpuacct.usage" "/sys/fs/cgroup/clusterctl-lab/$lab/$host/cpu.stat"; do
   [ -r "$f" ] && { cg=$f; break; }
@@ -37,7 +41,7 @@ op() {
   awk -v l="$label" -v c=$((c1 - c0)) -v t=$((t1 - t0)) -v n="$RUNS" -v idle="$idle" 'BEGIN {
     w = t / n / 1e6; printf "%-58s %7.1f ms host CPU %7.1f ms wall\n", l, c / n / 1e6 - idle * w, w}'
 }
-echo "$NAME: $host of an idle 1+2 cluster, $RUNS runs each; host CPU less its idle rate"
+echo "$NAME: $host of an idle 1+2 cluster, $RUNS runs each; host CPU less its idle rate${LINGER:+; the user manager of root lingering}"
 op "idle (its rate, per second slept)" sleep 1
 idle=$rate
 op "login + true (clusterctl exec)" "$W/clusterctl" exec -i "$dir/cluster.yaml" --limit "$host" -- true
