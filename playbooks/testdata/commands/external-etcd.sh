@@ -66,6 +66,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -147,6 +148,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -254,6 +256,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -335,6 +338,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -487,6 +491,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -652,6 +657,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -802,6 +808,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -961,6 +968,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -1037,6 +1045,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums

@@ -119,6 +119,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -285,6 +286,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -460,6 +462,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -626,6 +629,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -801,6 +805,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -967,6 +972,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -1102,6 +1108,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -1260,6 +1267,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums

@@ -122,6 +122,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -289,6 +290,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -467,6 +469,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -634,6 +637,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -812,6 +816,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -979,6 +984,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -1117,6 +1123,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
@@ -1276,6 +1283,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums

@@ -29,6 +29,7 @@ EOS
       ;;
     *) g=$a; : > "$stamps/$g.in"; ins="$ins$stamps/$g.in$nl";;
   esac; done
+  [ -n "$ins" ] || return 0 # (sha256sum of no file would read the script's own input)
   o=$IFS; IFS=$nl; set -f; sums=$(sha256sum -- $ins); set +f; IFS=$o
   while read -r h f; do g=${f##*/}; pre="$pre ${g%.in}=$h "; done <<EOS
 $sums
