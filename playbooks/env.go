@@ -68,8 +68,9 @@ type Env struct {
 	admin     *apiclient.Client
 	adminConf []byte
 	// lockHeld, set while a run takes the cluster's lock beside its first steps (LockOptions.Beside), waits
-	// until it holds it; nil when there is nothing to wait for.
-	lockHeld func() error
+	// until it holds it (changes: before a step that changes something; else at the end of a run that
+	// changed nothing); nil when there is nothing to wait for.
+	lockHeld func(changes bool) error
 	// dialing are the hosts being connected to, each by one caller (dial): another waits for it.
 	dialing map[string]*dialCall
 }
@@ -81,14 +82,14 @@ type dialCall struct {
 }
 
 // held waits until the run holds the cluster's lock, when it is being taken beside the run (lockHeld).
-func (e *Env) held() error {
+func (e *Env) held(changes bool) error {
 	e.mu.Lock()
 	wait := e.lockHeld
 	e.mu.Unlock()
 	if wait == nil {
 		return nil
 	}
-	return wait()
+	return wait(changes)
 }
 
 // NewEnv makes a session; nothing is connected yet.

@@ -33,9 +33,10 @@ type LockOptions struct {
 	Force bool
 	// Duration of the Lease (runlock.DefaultDuration when 0).
 	Duration time.Duration
-	// Beside takes the cluster's Lease beside the run's first steps, which only read (Step.Reads: up's
-	// facts and render): the run waits for it before any other step, and before it ends (Env.lockHeld).
-	// The playbook must hand Env.lockHeld to its runner (up does).
+	// Beside reads the cluster's Lease beside the run's first steps, which only read (Step.Reads: up's
+	// facts, render and settled check), and takes it before any other step; a run that ends having
+	// changed nothing takes it only from a holder gone or expired (Env.lockHeld, leaseBeside). The
+	// playbook must hand Env.lockHeld to its runner (up does).
 	Beside bool
 }
 
@@ -60,7 +61,7 @@ func (e *Env) Lock(ctx context.Context, o LockOptions) (release func(), err erro
 	if o.Beside {
 		return e.leaseBeside(ctx, file, h, ro), nil
 	}
-	lease, err := e.acquireLease(ctx, h, ro)
+	lease, err := e.acquireLease(ctx, nil, h, ro)
 	if err = e.leaseTaken(ctx, err); err != nil {
 		file.Release()
 		return nil, err
@@ -106,36 +107,63 @@ func (e *Env) keepLease(file *runlock.File, lease *runlock.Lease) (release func(
 	}
 }
 
-// leaseBeside takes the cluster's Lease in the background (LockOptions.Beside), renewed from when it is
-// taken: Env.lockHeld waits for it and returns what taking it came to (leaseTaken), the same to every
-// caller. release gives it up; a run that ends before it waited for it stops taking it.
+// leaseBeside reads the cluster's Lease in the background (LockOptions.Beside) and takes it when the run is
+// about to change something: Env.lockHeld(true) takes it then (once; every caller gets what taking it came
+// to, leaseTaken), renewed from then on. A run that ends having changed nothing (a no-op up) does not write
+// the Lease: Env.lockHeld(false) refuses it as before when another run holds the Lease, takes it over when
+// its holder is gone or expired (said as a takeover), and leaves it alone when it is free. release gives up
+// what was taken; a run that ends before it waited stops reading.
 func (e *Env) leaseBeside(ctx context.Context, file *runlock.File, h runlock.Holder, o runlock.Options) (release func()) {
 	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var err error
-	var kept func()
+	lc := &lockClient{e: e}
+	read := make(chan struct{})
+	var (
+		cur     *runlock.State
+		readErr error
+	)
 	go func() {
-		defer close(done)
-		var lease *runlock.Lease
-		if lease, err = e.acquireLease(lctx, h, o); err == nil {
-			kept = e.keepLease(file, lease)
-		}
+		defer close(read)
+		cur, readErr = e.readLease(lctx, lc)
 	}()
-	var once sync.Once
-	var held error
-	wait := func() error {
+	var (
+		once  sync.Once
+		held  error
+		kept  func()
+		taken bool
+	)
+	take := func() error {
 		once.Do(func() {
-			<-done
+			<-read
+			taken = true
+			if readErr != nil {
+				// The API server did not answer the read within its 10 s: not asked again.
+				held = e.leaseTaken(lctx, readErr)
+				return
+			}
+			lease, err := e.acquireLease(lctx, lc, h, o)
+			if err == nil {
+				kept = e.keepLease(file, lease)
+			}
 			held = e.leaseTaken(lctx, err)
 		})
 		return held
+	}
+	wait := func(changes bool) error {
+		if changes || taken {
+			return take()
+		}
+		<-read
+		if readErr == nil && cur == nil {
+			return nil // free: a run that changed nothing needs no more
+		}
+		return take()
 	}
 	e.mu.Lock()
 	e.lockHeld = wait
 	e.mu.Unlock()
 	return func() {
 		cancel()
-		<-done
+		<-read
 		e.mu.Lock()
 		e.lockHeld = nil
 		e.mu.Unlock()
@@ -189,18 +217,41 @@ func (l *lockClient) leases(ctx context.Context) (coordclient.LeaseInterface, er
 	return l.c, nil
 }
 
-// acquireLease takes the cluster's Lease, waiting at most 10 s for its API server.
-func (e *Env) acquireLease(ctx context.Context, h runlock.Holder, o runlock.Options) (*runlock.Lease, error) {
+// readLease reads the cluster's Lease (nil: free) through lc, waiting at most 10 s for its API server.
+func (e *Env) readLease(ctx context.Context, lc *lockClient) (*runlock.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cp1, err := e.firstControlPlane()
+	if err := e.connectFirst(ctx); err != nil {
+		return nil, err
+	}
+	leases, err := lc.leases(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := Connect(ctx, e, []*inventory.Host{cp1}, 0); err != nil {
+	return runlock.Current(ctx, leases)
+}
+
+// connectFirst connects to the first control-plane node, the lock's way to the API server.
+func (e *Env) connectFirst(ctx context.Context) error {
+	cp1, err := e.firstControlPlane()
+	if err != nil {
+		return err
+	}
+	_, err = Connect(ctx, e, []*inventory.Host{cp1}, 0)
+	return err
+}
+
+// acquireLease takes the cluster's Lease through lc (a new client when nil), waiting at most 10 s for its
+// API server.
+func (e *Env) acquireLease(ctx context.Context, lc *lockClient, h runlock.Holder, o runlock.Options) (*runlock.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.connectFirst(ctx); err != nil {
 		return nil, err
 	}
-	lc := &lockClient{e: e}
+	if lc == nil {
+		lc = &lockClient{e: e}
+	}
 	lease, taken, err := runlock.Acquire(ctx, lc.leases, h, o)
 	if err != nil {
 		return nil, err

@@ -62,8 +62,9 @@ type runOptions struct {
 	// the run.
 	Before func(i int) error
 	// Held, when set, waits until the run holds the cluster's lock (taken beside the steps that only
-	// read: Env.held): called before any other step runs, and before the run ends.
-	Held func() error
+	// read: Env.held): called with changes true before any other step runs, and with false when the run
+	// ends (a run that changed nothing needs only that no other run holds it).
+	Held func(changes bool) error
 	// Wrap, when set, gives a failed step's error its context.
 	Wrap func(i int, err error) error
 }
@@ -142,7 +143,7 @@ func runSteps(ctx context.Context, o runOptions, p *plan, steps []Step) ([]Phase
 			continue
 		}
 		if !s.Reads && o.Held != nil {
-			if err := o.Held(); err != nil {
+			if err := o.Held(true); err != nil {
 				return timings, err
 			}
 		}
@@ -159,7 +160,7 @@ func runSteps(ctx context.Context, o runOptions, p *plan, steps []Step) ([]Phase
 		p = next
 	}
 	if o.Held != nil {
-		return timings, o.Held()
+		return timings, o.Held(false)
 	}
 	return timings, nil
 }

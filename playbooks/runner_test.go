@@ -231,15 +231,23 @@ func TestRunStepsProgress(t *testing.T) {
 }
 
 // Steps that only read run before the run holds the lock; the others wait for it, and a lock another run
-// holds stops the run before them. A step that finds nothing to do ends the run there, without an error,
-// once the lock is held.
+// holds stops the run before them. A step that finds nothing to do (itself a read) ends the run there,
+// without an error; the run's end asks the lock once more as a run that changed nothing, which another
+// run holding it still fails.
 func TestRunStepsHeldAndSettled(t *testing.T) {
 	var ran []string
 	step := func(name string, reads bool, err error) Step {
 		return Step{Name: name, Reads: reads, Run: func(context.Context, *plan) error { ran = append(ran, name); return err }}
 	}
-	held := func(err error) func() error {
-		return func() error { ran = append(ran, "held"); return err }
+	held := func(err error) func(bool) error {
+		return func(changes bool) error {
+			if changes {
+				ran = append(ran, "held")
+			} else {
+				ran = append(ran, "end")
+			}
+			return err
+		}
 	}
 	refused := errors.New("another run holds the cluster's lock")
 
@@ -251,13 +259,27 @@ func TestRunStepsHeldAndSettled(t *testing.T) {
 	ran = nil
 	log := &eventLog{}
 	timings, err := runSteps(context.Background(), runOptions{Sink: log, Held: held(nil)}, &plan{},
-		[]Step{step("facts", true, nil), step("settled", false, errSettled), step("push", false, nil)})
-	if err != nil || !slices.Equal(ran, []string{"facts", "held", "settled", "held"}) || len(timings) != 2 {
+		[]Step{step("facts", true, nil), step("settled", true, errSettled), step("push", false, nil)})
+	if err != nil || !slices.Equal(ran, []string{"facts", "settled", "end"}) || len(timings) != 2 {
 		t.Errorf("a settled run: ran %v, %d timings, error %v", ran, len(timings), err)
 	}
 	for _, l := range log.lines() {
 		if strings.Contains(l, "error=") {
 			t.Errorf("a settled step reported as failed: %s", l)
 		}
+	}
+
+	ran = nil
+	_, err = runSteps(context.Background(), runOptions{Held: held(refused)}, &plan{},
+		[]Step{step("facts", true, nil), step("settled", true, errSettled), step("push", false, nil)})
+	if !errors.Is(err, refused) || !slices.Equal(ran, []string{"facts", "settled", "end"}) {
+		t.Errorf("a settled run while another holds the lock: ran %v, error %v", ran, err)
+	}
+
+	ran = nil
+	_, err = runSteps(context.Background(), runOptions{Held: held(nil)}, &plan{},
+		[]Step{step("facts", true, nil), step("push", false, nil), step("ready", false, nil)})
+	if err != nil || !slices.Equal(ran, []string{"facts", "held", "push", "held", "ready", "end"}) {
+		t.Errorf("a run that changes: ran %v, error %v", ran, err)
 	}
 }

@@ -166,8 +166,9 @@ func (u *upRun) steps() []Step {
 		// PKI, kubeconfigs, static Pods, kubelet and runtime configuration, made locally
 		{Name: "render", Plan: u.renderStep, Dry: true, Reads: true},
 		// nothing to do when every host is as this plan has it (its stamp) and every Node Ready: the run
-		// ends here (a dry run, diff and status's drift too: nothing would change)
-		{Name: "settled", Run: u.settled, Skip: u.full, Dry: true},
+		// ends here (a dry run, diff and status's drift too: nothing would change), without taking the
+		// cluster's lock (it reads only, and fails as before when another run holds the lock)
+		{Name: "settled", Run: u.settled, Skip: u.full, Dry: true, Reads: true},
 		// the inventory's hooks before anything is pushed (hooks.up.before, or addNode.before)
 		{Name: "hooks-before", Run: do(u.hooksStep("before")), Dry: true},
 		// every host's files, binaries and images (air-gapped), the runtime configured

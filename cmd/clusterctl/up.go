@@ -96,7 +96,7 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 	defer env.Close()
 	lock := mutating(cmd, g, env, o.dryRun)
 	if lock != nil {
-		lock.o.Beside = true // up's facts and render take the cluster's lock beside them
+		lock.o.Beside = true // the cluster's lock is read beside up's facts, render and settled check, taken after them
 	}
 	return change[playbooks.UpResult]{g: g, view: view, result: "up_result", lock: lock,
 		play: func(ctx context.Context) (*playbooks.UpResult, error) {

@@ -150,10 +150,11 @@ func CheckStatus(t *testing.T, c *Cluster, nodes ...string) {
 }
 
 // CheckTakeover kills an up once it holds the lock, then from another workstation: an up refused while
-// the dead run's Lease holds, taken over once it expires. (up takes the Lease beside its preflight and
-// render, and holds it before the settled step starts.)
+// the dead run's Lease holds, taken over once it expires (a no-op up, which takes no free Lease, takes
+// over a held one). (up reads the Lease beside its preflight, render and settled check, and takes it
+// before its first step that changes something: --full skips the settled check, and the hooks come next.)
 func CheckTakeover(t *testing.T, c *Cluster) {
-	c.RunKilled(t, "settled", 0, "up")
+	c.RunKilled(t, "hooks-before", 0, "up", "--full")
 	killed := time.Now()
 	other := c.OtherWorkstation(t)
 	_, stderr, code := c.Run(t, append([]string{"up"}, other...)...)
