@@ -22,13 +22,9 @@ lab_cluster 1+2 "$dir"
 host=w1
 [ -z "${LINGER:-}" ] || ssh -F "$dir/ssh_config" "$host" loginctl enable-linger root
 sleep "$SETTLE"
-cg=
-for f in "/sys/fs/cgroup/cpuacct/clusterctl-lab/$lab/$host/cpuacct.usage" "/sys/fs/cgroup/clusterctl-lab/$lab/$host/cpu.stat"; do
-  [ -r "$f" ] && { cg=$f; break; }
-done
-[ -n "$cg" ] || { echo "$NAME: no cgroup of $host" >&2; exit 1; }
-# usage: the host's CPU so far, in ns.
-usage() { case $cg in *cpuacct.usage) cat "$cg";; *) awk '$1 == "usage_usec" {print $2 * 1000}' "$cg";; esac; }
+# usage: the host's CPU so far, in ns (its line of cgcpu).
+usage() { cgcpu | awk -v h="$host/." '$1 == h {print $2}'; }
+[ -n "$(usage)" ] || { echo "$NAME: no cgroup of $host" >&2; exit 1; }
 idle=0
 # op LABEL COMMAND...: runs the command RUNS times; prints the host's CPU and the wall time of one.
 op() {
