@@ -65,8 +65,9 @@ func revisions(list map[string]addonRelease) string {
 // TestAddons installs real, unmodified third-party charts (flannel's as the pod network, with cni.plugin
 // none, and metrics-server from the lab mirror's OCI registry, local-path-provisioner from its Helm
 // repository) and a manifests add-on on a 1+2 cluster whose artifacts, charts and images included, were
-// pulled with `artifacts pull -i` from the mirror; then: the networking part of the focused [Conformance]
-// run passes on flannel's chart, a PVC of the default StorageClass binds and a Pod writes to it, kubectl
+// pulled with `artifacts pull -i` from the mirror; then: Pods on every pair of nodes reach each other and
+// a Service by name through flannel's chart (make test-long: the networking part of the focused
+// [Conformance] run passes on it), a PVC of the default StorageClass binds and a Pod writes to it, kubectl
 // top lists every node, a second up makes no new revision, a changed value makes exactly one, an add-on
 // taken out of the inventory is uninstalled and the others stay, and a release of the same name installed
 // by someone else is refused.
@@ -148,8 +149,16 @@ func TestAddons(t *testing.T) {
 		t.Errorf("the manifests add-on's ConfigMap: %q", got)
 	}
 
-	t.Run("flannel's chart passes the networking part of the focused conformance run", func(t *testing.T) {
-		ConformanceRun{Name: "addons-network", Label: "Conformance", Focus: conformanceNetworking(), Network: ", the pod network flannel's chart (an add-on)"}.Run(t, c)
+	t.Run("flannel's chart carries Pods' traffic: every pair of nodes over TCP and UDP, a Service by its name (make test-long: the networking part of the focused conformance run)", func(t *testing.T) {
+		if os.Getenv(LongEnv) != "" {
+			ConformanceRun{Name: "addons-network", Label: "Conformance", Focus: conformanceNetworking(), Network: ", the pod network flannel's chart (an add-on)"}.Run(t, c)
+			return
+		}
+		// ~20 s where the conformance run takes ~130 s; make test runs that on the bridge network (TestUp).
+		c.LoadProbe(t, "cp1", "w1", "w2")
+		ips := ProbePods(t, c, "cp1", "w1", "w2")
+		CheckPodPairs(t, c, ips)
+		CheckServiceByName(t, c, "w2", "cp1", "w1")
 	})
 
 	t.Run("a PVC of the default StorageClass binds and a Pod writes to it", func(t *testing.T) {

@@ -20,12 +20,20 @@ import (
 // nothing; the cluster keeps answering with one etcd host down, and the member catches up when it is back;
 // an etcd host leaves the cluster and the inventory, then comes back: each time every API server is
 // pointed at the members there are, one control-plane node at a time, and a client of the node-local
-// proxy sees no failed request; then upgrade moves the cluster to the lab's version, the etcd members
-// first (one at a time, the target's etcd), the same client still seeing no failed request, nor while
-// clusterctl reboot reboots two etcd hosts and a control-plane node.
+// proxy sees no failed request; a restore from a snapshot onto the etcd hosts; then upgrade moves the
+// cluster to the lab's version, the etcd members first (one at a time, the target's etcd), the same client
+// still seeing no failed request, nor while clusterctl reboot reboots two etcd hosts and a control-plane
+// node. make test brings it up at the lab's version and leaves the leave-and-come-back, the restore and
+// the upgrade to make test-long (~450 s): it restores stacked members (TestUp, TestDualStack) and upgrades
+// a control-plane node with a workload (TestKubeadm).
 func TestExternalEtcd(t *testing.T) {
-	artDir, m := lab.ArtifactsOf(t, lab.UpgradeFrom)
+	long := os.Getenv(LongEnv) != ""
 	toDir, toM := lab.Artifacts(t)
+	artDir, m := toDir, toM
+	if long {
+		// make test-long brings it up at the version before, and upgrades it.
+		artDir, m = lab.ArtifactsOf(t, lab.UpgradeFrom)
+	}
 	bin := Clusterctl(t)
 	l := lab.Start(t, lab.Options{Hosts: 6, ControlPlanes: 2, Bare: true}) // cp1 cp2 w1 w2 w3 w4
 	addr := map[string]string{}
@@ -182,7 +190,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 		c.Snapshot(t)
 	})
 
-	if os.Getenv(LongEnv) == "" {
+	if !long {
 		t.Run("certs rotate renews the etcd hosts' certificates, members restarted one at a time", func(t *testing.T) {
 			serial := func(h string) string {
 				return l.Run(t, labHost[h], "openssl x509 -noout -serial -in /etc/kubernetes/pki/etcd/server.crt")
@@ -249,7 +257,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 	})
 
 	t.Run("an etcd host leaves the cluster and the inventory, then comes back: every API server follows, one at a time", func(t *testing.T) {
-		if os.Getenv(LongEnv) == "" {
+		if !long {
 			// ~140 s; make test removes and adds stacked members (TestGrowAndShrink).
 			t.Skip("make test-long runs it (" + LongEnv + "=1)")
 		}
@@ -295,6 +303,9 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 	})
 
 	t.Run("restore from a snapshot onto the etcd hosts: what was deleted after it is back", func(t *testing.T) {
+		if !long {
+			t.Skip("make test-long runs it (" + LongEnv + "=1)")
+		}
 		c.MustK(t, "create", "namespace", "before-snapshot")
 		file := c.Snapshot(t)
 		c.MustK(t, "delete", "namespace", "before-snapshot", "--wait=false")
@@ -308,6 +319,9 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 	})
 
 	t.Run("upgrade: the etcd members one at a time, then the control plane and the kubelets", func(t *testing.T) {
+		if !long {
+			t.Skip("make test-long runs it (" + LongEnv + "=1)")
+		}
 		to := toM.KubernetesVersion
 		var r upgradeResult
 		underProxyClient(t, c, "the upgrade", func() {
