@@ -61,7 +61,7 @@ func (e *Env) Lock(ctx context.Context, o LockOptions) (release func(), err erro
 	if o.Beside {
 		return e.leaseBeside(ctx, file, h, ro), nil
 	}
-	lease, err := e.acquireLease(ctx, nil, h, ro)
+	lease, err := e.acquireLease(ctx, &lockClient{e: e}, h, ro)
 	if err = e.leaseTaken(ctx, err); err != nil {
 		file.Release()
 		return nil, err
@@ -241,16 +241,12 @@ func (e *Env) connectFirst(ctx context.Context) error {
 	return err
 }
 
-// acquireLease takes the cluster's Lease through lc (a new client when nil), waiting at most 10 s for its
-// API server.
+// acquireLease takes the cluster's Lease through lc, waiting at most 10 s for its API server.
 func (e *Env) acquireLease(ctx context.Context, lc *lockClient, h runlock.Holder, o runlock.Options) (*runlock.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := e.connectFirst(ctx); err != nil {
 		return nil, err
-	}
-	if lc == nil {
-		lc = &lockClient{e: e}
 	}
 	lease, taken, err := runlock.Acquire(ctx, lc.leases, h, o)
 	if err != nil {

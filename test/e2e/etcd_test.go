@@ -217,7 +217,7 @@ spec:
 // TestEtcdRestore takes a three-member stacked etcd through a backup and restore, then through the loss of
 // two of its three control-plane hosts: quorum lost, restored onto the survivor, the others added back.
 func TestEtcdRestore(t *testing.T) {
-	longOnly(t, "restores onto one stacked member (TestUp) and onto three etcd hosts (TestExternalEtcd)")
+	longOnly(t, "restores onto one stacked member (TestUp) and from a backup archive (TestDualStack)")
 	c := NewCluster(t, 4, 3) // cp1 cp2 cp3 w1
 	c.Up(t)
 

@@ -23,9 +23,10 @@ import (
 // proxy sees no failed request; a restore from a snapshot onto the etcd hosts; then upgrade moves the
 // cluster to the lab's version, the etcd members first (one at a time, the target's etcd), the same client
 // still seeing no failed request, nor while clusterctl reboot reboots two etcd hosts and a control-plane
-// node. make test brings it up at the lab's version and leaves the leave-and-come-back, the restore and
-// the upgrade to make test-long (~450 s): it restores stacked members (TestUp, TestDualStack) and upgrades
-// a control-plane node with a workload (TestKubeadm).
+// node. make test brings it up at the lab's version and leaves the leaf rotation, the leave-and-come-back,
+// the restore and the upgrade to make test-long (~550 s): it renews stacked members' certificates (TestUp,
+// TestGrowAndShrink), restores stacked members (TestUp, TestDualStack) and upgrades a control-plane node
+// with a workload (TestKubeadm).
 func TestExternalEtcd(t *testing.T) {
 	long := os.Getenv(LongEnv) != ""
 	toDir, toM := lab.Artifacts(t)
@@ -190,30 +191,31 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 		c.Snapshot(t)
 	})
 
-	if !long {
-		t.Run("certs rotate renews the etcd hosts' certificates, members restarted one at a time", func(t *testing.T) {
-			serial := func(h string) string {
-				return l.Run(t, labHost[h], "openssl x509 -noout -serial -in /etc/kubernetes/pki/etcd/server.crt")
+	t.Run("certs rotate renews the etcd hosts' certificates, members restarted one at a time", func(t *testing.T) {
+		// ~95 s.
+		longOnly(t, "leaf rotations that restart stacked etcd members one at a time (TestUp, TestGrowAndShrink)")
+		serial := func(h string) string {
+			return l.Run(t, labHost[h], "openssl x509 -noout -serial -in /etc/kubernetes/pki/etcd/server.crt")
+		}
+		before := map[string]string{}
+		for _, h := range []string{"etcd1", "etcd2", "etcd3"} {
+			before[h] = serial(h)
+		}
+		if _, stderr, code := c.Run(t, "certs", "rotate", "--yes", "--fresh", "0s"); code != 0 {
+			t.Fatalf("certs rotate: exit %d\n%s", code, tail(stderr, 30))
+		}
+		for _, h := range []string{"etcd1", "etcd2", "etcd3"} {
+			if serial(h) == before[h] {
+				t.Errorf("%s: etcd's server certificate not renewed", h)
 			}
-			before := map[string]string{}
-			for _, h := range []string{"etcd1", "etcd2", "etcd3"} {
-				before[h] = serial(h)
-			}
-			if _, stderr, code := c.Run(t, "certs", "rotate", "--yes", "--fresh", "0s"); code != 0 {
-				t.Fatalf("certs rotate: exit %d\n%s", code, tail(stderr, 30))
-			}
-			for _, h := range []string{"etcd1", "etcd2", "etcd3"} {
-				if serial(h) == before[h] {
-					t.Errorf("%s: etcd's server certificate not renewed", h)
-				}
-			}
-			members, code := c.EtcdStatus(t)
-			checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
-			c.NodesReady(t, 3)
-		})
-	} else {
-		// make test-long: the CA rotation (~7.5 min with one control-plane node) goes through the same
-		// roll of the etcd members at each of its stages.
+		}
+		members, code := c.EtcdStatus(t)
+		checkHealthy(t, members, code, "etcd1", "etcd2", "etcd3")
+		c.NodesReady(t, 3)
+	})
+	if long {
+		// The CA rotation (~7.5 min with one control-plane node) goes through the same roll of the etcd
+		// members at each of its stages.
 		t.Run("certs rotate --ca: every etcd host trusts, then presents, the new etcd CA; members restarted one at a time", func(t *testing.T) {
 			oldCA := readFile(t, filepath.Join(c.StateDir, "pki", "etcd", "ca.crt"))
 			stdout, stderr, code := c.Run(t, "certs", "rotate", "--ca", "--yes", "--output", "json")
@@ -257,10 +259,8 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 	})
 
 	t.Run("an etcd host leaves the cluster and the inventory, then comes back: every API server follows, one at a time", func(t *testing.T) {
-		if !long {
-			// ~140 s; make test removes and adds stacked members (TestGrowAndShrink).
-			t.Skip("make test-long runs it (" + LongEnv + "=1)")
-		}
+		// ~140 s.
+		longOnly(t, "removing and adding stacked members (TestGrowAndShrink)")
 		if _, stderr, code := c.Run(t, "remove-node", "--yes", "etcd3"); code != 0 {
 			t.Fatalf("remove-node etcd3: exit %d\n%s", code, tail(stderr, 30))
 		}
@@ -303,9 +303,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 	})
 
 	t.Run("restore from a snapshot onto the etcd hosts: what was deleted after it is back", func(t *testing.T) {
-		if !long {
-			t.Skip("make test-long runs it (" + LongEnv + "=1)")
-		}
+		longOnly(t, "restores onto one stacked member (TestUp) and from a backup archive (TestDualStack)")
 		c.MustK(t, "create", "namespace", "before-snapshot")
 		file := c.Snapshot(t)
 		c.MustK(t, "delete", "namespace", "before-snapshot", "--wait=false")
@@ -319,9 +317,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 	})
 
 	t.Run("upgrade: the etcd members one at a time, then the control plane and the kubelets", func(t *testing.T) {
-		if !long {
-			t.Skip("make test-long runs it (" + LongEnv + "=1)")
-		}
+		longOnly(t, "the upgrade of one control-plane node with a workload (TestKubeadm)")
 		to := toM.KubernetesVersion
 		var r upgradeResult
 		underProxyClient(t, c, "the upgrade", func() {
