@@ -45,7 +45,9 @@ type Conn struct {
 	rec        map[string]recordEntry // the host's record, once read
 }
 
-func newConn(t Target, client *ssh.Client, via []*ssh.Client, log *slog.Logger) *Conn {
+// newConn is the Conn of client; why, when not nil, says why the connection ended better than its end
+// does (the keeper's word on the host's connection).
+func newConn(t Target, client *ssh.Client, via []*ssh.Client, log *slog.Logger, why func() error) *Conn {
 	become := t.User != "root"
 	if t.Become != nil {
 		become = *t.Become && t.User != "root"
@@ -53,7 +55,9 @@ func newConn(t Target, client *ssh.Client, via []*ssh.Client, log *slog.Logger) 
 	c := &Conn{target: t, client: client, via: via, become: become, log: log.With("host", t.Name), closed: make(chan struct{}), dead: make(chan struct{})}
 	go func() {
 		err := client.Wait()
-		if err == nil || errors.Is(err, io.EOF) {
+		if why != nil && why() != nil {
+			err = why()
+		} else if err == nil || errors.Is(err, io.EOF) {
 			err = errors.New("the host closed it")
 		}
 		c.markLost(err)
@@ -160,30 +164,47 @@ func (c *Conn) keepalive(interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		answered := make(chan error, 1)
-		go func() {
-			_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
-			answered <- err
-		}()
-		select {
-		case err := <-answered:
-			if err != nil {
-				c.log.Warn("connection lost", "err", err)
-				c.markLost(err)
-				c.Close()
-				return
-			}
+		switch err := c.ping(interval); {
+		case err == nil:
 			missed = 0
-		case <-time.After(interval):
+		case errors.Is(err, errNoAnswer):
 			if missed++; missed >= 2 {
 				c.log.Warn("no answer to keepalives; closing the connection")
 				c.markLost(fmt.Errorf("no answer to keepalives for %s", 2*interval))
 				c.Close()
 				return
 			}
-		case <-c.closed:
+		case errors.Is(err, net.ErrClosed):
+			return
+		default:
+			c.log.Warn("connection lost", "err", err)
+			c.markLost(err)
+			c.Close()
 			return
 		}
+	}
+}
+
+// errNoAnswer is a keepalive not answered in time.
+var errNoAnswer = errors.New("no answer")
+
+// ping sends one keepalive@openssh.com request and waits for its answer at most timeout: errNoAnswer when
+// none came, net.ErrClosed when the connection was closed or ended meanwhile, else the request's error.
+func (c *Conn) ping(timeout time.Duration) error {
+	answered := make(chan error, 1)
+	go func() {
+		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		return err
+	case <-time.After(timeout):
+		return errNoAnswer
+	case <-c.closed:
+		return net.ErrClosed
+	case <-c.dead:
+		return net.ErrClosed
 	}
 }
 

@@ -55,8 +55,9 @@ type Options struct {
 	// RecordTrusted records in ClusterKnownHosts the key of each host that KnownHosts trusts (state pull:
 	// the new state directory then verifies the hosts on its own, on a workstation without those files).
 	RecordTrusted bool
-	// Agent offers the keys of the ssh-agent at $SSH_AUTH_SOCK.
-	Agent bool
+	// Agent offers the keys of the ssh-agent at AgentSocket (default $SSH_AUTH_SOCK).
+	Agent       bool
+	AgentSocket string
 	// SSHConfig is the OpenSSH client configuration to honour where the target is silent (HostName, User,
 	// Port, IdentityFile, ProxyJump); "" reads ~/.ssh/config, "none" reads nothing.
 	SSHConfig string
@@ -76,6 +77,14 @@ type Options struct {
 
 	// RecordFile is where Put keeps its record of large files on each host (default RecordFile).
 	RecordFile string
+
+	// Keeper, when set, reaches hosts through the connection keeper (keeper.go), starting it when none
+	// answers; a host it cannot serve is dialled directly.
+	Keeper *KeeperClient
+
+	// authFinal makes an authentication failure final (the keeper's dial for a command that can ask for
+	// a password itself); noBecome leaves sudo's password to the command (the keeper's dial).
+	authFinal, noBecome bool
 }
 
 // Dialer opens connections; it caches keys and passwords so that each is loaded or asked for once.
@@ -146,6 +155,11 @@ func NewDialer(opts Options) (*Dialer, error) {
 // Dial connects to the target, through its bastions, retrying errors that a retry can fix.
 func (d *Dialer) Dial(ctx context.Context, t Target) (*Conn, error) {
 	t = d.fromSSHConfig(t)
+	if d.opts.Keeper != nil {
+		if c, err, ok := d.dialKept(ctx, t); ok {
+			return c, err
+		}
+	}
 	delay := d.opts.RetryDelay
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
@@ -156,7 +170,7 @@ func (d *Dialer) Dial(ctx context.Context, t Target) (*Conn, error) {
 		if ctx.Err() != nil {
 			return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}
 		}
-		if attempt >= d.opts.Retries || !Retryable(err) {
+		if attempt >= d.opts.Retries || !Retryable(err) || d.opts.authFinal && errors.Is(err, ErrAuth) {
 			var de *DialError
 			if attempt > 0 && errors.As(err, &de) {
 				de.Tries, de.Took = attempt+1, time.Since(start)
@@ -208,15 +222,21 @@ func (d *Dialer) dialOnce(ctx context.Context, t Target) (*Conn, error) {
 		}
 		clients = append(clients, client)
 	}
+	return d.finish(ctx, t, clients[len(clients)-1], clients[:len(clients)-1], nil)
+}
+
+// finish makes the Conn of a connection made (directly, or through the keeper: why then says why it
+// ended): sudo prepared, keepalives started.
+func (d *Dialer) finish(ctx context.Context, t Target, client *ssh.Client, via []*ssh.Client, why func() error) (*Conn, error) {
 	if t.User == "" {
 		t.User = "root"
 	}
-	c := newConn(t, clients[len(clients)-1], clients[:len(clients)-1], d.opts.Log)
+	c := newConn(t, client, via, d.opts.Log, why)
 	c.recordFile = d.opts.RecordFile
 	if c.recordFile == "" {
 		c.recordFile = RecordFile
 	}
-	if c.become {
+	if c.become && !d.opts.noBecome {
 		if err := d.prepareBecome(ctx, c); err != nil {
 			c.Close()
 			return nil, err
@@ -380,7 +400,7 @@ func (d *Dialer) signersFor(files []string) ([]ssh.Signer, error) {
 	if d.opts.Agent {
 		if !d.agentSet {
 			d.agentSet = true
-			d.agent, d.agentErr = agentSigners()
+			d.agent, d.agentErr = agentSigners(d.opts.AgentSocket)
 		}
 		out = append(out, d.agent...)
 	}
@@ -432,8 +452,10 @@ func loadIdentity(path string, passphrase func(string) ([]byte, error)) ([]ssh.S
 	return append(out, signer), nil
 }
 
-func agentSigners() ([]ssh.Signer, error) {
-	sock := os.Getenv("SSH_AUTH_SOCK")
+func agentSigners(sock string) ([]ssh.Signer, error) {
+	if sock == "" {
+		sock = os.Getenv("SSH_AUTH_SOCK")
+	}
 	if sock == "" {
 		return nil, nil
 	}

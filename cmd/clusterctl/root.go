@@ -72,7 +72,7 @@ Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad i
 	f.IntVar(&opts.Forks, "forks", defaultForks, "how many hosts to work on at once")
 	f.StringSliceVar(&opts.Limit, "limit", nil, "act only on these hosts (comma-separated names from the inventory)")
 
-	root.AddCommand(newVersionCmd(opts), newInitCmd(opts), newInventoryCmd(opts), newKubeconfigCmd(opts), newPreflightCmd(opts), newExecCmd(opts), newRenderCmd(opts), newCertsCmd(opts), newUpCmd(opts), newResetCmd(opts), newAddNodeCmd(opts), newRemoveNodeCmd(opts), newUpgradeCmd(opts), newRebootCmd(opts), newEtcdCmd(opts), newEncryptionCmd(opts), newArtifactsCmd(opts), newAddonsCmd(opts), newStatusCmd(opts), newDiffCmd(opts), newStateCmd(opts), newBackupCmd(opts))
+	root.AddCommand(newVersionCmd(opts), newInitCmd(opts), newInventoryCmd(opts), newKubeconfigCmd(opts), newPreflightCmd(opts), newExecCmd(opts), newRenderCmd(opts), newCertsCmd(opts), newUpCmd(opts), newResetCmd(opts), newAddNodeCmd(opts), newRemoveNodeCmd(opts), newUpgradeCmd(opts), newRebootCmd(opts), newEtcdCmd(opts), newEncryptionCmd(opts), newArtifactsCmd(opts), newAddonsCmd(opts), newStatusCmd(opts), newDiffCmd(opts), newStateCmd(opts), newBackupCmd(opts), newKeeperCmd())
 	registerCompletions(root, opts)
 	root.InitDefaultCompletionCmd()
 	guardGroups(root)

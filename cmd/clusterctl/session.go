@@ -45,6 +45,22 @@ type sshOptions struct {
 	AcceptNew      bool
 	SSHConfig      string
 	ConnectTimeout time.Duration
+	Persist        time.Duration
+}
+
+// persistEnv sets --ssh-persist's default.
+const persistEnv = "CLUSTERCTL_SSH_PERSIST"
+
+// defaultPersist is --ssh-persist's default: $CLUSTERCTL_SSH_PERSIST, else 60 s (Ansible's
+// ControlPersist); a value that is no duration is refused when the command opens its connections.
+func defaultPersist() time.Duration {
+	if v, ok := os.LookupEnv(persistEnv); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+		return -1
+	}
+	return time.Minute
 }
 
 func (o *sshOptions) addFlags(cmd *cobra.Command) {
@@ -52,6 +68,8 @@ func (o *sshOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.AcceptNew, "ssh-accept-new", false, "trust and record the host key of hosts never seen before, in the state directory's known_hosts (for throwaway machines; a changed key is still refused)")
 	f.StringVar(&o.SSHConfig, "ssh-config", "", "OpenSSH client config to honour where the inventory is silent (default ~/.ssh/config; \"none\" to ignore it)")
 	f.DurationVar(&o.ConnectTimeout, "connect-timeout", 10*time.Second, "time to connect and log in to one host (or bastion)")
+	f.DurationVar(&o.Persist, "ssh-persist", defaultPersist(), "keep each host's SSH connection open this long after the command, for the next command to use instead of logging in again (a process of clusterctl's on this workstation; 0: close them at the end; default from $"+persistEnv+")")
+	allowZero(cmd, "ssh-persist")
 }
 
 // openReading opens the session (the inventory, --limit, the state directory, the SSH dialer) for a
@@ -99,6 +117,9 @@ func openEnvNeeding(g *globalOptions, s *sshOptions, sink transport.Sink, need s
 	if err := offline(); err != nil {
 		return nil, false, err
 	}
+	if s.Persist < 0 {
+		return nil, false, usageError("$%s=%q is not a duration (such as 60s, or 0 to close connections at the end)", persistEnv, os.Getenv(persistEnv))
+	}
 	d, err := transport.NewDialer(transport.Options{
 		ClusterKnownHosts: filepath.Join(state, "known_hosts"),
 		KnownHosts:        append(append([]string{}, inv.SSH.KnownHosts...), "~/.ssh/known_hosts"),
@@ -111,6 +132,7 @@ func openEnvNeeding(g *globalOptions, s *sshOptions, sink transport.Sink, need s
 		Password:          loginPassword(g),
 		BecomePassword:    becomePassword(g),
 		Log:               g.log,
+		Keeper:            keeperFor(g, s, state),
 	})
 	if err != nil {
 		return nil, false, &exitError{code: exitUsage, err: err}

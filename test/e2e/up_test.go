@@ -441,6 +441,9 @@ func TestUp(t *testing.T) {
 	t.Run("status reports every Node Ready and the cluster healthy", func(t *testing.T) {
 		CheckStatus(t, c, "cp1", "w1", "w2")
 	})
+	t.Run("commands in a row share each host's login; with --ssh-persist 0 each logs in", func(t *testing.T) {
+		CheckKeptConnections(t, c, "w2")
+	})
 	t.Run("diff: nothing on the settled cluster, a worker's hand-edited kubelet configuration, nothing after up", func(t *testing.T) {
 		CheckDiff(t, c, "w1")
 	})

@@ -116,6 +116,16 @@ func (s *Server) Connections() int { return int(s.conns.Load()) }
 // Signals delivers the signals clients sent to running commands.
 func (s *Server) Signals() <-chan string { return s.signals }
 
+// DropConnections drops every connection and keeps listening: a host that rebooted.
+func (s *Server) DropConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.netConns {
+		c.Close()
+	}
+	s.netConns = nil
+}
+
 // Close stops the server and drops every connection.
 func (s *Server) Close() {
 	s.ln.Close()

@@ -1,0 +1,636 @@
+package transport
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// The connection keeper: a process of clusterctl's own on the workstation that keeps each host's SSH
+// connection open for a while after a command ends, so that the next command opens its sessions on it
+// instead of logging in again (what OpenSSH's ControlPersist does, and Ansible turns on by default). A
+// login costs a host far more than a session on an open connection: the key exchange, PAM's session with
+// systemd-logind, root's user manager started again after ten seconds without one.
+//
+// A command reaches it on a Unix socket in a directory only its user can enter. It sends what it would
+// dial (the target and the dialer's options, as JSON); the keeper dials it, or finds the connection it
+// keeps for exactly that, and answers; then the two speak SSH on the same socket, the keeper passing every
+// channel (sessions, SFTP, forwarded TCP) and keepalive to the host's connection and back. Host keys are
+// verified by the keeper's dial, the same code and files as a command's own. The keeper exits after
+// Idle without a client, when its socket is removed or replaced, and when Watch (the state directory) is
+// gone.
+
+// keeperVersion is the version of the protocol between a command and its keeper; it is part of the
+// socket's name (KeeperSocket), so that a command never talks to a keeper that speaks another.
+const keeperVersion = 1
+
+// keeperLost is the global request by which the keeper tells a command why the host's connection ended,
+// just before it closes theirs.
+const keeperLost = "lost@clusterctl"
+
+// keeperMaxMessage bounds the request and the answer exchanged before SSH starts.
+const keeperMaxMessage = 1 << 20
+
+// keeperSessions is how many sessions the keeper opens on one connection to a host before it opens
+// another: OpenSSH's MaxSessions, 10 by default, applies to the connection, which commands now share.
+const keeperSessions = 10
+
+// KeeperOptions configure ServeKeeper.
+type KeeperOptions struct {
+	Socket string        // the Unix socket it listens on
+	Idle   time.Duration // it exits after this long without a client (a request may set another)
+	Watch  string        // a path whose removal ends it ("": none)
+	Log    *slog.Logger
+}
+
+// keeperRequest is what a command asks of the keeper: a connection to Target, dialled with Options.
+type keeperRequest struct {
+	Target  Target
+	Options keeperDialOptions
+	Persist time.Duration // how long the keeper stays after the last client, from now on
+}
+
+// keeperDialOptions are the Options of the command's Dialer that decide a connection (the credentials
+// asked for on a terminal stay with the command, which dials itself when they are needed).
+type keeperDialOptions struct {
+	ClusterKnownHosts string
+	KnownHosts        []string
+	AcceptNew         bool
+	RecordTrusted     bool
+	Agent             bool
+	AgentSocket       string
+	ConnectTimeout    time.Duration
+	Keepalive         time.Duration
+	Retries           int
+	RetryDelay        time.Duration
+	// AuthFinal: the command can ask for a password or passphrase, so an authentication failure is not
+	// retried here; the command dials itself and asks.
+	AuthFinal bool
+}
+
+// keeperAnswer is the keeper's answer: its SSH host key (the socket is what is trusted; the key only
+// binds the SSH that follows to this answer), or why the host could not be reached.
+type keeperAnswer struct {
+	HostKey []byte     `json:",omitempty"`
+	Err     *keeperErr `json:",omitempty"`
+}
+
+// keeperErr carries a dial error to the command, which makes it the error a dial of its own would have
+// returned.
+type keeperErr struct {
+	Kind     string // "hostkey", "dial" or "other"
+	Host     string
+	Address  string
+	Msg      string
+	Offered  string   `json:",omitempty"`
+	Expected []string `json:",omitempty"`
+	Unknown  bool     `json:",omitempty"`
+	Hint     string   `json:",omitempty"`
+	Tries    int      `json:",omitempty"`
+	Took     time.Duration
+	Auth     bool `json:",omitempty"`
+	Timeout  bool `json:",omitempty"`
+}
+
+func keeperErrOf(err error) *keeperErr {
+	var hk *HostKeyError
+	var de *DialError
+	switch {
+	case errors.As(err, &hk):
+		return &keeperErr{Kind: "hostkey", Host: hk.Host, Address: hk.Address, Offered: hk.Offered, Expected: hk.Expected,
+			Unknown: hk.Unknown, Hint: hk.Hint}
+	case errors.As(err, &de):
+		return &keeperErr{Kind: "dial", Host: de.Host, Address: de.Address, Msg: plainNetError(de.Err).Error(), Tries: de.Tries,
+			Took: de.Took, Auth: errors.Is(err, ErrAuth), Timeout: errors.Is(err, os.ErrDeadlineExceeded)}
+	}
+	return &keeperErr{Kind: "other", Msg: err.Error()}
+}
+
+// err is the error the command returns.
+func (e *keeperErr) err() error {
+	switch e.Kind {
+	case "hostkey":
+		return &HostKeyError{Host: e.Host, Address: e.Address, Offered: e.Offered, Expected: e.Expected, Unknown: e.Unknown, Hint: e.Hint}
+	case "dial":
+		return &DialError{Host: e.Host, Address: e.Address, Err: &keptCause{msg: e.Msg, auth: e.Auth, timeout: e.Timeout},
+			Tries: e.Tries, Took: e.Took}
+	}
+	return errors.New(e.Msg)
+}
+
+// keptCause is the cause of a dial error the keeper reported, in its words, still ErrAuth or a timeout
+// when it was one.
+type keptCause struct {
+	msg           string
+	auth, timeout bool
+}
+
+func (c *keptCause) Error() string { return c.msg }
+
+func (c *keptCause) Is(target error) bool {
+	return c.auth && target == ErrAuth || c.timeout && target == os.ErrDeadlineExceeded
+}
+
+// writeMessage and readMessage frame the request and the answer: a 4-byte length, then JSON.
+func writeMessage(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	buf := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b)))
+	_, err = w.Write(append(buf, b...))
+	return err
+}
+
+func readMessage(r io.Reader, v any) error {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > keeperMaxMessage {
+		return fmt.Errorf("a message of %d bytes (at most %d)", size, keeperMaxMessage)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// keeper is a running ServeKeeper.
+type keeper struct {
+	o       KeeperOptions
+	ctx     context.Context
+	signer  ssh.Signer
+	pubWire []byte
+
+	mu       sync.Mutex
+	dialers  map[string]*Dialer   // by their options
+	kept     map[string]*keptConn // by target and options
+	clients  int
+	lastSeen time.Time
+	idle     time.Duration
+}
+
+// keptConn is what the keeper holds for one target: its connections (another is opened when the others
+// carry keeperSessions sessions each), dialled once at a time.
+type keptConn struct {
+	dialing chan struct{} // closed when a dial ends; nil when none runs
+	conns   []*keptOne
+}
+
+type keptOne struct {
+	c    *Conn
+	open int // channels open on it
+	max  int // sessions the host allows on it (keeperSessions, less when it refused one)
+}
+
+// ServeKeeper runs the keeper on o.Socket until it has had no client for o.Idle, the socket or o.Watch is
+// removed, or ctx ends.
+func ServeKeeper(ctx context.Context, o KeeperOptions) error {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("unix", o.Socket)
+	if err != nil {
+		return err
+	}
+	ul := ln.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false) // a keeper started after this one may own the path by then
+	defer ln.Close()
+	if err := os.Chmod(o.Socket, 0o600); err != nil {
+		return err
+	}
+	sockInfo, err := os.Lstat(o.Socket)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	k := &keeper{o: o, ctx: ctx, signer: signer, pubWire: signer.PublicKey().Marshal(), dialers: map[string]*Dialer{},
+		kept: map[string]*keptConn{}, lastSeen: time.Now(), idle: o.Idle}
+	defer k.closeAll()
+	go k.watch(ctx, cancel, sockInfo)
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	o.Log.Info("keeping connections", "socket", o.Socket, "idle", o.Idle)
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				if os.SameFile(sockInfo, statOrNil(o.Socket)) {
+					os.Remove(o.Socket)
+				}
+				return nil
+			}
+			return err
+		}
+		go k.serve(nc)
+	}
+}
+
+func statOrNil(path string) os.FileInfo {
+	fi, _ := os.Lstat(path)
+	return fi
+}
+
+// watch ends the keeper when it has been idle too long, or its socket or watched path is gone.
+func (k *keeper) watch(ctx context.Context, stop func(), sock os.FileInfo) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		k.mu.Lock()
+		idle := k.clients == 0 && time.Since(k.lastSeen) >= k.idle
+		k.mu.Unlock()
+		switch fi := statOrNil(k.o.Socket); {
+		case idle:
+			k.o.Log.Info("exiting: no command for a while", "idle", k.idle)
+		case fi == nil || !os.SameFile(fi, sock):
+			k.o.Log.Info("exiting: the socket was removed or replaced")
+		case k.o.Watch != "" && statOrNil(k.o.Watch) == nil:
+			k.o.Log.Info("exiting: the state directory is gone", "path", k.o.Watch)
+		default:
+			continue
+		}
+		stop()
+		return
+	}
+}
+
+func (k *keeper) closeAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, kc := range k.kept {
+		for _, one := range kc.conns {
+			one.c.Close()
+		}
+	}
+}
+
+// serve answers one command: its request, then SSH until either end closes.
+func (k *keeper) serve(nc net.Conn) {
+	defer nc.Close()
+	if !peerIsUs(nc) {
+		k.o.Log.Warn("refused a client of another user")
+		return
+	}
+	k.mu.Lock()
+	k.clients++
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.clients--
+		k.lastSeen = time.Now()
+		k.mu.Unlock()
+	}()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	var req keeperRequest
+	if err := readMessage(nc, &req); err != nil {
+		k.o.Log.Warn("a bad request", "err", err)
+		return
+	}
+	_ = nc.SetDeadline(time.Time{})
+	if req.Persist > 0 {
+		k.mu.Lock()
+		k.idle = req.Persist
+		k.mu.Unlock()
+	}
+	key := keyOf(req)
+	// The client may give up while the host is dialled: the dial goes on, for the next one.
+	gone := make(chan struct{})
+	go func() {
+		var b [1]byte
+		_, _ = nc.Read(b[:]) // nothing comes before the answer; this returns when the client closes
+		close(gone)
+	}()
+	one, err := k.get(key, req, gone)
+	if err != nil {
+		_ = writeMessage(nc, keeperAnswer{Err: keeperErrOf(err)})
+		return
+	}
+	// The reader above must be done before SSH starts on the connection: a deadline in the past ends it.
+	_ = nc.SetReadDeadline(time.Unix(1, 0))
+	<-gone
+	_ = nc.SetReadDeadline(time.Time{})
+	if err := writeMessage(nc, keeperAnswer{HostKey: k.pubWire}); err != nil {
+		return
+	}
+	k.relay(nc, key, req, one)
+}
+
+// relay speaks SSH with the command on nc, passing its channels and keepalives to the host's connection,
+// until either end closes; one's end closes the command's, with the reason.
+func (k *keeper) relay(nc net.Conn, key string, req keeperRequest, one *keptOne) {
+	cfg := &ssh.ServerConfig{NoClientAuth: true}
+	cfg.AddHostKey(k.signer)
+	sconn, chans, reqs, err := ssh.NewServerConn(nc, cfg)
+	if err != nil {
+		k.o.Log.Warn("SSH with a command failed", "err", err)
+		return
+	}
+	defer sconn.Close()
+	go func() {
+		select {
+		case <-one.c.dead:
+			cause := "the host closed it"
+			var le *LostError
+			if errors.As(one.c.Lost(), &le) && le.Cause != nil {
+				cause = le.Cause.Error()
+			}
+			_, _, _ = sconn.SendRequest(keeperLost, false, []byte(cause))
+			sconn.Close()
+		case <-k.ctx.Done():
+			sconn.Close()
+		}
+	}()
+	go func() {
+		for r := range reqs {
+			if r.Type == "keepalive@openssh.com" {
+				// Answered by the host: a command's keepalives see the host, not the keeper.
+				ok, payload, err := one.c.client.SendRequest(r.Type, r.WantReply, r.Payload)
+				if r.WantReply {
+					_ = r.Reply(ok && err == nil, payload)
+				}
+				continue
+			}
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for ch := range chans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k.pass(key, req, ch)
+		}()
+	}
+	wg.Wait()
+}
+
+// keyOf names what a request dials: the same target with the same options shares a connection.
+func keyOf(req keeperRequest) string {
+	b, _ := json.Marshal(struct {
+		T Target
+		O keeperDialOptions
+	}{req.Target, req.Options})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// get returns a live connection for key, dialling one when there is none; the client's end (gone) stops
+// its wait, not the dial.
+func (k *keeper) get(key string, req keeperRequest, gone <-chan struct{}) (*keptOne, error) {
+	for {
+		k.mu.Lock()
+		kc := k.kept[key]
+		if kc == nil {
+			kc = &keptConn{}
+			k.kept[key] = kc
+		}
+		kc.prune()
+		if len(kc.conns) > 0 {
+			one := kc.conns[0]
+			k.mu.Unlock()
+			// A connection kept while the host rebooted, or went away, is found out now (a reset at once, or
+			// no answer within the connect timeout), and a new one dialled, as a command's own dial would.
+			if alive(one.c, req.Options.ConnectTimeout) {
+				return one, nil
+			}
+			k.o.Log.Info("a kept connection no longer answers", "host", req.Target.Name)
+			one.c.Close()
+			continue
+		}
+		if kc.dialing != nil {
+			wait := kc.dialing
+			k.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-gone:
+				return nil, errors.New("the command went away")
+			}
+		}
+		kc.dialing = make(chan struct{})
+		d, err := k.dialer(req.Options)
+		k.mu.Unlock()
+		var c *Conn
+		if err == nil {
+			c, err = d.Dial(k.ctx, req.Target)
+		}
+		k.mu.Lock()
+		close(kc.dialing)
+		kc.dialing = nil
+		if err != nil {
+			k.mu.Unlock()
+			k.o.Log.Info("dial failed", "host", req.Target.Name, "err", err)
+			return nil, err
+		}
+		one := &keptOne{c: c, max: keeperSessions}
+		kc.conns = append(kc.conns, one)
+		k.mu.Unlock()
+		k.o.Log.Info("connected", "host", req.Target.Name, "address", req.Target.addr())
+		return one, nil
+	}
+}
+
+// alive says whether c's host answers a keepalive within timeout.
+func alive(c *Conn, timeout time.Duration) bool {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return c.ping(timeout) == nil
+}
+
+// prune drops the connections that have ended. Called with the keeper's lock held.
+func (kc *keptConn) prune() {
+	live := kc.conns[:0]
+	for _, one := range kc.conns {
+		select {
+		case <-one.c.dead:
+			one.c.Close()
+		default:
+			live = append(live, one)
+		}
+	}
+	kc.conns = live
+}
+
+// dialer is the Dialer for a set of options, made once. Called with the keeper's lock held.
+func (k *keeper) dialer(o keeperDialOptions) (*Dialer, error) {
+	b, _ := json.Marshal(o)
+	if d, ok := k.dialers[string(b)]; ok {
+		return d, nil
+	}
+	d, err := NewDialer(Options{ClusterKnownHosts: o.ClusterKnownHosts, KnownHosts: o.KnownHosts, AcceptNew: o.AcceptNew,
+		RecordTrusted: o.RecordTrusted, Agent: o.Agent, AgentSocket: o.AgentSocket, SSHConfig: "none",
+		ConnectTimeout: o.ConnectTimeout, Keepalive: o.Keepalive, Retries: o.Retries, RetryDelay: o.RetryDelay,
+		authFinal: o.AuthFinal, noBecome: true, Log: k.o.Log})
+	if err != nil {
+		return nil, err
+	}
+	k.dialers[string(b)] = d
+	return d, nil
+}
+
+// pass opens ch's channel on the host and copies between the two until both ends are done: data and
+// stderr from the host, data from the command, the requests of each (exec, signals, exit-status).
+func (k *keeper) pass(key string, req keeperRequest, ch ssh.NewChannel) {
+	one, up, upReqs, err := k.open(key, req, ch)
+	if err != nil {
+		var oce *ssh.OpenChannelError
+		if errors.As(err, &oce) {
+			_ = ch.Reject(oce.Reason, oce.Message)
+		} else {
+			_ = ch.Reject(ssh.ConnectionFailed, err.Error())
+		}
+		return
+	}
+	defer func() {
+		k.mu.Lock()
+		one.open--
+		k.mu.Unlock()
+	}()
+	down, downReqs, err := ch.Accept()
+	if err != nil {
+		up.Close()
+		return
+	}
+	var data sync.WaitGroup
+	data.Add(2)
+	go func() {
+		defer data.Done()
+		_, _ = io.Copy(down, up)
+		_ = down.CloseWrite()
+	}()
+	go func() {
+		defer data.Done()
+		_, _ = io.Copy(down.Stderr(), up.Stderr())
+	}()
+	go func() {
+		_, _ = io.Copy(up, down)
+		_ = up.CloseWrite()
+	}()
+	go func() {
+		// The command's requests (exec, subsystem, signal) go to the host; when it closes its channel, the
+		// host's is closed too.
+		for r := range downReqs {
+			ok, err := up.SendRequest(r.Type, r.WantReply, r.Payload)
+			if r.WantReply {
+				_ = r.Reply(ok && err == nil, nil)
+			}
+		}
+		up.Close()
+	}()
+	for r := range upReqs {
+		ok, err := down.SendRequest(r.Type, r.WantReply, r.Payload)
+		if r.WantReply {
+			_ = r.Reply(ok && err == nil, nil)
+		}
+	}
+	// The host closed its channel: what it sent is passed on before the command's is closed.
+	data.Wait()
+	down.Close()
+}
+
+// open opens the channel on one of key's connections with room for it, another connection when the host
+// refuses it on every one (MaxSessions).
+func (k *keeper) open(key string, req keeperRequest, ch ssh.NewChannel) (*keptOne, ssh.Channel, <-chan *ssh.Request, error) {
+	for range 4 {
+		k.mu.Lock()
+		kc := k.kept[key]
+		var one *keptOne
+		if kc != nil {
+			kc.prune()
+			for _, o := range kc.conns {
+				if o.open < o.max {
+					one = o
+					break
+				}
+			}
+		}
+		if one == nil && kc != nil && len(kc.conns) == 0 {
+			k.mu.Unlock()
+			return nil, nil, nil, &ssh.OpenChannelError{Reason: ssh.ConnectionFailed, Message: "the connection to the host was lost"}
+		}
+		if one != nil {
+			one.open++
+		}
+		k.mu.Unlock()
+		if one == nil {
+			var err error
+			if one, err = k.another(key, req); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		up, upReqs, err := one.c.client.OpenChannel(ch.ChannelType(), ch.ExtraData())
+		if err == nil {
+			return one, up, upReqs, nil
+		}
+		k.mu.Lock()
+		one.open--
+		var oce *ssh.OpenChannelError
+		refused := errors.As(err, &oce) && oce.Reason == ssh.Prohibited && ch.ChannelType() == "session" && one.open > 0
+		if refused {
+			one.max = one.open
+		}
+		k.mu.Unlock()
+		if !refused {
+			return nil, nil, nil, err
+		}
+	}
+	return nil, nil, nil, &ssh.OpenChannelError{Reason: ssh.ResourceShortage, Message: "no connection to the host has room for a session"}
+}
+
+// another dials one more connection for key, its first channel counted.
+func (k *keeper) another(key string, req keeperRequest) (*keptOne, error) {
+	k.mu.Lock()
+	d, err := k.dialer(req.Options)
+	k.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.Dial(k.ctx, req.Target)
+	if err != nil {
+		return nil, err
+	}
+	one := &keptOne{c: c, open: 1, max: keeperSessions}
+	k.mu.Lock()
+	if kc := k.kept[key]; kc != nil {
+		kc.conns = append(kc.conns, one)
+	}
+	k.mu.Unlock()
+	k.o.Log.Info("connected again: the others carry their most sessions", "host", req.Target.Name)
+	return one, nil
+}

@@ -1,0 +1,230 @@
+package transport
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// KeeperClient is how a command reaches the connection keeper of its state directory (keeper.go).
+type KeeperClient struct {
+	Socket  string        // where it listens (KeeperSocket)
+	Persist time.Duration // how long it stays after the last command ends
+	Start   func() error  // starts it, a process of its own, on Socket
+
+	mu      sync.Mutex
+	off     error // why the keeper cannot be used: every dial is direct
+	started bool
+}
+
+// KeeperSocket is where the keeper of stateDir listens: in $XDG_RUNTIME_DIR/clusterctl, else in
+// $TMPDIR/clusterctl-UID, a directory only this user may enter (made so, or refused); its name is a digest
+// of the state directory, the executable (path, size, time: a new build has a keeper of its own) and the
+// protocol's version.
+func KeeperSocket(stateDir, exe string) (string, error) {
+	dir := filepath.Join(os.TempDir(), "clusterctl-"+strconv.Itoa(os.Getuid()))
+	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" && filepath.IsAbs(rt) {
+		dir = filepath.Join(rt, "clusterctl")
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("%s is not a directory of this user's alone (mode 0700)", dir)
+	}
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return "", err
+	}
+	id := fmt.Sprintf("v%d\x00%s\x00%s", keeperVersion, abs, exe)
+	if xi, err := os.Stat(exe); err == nil {
+		id += fmt.Sprintf("\x00%d\x00%d", xi.Size(), xi.ModTime().UnixNano())
+	}
+	sum := sha256.Sum256([]byte(id))
+	return filepath.Join(dir, hex.EncodeToString(sum[:8])+".sock"), nil
+}
+
+// connect opens a connection to the keeper, starting it (once per command, one command at a time) when
+// none answers.
+func (kc *KeeperClient) connect(ctx context.Context) (net.Conn, error) {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if kc.off != nil {
+		return nil, kc.off
+	}
+	nc, err := net.Dial("unix", kc.Socket)
+	if err == nil || kc.started || kc.Start == nil {
+		return nc, err
+	}
+	kc.started = true
+	nc, err = kc.start(ctx)
+	if err != nil {
+		kc.off = err
+	}
+	return nc, err
+}
+
+// start starts the keeper, under a lock that other commands take too, unless one of them has by then.
+func (kc *KeeperClient) start(ctx context.Context) (net.Conn, error) {
+	lock, err := os.OpenFile(kc.Socket+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("locking %s: %w", lock.Name(), err)
+		}
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	if nc, err := net.Dial("unix", kc.Socket); err == nil {
+		return nc, nil
+	}
+	// Nothing answers on the socket: a keeper that ended without removing it.
+	if err := os.Remove(kc.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err := kc.Start(); err != nil {
+		return nil, fmt.Errorf("starting the connection keeper: %w", err)
+	}
+	for deadline := time.Now().Add(3 * time.Second); ; {
+		nc, err := net.Dial("unix", kc.Socket)
+		if err == nil {
+			return nc, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the connection keeper did not answer on %s: %w", kc.Socket, err)
+		}
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// keeperOptions are the options the keeper dials with for this Dialer.
+func (d *Dialer) keeperOptions() keeperDialOptions {
+	o := keeperDialOptions{ClusterKnownHosts: d.opts.ClusterKnownHosts, AcceptNew: d.opts.AcceptNew,
+		RecordTrusted: d.opts.RecordTrusted, Agent: d.opts.Agent, AgentSocket: d.opts.AgentSocket,
+		ConnectTimeout: d.opts.ConnectTimeout, Keepalive: d.opts.Keepalive, Retries: d.opts.Retries,
+		RetryDelay: d.opts.RetryDelay, AuthFinal: d.opts.Password != nil || d.opts.Passphrase != nil}
+	if o.ClusterKnownHosts != "" {
+		o.ClusterKnownHosts, _ = filepath.Abs(expandHome(o.ClusterKnownHosts))
+	}
+	o.KnownHosts = []string{}
+	for _, f := range d.opts.KnownHosts {
+		abs, _ := filepath.Abs(expandHome(f))
+		o.KnownHosts = append(o.KnownHosts, abs)
+	}
+	if o.Agent && o.AgentSocket == "" {
+		o.AgentSocket = os.Getenv("SSH_AUTH_SOCK")
+	}
+	return o
+}
+
+// dialKept reaches t through the keeper; ok is false when the keeper cannot serve it (none could be
+// started, it failed, or the login needs a password or passphrase only this command can ask for): the
+// caller dials directly.
+func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok bool) {
+	kc := d.opts.Keeper
+	direct := func(why string, err error) (*Conn, error, bool) {
+		d.opts.Log.Debug("dialling directly", "host", t.Name, "why", why, "err", err)
+		return nil, nil, false
+	}
+	nc, err := kc.connect(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}, true
+		}
+		return direct("no connection keeper", err)
+	}
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	var ans keeperAnswer
+	err = writeMessage(nc, keeperRequest{Target: t, Options: d.keeperOptions(), Persist: kc.Persist})
+	if err == nil {
+		err = readMessage(nc, &ans)
+	}
+	if err != nil || ans.Err != nil {
+		nc.Close()
+	}
+	switch {
+	case ctx.Err() != nil:
+		return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}, true
+	case err != nil:
+		return direct("the connection keeper failed", err)
+	case ans.Err != nil && ans.Err.Auth && d.opts.Password != nil || ans.Err != nil && ans.Err.Auth && d.opts.Passphrase != nil:
+		return direct("the login needs what only this command can ask for", ans.Err.err())
+	case ans.Err != nil:
+		return nil, ans.Err.err(), true
+	}
+	pub, err := ssh.ParsePublicKey(ans.HostKey)
+	if err != nil {
+		nc.Close()
+		return direct("the connection keeper's key", err)
+	}
+	// The keeper is trusted for its socket, in a directory only this user may enter; the key it gave on
+	// that socket binds the SSH that follows to it.
+	cfg := &ssh.ClientConfig{User: "keeper", HostKeyCallback: ssh.FixedHostKey(pub), Timeout: d.opts.ConnectTimeout,
+		Config: ssh.Config{Ciphers: []string{ssh.CipherAES128GCM}}}
+	sc, chans, reqs, err := ssh.NewClientConn(nc, "keeper", cfg)
+	if err != nil {
+		nc.Close()
+		if ctx.Err() != nil {
+			return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}, true
+		}
+		return direct("SSH with the connection keeper", err)
+	}
+	var why atomic.Pointer[string]
+	in := make(chan *ssh.Request)
+	go func() {
+		defer close(in)
+		for r := range reqs {
+			if r.Type == keeperLost {
+				msg := string(r.Payload)
+				why.Store(&msg)
+				continue
+			}
+			in <- r
+		}
+	}()
+	client := ssh.NewClient(sc, chans, in)
+	c, err := d.finish(ctx, t, client, nil, func() error {
+		if m := why.Load(); m != nil {
+			return errors.New(*m)
+		}
+		return nil
+	})
+	return c, err, true
+}
