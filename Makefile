@@ -189,11 +189,11 @@ bench-net: ## TCP throughput between Pods and between hosts of a 1+2 lab cluster
 	test/lab/artifacts.sh $(K8S_VERSION) >/dev/null
 	CLUSTERCTL_E2E_BENCH_NET=1 RUNS=$(RUNS) CONNS=$(CONNS) go test -count=1 -timeout 40m -v -run 'TestPodThroughput$$|TestServiceLatency$$' ./test/e2e/
 
-bench-noop: ## no-op re-runs of clusterctl up on settled 1+2 and 1+5 lab clusters, by phase; BASE=REV: each beside a run of the code at REV (root; RUNS, SETTLE)
+bench-noop: ## no-op re-runs of clusterctl up on settled 1+2 and 1+5 lab clusters, by phase; BASE=REV: each beside a run of the code at REV; LOGIN=1: and one logging in to every host (--ssh-persist 0) (root; RUNS, SETTLE)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/noop.sh
 
-bench-operations: ## status, diff, state pull and backup on settled 1+2 and 1+5 lab clusters: time of each run and the median (root; SIZES, RUNS, SETTLE)
+bench-operations: ## status, diff, state pull and backup on settled 1+2 and 1+5 lab clusters: time of each run and the median (root; SIZES, RUNS, SETTLE; LOGIN=1: status and diff with --ssh-persist 0 too)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/operations.sh
 

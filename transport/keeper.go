@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,9 @@ type KeeperOptions struct {
 	Watch  string        // a path whose removal ends it ("": none)
 	Log    *slog.Logger
 }
+
+// KeeperLog is where the keeper listening on socket logs what it does.
+func KeeperLog(socket string) string { return strings.TrimSuffix(socket, ".sock") + ".log" }
 
 // keeperRequest is what a command asks of the keeper: a connection to Target, dialled with Options.
 type keeperRequest struct {
@@ -279,6 +283,9 @@ func (k *keeper) watch(ctx context.Context, stop func(), sock os.FileInfo) {
 			k.o.Log.Info("exiting: the socket was removed or replaced")
 		case k.o.Watch != "" && statOrNil(k.o.Watch) == nil:
 			k.o.Log.Info("exiting: the state directory is gone", "path", k.o.Watch)
+			// No command of that directory comes again: nothing of this keeper is left.
+			os.Remove(k.o.Socket + ".lock")
+			os.Remove(KeeperLog(k.o.Socket))
 		default:
 			continue
 		}

@@ -53,7 +53,9 @@ func KeeperSocket(stateDir, exe string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	id := fmt.Sprintf("v%d\x00%s\x00%s", keeperVersion, abs, exe)
+	// The network namespace too (Linux): a command run elsewhere reaches hosts from there.
+	netns, _ := os.Readlink("/proc/self/ns/net")
+	id := fmt.Sprintf("v%d\x00%s\x00%s\x00%s", keeperVersion, abs, exe, netns)
 	if xi, err := os.Stat(exe); err == nil {
 		id += fmt.Sprintf("\x00%d\x00%d", xi.Size(), xi.ModTime().UnixNano())
 	}
@@ -153,6 +155,24 @@ func (d *Dialer) keeperOptions() keeperDialOptions {
 	return o
 }
 
+// absoluteKeys is t with its identity files' paths (and its bastions') absolute, as this command would
+// read them: the keeper runs elsewhere.
+func absoluteKeys(t Target) Target {
+	abs := func(files []string) []string {
+		out := make([]string, len(files))
+		for i, f := range files {
+			out[i], _ = filepath.Abs(expandHome(f))
+		}
+		return out
+	}
+	t.IdentityFiles = abs(t.IdentityFiles)
+	t.Bastions = append([]Hop(nil), t.Bastions...)
+	for i := range t.Bastions {
+		t.Bastions[i].IdentityFiles = abs(t.Bastions[i].IdentityFiles)
+	}
+	return t
+}
+
 // dialKept reaches t through the keeper; ok is false when the keeper cannot serve it (none could be
 // started, it failed, or the login needs a password or passphrase only this command can ask for): the
 // caller dials directly.
@@ -172,7 +192,7 @@ func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok b
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
 	var ans keeperAnswer
-	err = writeMessage(nc, keeperRequest{Target: t, Options: d.keeperOptions(), Persist: kc.Persist})
+	err = writeMessage(nc, keeperRequest{Target: absoluteKeys(t), Options: d.keeperOptions(), Persist: kc.Persist})
 	if err == nil {
 		err = readMessage(nc, &ans)
 	}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -41,7 +40,7 @@ func keeperFor(g *globalOptions, s *sshOptions, state string) *transport.KeeperC
 // startKeeper starts the keeper, a session of its own that outlives this command; what it logs goes to
 // SOCKET's .log beside it.
 var startKeeper = func(exe, sock, state string, idle time.Duration) error {
-	logf, err := os.OpenFile(strings.TrimSuffix(sock, ".sock")+".log", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	logf, err := os.OpenFile(transport.KeeperLog(sock), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,11 @@
 # containers; the settled cluster's own use, measured before, taken out; divided by the CPUs, the least
 # wall time the run could take here), and the command's wall time (its start and end included). With
 # BASE=REV, every re-run is followed by one of clusterctl built from the commit REV, on the same cluster:
-# the previous figure beside the new one.
+# the previous figure beside the new one. The code now reuses the SSH connections its previous command
+# left open (--ssh-persist); LOGIN=1 adds, after each, a run of the same code with --ssh-persist 0 (code
+# "login"): every host logged in to, as the first command after a minute without one does.
 #
-#   SIZES="1+2 1+5" RUNS=3 SETTLE=60 BASE=HEAD~1 test/bench/noop.sh
+#   SIZES="1+2 1+5" RUNS=3 SETTLE=60 BASE=HEAD~1 LOGIN=1 test/bench/noop.sh
 set -euo pipefail
 exec 9>&-
 SIZES=${SIZES:-"1+2 1+5"}
@@ -18,6 +20,9 @@ NAME=benchnoop
 . "$(dirname "$0")/lablib.sh"
 
 build_base "${BASE:-}"
+[ -z "${LOGIN:-}" ] || codes+=(login)
+# flags CODE: the flags of a code's runs.
+flags() { if [ "$1" = login ]; then echo "--ssh-persist 0"; fi; }
 # slowest PLAY FILE: the slowest host of a play in a run's events, "host=seconds".
 slowest() { jq -r --arg p "$1" 'select(.type=="host_done" and .play==$p) | "\(.duration_ms) \(.host)"' "$2" | sort -n | tail -1 | awk '{printf "%s=%.1f", $2, $1/1000}'; }
 
@@ -35,7 +40,8 @@ for size in $SIZES; do
     for code in "${codes[@]}"; do
       out=$dir/$code-$run
       b0=$(busy)
-      /usr/bin/time -f '%M %e' -o "$out.rss" "$(bin "$code")" up -i "$dir/cluster.yaml" -o json >"$out.json" 2>"$out.err" || { tail -5 "$out.err" >&2; exit 1; }
+      # shellcheck disable=SC2046 # flags are words
+      /usr/bin/time -f '%M %e' -o "$out.rss" "$(bin "$code")" up -i "$dir/cluster.yaml" -o json $(flags "$code") >"$out.json" 2>"$out.err" || { tail -5 "$out.err" >&2; exit 1; }
       cpu=$(echo "$(busy) - $b0" | bc -l)
       t=$(jq -r 'select(.type=="up_result") | .duration_ms/1000' "$out.json")
       cpu=$(echo "$cpu - $idle * $t" | bc -l) # the run's own

@@ -2,9 +2,11 @@
 # operations.sh — the operations benchmark (make bench-operations): on a settled lab cluster of each size,
 # RUNS runs each of the read-only and workstation commands an operator or a monitor runs often: status,
 # diff, state pull (into a new directory), backup (plain, into a new directory); the time of each, its
-# exit code, and the median. Nothing here changes the cluster.
+# exit code, and the median. Nothing here changes the cluster. status and diff reuse the SSH connections
+# the command before left open (--ssh-persist); LOGIN=1 adds them with --ssh-persist 0 (status-login,
+# diff-login: every host logged in to, as the first command after a minute without one does).
 #
-#   SIZES="1+2 1+5" RUNS=5 SETTLE=30 test/bench/operations.sh
+#   SIZES="1+2 1+5" RUNS=5 SETTLE=30 LOGIN=1 test/bench/operations.sh
 set -euo pipefail
 exec 9>&-
 SIZES=${SIZES:-"1+2 1+5"}
@@ -23,7 +25,9 @@ for size in $SIZES; do
   inv=$dir/cluster.yaml
   "$W/clusterctl" up -i "$inv" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" >&2; exit 1; }
   sleep "$SETTLE"
-  for cmd in status diff state-pull backup; do
+  cmds=(status diff state-pull backup)
+  [ -z "${LOGIN:-}" ] || cmds+=(status-login diff-login)
+  for cmd in "${cmds[@]}"; do
     times=() line=""
     for run in $(seq 1 "$RUNS"); do
       case $cmd in
@@ -31,6 +35,8 @@ for size in $SIZES; do
         diff) args=(diff -o json) ;;
         state-pull) args=(state pull --state-dir "$dir/pulled-$run") ;;
         backup) args=(backup --unencrypted --out "$dir/backups-$run") ;;
+        status-login) args=(status -o json --ssh-persist 0) ;;
+        diff-login) args=(diff -o json --ssh-persist 0) ;;
       esac
       t0=$(now)
       code=0
