@@ -40,6 +40,11 @@ type Conn struct {
 	lost    error
 	written atomic.Int64 // file content bytes written by Put
 
+	// bulkDial, for a connection through the keeper, dials the host directly for SFTP: files are not
+	// relayed (keeperdial.go). bulk is that connection once made (the bastions', then the host's).
+	bulkDial func(context.Context) ([]*ssh.Client, error)
+	bulk     []*ssh.Client
+
 	recordFile string // Options.RecordFile
 	recMu      sync.Mutex
 	rec        map[string]recordEntry // the host's record, once read
@@ -144,68 +149,15 @@ func (c *Conn) Close() error {
 		if c.sftp != nil {
 			c.sftp.Close()
 		}
+		for i := len(c.bulk) - 1; i >= 0; i-- {
+			c.bulk[i].Close()
+		}
 		c.mu.Unlock()
 		for i := len(c.via) - 1; i >= 0; i-- {
 			c.via[i].Close()
 		}
 	})
 	return err
-}
-
-// keepalive sends keepalive@openssh.com requests; two unanswered in a row close the connection, so that
-// commands waiting on a dead peer fail instead of hanging.
-func (c *Conn) keepalive(interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	missed := 0
-	for {
-		select {
-		case <-c.closed:
-			return
-		case <-t.C:
-		}
-		switch err := c.ping(interval); {
-		case err == nil:
-			missed = 0
-		case errors.Is(err, errNoAnswer):
-			if missed++; missed >= 2 {
-				c.log.Warn("no answer to keepalives; closing the connection")
-				c.markLost(fmt.Errorf("no answer to keepalives for %s", 2*interval))
-				c.Close()
-				return
-			}
-		case errors.Is(err, net.ErrClosed):
-			return
-		default:
-			c.log.Warn("connection lost", "err", err)
-			c.markLost(err)
-			c.Close()
-			return
-		}
-	}
-}
-
-// errNoAnswer is a keepalive not answered in time.
-var errNoAnswer = errors.New("no answer")
-
-// ping sends one keepalive@openssh.com request and waits for its answer at most timeout: errNoAnswer when
-// none came, net.ErrClosed when the connection was closed or ended meanwhile, else the request's error.
-func (c *Conn) ping(timeout time.Duration) error {
-	answered := make(chan error, 1)
-	go func() {
-		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
-		answered <- err
-	}()
-	select {
-	case err := <-answered:
-		return err
-	case <-time.After(timeout):
-		return errNoAnswer
-	case <-c.closed:
-		return net.ErrClosed
-	case <-c.dead:
-		return net.ErrClosed
-	}
 }
 
 // Result is what a command printed and how it ended.
@@ -504,7 +456,11 @@ func (c *Conn) SFTP(ctx context.Context) (_ *sftp.Client, err error) {
 }
 
 func (c *Conn) startSFTP(ctx context.Context, subsystem bool) (*sftp.Client, *ssh.Session, error) {
-	sess, err := c.client.NewSession()
+	client, err := c.sftpClient(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := client.NewSession()
 	if err != nil {
 		return nil, nil, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("opening an SFTP session: %w", err)}
 	}

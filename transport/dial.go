@@ -160,28 +160,35 @@ func (d *Dialer) Dial(ctx context.Context, t Target) (*Conn, error) {
 			return c, err
 		}
 	}
+	return retry(ctx, d, t, func() (*Conn, error) { return d.dialOnce(ctx, t) })
+}
+
+// retry runs once until it succeeds, or fails with an error a retry cannot fix, or has been retried
+// Options.Retries times, with a backoff doubled each time from Options.RetryDelay.
+func retry[T any](ctx context.Context, d *Dialer, t Target, once func() (T, error)) (T, error) {
+	var zero T
 	delay := d.opts.RetryDelay
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		c, err := d.dialOnce(ctx, t)
+		c, err := once()
 		if err == nil {
 			return c, nil
 		}
 		if ctx.Err() != nil {
-			return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}
+			return zero, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}
 		}
 		if attempt >= d.opts.Retries || !Retryable(err) || d.opts.authFinal && errors.Is(err, ErrAuth) {
 			var de *DialError
 			if attempt > 0 && errors.As(err, &de) {
 				de.Tries, de.Took = attempt+1, time.Since(start)
 			}
-			return nil, err
+			return zero, err
 		}
 		d.opts.Log.Debug("dial failed, retrying", "host", t.Name, "attempt", attempt+1, "err", err)
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
-			return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}
+			return zero, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}
 		}
 		delay *= 2
 	}
@@ -197,6 +204,15 @@ func portOr22(p int) int {
 }
 
 func (d *Dialer) dialOnce(ctx context.Context, t Target) (*Conn, error) {
+	clients, err := d.chain(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return d.finish(ctx, t, clients[len(clients)-1], clients[:len(clients)-1], nil)
+}
+
+// chain connects to t through its bastions: the bastions' connections, then the host's, last.
+func (d *Dialer) chain(ctx context.Context, t Target) ([]*ssh.Client, error) {
 	hops := append(append([]Hop{}, t.Bastions...), Hop{Address: t.Address, Port: t.Port, User: t.User,
 		IdentityFiles: t.IdentityFiles, HostKeys: t.HostKeys})
 	var clients []*ssh.Client
@@ -222,7 +238,7 @@ func (d *Dialer) dialOnce(ctx context.Context, t Target) (*Conn, error) {
 		}
 		clients = append(clients, client)
 	}
-	return d.finish(ctx, t, clients[len(clients)-1], clients[:len(clients)-1], nil)
+	return clients, nil
 }
 
 // finish makes the Conn of a connection made (directly, or through the keeper: why then says why it

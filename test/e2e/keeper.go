@@ -13,8 +13,9 @@ func CheckKeptConnections(t *testing.T, c *Cluster, host string) {
 	t.Helper()
 	sshd := func(extra ...string) string {
 		t.Helper()
-		args := append([]string{"exec", "--limit", host, "-o", "json"}, extra...)
-		stdout, stderr, code := c.Run(t, append(args, "--", "echo $PPID")...)
+		// The inventory before "--": Cluster.Run puts it last, in the remote command.
+		args := append([]string{"exec", "-i", c.Inventory, "--limit", host, "-o", "json"}, extra...)
+		stdout, stderr, code := RunClusterctl(t, append(args, "--", "echo $PPID")...)
 		for _, l := range strings.Split(stdout, "\n") {
 			var e struct{ Type, Host, Stdout string }
 			if json.Unmarshal([]byte(l), &e) == nil && e.Type == "exec" && e.Host == host && code == 0 {
