@@ -345,12 +345,12 @@ func (r *caRotation) restartWorkloads(ctx context.Context, play string, trustedA
 	return d.e.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
 		var waiting []string
 		for _, w := range todo {
-			done, err := workloads.RolledOut(ctx, admin.Kube, w)
+			done, why, err := workloads.RolledOut(ctx, admin.Kube, w)
 			if err != nil {
 				return false, "", err
 			}
 			if !done {
-				waiting = append(waiting, w.String())
+				waiting = append(waiting, w.String()+" ("+why+")")
 			}
 		}
 		return len(waiting) == 0, "the rollout of " + strings.Join(waiting, ", "), nil

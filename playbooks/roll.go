@@ -176,8 +176,8 @@ func (d *deployment) refreshKubeProxy(ctx context.Context, play string) error {
 	}
 	d.e.say(play, "", "kube-proxy restarted on every node: the only API server is back, and its watch of the Service endpoints would reconnect only after its back-off")
 	return d.e.poll(ctx, play, "", d.o.Timeout, func() (bool, string, error) {
-		ok, err := workloads.RolledOut(ctx, admin.Kube, ds)
-		return ok, "kube-proxy to run on every node again", err
+		ok, why, err := workloads.RolledOut(ctx, admin.Kube, ds)
+		return ok, "kube-proxy to run on every node again (" + why + ")", err
 	})
 }
 

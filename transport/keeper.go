@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,7 +35,7 @@ import (
 
 // keeperVersion is the version of the protocol between a command and its keeper; it is part of the
 // socket's name (KeeperSocket), so that a command never talks to a keeper that speaks another.
-const keeperVersion = 1
+const keeperVersion = 2
 
 // keeperLost is the global request by which the keeper tells a command why the host's connection ended,
 // just before it closes theirs.
@@ -211,6 +212,10 @@ func (k *keeper) serve(nc net.Conn) {
 		k.idle = req.Persist
 		k.mu.Unlock()
 	}
+	if req.Hold {
+		_, _ = io.Copy(io.Discard, nc) // until the command ends
+		return
+	}
 	key := keyOf(req)
 	// The client may give up while the host is dialled: the dial goes on, for the next one.
 	gone := make(chan struct{})
@@ -315,7 +320,7 @@ func (k *keeper) get(key string, req keeperRequest, gone <-chan struct{}) (*kept
 				return one, nil
 			}
 			k.o.Log.Info("a kept connection no longer answers", "host", req.Target.Name)
-			one.c.Close()
+			k.drop(key, one)
 			continue
 		}
 		if kc.dialing != nil {
@@ -329,26 +334,41 @@ func (k *keeper) get(key string, req keeperRequest, gone <-chan struct{}) (*kept
 			}
 		}
 		kc.dialing = make(chan struct{})
-		d, err := k.dialer(req.Options)
 		k.mu.Unlock()
-		var c *Conn
-		if err == nil {
-			c, err = d.Dial(k.ctx, req.Target)
-		}
+		one, err := k.connect(key, req, 0)
 		k.mu.Lock()
 		close(kc.dialing)
 		kc.dialing = nil
-		if err != nil {
-			k.mu.Unlock()
-			k.o.Log.Info("dial failed", "host", req.Target.Name, "err", err)
-			return nil, err
-		}
-		one := &keptOne{c: c, max: keeperSessions}
-		kc.conns = append(kc.conns, one)
 		k.mu.Unlock()
-		k.o.Log.Info("connected", "host", req.Target.Name, "address", req.Target.addr())
-		return one, nil
+		return one, err
 	}
+}
+
+// connect dials one more connection for key with open channels already counted on it, and keeps it.
+func (k *keeper) connect(key string, req keeperRequest, open int) (*keptOne, error) {
+	k.mu.Lock()
+	d, err := k.dialer(req.Options)
+	k.mu.Unlock()
+	var c *Conn
+	if err == nil {
+		c, err = d.Dial(k.ctx, req.Target)
+	}
+	if err != nil {
+		k.o.Log.Info("dial failed", "host", req.Target.Name, "err", err)
+		return nil, err
+	}
+	one := &keptOne{c: c, open: open, max: keeperSessions}
+	k.mu.Lock()
+	kc := k.kept[key]
+	if kc == nil {
+		kc = &keptConn{}
+		k.kept[key] = kc
+	}
+	kc.conns = append(kc.conns, one)
+	n := len(kc.conns)
+	k.mu.Unlock()
+	k.o.Log.Info("connected", "host", req.Target.Name, "address", req.Target.addr(), "connections", n)
+	return one, nil
 }
 
 // alive says whether c's host answers a keepalive within timeout.
@@ -357,6 +377,16 @@ func alive(c *Conn, timeout time.Duration) bool {
 		timeout = 10 * time.Second
 	}
 	return c.ping(timeout) == nil
+}
+
+// drop closes one and forgets it.
+func (k *keeper) drop(key string, one *keptOne) {
+	one.c.Close()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if kc := k.kept[key]; kc != nil {
+		kc.conns = slices.DeleteFunc(kc.conns, func(o *keptOne) bool { return o == one })
+	}
 }
 
 // prune drops the connections that have ended. Called with the keeper's lock held.
@@ -482,7 +512,8 @@ func (k *keeper) open(key string, req keeperRequest, ch ssh.NewChannel) (*keptOn
 		k.mu.Unlock()
 		if one == nil {
 			var err error
-			if one, err = k.another(key, req); err != nil {
+			// The others carry their most sessions: one more connection, its first channel counted.
+			if one, err = k.connect(key, req, 1); err != nil {
 				return nil, nil, nil, err
 			}
 		}
@@ -503,26 +534,4 @@ func (k *keeper) open(key string, req keeperRequest, ch ssh.NewChannel) (*keptOn
 		}
 	}
 	return nil, nil, nil, &ssh.OpenChannelError{Reason: ssh.ResourceShortage, Message: "no connection to the host has room for a session"}
-}
-
-// another dials one more connection for key, its first channel counted.
-func (k *keeper) another(key string, req keeperRequest) (*keptOne, error) {
-	k.mu.Lock()
-	d, err := k.dialer(req.Options)
-	k.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	c, err := d.Dial(k.ctx, req.Target)
-	if err != nil {
-		return nil, err
-	}
-	one := &keptOne{c: c, open: 1, max: keeperSessions}
-	k.mu.Lock()
-	if kc := k.kept[key]; kc != nil {
-		kc.conns = append(kc.conns, one)
-	}
-	k.mu.Unlock()
-	k.o.Log.Info("connected again: the others carry their most sessions", "host", req.Target.Name)
-	return one, nil
 }

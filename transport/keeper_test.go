@@ -3,9 +3,11 @@ package transport_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,26 +15,52 @@ import (
 	"github.com/clusterctl/clusterctl/transport/transporttest"
 )
 
-// keeperIn starts keepers in this process on a socket of the test's, as a command starts its own, and
-// returns the client a command's Dialer takes; started counts the starts.
-func keeperIn(t *testing.T, idle time.Duration) (kc *transport.KeeperClient, started *int, done <-chan error) {
+// testKeeper starts keepers in this process on a socket of the test's, as a command starts its own.
+type testKeeper struct {
+	sock    string
+	idle    time.Duration
+	ctx     context.Context
+	started atomic.Int32
+	done    chan error // what each keeper's ServeKeeper returned
+}
+
+// keeperIn is a testKeeper; running starts its keeper now, as a command before the test's would have.
+func keeperIn(t *testing.T, idle time.Duration, running bool) *testKeeper {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "k.sock")
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 8)
-	n := 0
 	t.Cleanup(cancel)
-	return &transport.KeeperClient{Socket: sock, Persist: idle, Start: func() error {
-		n++
-		go func() { errc <- transport.ServeKeeper(ctx, transport.KeeperOptions{Socket: sock, Idle: idle}) }()
-		return nil
-	}}, &n, errc
+	k := &testKeeper{sock: filepath.Join(t.TempDir(), "k.sock"), idle: idle, ctx: ctx, done: make(chan error, 8)}
+	if running {
+		_ = k.start()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if nc, err := net.Dial("unix", k.sock); err == nil {
+				nc.Close()
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("the keeper does not answer: %v", err)
+			}
+		}
+	}
+	return k
+}
+
+func (k *testKeeper) start() error {
+	k.started.Add(1)
+	go func() { k.done <- transport.ServeKeeper(k.ctx, transport.KeeperOptions{Socket: k.sock, Idle: k.idle}) }()
+	return nil
+}
+
+// client is one command's way to the keeper; the command's end is the test's.
+func (k *testKeeper) client(t *testing.T) *transport.KeeperClient {
+	kc := &transport.KeeperClient{Socket: k.sock, Persist: k.idle, Start: k.start}
+	t.Cleanup(kc.Close)
+	return kc
 }
 
 // keptDial is a command's dial through a keeper of keeperIn's (its Dialer's keepalives off).
-func keptDial(t *testing.T, target transport.Target, opts transport.Options, kc *transport.KeeperClient) *transport.Conn {
+func keptDial(t *testing.T, target transport.Target, opts transport.Options, k *testKeeper) *transport.Conn {
 	t.Helper()
-	opts.Keepalive, opts.Keeper = -1, kc
+	opts.Keepalive, opts.Keeper = -1, k.client(t)
 	c, err := dial(t, target, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -40,14 +68,15 @@ func keptDial(t *testing.T, target transport.Target, opts transport.Options, kc 
 	return c
 }
 
-// Two commands, one after the other, reach a host through the keeper: one login between them for their
-// commands, and every command, stream, exit status and file as a direct connection has them.
+// With no keeper running, a command logs in itself and starts one; the commands after it share one login
+// kept by it for their commands, and each has its files over a login of its own. Every command, stream,
+// exit status and file is as a direct connection has them.
 func TestKeeperKeepsTheConnectionBetweenCommands(t *testing.T) {
 	srv, target, opts := setup(t, transporttest.Options{})
-	kc, started, _ := keeperIn(t, time.Minute)
-	for i := range 2 {
+	k := keeperIn(t, time.Minute, false)
+	for i := range 3 {
 		o := opts
-		o.Keeper = kc
+		o.Keeper = k.client(t)
 		c, err := dial(t, target, o)
 		if err != nil {
 			t.Fatalf("command %d: %v", i, err)
@@ -68,14 +97,16 @@ func TestKeeperKeepsTheConnectionBetweenCommands(t *testing.T) {
 			t.Errorf("command %d: the file holds %q", i, b)
 		}
 		c.Close()
+		o.Keeper.Close() // the command ends
+		if i == 0 && srv.Connections() != 1 {
+			t.Errorf("the first command logged in %d times, want once, by itself", srv.Connections())
+		}
 	}
-	// One login kept for both commands' commands; each command's files over a connection of its own,
-	// dialled directly (files are not relayed).
-	if n := srv.Connections(); n != 3 {
-		t.Errorf("the host was logged into %d times, want 3: once for both commands, and once for each one's files", n)
+	if n := srv.Connections(); n != 4 {
+		t.Errorf("the host was logged into %d times, want 4: by the first command, once kept for the other two, and once for each one's files", n)
 	}
-	if *started != 1 {
-		t.Errorf("the keeper was started %d times, want once", *started)
+	if n := k.started.Load(); n != 1 {
+		t.Errorf("the keeper was started %d times, want once", n)
 	}
 }
 
@@ -84,8 +115,7 @@ func TestKeeperKeepsTheConnectionBetweenCommands(t *testing.T) {
 func TestKeeperRefusesAChangedHostKey(t *testing.T) {
 	srv, target, opts := setup(t, transporttest.Options{})
 	srv.WriteKnownHosts(t, opts.ClusterKnownHosts, transporttest.NewKey(t).PublicKey())
-	kc, _, _ := keeperIn(t, time.Minute)
-	opts.Keeper = kc
+	opts.Keeper = keeperIn(t, time.Minute, true).client(t)
 	_, err := dial(t, target, opts)
 	var hk *transport.HostKeyError
 	if !errors.As(err, &hk) || hk.Host != "h1" || !strings.Contains(err.Error(), "HOST KEY MISMATCH") {
@@ -100,8 +130,8 @@ func TestKeeperRefusesAChangedHostKey(t *testing.T) {
 // new connection, not the dead one.
 func TestKeeperAfterTheHostsConnectionEnds(t *testing.T) {
 	srv, target, opts := setup(t, transporttest.Options{})
-	kc, _, _ := keeperIn(t, time.Minute)
-	c := keptDial(t, target, opts, kc)
+	k := keeperIn(t, time.Minute, true)
+	c := keptDial(t, target, opts, k)
 	srv.DropConnections()
 	deadline := time.Now().Add(5 * time.Second)
 	for c.Lost() == nil && time.Now().Before(deadline) {
@@ -111,7 +141,7 @@ func TestKeeperAfterTheHostsConnectionEnds(t *testing.T) {
 	if !errors.As(c.Lost(), &lost) || lost.Host != "h1" {
 		t.Fatalf("the command's connection after the host's ended: %v, want a *LostError", c.Lost())
 	}
-	c2 := keptDial(t, target, opts, kc)
+	c2 := keptDial(t, target, opts, k)
 	if res, err := c2.Run(context.Background(), "echo again", nil); err != nil || string(res.Stdout) != "again\n" {
 		t.Errorf("the next command: %q %v", res.Stdout, err)
 	}
@@ -120,32 +150,63 @@ func TestKeeperAfterTheHostsConnectionEnds(t *testing.T) {
 	}
 }
 
+// The host's link is cut after the command reached it through the keeper and before its first file: the
+// direct connection files take cannot be made, and the host, which no longer answers on the kept one
+// either, is reported lost (unreachable), as it is when the cut comes in the middle of a transfer.
+func TestKeeperHostCutBeforeItsFiles(t *testing.T) {
+	srv, target, opts := setup(t, transporttest.Options{})
+	k := keeperIn(t, time.Minute, true)
+	opts.ConnectTimeout, opts.Retries = 300*time.Millisecond, 1
+	c := keptDial(t, target, opts, k)
+	srv.Cut()
+	_, err := c.Put(context.Background(), []transport.File{{Path: filepath.Join(t.TempDir(), "f"), Data: []byte("x"), Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}})
+	var lost *transport.LostError
+	if !errors.As(err, &lost) || lost.Host != "h1" || !strings.Contains(err.Error(), "h1: unreachable") {
+		t.Fatalf("Put after the host's link was cut: %v, want h1 unreachable (a *LostError)", err)
+	}
+	if c.Lost() == nil {
+		t.Errorf("the connection is not recorded lost")
+	}
+}
+
 // A connection kept while the host dropped it unseen (no keepalives) is found dead when the next command
 // asks for it, and replaced.
 func TestKeeperReplacesADeadConnection(t *testing.T) {
 	srv, target, opts := setup(t, transporttest.Options{})
-	kc, _, _ := keeperIn(t, time.Minute)
-	keptDial(t, target, opts, kc).Close()
+	k := keeperIn(t, time.Minute, true)
+	keptDial(t, target, opts, k).Close()
 	srv.DropConnections()
-	if _, err := keptDial(t, target, opts, kc).Run(context.Background(), "true", nil); err != nil {
+	if _, err := keptDial(t, target, opts, k).Run(context.Background(), "true", nil); err != nil {
 		t.Errorf("a command after the host dropped the kept connection: %v", err)
 	}
 }
 
-// The keeper exits once it has had no command for its idle time, and removes its socket.
+// The keeper a command started stays while that command runs, however long, and exits once it has had no
+// command for its idle time after that, removing its socket.
 func TestKeeperExitsWhenIdle(t *testing.T) {
 	_, target, opts := setup(t, transporttest.Options{})
-	kc, _, done := keeperIn(t, time.Second)
-	keptDial(t, target, opts, kc).Close()
+	k := keeperIn(t, time.Second, false)
+	opts.Keeper = k.client(t)
+	c, err := dial(t, target, opts) // no keeper: this command starts one
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
 	select {
-	case err := <-done:
+	case err := <-k.done:
+		t.Fatalf("the keeper exited while the command that started it ran: %v", err)
+	case <-time.After(2500 * time.Millisecond):
+	}
+	opts.Keeper.Close() // the command ends
+	select {
+	case err := <-k.done:
 		if err != nil {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the keeper did not exit after 1 s without a command")
 	}
-	if _, err := os.Lstat(kc.Socket); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(k.sock); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("its socket is left: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,10 +26,19 @@ type KeeperClient struct {
 	Persist time.Duration // how long it stays after the last command ends
 	Start   func() error  // starts it, a process of its own, on Socket
 
+	// Log, when set, hears about a keeper that could not be started for the next command.
+	Log *slog.Logger
+
 	mu      sync.Mutex
 	off     error // why the keeper cannot be used: every dial is direct
 	started bool
+	hold    net.Conn      // held open to the keeper this command started, until the command ends (Close)
+	holding chan struct{} // closed when the start for the next command has ended
 }
+
+// errKeeperStarting is a command's when no keeper was running: it dials its hosts itself, as fast as with
+// no keeper at all, and starts one in the background for the commands that follow.
+var errKeeperStarting = errors.New("no connection keeper was running: one is started for the next command")
 
 // KeeperSocket is where the keeper of stateDir listens: in $XDG_RUNTIME_DIR/clusterctl, else in
 // $TMPDIR/clusterctl-UID, a directory only this user may enter (made so, or refused); its name is a digest
@@ -64,24 +74,65 @@ func KeeperSocket(stateDir, exe string) (string, error) {
 	return filepath.Join(dir, hex.EncodeToString(sum[:8])+".sock"), nil
 }
 
-// connect opens a connection to the keeper, starting it (once per command, one command at a time) when
-// none answers.
-func (kc *KeeperClient) connect(ctx context.Context) (net.Conn, error) {
+// connect opens a connection to the keeper. When none answers, the command dials its hosts itself (a
+// keeper that starts now would only add its start and a second handshake to this command's logins) and
+// starts one in the background, held until the command ends: the next command finds it.
+func (kc *KeeperClient) connect() (net.Conn, error) {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	if kc.off != nil {
 		return nil, kc.off
 	}
 	nc, err := net.Dial("unix", kc.Socket)
-	if err == nil || kc.started || kc.Start == nil {
+	if err == nil || kc.Start == nil {
 		return nc, err
 	}
-	kc.started = true
-	nc, err = kc.start(ctx)
-	if err != nil {
-		kc.off = err
+	kc.off = errKeeperStarting
+	kc.holding = make(chan struct{})
+	go kc.startForNext()
+	return nil, kc.off
+}
+
+// startForNext starts the keeper and holds it until Close, so that its --ssh-persist counts from the end
+// of this command, however long it runs.
+func (kc *KeeperClient) startForNext() {
+	defer close(kc.holding)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := kc.start(ctx)
+	if err == nil {
+		if err = writeMessage(nc, keeperRequest{Hold: true, Persist: kc.Persist}); err != nil {
+			nc.Close()
+		}
 	}
-	return nc, err
+	if err != nil {
+		if kc.Log != nil {
+			kc.Log.Warn("no connection keeper for the next command: each logs in itself", "err", err)
+		}
+		return
+	}
+	kc.mu.Lock()
+	kc.hold = nc
+	kc.mu.Unlock()
+}
+
+// Close lets the keeper this command started count its idle time from now (a command's end does the same).
+func (kc *KeeperClient) Close() {
+	if kc == nil {
+		return
+	}
+	kc.mu.Lock()
+	h := kc.holding
+	kc.mu.Unlock()
+	if h != nil {
+		<-h
+	}
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if kc.hold != nil {
+		kc.hold.Close()
+		kc.hold = nil
+	}
 }
 
 // start starts the keeper, under a lock that other commands take too, unless one of them has by then.
@@ -136,12 +187,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// canAsk says whether this command can ask for a password or passphrase on its terminal: a login the
+// keeper's credentials cannot make is then final for the keeper and made by the command itself.
+func (d *Dialer) canAsk() bool { return d.opts.Password != nil || d.opts.Passphrase != nil }
+
 // keeperOptions are the options the keeper dials with for this Dialer.
 func (d *Dialer) keeperOptions() keeperDialOptions {
 	o := keeperDialOptions{ClusterKnownHosts: d.opts.ClusterKnownHosts, AcceptNew: d.opts.AcceptNew,
 		RecordTrusted: d.opts.RecordTrusted, Agent: d.opts.Agent, AgentSocket: d.opts.AgentSocket,
 		ConnectTimeout: d.opts.ConnectTimeout, Keepalive: d.opts.Keepalive, Retries: d.opts.Retries,
-		RetryDelay: d.opts.RetryDelay, AuthFinal: d.opts.Password != nil || d.opts.Passphrase != nil}
+		RetryDelay: d.opts.RetryDelay, AuthFinal: d.canAsk()}
 	if o.ClusterKnownHosts != "" {
 		o.ClusterKnownHosts, _ = filepath.Abs(expandHome(o.ClusterKnownHosts))
 	}
@@ -183,11 +238,8 @@ func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok b
 		d.opts.Log.Debug("dialling directly", "host", t.Name, "why", why, "err", err)
 		return nil, nil, false
 	}
-	nc, err := kc.connect(ctx)
+	nc, err := kc.connect()
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}, true
-		}
 		return direct("no connection keeper", err)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
@@ -205,7 +257,7 @@ func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok b
 		return nil, &DialError{Host: t.Name, Address: t.addr(), Err: ctx.Err()}, true
 	case err != nil:
 		return direct("the connection keeper failed", err)
-	case ans.Err != nil && ans.Err.Auth && d.opts.Password != nil || ans.Err != nil && ans.Err.Auth && d.opts.Passphrase != nil:
+	case ans.Err != nil && ans.Err.Auth && d.canAsk():
 		return direct("the login needs what only this command can ask for", ans.Err.err())
 	case ans.Err != nil:
 		return nil, ans.Err.err(), true
@@ -249,7 +301,11 @@ func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok b
 	})
 	if c != nil {
 		c.bulkDial = func(ctx context.Context) ([]*ssh.Client, error) {
-			return retry(ctx, d, t, func() ([]*ssh.Client, error) { return d.chain(ctx, t) })
+			chain, err := retry(ctx, d, t, func() ([]*ssh.Client, error) { return d.chain(ctx, t) })
+			if err != nil {
+				return nil, c.bulkLost(ctx, err, d.opts.ConnectTimeout)
+			}
+			return chain, nil
 		}
 	}
 	return c, err, true
@@ -284,4 +340,30 @@ func (c *Conn) sftpClient(ctx context.Context) (*ssh.Client, error) {
 		}()
 	}
 	return c.bulk[len(c.bulk)-1], nil
+}
+
+// bulkLost is the error of a direct dial that failed on a Conn already made through the keeper. When the
+// host no longer answers on that connection either (a keepalive, relayed to it), the host was lost after it
+// was reached, as a connection of the command's own would have been in the middle of its transfer: the
+// connection ends and the error is a *LostError. A refused key or login, or a host that still answers, is
+// the dial's own error.
+func (c *Conn) bulkLost(ctx context.Context, err error, timeout time.Duration) error {
+	var hk *HostKeyError
+	if ctx.Err() != nil || errors.As(err, &hk) || errors.Is(err, ErrAuth) {
+		return err
+	}
+	perr := c.ping(timeout)
+	if perr == nil {
+		return err
+	}
+	if errors.Is(perr, errNoAnswer) {
+		perr = fmt.Errorf("no answer to a keepalive in %s", timeout)
+	}
+	c.markLost(perr)
+	c.client.Close()
+	if le := (*LostError)(nil); errors.As(c.Lost(), &le) {
+		le.Err = err
+		return le
+	}
+	return err
 }

@@ -21,6 +21,9 @@ type keeperRequest struct {
 	Target  Target
 	Options keeperDialOptions
 	Persist time.Duration // how long the keeper stays after the last client, from now on
+	// Hold asks for nothing but the keeper's stay: the command that started it, dialling its hosts itself,
+	// holds it until it ends, so that its Persist counts from then.
+	Hold bool `json:",omitempty"`
 }
 
 // keeperDialOptions are the Options of the command's Dialer that decide a connection (the credentials

@@ -32,7 +32,7 @@ func keeperFor(g *globalOptions, s *sshOptions, state string) *transport.KeeperC
 		g.log.Warn("SSH connections are not kept between commands", "err", err)
 		return nil
 	}
-	return &transport.KeeperClient{Socket: sock, Persist: s.Persist, Start: func() error {
+	return &transport.KeeperClient{Socket: sock, Persist: s.Persist, Log: g.log, Start: func() error {
 		return startKeeper(exe, sock, state, s.Persist)
 	}}
 }

@@ -113,36 +113,6 @@ func Restart(ctx context.Context, kube kubernetes.Interface, w Workload, at time
 	return nil
 }
 
-// RolledOut reports whether a workload's rollout is complete, as kubectl rollout status judges it.
-func RolledOut(ctx context.Context, kube kubernetes.Interface, w Workload) (bool, error) {
-	apps := kube.AppsV1()
-	switch w.Kind {
-	case "Deployment":
-		d, err := apps.Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		want := replicas(d.Spec.Replicas)
-		s := d.Status
-		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want, nil
-	case "DaemonSet":
-		d, err := apps.DaemonSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		s := d.Status
-		return s.ObservedGeneration >= d.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled, nil
-	case "StatefulSet":
-		st, err := apps.StatefulSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		s := st.Status
-		return s.ObservedGeneration >= st.Generation && s.UpdateRevision == s.CurrentRevision && s.ReadyReplicas == replicas(st.Spec.Replicas), nil
-	}
-	return true, nil
-}
-
 func replicas(r *int32) int32 {
 	if r == nil {
 		return 1

@@ -116,3 +116,38 @@ func TestOldTokens(t *testing.T) {
 		t.Errorf("no listing: %v", got)
 	}
 }
+
+// A rollout that is not done says where it stands and what holds it: the first Pod not Ready, its node and
+// the kubelet's reason; one that is done says nothing.
+func TestRolledOutSaysWhy(t *testing.T) {
+	two := int32(2)
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns", Generation: 3},
+		Spec:       appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}}},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 3, UpdatedReplicas: 1, AvailableReplicas: 2},
+	}
+	pod := func(name string, ready corev1.ConditionStatus, waiting *corev1.ContainerStateWaiting) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, Labels: map[string]string{"k8s-app": "kube-dns"}},
+			Spec:       corev1.PodSpec{NodeName: "w2"},
+			Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "coredns", State: corev1.ContainerState{Waiting: waiting}, RestartCount: 1}}},
+		}
+	}
+	kube := fake.NewSimpleClientset(dep,
+		pod("coredns-a", corev1.ConditionTrue, nil),
+		pod("coredns-b", corev1.ConditionFalse, &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s\nrestarting"}))
+	w := Workload{Namespace: "kube-system", Kind: "Deployment", Name: "coredns"}
+	done, why, err := RolledOut(context.Background(), kube, w)
+	want := "1 of 2 updated, 2 available; Pod coredns-b on w2: container coredns CrashLoopBackOff: back-off 10s restarting, 1 restarts"
+	if err != nil || done || why != want {
+		t.Errorf("RolledOut = %v, %q, %v; want false, %q", done, why, err, want)
+	}
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}
+	if _, err := kube.AppsV1().Deployments("kube-system").UpdateStatus(context.Background(), dep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if done, why, err := RolledOut(context.Background(), kube, w); !done || why != "" || err != nil {
+		t.Errorf("a finished rollout: %v, %q, %v", done, why, err)
+	}
+}

@@ -216,17 +216,22 @@ spec:
 			t.Fatalf("after a second up: %s", got)
 		}
 		data, _ := os.ReadFile(c.Inventory)
-		changed := strings.Replace(string(data), "args: [--kubelet-insecure-tls]", "args: [--kubelet-insecure-tls, --metric-resolution=20s]", 1)
+		// A value of the Service's alone: the upgrade is one revision, with no Pod to roll out and wait for.
+		changed := strings.Replace(string(data), "args: [--kubelet-insecure-tls]\n",
+			"args: [--kubelet-insecure-tls]\n        service: {labels: {kubernetes.io/cluster-service: \"true\"}}\n", 1)
 		if err := os.WriteFile(c.Inventory, []byte(changed), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		stdout, _, code := c.Run(t, "up", "--dry-run")
-		if code != 0 || !strings.Contains(stdout, "would upgrade") || !strings.Contains(stdout, "+- --metric-resolution=20s") {
+		if code != 0 || !strings.Contains(stdout, "would upgrade") || !strings.Contains(stdout, "+    kubernetes.io/cluster-service: \"true\"") {
 			t.Errorf("up --dry-run (exit %d) shows no upgrade with the values' diff:\n%s", code, stdout)
 		}
 		c.Up(t)
 		if got := revisions(addonsList(t, c)); got != "flannel=1 local-path=1 metrics-server=2 extras=1" {
 			t.Fatalf("after a changed value: %s", got)
+		}
+		if got := c.MustK(t, "get", "service", "-n", "kube-system", "metrics-server", "-o", "jsonpath={.metadata.labels.kubernetes\\.io/cluster-service}"); got != "true" {
+			t.Errorf("the changed value is not on the Service: label %q", got)
 		}
 	})
 

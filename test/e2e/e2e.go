@@ -303,6 +303,7 @@ const ProbeImage = "clusterctl.local/e2e/probe:1"
 // LoadProbe builds testdata/probe, packs it as an image and imports it into containerd on hosts.
 func (c *Cluster) LoadProbe(t testing.TB, hosts ...string) {
 	t.Helper()
+	start := time.Now()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "probe")
 	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./test/e2e/testdata/probe")
@@ -316,7 +317,10 @@ func (c *Cluster) LoadProbe(t testing.TB, hosts ...string) {
 		image.Config{Entrypoint: []string{"/probe"}, Arch: runtime.GOARCH}); err != nil {
 		t.Fatal(err)
 	}
+	built := time.Now()
 	c.ImportImage(t, tar, hosts...)
+	t.Logf("the probe's image built in %s, imported on %s in %s", built.Sub(start).Round(100*time.Millisecond),
+		strings.Join(hosts, ", "), time.Since(built).Round(100*time.Millisecond))
 }
 
 // ImportImage imports an image archive into containerd (the Kubernetes namespace) on hosts.
@@ -370,9 +374,11 @@ spec:
 		t.Fatal(err)
 	}
 	// 2 min: on the CI machine the -race unit tests share the 2 cores with the hosts.
+	start := time.Now()
 	if _, err := c.K(t, "", "wait", "--for=condition=Ready", "pod/"+name, "--timeout=120s"); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("Pod %s Ready on %s in %s", name, node, time.Since(start).Round(100*time.Millisecond))
 }
 
 func tail(s string, n int) string {

@@ -54,6 +54,8 @@ type Server struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	netConns []net.Conn
+	cut      chan struct{} // closed by Cut
+	cutOnce  sync.Once
 }
 
 // NewServer starts a server on 127.0.0.1 and stops it when the test ends.
@@ -66,7 +68,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Addr: ln.Addr().String(), HostKey: opts.HostKey, opts: opts, ln: ln, signals: make(chan string, 16)}
+	s := &Server{Addr: ln.Addr().String(), HostKey: opts.HostKey, opts: opts, ln: ln, signals: make(chan string, 16), cut: make(chan struct{})}
 	s.wg.Add(1)
 	go s.serve()
 	t.Cleanup(s.Close)
@@ -126,6 +128,11 @@ func (s *Server) DropConnections() {
 	s.netConns = nil
 }
 
+// Cut makes the server a host whose link was cut: what it is sent on its connections goes unanswered,
+// nothing more is written to them, and new connections are accepted and never answered (the timeouts of a
+// dial to a host that is gone). Close ends it.
+func (s *Server) Cut() { s.cutOnce.Do(func() { close(s.cut) }) }
+
 // Close stops the server and drops every connection.
 func (s *Server) Close() {
 	s.ln.Close()
@@ -166,10 +173,16 @@ func (s *Server) serve() {
 		if err != nil {
 			return
 		}
+		nc = &cuttable{Conn: nc, cut: s.cut, closed: make(chan struct{})}
 		s.conns.Add(1)
 		s.mu.Lock()
 		s.netConns = append(s.netConns, nc)
 		s.mu.Unlock()
+		select {
+		case <-s.cut:
+			continue // a link cut: never answered; closed by Close
+		default:
+		}
 		if s.opts.Stall {
 			continue // never answer; closed by Close
 		}
@@ -292,6 +305,47 @@ func exitStatus(ch ssh.Channel, code int) {
 	b := make([]byte, 4)
 	binary.BigEndian.PutUint32(b, uint32(code))
 	_, _ = ch.SendRequest("exit-status", false, b)
+}
+
+// cuttable is a connection that goes silent once its server's link is cut: it reads what it is sent and
+// never passes it on, and drops what it would write, until it is closed.
+type cuttable struct {
+	net.Conn
+	cut       <-chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (c *cuttable) Read(p []byte) (int, error) {
+	for {
+		select {
+		case <-c.cut:
+			<-c.closed
+			return 0, net.ErrClosed
+		default:
+		}
+		n, err := c.Conn.Read(p)
+		select {
+		case <-c.cut:
+			continue // what came after the cut is lost
+		default:
+		}
+		return n, err
+	}
+}
+
+func (c *cuttable) Write(p []byte) (int, error) {
+	select {
+	case <-c.cut:
+		return len(p), nil
+	default:
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *cuttable) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
 
 // dropper closes the network connection once it has read its budget of bytes.
