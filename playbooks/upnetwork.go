@@ -138,9 +138,12 @@ func (u *upRun) network(ctx context.Context, p *plan) error {
 	return u.networkAddon(ctx, p)
 }
 
-// networkCluster is the cluster as the network step sees it: the run's nodes, and with others the
-// inventory's other nodes that are the cluster's (connected: they get their routes), each with its Node's
-// range and address; the cluster's Nodes that are no host of the inventory by name.
+// networkCluster is the cluster as the network step sees it: the run's nodes and the inventory's other
+// nodes that are the cluster's, each with its Node's range and address; the cluster's Nodes that are no
+// host of the inventory by name. With others, the other nodes are connected and their facts read: they
+// get their routes. Without (the early pass, which writes the run's nodes alone), they are still there,
+// so that a run's node already in the cluster (the first control-plane node of add-node) keeps its routes
+// to them: a run that fails between the two passes must not leave it cut off from the other nodes' Pods.
 func (u *upRun) networkCluster(ctx context.Context, p *plan, list []corev1.Node, others bool) (*network.Cluster, error) {
 	c := &network.Cluster{Inv: u.e.Inv, Images: p.images, Unknown: map[string][]string{}}
 	if p.rendered != nil {
@@ -154,13 +157,16 @@ func (u *upRun) networkCluster(ctx context.Context, p *plan, list []corev1.Node,
 	hosts := slices.Clone(run)
 	var rest []*inventory.Host
 	for i := range u.e.Inv.Hosts {
-		if h := &u.e.Inv.Hosts[i]; others && byName[h.NodeName] != nil && !slices.Contains(run, h) {
+		if h := &u.e.Inv.Hosts[i]; byName[h.NodeName] != nil && !slices.Contains(run, h) {
 			rest = append(rest, h)
 		}
 	}
-	restFacts, err := u.otherFacts(ctx, rest)
-	if err != nil {
-		return nil, err
+	restFacts := map[string]*facts.Facts{}
+	if others {
+		var err error
+		if restFacts, err = u.otherFacts(ctx, rest); err != nil {
+			return nil, err
+		}
 	}
 	known := map[string]bool{}
 	for _, h := range append(hosts, rest...) {

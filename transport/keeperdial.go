@@ -30,8 +30,7 @@ type KeeperClient struct {
 	Log *slog.Logger
 
 	mu      sync.Mutex
-	off     error // why the keeper cannot be used: every dial is direct
-	started bool
+	off     error         // why the keeper cannot be used: every dial is direct
 	hold    net.Conn      // held open to the keeper this command started, until the command ends (Close)
 	holding chan struct{} // closed when the start for the next command has ended
 }
@@ -229,9 +228,9 @@ func absoluteKeys(t Target) Target {
 	return t
 }
 
-// dialKept reaches t through the keeper; ok is false when the keeper cannot serve it (none could be
-// started, it failed, or the login needs a password or passphrase only this command can ask for): the
-// caller dials directly.
+// dialKept reaches t through the keeper; ok is false when the keeper cannot serve it (none was running: one
+// is started for the next command; it failed; or the login needs a password or passphrase only this command
+// can ask for): the caller dials directly.
 func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok bool) {
 	kc := d.opts.Keeper
 	direct := func(why string, err error) (*Conn, error, bool) {
@@ -301,11 +300,9 @@ func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok b
 	})
 	if c != nil {
 		c.bulkDial = func(ctx context.Context) ([]*ssh.Client, error) {
-			chain, err := retry(ctx, d, t, func() ([]*ssh.Client, error) { return d.chain(ctx, t) })
-			if err != nil {
-				return nil, c.bulkLost(ctx, err, d.opts.ConnectTimeout)
-			}
-			return chain, nil
+			return c.dialBulk(ctx, d.opts.ConnectTimeout, func(ctx context.Context) ([]*ssh.Client, error) {
+				return retry(ctx, d, t, func() ([]*ssh.Client, error) { return d.chain(ctx, t) })
+			})
 		}
 	}
 	return c, err, true
@@ -342,27 +339,62 @@ func (c *Conn) sftpClient(ctx context.Context) (*ssh.Client, error) {
 	return c.bulk[len(c.bulk)-1], nil
 }
 
-// bulkLost is the error of a direct dial that failed on a Conn already made through the keeper. When the
-// host no longer answers on that connection either (a keepalive, relayed to it), the host was lost after it
-// was reached, as a connection of the command's own would have been in the middle of its transfer: the
-// connection ends and the error is a *LostError. A refused key or login, or a host that still answers, is
-// the dial's own error.
-func (c *Conn) bulkLost(ctx context.Context, err error, timeout time.Duration) error {
+// dialBulk makes the direct connection for files (dial) on a Conn made through the keeper, and asks the
+// host meanwhile, on the kept connection, whether it still answers (a keepalive, relayed to it). A host
+// that was reached and no longer answers within timeout was lost, as a connection of the command's own
+// would have been in the middle of its transfer: the Conn ends, the dial is given up, and the error is a
+// *LostError at once, not after the dial's tries. A refused key or login, or a dial that fails while the
+// host answers, is the dial's own error.
+func (c *Conn) dialBulk(ctx context.Context, timeout time.Duration, dial func(context.Context) ([]*ssh.Client, error)) ([]*ssh.Client, error) {
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type dialed struct {
+		chain []*ssh.Client
+		err   error
+	}
+	dialc := make(chan dialed, 1)
+	go func() {
+		chain, err := dial(dctx)
+		dialc <- dialed{chain, err}
+	}()
+	pingc := make(chan error, 1)
+	go func() { pingc <- c.ping(timeout) }()
 	var hk *HostKeyError
-	if ctx.Err() != nil || errors.As(err, &hk) || errors.Is(err, ErrAuth) {
-		return err
+	select {
+	case r := <-dialc:
+		if r.err == nil || ctx.Err() != nil || errors.As(r.err, &hk) || errors.Is(r.err, ErrAuth) {
+			return r.chain, r.err
+		}
+		if perr := <-pingc; perr != nil {
+			return nil, c.lose(perr, timeout, r.err)
+		}
+		return nil, r.err
+	case perr := <-pingc:
+		if perr == nil {
+			r := <-dialc
+			return r.chain, r.err
+		}
+		cancel()
+		r := <-dialc
+		for i := len(r.chain) - 1; i >= 0; i-- {
+			r.chain[i].Close()
+		}
+		return nil, c.lose(perr, timeout, r.err)
 	}
-	perr := c.ping(timeout)
-	if perr == nil {
-		return err
-	}
+}
+
+// lose ends the Conn, its host found gone by a keepalive (perr) while an operation failed with err.
+func (c *Conn) lose(perr error, timeout time.Duration, err error) error {
 	if errors.Is(perr, errNoAnswer) {
 		perr = fmt.Errorf("no answer to a keepalive in %s", timeout)
 	}
 	c.markLost(perr)
 	c.client.Close()
-	if le := (*LostError)(nil); errors.As(c.Lost(), &le) {
-		le.Err = err
+	var le *LostError
+	if errors.As(c.Lost(), &le) {
+		if !errors.Is(err, context.Canceled) {
+			le.Err = err
+		}
 		return le
 	}
 	return err

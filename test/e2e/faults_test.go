@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,9 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("add-node of a host powered off: exit %d, w3 not named unreachable\n%s\n%s", code, tail(stdout, 10), tail(stderr, 15))
 		}
 		assertReady(t, three, "cp1", "w1", "w2")
+		// The run failed after cp1 (in the run: the join's tokens) got its early network: it still routes
+		// to the other workers' Pods.
+		assertPodRoutes(t, three, "cp1", "w1", "w2")
 		// The host cannot be reset: remove-node takes it out of the cluster and reports it.
 		_, stderr, code = full.Run(t, "remove-node", "--yes", "w3")
 		t.Logf("remove-node w3: exit %d\n%s", code, tail(stderr, 10))
@@ -156,5 +160,19 @@ func assertReady(t *testing.T, c *Cluster, nodes ...string) {
 	}
 	if out != want {
 		t.Errorf("nodes: %q, want %q", out, want)
+	}
+}
+
+// assertPodRoutes checks that host has a route to the pod range of each of peers.
+func assertPodRoutes(t *testing.T, c *Cluster, host string, peers ...string) {
+	t.Helper()
+	for _, p := range peers {
+		cidr := c.MustK(t, "get", "node", p, "-o", "jsonpath={.spec.podCIDR}")
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			t.Fatalf("Node %s's pod range %q: %v", p, cidr, err)
+		}
+		if out := c.Lab.Run(t, host, "ip route show "+cidr); !strings.Contains(out, " via ") {
+			t.Errorf("%s has no route to %s's Pods (%s): %q", host, p, cidr, out)
+		}
 	}
 }
