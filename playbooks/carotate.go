@@ -13,10 +13,14 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/certs"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
+	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/workloads"
 	"github.com/clusterctl/clusterctl/transport"
@@ -266,7 +270,43 @@ func (r *caRotation) apply(ctx context.Context, p *plan, play string) (*plan, er
 	if _, err := d.push(ctx, p, play, workers, d.e.Forks); err != nil {
 		return nil, err
 	}
-	return p, d.startKubelet(ctx, p, play, workers)
+	if err := d.startKubelet(ctx, p, play, workers); err != nil {
+		return nil, err
+	}
+	return p, r.kubeletsReady(ctx, play, workers)
+}
+
+// kubeletsReady waits until each of hosts whose kubelet the run restarted has its Node Ready by a status
+// that kubelet posted: a restarted kubelet reports NotReady for a moment, and the stage (the rotation, when
+// it is the last) ends with every node Ready.
+func (r *caRotation) kubeletsReady(ctx context.Context, play string, hosts []string) error {
+	d := r.d
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	return d.e.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
+		list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "the API (" + firstLine(err.Error()) + ")", nil
+		}
+		byName := map[string]*corev1.Node{}
+		for i := range list.Items {
+			byName[list.Items[i].Name] = &list.Items[i]
+		}
+		var waiting []string
+		for _, name := range hosts {
+			since := d.started(name)
+			if since.IsZero() {
+				continue
+			}
+			node := d.e.Inv.Host(name).NodeName
+			if n := byName[node]; n == nil || !nodes.ReadySince(n, since) {
+				waiting = append(waiting, node)
+			}
+		}
+		return len(waiting) == 0, "the restarted kubelets of " + strings.Join(waiting, ", ") + " to report their Node Ready", nil
+	})
 }
 
 // currentServingCA is the state directory's kubelet serving CA: once swapped, the new one.
