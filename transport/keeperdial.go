@@ -105,8 +105,9 @@ func (kc *KeeperClient) startForNext() {
 		}
 	}
 	if err != nil {
+		// Nothing is lost but the next command's logins: said at debug level, as each direct dial is.
 		if kc.Log != nil {
-			kc.Log.Warn("no connection keeper for the next command: each logs in itself", "err", err)
+			kc.Log.Debug("no connection keeper for the next command: each logs in itself", "err", err)
 		}
 		return
 	}

@@ -300,26 +300,41 @@ func (c *Cluster) MustWait(t testing.TB, obj, cond string, timeout time.Duration
 // ProbeImage is the reference of the test workload's image.
 const ProbeImage = "clusterctl.local/e2e/probe:1"
 
-// LoadProbe builds testdata/probe, packs it as an image and imports it into containerd on hosts.
+var (
+	probeOnce sync.Once
+	probeTar  string
+	probeErr  error
+)
+
+// LoadProbe imports the probe's image (testdata/probe packed as an image, built once per test binary,
+// beside its clusterctl) into containerd on hosts.
 func (c *Cluster) LoadProbe(t testing.TB, hosts ...string) {
 	t.Helper()
 	start := time.Now()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "probe")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./test/e2e/testdata/probe")
-	build.Dir = root()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building probe: %v\n%s", err, out)
-	}
-	tar := filepath.Join(dir, "probe.tar")
-	if _, err := image.Write(tar, ProbeImage, []image.File{{Path: "/probe", Source: bin}},
-		image.Config{Entrypoint: []string{"/probe"}, Arch: runtime.GOARCH}); err != nil {
-		t.Fatal(err)
+	dir := filepath.Dir(Clusterctl(t))
+	probeOnce.Do(func() {
+		bin := filepath.Join(dir, "probe")
+		build := exec.Command("go", "build", "-trimpath", "-o", bin, "./test/e2e/testdata/probe")
+		build.Dir = root()
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			probeErr = fmt.Errorf("building probe: %w\n%s", err, out)
+			return
+		}
+		tar := filepath.Join(dir, "probe.tar")
+		if _, err := image.Write(tar, ProbeImage, []image.File{{Path: "/probe", Source: bin}},
+			image.Config{Entrypoint: []string{"/probe"}, Arch: runtime.GOARCH}); err != nil {
+			probeErr = err
+			return
+		}
+		probeTar = tar
+	})
+	if probeErr != nil {
+		t.Fatal(probeErr)
 	}
 	built := time.Now()
-	c.ImportImage(t, tar, hosts...)
-	t.Logf("the probe's image built in %s, imported on %s in %s", built.Sub(start).Round(100*time.Millisecond),
+	c.ImportImage(t, probeTar, hosts...)
+	t.Logf("the probe's image ready in %s, imported on %s in %s", built.Sub(start).Round(100*time.Millisecond),
 		strings.Join(hosts, ", "), time.Since(built).Round(100*time.Millisecond))
 }
 
