@@ -160,7 +160,11 @@ func (d *Dialer) Dial(ctx context.Context, t Target) (*Conn, error) {
 			return c, err
 		}
 	}
-	return retry(ctx, d, t, func() (*Conn, error) { return d.dialOnce(ctx, t) })
+	c, err := retry(ctx, d, t, func() (*Conn, error) { return d.dialOnce(ctx, t) })
+	if err == nil && d.opts.Keeper != nil {
+		d.opts.Keeper.remember(d.keeperRequest(t))
+	}
+	return c, err
 }
 
 // retry runs once until it succeeds, or fails with an error a retry cannot fix, or has been retried

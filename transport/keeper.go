@@ -37,6 +37,9 @@ import (
 // socket's name (KeeperSocket), so that a command never talks to a keeper that speaks another.
 const keeperVersion = 2
 
+// keeperMaxReached bounds the hosts a command that started the keeper tells it of.
+const keeperMaxReached = 10000
+
 // keeperLost is the global request by which the keeper tells a command why the host's connection ended,
 // just before it closes theirs.
 const keeperLost = "lost@clusterctl"
@@ -213,7 +216,7 @@ func (k *keeper) serve(nc net.Conn) {
 		k.mu.Unlock()
 	}
 	if req.Hold {
-		_, _ = io.Copy(io.Discard, nc) // until the command ends
+		k.hold(nc)
 		return
 	}
 	key := keyOf(req)
@@ -237,6 +240,28 @@ func (k *keeper) serve(nc net.Conn) {
 		return
 	}
 	k.relay(nc, key, req, one)
+}
+
+// hold serves the command that started the keeper until it ends: it tells the hosts it reached itself,
+// and once it has ended they are dialled, for the next command to find their connections made.
+func (k *keeper) hold(nc net.Conn) {
+	reached := map[string]keeperRequest{}
+	for len(reached) < keeperMaxReached {
+		var r keeperRequest
+		if err := readMessage(nc, &r); err != nil {
+			break // the command ended
+		}
+		if r.Target.Name != "" && !r.Hold {
+			reached[keyOf(r)] = r
+		}
+	}
+	for key, r := range reached {
+		go func() {
+			if _, err := k.get(key, r, nil); err != nil {
+				k.o.Log.Info("no connection made ahead of the next command", "host", r.Target.Name, "err", err)
+			}
+		}()
+	}
 }
 
 // relay speaks SSH with the command on nc, passing its channels and keepalives to the host's connection,

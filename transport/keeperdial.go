@@ -30,9 +30,10 @@ type KeeperClient struct {
 	Log *slog.Logger
 
 	mu      sync.Mutex
-	off     error         // why the keeper cannot be used: every dial is direct
-	hold    net.Conn      // held open to the keeper this command started, until the command ends (Close)
-	holding chan struct{} // closed when the start for the next command has ended
+	off     error           // why the keeper cannot be used: every dial is direct
+	hold    net.Conn        // held open to the keeper this command started, until the command ends (Close)
+	holding chan struct{}   // closed when the start for the next command has ended
+	reached []keeperRequest // the hosts this command reached itself, told to that keeper (remember)
 }
 
 // errKeeperStarting is a command's when no keeper was running: it dials its hosts itself, as fast as with
@@ -112,8 +113,28 @@ func (kc *KeeperClient) startForNext() {
 		return
 	}
 	kc.mu.Lock()
+	defer kc.mu.Unlock()
 	kc.hold = nc
-	kc.mu.Unlock()
+	for _, req := range kc.reached {
+		if writeMessage(nc, req) != nil {
+			return
+		}
+	}
+}
+
+// remember tells the keeper this command is starting of a host it reached itself: once the command ends,
+// the keeper logs in to it for the next command, which then finds the connection made (ControlMaster's
+// first command leaves its connection behind the same way).
+func (kc *KeeperClient) remember(req keeperRequest) {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if kc.off != errKeeperStarting {
+		return
+	}
+	kc.reached = append(kc.reached, req)
+	if kc.hold != nil {
+		_ = writeMessage(kc.hold, req)
+	}
 }
 
 // Close lets the keeper this command started count its idle time from now (a command's end does the same).
@@ -191,6 +212,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // keeper's credentials cannot make is then final for the keeper and made by the command itself.
 func (d *Dialer) canAsk() bool { return d.opts.Password != nil || d.opts.Passphrase != nil }
 
+// keeperRequest asks the keeper for t as this Dialer would dial it.
+func (d *Dialer) keeperRequest(t Target) keeperRequest {
+	return keeperRequest{Target: absoluteKeys(t), Options: d.keeperOptions(), Persist: d.opts.Keeper.Persist}
+}
+
 // keeperOptions are the options the keeper dials with for this Dialer.
 func (d *Dialer) keeperOptions() keeperDialOptions {
 	o := keeperDialOptions{ClusterKnownHosts: d.opts.ClusterKnownHosts, AcceptNew: d.opts.AcceptNew,
@@ -245,7 +271,7 @@ func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok b
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
 	var ans keeperAnswer
-	err = writeMessage(nc, keeperRequest{Target: absoluteKeys(t), Options: d.keeperOptions(), Persist: kc.Persist})
+	err = writeMessage(nc, d.keeperRequest(t))
 	if err == nil {
 		err = readMessage(nc, &ans)
 	}
