@@ -128,7 +128,7 @@ func (kc *KeeperClient) startForNext() {
 func (kc *KeeperClient) remember(req keeperRequest) {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
-	if kc.off != errKeeperStarting {
+	if !errors.Is(kc.off, errKeeperStarting) {
 		return
 	}
 	kc.reached = append(kc.reached, req)
