@@ -156,15 +156,9 @@ func NewDialer(opts Options) (*Dialer, error) {
 func (d *Dialer) Dial(ctx context.Context, t Target) (*Conn, error) {
 	t = d.fromSSHConfig(t)
 	if d.opts.Keeper != nil {
-		if c, err, ok := d.dialKept(ctx, t); ok {
-			return c, err
-		}
+		return d.dialThroughKeeper(ctx, t)
 	}
-	c, err := retry(ctx, d, t, func() (*Conn, error) { return d.dialOnce(ctx, t) })
-	if err == nil && d.opts.Keeper != nil {
-		d.opts.Keeper.remember(d.keeperRequest(t))
-	}
-	return c, err
+	return retry(ctx, d, t, func() (*Conn, error) { return d.dialOnce(ctx, t) })
 }
 
 // retry runs once until it succeeds, or fails with an error a retry cannot fix, or has been retried

@@ -255,6 +255,19 @@ func absoluteKeys(t Target) Target {
 	return t
 }
 
+// dialThroughKeeper reaches t through the keeper, or dials it directly when the keeper cannot serve it;
+// a host this command reached itself while the keeper it started comes up is told to that keeper.
+func (d *Dialer) dialThroughKeeper(ctx context.Context, t Target) (*Conn, error) {
+	if c, err, ok := d.dialKept(ctx, t); ok {
+		return c, err
+	}
+	c, err := retry(ctx, d, t, func() (*Conn, error) { return d.dialOnce(ctx, t) })
+	if err == nil {
+		d.opts.Keeper.remember(d.keeperRequest(t))
+	}
+	return c, err
+}
+
 // dialKept reaches t through the keeper; ok is false when the keeper cannot serve it (none was running: one
 // is started for the next command; it failed; or the login needs a password or passphrase only this command
 // can ask for): the caller dials directly.

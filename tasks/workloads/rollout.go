@@ -74,7 +74,7 @@ func notReady(ctx context.Context, kube kubernetes.Interface, ns string, sel *me
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
 	for i := range items {
 		if p := &items[i]; p.DeletionTimestamp == nil && !podReady(p) {
-			return PodTrouble(p)
+			return podTrouble(p)
 		}
 	}
 	return ""
@@ -89,9 +89,9 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// PodTrouble says why a Pod is not Ready, in the words of the scheduler or the kubelet: "Pod NAME on NODE:
+// podTrouble says why a Pod is not Ready, in the words of the scheduler or the kubelet: "Pod NAME on NODE:
 // REASON: MESSAGE", cut to a line.
-func PodTrouble(p *corev1.Pod) string {
+func podTrouble(p *corev1.Pod) string {
 	where := "Pod " + p.Name
 	if p.Spec.NodeName != "" {
 		where += " on " + p.Spec.NodeName
