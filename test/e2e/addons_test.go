@@ -66,8 +66,8 @@ func revisions(list map[string]addonRelease) string {
 // none, and metrics-server from the lab mirror's OCI registry, local-path-provisioner from its Helm
 // repository) and a manifests add-on on a 1+2 cluster whose artifacts, charts and images included, were
 // pulled with `artifacts pull -i` from the mirror; then: Pods on every pair of nodes reach each other and
-// a Service by name through flannel's chart (make test-long: the networking part of the focused
-// [Conformance] run passes on it), a PVC of the default StorageClass binds and a Pod writes to it, kubectl
+// a Service by name through flannel's chart (make test-long: the [Conformance] suite's networking part
+// passes on it), a PVC of the default StorageClass binds and a Pod writes to it, kubectl
 // top lists every node, a second up makes no new revision, a changed value makes exactly one, an add-on
 // taken out of the inventory is uninstalled and the others stay, and a release of the same name installed
 // by someone else is refused.
@@ -149,9 +149,9 @@ func TestAddons(t *testing.T) {
 		t.Errorf("the manifests add-on's ConfigMap: %q", got)
 	}
 
-	t.Run("flannel's chart carries Pods' traffic: every pair of nodes over TCP and UDP, a Service by its name (make test-long: the networking part of the focused conformance run)", func(t *testing.T) {
+	t.Run("flannel's chart carries Pods' traffic: every pair of nodes over TCP and UDP, a Service by its name (make test-long: the conformance suite's networking part)", func(t *testing.T) {
 		if os.Getenv(LongEnv) != "" {
-			ConformanceRun{Name: "addons-network", Label: "Conformance", Focus: conformanceNetworking(), Network: ", the pod network flannel's chart (an add-on)"}.Run(t, c)
+			ConformanceRun{Name: "addons-network", Label: "Conformance", Focus: conformanceNetwork, Network: ", the pod network flannel's chart (an add-on)"}.Run(t, c)
 			return
 		}
 		// ~20 s where the conformance run takes ~130 s; make test runs that on the bridge network (TestUp).

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,10 +78,14 @@ func TestSpecText(t *testing.T) {
 	}
 }
 
-// The networking part of the focused run is its sig-network tests, and all of them.
+// The networking part is the focused run's sig-network tests and the pod network's granular checks.
 func TestConformanceNetworking(t *testing.T) {
-	got := conformanceNetworking()
-	if len(got) != 3 || !strings.Contains(strings.Join(got, " "), "Networking Granular Checks") {
-		t.Errorf("conformanceNetworking: %q", got)
+	for _, f := range conformanceFocused {
+		if strings.HasPrefix(f, `\[sig-network\]`) && !slices.Contains(conformanceNetwork, f) {
+			t.Errorf("the focused run's %q is not in the networking part", f)
+		}
+	}
+	if !strings.Contains(strings.Join(conformanceNetwork, " "), "Networking Granular Checks") {
+		t.Errorf("conformanceNetwork: %q", conformanceNetwork)
 	}
 }

@@ -22,31 +22,30 @@ import (
 	"github.com/clusterctl/clusterctl/test/lab/mirror"
 )
 
-// conformanceFocused is the part of the [Conformance] suite make test runs: networking, DNS, Services, RBAC
-// and service accounts, the kubelet, API machinery, and one admission webhook (the API server calling a
+// The [Conformance] tests of DNS and Services: in both parts below.
+const (
+	conformanceDNS      = `\[sig-network\] DNS `
+	conformanceServices = `\[sig-network\] Services should (serve|be able to (create|change)|find|delete|complete)`
+)
+
+// conformanceNetwork is the networking part of the [Conformance] suite (DNS, Services, the pod network's
+// granular checks): what a pod network installed as an add-on must pass (TestAddons in make test-long).
+var conformanceNetwork = []string{conformanceDNS, conformanceServices, `\[sig-network\] Networking Granular Checks`}
+
+// conformanceFocused is the part of the [Conformance] suite make test runs: DNS and Services, RBAC and
+// service accounts, the kubelet, API machinery, and one admission webhook (the API server calling a
 // Service in the pod network). make conformance runs the rest, among them the other 21 webhook tests (a
-// third of this part's time, the API server's own code) and the four of Services' session affinity (each
-// waits out affinity timeouts: a sixth of it).
+// third of this part's time, the API server's own code), the four of Services' session affinity (each
+// waits out affinity timeouts: a sixth of it) and the pod network's granular checks (netserver Pods on
+// every node: 85 of its 400 test-seconds; make test's probe Pods check every pair of nodes over TCP and
+// UDP, TestAddons and TestGrowAndShrink).
 var conformanceFocused = []string{
-	`\[sig-network\] DNS `,
-	`\[sig-network\] Services should (serve|be able to (create|change)|find|delete|complete)`,
-	`\[sig-network\] Networking Granular Checks`,
+	conformanceDNS,
+	conformanceServices,
 	`\[sig-auth\] ServiceAccounts `,
 	`\[sig-node\] Kubelet `,
 	`\[sig-api-machinery\] AdmissionWebhook \[Privileged:ClusterAdmin\] should be able to deny pod and configmap creation`,
 	`\[sig-api-machinery\] Namespaces `,
-}
-
-// conformanceNetworking is the networking part of conformanceFocused (DNS, Services, the pod network's
-// granular checks): what a pod network installed as an add-on must pass (TestAddons).
-func conformanceNetworking() []string {
-	var out []string
-	for _, f := range conformanceFocused {
-		if strings.HasPrefix(f, `\[sig-network\]`) {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // TestConformance brings up a cluster with clusterctl (one control-plane node and two workers; with

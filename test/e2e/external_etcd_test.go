@@ -346,6 +346,7 @@ eviction_hard={"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.
 	})
 
 	t.Run("clusterctl reboot of two etcd hosts and a control-plane node: their members and API server come back by themselves", func(t *testing.T) {
+		longOnly(t, "reboots of a worker and of every host at once (TestOperateUp), of workers and control-plane nodes with stacked members (TestGrowAndShrink in make test-long)")
 		c.MustK(t, "create", "configmap", "before-reboot", "-n", "default")
 		hosts := []string{"w2", "w3", "cp2"} // etcd1, etcd2, cp2
 		before := l.BootIDs(t, hosts...)
