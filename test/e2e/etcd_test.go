@@ -132,9 +132,32 @@ func (c *Cluster) Restore(t testing.TB, file string) {
 	start := time.Now()
 	stdout, stderr, code := c.Run(t, "etcd", "restore", "--from", file, "--yes")
 	if code != 0 {
+		c.controlPlaneState(t)
 		t.Fatalf("etcd restore: exit %d\n%s\n%s", code, stdout, tail(stderr, 40))
 	}
 	t.Logf("restore in %s:\n%s", time.Since(start).Round(100*time.Millisecond), stdout)
+}
+
+// controlPlaneState logs, for a failure's diagnosis, what each control-plane host runs: its containers,
+// the last lines of its newest etcd and API server containers, and its kubelet's (the lab is reset at the
+// test's end).
+func (c *Cluster) controlPlaneState(t testing.TB) {
+	t.Helper()
+	const script = `crictl ps -a 2>&1 | head -n 20
+for n in etcd kube-apiserver; do
+  id=$(crictl ps -a --name "^$n\$" -q 2>/dev/null | head -n 1)
+  echo "== $n $id"
+  [ -z "$id" ] || crictl logs --tail 25 "$id" 2>&1
+done
+echo "== kubelet"
+journalctl -u kubelet -n 30 --no-pager 2>&1`
+	for _, h := range c.Lab.Hosts {
+		if !h.ControlPlane {
+			continue
+		}
+		out, err := c.Lab.SSH("", h.Name, script)
+		t.Logf("%s's control plane (%v):\n%s", h.Name, err, out)
+	}
 }
 
 // NodesReady fails unless every Node is Ready and its kubelet renewed its Lease in the last 30 s.
