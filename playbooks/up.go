@@ -83,7 +83,10 @@ func (u *upRun) renderStep(ctx context.Context, p *plan) (*plan, error) {
 // (pushed). Pushes share the workstation's and, in a lab, the hosts' CPUs: measured on a 1+2 lab, the
 // first control-plane node's push took ~10 s alone and ~19 s beside the workers', and its API server came
 // only after the last push ended. A new cluster's first control-plane node gets its scheduler's manifest
-// once its API server is ready (holdScheduler). A dry run pushes all hosts in one play.
+// once its API server is ready (holdScheduler). On a running cluster (a re-run, add-node) nothing waits
+// for the first node's push, which mostly finds its files right: the others' start with it, and a new
+// worker's push (its binaries and images, the longest part of add-node) no longer waits for that check.
+// A dry run pushes all hosts in one play.
 func (u *upRun) pushStep(ctx context.Context, p *plan) error {
 	u.prefetchOthers(ctx, p)
 	first, rest := u.pushOrder(p)
@@ -91,17 +94,28 @@ func (u *upRun) pushStep(ctx context.Context, p *plan) error {
 		_, err := u.pushPart(ctx, p, "push", names(p.hosts), u.e.Forks, u.hold(p))
 		return err
 	}
+	if !u.newCluster(p) {
+		u.pushLater(ctx, p, rest, "beside the first control-plane node's")
+	}
 	if _, err := u.pushPart(ctx, p, "push", names(first), u.e.Forks, u.hold(p)); err != nil {
 		return err
 	}
+	if u.later == nil {
+		u.pushLater(ctx, p, rest, "beside the control plane's start")
+	}
+	return nil
+}
+
+// pushLater starts the push of hosts in the background (u.later); the steps that need them wait for it
+// (pushed).
+func (u *upRun) pushLater(ctx context.Context, p *plan, hosts []*inventory.Host, beside string) {
 	lctx, cancel := context.WithCancel(ctx)
-	u.later = &laterPush{hosts: names(rest), done: make(chan error, 1), cancel: cancel}
-	u.e.say("push", "", "pushing %d more hosts beside the control plane's start: %s", len(rest), strings.Join(u.later.hosts, ", "))
+	u.later = &laterPush{hosts: names(hosts), done: make(chan error, 1), cancel: cancel}
+	u.e.say("push", "", "pushing %d more hosts %s: %s", len(hosts), beside, strings.Join(u.later.hosts, ", "))
 	go func(l *laterPush) {
 		_, err := u.pushPart(lctx, p, "push", l.hosts, u.e.Forks, u.hold(p))
 		l.done <- err
 	}(u.later)
-	return nil
 }
 
 // pushOrder splits the run's hosts into those the control plane starts with (the first control-plane node
