@@ -94,13 +94,14 @@ func (u *upRun) pushStep(ctx context.Context, p *plan) error {
 		_, err := u.pushPart(ctx, p, "push", names(p.hosts), u.e.Forks, u.hold(p))
 		return err
 	}
-	if !u.newCluster(p) {
+	running := !u.newCluster(p)
+	if running {
 		u.pushLater(ctx, p, rest, "beside the first control-plane node's")
 	}
 	if _, err := u.pushPart(ctx, p, "push", names(first), u.e.Forks, u.hold(p)); err != nil {
 		return err
 	}
-	if u.later == nil {
+	if !running {
 		u.pushLater(ctx, p, rest, "beside the control plane's start")
 	}
 	return nil
