@@ -222,9 +222,9 @@ func (r *rebootRun) batch(ctx context.Context, g progress, batch []*inventory.Ho
 	var back []*inventory.Host
 	for _, h := range batch {
 		before, issued, _ := r.issuedBefore(h)
-		ssh, err := r.waitBoot(ctx, h, before, issued)
+		ssh, boot, err := r.waitBoot(ctx, h, before, issued)
 		if err == nil {
-			err = r.waitReady(ctx, h, issued)
+			err = r.waitReady(ctx, h, issued, boot)
 		}
 		if err != nil {
 			if ctx.Err() != nil {

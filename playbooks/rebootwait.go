@@ -20,9 +20,10 @@ import (
 // its static Pods running since, and etcd healthy on every member.
 
 // waitBoot waits for the host to answer SSH in a boot other than before, and returns how long after
-// issued it did.
-func (r *rebootRun) waitBoot(ctx context.Context, h *inventory.Host, before string, issued time.Time) (time.Duration, error) {
+// issued it did and the new boot's ID.
+func (r *rebootRun) waitBoot(ctx context.Context, h *inventory.Host, before string, issued time.Time) (time.Duration, string, error) {
 	var took time.Duration
+	var boot string
 	err := r.e.pollEvery(ctx, "reboot", h.Name, r.o.NodeTimeout, time.Second, func() (bool, string, error) {
 		if r.e.Conn(h.Name) == nil {
 			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -42,22 +43,22 @@ func (r *rebootRun) waitBoot(ctx context.Context, h *inventory.Host, before stri
 			r.forget(h.Name) // still the old boot, going down
 			return false, "the host to go down", nil
 		}
-		took = r.o.Now().Sub(issued)
+		took, boot = r.o.Now().Sub(issued), s.BootID
 		return true, "", nil
 	})
 	if err != nil && ctx.Err() == nil {
-		return 0, fmt.Errorf("%s did not come back within %s (--node-timeout): %w", h.Name, r.o.NodeTimeout, err)
+		return 0, "", fmt.Errorf("%s did not come back within %s (--node-timeout): %w", h.Name, r.o.NodeTimeout, err)
 	}
 	if err == nil {
 		r.e.say("reboot", h.Name, "back: SSH answers in a new boot %.1fs after the reboot", took.Seconds())
 	}
-	return took, err
+	return took, boot, err
 }
 
-// waitReady waits for what the host runs: its Node Ready with a lease renewed since the reboot; on a
-// control-plane node its static Pods running since the reboot and Ready; on an etcd member's host, etcd
-// healthy on every member.
-func (r *rebootRun) waitReady(ctx context.Context, h *inventory.Host, issued time.Time) error {
+// waitReady waits for what the host runs: its Node Ready by a status its kubelet posted in the new boot
+// (boot), with a lease renewed since the reboot; on a control-plane node its static Pods running since the
+// reboot and Ready; on an etcd member's host, etcd healthy on every member.
+func (r *rebootRun) waitReady(ctx context.Context, h *inventory.Host, issued time.Time, boot string) error {
 	err := r.e.pollEvery(ctx, "reboot", h.Name, r.o.NodeTimeout, time.Second, func() (bool, string, error) {
 		if h.IsNode() {
 			admin, err := r.api(ctx, h)
@@ -70,6 +71,11 @@ func (r *rebootRun) waitReady(ctx context.Context, h *inventory.Host, issued tim
 			n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
 			if err != nil {
 				return false, "the API (" + firstLine(err.Error()) + ")", nil
+			}
+			if n.Status.NodeInfo.BootID != boot {
+				// The status is the previous boot's: Ready there says nothing of this one, whose kubelet
+				// may report NotReady first.
+				return false, h.NodeName + "'s kubelet to report from the new boot", nil
 			}
 			if !nodes.Ready(n) {
 				return false, h.NodeName + " Ready", nil
