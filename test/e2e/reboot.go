@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,24 +35,24 @@ spec:
 	on := time.Now()
 	c.Lab.Start(t, ids, hosts...)
 	t.Logf("every host answers SSH %s after power-on", time.Since(on).Round(100*time.Millisecond))
+	// Ready may be the status from before the cut: each Node must be Ready by a status its kubelet posted
+	// from the host's new boot (the boot ID it reports).
+	boots := c.Lab.BootIDs(t, hosts...)
+	var want []string
+	for _, h := range hosts {
+		want = append(want, h+" "+boots[h]+" True")
+	}
+	slices.Sort(want)
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		out, err := c.K(t, "", "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{end}")
-		if err == nil && out == strings.Repeat("True", len(hosts)) {
-			// Ready may be the status from before the cut: the leases must be renewed since power-on.
-			renew := c.MustK(t, "get", "leases", "-n", "kube-node-lease", "-o", "jsonpath={range .items[*]}{.spec.renewTime}{\"\\n\"}{end}")
-			fresh := 0
-			for _, r := range strings.Fields(renew) {
-				if at, err := time.Parse(time.RFC3339Nano, r); err == nil && at.After(on) {
-					fresh++
-				}
-			}
-			if fresh == len(hosts) {
-				break
-			}
+		out, err := c.K(t, "", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.bootID} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		got := strings.Split(strings.TrimSpace(out), "\n")
+		slices.Sort(got)
+		if err == nil && slices.Equal(got, want) {
+			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nodes not all Ready with fresh leases 5 min after power-on: %q, %v", out, err)
+			t.Fatalf("nodes not all Ready from their new boot 5 min after power-on: %q (%v), want %q", got, err, want)
 		}
 		time.Sleep(time.Second)
 	}
