@@ -231,7 +231,7 @@ bench-hostops: ## what a lab host spends on each kind of operation: an SSH login
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/bench/hostops.sh
 
-bench-kubeadm: ## clusterctl up beside kubeadm init + parallel kubeadm join (scripted, test/bench/kubeadm.sh) on fresh lab hosts with the same artifacts, settings and pod network (flannel), alternating, until every Node is Ready and CoreDNS answers: the medians, their ratio and phases; PREPARED=1 (default) a third run, clusterctl on hosts prepared as kubeadm's (root; SIZES="1+2 1+5", RUNS=5; ~60 min)
+bench-kubeadm: ## clusterctl up beside kubeadm init + parallel kubeadm join (scripted, test/bench/kubeadm.sh) on fresh lab hosts with the same artifacts, settings and pod network (flannel), alternating, until every Node is Ready and CoreDNS answers: the medians, their ratio and phases; PREPARED=1 (default) a third run, clusterctl on hosts prepared as kubeadm's; VERBOSE=1 KEEP=1: clusterctl with -vv, each remote command and upload timed in the kept up.err (root; SIZES="1+2 1+5", RUNS=5; ~60 min)
 	test/lab/artifacts.sh $(K8S_VERSION)
 	test/lab/build-k8s.sh --kubeadm $(K8S_VERSION)
 	test/bench/kubeadm.sh

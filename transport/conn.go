@@ -175,7 +175,11 @@ type Result struct {
 // given. A command that exits non-zero returns a *CommandError with its stderr. Cancelling ctx signals the
 // remote command (TERM) and closes its session.
 func (c *Conn) Run(ctx context.Context, command string, stdin []byte) (res Result, err error) {
-	defer func() { err = c.connErr(ctx, err) }()
+	start := time.Now()
+	defer func() {
+		err = c.connErr(ctx, err)
+		c.logRan(ctx, command, stdin, start, res, err)
+	}()
 	if !c.become {
 		return c.runRaw(ctx, command, stdin)
 	}

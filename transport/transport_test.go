@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -937,5 +938,39 @@ func TestPutStreamsSources(t *testing.T) {
 		if _, err := c.Put(ctx, []transport.File{bad}); err == nil {
 			t.Errorf("accepted %+v", bad)
 		}
+	}
+}
+
+// At debug level each command and upload is logged with its host and time; a command by its program, a
+// script by its opening comment, never by its data.
+func TestDebugLogOfCommandsAndUploads(t *testing.T) {
+	_, target, opts := setup(t, transporttest.Options{})
+	var logged bytes.Buffer
+	opts.Log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := dial(t, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Run(ctx, "sh -s", []byte("# Managed by clusterctl: a test script\necho secret-data\n")); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.Run(ctx, "printf %s secret-arg; exit 4", nil)
+	if _, err := c.Put(ctx, []transport.File{{Path: filepath.Join(t.TempDir(), "f"), Data: []byte("secret-content"), Mode: 0o644, UID: os.Getuid(), GID: os.Getgid()}}); err != nil {
+		t.Fatal(err)
+	}
+	out := logged.String()
+	for _, want := range []string{
+		`msg=ran host=h1 command="sh -s: # Managed by clusterctl: a test script" took=`,
+		`msg=ran host=h1 command=printf took=`,
+		`exit=4`,
+		`msg=put host=h1 files=1 changed=1 took=`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "secret") {
+		t.Errorf("the log carries a command's or a file's data:\n%s", out)
 	}
 }

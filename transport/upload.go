@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pkg/sftp"
 	"golang.org/x/sync/errgroup"
@@ -111,13 +112,17 @@ func (f File) perm() fs.FileMode {
 // and owner are already right are left alone: they cost an SFTP stat and read, or one sha256sum for large
 // files, and no process on the host. It reports which files changed. A dropped connection never leaves a
 // partial target file: the rename happens only after the whole content is synced.
-func (c *Conn) Put(ctx context.Context, files []File) (_ []bool, err error) {
-	defer func() { err = c.connErr(ctx, err) }()
+func (c *Conn) Put(ctx context.Context, files []File) (changed []bool, err error) {
+	start := time.Now()
+	defer func() {
+		err = c.connErr(ctx, err)
+		c.logPut(ctx, files, changed, start, err)
+	}()
 	client, states, err := c.states(ctx, files)
 	if err != nil || len(files) == 0 {
 		return nil, err
 	}
-	changed := make([]bool, len(files))
+	changed = make([]bool, len(files))
 	// Files go out at once: SFTP requests of different files are in flight together, so a host costs a few
 	// round trips, not several per file.
 	g, gctx := errgroup.WithContext(ctx)

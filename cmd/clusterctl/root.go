@@ -68,7 +68,7 @@ Exit codes: 0 success, 1 the operation failed on some host, 2 bad usage or bad i
 	f.StringVarP(&opts.Inventory, "inventory", "i", "", "inventory file: clusterctl hosts.yaml, or an Ansible/kubespray YAML or INI inventory")
 	f.StringVar(&opts.StateDir, "state-dir", "", "directory for the cluster's PKI, tokens and progress (default: .clusterctl/<cluster name> beside the inventory)")
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
-	f.CountVarP(&opts.Verbose, "verbose", "v", "log more (-v informational, -vv debug)")
+	f.CountVarP(&opts.Verbose, "verbose", "v", "log more: -v informational, -vv debug (each remote command and upload with its host and time)")
 	f.IntVar(&opts.Forks, "forks", defaultForks, "how many hosts to work on at once")
 	f.StringSliceVar(&opts.Limit, "limit", nil, "act only on these hosts (comma-separated names from the inventory)")
 

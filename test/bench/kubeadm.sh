@@ -28,6 +28,9 @@
 # kubeadm's are (the same prep, not counted; the image archives left where clusterctl puts them), which
 # then pushes and imports nothing: the two tools' own work beside each other, from the same state.
 #
+# VERBOSE=1 runs clusterctl with -vv: each remote command and upload with its host and time in its stderr
+# (kept with KEEP=1, in the run's up.err); the debug log costs the runs a little time.
+#
 # It prints a line per run, then, last, one line per size: "bench-kubeadm: SIZE clusterctl median X s,
 # kubeadm median Y s, ratio X/Y" and the median phases of each.
 set -euo pipefail
@@ -35,6 +38,8 @@ exec 9>&-
 SIZES=${SIZES:-"1+2 1+5"}
 RUNS=${RUNS:-5}
 PREPARED=${PREPARED:-1}
+VV=()
+[ -z "${VERBOSE:-}" ] || VV=(-vv)
 NAME=benchkubeadm
 # shellcheck source=lablib.sh
 . "$(dirname "$0")/lablib.sh"
@@ -73,7 +78,7 @@ clusterctl_run() {
   if [ -n "${3:-}" ]; then t0=$(ms); prepare "$dir" clusterctl; prep=$(($(ms) - t0)); fi
   lab_inventory "$dir" | sed "s|^  name: $lab\$|  name: $lab\n  cni:\n    plugin: flannel|" >"$dir/cluster.yaml"
   b0=$(busy) t0=$(ms)
-  "$W/clusterctl" up -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" >&2; exit 1; }
+  "$W/clusterctl" up "${VV[@]}" -i "$dir/cluster.yaml" -o json >"$dir/up.json" 2>"$dir/up.err" || { tail -5 "$dir/up.err" >&2; exit 1; }
   t1=$(ms)
   on "$dir" cp1 dnsq >/dev/null || { echo "$NAME: CoreDNS does not answer in clusterctl's cluster" >&2; exit 1; }
   t2=$(ms) cpu=$(echo "$(busy) - $b0" | bc -l)
