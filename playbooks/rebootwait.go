@@ -56,17 +56,15 @@ func (r *rebootRun) waitBoot(ctx context.Context, h *inventory.Host, before stri
 }
 
 // waitReady waits for what the host runs: its Node Ready by a status its kubelet posted in the new boot
-// (boot), with a lease renewed since the reboot; on a control-plane node its static Pods running since the
-// reboot and Ready; on an etcd member's host, etcd healthy on every member.
+// (boot: the kubelet reports the host's boot ID with every status, so no clocks are compared); on a
+// control-plane node its static Pods running since the reboot and Ready; on an etcd member's host, etcd
+// healthy on every member.
 func (r *rebootRun) waitReady(ctx context.Context, h *inventory.Host, issued time.Time, boot string) error {
 	err := r.e.pollEvery(ctx, "reboot", h.Name, r.o.NodeTimeout, time.Second, func() (bool, string, error) {
 		if h.IsNode() {
 			admin, err := r.api(ctx, h)
 			if err != nil {
 				return false, "the API (" + firstLine(err.Error()) + ")", nil
-			}
-			if w := nodes.LeasesWaiting(ctx, admin.Kube, []string{h.NodeName}, issued); len(w) > 0 {
-				return false, strings.Join(w, ", "), nil
 			}
 			n, err := admin.Kube.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
 			if err != nil {
