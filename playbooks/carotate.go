@@ -13,14 +13,10 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/clusterctl/clusterctl/tasks/apply"
 	"github.com/clusterctl/clusterctl/tasks/bootstrap"
 	"github.com/clusterctl/clusterctl/tasks/certs"
 	"github.com/clusterctl/clusterctl/tasks/kubeadm"
-	"github.com/clusterctl/clusterctl/tasks/nodes"
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/tasks/workloads"
 	"github.com/clusterctl/clusterctl/transport"
@@ -31,7 +27,10 @@ type CARotateOptions struct {
 	StateDir string
 	// Timeout bounds each wait: a node's static Pods, workload rollouts, serving certificates, tokens.
 	Timeout time.Duration
-	Now     func() time.Time
+	// MaxUnavailable is how many workers' kubelets restart at once (0 is 1; control-plane nodes one at a
+	// time): each batch's Nodes and the Pods Ready on them before are Ready again before the next.
+	MaxUnavailable int
+	Now            func() time.Time
 }
 
 // CARotateResult is what a CA rotation did.
@@ -58,7 +57,7 @@ type CARotateResult struct {
 func RotateCA(ctx context.Context, e *Env, o CARotateOptions) (*CARotateResult, error) {
 	orDefault(&o.Timeout, defaultWait)
 	o.Now = clockOr(o.Now)
-	d, p, err := newDeployment(e, clusterHosts(ctx, e), deployOptions{Now: o.Now, Timeout: o.Timeout})
+	d, p, err := newDeployment(e, clusterHosts(ctx, e), deployOptions{Now: o.Now, Timeout: o.Timeout, KubeletBatch: o.MaxUnavailable})
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +231,8 @@ func (r *caRotation) finish(ctx context.Context, p *plan) error {
 // apply renders the stage's files and puts them on every host (it returns the rendered plan): external etcd members one at a time (each
 // restarted and ready before the next), control-plane nodes one at a time (API server ready before the next,
 // static Pods restarted and Ready before the next's controller-manager and scheduler: cpRoll), then the
-// workers together (their kubelets restarted where ca.crt changed, their kubelet.conf's CA data following
-// it).
+// workers' files together, their kubelets restarted where ca.crt changed (their kubelet.conf's CA data
+// following it) a batch at a time (rollKubelets).
 func (r *caRotation) apply(ctx context.Context, p *plan, play string) (*plan, error) {
 	d := r.d
 	p, err := d.render(ctx, p)
@@ -270,43 +269,10 @@ func (r *caRotation) apply(ctx context.Context, p *plan, play string) (*plan, er
 	if _, err := d.push(ctx, p, play, workers, d.e.Forks); err != nil {
 		return nil, err
 	}
-	if err := d.startKubelet(ctx, p, play, workers); err != nil {
-		return nil, err
-	}
-	return p, r.kubeletsReady(ctx, play, workers)
-}
-
-// kubeletsReady waits until each of hosts whose kubelet the run restarted has its Node Ready by a status
-// that kubelet posted: a restarted kubelet reports NotReady for a moment, and the stage (the rotation, when
-// it is the last) ends with every node Ready.
-func (r *caRotation) kubeletsReady(ctx context.Context, play string, hosts []string) error {
-	d := r.d
-	admin, err := d.e.Admin(ctx)
-	if err != nil {
-		return err
-	}
-	return d.e.poll(ctx, play, "", r.o.Timeout, func() (bool, string, error) {
-		list, err := admin.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "the API (" + firstLine(err.Error()) + ")", nil
-		}
-		byName := map[string]*corev1.Node{}
-		for i := range list.Items {
-			byName[list.Items[i].Name] = &list.Items[i]
-		}
-		var waiting []string
-		for _, name := range hosts {
-			since := d.started(name)
-			if since.IsZero() {
-				continue
-			}
-			node := d.e.Inv.Host(name).NodeName
-			if n := byName[node]; n == nil || !nodes.ReadySince(n, since) {
-				waiting = append(waiting, node)
-			}
-		}
-		return len(waiting) == 0, "the restarted kubelets of " + strings.Join(waiting, ", ") + " to report their Node Ready", nil
-	})
+	return p, d.rollKubelets(ctx, play, workers, func(ctx context.Context, name string) (time.Time, error) {
+		out, err := d.kubeletOn(ctx, p, name)
+		return out.Started, err
+	}, nil)
 }
 
 // currentServingCA is the state directory's kubelet serving CA: once swapped, the new one.
@@ -399,8 +365,8 @@ func (r *caRotation) restartWorkloads(ctx context.Context, play string, trustedA
 
 // kubeletClientCerts gives every kubelet a client certificate signed by the new CA (system:node:<name> in
 // system:nodes, as its own requests get), unless it has one: a new kubelet-client-<time>.pem beside the old,
-// kubelet-client-current.pem moved to it, the kubelet restarted. Key and certificate are made on the
-// workstation and only the node's own go to it.
+// kubelet-client-current.pem moved to it, the kubelet restarted (a rolling restart: rollKubelets). Key and
+// certificate are made on the workstation and only the node's own go to it.
 func (r *caRotation) kubeletClientCerts(ctx context.Context, p *plan, play string) error {
 	d := r.d
 	keys, err := r.store.Load()
@@ -408,28 +374,24 @@ func (r *caRotation) kubeletClientCerts(ctx context.Context, p *plan, play strin
 		return err
 	}
 	ca := keys.CAs["ca"]
-	_, err = d.e.play(ctx, Play{Name: play, Hosts: names(p.nodes()), Run: func(ctx context.Context, name string) (bool, error) {
+	return d.rollKubelets(ctx, play, names(p.nodes()), func(ctx context.Context, name string) (time.Time, error) {
 		conn := d.e.Conn(name)
 		cur, err := apply.ReadCert(ctx, conn, kubeadm.KubeletClientCurrent)
-		if err != nil {
-			return false, err
-		}
-		if cur != nil && cur.CheckSignatureFrom(ca.Cert) == nil {
-			return false, nil
+		if err != nil || cur != nil && cur.CheckSignatureFrom(ca.Cert) == nil {
+			return time.Time{}, err
 		}
 		node := d.e.Inv.Host(name).NodeName
 		kp, err := r.store.Issuer.NewLeaf(pki.Spec{Name: "kubelet-client", CA: "ca", CommonName: "system:node:" + node,
 			Organization: []string{pki.NodesGroup}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, nil)
 		if err != nil {
-			return false, err
+			return time.Time{}, err
 		}
 		key, err := pki.EncodeKey(kp.Key)
 		if err != nil {
-			return false, err
+			return time.Time{}, err
 		}
-		return true, apply.SwitchKubeletClient(ctx, conn, append(pki.EncodeCert(kp.Cert), key...), time.Now())
-	}})
-	return err
+		return apply.SwitchKubeletClient(ctx, conn, append(pki.EncodeCert(kp.Cert), key...), time.Now())
+	}, nil)
 }
 
 // tokenReread is how long after the token files are renewed every client has read them: client-go reads its

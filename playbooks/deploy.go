@@ -331,30 +331,38 @@ func (d *deployment) startKubelet(ctx context.Context, p *plan, play string, hos
 // kubelets is startKubelet reporting whether it started or restarted a kubelet (or repointed a worker's).
 func (d *deployment) kubelets(ctx context.Context, p *plan, play string, hosts []string) (bool, error) {
 	res, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
-		h := d.e.Inv.Host(name)
-		conn := d.e.Conn(name)
-		cp := h.Has(inventory.RoleControlPlane)
-		if !cp {
-			// A worker's kubelet.conf is the kubelet's own (TLS bootstrap); when the API endpoint nodes use
-			// changes (a control plane grown to several, behind the node-local proxy), point it there. Its
-			// CA data follows ca.crt (a bundle of the old and new CAs during a CA rotation).
-			out, err := apply.Repoint(ctx, conn, kubeadm.KubeletKubeconfig, p.rendered.NodeEndpoint, p.caPEM(), d.o.DryRun)
-			if err != nil {
-				return false, err
-			}
-			d.record(name, out)
-		}
-		d.rec.mu.Lock()
-		restart := d.rec.restartKubelet[name]
-		d.rec.mu.Unlock()
-		out, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, p.kubeletPath), Restart: restart, Dry: d.o.DryRun})
-		d.record(name, out)
-		if err == nil && !d.o.DryRun {
-			d.rec.mu.Lock()
-			delete(d.rec.restartKubelet, name) // restarted: once per change, not at every later start
-			d.rec.mu.Unlock()
-		}
+		out, err := d.kubeletOn(ctx, p, name)
 		return out.Changed(), err
 	}})
 	return anyChanged(res), err
+}
+
+// kubeletOn starts a host's kubelet, or restarts it where its files changed, and returns what the kubelet
+// script did (Started: when, by the host's clock); a worker's kubelet.conf is pointed at the endpoint nodes
+// use first.
+func (d *deployment) kubeletOn(ctx context.Context, p *plan, name string) (apply.Outcome, error) {
+	h := d.e.Inv.Host(name)
+	conn := d.e.Conn(name)
+	cp := h.Has(inventory.RoleControlPlane)
+	if !cp {
+		// A worker's kubelet.conf is the kubelet's own (TLS bootstrap); when the API endpoint nodes use
+		// changes (a control plane grown to several, behind the node-local proxy), point it there. Its
+		// CA data follows ca.crt (a bundle of the old and new CAs during a CA rotation).
+		out, err := apply.Repoint(ctx, conn, kubeadm.KubeletKubeconfig, p.rendered.NodeEndpoint, p.caPEM(), d.o.DryRun)
+		if err != nil {
+			return apply.Outcome{}, err
+		}
+		d.record(name, out)
+	}
+	d.rec.mu.Lock()
+	restart := d.rec.restartKubelet[name]
+	d.rec.mu.Unlock()
+	out, err := apply.Kubelet(ctx, conn, scripts.KubeletParams{Inputs: apply.KubeletInputs(cp, p.kubeletPath), Restart: restart, Dry: d.o.DryRun})
+	d.record(name, out)
+	if err == nil && !d.o.DryRun {
+		d.rec.mu.Lock()
+		delete(d.rec.restartKubelet, name) // restarted: once per change, not at every later start
+		d.rec.mu.Unlock()
+	}
+	return out, err
 }

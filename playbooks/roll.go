@@ -9,9 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -441,71 +439,6 @@ func (d *deployment) waitNodeAPI(ctx context.Context, h *inventory.Host) error {
 			return false, fmt.Sprintf("the API server on %s (last: %v)", h.Name, err), nil
 		}
 		return true, "", nil
-	})
-}
-
-// renewServing has the kubelets of hosts whose serving certificate is stale request a new one (stale is
-// given nil for a node that has none): the current one is removed and the kubelet restarted; the request is
-// approved after csr.CheckServing, and the wait ends when each node's new certificate is issued and its Node
-// is Ready again.
-func (d *deployment) renewServing(ctx context.Context, play string, hosts []string, stale func(*x509.Certificate) bool) ([]string, error) {
-	since := time.Now().Add(-time.Second)
-	var mu sync.Mutex
-	var renewing []string
-	_, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {
-		cur, err := apply.ReadCert(ctx, d.e.Conn(name), kubeadm.KubeletServerCurrent)
-		if err != nil || !stale(cur) {
-			return false, err
-		}
-		if err := apply.RenewServing(ctx, d.e.Conn(name)); err != nil {
-			return false, err
-		}
-		mu.Lock()
-		renewing = append(renewing, d.e.Inv.Host(name).NodeName)
-		mu.Unlock()
-		return true, nil
-	}})
-	if err != nil || len(renewing) == 0 {
-		return renewing, err
-	}
-	sort.Strings(renewing)
-	admin, err := d.e.Admin(ctx)
-	if err != nil {
-		return renewing, err
-	}
-	d.approver.Kube = admin.Kube
-	return renewing, d.e.poll(ctx, play, "", d.o.Timeout, func() (bool, string, error) {
-		list, err := d.approver.Round(ctx)
-		if err != nil {
-			return false, "", err
-		}
-		issued := map[string]bool{}
-		for _, c := range list {
-			if c.CreationTimestamp.After(since) && len(c.Status.Certificate) > 0 {
-				issued[strings.TrimPrefix(c.Spec.Username, "system:node:")] = true
-			}
-		}
-		var waiting []string
-		for _, n := range renewing {
-			if !issued[n] {
-				waiting = append(waiting, n)
-			}
-		}
-		if len(waiting) > 0 {
-			return false, "the serving certificates of " + strings.Join(waiting, ", "), nil
-		}
-		// The kubelets restarted: each Node Ready again before the command ends (a kubelet just started
-		// reports NotReady until its first runtime status check; seen right after a rotation on 1+2).
-		for _, n := range renewing {
-			node, err := admin.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, "Node " + n + " (" + firstLine(err.Error()) + ")", nil
-			}
-			if !nodes.Ready(node) {
-				waiting = append(waiting, n)
-			}
-		}
-		return len(waiting) == 0, "Nodes Ready again: " + strings.Join(waiting, ", "), nil
 	})
 }
 

@@ -24,7 +24,11 @@ type RotateOptions struct {
 	NewKeys bool
 	Only    []string
 	Timeout time.Duration // per node, for its static Pods to come back ready
-	Now     func() time.Time
+	// MaxUnavailable is how many workers' kubelets restart at once for their new serving certificates (0
+	// is 1; control-plane nodes one at a time): each batch's Nodes and the Pods Ready on them before are
+	// Ready again before the next.
+	MaxUnavailable int
+	Now            func() time.Time
 	// DryRun renews a copy of the PKI (made in the state directory, removed after) and finds, per host,
 	// the files the rotation would change and what would restart; nothing changes on the hosts or in the
 	// state directory.
@@ -54,7 +58,7 @@ const ServingName = "kubelet-serving"
 func RotateCerts(ctx context.Context, e *Env, o RotateOptions) (*RotateResult, error) {
 	orDefault(&o.Timeout, defaultWait)
 	o.Now = clockOr(o.Now)
-	dopts := deployOptions{Now: o.Now, Timeout: o.Timeout, DryRun: o.DryRun,
+	dopts := deployOptions{Now: o.Now, Timeout: o.Timeout, DryRun: o.DryRun, KubeletBatch: o.MaxUnavailable,
 		Renew: &render.Renewal{IssuedBefore: o.Now().Add(-o.Fresh), NewKeys: o.NewKeys, Only: o.Only}}
 	if o.DryRun {
 		dir, err := copyPKI(e.StateDir)

@@ -177,8 +177,10 @@ type rotateOptions struct {
 	only    []string
 	fresh   time.Duration
 	timeout time.Duration
-	ca      bool
-	dryRun  bool
+	// maxUnavailable: how many workers' kubelets restart at once.
+	maxUnavailable int
+	ca             bool
+	dryRun         bool
 }
 
 func newRotateCmd(g *globalOptions) *cobra.Command {
@@ -215,6 +217,13 @@ the new and old CAs in pki/rotation/) so that an interrupted run resumes:
   5 finish    once no host presents a certificate of the old CAs, they leave every bundle
 The old service-account key stays accepted while legacy token Secrets it signed remain (reported).
 
+Kubelets restart in turn, for their serving certificates and in each --ca stage that restarts them:
+control-plane nodes one at a time, then workers --max-unavailable at a time, each batch's Nodes Ready
+again, and every Pod that was Ready on them Ready again by its restarted kubelet's word, before the next
+batch. A restarted kubelet reports each container with a readiness probe NotReady until that probe runs
+once (up to one period), so a Service keeps a ready endpoint throughout when its Pods are spread over
+more nodes than a batch, and loses them for that moment when they all share one node.
+
 --dry-run renews a copy of the PKI (made in the state directory and removed after), runs preflight, and
 prints what would be renewed and, per host, the files that would change and what would restart; with
 --ca it prints the stages and which a run would apply next. Nothing changes on the hosts or in the state
@@ -235,6 +244,7 @@ directory.`,
 	cmd.Flags().DurationVar(&o.fresh, "fresh", 24*time.Hour, "leave certificates issued more recently than this alone (0 renews all)")
 	allowZero(cmd, "fresh")
 	cmd.Flags().DurationVar(&o.timeout, "node-timeout", 5*time.Minute, "how long each wait may take (a node's static Pods, rollouts, certificates)")
+	cmd.Flags().IntVar(&o.maxUnavailable, "max-unavailable", 1, "how many workers' kubelets restart at once, each batch's Nodes and Pods Ready again before the next (control-plane nodes always one at a time)")
 	cmd.Flags().BoolVar(&o.ca, "ca", false, "replace the CAs and the service-account key, in resumable stages (see above)")
 	addLockFlag(cmd, g)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what would be renewed and, per host, what would change and restart; change nothing")
@@ -242,6 +252,9 @@ directory.`,
 }
 
 func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
+	if o.maxUnavailable < 1 {
+		return usageError("--max-unavailable must be at least 1")
+	}
 	if o.ca {
 		for _, f := range []string{"only", "new-keys", "fresh"} {
 			if cmd.Flags().Changed(f) {
@@ -266,7 +279,7 @@ func runRotate(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 		ask: &question{what: "certs rotate restarts etcd and the control plane on each control-plane node in turn",
 			ask: fmt.Sprintf("renew the certificates of cluster %q and restart its control plane node by node? [y/N] ", env.Inv.Cluster.Name), skip: o.yes},
 		play: func(ctx context.Context) (*playbooks.RotateResult, error) {
-			return playbooks.RotateCerts(ctx, env, playbooks.RotateOptions{Fresh: o.fresh, NewKeys: o.newKeys, Only: o.only, Timeout: o.timeout})
+			return playbooks.RotateCerts(ctx, env, playbooks.RotateOptions{Fresh: o.fresh, NewKeys: o.newKeys, Only: o.only, Timeout: o.timeout, MaxUnavailable: o.maxUnavailable})
 		},
 		report: func(w io.Writer, res *playbooks.RotateResult, _ time.Duration) {
 			for _, r := range res.Renewed {
@@ -293,7 +306,7 @@ func runRotateCA(cmd *cobra.Command, g *globalOptions, o *rotateOptions) error {
 		ask: &question{what: "certs rotate --ca replaces the cluster's CAs: control planes restart node by node, kubelets restart, workloads started before are rolled",
 			ask: fmt.Sprintf("replace the CAs of cluster %q? [y/N] ", env.Inv.Cluster.Name), skip: o.yes},
 		play: func(ctx context.Context) (*playbooks.CARotateResult, error) {
-			return playbooks.RotateCA(ctx, env, playbooks.CARotateOptions{Timeout: o.timeout})
+			return playbooks.RotateCA(ctx, env, playbooks.CARotateOptions{Timeout: o.timeout, MaxUnavailable: o.maxUnavailable})
 		},
 		notes: func(res *playbooks.CARotateResult, _ error) {
 			if res != nil {

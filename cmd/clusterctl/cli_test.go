@@ -100,6 +100,7 @@ func TestDocumentedErrors(t *testing.T) {
 		{[]string{"upgrade", "-i", inv, "--to", "banana"}, 2, `--to "banana" is not a Kubernetes version: give one such as v1.37.2`},
 		{[]string{"upgrade", "-i", inv, "--dry-run"}, 2, `no cluster "c1" has been built`},
 		{[]string{"upgrade", "-i", inv, "--max-unavailable", "0"}, 2, "--max-unavailable must be at least 1"},
+		{[]string{"certs", "rotate", "-i", inv, "--max-unavailable", "0"}, 2, "--max-unavailable must be at least 1"},
 		{[]string{"certs", "rotate", "-i", inv, "--yes"}, 2, `no cluster "c1" has been built`},
 		{[]string{"certs", "ca-hash", "-i", inv}, 2, `no state directory for cluster "c1"`},
 		{[]string{"etcd", "snapshot", "-i", inv}, 2, `no cluster "c1" has been built`},

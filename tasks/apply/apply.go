@@ -208,16 +208,24 @@ func Kubelet(ctx context.Context, h Host, p scripts.KubeletParams) (Outcome, err
 		return Outcome{}, err
 	}
 	out := Outcome{Actions: actionsOf(res.Stdout)}
-	for _, line := range strings.Split(string(res.Stdout), "\n") {
+	out.Started, err = startedOf(h, res.Stdout)
+	return out, err
+}
+
+// startedOf reads the host's clock a script printed ("started: " and seconds) before it started or
+// restarted the kubelet; zero when it printed none.
+func startedOf(h Host, stdout []byte) (time.Time, error) {
+	var at time.Time
+	for _, line := range strings.Split(string(stdout), "\n") {
 		if s, ok := strings.CutPrefix(line, "started: "); ok {
 			sec, err := strconv.ParseInt(s, 10, 64)
 			if err != nil || sec <= 0 {
-				return out, fmt.Errorf("%s: the kubelet script's start time %q is not a time in seconds", h.Name(), s)
+				return at, fmt.Errorf("%s: the kubelet's start time %q is not a time in seconds", h.Name(), s)
 			}
-			out.Started = time.Unix(sec, 0)
+			at = time.Unix(sec, 0)
 		}
 	}
-	return out, nil
+	return at, nil
 }
 
 // RoutesUnit is a node's pod routes unit and the files that go with it.
@@ -317,14 +325,17 @@ func MayPreexist(p string) bool {
 
 // SwitchKubeletClient gives a kubelet a new client pair (certificate and key, PEM): a new
 // kubelet-client-<time>.pem beside the current one, kubelet-client-current.pem pointed at it, the kubelet
-// restarted.
-func SwitchKubeletClient(ctx context.Context, h Host, pair []byte, at time.Time) error {
+// restarted. It returns when the kubelet was restarted, by the host's clock.
+func SwitchKubeletClient(ctx context.Context, h Host, pair []byte, at time.Time) (time.Time, error) {
 	file := fmt.Sprintf("kubelet-client-%s.pem", at.UTC().Format("2006-01-02-15-04-05"))
 	if _, err := h.Put(ctx, []transport.File{{Path: path.Join(kubeadm.KubeletPKIDir, file), Data: pair, Mode: 0o600}}); err != nil {
-		return err
+		return time.Time{}, err
 	}
-	_, err := h.Run(ctx, scripts.SwitchKubeletClient(file), nil)
-	return err
+	res, err := h.Run(ctx, scripts.SwitchKubeletClient(file), nil)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return startedOf(h, res.Stdout)
 }
 
 // diffLimit is the largest file a dry run shows the diff of.

@@ -30,14 +30,18 @@ func ReadCert(ctx context.Context, h Host, file string) (*x509.Certificate, erro
 	return pki.ParseCert(res.Stdout)
 }
 
-// RenewServing removes the kubelet's serving pair and restarts it: the kubelet requests a new one.
-func RenewServing(ctx context.Context, h Host) error {
+// RenewServing removes the kubelet's serving pair and restarts it: the kubelet requests a new one. It
+// returns when the kubelet was restarted, by the host's clock.
+func RenewServing(ctx context.Context, h Host) (time.Time, error) {
 	return renewServing(ctx, h, kubeadm.KubeletServerCurrent)
 }
 
-func renewServing(ctx context.Context, h Host, file string) error {
-	_, err := h.Run(ctx, scripts.RenewServing(file), nil)
-	return err
+func renewServing(ctx context.Context, h Host, file string) (time.Time, error) {
+	res, err := h.Run(ctx, scripts.RenewServing(file), nil)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return startedOf(h, res.Stdout)
 }
 
 // OldPodTokens are the running Pods (running: by UID) on a host whose service-account token the key kid did

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clusterctl/clusterctl/tasks/pki"
 	"github.com/clusterctl/clusterctl/transport/transporttest/conntest"
@@ -58,7 +59,8 @@ func TestReadCert(t *testing.T) {
 	}
 }
 
-// Renewing the serving certificate removes the pair and restarts the kubelet.
+// Renewing the serving certificate removes the pair and restarts the kubelet, saying when by the host's
+// clock.
 func TestRenewServing(t *testing.T) {
 	log := fakes(t, true)
 	conn := conntest.Connect(t)
@@ -66,8 +68,13 @@ func TestRenewServing(t *testing.T) {
 	if err := os.WriteFile(file, []byte("pair"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := renewServing(context.Background(), conn, file); err != nil {
+	before := time.Now().Truncate(time.Second)
+	started, err := renewServing(context.Background(), conn, file)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if started.Before(before) || started.After(time.Now()) {
+		t.Errorf("started %s, not the host's clock before the restart (%s)", started, before)
 	}
 	if _, err := os.Stat(file); err == nil {
 		t.Error("the serving pair is still there")

@@ -14,17 +14,18 @@ import (
 )
 
 // RotateCAKilled replaces the CAs of a cluster of one control-plane node (cp1) and workers while a workload
-// runs on the first worker and a client uses its service-account token throughout; the rotation is killed
-// in the middle and resumed (TestOperateUp's cluster, in make test).
+// runs with one replica on each of two workers and a client uses its service-account token throughout;
+// the rotation is killed in the middle and resumed (TestOperateUp's cluster, in make test).
 func RotateCAKilled(t *testing.T, c *Cluster, hosts []string) {
-	client := hosts[1]
-	c.LoadProbe(t, client)
-	// The workload's two replicas share the client's node, whose kubelet the rotation restarts: a restarted
-	// kubelet reports every container with a readiness probe NotReady until its first probe (upstream's
-	// kubernetes/kubernetes#100277), which would leave the Service without an endpoint for a moment
-	// whatever the rotation does (docs/operations.md, CA rotation's known limit). Without a probe, Ready
-	// is the container running: what is measured is the rotation's own effect on the workload.
-	startClients(t, c, "nodeSelector: {kubernetes.io/hostname: "+client+"}", "", true)
+	workers := hosts[1:]
+	c.LoadProbe(t, workers...)
+	// The workload's replicas are Ready by a readiness probe, which a restarted kubelet reports NotReady
+	// until its first probe (upstream's kubernetes/kubernetes#100277): the rotation restarts the workers'
+	// kubelets one at a time, each node's Pods Ready again before the next, so the Service keeps an
+	// endpoint throughout. One replica per worker, kept so by the rolling update the trust stage makes
+	// (one replica replaced at a time, never a third beside them).
+	startClients(t, c, "", `affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}]}}`,
+		`strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}`)
 	oldCA := readFile(t, filepath.Join(c.StateDir, "pki", "ca.crt"))
 
 	t.Run("killed during the reissue stage, the rotation resumes and finishes", func(t *testing.T) {
@@ -55,6 +56,15 @@ func RotateCAKilled(t *testing.T, c *Cluster, hosts []string) {
 		if res.Type != "ca_rotate_result" || res.Resumed != 3 || len(res.Stages) != 3 {
 			t.Errorf("result: %+v", res)
 		}
+		// The kubelets restart in turn, each node's Pods Ready again before the next (--max-unavailable 1).
+		for _, w := range workers {
+			if !strings.Contains(stdout, "kubelet of "+w+" restarted: its Node and the") {
+				t.Errorf("the resumed run does not say %s's kubelet restarted alone and its Pods were Ready again:\n%s", w, tail(stdout, 20))
+			}
+		}
+		if strings.Contains(stdout, "kubelet of "+strings.Join(workers, ", ")+" restarted") {
+			t.Errorf("the workers' kubelets restarted together")
+		}
 		if !strings.Contains(stdout, "a run of this state directory that is gone, taken over") {
 			t.Errorf("the resumed run does not say it took over the killed run's lock:\n%s", tail(stdout, 20))
 		}
@@ -72,7 +82,7 @@ func RotateCAKilled(t *testing.T, c *Cluster, hosts []string) {
 
 	t.Run("the workload and the token client kept working", func(t *testing.T) {
 		time.Sleep(5 * time.Second)
-		o := ClientOutcomes(t, c, client)
+		o := ClientOutcomes(t, c, workers...)
 		t.Logf("token client during the rotation: %d ok (%d retries), %d failed; outages %v (one control-plane node: its API server restarts)",
 			o.OK, o.Retried, len(o.Failed), o.Outages)
 		if o.OK == 0 {
@@ -135,7 +145,7 @@ func rotationFailure(failed string) bool {
 // line in /var/log/probe on the node. It returns when the client has succeeded, with the log emptied.
 func StartClients(t testing.TB, c *Cluster, node string) {
 	t.Helper()
-	startClients(t, c, "nodeSelector: {kubernetes.io/hostname: "+node+"}", "", false)
+	startClients(t, c, "nodeSelector: {kubernetes.io/hostname: "+node+"}", "", "")
 }
 
 // Outcomes are what the token client saw: requests that succeeded (some after a retry, as client-go

@@ -379,7 +379,7 @@ func upgradeAgainAndDowngrade(t *testing.T, c *Cluster, target []string, host, f
 func StartMovingClients(t testing.TB, c *Cluster) {
 	t.Helper()
 	startClients(t, c, `tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]`,
-		`topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]`, false)
+		`topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]`, "")
 	if _, err := c.K(t, `apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: web, namespace: default}
@@ -392,16 +392,14 @@ spec:
 }
 
 // startClients starts the workload (two replicas of "probe serve" behind the Service web, Ready by a
-// readiness probe unless unprobed) and the token client ("probe api", logging to /var/log/probe on its
-// node), placed by placement (a line of their Pod specs), the workload's Pods also by spread; it waits
-// until the client has succeeded and empties its log.
-func startClients(t testing.TB, c *Cluster, placement, spread string, unprobed bool) {
+// readiness probe) and the token client ("probe api", logging to /var/log/probe on its node), placed by
+// placement (a line of their Pod specs), the workload's Pods also by spread, its Deployment updated by
+// strategy (a line of its spec; "" is the default rolling update); it waits until the client has
+// succeeded and empties its log.
+func startClients(t testing.TB, c *Cluster, placement, spread, strategy string) {
 	t.Helper()
 	c.Privileged(t, "default") // the token client logs to a host path
 	readiness := ", readinessProbe: {httpGet: {port: 8080}, periodSeconds: 1}"
-	if unprobed {
-		readiness = ""
-	}
 	if _, err := c.K(t, `apiVersion: v1
 kind: ServiceAccount
 metadata: {name: sa-client, namespace: default}
@@ -422,6 +420,7 @@ kind: Deployment
 metadata: {name: web, namespace: default}
 spec:
   replicas: 2
+  `+strategy+`
   selector: {matchLabels: {app: web}}
   template:
     metadata: {labels: {app: web}}

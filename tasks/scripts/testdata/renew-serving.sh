@@ -1,1 +1,1 @@
-rm -f /var/lib/kubelet/pki/kubelet-server-current.pem && systemctl restart kubelet
+rm -f /var/lib/kubelet/pki/kubelet-server-current.pem && echo "started: $(date +%s)" && systemctl restart kubelet
