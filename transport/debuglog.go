@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // What -vv logs of each command and upload: its host (the connection's logger), what it was, how long it
@@ -35,15 +36,19 @@ func commandLabel(command string, stdin []byte) string {
 	return truncate(program, maxLabel)
 }
 
+// truncate cuts s to at most n bytes, at a character's start.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
 	return s[:n] + "…"
 }
 
-// logRan logs a command that ended: its exit code (-1: it did not end on its own), how long it took and,
-// when it printed, how long until its first output.
+// logRan logs a command that ended: its exit code (-1: it did not end on its own; then also why), how long
+// it took and, when it printed, how long until its first output.
 func (c *Conn) logRan(ctx context.Context, command string, stdin []byte, start time.Time, res Result, err error) {
 	if !c.log.Enabled(ctx, slog.LevelDebug) {
 		return
@@ -52,7 +57,7 @@ func (c *Conn) logRan(ctx context.Context, command string, stdin []byte, start t
 	if !res.FirstStdout.IsZero() {
 		attrs = append(attrs, "first_output", res.FirstStdout.Sub(start).Round(time.Millisecond))
 	}
-	if err != nil && res.ExitCode == 0 {
+	if err != nil && res.ExitCode <= 0 {
 		attrs = append(attrs, "err", firstLineOf(err.Error()))
 	}
 	c.log.Debug("ran", attrs...)

@@ -18,6 +18,7 @@ func TestCommandLabel(t *testing.T) {
 		{"  systemctl --no-block reboot", "", "systemctl"},
 		{"kubectl --token abc get nodes", "", "kubectl"},
 		{"TOKEN=abc\tkubeadm join", "", "TOKEN=…"},
+		{"sh -s", "# " + strings.Repeat("x", maxLabel-3) + "é and more", "sh -s: # " + strings.Repeat("x", maxLabel-3) + "…"}, // not half of é
 	} {
 		if got := commandLabel(c.command, []byte(c.stdin)); got != c.want {
 			t.Errorf("commandLabel(%q, %q) = %q, want %q", c.command, c.stdin, got, c.want)

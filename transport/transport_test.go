@@ -959,9 +959,14 @@ func TestDebugLogOfCommandsAndUploads(t *testing.T) {
 	if _, err := c.Put(ctx, []transport.File{{Path: filepath.Join(t.TempDir(), "f"), Data: []byte("secret-content"), Mode: 0o644, UID: os.Getuid(), GID: os.Getgid()}}); err != nil {
 		t.Fatal(err)
 	}
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, _ = c.Run(cctx, "sleep 5", nil) // cancelled: logged with why
+	cancel()
 	out := logged.String()
 	for _, want := range []string{
 		`msg=ran host=h1 command="sh -s: # Managed by clusterctl: a test script" took=`,
+		`command=sleep took=`,
+		`exit=-1 err=`,
 		`msg=ran host=h1 command=printf took=`,
 		`exit=4`,
 		`msg=put host=h1 files=1 changed=1 took=`,
