@@ -129,7 +129,7 @@ func (r *caRotation) generate(context.Context) error { return r.store.GenerateNe
 // before: their new Pods trust both.
 func (r *caRotation) trust(ctx context.Context, p *plan) error {
 	const play = "ca-trust"
-	p, err := r.apply(ctx, p, play)
+	p, err := r.apply(ctx, p, play, nil)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,14 @@ func (r *caRotation) reissue(ctx context.Context, p *plan) error {
 	if err := r.store.Swap(r.rot); err != nil {
 		return err
 	}
-	p, err := r.apply(ctx, p, play)
+	// Workers get their client certificate of the new CA before the restart the stage's bundle (the new CA
+	// first) makes: one restart for both. A run killed between the two finds the certificate there, and
+	// still restarts the kubelet for the bundle (the kubelet script's stamp is written after the restart),
+	// which loads it.
+	p, err := r.apply(ctx, p, play, func(ctx context.Context, name string) (bool, error) {
+		switched, _, err := r.newClientCert(ctx, name, false)
+		return switched, err
+	})
 	if err != nil {
 		return err
 	}
@@ -168,7 +175,7 @@ func (r *caRotation) reissue(ctx context.Context, p *plan) error {
 func (r *caRotation) sign(ctx context.Context, p *plan) error {
 	const play = "ca-sign"
 	d := r.d
-	p, err := r.apply(ctx, p, play)
+	p, err := r.apply(ctx, p, play, nil)
 	if err != nil {
 		return err
 	}
@@ -209,7 +216,7 @@ func (r *caRotation) finish(ctx context.Context, p *plan) error {
 	if err := r.retireSAKey(ctx, play); err != nil {
 		return err
 	}
-	p, err := r.apply(ctx, p, play)
+	p, err := r.apply(ctx, p, play, nil)
 	if err != nil {
 		return err
 	}
@@ -232,8 +239,9 @@ func (r *caRotation) finish(ctx context.Context, p *plan) error {
 // restarted and ready before the next), control-plane nodes one at a time (API server ready before the next,
 // static Pods restarted and Ready before the next's controller-manager and scheduler: cpRoll), then the
 // workers' files together, their kubelets restarted where ca.crt changed (their kubelet.conf's CA data
-// following it) a batch at a time (rollKubelets).
-func (r *caRotation) apply(ctx context.Context, p *plan, play string) (*plan, error) {
+// following it) a batch at a time (rollKubelets); beforeRestart, when set, runs on each worker first and
+// says whether its kubelet must restart whatever changed.
+func (r *caRotation) apply(ctx context.Context, p *plan, play string, beforeRestart func(ctx context.Context, name string) (bool, error)) (*plan, error) {
 	d := r.d
 	p, err := d.render(ctx, p)
 	if err != nil {
@@ -270,6 +278,17 @@ func (r *caRotation) apply(ctx context.Context, p *plan, play string) (*plan, er
 		return nil, err
 	}
 	return p, d.rollKubelets(ctx, play, workers, func(ctx context.Context, name string) (time.Time, error) {
+		if beforeRestart != nil {
+			restart, err := beforeRestart(ctx, name)
+			if err != nil {
+				return time.Time{}, err
+			}
+			if restart {
+				d.rec.mu.Lock()
+				d.rec.restartKubelet[name] = true
+				d.rec.mu.Unlock()
+			}
+		}
 		out, err := d.kubeletOn(ctx, p, name)
 		return out.Started, err
 	}, nil)
@@ -365,33 +384,42 @@ func (r *caRotation) restartWorkloads(ctx context.Context, play string, trustedA
 
 // kubeletClientCerts gives every kubelet a client certificate signed by the new CA (system:node:<name> in
 // system:nodes, as its own requests get), unless it has one: a new kubelet-client-<time>.pem beside the old,
-// kubelet-client-current.pem moved to it, the kubelet restarted (a rolling restart: rollKubelets). Key and
-// certificate are made on the workstation and only the node's own go to it.
+// kubelet-client-current.pem moved to it, the kubelet restarted (a rolling restart: rollKubelets). The
+// workers got theirs in the reissue stage's own restart of their kubelets (newClientCert).
 func (r *caRotation) kubeletClientCerts(ctx context.Context, p *plan, play string) error {
+	return r.d.rollKubelets(ctx, play, names(p.nodes()), func(ctx context.Context, name string) (time.Time, error) {
+		_, at, err := r.newClientCert(ctx, name, true)
+		return at, err
+	}, nil)
+}
+
+// newClientCert gives a kubelet a client certificate signed by the new CA unless it has one, and reports
+// whether it did and, if it restarted the kubelet (restart), when by the host's clock. Key and certificate
+// are made on the workstation and only the node's own go to it.
+func (r *caRotation) newClientCert(ctx context.Context, name string, restart bool) (bool, time.Time, error) {
 	d := r.d
 	keys, err := r.store.Load()
 	if err != nil {
-		return err
+		return false, time.Time{}, err
 	}
 	ca := keys.CAs["ca"]
-	return d.rollKubelets(ctx, play, names(p.nodes()), func(ctx context.Context, name string) (time.Time, error) {
-		conn := d.e.Conn(name)
-		cur, err := apply.ReadCert(ctx, conn, kubeadm.KubeletClientCurrent)
-		if err != nil || cur != nil && cur.CheckSignatureFrom(ca.Cert) == nil {
-			return time.Time{}, err
-		}
-		node := d.e.Inv.Host(name).NodeName
-		kp, err := r.store.Issuer.NewLeaf(pki.Spec{Name: "kubelet-client", CA: "ca", CommonName: "system:node:" + node,
-			Organization: []string{pki.NodesGroup}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, nil)
-		if err != nil {
-			return time.Time{}, err
-		}
-		key, err := pki.EncodeKey(kp.Key)
-		if err != nil {
-			return time.Time{}, err
-		}
-		return apply.SwitchKubeletClient(ctx, conn, append(pki.EncodeCert(kp.Cert), key...), time.Now())
-	}, nil)
+	conn := d.e.Conn(name)
+	cur, err := apply.ReadCert(ctx, conn, kubeadm.KubeletClientCurrent)
+	if err != nil || cur != nil && cur.CheckSignatureFrom(ca.Cert) == nil {
+		return false, time.Time{}, err
+	}
+	node := d.e.Inv.Host(name).NodeName
+	kp, err := r.store.Issuer.NewLeaf(pki.Spec{Name: "kubelet-client", CA: "ca", CommonName: "system:node:" + node,
+		Organization: []string{pki.NodesGroup}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, nil)
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	key, err := pki.EncodeKey(kp.Key)
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	at, err := apply.SwitchKubeletClient(ctx, conn, append(pki.EncodeCert(kp.Cert), key...), time.Now(), restart)
+	return err == nil, at, err
 }
 
 // tokenReread is how long after the token files are renewed every client has read them: client-go reads its

@@ -325,13 +325,14 @@ func MayPreexist(p string) bool {
 
 // SwitchKubeletClient gives a kubelet a new client pair (certificate and key, PEM): a new
 // kubelet-client-<time>.pem beside the current one, kubelet-client-current.pem pointed at it, the kubelet
-// restarted. It returns when the kubelet was restarted, by the host's clock.
-func SwitchKubeletClient(ctx context.Context, h Host, pair []byte, at time.Time) (time.Time, error) {
+// restarted unless the caller restarts it itself (restart false). It returns when the kubelet was
+// restarted, by the host's clock (zero when it was not).
+func SwitchKubeletClient(ctx context.Context, h Host, pair []byte, at time.Time, restart bool) (time.Time, error) {
 	file := fmt.Sprintf("kubelet-client-%s.pem", at.UTC().Format("2006-01-02-15-04-05"))
 	if _, err := h.Put(ctx, []transport.File{{Path: path.Join(kubeadm.KubeletPKIDir, file), Data: pair, Mode: 0o600}}); err != nil {
 		return time.Time{}, err
 	}
-	res, err := h.Run(ctx, scripts.SwitchKubeletClient(file), nil)
+	res, err := h.Run(ctx, scripts.SwitchKubeletClient(file, restart), nil)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -242,10 +242,13 @@ func RemoveFiles(files ...string) string {
 // ReadCert prints the certificates of a PEM file (never its key), or nothing.
 func ReadCert(file string) string { return render("read-cert.sh", struct{ File string }{file}) }
 
-// SwitchKubeletClient points kubelet-client-current.pem at file, beside it, and restarts the kubelet.
-func SwitchKubeletClient(file string) string {
-	return render("switch-kubelet-client.sh", struct{ Dir, File, Link string }{kubeadm.KubeletPKIDir, file,
-		strings.TrimPrefix(kubeadm.KubeletClientCurrent, kubeadm.KubeletPKIDir+"/")})
+// SwitchKubeletClient points kubelet-client-current.pem at file, beside it, and, when restart says so,
+// restarts the kubelet.
+func SwitchKubeletClient(file string, restart bool) string {
+	return render("switch-kubelet-client.sh", struct {
+		Dir, File, Link string
+		Restart         bool
+	}{kubeadm.KubeletPKIDir, file, strings.TrimPrefix(kubeadm.KubeletClientCurrent, kubeadm.KubeletPKIDir+"/"), restart})
 }
 
 // RenewServing removes the kubelet's serving pair (file: kubeadm.KubeletServerCurrent) and restarts it: it
