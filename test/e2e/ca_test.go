@@ -57,6 +57,12 @@ func RotateCAKilled(t *testing.T, c *Cluster, hosts []string) {
 			t.Errorf("result: %+v", res)
 		}
 		// The kubelets restart in turn, each node's Pods Ready again before the next (--max-unavailable 1).
+		for _, line := range strings.Split(stdout, "\n") {
+			var ev struct{ Play, Message string }
+			if strings.Contains(line, "kubelet of ") && json.Unmarshal([]byte(line), &ev) == nil {
+				t.Logf("%s: %s", ev.Play, ev.Message)
+			}
+		}
 		for _, w := range workers {
 			if !strings.Contains(stdout, "kubelet of "+w+" restarted: its Node and the") {
 				t.Errorf("the resumed run does not say %s's kubelet restarted alone and its Pods were Ready again:\n%s", w, tail(stdout, 20))
