@@ -49,7 +49,7 @@ func TestReadyPods(t *testing.T) {
 func TestNotReadyAgain(t *testing.T) {
 	restart := time.Unix(1_800_000_100, 0)
 	before, after := restart.Add(-time.Minute), restart.Add(2*time.Second)
-	probe := &corev1.Probe{PeriodSeconds: 1, TimeoutSeconds: 1} // 2 s, 7 s with the margin
+	probe := &corev1.Probe{PeriodSeconds: 1, TimeoutSeconds: 1} // 2 s, 4 s with the margin
 	was := ReadyPods([]corev1.Pod{pod("plain", true, before, nil), pod("probed", true, before, probe)})
 	for _, c := range []struct {
 		name       string
@@ -62,7 +62,9 @@ func TestNotReadyAgain(t *testing.T) {
 		{"the probed Pod NotReady", []corev1.Pod{pod("plain", true, before, nil), pod("probed", false, after, probe)}, time.Second,
 			[]string{"default/probed"}},
 		{"the probed Pod Ready again since", []corev1.Pod{pod("plain", true, before, nil), pod("probed", true, after, probe)}, time.Second, nil},
-		{"the probe's time passed, never NotReady", []corev1.Pod{pod("plain", true, before, nil), pod("probed", true, before, probe)}, 7 * time.Second, nil},
+		{"the probe's time passed, never NotReady", []corev1.Pod{pod("plain", true, before, nil), pod("probed", true, before, probe)}, 4 * time.Second, nil},
+		{"the probe's time not passed yet", []corev1.Pod{pod("plain", true, before, nil), pod("probed", true, before, probe)}, 3 * time.Second,
+			[]string{"default/probed (its first readiness probe)"}},
 		{"the probe's time passed, NotReady", []corev1.Pod{pod("plain", true, before, nil), pod("probed", false, after, probe)}, time.Hour,
 			[]string{"default/probed"}},
 		{"a Pod without a probe NotReady", []corev1.Pod{pod("plain", false, after, nil), pod("probed", true, after, probe)}, time.Second,
