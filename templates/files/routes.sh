@@ -5,24 +5,6 @@
 set -e
 {{template "stamps.sh" .}}
 prestale{{if .Networkd}} networkd {{q .Networkd}}{{end}} routes {{args .Inputs}}{{if .Owned}} networkd-routes {{q .Owned}}{{end}}
-# systemd-networkd reads its drop-in only when it starts: restarted (where it runs) when the drop-in
-# changed, before the routes are made, so that it leaves them alone from then on.
-{{- if .Networkd}}
-if stale networkd {{q .Networkd}}; then
-  if systemctl is-active -q systemd-networkd; then act "restart systemd-networkd (it leaves foreign routes alone)" systemctl restart systemd-networkd; fi
-  commit networkd
-fi
-{{- end}}
-# One systemctl for what systemd knows of the unit (each start costs on a busy host).
-load= reload= enabled=
-while IFS== read -r k v; do case $k in LoadState) load=$v;; NeedDaemonReload) reload=$v;; UnitFileState) enabled=$v;; esac; done <<EOS
-$(systemctl show -p LoadState -p NeedDaemonReload -p UnitFileState {{q .Name}})
-EOS
-[ "$enabled" = enabled ] || { quiet systemctl enable --no-reload -q {{q .Name}}; reload=yes; }
-if [ "$load" != loaded ] || [ "$reload" = yes ]; then quiet systemctl daemon-reload; fi
-{{template "routes-missing.sh" -}}
-if stale routes {{args .Inputs}}; then act "restart the pod routes" systemctl restart {{q .Name}}; commit routes
-elif n=$(routes_missing {{q .RoutesFile}}) && [ "$n" -gt 0 ]; then act "put back $n pod routes missing from the kernel" systemctl restart {{q .Name}}; fi
 {{- if .Owned}}
 # systemd-networkd owns the same routes through a drop-in of them, linked into the drop-in directory of
 # the .network file of the interface that holds the node's address (when networkd manages it, and the node
@@ -45,8 +27,30 @@ fi
 for l in /etc/systemd/network/*.network.d/50-clusterctl-pod-routes.conf; do
   if [ -L "$l" ] && [ "$l" != "$link" ]; then act "remove systemd-networkd's pod routes from ${l%/*}" rm -f "$l"; relink=1; fi
 done
+{{- end}}
+# systemd-networkd reads its drop-in only when it starts: restarted (where it runs) when the drop-in
+# changed, before the routes are made, so that it leaves them alone from then on. Its routes' link is
+# made before: the restart reads them too, and no reload follows.
+restarted=
+{{- if .Networkd}}
+if stale networkd {{q .Networkd}}; then
+  if systemctl is-active -q systemd-networkd; then act "restart systemd-networkd (it leaves foreign routes alone)" systemctl restart systemd-networkd; restarted=1; fi
+  commit networkd
+fi
+{{- end}}
+# One systemctl for what systemd knows of the unit (each start costs on a busy host).
+load= reload= enabled=
+while IFS== read -r k v; do case $k in LoadState) load=$v;; NeedDaemonReload) reload=$v;; UnitFileState) enabled=$v;; esac; done <<EOS
+$(systemctl show -p LoadState -p NeedDaemonReload -p UnitFileState {{q .Name}})
+EOS
+[ "$enabled" = enabled ] || { quiet systemctl enable --no-reload -q {{q .Name}}; reload=yes; }
+if [ "$load" != loaded ] || [ "$reload" = yes ]; then quiet systemctl daemon-reload; fi
+{{template "routes-missing.sh" -}}
+if stale routes {{args .Inputs}}; then act "restart the pod routes" systemctl restart {{q .Name}}; commit routes
+elif n=$(routes_missing {{q .RoutesFile}}) && [ "$n" -gt 0 ]; then act "put back $n pod routes missing from the kernel" systemctl restart {{q .Name}}; fi
+{{- if .Owned}}
 if stale networkd-routes {{q .Owned}} || [ -n "$relink" ]; then
-  if { [ -n "$link" ] || [ -n "$relink" ]; } && systemctl is-active -q systemd-networkd; then
+  if [ -z "$restarted" ] && { [ -n "$link" ] || [ -n "$relink" ]; } && systemctl is-active -q systemd-networkd; then
     act "reload systemd-networkd (its pod routes changed)" networkctl reload
   fi
   commit networkd-routes

@@ -103,8 +103,14 @@ prestale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-e
 # Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
 [ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host).
-if stale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer; then quiet systemctl daemon-reload; commit units; fi
+# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
+# (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
+# systemd 257 needs the reload after an enable, 252 does not.
+reload=
+systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=1; }
+if stale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer; then quiet systemctl daemon-reload; commit units
+elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable --no-reload -q etcd
 # The etcd member's scheduled snapshots: the timer started, restarted when its files changed (a schedule).
 if stale etcd-snapshots /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot; then
@@ -293,8 +299,14 @@ prestale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-e
 # Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
 [ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host).
-if stale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer; then quiet systemctl daemon-reload; commit units; fi
+# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
+# (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
+# systemd 257 needs the reload after an enable, 252 does not.
+reload=
+systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=1; }
+if stale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer; then quiet systemctl daemon-reload; commit units
+elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable --no-reload -q etcd
 # The etcd member's scheduled snapshots: the timer started, restarted when its files changed (a schedule).
 if stale etcd-snapshots /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /usr/local/lib/clusterctl/etcd-snapshot; then
@@ -546,8 +558,14 @@ fi
 [ "$(stat -c %a /etc/kubernetes/apiserver 2>/dev/null)" = 700 ] || act "make "/etc/kubernetes/apiserver" 0700" install -d -m 0700 /etc/kubernetes/apiserver
 [ "$(stat -c %a /var/log/kubernetes/audit 2>/dev/null)" = 700 ] || act "make "/var/log/kubernetes/audit" 0700" install -d -m 0700 /var/log/kubernetes/audit
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host).
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
+# (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
+# systemd 257 needs the reload after an enable, 252 does not.
+reload=
+systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=1; }
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units
+elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
 routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
@@ -862,8 +880,14 @@ fi
 # Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
 [ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host).
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
+# (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
+# systemd 257 needs the reload after an enable, 252 does not.
+reload=
+systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=1; }
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units
+elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
 routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=

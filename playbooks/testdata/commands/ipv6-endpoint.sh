@@ -175,8 +175,14 @@ fi
 [ "$(stat -c %a /var/log/kubernetes/audit 2>/dev/null)" = 700 ] || act "make "/var/log/kubernetes/audit" 0700" install -d -m 0700 /var/log/kubernetes/audit
 [ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host).
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
+# (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
+# systemd 257 needs the reload after an enable, 252 does not.
+reload=
+systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=1; }
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units
+elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
 routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
@@ -518,8 +524,14 @@ fi
 [ "$(stat -c %a /var/log/kubernetes/audit 2>/dev/null)" = 700 ] || act "make "/var/log/kubernetes/audit" 0700" install -d -m 0700 /var/log/kubernetes/audit
 [ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host).
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
+# (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
+# systemd 257 needs the reload after an enable, 252 does not.
+reload=
+systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=1; }
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units
+elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
 routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
@@ -861,8 +873,14 @@ fi
 [ "$(stat -c %a /var/log/kubernetes/audit 2>/dev/null)" = 700 ] || act "make "/var/log/kubernetes/audit" 0700" install -d -m 0700 /var/log/kubernetes/audit
 [ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host).
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
+# (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
+# systemd 257 needs the reload after an enable, 252 does not.
+reload=
+systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=1; }
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units
+elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
 routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
@@ -1160,8 +1178,14 @@ if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
   act "apply kernel settings" apply_sysctl; commit sysctl
 fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host).
-if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units; fi
+# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
+# (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
+# systemd 257 needs the reload after an enable, 252 does not.
+reload=
+systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=1; }
+if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service; then quiet systemctl daemon-reload; commit units
+elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
 routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=

@@ -67,10 +67,32 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 quiet() { [ -n "$dry" ] || "$@"; }
 
 prestale networkd /etc/systemd/networkd.conf.d/clusterctl.conf routes /etc/systemd/system/clusterctl-pod-routes.service /var/lib/clusterctl/pod-routes networkd-routes /var/lib/clusterctl/pod-routes.networkd
+# systemd-networkd owns the same routes through a drop-in of them, linked into the drop-in directory of
+# the .network file of the interface that holds the node's address (when networkd manages it, and the node
+# has routes): it puts them back whenever it configures the interface. Elsewhere NetworkManager's and
+# ifupdown's hooks restart the unit when an interface comes up.
+nf= link= relink=
+set -f; set -- $(ip -o addr show to 10.0.0.10 2>/dev/null); set +f
+if [ -n "${2:-}" ] && [ -r "/sys/class/net/$2/ifindex" ] && read -r idx < "/sys/class/net/$2/ifindex" && [ -r "/run/systemd/netif/links/$idx" ]; then
+  while IFS== read -r k v; do [ "$k" = NETWORK_FILE ] && nf=$v; done < "/run/systemd/netif/links/$idx"
+fi
+case $nf in /etc/systemd/network/*.network|/run/systemd/network/*.network|/usr/lib/systemd/network/*.network|/lib/systemd/network/*.network|/usr/local/lib/systemd/network/*.network) ;; *) nf=;; esac
+dest=; [ -r /var/lib/clusterctl/pod-routes.networkd ] && while IFS= read -r l; do case $l in Destination=*) dest=1; break;; esac; done < /var/lib/clusterctl/pod-routes.networkd
+if [ -n "$nf" ] && [ -n "$dest" ]; then
+  link=/etc/systemd/network/${nf##*/}.d/50-clusterctl-pod-routes.conf
+  if ! [ -L "$link" ] || ! [ "$link" -ef /var/lib/clusterctl/pod-routes.networkd ]; then
+    quiet mkdir -p "${link%/*}"; act "let systemd-networkd keep the pod routes (${nf##*/})" ln -sfn /var/lib/clusterctl/pod-routes.networkd "$link"; relink=1
+  fi
+fi
+for l in /etc/systemd/network/*.network.d/50-clusterctl-pod-routes.conf; do
+  if [ -L "$l" ] && [ "$l" != "$link" ]; then act "remove systemd-networkd's pod routes from ${l%/*}" rm -f "$l"; relink=1; fi
+done
 # systemd-networkd reads its drop-in only when it starts: restarted (where it runs) when the drop-in
-# changed, before the routes are made, so that it leaves them alone from then on.
+# changed, before the routes are made, so that it leaves them alone from then on. Its routes' link is
+# made before: the restart reads them too, and no reload follows.
+restarted=
 if stale networkd /etc/systemd/networkd.conf.d/clusterctl.conf; then
-  if systemctl is-active -q systemd-networkd; then act "restart systemd-networkd (it leaves foreign routes alone)" systemctl restart systemd-networkd; fi
+  if systemctl is-active -q systemd-networkd; then act "restart systemd-networkd (it leaves foreign routes alone)" systemctl restart systemd-networkd; restarted=1; fi
   commit networkd
 fi
 # One systemctl for what systemd knows of the unit (each start costs on a busy host).
@@ -93,28 +115,8 @@ routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   echo $m; }
 if stale routes /etc/systemd/system/clusterctl-pod-routes.service /var/lib/clusterctl/pod-routes; then act "restart the pod routes" systemctl restart clusterctl-pod-routes.service; commit routes
 elif n=$(routes_missing /var/lib/clusterctl/pod-routes) && [ "$n" -gt 0 ]; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
-# systemd-networkd owns the same routes through a drop-in of them, linked into the drop-in directory of
-# the .network file of the interface that holds the node's address (when networkd manages it, and the node
-# has routes): it puts them back whenever it configures the interface. Elsewhere NetworkManager's and
-# ifupdown's hooks restart the unit when an interface comes up.
-nf= link= relink=
-set -f; set -- $(ip -o addr show to 10.0.0.10 2>/dev/null); set +f
-if [ -n "${2:-}" ] && [ -r "/sys/class/net/$2/ifindex" ] && read -r idx < "/sys/class/net/$2/ifindex" && [ -r "/run/systemd/netif/links/$idx" ]; then
-  while IFS== read -r k v; do [ "$k" = NETWORK_FILE ] && nf=$v; done < "/run/systemd/netif/links/$idx"
-fi
-case $nf in /etc/systemd/network/*.network|/run/systemd/network/*.network|/usr/lib/systemd/network/*.network|/lib/systemd/network/*.network|/usr/local/lib/systemd/network/*.network) ;; *) nf=;; esac
-dest=; [ -r /var/lib/clusterctl/pod-routes.networkd ] && while IFS= read -r l; do case $l in Destination=*) dest=1; break;; esac; done < /var/lib/clusterctl/pod-routes.networkd
-if [ -n "$nf" ] && [ -n "$dest" ]; then
-  link=/etc/systemd/network/${nf##*/}.d/50-clusterctl-pod-routes.conf
-  if ! [ -L "$link" ] || ! [ "$link" -ef /var/lib/clusterctl/pod-routes.networkd ]; then
-    quiet mkdir -p "${link%/*}"; act "let systemd-networkd keep the pod routes (${nf##*/})" ln -sfn /var/lib/clusterctl/pod-routes.networkd "$link"; relink=1
-  fi
-fi
-for l in /etc/systemd/network/*.network.d/50-clusterctl-pod-routes.conf; do
-  if [ -L "$l" ] && [ "$l" != "$link" ]; then act "remove systemd-networkd's pod routes from ${l%/*}" rm -f "$l"; relink=1; fi
-done
 if stale networkd-routes /var/lib/clusterctl/pod-routes.networkd || [ -n "$relink" ]; then
-  if { [ -n "$link" ] || [ -n "$relink" ]; } && systemctl is-active -q systemd-networkd; then
+  if [ -z "$restarted" ] && { [ -n "$link" ] || [ -n "$relink" ]; } && systemctl is-active -q systemd-networkd; then
     act "reload systemd-networkd (its pod routes changed)" networkctl reload
   fi
   commit networkd-routes
