@@ -328,6 +328,14 @@ func (d *deployment) startKubelet(ctx context.Context, p *plan, play string, hos
 	return err
 }
 
+// restartPending reports whether a host's kubelet files changed in this run and its kubelet has not been
+// restarted for them yet.
+func (d *deployment) restartPending(host string) bool {
+	d.rec.mu.Lock()
+	defer d.rec.mu.Unlock()
+	return d.rec.restartKubelet[host]
+}
+
 // kubelets is startKubelet reporting whether it started or restarted a kubelet (or repointed a worker's).
 func (d *deployment) kubelets(ctx context.Context, p *plan, play string, hosts []string) (bool, error) {
 	res, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {

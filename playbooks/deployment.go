@@ -73,8 +73,10 @@ type deployOptions struct {
 	TokenTTL time.Duration
 	// Timeout bounds each wait for an API server, a node's static Pods, serving certificates.
 	Timeout time.Duration
-	// KubeletBatch is how many workers' kubelets a rotation restarts at once (rollKubelets; 0 is 1).
-	KubeletBatch int
+	// KubeletBatch is how many workers' kubelets restart at once where they run already (rollKubelets; 0
+	// is 1), and KubeletTimeout bounds the wait for each batch's Nodes and Pods (Timeout when 0).
+	KubeletBatch   int
+	KubeletTimeout time.Duration
 	// PKIDir, when set, is where render keeps the PKI and kubeconfigs instead of the state directory (a
 	// dry run of certs rotate renews a copy).
 	PKIDir string

@@ -100,7 +100,11 @@ func (d *deployment) kubeletsBack(ctx context.Context, play string, admin *apicl
 	}
 	begin := time.Now()
 	readyAt := map[string]time.Time{} // by the workstation's clock: when the Node was seen Ready from the restarted kubelet
-	err := d.e.pollEvery(ctx, play, "", d.o.Timeout, 500*time.Millisecond, func() (bool, string, error) {
+	timeout := d.o.KubeletTimeout
+	if timeout == 0 {
+		timeout = d.o.Timeout
+	}
+	err := d.e.pollEvery(ctx, play, "", timeout, 500*time.Millisecond, func() (bool, string, error) {
 		if each != nil {
 			if err := each(ctx); err != nil {
 				return false, "", err

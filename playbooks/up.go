@@ -21,7 +21,8 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 	orDefault(&o.APITimeout, defaultWait)
 	orDefault(&o.NodeTimeout, defaultWait)
 	orDefault(&o.TokenTTL, time.Hour)
-	d, p, err := newDeployment(e, e.Hosts, deployOptions{Now: o.Now, DryRun: o.DryRun, TokenTTL: o.TokenTTL, Timeout: o.APITimeout})
+	d, p, err := newDeployment(e, e.Hosts, deployOptions{Now: o.Now, DryRun: o.DryRun, TokenTTL: o.TokenTTL, Timeout: o.APITimeout,
+		KubeletBatch: o.MaxUnavailable, KubeletTimeout: o.NodeTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +153,8 @@ func (u *upRun) startControlPlane(ctx context.Context, p *plan) error {
 }
 
 // join starts the workers' kubelets, which TLS-bootstrap with the token; clusterctl approves their client
-// certificates (see csr.CheckClient), the controller-manager signs them.
+// certificates (see csr.CheckClient), the controller-manager signs them. Running workers whose kubelet
+// files changed restart in turn (rollKubelets: each batch's Nodes and Pods Ready again before the next).
 func (u *upRun) join(ctx context.Context, p *plan) error {
 	u.startEarlyNetwork(ctx, p)
 	if err := u.pushed(ctx); err != nil {
@@ -161,7 +163,21 @@ func (u *upRun) join(ctx context.Context, p *plan) error {
 	if err := u.waitSigner(ctx); err != nil {
 		return err
 	}
-	return u.startKubelet(ctx, p, "join", names(p.workers()))
+	var start, roll []string
+	for _, h := range p.workers() {
+		if !u.o.DryRun && !p.joining[h.Name] && u.restartPending(h.Name) {
+			roll = append(roll, h.Name)
+		} else {
+			start = append(start, h.Name)
+		}
+	}
+	if err := u.startKubelet(ctx, p, "join", start); err != nil {
+		return err
+	}
+	return u.rollKubelets(ctx, "join", roll, func(ctx context.Context, name string) (time.Time, error) {
+		out, err := u.kubeletOn(ctx, p, name)
+		return out.Started, err
+	}, nil)
 }
 
 func (u *upRun) noWorkers(p *plan) string {

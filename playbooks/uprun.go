@@ -23,6 +23,9 @@ type UpOptions struct {
 	// APITimeout bounds the wait for the first API server; NodeTimeout the wait for nodes to be Ready.
 	APITimeout  time.Duration
 	NodeTimeout time.Duration
+	// MaxUnavailable is how many running workers' kubelets restart at once where their files changed (0
+	// is 1): each batch's Nodes and the Pods Ready on them before are Ready again before the next.
+	MaxUnavailable int
 	// TokenTTL is the bootstrap token's lifetime; it is deleted as soon as the nodes have joined.
 	TokenTTL time.Duration
 	Now      func() time.Time

@@ -101,6 +101,7 @@ func TestDocumentedErrors(t *testing.T) {
 		{[]string{"upgrade", "-i", inv, "--dry-run"}, 2, `no cluster "c1" has been built`},
 		{[]string{"upgrade", "-i", inv, "--max-unavailable", "0"}, 2, "--max-unavailable must be at least 1"},
 		{[]string{"certs", "rotate", "-i", inv, "--max-unavailable", "0"}, 2, "--max-unavailable must be at least 1"},
+		{[]string{"up", "-i", inv, "--max-unavailable", "0"}, 2, "--max-unavailable must be at least 1"},
 		{[]string{"certs", "rotate", "-i", inv, "--yes"}, 2, `no cluster "c1" has been built`},
 		{[]string{"certs", "ca-hash", "-i", inv}, 2, `no state directory for cluster "c1"`},
 		{[]string{"etcd", "snapshot", "-i", inv}, 2, `no cluster "c1" has been built`},

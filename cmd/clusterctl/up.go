@@ -22,7 +22,9 @@ type upOptions struct {
 	preflight   preflightFlags
 	apiTimeout  time.Duration
 	nodeTimeout time.Duration
-	dryRun      bool
+	// maxUnavailable: how many running workers' kubelets restart at once (up only).
+	maxUnavailable int
+	dryRun         bool
 	full        bool
 	// hooks is the command whose inventory hooks run (up's by default), on hookHosts (default: all).
 	hooks     string
@@ -54,7 +56,9 @@ func newUpCmd(g *globalOptions) *cobra.Command {
                  kube-proxy and CoreDNS
   control-plane-join  the other control-plane nodes one at a time: etcd learner added through the etcd
                  API, kubelet started, learner promoted, API server ready
-  join           workers' kubelets start and join by TLS bootstrap with the token and the pinned CA
+  join           workers' kubelets start and join by TLS bootstrap with the token and the pinned CA;
+                 running workers whose kubelet files changed restart --max-unavailable at a time, each
+                 batch's Nodes and the Pods Ready on them before Ready again before the next
   network        cni.plugin bridge: each node's pod range and routes between nodes; flannel: its VXLAN
                  (nodes on routed subnets); manifests: yours; none with an add-on network: true
   ready          kubelet serving certificates approved after checking the requesting node and every
@@ -82,12 +86,16 @@ would change. The admin kubeconfig is left in the state directory (admin.conf). 
 	cmd.Flags().BoolVar(&o.full, "full", false, "run every step even when every host is settled (stamped with this plan, unchanged since): puts back the cluster's objects changed through the API and images removed from the runtime, which the stamps do not see")
 	cmd.Flags().DurationVar(&o.apiTimeout, "api-timeout", 5*time.Minute, "how long to wait for the first API server")
 	cmd.Flags().DurationVar(&o.nodeTimeout, "node-timeout", 5*time.Minute, "how long to wait for nodes to register and be Ready")
+	cmd.Flags().IntVar(&o.maxUnavailable, "max-unavailable", 1, "how many running workers' kubelets restart at once when their files changed, each batch's Nodes and Pods Ready again before the next")
 	addLockFlag(cmd, g)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "go through the steps up to the kubelets' start recording, not making, each change: print what each host would receive and which services would (re)start; change nothing on the hosts")
 	return cmd
 }
 
 func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
+	if cmd.Flags().Lookup("max-unavailable") != nil && o.maxUnavailable < 1 {
+		return usageError("--max-unavailable must be at least 1")
+	}
 	view := g.progressView()
 	env, created, err := openEnvNeeding(g, &o.ssh, view, o.need)
 	if err != nil {
@@ -100,7 +108,7 @@ func runUp(cmd *cobra.Command, g *globalOptions, o *upOptions) error {
 	}
 	return change[playbooks.UpResult]{g: g, view: view, result: "up_result", lock: lock,
 		play: func(ctx context.Context) (*playbooks.UpResult, error) {
-			return playbooks.Up(ctx, env, playbooks.UpOptions{APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout,
+			return playbooks.Up(ctx, env, playbooks.UpOptions{APITimeout: o.apiTimeout, NodeTimeout: o.nodeTimeout, MaxUnavailable: o.maxUnavailable,
 				DryRun: o.dryRun, Full: o.full, Preflight: o.preflight.options(), Hooks: o.hooks, HookHosts: o.hookHosts})
 		},
 		notes: func(res *playbooks.UpResult, err error) {
