@@ -25,7 +25,7 @@ type upOptions struct {
 	// maxUnavailable: how many running workers' kubelets restart at once (up only).
 	maxUnavailable int
 	dryRun         bool
-	full        bool
+	full           bool
 	// hooks is the command whose inventory hooks run (up's by default), on hookHosts (default: all).
 	hooks     string
 	hookHosts []string
