@@ -9,7 +9,7 @@ import (
 
 // NodeSettingsReconciled checks that up reconciles the inventory's labels, taints and kubelet settings: a
 // cluster-wide label on every Node, a group of the workers with a label, a taint and maxPods on the workers
-// alone (their kubelets restarted, the control-plane node's not); then, the group taken out of the
+// alone (their kubelets restarted one at a time, the control-plane node's not); then, the group taken out of the
 // inventory, its label and taint taken off and maxPods back to the kubelet's default, while a label someone
 // else set stays.
 func NodeSettingsReconciled(t *testing.T, c *Cluster, cp string, workers []string) {
@@ -50,8 +50,18 @@ func NodeSettingsReconciled(t *testing.T, c *Cluster, cp string, workers []strin
 	if err := os.WriteFile(c.Inventory, append(withSite, groups...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, stderr, code := c.Run(t, "up"); code != 0 {
+	stdout, stderr, code := c.Run(t, "up", "--output", "json")
+	if code != 0 {
 		t.Fatalf("up with node settings: exit %d\n%s", code, stderr)
+	}
+	// The workers' kubelets restarted in turn, each Node and its Pods Ready again before the next.
+	for _, w := range workers {
+		if !strings.Contains(stdout, "kubelet of "+w+" restarted: its Node and the") {
+			t.Errorf("up does not say %s's kubelet restarted alone, its Node and Pods Ready again:\n%s", w, tail(stdout, 20))
+		}
+	}
+	if len(workers) > 1 && strings.Contains(stdout, "kubelet of "+strings.Join(workers, ", ")+" restarted") {
+		t.Error("the workers' kubelets restarted together")
 	}
 	for _, w := range workers {
 		if got := node(w, `{.metadata.labels.example\.com/site} {.metadata.labels.example\.com/pool} {.spec.taints[?(@.key=="example.com/pool")].effect}`); got != "lab general PreferNoSchedule" {
