@@ -35,7 +35,9 @@ func TestGolden(t *testing.T) {
 		"setup": Setup(SetupParams{Changed: []string{kubeadm.ContainerdConfig, kubeadm.ImagesDir + "/pause.tar"}, Images: []Image{{File: kubeadm.ImagesDir + "/pause.tar", Ref: hostile}}, NetworkUnits: []string{routesUnit},
 			PodRoutes: "/var/lib/clusterctl/pod-routes", PodRoutesUnit: "clusterctl-pod-routes.service"}),
 		"setup-runtime-dry": Setup(SetupParams{Runtime: []string{kubeadm.RuntimeBinary("containerd"), kubeadm.RuntimeBinary("runc")}, Dry: true, NetworkUnits: []string{routesUnit}}),
-		"setup-etcd-only":   Setup(SetupParams{EtcdOnly: true, Changed: []string{kubeadm.EtcdUnit}}),
+		// A deployment names the pod routes unit for every host: an etcd host has no such unit to enable.
+		"setup-etcd-only": Setup(SetupParams{EtcdOnly: true, Changed: []string{kubeadm.EtcdUnit},
+			PodRoutes: "/var/lib/clusterctl/pod-routes", PodRoutesUnit: "clusterctl-pod-routes.service"}),
 		"setup-etcd-worker": Setup(SetupParams{EtcdUnit: true, NetworkUnits: []string{routesUnit}}),
 		"setup-cis":         Setup(SetupParams{Changed: []string{kubeadm.SysctlConfig}, PrivateDirs: []string{kubeadm.EtcdDataDir}, EtcdUser: &EtcdUser{UID: 999, GID: 998}}),
 		"etcd-data-owner":   EtcdDataOwner(EtcdUser{UID: 999, GID: 998}),

@@ -44,12 +44,12 @@ elif [ "$(stat -c %u:%g {{q $.EtcdData}})" != {{q .Owner}} ]; then act "give "{{
 [ "$(stat -c %a {{q .}} 2>/dev/null)" = 700 ] || act "make "{{q .}}" 0700" install -d -m 0700 {{q .}}
 {{- end}}
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# reload takes seconds on a busy host). A node's pod routes unit is enabled (for boot) before that reload: the
 # network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
 # (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
 # systemd 257 needs the reload after an enable, 252 does not.
 reload=
-{{- if .PodRoutesUnit}}
+{{- if and .PodRoutesUnit (not .EtcdOnly)}}
 systemctl is-enabled -q {{q .PodRoutesUnit}} 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q {{q .PodRoutesUnit}}; reload=1; }
 {{- end}}
 if stale units {{args .Units}}; then quiet systemctl daemon-reload; commit units

@@ -103,12 +103,11 @@ prestale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-e
 # Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
 [ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# reload takes seconds on a busy host). A node's pod routes unit is enabled (for boot) before that reload: the
 # network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
 # (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
 # systemd 257 needs the reload after an enable, 252 does not.
 reload=
-systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=1; }
 if stale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer; then quiet systemctl daemon-reload; commit units
 elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable --no-reload -q etcd
@@ -299,12 +298,11 @@ prestale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-e
 # Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
 [ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# reload takes seconds on a busy host). A node's pod routes unit is enabled (for boot) before that reload: the
 # network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
 # (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
 # systemd 257 needs the reload after an enable, 252 does not.
 reload=
-systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=1; }
 if stale units /etc/systemd/system/etcd.service /etc/systemd/system/clusterctl-etcd-snapshot.service /etc/systemd/system/clusterctl-etcd-snapshot.timer; then quiet systemctl daemon-reload; commit units
 elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 systemctl is-enabled -q etcd 2>/dev/null || act "enable etcd" systemctl enable --no-reload -q etcd
@@ -558,7 +556,7 @@ fi
 [ "$(stat -c %a /etc/kubernetes/apiserver 2>/dev/null)" = 700 ] || act "make "/etc/kubernetes/apiserver" 0700" install -d -m 0700 /etc/kubernetes/apiserver
 [ "$(stat -c %a /var/log/kubernetes/audit 2>/dev/null)" = 700 ] || act "make "/var/log/kubernetes/audit" 0700" install -d -m 0700 /var/log/kubernetes/audit
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# reload takes seconds on a busy host). A node's pod routes unit is enabled (for boot) before that reload: the
 # network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
 # (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
 # systemd 257 needs the reload after an enable, 252 does not.
@@ -880,7 +878,7 @@ fi
 # Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
 [ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# reload takes seconds on a busy host). A node's pod routes unit is enabled (for boot) before that reload: the
 # network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
 # (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
 # systemd 257 needs the reload after an enable, 252 does not.

@@ -97,7 +97,7 @@ elif [ "$(stat -c %u:%g /var/lib/etcd)" != 999:998 ]; then act "give "/var/lib/e
 # Directories only root may enter (kubeadm's mode for etcd's data; the API server's configuration and audit log).
 [ "$(stat -c %a /var/lib/etcd 2>/dev/null)" = 700 ] || act "make "/var/lib/etcd" 0700" install -d -m 0700 /var/lib/etcd
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# reload takes seconds on a busy host). A node's pod routes unit is enabled (for boot) before that reload: the
 # network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
 # (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
 # systemd 257 needs the reload after an enable, 252 does not.

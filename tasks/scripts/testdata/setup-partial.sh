@@ -85,7 +85,7 @@ if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
   act "apply kernel settings" apply_sysctl; commit sysctl
 fi
 # One reload for every unit file that changed; enabling a unit then reloads nothing more (--no-reload: each
-# reload takes seconds on a busy host). The pod routes unit is enabled (for boot) before that reload: the
+# reload takes seconds on a busy host). A node's pod routes unit is enabled (for boot) before that reload: the
 # network step then starts it without one of its own, on a host whose kubelet is starting its first Pods
 # (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
 # systemd 257 needs the reload after an enable, 252 does not.
