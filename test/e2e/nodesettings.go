@@ -54,15 +54,7 @@ func NodeSettingsReconciled(t *testing.T, c *Cluster, cp string, workers []strin
 	if code != 0 {
 		t.Fatalf("up with node settings: exit %d\n%s", code, stderr)
 	}
-	// The workers' kubelets restarted in turn, each Node and its Pods Ready again before the next.
-	for _, w := range workers {
-		if !strings.Contains(stdout, "kubelet of "+w+" restarted: its Node and the") {
-			t.Errorf("up does not say %s's kubelet restarted alone, its Node and Pods Ready again:\n%s", w, tail(stdout, 20))
-		}
-	}
-	if len(workers) > 1 && strings.Contains(stdout, "kubelet of "+strings.Join(workers, ", ")+" restarted") {
-		t.Error("the workers' kubelets restarted together")
-	}
+	restartedInTurn(t, "up", stdout, workers)
 	for _, w := range workers {
 		if got := node(w, `{.metadata.labels.example\.com/site} {.metadata.labels.example\.com/pool} {.spec.taints[?(@.key=="example.com/pool")].effect}`); got != "lab general PreferNoSchedule" {
 			t.Errorf("%s: site, pool, the pool's taint: %q", w, got)
@@ -96,5 +88,19 @@ func NodeSettingsReconciled(t *testing.T, c *Cluster, cp string, workers []strin
 	}
 	if err := os.WriteFile(c.Inventory, before, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// restartedInTurn checks that a command's JSON output (stdout) says each of workers' kubelets restarted
+// alone, its Node and the Pods Ready on it before Ready again before the next.
+func restartedInTurn(t *testing.T, command, stdout string, workers []string) {
+	t.Helper()
+	for _, w := range workers {
+		if !strings.Contains(stdout, "kubelet of "+w+" restarted: its Node and the") {
+			t.Errorf("%s does not say %s's kubelet restarted alone, its Node and Pods Ready again:\n%s", command, w, tail(stdout, 20))
+		}
+	}
+	if len(workers) > 1 && strings.Contains(stdout, "kubelet of "+strings.Join(workers, ", ")+" restarted") {
+		t.Errorf("%s restarted the workers' kubelets together", command)
 	}
 }
