@@ -158,9 +158,16 @@ func (r *caRotation) reissue(ctx context.Context, p *plan) error {
 	// first) makes: one restart for both. A run killed between the two finds the certificate there, and
 	// still restarts the kubelet for the bundle (the kubelet script's stamp is written after the restart),
 	// which loads it.
-	p, err := r.apply(ctx, p, play, func(ctx context.Context, name string) (bool, error) {
-		switched, _, err := r.newClientCert(ctx, name, false)
-		return switched, err
+	ca, err := r.clusterCA()
+	if err != nil {
+		return err
+	}
+	p, err = r.apply(ctx, p, play, func(ctx context.Context, name string) (bool, error) {
+		if has, err := r.hasClientCert(ctx, name, ca); has || err != nil {
+			return false, err
+		}
+		_, err := r.newClientCert(ctx, name, ca, false)
+		return err == nil, err
 	})
 	if err != nil {
 		return err
@@ -277,21 +284,19 @@ func (r *caRotation) apply(ctx context.Context, p *plan, play string, beforeRest
 	if _, err := d.push(ctx, p, play, workers, d.e.Forks); err != nil {
 		return nil, err
 	}
-	return p, d.rollKubelets(ctx, play, workers, func(ctx context.Context, name string) (time.Time, error) {
+	return p, d.rollKubelets(ctx, play, workers, kubeletRoll{restart: func(ctx context.Context, name string) (time.Time, error) {
 		if beforeRestart != nil {
 			restart, err := beforeRestart(ctx, name)
 			if err != nil {
 				return time.Time{}, err
 			}
 			if restart {
-				d.rec.mu.Lock()
-				d.rec.restartKubelet[name] = true
-				d.rec.mu.Unlock()
+				d.markRestart(name)
 			}
 		}
 		out, err := d.kubeletOn(ctx, p, name)
 		return out.Started, err
-	}, nil)
+	}})
 }
 
 // currentServingCA is the state directory's kubelet serving CA: once swapped, the new one.
@@ -384,42 +389,57 @@ func (r *caRotation) restartWorkloads(ctx context.Context, play string, trustedA
 
 // kubeletClientCerts gives every kubelet a client certificate signed by the new CA (system:node:<name> in
 // system:nodes, as its own requests get), unless it has one: a new kubelet-client-<time>.pem beside the old,
-// kubelet-client-current.pem moved to it, the kubelet restarted (a rolling restart: rollKubelets). The
-// workers got theirs in the reissue stage's own restart of their kubelets (newClientCert).
+// kubelet-client-current.pem moved to it, the kubelet restarted (a rolling restart: rollKubelets, of the
+// kubelets whose certificate is not the new CA's). The workers got theirs in the reissue stage's own
+// restart of their kubelets.
 func (r *caRotation) kubeletClientCerts(ctx context.Context, p *plan, play string) error {
-	return r.d.rollKubelets(ctx, play, names(p.nodes()), func(ctx context.Context, name string) (time.Time, error) {
-		_, at, err := r.newClientCert(ctx, name, true)
-		return at, err
-	}, nil)
+	ca, err := r.clusterCA()
+	if err != nil {
+		return err
+	}
+	return r.d.rollKubelets(ctx, play, names(p.nodes()), kubeletRoll{
+		need: func(ctx context.Context, name string) (bool, error) {
+			has, err := r.hasClientCert(ctx, name, ca)
+			return !has && err == nil, err
+		},
+		restart: func(ctx context.Context, name string) (time.Time, error) { return r.newClientCert(ctx, name, ca, true) },
+	})
 }
 
-// newClientCert gives a kubelet a client certificate signed by the new CA unless it has one, and reports
-// whether it did and, if it restarted the kubelet (restart), when by the host's clock. Key and certificate
-// are made on the workstation and only the node's own go to it.
-func (r *caRotation) newClientCert(ctx context.Context, name string, restart bool) (bool, time.Time, error) {
-	d := r.d
+// clusterCA is the state directory's cluster CA (once swapped, the new one), read once for a stage's hosts.
+func (r *caRotation) clusterCA() (*pki.KeyPair, error) {
 	keys, err := r.store.Load()
 	if err != nil {
-		return false, time.Time{}, err
+		return nil, err
 	}
 	ca := keys.CAs["ca"]
-	conn := d.e.Conn(name)
-	cur, err := apply.ReadCert(ctx, conn, kubeadm.KubeletClientCurrent)
-	if err != nil || cur != nil && cur.CheckSignatureFrom(ca.Cert) == nil {
-		return false, time.Time{}, err
+	if ca == nil || ca.Key == nil {
+		return nil, fmt.Errorf("the state directory %s has no cluster CA key", r.store.Dir)
 	}
-	node := d.e.Inv.Host(name).NodeName
+	return ca, nil
+}
+
+// hasClientCert reports whether a host's kubelet client certificate is signed by ca.
+func (r *caRotation) hasClientCert(ctx context.Context, name string, ca *pki.KeyPair) (bool, error) {
+	cur, err := apply.ReadCert(ctx, r.d.e.Conn(name), kubeadm.KubeletClientCurrent)
+	return err == nil && cur != nil && cur.CheckSignatureFrom(ca.Cert) == nil, err
+}
+
+// newClientCert gives a kubelet a client certificate signed by ca and, with restart, restarts it and
+// reports when by the host's clock. Key and certificate are made on the workstation and only the node's
+// own go to it.
+func (r *caRotation) newClientCert(ctx context.Context, name string, ca *pki.KeyPair, restart bool) (time.Time, error) {
+	node := r.d.e.Inv.Host(name).NodeName
 	kp, err := r.store.Issuer.NewLeaf(pki.Spec{Name: "kubelet-client", CA: "ca", CommonName: "system:node:" + node,
 		Organization: []string{pki.NodesGroup}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, nil)
 	if err != nil {
-		return false, time.Time{}, err
+		return time.Time{}, err
 	}
 	key, err := pki.EncodeKey(kp.Key)
 	if err != nil {
-		return false, time.Time{}, err
+		return time.Time{}, err
 	}
-	at, err := apply.SwitchKubeletClient(ctx, conn, append(pki.EncodeCert(kp.Cert), key...), time.Now(), restart)
-	return err == nil, at, err
+	return apply.SwitchKubeletClient(ctx, r.d.e.Conn(name), append(pki.EncodeCert(kp.Cert), key...), time.Now(), restart)
 }
 
 // tokenReread is how long after the token files are renewed every client has read them: client-go reads its

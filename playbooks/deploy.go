@@ -336,6 +336,14 @@ func (d *deployment) restartPending(host string) bool {
 	return d.rec.restartKubelet[host]
 }
 
+// markRestart has a host's kubelet restart at its next start whatever its files (a certificate switched
+// under it).
+func (d *deployment) markRestart(host string) {
+	d.rec.mu.Lock()
+	defer d.rec.mu.Unlock()
+	d.rec.restartKubelet[host] = true
+}
+
 // kubelets is startKubelet reporting whether it started or restarted a kubelet (or repointed a worker's).
 func (d *deployment) kubelets(ctx context.Context, p *plan, play string, hosts []string) (bool, error) {
 	res, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Run: func(ctx context.Context, name string) (bool, error) {

@@ -21,17 +21,32 @@ import (
 // Rolling kubelet restarts: what a rotation does to every kubelet (a new trust bundle, client or serving
 // certificate), a batch of nodes at a time, so that a workload spread over nodes keeps a ready endpoint.
 
-// restartFunc restarts a host's kubelet, or leaves it alone, and returns when it restarted it, by the
-// host's clock (zero: it did not).
-type restartFunc func(ctx context.Context, name string) (time.Time, error)
+// A kubeletRoll is what rollKubelets does on each host.
+type kubeletRoll struct {
+	// need, when set, says whether a host's kubelet is to restart (read on the host, every host at once
+	// before the first batch): the batches are made of those that are, and no other host's Pods are
+	// listed. Unset: every host's.
+	need func(ctx context.Context, name string) (bool, error)
+	// restart restarts a host's kubelet, or leaves it alone, and returns when it restarted it, by the
+	// host's clock (zero: it did not).
+	restart func(ctx context.Context, name string) (time.Time, error)
+	// each, when set, runs at every check of the waits (the approval of the serving certificates restarted
+	// kubelets request).
+	each func(context.Context) error
+}
 
-// rollKubelets runs restart on hosts a batch at a time: control-plane nodes one at a time, then the others
-// d.o.KubeletBatch at a time (at least one). After each batch it waits until every kubelet it restarted has
-// its Node Ready by a status posted since, and the Pods that were Ready on that node before are Ready again
-// by that kubelet's word (nodes.NotReadyAgain: a restarted kubelet reports containers with a readiness probe
-// NotReady until their first probe). each, when set, runs at every check of that wait (the approval of
-// the serving certificates restarted kubelets request).
-func (d *deployment) rollKubelets(ctx context.Context, play string, hosts []string, restart restartFunc, each func(context.Context) error) error {
+// rollKubelets runs r.restart on hosts a batch at a time: control-plane nodes one at a time, then the
+// others d.o.KubeletBatch at a time (at least one). After each batch it waits until every kubelet it
+// restarted has its Node Ready by a status posted since, and the Pods that were Ready on that node before
+// are Ready again by that kubelet's word (nodes.NotReadyAgain: a restarted kubelet reports containers with a
+// readiness probe NotReady until their first probe).
+func (d *deployment) rollKubelets(ctx context.Context, play string, hosts []string, r kubeletRoll) error {
+	if r.need != nil {
+		var err error
+		if hosts, err = d.kubeletsToRestart(ctx, play, hosts, r.need); err != nil {
+			return err
+		}
+	}
 	var admin *apiclient.Client
 	for _, batch := range d.kubeletBatches(hosts) {
 		if admin == nil {
@@ -52,7 +67,7 @@ func (d *deployment) rollKubelets(ctx context.Context, play string, hosts []stri
 		var mu sync.Mutex
 		started := map[string]time.Time{}
 		if _, err := d.e.play(ctx, Play{Name: play, Hosts: batch, Run: func(ctx context.Context, name string) (bool, error) {
-			at, err := restart(ctx, name)
+			at, err := r.restart(ctx, name)
 			if err == nil && !at.IsZero() {
 				mu.Lock()
 				started[name] = at
@@ -62,11 +77,28 @@ func (d *deployment) rollKubelets(ctx context.Context, play string, hosts []stri
 		}}); err != nil {
 			return err
 		}
-		if err := d.kubeletsBack(ctx, play, admin, started, before, each); err != nil {
+		if err := d.kubeletsBack(ctx, play, admin, started, before, r.each); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// kubeletsToRestart are the hosts, in their order, whose kubelet need says is to restart, asked of every
+// host at once.
+func (d *deployment) kubeletsToRestart(ctx context.Context, play string, hosts []string, need func(ctx context.Context, name string) (bool, error)) ([]string, error) {
+	var mu sync.Mutex
+	needs := map[string]bool{}
+	if _, err := d.e.play(ctx, Play{Name: play, Hosts: hosts, Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
+		ok, err := need(ctx, name)
+		mu.Lock()
+		needs[name] = ok
+		mu.Unlock()
+		return false, err
+	}}); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(slices.Clone(hosts), func(name string) bool { return !needs[name] }), nil
 }
 
 // kubeletBatches are hosts in the order their kubelets restart: control-plane nodes alone, in the order
@@ -171,20 +203,23 @@ func (d *deployment) renewServing(ctx context.Context, play string, hosts []stri
 		_, err := d.approver.Round(ctx)
 		return err
 	}
-	err = d.rollKubelets(ctx, play, hosts, func(ctx context.Context, name string) (time.Time, error) {
-		cur, err := apply.ReadCert(ctx, d.e.Conn(name), kubeadm.KubeletServerCurrent)
-		if err != nil || !stale(cur) {
-			return time.Time{}, err
-		}
-		at, err := apply.RenewServing(ctx, d.e.Conn(name))
-		if err != nil {
-			return at, err
-		}
-		mu.Lock()
-		renewing = append(renewing, d.e.Inv.Host(name).NodeName)
-		mu.Unlock()
-		return at, nil
-	}, approve)
+	err = d.rollKubelets(ctx, play, hosts, kubeletRoll{
+		need: func(ctx context.Context, name string) (bool, error) {
+			cur, err := apply.ReadCert(ctx, d.e.Conn(name), kubeadm.KubeletServerCurrent)
+			return err == nil && stale(cur), err
+		},
+		restart: func(ctx context.Context, name string) (time.Time, error) {
+			at, err := apply.RenewServing(ctx, d.e.Conn(name))
+			if err != nil {
+				return at, err
+			}
+			mu.Lock()
+			renewing = append(renewing, d.e.Inv.Host(name).NodeName)
+			mu.Unlock()
+			return at, nil
+		},
+		each: approve,
+	})
 	if err != nil || len(renewing) == 0 {
 		return renewing, err
 	}

@@ -174,10 +174,10 @@ func (u *upRun) join(ctx context.Context, p *plan) error {
 	if err := u.startKubelet(ctx, p, "join", start); err != nil {
 		return err
 	}
-	return u.rollKubelets(ctx, "join", roll, func(ctx context.Context, name string) (time.Time, error) {
+	return u.rollKubelets(ctx, "join", roll, kubeletRoll{restart: func(ctx context.Context, name string) (time.Time, error) {
 		out, err := u.kubeletOn(ctx, p, name)
 		return out.Started, err
-	}, nil)
+	}})
 }
 
 func (u *upRun) noWorkers(p *plan) string {
