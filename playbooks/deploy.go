@@ -225,6 +225,9 @@ func (d *deployment) node(p *plan, name string) (apply.Node, error) {
 		if f.Unit && f.Routes != "" {
 			n.PodRoutes, n.PodRoutesUnit = f.Routes, path.Base(f.Path)
 		}
+		if f.Networkd {
+			n.Networkd = f.Path
+		}
 	}
 	for _, hf := range p.rendered.Hosts {
 		if hf.Host == name {

@@ -67,7 +67,7 @@ func (d *deployment) stampOf(p *plan, name string) (string, []string, error) {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	for _, v := range []any{buildID(), &inv, p.manifest, n.Images, n.Runtime, n.EtcdUnit, n.EtcdOnly,
-		n.NetworkUnits, n.PodRoutes, n.PodRoutesUnit, n.Snapshots} {
+		n.NetworkUnits, n.PodRoutes, n.PodRoutesUnit, n.Networkd, n.Snapshots} {
 		if err := enc.Encode(v); err != nil {
 			return "", nil, err
 		}

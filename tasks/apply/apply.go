@@ -130,6 +130,8 @@ type Node struct {
 	// PodRoutesUnit among them (scripts.SetupParams).
 	NetworkUnits             []string
 	PodRoutes, PodRoutesUnit string
+	// Networkd is systemd-networkd's drop-in among the files (scripts.SetupParams); "": none.
+	Networkd string
 	// Partial: Files are some of the node's only (scripts.SetupParams.Partial); Snapshots: the node's files,
 	// all of them (also those a partial push lacks), hold the etcd snapshots' schedule.
 	Partial, Snapshots bool
@@ -172,7 +174,7 @@ func Stamp(ctx context.Context, h Host, digest string, paths []string, routes st
 func SetupScript(n Node, changed []string) string {
 	return scripts.Setup(scripts.SetupParams{Changed: changed, Images: n.Images, Runtime: n.Runtime, Dry: n.Dry, Stamps: n.Stamps,
 		VersionCache: n.VersionCache, EtcdUnit: n.EtcdUnit, EtcdOnly: n.EtcdOnly, NetworkUnits: n.NetworkUnits, Partial: n.Partial,
-		PodRoutes: n.PodRoutes, PodRoutesUnit: n.PodRoutesUnit,
+		PodRoutes: n.PodRoutes, PodRoutesUnit: n.PodRoutesUnit, Networkd: n.Networkd,
 		Snapshots: n.Snapshots, PrivateDirs: privateDirs(n), EtcdUser: etcdUser(n.Files)})
 }
 

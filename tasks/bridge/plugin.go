@@ -46,7 +46,7 @@ func (p Plugin) NodeFiles() []network.File { return UnitFiles(p.ipv6) }
 // the networks that use it without routes).
 func UnitFiles(ipv6 bool) []network.File {
 	return []network.File{{Path: RoutesUnitPath, Data: RoutesUnit(ipv6), Mode: 0o644, Unit: true, Routes: RoutesPath},
-		{Path: NetworkdDropInPath, Data: NetworkdDropIn(), Mode: 0o644}}
+		{Path: NetworkdDropInPath, Data: NetworkdDropIn(), Mode: 0o644, Networkd: true}}
 }
 
 // Leftovers are the configuration, the routes unit and its files, the bridge and the plugin's IP store.

@@ -65,6 +65,9 @@ type File struct {
 	// Routes, of a unit, is the routes file it runs (`ip -batch`): when the kernel lacks one of its routes,
 	// the push restarts the unit.
 	Routes string
+	// Networkd: systemd-networkd's configuration drop-in, which networkd reads only when it starts: the
+	// push restarts networkd (where it runs) when it changed.
+	Networkd bool
 }
 
 // CheckName is the preflight check of the pod network (--ignore-preflight-errors=PodNetwork).

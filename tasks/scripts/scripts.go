@@ -71,6 +71,9 @@ type SetupParams struct {
 	// the unit is restarted.
 	NetworkUnits             []string
 	PodRoutes, PodRoutesUnit string
+	// Networkd is systemd-networkd's drop-in among a node's files (network.File.Networkd), which networkd
+	// reads only when it starts: restarted (where it runs) when the drop-in changed. "": none.
+	Networkd string
 	// Snapshots: the host's files hold the etcd member's scheduled snapshots (its timer is started, and
 	// restarted when they change); else a timer of clusterctl's left from an earlier schedule is removed.
 	Snapshots bool
@@ -97,7 +100,7 @@ func Setup(p SetupParams) string {
 	switch {
 	case p.EtcdOnly:
 		units = []string{kubeadm.EtcdUnit}
-		p.PodRoutes = "" // not a node: no pod routes
+		p.PodRoutes, p.Networkd = "", "" // not a node: no pod routes
 	case p.EtcdUnit:
 		units = append(units, kubeadm.EtcdUnit)
 	}
@@ -126,9 +129,10 @@ func Setup(p SetupParams) string {
 		EtcdUser                      *EtcdUser
 		EtcdData, EtcdUserMade        string
 		PodRoutes, PodRoutesUnit      string
+		Networkd                      string
 	}{newStamps(p.Stamps, p.Changed, p.Dry), p.Images, units, containerd, kubeadm.ModulesConfig, kubeadm.SysctlConfig, p.VersionCache,
 		kubeadm.SysctlBefore, p.EtcdUnit || p.EtcdOnly, p.EtcdOnly, p.Snapshots, p.Partial, snapshots.Paths, snapshots.TimerName, p.PrivateDirs,
-		p.EtcdUser, kubeadm.EtcdDataDir, EtcdUserMade, p.PodRoutes, p.PodRoutesUnit})
+		p.EtcdUser, kubeadm.EtcdDataDir, EtcdUserMade, p.PodRoutes, p.PodRoutesUnit, p.Networkd})
 }
 
 // EtcdParams are what Etcd needs.

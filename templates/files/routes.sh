@@ -29,8 +29,9 @@ for l in /etc/systemd/network/*.network.d/50-clusterctl-pod-routes.conf; do
 done
 {{- end}}
 # systemd-networkd reads its drop-in only when it starts: restarted (where it runs) when the drop-in
-# changed, before the routes are made, so that it leaves them alone from then on. Its routes' link is
-# made before: the restart reads them too, and no reload follows.
+# changed, before the routes are made, so that it leaves them alone from then on. A node's push restarts it
+# (the same stamp); here only a node whose push did not (one outside the run, its files older). Its routes'
+# link is made before: the restart reads them too, and no reload follows.
 restarted=
 {{- if .Networkd}}
 if stale networkd {{q .Networkd}}; then

@@ -152,7 +152,7 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-prestale modules /etc/modules-load.d/kubernetes.conf sysctl /etc/sysctl.d/99-kubernetes.conf units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc
+prestale modules /etc/modules-load.d/kubernetes.conf sysctl /etc/sysctl.d/99-kubernetes.conf units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc networkd /etc/systemd/networkd.conf.d/clusterctl.conf
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
   # The values the kernel had before, kept the first time only: reset puts them back.
@@ -198,6 +198,14 @@ routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   echo $m; }
 n=$(routes_missing /var/lib/clusterctl/pod-routes)
 if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
+# systemd-networkd reads its drop-in (it leaves the routes it did not make alone) only when it starts:
+# restarted where it runs when the drop-in changed, here beside the node's other setup rather than in the
+# network step, where the kubelet is starting its first Pods (0.5-3.3 s there). The network step's routes
+# script shares the stamp: it restarts networkd only on a node whose push did not.
+if stale networkd /etc/systemd/networkd.conf.d/clusterctl.conf; then
+  if systemctl is-active -q systemd-networkd; then act "restart systemd-networkd (it leaves foreign routes alone)" systemctl restart systemd-networkd; fi
+  commit networkd
+fi
 # A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
 # snapshots stay).
 if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
@@ -501,7 +509,7 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-prestale modules /etc/modules-load.d/kubernetes.conf sysctl /etc/sysctl.d/99-kubernetes.conf units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc
+prestale modules /etc/modules-load.d/kubernetes.conf sysctl /etc/sysctl.d/99-kubernetes.conf units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc networkd /etc/systemd/networkd.conf.d/clusterctl.conf
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
   # The values the kernel had before, kept the first time only: reset puts them back.
@@ -547,6 +555,14 @@ routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   echo $m; }
 n=$(routes_missing /var/lib/clusterctl/pod-routes)
 if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
+# systemd-networkd reads its drop-in (it leaves the routes it did not make alone) only when it starts:
+# restarted where it runs when the drop-in changed, here beside the node's other setup rather than in the
+# network step, where the kubelet is starting its first Pods (0.5-3.3 s there). The network step's routes
+# script shares the stamp: it restarts networkd only on a node whose push did not.
+if stale networkd /etc/systemd/networkd.conf.d/clusterctl.conf; then
+  if systemctl is-active -q systemd-networkd; then act "restart systemd-networkd (it leaves foreign routes alone)" systemctl restart systemd-networkd; fi
+  commit networkd
+fi
 # A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
 # snapshots stay).
 if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
@@ -850,7 +866,7 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-prestale modules /etc/modules-load.d/kubernetes.conf sysctl /etc/sysctl.d/99-kubernetes.conf units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc
+prestale modules /etc/modules-load.d/kubernetes.conf sysctl /etc/sysctl.d/99-kubernetes.conf units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc networkd /etc/systemd/networkd.conf.d/clusterctl.conf
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
   # The values the kernel had before, kept the first time only: reset puts them back.
@@ -896,6 +912,14 @@ routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   echo $m; }
 n=$(routes_missing /var/lib/clusterctl/pod-routes)
 if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
+# systemd-networkd reads its drop-in (it leaves the routes it did not make alone) only when it starts:
+# restarted where it runs when the drop-in changed, here beside the node's other setup rather than in the
+# network step, where the kubelet is starting its first Pods (0.5-3.3 s there). The network step's routes
+# script shares the stamp: it restarts networkd only on a node whose push did not.
+if stale networkd /etc/systemd/networkd.conf.d/clusterctl.conf; then
+  if systemctl is-active -q systemd-networkd; then act "restart systemd-networkd (it leaves foreign routes alone)" systemctl restart systemd-networkd; fi
+  commit networkd
+fi
 # A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
 # snapshots stay).
 if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then
@@ -1159,7 +1183,7 @@ act() { w=$1; shift; echo "action: $w"; [ -n "$dry" ] || "$@" >/dev/null; }
 # quiet COMMAND...: runs the command, not in a dry run, and reports nothing.
 quiet() { [ -n "$dry" ] || "$@"; }
 
-prestale modules /etc/modules-load.d/kubernetes.conf sysctl /etc/sysctl.d/99-kubernetes.conf units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc
+prestale modules /etc/modules-load.d/kubernetes.conf sysctl /etc/sysctl.d/99-kubernetes.conf units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/clusterctl-pod-routes.service /etc/systemd/system/containerd.service containerd /etc/containerd/config.toml /etc/systemd/system/containerd.service /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/sbin/runc networkd /etc/systemd/networkd.conf.d/clusterctl.conf
 if stale modules /etc/modules-load.d/kubernetes.conf; then act "load kernel modules" modprobe -a overlay br_netfilter 2>/dev/null || true; commit modules; fi
 if stale sysctl /etc/sysctl.d/99-kubernetes.conf; then
   # The values the kernel had before, kept the first time only: reset puts them back.
@@ -1201,6 +1225,14 @@ routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   echo $m; }
 n=$(routes_missing /var/lib/clusterctl/pod-routes)
 if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
+# systemd-networkd reads its drop-in (it leaves the routes it did not make alone) only when it starts:
+# restarted where it runs when the drop-in changed, here beside the node's other setup rather than in the
+# network step, where the kubelet is starting its first Pods (0.5-3.3 s there). The network step's routes
+# script shares the stamp: it restarts networkd only on a node whose push did not.
+if stale networkd /etc/systemd/networkd.conf.d/clusterctl.conf; then
+  if systemctl is-active -q systemd-networkd; then act "restart systemd-networkd (it leaves foreign routes alone)" systemctl restart systemd-networkd; fi
+  commit networkd
+fi
 # A schedule of clusterctl's the inventory no longer has: its timer stopped and its files removed (the
 # snapshots stay).
 if grep -qs 'Managed by clusterctl' /etc/systemd/system/clusterctl-etcd-snapshot.timer; then

@@ -88,8 +88,9 @@ for l in /etc/systemd/network/*.network.d/50-clusterctl-pod-routes.conf; do
   if [ -L "$l" ] && [ "$l" != "$link" ]; then act "remove systemd-networkd's pod routes from ${l%/*}" rm -f "$l"; relink=1; fi
 done
 # systemd-networkd reads its drop-in only when it starts: restarted (where it runs) when the drop-in
-# changed, before the routes are made, so that it leaves them alone from then on. Its routes' link is
-# made before: the restart reads them too, and no reload follows.
+# changed, before the routes are made, so that it leaves them alone from then on. A node's push restarts it
+# (the same stamp); here only a node whose push did not (one outside the run, its files older). Its routes'
+# link is made before: the restart reads them too, and no reload follows.
 restarted=
 if stale networkd /etc/systemd/networkd.conf.d/clusterctl.conf; then
   if systemctl is-active -q systemd-networkd; then act "restart systemd-networkd (it leaves foreign routes alone)" systemctl restart systemd-networkd; restarted=1; fi
