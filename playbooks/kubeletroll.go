@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterctl/clusterctl/inventory"
@@ -99,6 +100,39 @@ func (d *deployment) kubeletsToRestart(ctx context.Context, play string, hosts [
 		return nil, err
 	}
 	return slices.DeleteFunc(slices.Clone(hosts), func(name string) bool { return !needs[name] }), nil
+}
+
+// podsBefore are the Pods Ready on a control-plane node but its static ones (CoreDNS tolerates the
+// control-plane taint; an untainted node runs workloads), listed when its kubelet runs and is to restart
+// (its files changed): cpRoll waits for them Ready again (podsBack) before it goes on, as rollKubelets does
+// between workers.
+func (d *deployment) podsBefore(ctx context.Context, p *plan, play string, h *inventory.Host) []nodes.ReadyPod {
+	if f := p.facts[h.Name]; d.o.DryRun || f == nil || !f.KubeletActive || !d.restartPending(h.Name) {
+		return nil
+	}
+	admin, err := d.e.Admin(ctx)
+	if err == nil {
+		var pods []corev1.Pod
+		if pods, err = nodes.PodsOn(ctx, admin.Kube, h.NodeName); err == nil {
+			return nodes.ReadyPods(slices.DeleteFunc(pods, nodes.Mirror))
+		}
+	}
+	d.e.say(play, h.Name, "the Pods of %s not listed before its kubelet restarts, not waited for after (%s)", h.NodeName, firstLine(err.Error()))
+	return nil
+}
+
+// podsBack waits until a control-plane node's kubelet, restarted, has its Node Ready by a status posted
+// since, and the Pods Ready on it before (podsBefore) are Ready again by its word.
+func (d *deployment) podsBack(ctx context.Context, play string, h *inventory.Host, before []nodes.ReadyPod) error {
+	started := d.started(h.Name)
+	if len(before) == 0 || started.IsZero() {
+		return nil
+	}
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	return d.kubeletsBack(ctx, play, admin, map[string]time.Time{h.Name: started}, map[string][]nodes.ReadyPod{h.Name: before}, nil)
 }
 
 // kubeletBatches are hosts in the order their kubelets restart: control-plane nodes alone, in the order

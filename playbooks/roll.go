@@ -111,12 +111,16 @@ func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 		}
 	}
 	// Started when stopped, restarted when its files changed (in this run or one interrupted before).
+	before := d.podsBefore(ctx, p, play, h)
 	restarted, err := d.kubelets(ctx, p, play, []string{h.Name})
 	if err != nil {
 		return true, err
 	}
 	if restarted {
 		d.waitKubeletPods(ctx, play, h)
+		if err := d.podsBack(ctx, play, h, before); err != nil {
+			return true, err
+		}
 	}
 	var cm bool
 	if r.controllerManagerFirst {

@@ -33,6 +33,17 @@ type ReadyPod struct {
 // time: the common case in make test's CA rotation (each worker's restart 12.2–13.3 s with a 5 s margin).
 const probeMargin = 2 * time.Second
 
+// mirrorAnnotation marks the API's mirror of a kubelet's static Pod (the kubelet's
+// ConfigMirrorAnnotationKey).
+const mirrorAnnotation = "kubernetes.io/config.mirror"
+
+// Mirror reports whether a Pod is the mirror of a static Pod: its kubelet runs it from a manifest, and a
+// restarted kubelet's static Pods are waited for by their manifests' digests (StaticPodsWaiting).
+func Mirror(p corev1.Pod) bool {
+	_, ok := p.Annotations[mirrorAnnotation]
+	return ok
+}
+
 // PodsOn lists a node's Pods (bounded by the API's own limits: one node's Pods).
 func PodsOn(ctx context.Context, kube kubernetes.Interface, nodeName string) ([]corev1.Pod, error) {
 	list, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String()})

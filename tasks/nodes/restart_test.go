@@ -43,6 +43,19 @@ func TestReadyPods(t *testing.T) {
 	}
 }
 
+// A control-plane node's static Pods' mirrors are told from its other Pods (CoreDNS) by the kubelet's
+// annotation.
+func TestMirror(t *testing.T) {
+	static := pod("kube-apiserver-cp1", true, time.Time{}, nil)
+	static.Annotations = map[string]string{"kubernetes.io/config.mirror": "0f1e", "kubernetes.io/config.hash": "0f1e"}
+	other := pod("coredns-1", true, time.Time{}, nil)
+	other.Annotations = map[string]string{"kubernetes.io/config.hash": "x"}
+	got := slices.DeleteFunc([]corev1.Pod{static, other, pod("plain", true, time.Time{}, nil)}, Mirror)
+	if len(got) != 2 || got[0].Name != "coredns-1" || got[1].Name != "plain" {
+		t.Errorf("without the mirrors: %v, want coredns-1 and plain", got)
+	}
+}
+
 // A Pod counts as Ready again by its restarted kubelet's word: Ready now, and with a readiness probe,
 // by a condition from after the restart, or once its probe's time has passed since the Node was Ready
 // (a kubelet that keeps it Ready across the restart, as a fixed upstream may).

@@ -56,12 +56,19 @@ func RotateCAKilled(t *testing.T, c *Cluster, hosts []string) {
 		if res.Type != "ca_rotate_result" || res.Resumed != 3 || len(res.Stages) != 3 {
 			t.Errorf("result: %+v", res)
 		}
-		// The kubelets restart in turn, each node's Pods Ready again before the next (--max-unavailable 1).
+		// The kubelets restart in turn, each node's Pods Ready again before the next (--max-unavailable 1);
+		// the control-plane node's too, in the last stage's roll of the control plane, before the workers'
+		// (its Pods but the static ones: kube-proxy's, CoreDNS's when it runs there).
+		cpBack := false
 		for _, line := range strings.Split(stdout, "\n") {
 			var ev struct{ Play, Message string }
 			if strings.Contains(line, "kubelet of ") && json.Unmarshal([]byte(line), &ev) == nil {
 				t.Logf("%s: %s", ev.Play, ev.Message)
+				cpBack = cpBack || ev.Play == "ca-finish" && strings.HasPrefix(ev.Message, "kubelet of "+hosts[0]+" restarted: its Node and the")
 			}
+		}
+		if !cpBack {
+			t.Errorf("the last stage does not say %s's restarted kubelet had its Node and Pods Ready again before the workers'", hosts[0])
 		}
 		restartedInTurn(t, "the resumed rotation", stdout, workers)
 		if !strings.Contains(stdout, "a run of this state directory that is gone, taken over") {
