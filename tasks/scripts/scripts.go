@@ -100,7 +100,7 @@ func Setup(p SetupParams) string {
 	switch {
 	case p.EtcdOnly:
 		units = []string{kubeadm.EtcdUnit}
-		p.PodRoutes, p.Networkd = "", "" // not a node: no pod routes
+		p.PodRoutes, p.PodRoutesUnit, p.Networkd = "", "", "" // not a node: no pod routes
 	case p.EtcdUnit:
 		units = append(units, kubeadm.EtcdUnit)
 	}

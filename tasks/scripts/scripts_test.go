@@ -37,7 +37,7 @@ func TestGolden(t *testing.T) {
 		"setup-runtime-dry": Setup(SetupParams{Runtime: []string{kubeadm.RuntimeBinary("containerd"), kubeadm.RuntimeBinary("runc")}, Dry: true, NetworkUnits: []string{routesUnit}}),
 		// A deployment names the pod routes unit for every host: an etcd host has no such unit to enable.
 		"setup-etcd-only": Setup(SetupParams{EtcdOnly: true, Changed: []string{kubeadm.EtcdUnit},
-			PodRoutes: "/var/lib/clusterctl/pod-routes", PodRoutesUnit: "clusterctl-pod-routes.service"}),
+			PodRoutes: "/var/lib/clusterctl/pod-routes", PodRoutesUnit: "clusterctl-pod-routes.service", Networkd: "/etc/systemd/networkd.conf.d/50-clusterctl.conf"}),
 		"setup-etcd-worker": Setup(SetupParams{EtcdUnit: true, NetworkUnits: []string{routesUnit}}),
 		"setup-cis":         Setup(SetupParams{Changed: []string{kubeadm.SysctlConfig}, PrivateDirs: []string{kubeadm.EtcdDataDir}, EtcdUser: &EtcdUser{UID: 999, GID: 998}}),
 		"etcd-data-owner":   EtcdDataOwner(EtcdUser{UID: 999, GID: 998}),

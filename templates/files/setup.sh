@@ -50,7 +50,7 @@ elif [ "$(stat -c %u:%g {{q $.EtcdData}})" != {{q .Owner}} ]; then act "give "{{
 # (where the routes script took 10-15 s, its actions 2.5-5.5 s of it: the reload most of the rest).
 # systemd 257 needs the reload after an enable, 252 does not.
 reload=
-{{- if and .PodRoutesUnit (not .EtcdOnly)}}
+{{- if .PodRoutesUnit}}
 systemctl is-enabled -q {{q .PodRoutesUnit}} 2>/dev/null || { act "enable the pod routes unit" systemctl enable --no-reload -q {{q .PodRoutesUnit}}; reload=1; }
 {{- end}}
 if stale units {{args .Units}}; then quiet systemctl daemon-reload; commit units
