@@ -38,7 +38,7 @@ func Up(ctx context.Context, e *Env, o UpOptions) (*UpResult, error) {
 		}
 	}()
 	u.res.Phases, err = runSteps(ctx, runOptions{Sink: e.Sink, DryRun: o.DryRun, Held: e.held, Before: func(int) error { return u.laterFailed() }}, p, u.steps())
-	if eerr := u.earlyEnded(err != nil); err == nil {
+	if _, eerr := u.earlyEnded(err != nil); err == nil {
 		err = eerr
 	}
 	u.othersEnded() // nothing left running on the session's connections
@@ -112,10 +112,12 @@ func (u *upRun) pushStep(ctx context.Context, p *plan) error {
 // (pushed).
 func (u *upRun) pushLater(ctx context.Context, p *plan, hosts []*inventory.Host, beside string) {
 	lctx, cancel := context.WithCancel(ctx)
-	u.later = &laterPush{hosts: names(hosts), done: make(chan error, 1), cancel: cancel}
+	u.later = &laterPush{hosts: names(hosts), done: make(chan error, 1), cancel: cancel, ended: make(chan struct{})}
 	u.e.say("push", "", "pushing %d more hosts %s: %s", len(hosts), beside, strings.Join(u.later.hosts, ", "))
 	go func(l *laterPush) {
 		_, err := u.pushPart(lctx, p, "push", l.hosts, u.e.Forks, u.hold(p))
+		l.result = err
+		close(l.ended)
 		l.done <- err
 	}(u.later)
 }
@@ -217,7 +219,7 @@ func (u *upRun) steps() []Step {
 		// the other control-plane nodes one at a time: etcd learner, static Pods, promotion
 		{Name: "control-plane-join", Run: u.joinControlPlanes, Skip: u.noControlPlaneJoins, Dry: true},
 		// workers' kubelets start and TLS-bootstrap with the token
-		// (the pod network of the nodes with a range is set up beside it, in the background)
+		// (the pod network of the nodes that can have it already is set up beside it, in the background)
 		{Name: "join", Run: u.join, Skip: u.noWorkers, Dry: true, Until: "network"},
 		// pod network: the bridge plugin with each node's range and routes, or the user's CNI
 		{Name: "network", Run: u.network},

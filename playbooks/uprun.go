@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +92,19 @@ type upRun struct {
 type earlyRun struct {
 	done         chan error
 	stop, cancel context.CancelFunc
+	// did are the nodes whose routes and CNI configuration a staged network wrote (network.Staged).
+	mu  sync.Mutex
+	did map[string]bool
+}
+
+// markDone records that a staged network wrote a node's files.
+func (e *earlyRun) markDone(host string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.did == nil {
+		e.did = map[string]bool{}
+	}
+	e.did[host] = true
 }
 
 // othersRun is the other nodes' network facts being gathered in the background (prefetchOthers): each
@@ -110,6 +124,10 @@ type laterPush struct {
 	hosts  []string
 	done   chan error
 	cancel context.CancelFunc
+	// ended is closed when the push has ended, with its error in result (for those that wait for it
+	// beside the run's steps: pushedHost).
+	ended  chan struct{}
+	result error
 	err    error
 	waited bool
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/preflight"
+	"github.com/clusterctl/clusterctl/transport"
 )
 
 // flanneld's image, at the release this package deploys: its name in an artifacts manifest, its version
@@ -133,27 +134,10 @@ func (p Plugin) MTU(n network.Node) int {
 	return 1500 - p.overhead(n.IP)
 }
 
-var _ network.Early = Plugin{}
+var _ network.Staged = Plugin{}
 
-// ApplyEarly starts flanneld (its DaemonSet runs on each node as it joins) and gives the run's nodes
-// that have their range their CNI configuration, while the workers join: the first control-plane node
-// turns Ready, and flanneld is ready on the workers, sooner.
-func (p Plugin) ApplyEarly(ctx context.Context, env network.Env, c *network.Cluster) error {
-	return p.apply(ctx, env, c, false)
-}
-
-// Apply runs flanneld on every node and gives the run's nodes their CNI configuration; every node gets its
-// routes file (the Service rule). It waits for flanneld to be ready on the run's nodes.
-func (p Plugin) Apply(ctx context.Context, env network.Env, c *network.Cluster) (network.Outcome, error) {
-	if err := p.apply(ctx, env, c, true); err != nil {
-		return network.Outcome{}, err
-	}
-	return network.Outcome{}, waitReady(ctx, env, c)
-}
-
-// apply applies flannel's objects, and writes the nodes' files (all: every node's; else only those of the
-// run's nodes): the run's get their CNI configuration once they have their range.
-func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, all bool) error {
+// Objects applies flannel's objects: flanneld's DaemonSet runs on each node as it registers.
+func (p Plugin) Objects(ctx context.Context, env network.Env, c *network.Cluster) error {
 	admin, err := env.Admin(ctx)
 	if err != nil {
 		return err
@@ -162,32 +146,68 @@ func (p Plugin) apply(ctx context.Context, env network.Env, c *network.Cluster, 
 	if err != nil {
 		return err
 	}
-	if err := network.ApplyObjects(ctx, admin, env.Timeout(), "flannel's objects", objs); err != nil {
-		return err
+	return network.ApplyObjects(ctx, admin, env.Timeout(), "flannel's objects", objs)
+}
+
+// NodeRoutes writes a node's routes file: the Service rule (and the Service route of a host without a
+// default route); flanneld makes the routes between nodes, so no other node's range is in it.
+func (p Plugin) NodeRoutes(ctx context.Context, env network.Env, c *network.Cluster, n network.Node, h apply.Host) (apply.Outcome, error) {
+	return p.putNode(ctx, env, c, n, h, false)
+}
+
+// NodeConfig writes a node's CNI configuration, with its range.
+func (p Plugin) NodeConfig(ctx context.Context, _ *network.Cluster, n network.Node, h apply.Host) (apply.Outcome, error) {
+	conf, err := p.config(n)
+	if err != nil {
+		return apply.Outcome{}, err
 	}
-	services := bridge.ServiceRanges(c.Inv.Cluster.Networking.ServiceSubnet)
+	return apply.Files(ctx, h, []transport.File{{Path: ConfigPath, Data: conf, Mode: 0o644}}, false)
+}
+
+// Apply applies flannel's objects, writes every node's routes file (the Service rule) and the CNI
+// configuration of the run's nodes, but for the nodes the run did already (Done), and waits for flanneld to
+// be ready on the run's nodes.
+func (p Plugin) Apply(ctx context.Context, env network.Env, c *network.Cluster) (network.Outcome, error) {
+	if err := p.Objects(ctx, env, c); err != nil {
+		return network.Outcome{}, err
+	}
 	byHost := map[string]network.Node{}
 	var hosts []string
 	for _, n := range c.Nodes {
-		byHost[n.Host] = n
-		if all || n.InRun {
+		if !n.Done {
+			byHost[n.Host] = n
 			hosts = append(hosts, n.Host)
 		}
 	}
-	return env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
+	err := env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
 		n := byHost[host]
-		nr, err := bridge.Routes(n.Name, nil, bridge.HostServiceRoutes(env, n, services), services)
-		if err != nil {
+		return p.putNode(ctx, env, c, n, h, n.InRun && n.PodCIDR != "")
+	})
+	if err != nil {
+		return network.Outcome{}, err
+	}
+	return network.Outcome{}, waitReady(ctx, env, c)
+}
+
+// putNode writes a node's routes file, and with conf its CNI configuration.
+func (p Plugin) putNode(ctx context.Context, env network.Env, c *network.Cluster, n network.Node, h apply.Host, conf bool) (apply.Outcome, error) {
+	services := bridge.ServiceRanges(c.Inv.Cluster.Networking.ServiceSubnet)
+	nr, err := bridge.Routes(n.Name, nil, bridge.HostServiceRoutes(env, n, services), services)
+	if err != nil {
+		return apply.Outcome{}, err
+	}
+	var data []byte
+	if conf {
+		if data, err = p.config(n); err != nil {
 			return apply.Outcome{}, err
 		}
-		var conf []byte
-		if n.InRun && n.PodCIDR != "" {
-			if conf, err = bridge.NetworkConfig(Network, strings.Join(n.PodCIDRs, ","), p.MTU(n)); err != nil {
-				return apply.Outcome{}, err
-			}
-		}
-		return bridge.PutRoutes(ctx, h, nr, n.IP, ConfigPath, conf)
-	})
+	}
+	return bridge.PutRoutes(ctx, h, nr, n.IP, ConfigPath, data)
+}
+
+// config is a node's CNI configuration: the bridge plugin with its ranges.
+func (p Plugin) config(n network.Node) ([]byte, error) {
+	return bridge.NetworkConfig(Network, strings.Join(n.PodCIDRs, ","), p.MTU(n))
 }
 
 // waitReady waits until flanneld runs on every node of the run: its Node carries the annotations flanneld

@@ -45,10 +45,13 @@ const (
 	Image     = "registry.k8s.io/networking/kube-network-policies:" + Version
 )
 
-// With is the pod network p with the policy controller beside it.
+// With is the pod network p with the policy controller beside it (p's early or staged network kept).
 func With(p network.Plugin) network.Plugin {
-	if e, ok := p.(network.Early); ok {
+	switch e := p.(type) {
+	case network.Early:
 		return withEarly{with{p}, e}
+	case network.Staged:
+		return withStaged{with{p}, e}
 	}
 	return with{p}
 }
@@ -62,6 +65,11 @@ type withEarly struct {
 
 func (w withEarly) ApplyEarly(ctx context.Context, env network.Env, c *network.Cluster) error {
 	return w.early.ApplyEarly(ctx, env, c)
+}
+
+type withStaged struct {
+	with
+	network.Staged
 }
 
 func (w with) Images() []images.Image {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/clusterctl/clusterctl/tasks/bridge"
 	"github.com/clusterctl/clusterctl/tasks/facts"
+	"github.com/clusterctl/clusterctl/tasks/flannel"
 	"github.com/clusterctl/clusterctl/tasks/images"
 	"github.com/clusterctl/clusterctl/tasks/network"
 	"github.com/clusterctl/clusterctl/tasks/preflight"
@@ -48,6 +49,9 @@ func TestWith(t *testing.T) {
 	p := With(bridge.New(0, false))
 	if _, ok := p.(network.Early); !ok {
 		t.Error("the bridge's early network is lost with the policy controller")
+	}
+	if _, ok := With(flannel.New(0, false)).(network.Staged); !ok {
+		t.Error("flannel's staged network is lost with the policy controller")
 	}
 	if !slices.Contains(p.Images(), images.Image{Name: ImageName, Ref: Image}) {
 		t.Errorf("images %v lack the controller's", p.Images())

@@ -56,6 +56,19 @@ type Early interface {
 	ApplyEarly(ctx context.Context, env Env, c *Cluster) error
 }
 
+// Staged is a plugin whose node's files need no other node's range: its routes need none, its CNI
+// configuration only its own. The run writes each node's routes as soon as the node is pushed, and its
+// configuration as soon as its Node has its range, while the other nodes still join (each node turns Ready
+// as soon as it can); Apply then leaves the files of those nodes (Node.Done) alone.
+type Staged interface {
+	// Objects applies the network's objects (its Pods start on each node as it registers).
+	Objects(ctx context.Context, env Env, c *Cluster) error
+	// NodeRoutes writes a node's routes (before its range); NodeConfig its CNI configuration (n has its
+	// range). Each runs once the one before it has ended on that node.
+	NodeRoutes(ctx context.Context, env Env, c *Cluster, n Node, h apply.Host) (apply.Outcome, error)
+	NodeConfig(ctx context.Context, c *Cluster, n Node, h apply.Host) (apply.Outcome, error)
+}
+
 // File is a file a node gets.
 type File struct {
 	Path string
@@ -94,6 +107,8 @@ type Node struct {
 	// dual-stack cluster.
 	PodCIDR, Reported     string
 	PodCIDRs, ReportedIPs []string
+	// Done: a node of the run whose routes and CNI configuration the run has written already (Staged).
+	Done bool
 }
 
 // Cluster is what the network step knows of the cluster.
