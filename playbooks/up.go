@@ -112,13 +112,12 @@ func (u *upRun) pushStep(ctx context.Context, p *plan) error {
 // (pushed).
 func (u *upRun) pushLater(ctx context.Context, p *plan, hosts []*inventory.Host, beside string) {
 	lctx, cancel := context.WithCancel(ctx)
-	u.later = &laterPush{hosts: names(hosts), done: make(chan error, 1), cancel: cancel, ended: make(chan struct{})}
+	u.later = &laterPush{hosts: names(hosts), cancel: cancel, ended: make(chan struct{})}
 	u.e.say("push", "", "pushing %d more hosts %s: %s", len(hosts), beside, strings.Join(u.later.hosts, ", "))
 	go func(l *laterPush) {
 		_, err := u.pushPart(lctx, p, "push", l.hosts, u.e.Forks, u.hold(p))
 		l.result = err
 		close(l.ended)
-		l.done <- err
 	}(u.later)
 }
 

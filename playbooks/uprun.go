@@ -119,13 +119,11 @@ type otherFacts struct {
 	facts *facts.Facts
 }
 
-// laterPush is a push under way in the background: its result comes on done; cancel ends it.
+// laterPush is a push under way in the background: ended is closed when it has ended, with its error in
+// result (for the steps that wait for it: pushed, laterFailed, pushedHost); cancel ends it.
 type laterPush struct {
 	hosts  []string
-	done   chan error
 	cancel context.CancelFunc
-	// ended is closed when the push has ended, with its error in result (for those that wait for it
-	// beside the run's steps: pushedHost).
 	ended  chan struct{}
 	result error
 	err    error
@@ -140,8 +138,8 @@ func (u *upRun) laterFailed() error {
 		return nil
 	}
 	select {
-	case err := <-l.done:
-		return u.laterEnded(err, "")
+	case <-l.ended:
+		return u.laterEnded(l.result, "")
 	default:
 		return nil
 	}
@@ -159,10 +157,12 @@ func (u *upRun) pushed(ctx context.Context) error {
 	start := time.Now()
 	var err error
 	select {
-	case err = <-l.done:
+	case <-l.ended:
+		err = l.result
 	case <-ctx.Done():
 		l.cancel()
-		if err = <-l.done; err == nil {
+		<-l.ended
+		if err = l.result; err == nil {
 			err = ctx.Err()
 		}
 	}
