@@ -40,10 +40,15 @@ type Conn struct {
 	lost    error
 	written atomic.Int64 // file content bytes written by Put
 
-	// bulkDial, for a connection through the keeper, dials the host directly for SFTP: files are not
-	// relayed (keeperdial.go). bulk is that connection once made (the bastions', then the host's).
-	bulkDial func(context.Context) ([]*ssh.Client, error)
-	bulk     []*ssh.Client
+	// bulkDial, for a connection through the keeper, dials the host directly for large transfers: they
+	// are not relayed (keeperdial.go, sftpconn.go). bulk is that connection once made (the bastions', then
+	// the host's), bulkSFTP the SFTP client on it. keptTimeout bounds the wait for the host's answer to a
+	// keepalive on the kept connection.
+	bulkDial    func(context.Context) ([]*ssh.Client, error)
+	bulk        []*ssh.Client
+	bulkSFTP    *sftp.Client
+	bulkSess    *ssh.Session
+	keptTimeout time.Duration
 
 	recordFile string // Options.RecordFile
 	recMu      sync.Mutex
@@ -148,6 +153,9 @@ func (c *Conn) Close() error {
 		c.mu.Lock()
 		if c.sftp != nil {
 			c.sftp.Close()
+		}
+		if c.bulkSFTP != nil {
+			c.bulkSFTP.Close()
 		}
 		for i := len(c.bulk) - 1; i >= 0; i-- {
 			c.bulk[i].Close()
@@ -421,103 +429,6 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// sftpServers are where Linux distributions put OpenSSH's sftp-server.
-var sftpServers = []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/lib/ssh/sftp-server", "/usr/libexec/sftp-server"}
-
-// sftpServerScript finds sftp-server and runs it with umask 077 (-u), so that what it creates is private
-// until its final mode is set; 127 when there is none.
-var sftpServerScript = func() string {
-	var b strings.Builder
-	b.WriteString("for p in")
-	for _, p := range sftpServers {
-		b.WriteString(" " + ShellQuote(p))
-	}
-	b.WriteString(`; do [ -x "$p" ] && exec "$p" -u 077; done; exit 127`)
-	return b.String()
-}()
-
-// SFTP returns the connection's SFTP client, opening it on first use: sftp-server run with a strict umask,
-// through sudo when the connection becomes root, so that files are written as root either way. A root login
-// on a host whose sftp-server is not where distributions put it gets the server's sftp subsystem instead.
-func (c *Conn) SFTP(ctx context.Context) (_ *sftp.Client, err error) {
-	defer func() { err = c.connErr(ctx, err) }()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sftp != nil {
-		return c.sftp, nil
-	}
-	client, sess, err := c.startSFTP(ctx, false)
-	if err != nil && !c.become {
-		client, sess, err = c.startSFTP(ctx, true)
-	}
-	if err != nil {
-		return nil, err
-	}
-	c.sftp, c.sftpSess = client, sess
-	return client, nil
-}
-
-func (c *Conn) startSFTP(ctx context.Context, subsystem bool) (*sftp.Client, *ssh.Session, error) {
-	client, err := c.sftpClient(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	sess, err := client.NewSession()
-	if err != nil {
-		return nil, nil, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("opening an SFTP session: %w", err)}
-	}
-	w, err := sess.StdinPipe()
-	if err != nil {
-		sess.Close()
-		return nil, nil, err
-	}
-	r, err := sess.StdoutPipe()
-	if err != nil {
-		sess.Close()
-		return nil, nil, err
-	}
-	// Locked: on failure it is read while the session may still be copying into it.
-	var stderr lockedBuffer
-	switch {
-	case subsystem:
-		err = sess.RequestSubsystem("sftp")
-	case !c.become:
-		sess.Stderr = &stderr
-		err = sess.Start(sftpServerScript)
-	case c.becomePassword == "":
-		sess.Stderr = &stderr
-		err = sess.Start("sudo -n -- sh -c " + ShellQuote(sftpServerScript))
-	default:
-		g := newSudoGate(c.becomePassword)
-		g.in, g.out = w, &stderr
-		sess.Stderr = g
-		if err = sess.Start(g.wrap(sftpServerScript)); err == nil {
-			// The SFTP protocol starts only once sftp-server runs, so sudo never reads it as a password.
-			select {
-			case <-g.readyCh:
-			case <-ctx.Done():
-				err = ctx.Err()
-			case <-time.After(30 * time.Second):
-				err = errors.New("sudo did not start sftp-server")
-			}
-		}
-	}
-	if err == nil {
-		var client *sftp.Client
-		if client, err = sftp.NewClientPipe(r, w, sftp.UseConcurrentWrites(true)); err == nil {
-			return client, sess, nil
-		}
-	}
-	sess.Close()
-	if msg := strings.TrimSpace(stderr.String()); msg != "" {
-		err = fmt.Errorf("%w: %s", err, msg)
-	}
-	if !subsystem && !c.become {
-		return nil, nil, err
-	}
-	return nil, nil, fmt.Errorf("%s: starting SFTP (sftp-server in %s): %w", c.target.Name, strings.Join(sftpServers, ", "), err)
 }
 
 // ShellQuote quotes s for a POSIX shell: the one function every value put into a remote command goes

@@ -3,6 +3,7 @@ package transport_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -69,9 +70,11 @@ func keptDial(t *testing.T, target transport.Target, opts transport.Options, k *
 }
 
 // With no keeper running, a command logs in itself and starts one, which logs in to the same host once the
-// command has ended; the commands after it share that login for their commands, and each has its files
-// over a login of its own. Every command, stream, exit status and file is as a direct connection has them.
+// command has ended; the commands after it share that login for their commands and small files, and each
+// has its large files over a login of its own. Every command, stream, exit status and file is as a direct
+// connection has them.
 func TestKeeperKeepsTheConnectionBetweenCommands(t *testing.T) {
+	defer transport.SetBulkMin(64)()
 	srv, target, opts := setup(t, transporttest.Options{})
 	k := keeperIn(t, time.Minute, false)
 	for i := range 3 {
@@ -94,11 +97,17 @@ func TestKeeperKeepsTheConnectionBetweenCommands(t *testing.T) {
 		if !errors.As(err, &ce) || ce.ExitCode != 3 || strings.TrimSpace(ce.Stderr) != "oops" {
 			t.Errorf("command %d: a failed command: %v", i, err)
 		}
-		p := filepath.Join(t.TempDir(), "f")
-		if _, err := c.Put(context.Background(), []transport.File{{Path: p, Data: []byte("x"), Mode: 0o640, UID: os.Getuid(), GID: os.Getgid()}}); err != nil {
-			t.Errorf("command %d: Put: %v", i, err)
-		} else if b, _ := os.ReadFile(p); string(b) != "x" {
-			t.Errorf("command %d: the file holds %q", i, b)
+		before := srv.Connections()
+		for _, data := range []string{"x", strings.Repeat("large ", 11)} {
+			p := filepath.Join(t.TempDir(), "f")
+			if _, err := c.Put(context.Background(), []transport.File{{Path: p, Data: []byte(data), Mode: 0o640, UID: os.Getuid(), GID: os.Getgid()}}); err != nil {
+				t.Errorf("command %d: Put of %d bytes: %v", i, len(data), err)
+			} else if b, _ := os.ReadFile(p); string(b) != data {
+				t.Errorf("command %d: the file of %d bytes holds %q", i, len(data), b)
+			}
+			if data == "x" && srv.Connections() != before {
+				t.Errorf("command %d: a small file logged in again (%d logins, %d before)", i, srv.Connections(), before)
+			}
 		}
 		c.Close()
 		o.Keeper.Close() // the command ends
@@ -113,7 +122,7 @@ func TestKeeperKeepsTheConnectionBetweenCommands(t *testing.T) {
 		}
 	}
 	if n := srv.Connections(); n != 4 {
-		t.Errorf("the host was logged into %d times, want 4: by the first command, once kept for the other two, and once for each one's files", n)
+		t.Errorf("the host was logged into %d times, want 4: by the first command, once kept for the other two, and once for each one's large file", n)
 	}
 	if n := k.started.Load(); n != 1 {
 		t.Errorf("the keeper was started %d times, want once", n)
@@ -161,21 +170,27 @@ func TestKeeperAfterTheHostsConnectionEnds(t *testing.T) {
 }
 
 // The host's link is cut after the command reached it through the keeper and before its first file: the
-// direct connection files take cannot be made, and the host, which no longer answers on the kept one
-// either, is reported lost (unreachable), as it is when the cut comes in the middle of a transfer.
+// SFTP session a small file takes on the kept connection gets no answer, nor can the direct connection a
+// large file takes be made; the host, which no longer answers a keepalive on the kept connection either,
+// is reported lost (unreachable), as it is when the cut comes in the middle of a transfer.
 func TestKeeperHostCutBeforeItsFiles(t *testing.T) {
-	srv, target, opts := setup(t, transporttest.Options{})
-	k := keeperIn(t, time.Minute, true)
-	opts.ConnectTimeout, opts.Retries = 300*time.Millisecond, 1
-	c := keptDial(t, target, opts, k)
-	srv.Cut()
-	_, err := c.Put(context.Background(), []transport.File{{Path: filepath.Join(t.TempDir(), "f"), Data: []byte("x"), Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}})
-	var lost *transport.LostError
-	if !errors.As(err, &lost) || lost.Host != "h1" || !strings.Contains(err.Error(), "h1: unreachable") {
-		t.Fatalf("Put after the host's link was cut: %v, want h1 unreachable (a *LostError)", err)
-	}
-	if c.Lost() == nil {
-		t.Errorf("the connection is not recorded lost")
+	defer transport.SetBulkMin(64)()
+	for _, size := range []int{1, 64} {
+		t.Run(fmt.Sprintf("%d bytes", size), func(t *testing.T) {
+			srv, target, opts := setup(t, transporttest.Options{})
+			k := keeperIn(t, time.Minute, true)
+			opts.ConnectTimeout, opts.Retries = 300*time.Millisecond, 1
+			c := keptDial(t, target, opts, k)
+			srv.Cut()
+			_, err := c.Put(context.Background(), []transport.File{{Path: filepath.Join(t.TempDir(), "f"), Data: make([]byte, size), Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}})
+			var lost *transport.LostError
+			if !errors.As(err, &lost) || lost.Host != "h1" || !strings.Contains(err.Error(), "h1: unreachable") {
+				t.Fatalf("Put after the host's link was cut: %v, want h1 unreachable (a *LostError)", err)
+			}
+			if c.Lost() == nil {
+				t.Errorf("the connection is not recorded lost")
+			}
+		})
 	}
 }
 

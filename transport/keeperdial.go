@@ -339,6 +339,7 @@ func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok b
 		return nil
 	})
 	if c != nil {
+		c.keptTimeout = d.opts.ConnectTimeout
 		c.bulkDial = func(ctx context.Context) ([]*ssh.Client, error) {
 			return c.dialBulk(ctx, d.opts.ConnectTimeout, func(ctx context.Context) ([]*ssh.Client, error) {
 				return retry(ctx, d, t, func() ([]*ssh.Client, error) { return d.chain(ctx, t) })
@@ -348,9 +349,10 @@ func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok b
 	return c, err, true
 }
 
-// sftpClient is the connection SFTP sessions are opened on: the Conn's own, or, when that goes through the
-// keeper, a direct one made on first use, since relaying files costs the workstation about a CPU-second
-// per GB, far more than a login. Called with c.mu held. Its end, unless Close ended it, is the Conn's.
+// sftpClient is the connection large transfers' SFTP session is opened on (sftpFor): the Conn's own, or,
+// when that goes through the keeper, a direct one made on first use, since relaying bulkMin bytes or more
+// costs the workstation more than a login costs the host. Called with c.mu held. Its end, unless Close
+// ended it, is the Conn's.
 func (c *Conn) sftpClient(ctx context.Context) (*ssh.Client, error) {
 	if c.bulkDial == nil {
 		return c.client, nil

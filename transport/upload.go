@@ -123,6 +123,17 @@ func (c *Conn) Put(ctx context.Context, files []File) (changed []bool, err error
 		return nil, err
 	}
 	changed = make([]bool, len(files))
+	// Their content goes over the kept connection, or, when it is bulkMin bytes or more, a direct one.
+	var size int64
+	for i, f := range files {
+		if !states[i].sameContent {
+			size += f.Len()
+		}
+	}
+	wclient, err := c.sftpFor(ctx, size)
+	if err != nil {
+		return nil, err
+	}
 	// Files go out at once: SFTP requests of different files are in flight together, so a host costs a few
 	// round trips, not several per file.
 	g, gctx := errgroup.WithContext(ctx)
@@ -165,7 +176,7 @@ func (c *Conn) Put(ctx context.Context, files []File) (changed []bool, err error
 					return fmt.Errorf("%s: keeping the previous %s for a rollback: %w", c.target.Name, f.Path, err)
 				}
 			}
-			return c.writeAtomic(gctx, client, f, mode)
+			return c.writeAtomic(gctx, wclient, f, mode)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -437,16 +448,16 @@ func (c *Conn) PutFile(ctx context.Context, local, remote string, mode fs.FileMo
 		return err
 	}
 	defer src.Close()
-	client, err := c.SFTP(ctx)
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	client, err := c.sftpFor(ctx, st.Size())
 	if err != nil {
 		return err
 	}
 	if err := mkdirAll(client, path.Dir(remote)); err != nil {
 		return fmt.Errorf("%s: creating %s: %w", c.target.Name, path.Dir(remote), err)
-	}
-	st, err := src.Stat()
-	if err != nil {
-		return err
 	}
 	return c.writeFrom(ctx, client, File{Path: remote, Source: local, Size: st.Size()}, mode, &ctxReader{ctx: ctx, r: src}, nil)
 }
@@ -459,6 +470,12 @@ func (c *Conn) GetFile(ctx context.Context, remote, local string, limit int64) (
 	client, err := c.SFTP(ctx)
 	if err != nil {
 		return err
+	}
+	// A file of bulkMin bytes or more comes over the direct connection (sftpFor).
+	if st, err := client.Stat(remote); err == nil && st.Size() >= bulkMin {
+		if client, err = c.sftpFor(ctx, st.Size()); err != nil {
+			return err
+		}
 	}
 	src, err := client.Open(remote)
 	if err != nil {
