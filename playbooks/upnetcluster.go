@@ -162,6 +162,7 @@ func (u *upRun) otherFacts(ctx context.Context, rest []*inventory.Host) (map[str
 // network facts, for the network step's routes (otherFacts): on add-node to a running cluster, a
 // connection and a command per node then overlap the new node's push and join instead of coming after
 // them. Best effort and silent: a node it cannot reach, or that has not joined, is left to the network step.
+// Not for a staged network, whose nodes outside the run get nothing.
 func (u *upRun) prefetchOthers(ctx context.Context, p *plan) {
 	run := p.nodes()
 	var rest []*inventory.Host
@@ -170,8 +171,8 @@ func (u *upRun) prefetchOthers(ctx context.Context, p *plan) {
 			rest = append(rest, h)
 		}
 	}
-	if u.o.DryRun || u.others != nil || len(rest) == 0 {
-		return
+	if _, staged := p.net.(network.Staged); staged || u.o.DryRun || u.others != nil || len(rest) == 0 {
+		return // a staged network leaves the other nodes alone (network)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	o := &othersRun{hosts: map[string]*otherFacts{}, cancel: cancel}

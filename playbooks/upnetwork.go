@@ -136,7 +136,10 @@ func (u *upRun) network(ctx context.Context, p *plan) error {
 			return err
 		}
 	}
-	c, err := u.networkCluster(ctx, p, list, true)
+	// A staged network's files on a node need no other node's range: the nodes outside the run (add-node,
+	// up --limit) have nothing new, and are neither connected to nor asked their facts.
+	_, staged := p.net.(network.Staged)
+	c, err := u.networkCluster(ctx, p, list, !staged)
 	if err != nil {
 		return err
 	}

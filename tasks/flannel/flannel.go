@@ -164,9 +164,10 @@ func (p Plugin) NodeConfig(ctx context.Context, _ *network.Cluster, n network.No
 	return apply.Files(ctx, h, []transport.File{{Path: ConfigPath, Data: conf, Mode: 0o644}}, false)
 }
 
-// Apply applies flannel's objects, writes every node's routes file (the Service rule) and the CNI
-// configuration of the run's nodes, but for the nodes the run did already (Done), and waits for flanneld to
-// be ready on the run's nodes.
+// Apply applies flannel's objects, writes the routes file (the Service rule) and the CNI configuration of
+// the run's nodes, but for those the run did already (Done), and waits for flanneld to be ready on the run's
+// nodes. A node outside the run keeps its files: nothing in them depends on another node (flanneld routes
+// to a new node by itself).
 func (p Plugin) Apply(ctx context.Context, env network.Env, c *network.Cluster) (network.Outcome, error) {
 	if err := p.Objects(ctx, env, c); err != nil {
 		return network.Outcome{}, err
@@ -174,14 +175,14 @@ func (p Plugin) Apply(ctx context.Context, env network.Env, c *network.Cluster) 
 	byHost := map[string]network.Node{}
 	var hosts []string
 	for _, n := range c.Nodes {
-		if !n.Done {
+		if n.InRun && !n.Done {
 			byHost[n.Host] = n
 			hosts = append(hosts, n.Host)
 		}
 	}
 	err := env.OnHosts(ctx, hosts, func(ctx context.Context, host string, h apply.Host) (apply.Outcome, error) {
 		n := byHost[host]
-		return p.putNode(ctx, env, c, n, h, n.InRun && n.PodCIDR != "")
+		return p.putNode(ctx, env, c, n, h, n.PodCIDR != "")
 	})
 	if err != nil {
 		return network.Outcome{}, err

@@ -59,7 +59,9 @@ type Early interface {
 // Staged is a plugin whose node's files need no other node's range: its routes need none, its CNI
 // configuration only its own. The run writes each node's routes as soon as the node is pushed, and its
 // configuration as soon as its Node has its range, while the other nodes still join (each node turns Ready
-// as soon as it can); Apply then leaves the files of those nodes (Node.Done) alone.
+// as soon as it can); Apply then leaves the files of those nodes (Node.Done) alone. No node's files change
+// when another joins: Apply writes none of the nodes outside the run (add-node, up --limit), and the run
+// connects to none of them for it (their Node has no Facts).
 type Staged interface {
 	// Objects applies the network's objects (its Pods start on each node as it registers).
 	Objects(ctx context.Context, env Env, c *Cluster) error

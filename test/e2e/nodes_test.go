@@ -54,6 +54,10 @@ func TestGrowAndShrink(t *testing.T) {
 			stdout, stderr string
 			code           int
 		}
+		// flannel's files on a node need nothing of another node: add-node leaves w1 (outside its run) alone,
+		// its routes script not run (its stamps' digests, written on each run of it, as they were).
+		const routesIn = "stat -c %y /var/lib/clusterctl/applied/routes.in"
+		w1Routes := full.Lab.Run(t, "w1", routesIn)
 		done := make(chan result, 1)
 		go func() {
 			stdout, stderr, code := full.Run(t, "add-node", "w2", "--state-dir", pulled.StateDir)
@@ -82,8 +86,11 @@ func TestGrowAndShrink(t *testing.T) {
 		if out := full.MustK(t, "get", "secrets", "-n", "kube-system", "--field-selector", "type=bootstrap.kubernetes.io/token", "-o", "name"); strings.TrimSpace(out) != "" {
 			t.Errorf("bootstrap tokens left after add-node: %s", out)
 		}
-		// The nodes outside the run keep their Service route (lab hosts have no default route): their routes
-		// are rewritten from their facts, and networkd puts back only what its drop-in has.
+		if got := full.Lab.Run(t, "w1", routesIn); got != w1Routes {
+			t.Errorf("add-node w2 ran w1's routes script (outside its run, nothing new for it): routes.in %q, then %q", w1Routes, got)
+		}
+		// The nodes keep their Service route (lab hosts have no default route): cp1's routes are rewritten
+		// from its facts (it is in the run), and networkd puts back only what its drop-in has.
 		for _, h := range []string{"cp1", "w1"} {
 			if out := full.Lab.Run(t, h, "ip route show 10.96.0.0/12"); !strings.Contains(out, "dev ") {
 				t.Errorf("%s lost its Service route when w2 joined: %q", h, out)
