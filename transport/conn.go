@@ -31,7 +31,6 @@ type Conn struct {
 
 	mu        sync.Mutex
 	sftp      *sftp.Client
-	sftpSess  *ssh.Session
 	closed    chan struct{}
 	closeOnce sync.Once
 	// dead is closed once the SSH connection has ended, by Close or not; lost is why, when it was not Close.
@@ -47,7 +46,6 @@ type Conn struct {
 	bulkDial    func(context.Context) ([]*ssh.Client, error)
 	bulk        []*ssh.Client
 	bulkSFTP    *sftp.Client
-	bulkSess    *ssh.Session
 	keptTimeout time.Duration
 
 	recordFile string // Options.RecordFile

@@ -349,14 +349,11 @@ func (d *Dialer) dialKept(ctx context.Context, t Target) (_ *Conn, _ error, ok b
 	return c, err, true
 }
 
-// sftpClient is the connection large transfers' SFTP session is opened on (sftpFor): the Conn's own, or,
-// when that goes through the keeper, a direct one made on first use, since relaying bulkMin bytes or more
-// costs the workstation more than a login costs the host. Called with c.mu held. Its end, unless Close
-// ended it, is the Conn's.
+// sftpClient is the connection large transfers' SFTP session is opened on (sftpFor) when the Conn goes
+// through the keeper: a direct one made on first use, since relaying bulkMin bytes or more costs the
+// workstation more than a login costs the host. Called with c.mu held. Its end, unless Close ended it, is
+// the Conn's.
 func (c *Conn) sftpClient(ctx context.Context) (*ssh.Client, error) {
-	if c.bulkDial == nil {
-		return c.client, nil
-	}
 	if c.bulk == nil {
 		chain, err := c.bulkDial(ctx)
 		if err != nil {

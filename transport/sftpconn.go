@@ -57,16 +57,15 @@ func (c *Conn) SFTP(ctx context.Context) (_ *sftp.Client, err error) {
 		return c.sftp, nil
 	}
 	var client *sftp.Client
-	var sess *ssh.Session
 	if c.bulkDial == nil {
-		client, sess, err = c.openSFTP(ctx, c.client)
+		client, err = c.openSFTP(ctx, c.client)
 	} else {
-		client, sess, err = c.openKeptSFTP(ctx)
+		client, err = c.openKeptSFTP(ctx)
 	}
 	if err != nil {
 		return nil, err
 	}
-	c.sftp, c.sftpSess = client, sess
+	c.sftp = client
 	return client, nil
 }
 
@@ -85,11 +84,11 @@ func (c *Conn) sftpFor(ctx context.Context, size int64) (*sftp.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, sess, err := c.openSFTP(ctx, host)
+	client, err := c.openSFTP(ctx, host)
 	if err != nil {
 		return nil, err
 	}
-	c.bulkSFTP, c.bulkSess = client, sess
+	c.bulkSFTP = client
 	return client, nil
 }
 
@@ -97,59 +96,59 @@ func (c *Conn) sftpFor(ctx context.Context, size int64) (*sftp.Client, error) {
 // answers (a keepalive, relayed to it): a host whose link was cut after the command reached it, which
 // would leave the session's opening without an answer, is lost (unreachable) within the connect timeout,
 // as it is when the direct connection for files cannot be made (dialBulk).
-func (c *Conn) openKeptSFTP(ctx context.Context) (*sftp.Client, *ssh.Session, error) {
+func (c *Conn) openKeptSFTP(ctx context.Context) (*sftp.Client, error) {
 	type opened struct {
 		client *sftp.Client
-		sess   *ssh.Session
 		err    error
 	}
 	done := make(chan opened, 1)
 	go func() {
-		client, sess, err := c.openSFTP(ctx, c.client)
-		done <- opened{client, sess, err}
+		client, err := c.openSFTP(ctx, c.client)
+		done <- opened{client, err}
 	}()
 	pingc := make(chan error, 1)
 	go func() { pingc <- c.ping(c.keptTimeout) }()
 	select {
 	case r := <-done:
-		return r.client, r.sess, r.err
+		return r.client, r.err
 	case perr := <-pingc:
 		if perr == nil {
 			r := <-done
-			return r.client, r.sess, r.err
+			return r.client, r.err
 		}
 		err := c.lose(perr, c.keptTimeout, errors.New("opening an SFTP session: no answer"))
 		if r := <-done; r.client != nil {
 			r.client.Close()
 		}
-		return nil, nil, err
+		return nil, err
 	}
 }
 
 // openSFTP starts sftp-server on the connection client (the Conn's, or its direct one for files), or the
-// server's sftp subsystem where none of sftpServers is found.
-func (c *Conn) openSFTP(ctx context.Context, client *ssh.Client) (*sftp.Client, *ssh.Session, error) {
-	sc, sess, err := c.startSFTP(ctx, client, false)
+// server's sftp subsystem where none of sftpServers is found. Its session ends with the client's Close or
+// the connection's.
+func (c *Conn) openSFTP(ctx context.Context, client *ssh.Client) (*sftp.Client, error) {
+	sc, err := c.startSFTP(ctx, client, false)
 	if err != nil && !c.become {
-		sc, sess, err = c.startSFTP(ctx, client, true)
+		sc, err = c.startSFTP(ctx, client, true)
 	}
-	return sc, sess, err
+	return sc, err
 }
 
-func (c *Conn) startSFTP(ctx context.Context, client *ssh.Client, subsystem bool) (*sftp.Client, *ssh.Session, error) {
+func (c *Conn) startSFTP(ctx context.Context, client *ssh.Client, subsystem bool) (*sftp.Client, error) {
 	sess, err := client.NewSession()
 	if err != nil {
-		return nil, nil, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("opening an SFTP session: %w", err)}
+		return nil, &DialError{Host: c.target.Name, Address: c.target.addr(), Err: fmt.Errorf("opening an SFTP session: %w", err)}
 	}
 	w, err := sess.StdinPipe()
 	if err != nil {
 		sess.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	r, err := sess.StdoutPipe()
 	if err != nil {
 		sess.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	// Locked: on failure it is read while the session may still be copying into it.
 	var stderr lockedBuffer
@@ -184,7 +183,7 @@ func (c *Conn) startSFTP(ctx context.Context, client *ssh.Client, subsystem bool
 			opts = append(opts, sftp.MaxPacketUnchecked(sftpServerPacket), sftp.MaxConcurrentRequestsPerFile(sftpServerRequests))
 		}
 		if sc, err = sftp.NewClientPipe(r, w, opts...); err == nil {
-			return sc, sess, nil
+			return sc, nil
 		}
 	}
 	sess.Close()
@@ -192,7 +191,7 @@ func (c *Conn) startSFTP(ctx context.Context, client *ssh.Client, subsystem bool
 		err = fmt.Errorf("%w: %s", err, msg)
 	}
 	if !subsystem && !c.become {
-		return nil, nil, err
+		return nil, err
 	}
-	return nil, nil, fmt.Errorf("%s: starting SFTP (sftp-server in %s): %w", c.target.Name, strings.Join(sftpServers, ", "), err)
+	return nil, fmt.Errorf("%s: starting SFTP (sftp-server in %s): %w", c.target.Name, strings.Join(sftpServers, ", "), err)
 }
