@@ -315,15 +315,17 @@ func (e *Env) Facts(ctx context.Context, h *inventory.Host) (*facts.Facts, error
 	if _, err := Connect(ctx, e, []*inventory.Host{h}, 0); err != nil {
 		return nil, err
 	}
-	return e.gatherFacts(ctx, h.Name)
+	return e.gatherFacts(ctx, h.Name, facts.SkewReported)
 }
 
-// gatherFacts asks a connected host its facts (one command) and keeps them in the session.
-func (e *Env) gatherFacts(ctx context.Context, name string) (*facts.Facts, error) {
+// gatherFacts asks a connected host its facts (one command) and keeps them in the session; skew is the
+// smallest clock skew the caller reports (facts.GatherFacts reads a slow host's clock again only when it
+// cannot tell otherwise).
+func (e *Env) gatherFacts(ctx context.Context, name string, skew time.Duration) (*facts.Facts, error) {
 	c := &e.Inv.Cluster
 	// The established connections to the ports preflight probes: what a host reaches already is not probed.
 	ask := preflight.Asks().With(facts.Ask{Connections: []int{c.APIServer.BindPort, kubeadm.PortEtcdClient, kubeadm.PortEtcdPeer}})
-	f, err := facts.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint, !c.InstallsRuntime(), ask)
+	f, err := facts.GatherFacts(ctx, e.Conn(name), c.ContainerRuntimeEndpoint, !c.InstallsRuntime(), ask, skew)
 	if err != nil {
 		return nil, err
 	}

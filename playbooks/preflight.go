@@ -147,7 +147,7 @@ func (p *preflightRun) connect(ctx context.Context) ([]string, error) {
 // gather learns every reachable host's facts, one command each, and keeps them in the session.
 func (p *preflightRun) gather(ctx context.Context, reachable []string) error {
 	_, err := p.e.play(ctx, Play{Name: "facts", Hosts: reachable, Policy: transport.Policy{MaxFail: 1}, Run: func(ctx context.Context, name string) (bool, error) {
-		f, err := p.e.gatherFacts(ctx, name)
+		f, err := p.e.gatherFacts(ctx, name, min(facts.SkewReported, p.opts.MaxClockSkew))
 		if err != nil {
 			p.add(preflight.Finding{Host: name, Check: "Facts", Severity: preflight.SevError, Message: err.Error()})
 			return false, err

@@ -97,26 +97,6 @@ type Facts struct {
 	RoutesMissing int    `json:"routesMissing,omitempty"`
 }
 
-// Unsettled says why the host is not as the last run that stamped it left it, with the plan whose digest
-// is given, "" when it is: its stamp has that digest, the files it lists are in the state they were in
-// then (none rewritten, replaced, touched or removed since), and the kernel has its pod routes.
-func (f *Facts) Unsettled(digest string) string {
-	fields := strings.Fields(f.Stamp)
-	switch {
-	case f.Stamp == "":
-		return "no stamp (a new host, or no run finished there since its last push)"
-	case len(fields) != 4 || fields[0] != "v1":
-		return "a stamp this clusterctl does not read"
-	case digest == "" || fields[1] != digest:
-		return "its stamp is of another plan"
-	case fields[2] != f.StampFiles:
-		return "a file its stamp lists changed since"
-	case f.RoutesMissing != 0:
-		return fmt.Sprintf("the kernel lacks %d of its pod routes", f.RoutesMissing)
-	}
-	return ""
-}
-
 // maxCACert bounds the CA certificate facts keep: a CA certificate is 1-2 KiB.
 const maxCACert = 16 << 10
 
@@ -224,33 +204,6 @@ var cniBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni", "/usr/libexec/cni"}
 // benchmark runs the same script with other tools).
 func FactsScript(criSocket string, ask Ask) string { return factsScript(criSocket, true, ask) }
 
-// GatherFacts learns everything preflight and the steps need about a host in one command (ask: what the
-// preflight checks look for): the host costs one round trip. The script prints the host's clock first, in
-// one write: it was read between the call and the arrival of the first output, and half that window bounds
-// the skew's error. Where the window is too wide for that (a slow host), readClock reads it again in
-// exchanges that do nothing else.
-func GatherFacts(ctx context.Context, h tasks.Runner, criSocket string, askCRI bool, ask Ask) (*Facts, error) {
-	sent := time.Now()
-	// The script goes to sh on stdin: whatever the login shell is, a POSIX sh runs it (dash reads /proc
-	// an order of magnitude faster than bash does).
-	res, err := h.Run(ctx, "sh -s", []byte(factsScript(criSocket, askCRI, ask)))
-	if err != nil {
-		return nil, err
-	}
-	f, err := ParseFacts(h.Name(), res.Stdout)
-	if err != nil {
-		return nil, err
-	}
-	if window := res.FirstStdout.Sub(sent); !res.FirstStdout.IsZero() && !f.Clock.IsZero() && window >= 0 && window < clockGoodRTT {
-		f.ClockSkew, f.ClockUncertainty = f.Clock.Sub(sent.Add(window/2)), window/2
-		return f, nil
-	}
-	if err := readClock(ctx, h, f); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
 // GatherNet learns the facts of a host's network alone (addresses, default route, links' MTUs), in one
 // command of two processes: what the pod network needs of a node outside the run whose routes it writes.
 func GatherNet(ctx context.Context, h tasks.Runner) (*Facts, error) {
@@ -259,43 +212,6 @@ func GatherNet(ctx context.Context, h tasks.Runner) (*Facts, error) {
 		return nil, err
 	}
 	return ParseFacts(h.Name(), res.Stdout)
-}
-
-// clockReads is how many times readClock asks at most; it stops earlier once a round trip is under
-// clockGoodRTT (an uncertainty of ±250 ms, a quarter of the smallest skew preflight reports).
-const (
-	clockReads   = 3
-	clockGoodRTT = 500 * time.Millisecond
-)
-
-// readClock reads the host's clock with a command that does nothing else, and keeps the reading of the
-// shortest round trip: the skew is the host's reading minus the round trip's midpoint, and half the round
-// trip bounds its error. (Read within the facts script, the skew was off by half of a round trip of many
-// seconds on a slow host.)
-func readClock(ctx context.Context, h tasks.Runner, f *Facts) error {
-	best := time.Duration(-1)
-	for range clockReads {
-		sent := time.Now()
-		res, err := h.Run(ctx, "date +%s.%N", nil)
-		rtt := time.Since(sent)
-		if err != nil {
-			return err
-		}
-		clock := parseEpoch(strings.TrimSpace(string(res.Stdout)))
-		if clock.IsZero() {
-			return fmt.Errorf("%s: date +%%s.%%N printed %q, not a time", h.Name(), bounded(res.Stdout, 64))
-		}
-		if best < 0 || rtt < best {
-			best = rtt
-			f.Clock = clock
-			f.ClockSkew = clock.Sub(sent.Add(rtt / 2))
-			f.ClockUncertainty = rtt / 2
-		}
-		if rtt < clockGoodRTT {
-			break
-		}
-	}
-	return nil
 }
 
 // bounded is at most n bytes of b, for messages.
@@ -315,6 +231,10 @@ func ParseFacts(host string, out []byte) (*Facts, error) {
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	unit := "" // the unit whose properties systemctl show is printing
 	for sc.Scan() {
+		if sc.Text() == stampStatBegin {
+			f.StampFiles = stampState(sc)
+			continue
+		}
 		key, val, ok := strings.Cut(sc.Text(), "\t")
 		if !ok {
 			continue
@@ -469,7 +389,6 @@ var factStrings = map[string]func(*Facts) *string{
 	"init":           func(f *Facts) *string { return &f.Init },
 	"member":         func(f *Facts) *string { return &f.Member },
 	"stamp":          func(f *Facts) *string { return &f.Stamp },
-	"stamp_files":    func(f *Facts) *string { return &f.StampFiles },
 }
 
 func parseEpoch(s string) time.Time {

@@ -2,6 +2,8 @@ package facts
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"reflect"
@@ -125,27 +127,36 @@ func (h *slowHost) Run(_ context.Context, command string, _ []byte) (transport.R
 }
 
 // The clock is read as the facts script's first output, or, when that output came too late to tell the
-// time well (a slow host), in exchanges of its own: the skew is right within its uncertainty however long
-// the facts script took, and the uncertainty is half the round trip of the read kept.
+// time well (a slow host) and the reading cannot tell whether the skew is above what the caller reports, in
+// exchanges of its own: the skew is right within its uncertainty however long the facts script took, and
+// the uncertainty is half the round trip of the read kept.
 func TestGatherFactsReadsTheClock(t *testing.T) {
 	out, err := os.ReadFile("testdata/facts-debian12-nspawn.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		delay time.Duration
-		reads int
-	}{{time.Millisecond, 0}, {20 * time.Millisecond, 0}, {260 * time.Millisecond, clockReads}} {
-		h := &slowHost{facts: out, skew: -600 * time.Millisecond, delay: c.delay}
-		f, err := GatherFacts(context.Background(), h, "unix:///run/containerd/containerd.sock", true, Ask{})
+		delay, skew, tell time.Duration
+		reads             int
+	}{
+		{time.Millisecond, -600 * time.Millisecond, SkewReported, 0},
+		{20 * time.Millisecond, -600 * time.Millisecond, SkewReported, 0},
+		// A window of 520 ms: -600 ms ± 260 ms is under a second whatever the clock is.
+		{260 * time.Millisecond, -600 * time.Millisecond, SkewReported, 0},
+		// -900 ms ± 260 ms may be over a second, and -600 ms ± 260 ms over 500 ms: read again.
+		{260 * time.Millisecond, -900 * time.Millisecond, SkewReported, clockReads},
+		{260 * time.Millisecond, -600 * time.Millisecond, 500 * time.Millisecond, clockReads},
+	} {
+		h := &slowHost{facts: out, skew: c.skew, delay: c.delay}
+		f, err := GatherFacts(context.Background(), h, "unix:///run/containerd/containerd.sock", true, Ask{}, c.tell)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if d := (f.ClockSkew - h.skew).Abs(); d > f.ClockUncertainty || f.ClockUncertainty < c.delay {
-			t.Errorf("delay %s: skew %s ± %s, want %s", c.delay, f.ClockSkew, f.ClockUncertainty, h.skew)
+			t.Errorf("delay %s, skew %s: measured %s ± %s", c.delay, h.skew, f.ClockSkew, f.ClockUncertainty)
 		}
 		if h.dates != c.reads {
-			t.Errorf("delay %s: the clock was read alone %d times, want %d", c.delay, h.dates, c.reads)
+			t.Errorf("delay %s, skew %s, telling %s: the clock was read alone %d times, want %d", c.delay, h.skew, c.tell, h.dates, c.reads)
 		}
 		if f.Hostname != "cp1" {
 			t.Errorf("delay %s: facts %+v", c.delay, f)
@@ -196,18 +207,24 @@ func TestCISFacts(t *testing.T) {
 // and no pod route missing; a stamp of another version or shape is not one. Each reason is its own.
 func TestUnsettled(t *testing.T) {
 	base := "hostname\tcp1\nkernel\t6.1\n"
+	// stat's output for the files a stamp lists, between its marks; s1 its digest (stampState).
+	stat := func(out string) string { return stampStatBegin + "\n" + out + stampStatEnd + "\n" }
+	out1 := "/etc/a 12 5 2026-12-07 17:36:54.690504154 +0000 2026-12-07 17:36:54.734504154 +0000\nstat: cannot statx '/etc/b': No such file or directory\n"
+	sum := sha256.Sum256([]byte(out1))
+	s1 := hex.EncodeToString(sum[:])
 	for _, c := range []struct {
 		out, want string
 	}{
-		{"stamp\tv1 abc s1 /etc/routes\nstamp_files\ts1\nroutes_missing\t0\n", ""},
-		{"stamp\tv1 abc s1 -\nstamp_files\ts1\n", ""},
-		{"stamp\tv1 abc s1 -\nstamp_files\ts2\n", "a file its stamp lists changed since"},
-		{"stamp\tv1 abd s1 -\nstamp_files\ts1\n", "its stamp is of another plan"},
-		{"stamp\tv1 abc s1 /etc/routes\nstamp_files\ts1\nroutes_missing\t2\n", "the kernel lacks 2 of its pod routes"},
-		{"stamp\tv1 abc s1 /etc/routes\nstamp_files\ts1\nroutes_missing\tx\n", "the kernel lacks 1 of its pod routes"}, // not a count
-		{"stamp\tv2 abc s1 -\nstamp_files\ts1\n", "a stamp this clusterctl does not read"},
-		{"stamp\tv1 abc s1\nstamp_files\ts1\n", "a stamp this clusterctl does not read"},
-		{"stamp_files\t\n", "no stamp (a new host, or no run finished there since its last push)"},
+		{"stamp\tv1 abc " + s1 + " /etc/routes\n" + stat(out1) + "routes_missing\t0\n", ""},
+		{"stamp\tv1 abc " + s1 + " -\n" + stat(out1), ""},
+		{"stamp\tv1 abc " + s1 + " -\n" + stat(strings.Replace(out1, " 5 ", " 6 ", 1)), "a file its stamp lists changed since"},
+		{"stamp\tv1 abc " + s1 + " -\n" + strings.TrimSuffix(stat(out1), stampStatEnd+"\n"), "a file its stamp lists changed since"}, // cut short
+		{"stamp\tv1 abd " + s1 + " -\n" + stat(out1), "its stamp is of another plan"},
+		{"stamp\tv1 abc " + s1 + " /etc/routes\n" + stat(out1) + "routes_missing\t2\n", "the kernel lacks 2 of its pod routes"},
+		{"stamp\tv1 abc " + s1 + " /etc/routes\n" + stat(out1) + "routes_missing\tx\n", "the kernel lacks 1 of its pod routes"}, // not a count
+		{"stamp\tv2 abc " + s1 + " -\n" + stat(out1), "a stamp this clusterctl does not read"},
+		{"stamp\tv1 abc " + s1 + "\n" + stat(out1), "a stamp this clusterctl does not read"},
+		{stat(""), "no stamp (a new host, or no run finished there since its last push)"},
 	} {
 		f, err := ParseFacts("cp1", []byte(base+c.out))
 		if err != nil {
@@ -217,7 +234,7 @@ func TestUnsettled(t *testing.T) {
 			t.Errorf("%q: %q, want %q", c.out, got, c.want)
 		}
 	}
-	if f, _ := ParseFacts("cp1", []byte(base+"stamp\tv1  s1 -\nstamp_files\ts1\n")); f.Unsettled("") == "" {
+	if f, _ := ParseFacts("cp1", []byte(base+"stamp\tv1  "+s1+" -\n"+stat(out1))); f.Unsettled("") == "" {
 		t.Error("an empty digest settles a host")
 	}
 }

@@ -482,7 +482,7 @@ func CrossHostChecks(hosts []*facts.Facts, maxSkew time.Duration) []Finding {
 		case skew > maxSkew:
 			out = append(out, Finding{Host: f.Host, Check: "ClockSkew", Severity: SevWarning,
 				Message: fmt.Sprintf("the host's clock is %s off the workstation's: perhaps more than %s, the round trip was too slow to tell", measured, maxSkew)})
-		case skew-unc > time.Second:
+		case skew-unc > facts.SkewReported:
 			out = append(out, Finding{Host: f.Host, Check: "ClockSkew", Severity: SevWarning,
 				Message: fmt.Sprintf("the host's clock is %s off the workstation's", measured)})
 		}

@@ -1,12 +1,13 @@
 {{- /* One fact per line, "key<TAB>value", under sh (dash or bash) as root, reading /proc and /sys with shell
 builtins wherever it can: on a host, each process it starts costs more than everything else, so it starts
-about ten (date for the clock, ip twice, grep for the sockets and for modules not loaded, stat, systemctl,
-getent when /etc/hosts lacks the hostname; for the stamp, stat, sha256sum, tail, and ip for IPv6 pod
-routes; the version of each installed Kubernetes component that the setup script's cache lacks, and crictl
-when the runtime is the host's own). A missing tool leaves its fact empty. */ -}}
+about seven (date for the clock, ip, one grep for the sockets and the modules not loaded, stat for the
+versions, systemctl; for the stamp, stat, and ip for IPv6 pod routes; getent when /etc/hosts lacks the
+hostname; the version of each installed Kubernetes component that the setup script's cache lacks, and
+crictl when the runtime is the host's own), and no subshell without one. A missing tool leaves its fact
+empty. */ -}}
 {{template "facthead.sh" -}}
 {{- /* The host's clock first, in one write (printf's): GatherFacts times its arrival. */}}
-f clock "$(date +%s.%N)"
+printf 'clock\t%s\n' "$(date +%s.%N)"
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
 r /proc/sys/kernel/osrelease kernel; kr=$v
@@ -15,32 +16,36 @@ if [ -r /proc/sys/kernel/arch ]; then r /proc/sys/kernel/arch arch; else f arch 
 if [ -r /sys/fs/cgroup/cgroup.controllers ]; then f cgroupfs cgroup2fs; r /sys/fs/cgroup/cgroup.controllers cgroup_controllers
 else f cgroupfs tmpfs; c=; for d in /sys/fs/cgroup/*/; do d=${d%/}; c="$c ${d##*/}"; done; f cgroup_controllers "$c"; fi
 n=-1; while read -r l; do n=$((n+1)); done < /proc/swaps; f swap_devices $n
-while read -r k v u; do case $k in MemTotal:) f mem_kb $v;; SwapTotal:) f swap_kb $v;; esac; done < /proc/meminfo
+while read -r k v u; do case $k in MemTotal:) f mem_kb $v;; SwapTotal:) f swap_kb $v; break;; esac; done < /proc/meminfo
 {{template "netlinks.sh" -}}
-# Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed.
-md=/lib/modules/$kr
-{{- /* One grep for those not loaded: modules.dep is large, and read once. */}}
-if [ -d "$md" ]; then miss=
-  for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do if [ -d /sys/module/$m ]; then f kmod "$m"; else miss="$miss -e /$m.ko"; fi; done
-  if [ -n "$miss" ]; then have=$(grep -Fohs $miss "$md/modules.builtin" "$md/modules.dep")
-    for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do case "
-$have
-" in *"
-/$m.ko
-"*) f kmod "$m";; esac; done; fi
+# Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed
+# (those not loaded are looked for by the sockets' grep, below).
+md=/lib/modules/$kr miss=
+if [ -d "$md" ]; then
+  for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do if [ -d /sys/module/$m ]; then f kmod "$m"; else miss="$miss $m"; fi; done
   f kmods_known 1; fi
 r /sys/class/dmi/id/product_uuid product_uuid
 r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id
-{{- /* The listening sockets (state 0A) and the established connections (01) to the ports asked, picked by
-grep first: sh reads a /proc file a byte per system call. */}}
-grep -hs -e ' 0A '{{range .ConnGrep}} -e {{q .}}{{end}} /proc/net/tcp /proc/net/tcp6 | while read -r sl local rem st rest; do case $st in 0A) f listen "$local";; 01) f conn "$rem";; esac; done
+{{- /* One grep for what sh cannot read well (a file a byte per system call; an integer sysctl, so read, ends
+after its first digit), each line after its file's name: the listening sockets (state 0A) and the
+established connections (01) to the ports asked; the kernel settings asked; the modules not loaded, by their
+own lines (a path, before modules.dep's colon) in the kernel's lists. */}}
+set -- -e ' 0A '{{range .ConnGrep}} -e {{q .}}{{end}} -e '^[-0-9 	]*$'
+for m in $miss; do set -- "$@" -e "^[^:]*/$m\.ko"; done
+set -- "$@" /proc/net/tcp /proc/net/tcp6
+for k in {{args .KernelSettings}}; do set -- "$@" "/proc/sys/$k"; done
+[ -z "$miss" ] || set -- "$@" "$md/modules.builtin" "$md/modules.dep"
+g=$(grep -Hs "$@"); IFS=$nl; set -f
+for l in $g; do IFS=$ws; file=${l%%:*}; set -- ${l#*:}; case $file in
+  /proc/net/*) case $4 in 0A) f listen "$2";; 01) f conn "$3";; esac;;
+  /proc/sys/*) f kernel_setting "${file#/proc/sys/} $*";;
+  *) for m in $miss; do case $1 in */$m.ko*) f kmod "$m";; esac; done;; esac; done
+IFS=$ws; set +f
 for c in {{args .Commands}}; do command -v $c >/dev/null 2>&1 && f command "$c"; done
 {{template "versions.sh" . -}}
-versions
-while IFS= read -r l; do [ -n "$l" ] && f version "$l"; done <<EOV
-$vout
-EOV
+versions; IFS=$nl; set -f
+for l in $vout; do f version "$l"; done; IFS=$ws; set +f
 sock={{q .Socket}}
 if [ -S "$sock" ]; then f cri_socket yes
 {{- /* The host's own runtime is asked whether it answers; one clusterctl installs is not (it starts later). */}}
@@ -53,7 +58,8 @@ else f cri_socket no; fi
 if [ -r /proc/sys/net/bridge/bridge-nf-call-iptables ]; then f br_netfilter yes; r /proc/sys/net/bridge/bridge-nf-call-iptables bridge_nf_call; else f br_netfilter no; fi
 r /proc/sys/net/ipv4/ip_forward ip_forward
 r /proc/sys/net/ipv6/conf/default/forwarding ipv6_forward
-command -v systemctl >/dev/null 2>&1 && systemctl show -p Id -p ActiveState -p UnitFileState firewalld.service kubelet.service 2>/dev/null | while IFS== read -r k v; do f "unit_$k" "$v"; done
+command -v systemctl >/dev/null 2>&1 && { u=$(systemctl show -p Id -p ActiveState -p UnitFileState firewalld.service kubelet.service 2>/dev/null)
+  IFS=$nl; set -f; for l in $u; do f "unit_${l%%=*}" "${l#*=}"; done; IFS=$ws; set +f; }
 for v in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
   eval "val=\${$v:-}"
   if [ -z "$val" ] && [ -r /etc/environment ]; then
@@ -65,7 +71,7 @@ done
 for p in {{args .Files}}; do [ -e "$p" ] && f file "$p"; done
 for d in {{args .Dirs}}; do [ -d "$d" ] || continue; n=0; for e in "$d"/* "$d"/.[!.]*; do [ -e "$e" ] && n=$((n+1)); done; f dir "$d $n"; done
 {{- /* The CPUs this shell may run on, as nproc counts them (its affinity: Cpus_allowed_list, "0-3,8"). */}}
-ca=; while read -r k v rest; do case $k in Uid:) f uid "$v";; Cpus_allowed_list:) ca=$v;; esac; done < /proc/self/status
+ca=; while read -r k v rest; do case $k in Uid:) f uid "$v";; Cpus_allowed_list:) ca=$v; break;; esac; done < /proc/self/status
 if [ -n "$ca" ]; then n=0; o=$IFS; IFS=,; for c in $ca; do case $c in *-*) n=$((n + ${c#*-} - ${c%-*} + 1));; *) n=$((n + 1));; esac; done; IFS=$o; f cpus $n
 else f cpus "$(nproc 2>/dev/null)"; fi
 {{- /* The hostname resolves: in /etc/hosts (read here), else as getent finds it (nsswitch). */}}
@@ -83,18 +89,19 @@ ids=' '
 while IFS=: read -r n x u g rest; do [ "$n" = etcd ] && f etcd_user "$u"; ids="$ids$u "; done < /etc/passwd
 while IFS=: read -r n x g rest; do [ "$n" = etcd ] && f etcd_group "$g"; ids="$ids$g "; done < /etc/group
 i=999; while [ $i -ge 100 ]; do case "$ids" in *" $i "*) i=$((i-1));; *) f free_system_id $i; break;; esac; done
-# The kernel settings kubelets protecting the kernel's defaults check, and whether they can be changed here.
-for k in {{args .KernelSettings}}; do v=; [ -r "/proc/sys/$k" ] && read -r v < "/proc/sys/$k"; f kernel_setting "$k $v"; done
+# Whether the kernel settings kubelets protecting the kernel's defaults check (read by the grep) can be
+# changed here.
 [ -w /proc/sys/kernel/panic ] && f sysctl_rw yes
 for d in {{args .CNIBinDirs}}; do [ -x "$d/bridge" ] && { f cni_bin_dir "$d"; break; }; done
 {{- if .Stamp}}
-{{- /* The stamp a run left (its first line), and the state now of the files it lists (scripts.Stamp). */}}
+{{- /* The stamp a run left (its first line), and the state now of the files it lists: stat's output between
+two marks, whose digest ParseFacts takes as stamp_hash does (stamphash.sh). */}}
 st={{q .Stamp}}
 {{template "stamphash.sh"}}
-nl='
-'
 {{template "routes-missing.sh" -}}
-if [ -s "$st" ]; then IFS= read -r l < "$st"; f stamp "$l"; stamp_hash "$(tail -n +2 "$st")"; f stamp_files "$h"
-  read -r sv sd ss rt < "$st"; [ -z "$rt" ] || [ "$rt" = - ] || f routes_missing "$(routes_missing "$rt" "$r4")"; fi
+if [ -s "$st" ]; then { IFS= read -r l; set --; while IFS= read -r p; do [ -z "$p" ] || set -- "$@" "$p"; done; } < "$st"; f stamp "$l"
+  s=$(stat -c "$stamp_format" -- "$@" 2>&1); fo="${fo}stamp_stat_begin$nl$s${nl}stamp_stat_end$nl"
+  set -f; set -- $l; set +f; rt=${4-}; [ -z "$rt" ] || [ "$rt" = - ] || { routes_missing "$rt" "$r4"; f routes_missing "$rmiss"; }; fi
 {{- end}}
+printf %s "$fo"
 exit 0

@@ -5,4 +5,5 @@ has; two processes (ip twice). */ -}}
 r /proc/sys/kernel/hostname hostname
 r /proc/sys/kernel/osrelease kernel
 {{template "netlinks.sh" -}}
+printf %s "$fo"
 exit 0

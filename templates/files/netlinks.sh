@@ -1,10 +1,16 @@
-{{- /* A host's addresses, default routes, and its links' MACs and MTUs (facts.sh, netfacts.sh); two processes. */ -}}
-ip -o addr show 2>/dev/null | while read -r i iface fam cidr rest; do f addr "$iface $cidr"; done
-{{- /* The main IPv4 table once (r4, for the routes the stamp's check counts too): the default routes are its
-lines from "default" on, with their nexthop lines. */}}
-r4=$(ip -4 route show 2>/dev/null) || true
-dr=; while read -r l; do case $l in default*) dr=1; f default_route "$l";; nexthop*) [ -z "$dr" ] || f default_route "$l";; *) dr=;; esac; done <<EOR
-$r4
-EOR
+{{- /* A host's addresses, default routes, and its links' MACs and MTUs (facts.sh, netfacts.sh): one process, ip
+with a batch of two commands (two ips where it has no batch mode). Its lines "N: IFACE FAMILY CIDR ..." are
+the addresses, the others the main IPv4 table (-o: a multipath route's nexthops on its line), kept in r4 for
+the routes the stamp's check counts too. */ -}}
+nets=$(ip -o -batch - 2>/dev/null <<EOB
+addr show
+route show
+EOB
+) || nets=$(ip -o addr show 2>/dev/null; ip -o route show 2>/dev/null) || true
+r4=; IFS=$nl; set -f
+for l in $nets; do IFS=$ws; i=${l%%[ 	]*}; case $i in
+  ''|*[!0-9:]*) r4="$r4$l$nl"; case $i in default) f default_route "$l";; esac;;
+  *:) set -- $l; f addr "$2 $4";; esac; done
+IFS=$ws; set +f
 for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" && f mac "${d##*/} $m"
   [ -r "$d/mtu" ] && read -r m < "$d/mtu" && f mtu "${d##*/} $m"; done

@@ -48,7 +48,7 @@ EOS
 if [ "$load" != loaded ] || [ "$reload" = yes ]; then quiet systemctl daemon-reload; fi
 {{template "routes-missing.sh" -}}
 if stale routes {{args .Inputs}}; then act "restart the pod routes" systemctl restart {{q .Name}}; commit routes
-elif n=$(routes_missing {{q .RoutesFile}}) && [ "$n" -gt 0 ]; then act "put back $n pod routes missing from the kernel" systemctl restart {{q .Name}}; fi
+elif routes_missing {{q .RoutesFile}} && [ "$rmiss" -gt 0 ]; then act "put back $rmiss pod routes missing from the kernel" systemctl restart {{q .Name}}; fi
 {{- if .Owned}}
 if stale networkd-routes {{q .Owned}} || [ -n "$relink" ]; then
   if [ -z "$restarted" ] && { [ -n "$link" ] || [ -n "$relink" ]; } && systemctl is-active -q systemd-networkd; then

@@ -59,8 +59,8 @@ elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
 {{template "routes-missing.sh" -}}
-n=$(routes_missing {{q .PodRoutes}})
-if [ "$n" -gt 0 ] && systemctl is-enabled -q {{q .PodRoutesUnit}} 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart {{q .PodRoutesUnit}}; fi
+routes_missing {{q .PodRoutes}}
+if [ "$rmiss" -gt 0 ] && systemctl is-enabled -q {{q .PodRoutesUnit}} 2>/dev/null; then act "put back $rmiss pod routes missing from the kernel" systemctl restart {{q .PodRoutesUnit}}; fi
 {{- end}}
 {{- if .Networkd}}
 # systemd-networkd reads its drop-in (it leaves the routes it did not make alone) only when it starts:

@@ -185,19 +185,18 @@ if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.s
 elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
-routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+routes_missing() { rmiss=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
       case $d in
         *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
         *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
       esac
-      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) rmiss=$((rmiss+1));; esac
     done < "$1"
-  fi
-  echo $m; }
-n=$(routes_missing /var/lib/clusterctl/pod-routes)
-if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
+  fi; }
+routes_missing /var/lib/clusterctl/pod-routes
+if [ "$rmiss" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $rmiss pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
 # systemd-networkd reads its drop-in (it leaves the routes it did not make alone) only when it starts:
 # restarted where it runs when the drop-in changed, here beside the node's other setup rather than in the
 # network step, where the kubelet is starting its first Pods (0.5-3.3 s there). The network step's routes
@@ -245,12 +244,11 @@ lookup() { p=; lk_ifs=$IFS; IFS=:; for lk_d in $PATH; do [ -f "$lk_d/$1" ] && [ 
 versions() { set --
   for c in kubelet containerd crictl runc; do lookup $c && set -- "$@" "$p"; done
   keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vc_all=$nl; [ -n "$keys" ] && [ -r "$vc" ] && while IFS= read -r l; do vc_all="$vc_all$l$nl"; done < "$vc"
   vout= vnew= vmiss=
   for p in "$@"; do k= v= hit=
-    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
-$keys
-EOK
-    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    x="$nl$keys$nl"; case $x in *" $p$nl"*) x=${x%%" $p$nl"*}; k="${x##*"$nl"} $p";; esac
+    if [ -n "$k" ]; then case $vc_all in *"$nl$k	"*) v=${vc_all#*"$nl$k	"}; v=${v%%"$nl"*} hit=1;; esac; fi
     if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
 *}; [ -z "$k" ] || vmiss=1; fi
     vout="$vout${p##*/} $v
@@ -542,19 +540,18 @@ if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.s
 elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
-routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+routes_missing() { rmiss=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
       case $d in
         *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
         *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
       esac
-      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) rmiss=$((rmiss+1));; esac
     done < "$1"
-  fi
-  echo $m; }
-n=$(routes_missing /var/lib/clusterctl/pod-routes)
-if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
+  fi; }
+routes_missing /var/lib/clusterctl/pod-routes
+if [ "$rmiss" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $rmiss pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
 # systemd-networkd reads its drop-in (it leaves the routes it did not make alone) only when it starts:
 # restarted where it runs when the drop-in changed, here beside the node's other setup rather than in the
 # network step, where the kubelet is starting its first Pods (0.5-3.3 s there). The network step's routes
@@ -602,12 +599,11 @@ lookup() { p=; lk_ifs=$IFS; IFS=:; for lk_d in $PATH; do [ -f "$lk_d/$1" ] && [ 
 versions() { set --
   for c in kubelet containerd crictl runc; do lookup $c && set -- "$@" "$p"; done
   keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vc_all=$nl; [ -n "$keys" ] && [ -r "$vc" ] && while IFS= read -r l; do vc_all="$vc_all$l$nl"; done < "$vc"
   vout= vnew= vmiss=
   for p in "$@"; do k= v= hit=
-    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
-$keys
-EOK
-    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    x="$nl$keys$nl"; case $x in *" $p$nl"*) x=${x%%" $p$nl"*}; k="${x##*"$nl"} $p";; esac
+    if [ -n "$k" ]; then case $vc_all in *"$nl$k	"*) v=${vc_all#*"$nl$k	"}; v=${v%%"$nl"*} hit=1;; esac; fi
     if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
 *}; [ -z "$k" ] || vmiss=1; fi
     vout="$vout${p##*/} $v
@@ -899,19 +895,18 @@ if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.s
 elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
-routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+routes_missing() { rmiss=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
       case $d in
         *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
         *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
       esac
-      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) rmiss=$((rmiss+1));; esac
     done < "$1"
-  fi
-  echo $m; }
-n=$(routes_missing /var/lib/clusterctl/pod-routes)
-if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
+  fi; }
+routes_missing /var/lib/clusterctl/pod-routes
+if [ "$rmiss" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $rmiss pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
 # systemd-networkd reads its drop-in (it leaves the routes it did not make alone) only when it starts:
 # restarted where it runs when the drop-in changed, here beside the node's other setup rather than in the
 # network step, where the kubelet is starting its first Pods (0.5-3.3 s there). The network step's routes
@@ -959,12 +954,11 @@ lookup() { p=; lk_ifs=$IFS; IFS=:; for lk_d in $PATH; do [ -f "$lk_d/$1" ] && [ 
 versions() { set --
   for c in kubelet containerd crictl runc; do lookup $c && set -- "$@" "$p"; done
   keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vc_all=$nl; [ -n "$keys" ] && [ -r "$vc" ] && while IFS= read -r l; do vc_all="$vc_all$l$nl"; done < "$vc"
   vout= vnew= vmiss=
   for p in "$@"; do k= v= hit=
-    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
-$keys
-EOK
-    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    x="$nl$keys$nl"; case $x in *" $p$nl"*) x=${x%%" $p$nl"*}; k="${x##*"$nl"} $p";; esac
+    if [ -n "$k" ]; then case $vc_all in *"$nl$k	"*) v=${vc_all#*"$nl$k	"}; v=${v%%"$nl"*} hit=1;; esac; fi
     if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
 *}; [ -z "$k" ] || vmiss=1; fi
     vout="$vout${p##*/} $v
@@ -1212,19 +1206,18 @@ if stale units /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.s
 elif [ -n "$reload" ]; then quiet systemctl daemon-reload; fi
 # The pod routes the kernel lacks (flushed with the interface's address, by a DHCP client, by hand): put
 # back by the routes unit, here so that a dry run (clusterctl diff, status) says so too.
-routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+routes_missing() { rmiss=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
       case $d in
         *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
         *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
       esac
-      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) rmiss=$((rmiss+1));; esac
     done < "$1"
-  fi
-  echo $m; }
-n=$(routes_missing /var/lib/clusterctl/pod-routes)
-if [ "$n" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
+  fi; }
+routes_missing /var/lib/clusterctl/pod-routes
+if [ "$rmiss" -gt 0 ] && systemctl is-enabled -q clusterctl-pod-routes.service 2>/dev/null; then act "put back $rmiss pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
 # systemd-networkd reads its drop-in (it leaves the routes it did not make alone) only when it starts:
 # restarted where it runs when the drop-in changed, here beside the node's other setup rather than in the
 # network step, where the kubelet is starting its first Pods (0.5-3.3 s there). The network step's routes
@@ -1268,12 +1261,11 @@ lookup() { p=; lk_ifs=$IFS; IFS=:; for lk_d in $PATH; do [ -f "$lk_d/$1" ] && [ 
 versions() { set --
   for c in kubelet containerd crictl runc; do lookup $c && set -- "$@" "$p"; done
   keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vc_all=$nl; [ -n "$keys" ] && [ -r "$vc" ] && while IFS= read -r l; do vc_all="$vc_all$l$nl"; done < "$vc"
   vout= vnew= vmiss=
   for p in "$@"; do k= v= hit=
-    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
-$keys
-EOK
-    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    x="$nl$keys$nl"; case $x in *" $p$nl"*) x=${x%%" $p$nl"*}; k="${x##*"$nl"} $p";; esac
+    if [ -n "$k" ]; then case $vc_all in *"$nl$k	"*) v=${vc_all#*"$nl$k	"}; v=${v%%"$nl"*} hit=1;; esac; fi
     if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
 *}; [ -z "$k" ] || vmiss=1; fi
     vout="$vout${p##*/} $v

@@ -1,8 +1,11 @@
 export LC_ALL=C PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
-f() { printf '%s\t%s\n' "$1" "$2"; }
+nl='
+' ws=$IFS
+fo=
+f() { fo="$fo$1	$2$nl"; }
 r() { v=; [ -r "$1" ] && read -r v < "$1"; f "$2" "$v"; }
 
-f clock "$(date +%s.%N)"
+printf 'clock\t%s\n' "$(date +%s.%N)"
 r /proc/sys/kernel/hostname hostname; hn=$v
 if [ -r /etc/os-release ]; then . /etc/os-release; f os "$ID"; f os_version "$VERSION_ID"; f os_pretty "$PRETTY_NAME"; fi
 r /proc/sys/kernel/osrelease kernel; kr=$v
@@ -10,29 +13,39 @@ if [ -r /proc/sys/kernel/arch ]; then r /proc/sys/kernel/arch arch; else f arch 
 if [ -r /sys/fs/cgroup/cgroup.controllers ]; then f cgroupfs cgroup2fs; r /sys/fs/cgroup/cgroup.controllers cgroup_controllers
 else f cgroupfs tmpfs; c=; for d in /sys/fs/cgroup/*/; do d=${d%/}; c="$c ${d##*/}"; done; f cgroup_controllers "$c"; fi
 n=-1; while read -r l; do n=$((n+1)); done < /proc/swaps; f swap_devices $n
-while read -r k v u; do case $k in MemTotal:) f mem_kb $v;; SwapTotal:) f swap_kb $v;; esac; done < /proc/meminfo
-ip -o addr show 2>/dev/null | while read -r i iface fam cidr rest; do f addr "$iface $cidr"; done
-r4=$(ip -4 route show 2>/dev/null) || true
-dr=; while read -r l; do case $l in default*) dr=1; f default_route "$l";; nexthop*) [ -z "$dr" ] || f default_route "$l";; *) dr=;; esac; done <<EOR
-$r4
-EOR
+while read -r k v u; do case $k in MemTotal:) f mem_kb $v;; SwapTotal:) f swap_kb $v; break;; esac; done < /proc/meminfo
+nets=$(ip -o -batch - 2>/dev/null <<EOB
+addr show
+route show
+EOB
+) || nets=$(ip -o addr show 2>/dev/null; ip -o route show 2>/dev/null) || true
+r4=; IFS=$nl; set -f
+for l in $nets; do IFS=$ws; i=${l%%[ 	]*}; case $i in
+  ''|*[!0-9:]*) r4="$r4$l$nl"; case $i in default) f default_route "$l";; esac;;
+  *:) set -- $l; f addr "$2 $4";; esac; done
+IFS=$ws; set +f
 for d in /sys/class/net/*; do [ -r "$d/address" ] && read -r m < "$d/address" && f mac "${d##*/} $m"
   [ -r "$d/mtu" ] && read -r m < "$d/mtu" && f mtu "${d##*/} $m"; done
-# Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed.
-md=/lib/modules/$kr
-if [ -d "$md" ]; then miss=
-  for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do if [ -d /sys/module/$m ]; then f kmod "$m"; else miss="$miss -e /$m.ko"; fi; done
-  if [ -n "$miss" ]; then have=$(grep -Fohs $miss "$md/modules.builtin" "$md/modules.dep")
-    for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do case "
-$have
-" in *"
-/$m.ko
-"*) f kmod "$m";; esac; done; fi
+# Kernel modules the policy controller and kube-proxy's nftables mode need: loaded, built in, or installed
+# (those not loaded are looked for by the sockets' grep, below).
+md=/lib/modules/$kr miss=
+if [ -d "$md" ]; then
+  for m in nfnetlink_queue nft_queue nft_compat xt_NFQUEUE nf_tables; do if [ -d /sys/module/$m ]; then f kmod "$m"; else miss="$miss $m"; fi; done
   f kmods_known 1; fi
 r /sys/class/dmi/id/product_uuid product_uuid
 r /etc/machine-id machine_id
 r /proc/sys/kernel/random/boot_id boot_id
-grep -hs -e ' 0A ' -e ':192B 01 ' -e ':094B 01 ' -e ':094C 01 ' /proc/net/tcp /proc/net/tcp6 | while read -r sl local rem st rest; do case $st in 0A) f listen "$local";; 01) f conn "$rem";; esac; done
+set -- -e ' 0A ' -e ':192B 01 ' -e ':094B 01 ' -e ':094C 01 ' -e '^[-0-9 	]*$'
+for m in $miss; do set -- "$@" -e "^[^:]*/$m\.ko"; done
+set -- "$@" /proc/net/tcp /proc/net/tcp6
+for k in ; do set -- "$@" "/proc/sys/$k"; done
+[ -z "$miss" ] || set -- "$@" "$md/modules.builtin" "$md/modules.dep"
+g=$(grep -Hs "$@"); IFS=$nl; set -f
+for l in $g; do IFS=$ws; file=${l%%:*}; set -- ${l#*:}; case $file in
+  /proc/net/*) case $4 in 0A) f listen "$2";; 01) f conn "$3";; esac;;
+  /proc/sys/*) f kernel_setting "${file#/proc/sys/} $*";;
+  *) for m in $miss; do case $1 in */$m.ko*) f kmod "$m";; esac; done;; esac; done
+IFS=$ws; set +f
 for c in ip kubelet; do command -v $c >/dev/null 2>&1 && f command "$c"; done
 vc=/var/lib/clusterctl/versions
 # versions: in vout a "NAME VERSION" line per installed component, from the cache where it holds the binary
@@ -42,12 +55,11 @@ lookup() { p=; lk_ifs=$IFS; IFS=:; for lk_d in $PATH; do [ -f "$lk_d/$1" ] && [ 
 versions() { set --
   for c in kubelet containerd crictl runc; do lookup $c && set -- "$@" "$p"; done
   keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vc_all=$nl; [ -n "$keys" ] && [ -r "$vc" ] && while IFS= read -r l; do vc_all="$vc_all$l$nl"; done < "$vc"
   vout= vnew= vmiss=
   for p in "$@"; do k= v= hit=
-    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
-$keys
-EOK
-    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    x="$nl$keys$nl"; case $x in *" $p$nl"*) x=${x%%" $p$nl"*}; k="${x##*"$nl"} $p";; esac
+    if [ -n "$k" ]; then case $vc_all in *"$nl$k	"*) v=${vc_all#*"$nl$k	"}; v=${v%%"$nl"*} hit=1;; esac; fi
     if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
 *}; [ -z "$k" ] || vmiss=1; fi
     vout="$vout${p##*/} $v
@@ -55,10 +67,8 @@ EOK
     [ -z "$k" ] || vnew="$vnew$k	$v
 "
   done; }
-versions
-while IFS= read -r l; do [ -n "$l" ] && f version "$l"; done <<EOV
-$vout
-EOV
+versions; IFS=$nl; set -f
+for l in $vout; do f version "$l"; done; IFS=$ws; set +f
 sock=/run/containerd/containerd.sock
 if [ -S "$sock" ]; then f cri_socket yes
   if command -v crictl >/dev/null 2>&1; then crictl --runtime-endpoint "unix://$sock" --timeout 3s version >/dev/null 2>&1 && f cri_answers ok || f cri_answers fail
@@ -68,7 +78,8 @@ else f cri_socket no; fi
 if [ -r /proc/sys/net/bridge/bridge-nf-call-iptables ]; then f br_netfilter yes; r /proc/sys/net/bridge/bridge-nf-call-iptables bridge_nf_call; else f br_netfilter no; fi
 r /proc/sys/net/ipv4/ip_forward ip_forward
 r /proc/sys/net/ipv6/conf/default/forwarding ipv6_forward
-command -v systemctl >/dev/null 2>&1 && systemctl show -p Id -p ActiveState -p UnitFileState firewalld.service kubelet.service 2>/dev/null | while IFS== read -r k v; do f "unit_$k" "$v"; done
+command -v systemctl >/dev/null 2>&1 && { u=$(systemctl show -p Id -p ActiveState -p UnitFileState firewalld.service kubelet.service 2>/dev/null)
+  IFS=$nl; set -f; for l in $u; do f "unit_${l%%=*}" "${l#*=}"; done; IFS=$ws; set +f; }
 for v in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
   eval "val=\${$v:-}"
   if [ -z "$val" ] && [ -r /etc/environment ]; then
@@ -79,7 +90,7 @@ for v in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
 done
 for p in /etc/kubernetes/kubelet.conf; do [ -e "$p" ] && f file "$p"; done
 for d in /var/lib/etcd; do [ -d "$d" ] || continue; n=0; for e in "$d"/* "$d"/.[!.]*; do [ -e "$e" ] && n=$((n+1)); done; f dir "$d $n"; done
-ca=; while read -r k v rest; do case $k in Uid:) f uid "$v";; Cpus_allowed_list:) ca=$v;; esac; done < /proc/self/status
+ca=; while read -r k v rest; do case $k in Uid:) f uid "$v";; Cpus_allowed_list:) ca=$v; break;; esac; done < /proc/self/status
 if [ -n "$ca" ]; then n=0; o=$IFS; IFS=,; for c in $ca; do case $c in *-*) n=$((n + ${c#*-} - ${c%-*} + 1));; *) n=$((n + 1));; esac; done; IFS=$o; f cpus $n
 else f cpus "$(nproc 2>/dev/null)"; fi
 hr=; set -f; if [ -r /etc/hosts ]; then while read -r a names; do case $a in ''|'#'*) continue;; esac
@@ -95,29 +106,31 @@ ids=' '
 while IFS=: read -r n x u g rest; do [ "$n" = etcd ] && f etcd_user "$u"; ids="$ids$u "; done < /etc/passwd
 while IFS=: read -r n x g rest; do [ "$n" = etcd ] && f etcd_group "$g"; ids="$ids$g "; done < /etc/group
 i=999; while [ $i -ge 100 ]; do case "$ids" in *" $i "*) i=$((i-1));; *) f free_system_id $i; break;; esac; done
-# The kernel settings kubelets protecting the kernel's defaults check, and whether they can be changed here.
-for k in ; do v=; [ -r "/proc/sys/$k" ] && read -r v < "/proc/sys/$k"; f kernel_setting "$k $v"; done
+# Whether the kernel settings kubelets protecting the kernel's defaults check (read by the grep) can be
+# changed here.
 [ -w /proc/sys/kernel/panic ] && f sysctl_rw yes
 for d in /opt/cni/bin; do [ -x "$d/bridge" ] && { f cni_bin_dir "$d"; break; }; done
 st=/var/lib/clusterctl/stamp
-# stamp_hash PATHS: in h, the digest of the state of the files PATHS lists one per line: each one's inode,
-# size and times (a file rewritten, replaced, touched or removed since changes it).
+# stamp_format: how stat prints the state of a file a stamp lists: its inode, size and times (a file
+# rewritten, replaced, touched or removed since prints otherwise).
+stamp_format='%n %i %s %y %z'
+# stamp_hash PATHS: in h, the digest of what stat prints (errors included) for the files PATHS lists one per
+# line. The facts script prints that output itself, and facts.ParseFacts takes the same digest of it.
 stamp_hash() { set -f; o=$IFS; IFS='
-'; h=$(stat -c '%n %i %s %y %z' -- $1 2>&1 | sha256sum); IFS=$o; set +f; h=${h%% *}; }
+'; h=$(stat -c "$stamp_format" -- $1 2>&1 | sha256sum); IFS=$o; set +f; h=${h%% *}; }
 
-nl='
-'
-routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+routes_missing() { rmiss=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
       case $d in
         *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
         *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
       esac
-      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) rmiss=$((rmiss+1));; esac
     done < "$1"
-  fi
-  echo $m; }
-if [ -s "$st" ]; then IFS= read -r l < "$st"; f stamp "$l"; stamp_hash "$(tail -n +2 "$st")"; f stamp_files "$h"
-  read -r sv sd ss rt < "$st"; [ -z "$rt" ] || [ "$rt" = - ] || f routes_missing "$(routes_missing "$rt" "$r4")"; fi
+  fi; }
+if [ -s "$st" ]; then { IFS= read -r l; set --; while IFS= read -r p; do [ -z "$p" ] || set -- "$@" "$p"; done; } < "$st"; f stamp "$l"
+  s=$(stat -c "$stamp_format" -- "$@" 2>&1); fo="${fo}stamp_stat_begin$nl$s${nl}stamp_stat_end$nl"
+  set -f; set -- $l; set +f; rt=${4-}; [ -z "$rt" ] || [ "$rt" = - ] || { routes_missing "$rt" "$r4"; f routes_missing "$rmiss"; }; fi
+printf %s "$fo"
 exit 0

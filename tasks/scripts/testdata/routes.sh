@@ -103,19 +103,18 @@ $(systemctl show -p LoadState -p NeedDaemonReload -p UnitFileState clusterctl-po
 EOS
 [ "$enabled" = enabled ] || { quiet systemctl enable --no-reload -q clusterctl-pod-routes.service; reload=yes; }
 if [ "$load" != loaded ] || [ "$reload" = yes ]; then quiet systemctl daemon-reload; fi
-routes_missing() { m=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
+routes_missing() { rmiss=0 rm4=${2-} rm4set=${2+1} rm6= rm6set=
   if [ -r "$1" ]; then
     while read -r c v d rest; do [ "$c $v" = "route replace" ] || continue
       case $d in
         *:*) [ -n "$rm6set" ] || { rm6=$(ip -6 route show 2>/dev/null) || true; rm6set=1; }; r=$rm6;;
         *) [ -n "$rm4set" ] || { rm4=$(ip -4 route show 2>/dev/null) || true; rm4set=1; }; r=$rm4;;
       esac
-      case "$nl$r$nl" in *"$nl$d "*) ;; *) m=$((m+1));; esac
+      case "$nl$r$nl" in *"$nl$d "*) ;; *) rmiss=$((rmiss+1));; esac
     done < "$1"
-  fi
-  echo $m; }
+  fi; }
 if stale routes /etc/systemd/system/clusterctl-pod-routes.service /var/lib/clusterctl/pod-routes; then act "restart the pod routes" systemctl restart clusterctl-pod-routes.service; commit routes
-elif n=$(routes_missing /var/lib/clusterctl/pod-routes) && [ "$n" -gt 0 ]; then act "put back $n pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
+elif routes_missing /var/lib/clusterctl/pod-routes && [ "$rmiss" -gt 0 ]; then act "put back $rmiss pod routes missing from the kernel" systemctl restart clusterctl-pod-routes.service; fi
 if stale networkd-routes /var/lib/clusterctl/pod-routes.networkd || [ -n "$relink" ]; then
   if [ -z "$restarted" ] && { [ -n "$link" ] || [ -n "$relink" ]; } && systemctl is-active -q systemd-networkd; then
     act "reload systemd-networkd (its pod routes changed)" networkctl reload

@@ -124,12 +124,11 @@ lookup() { p=; lk_ifs=$IFS; IFS=:; for lk_d in $PATH; do [ -f "$lk_d/$1" ] && [ 
 versions() { set --
   for c in kubelet containerd crictl runc; do lookup $c && set -- "$@" "$p"; done
   keys=; [ $# -eq 0 ] || keys=$(stat -L -c '%i %s %z %n' -- "$@" 2>/dev/null) || true
+  vc_all=$nl; [ -n "$keys" ] && [ -r "$vc" ] && while IFS= read -r l; do vc_all="$vc_all$l$nl"; done < "$vc"
   vout= vnew= vmiss=
   for p in "$@"; do k= v= hit=
-    while IFS= read -r l; do case $l in *" $p") k=$l;; esac; done <<EOK
-$keys
-EOK
-    [ -n "$k" ] && [ -r "$vc" ] && while IFS= read -r l; do case $l in "$k	"*) v=${l#*	} hit=1;; esac; done < "$vc"
+    x="$nl$keys$nl"; case $x in *" $p$nl"*) x=${x%%" $p$nl"*}; k="${x##*"$nl"} $p";; esac
+    if [ -n "$k" ]; then case $vc_all in *"$nl$k	"*) v=${vc_all#*"$nl$k	"}; v=${v%%"$nl"*} hit=1;; esac; fi
     if [ -z "$hit" ]; then v=$("$p" --version 2>&1) || true; v=${v%%
 *}; [ -z "$k" ] || vmiss=1; fi
     vout="$vout${p##*/} $v
