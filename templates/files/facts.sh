@@ -1,10 +1,10 @@
 {{- /* One fact per line, "key<TAB>value", under sh (dash or bash) as root, reading /proc and /sys with shell
 builtins wherever it can: on a host, each process it starts costs more than everything else, so it starts
-about seven (date for the clock, ip, one grep for the sockets and the modules not loaded, stat for the
-versions, systemctl; for the stamp, stat, and ip for IPv6 pod routes; getent when /etc/hosts lacks the
-hostname; the version of each installed Kubernetes component that the setup script's cache lacks, and
-crictl when the runtime is the host's own), and no subshell without one. A missing tool leaves its fact
-empty. */ -}}
+five on a running node (date for the clock; ip; one grep for the sockets, the kernel settings and the
+modules not loaded; stat for the versions, and for the stamp), and where needed systemctl (no kubelet
+running), ip for IPv6 pod routes, getent (/etc/hosts lacks the hostname), the version of each installed
+Kubernetes component that the setup script's cache lacks, crictl (the runtime is the host's own); no
+subshell without a process. A missing tool leaves its fact empty. */ -}}
 {{template "facthead.sh" -}}
 {{- /* The host's clock first, in one write (printf's): GatherFacts times its arrival. */}}
 printf 'clock\t%s\n' "$(date +%s.%N)"
@@ -58,8 +58,16 @@ else f cri_socket no; fi
 if [ -r /proc/sys/net/bridge/bridge-nf-call-iptables ]; then f br_netfilter yes; r /proc/sys/net/bridge/bridge-nf-call-iptables bridge_nf_call; else f br_netfilter no; fi
 r /proc/sys/net/ipv4/ip_forward ip_forward
 r /proc/sys/net/ipv6/conf/default/forwarding ipv6_forward
-command -v systemctl >/dev/null 2>&1 && { u=$(systemctl show -p Id -p ActiveState -p UnitFileState firewalld.service kubelet.service 2>/dev/null)
-  IFS=$nl; set -f; for l in $u; do f "unit_${l%%=*}" "${l#*=}"; done; IFS=$ws; set +f; }
+{{- /* The kubelet's and firewalld's units are active where their cgroups (systemd's tree, cgroup v2 or v1) hold a
+process; systemctl, a start of 10-20 ms on a busy host and work for PID 1, is asked only where the
+kubelet's holds none (a host not yet a node, a kubelet stopped or elsewhere): their states then, and
+whether the kubelet's unit is enabled (preflight warns where it is not; a running kubelet's is not asked). */}}
+running() { for d in /sys/fs/cgroup/system.slice /sys/fs/cgroup/systemd/system.slice; do
+  v=; [ -r "$d/$1/cgroup.procs" ] && read -r v < "$d/$1/cgroup.procs" && [ -n "$v" ] && return 0; done; return 1; }
+if running kubelet.service; then f unit_Id kubelet.service; f unit_ActiveState active
+  running firewalld.service && { f unit_Id firewalld.service; f unit_ActiveState active; }
+elif command -v systemctl >/dev/null 2>&1; then u=$(systemctl show -p Id -p ActiveState -p UnitFileState firewalld.service kubelet.service 2>/dev/null)
+  IFS=$nl; set -f; for l in $u; do f "unit_${l%%=*}" "${l#*=}"; done; IFS=$ws; set +f; fi
 for v in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
   eval "val=\${$v:-}"
   if [ -z "$val" ] && [ -r /etc/environment ]; then

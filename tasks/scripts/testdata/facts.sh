@@ -78,8 +78,12 @@ else f cri_socket no; fi
 if [ -r /proc/sys/net/bridge/bridge-nf-call-iptables ]; then f br_netfilter yes; r /proc/sys/net/bridge/bridge-nf-call-iptables bridge_nf_call; else f br_netfilter no; fi
 r /proc/sys/net/ipv4/ip_forward ip_forward
 r /proc/sys/net/ipv6/conf/default/forwarding ipv6_forward
-command -v systemctl >/dev/null 2>&1 && { u=$(systemctl show -p Id -p ActiveState -p UnitFileState firewalld.service kubelet.service 2>/dev/null)
-  IFS=$nl; set -f; for l in $u; do f "unit_${l%%=*}" "${l#*=}"; done; IFS=$ws; set +f; }
+running() { for d in /sys/fs/cgroup/system.slice /sys/fs/cgroup/systemd/system.slice; do
+  v=; [ -r "$d/$1/cgroup.procs" ] && read -r v < "$d/$1/cgroup.procs" && [ -n "$v" ] && return 0; done; return 1; }
+if running kubelet.service; then f unit_Id kubelet.service; f unit_ActiveState active
+  running firewalld.service && { f unit_Id firewalld.service; f unit_ActiveState active; }
+elif command -v systemctl >/dev/null 2>&1; then u=$(systemctl show -p Id -p ActiveState -p UnitFileState firewalld.service kubelet.service 2>/dev/null)
+  IFS=$nl; set -f; for l in $u; do f "unit_${l%%=*}" "${l#*=}"; done; IFS=$ws; set +f; fi
 for v in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
   eval "val=\${$v:-}"
   if [ -z "$val" ] && [ -r /etc/environment ]; then
