@@ -205,7 +205,7 @@ var cniBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni", "/usr/libexec/cni"}
 func FactsScript(criSocket string, ask Ask) string { return factsScript(criSocket, true, ask) }
 
 // GatherNet learns the facts of a host's network alone (addresses, default route, links' MTUs), in one
-// command of two processes: what the pod network needs of a node outside the run whose routes it writes.
+// command of one process (ip): what the pod network needs of a node outside the run whose routes it writes.
 func GatherNet(ctx context.Context, h tasks.Runner) (*Facts, error) {
 	res, err := h.Run(ctx, "sh -s", []byte(scripts.NetFacts()))
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // The stamp as stamp.sh writes it, read back by the facts script and ParseFacts: the host is settled for
-// the stamp's digest while its files stay as they were, and not once one is touched, rewritten or removed.
+// the stamp's digest while its files stay as they were, and not once one is touched or removed.
 // (The state is hashed by sha256sum on the host when stamped and by ParseFacts when read.)
 func TestStampRoundTrip(t *testing.T) {
 	dir := t.TempDir()
@@ -38,5 +38,16 @@ func TestStampRoundTrip(t *testing.T) {
 	}
 	if got := unsettled(); got != "a file its stamp lists changed since" {
 		t.Errorf("a file touched: %q", got)
+	}
+	// Stamped again as it is now, then one of its files removed.
+	run(scripts.Stamp(scripts.StampParams{Path: st, Digest: "abc", Paths: []string{a, b, gone}}))
+	if got := unsettled(); got != "" {
+		t.Fatalf("stamped again: %q", got)
+	}
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	if got := unsettled(); got != "a file its stamp lists changed since" {
+		t.Errorf("a file removed: %q", got)
 	}
 }
