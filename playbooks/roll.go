@@ -144,43 +144,81 @@ func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 		return true, err
 	}
 	if len(d.e.Inv.ControlPlanes()) == 1 && !d.o.DryRun {
-		// Its new controller-manager and scheduler make and place kube-proxy's new Pods: Ready first
-		// (measured: a Service's outage 45 s before, 55-60 s with kube-proxy restarted beside them).
-		if err := r.settle(ctx); err != nil {
+		// At once, beside the new controller-manager and scheduler: the restart is the kubelets' alone.
+		if err := d.refreshKubeProxy(ctx, p, play); err != nil {
 			return true, err
 		}
-		return true, d.refreshKubeProxy(ctx, play)
+		return true, r.settle(ctx)
 	}
 	return true, nil
 }
 
-// refreshKubeProxy restarts kube-proxy on every node, after the cluster's only API server restarted, and
-// waits until it runs everywhere again. That API server took itself out of the kubernetes Service's
-// endpoints when its shutdown began; kube-proxy's watch of the endpoints, broken meanwhile, reconnects
-// under client-go's back-off (0.8 s doubling to 30 s, jittered): measured on 1+1, a worker's kube-proxy
-// had the API server's endpoint back 22 s after the new API server listened in one run, more than 45 s in
-// another, and new connections to the Service failed all that time. A new kube-proxy lists at once; the
-// old one's rules stay in place until it has.
-func (d *deployment) refreshKubeProxy(ctx context.Context, play string) error {
+// refreshKubeProxy restarts kube-proxy on every node once the cluster's only API server is back. That API
+// server took itself out of the kubernetes Service's endpoints when its shutdown began; kube-proxy's watch
+// of the endpoints, broken meanwhile, reconnects under client-go's back-off (0.8 s doubling to 30 s,
+// jittered): measured on 1+1, a worker's kube-proxy had the API server's endpoint back 22 s after the new
+// API server listened in one run, more than 45 s in another, and new connections to the Service failed
+// all that time. A new kube-proxy lists at once; the old one's rules stay in place until it has.
+//
+// On the run's nodes its container is stopped through the container runtime and the kubelet starts it
+// again in its Pod, at once (0.8 s on the lab, where deleting the Pods waited for the new
+// controller-manager and scheduler to make and place new ones: 10-20 s more of the outage). The Pods of
+// Nodes outside the run (up --limit) are deleted and their DaemonSet's rollout waited for.
+func (d *deployment) refreshKubeProxy(ctx context.Context, p *plan, play string) error {
+	hosts := p.nodes()
+	tries := int(d.o.Timeout / (200 * time.Millisecond))
+	res, err := d.e.play(ctx, Play{Name: play, Hosts: names(hosts), Run: func(ctx context.Context, name string) (bool, error) {
+		res, err := d.e.Conn(name).Run(ctx, scripts.RestartContainers(metav1.NamespaceSystem, addons.KubeProxyName, tries), nil)
+		return err == nil && len(res.Stdout) > 0, err
+	}})
+	if err != nil {
+		return fmt.Errorf("restarting kube-proxy: %w", err)
+	}
+	deleted, err := d.deleteKubeProxyOutside(ctx, hosts)
+	if err != nil {
+		return err
+	}
+	if !deleted && !anyChanged(res) {
+		return nil // not deployed (yet)
+	}
+	d.e.say(play, "", "kube-proxy restarted on every node: the only API server is back, and its watch of the Service endpoints would reconnect only after its back-off")
+	if !deleted {
+		return nil
+	}
 	admin, err := d.e.Admin(ctx)
 	if err != nil {
 		return err
 	}
 	ds := workloads.Workload{Kind: "DaemonSet", Namespace: metav1.NamespaceSystem, Name: addons.KubeProxyName}
-	if _, err := admin.Kube.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		return nil // not deployed (yet)
-	} else if err != nil {
-		return err
-	}
-	err = admin.Kube.CoreV1().Pods(ds.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "k8s-app=" + addons.KubeProxyName})
-	if err != nil {
-		return fmt.Errorf("restarting kube-proxy: %w", err)
-	}
-	d.e.say(play, "", "kube-proxy restarted on every node: the only API server is back, and its watch of the Service endpoints would reconnect only after its back-off")
 	return d.e.poll(ctx, play, "", d.o.Timeout, func() (bool, string, error) {
 		ok, why, err := workloads.RolledOut(ctx, admin.Kube, ds)
 		return ok, "kube-proxy to run on every node again (" + why + ")", err
 	})
+}
+
+// deleteKubeProxyOutside deletes kube-proxy's Pods on the Nodes that are not among hosts (those outside
+// the run), reporting whether there were any.
+func (d *deployment) deleteKubeProxyOutside(ctx context.Context, hosts []*inventory.Host) (bool, error) {
+	admin, err := d.e.Admin(ctx)
+	if err != nil {
+		return false, err
+	}
+	pods, err := admin.Kube.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=" + addons.KubeProxyName})
+	if err != nil {
+		return false, fmt.Errorf("listing kube-proxy's Pods: %w", err)
+	}
+	deleted := false
+	for _, pod := range pods.Items {
+		if slices.ContainsFunc(hosts, func(h *inventory.Host) bool { return h.NodeName == pod.Spec.NodeName }) {
+			continue
+		}
+		err := admin.Kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("restarting kube-proxy on %s: %w", pod.Spec.NodeName, err)
+		}
+		deleted = true
+	}
+	return deleted, nil
 }
 
 // rollEtcd puts, with external etcd, each etcd host's files (but static Pods) and restarts its member with

@@ -230,6 +230,17 @@ func StopStaticPods(components []string, tries int, keep string) string {
 	}{manifests, components, processes, kubeadm.KubeletPodsDir, keep, transport.AbsentSuffix, tries})
 }
 
+// RestartContainers stops the running containers named name of the Pods of namespace through the
+// container runtime (crictl), so that the kubelet starts them again in their Pods, and waits, polling
+// every 0.2 s at most tries times, until as many run again. It prints "restarted N", or nothing when
+// none ran.
+func RestartContainers(namespace, name string, tries int) string {
+	return render("restart-containers.sh", struct {
+		Namespace, Name string
+		Tries           int
+	}{namespace, name, tries})
+}
+
 // ProcessName is the name the kernel gives a program's process (its first 15 bytes), as pgrep -x matches.
 func ProcessName(program string) string {
 	if len(program) > 15 {

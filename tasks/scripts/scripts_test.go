@@ -57,6 +57,7 @@ func TestGolden(t *testing.T) {
 		"stop-static-pods-keep":   StopStaticPods([]string{kubeadm.APIServer}, 3000, kubeadm.StateDir+"/rollback/v1.37.2/control-plane"),
 		"rollback":                Rollback(RollbackParams{Dir: kubeadm.StateDir + "/rollback/v1.37.2/control-plane", Except: kubeadm.ManifestsDir, Runtime: []string{kubeadm.RuntimeBinary("containerd")}}),
 		"rollback-drop":           Rollback(RollbackParams{Dir: kubeadm.StateDir + "/rollback", Drop: true}),
+		"restart-containers":      RestartContainers("kube-system", "kube-proxy", 300),
 		"remove-files":            RemoveFiles(kubeadm.PKIDir+"/ca-signer.crt", kubeadm.PKIDir+"/ca-signer.key"),
 		"read-cert":               ReadCert(kubeadm.KubeletServerCurrent),
 		"switch-client":           SwitchKubeletClient("kubelet-client-2026-11-23-15-40-00.pem", true),
