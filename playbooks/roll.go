@@ -144,13 +144,15 @@ func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 		return true, err
 	}
 	if len(d.e.Inv.ControlPlanes()) == 1 && !d.o.DryRun {
-		// At once, beside the new controller-manager and scheduler: the restart is the kubelets' alone.
-		if err := d.refreshKubeProxy(ctx, p, play); err != nil {
-			return true, err
-		}
 		return true, r.settle(ctx)
 	}
 	return true, nil
+}
+
+// stopIn is how this cluster's static Pods are stopped, each within timeout: with one control-plane node,
+// its API server at once (apply.Stop).
+func (d *deployment) stopIn(timeout time.Duration) apply.Stop {
+	return apply.Stop{Timeout: timeout, Alone: len(d.e.Inv.ControlPlanes()) == 1}
 }
 
 // refreshKubeProxy restarts kube-proxy on every node once the cluster's only API server is back. That API
@@ -160,10 +162,11 @@ func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 // API server listened in one run, more than 45 s in another, and new connections to the Service failed
 // all that time. A new kube-proxy lists at once; the old one's rules stay in place until it has.
 //
-// On the run's nodes its container is stopped through the container runtime and the kubelet starts it
-// again in its Pod, at once (0.8 s on the lab, where deleting the Pods waited for the new
-// controller-manager and scheduler to make and place new ones: 10-20 s more of the outage). The Pods of
-// Nodes outside the run (up --limit) are deleted and their DaemonSet's rollout waited for.
+// It runs as soon as the new API server is ready (putManifests), before anything else of the roll. On the
+// run's nodes kube-proxy's container is stopped through the container runtime and the kubelet starts it
+// again in its Pod, at once (0.8 s on the lab; deleting the Pods waited for the new controller-manager and
+// scheduler to make and place new ones: 10-20 s more of the outage). The Pods of Nodes outside the run
+// (up --limit) are deleted and their DaemonSet's rollout waited for.
 func (d *deployment) refreshKubeProxy(ctx context.Context, p *plan, play string) error {
 	hosts := p.nodes()
 	tries := int(d.o.Timeout / (200 * time.Millisecond))
@@ -266,7 +269,7 @@ func (r *cpRoll) putControllerManager(ctx context.Context, h *inventory.Host) (b
 			return false, err
 		}
 		files := slices.DeleteFunc(slices.Clone(n.Files), func(f transport.File) bool { return f.Path != kubeadm.Manifest(kubeadm.ControllerManager) })
-		out, err := apply.Manifests(ctx, d.e.Conn(name), files, n.Dry, d.o.Timeout)
+		out, err := apply.Manifests(ctx, d.e.Conn(name), files, n.Dry, d.stopIn(d.o.Timeout))
 		d.record(name, out)
 		return out.Changed(), err
 	}})
@@ -307,7 +310,7 @@ func (d *deployment) putManifests(ctx context.Context, p *plan, play string, h *
 			if err != nil {
 				return false, err
 			}
-			out, err := apply.Manifests(ctx, conn, first, n.Dry, d.o.Timeout)
+			out, err := apply.Manifests(ctx, conn, first, n.Dry, d.stopIn(d.o.Timeout))
 			d.record(name, out)
 			if err != nil {
 				return out.Changed(), err
@@ -320,6 +323,9 @@ func (d *deployment) putManifests(ctx context.Context, p *plan, play string, h *
 					return true, err
 				}
 				if len(d.e.Inv.ControlPlanes()) == 1 {
+					if err := d.refreshKubeProxy(ctx, p, play); err != nil {
+						return true, err
+					}
 					// The kubelet lost its only API server, and its Pod informer's watch comes back
 					// under client-go's back-off: manifests written meanwhile lose their old mirror
 					// Pods to the kubelet's cleanup while it still sees them, and it makes the new
@@ -339,7 +345,7 @@ func (d *deployment) putManifests(ctx context.Context, p *plan, play string, h *
 		if err := before(ctx); err != nil {
 			return changed, err
 		}
-		out, err := apply.Manifests(ctx, conn, rest, n.Dry, d.o.Timeout)
+		out, err := apply.Manifests(ctx, conn, rest, n.Dry, d.stopIn(d.o.Timeout))
 		d.record(name, out)
 		return changed || out.Changed(), err
 	}})
@@ -390,7 +396,7 @@ func (d *deployment) restartEtcdAlone(ctx context.Context, p *plan, play string,
 	}
 	// The node's other files were put before (rollControlPlane): only the manifests are left to write.
 	manifests := slices.DeleteFunc(n.Files, func(f transport.File) bool { return !isManifest(f) })
-	out, restarted, err := apply.RestartEtcdAlone(ctx, d.e.Conn(h.Name), manifests, d.o.Timeout,
+	out, restarted, err := apply.RestartEtcdAlone(ctx, d.e.Conn(h.Name), manifests, d.stopIn(d.o.Timeout),
 		func(f string, a ...any) { d.e.say(play, h.Name, f, a...) })
 	d.record(h.Name, out)
 	return restarted, err
