@@ -89,24 +89,27 @@ func RotateCAKilled(t *testing.T, c *Cluster, hosts []string) {
 	t.Run("the workload and the token client kept working", func(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		o := ClientOutcomes(t, c, workers...)
-		t.Logf("token client during the rotation: %d ok (%d retries), %d failed; outages %v (one control-plane node: its API server restarts)",
-			o.OK, o.Retried, len(o.Failed), o.Outages)
+		t.Logf("token client during the rotation: %d ok (%d retries), %d failed; outages %v at %v (one control-plane node: its API server restarts)",
+			o.OK, o.Retried, len(o.Failed), o.Outages, o.Spans)
 		if o.OK == 0 {
 			t.Fatal("no request of the token client succeeded")
-		}
-		for _, d := range o.Outages {
-			if d > maxSingleAPIServerOutage {
-				t.Errorf("an outage of %s, longer than %s", d.Round(100*time.Millisecond), maxSingleAPIServerOutage)
-			}
 		}
 		for i, f := range o.Failed {
 			if i < 40 {
 				t.Logf("failed: %s", f)
+			} else if i == 40 {
+				t.Logf("and %d more failed", len(o.Failed)-40)
 			}
 			// With one API server its restarts are outages; a token refused, a certificate not trusted or
 			// the workload unreachable are failures of the rotation.
 			if rotationFailure(f) {
 				t.Errorf("token client: %s", f)
+			}
+		}
+		// After the failures' lines, so that the end of the test's output (all make test reports) shows it.
+		for i, d := range o.Outages {
+			if d > maxSingleAPIServerOutage {
+				t.Errorf("an outage of %s (%s), longer than %s", d.Round(100*time.Millisecond), o.Spans[i], maxSingleAPIServerOutage)
 			}
 		}
 		if out := c.MustK(t, "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{end}"); out != strings.Repeat("True", len(hosts)) {
@@ -161,6 +164,8 @@ type Outcomes struct {
 	OK, Retried int
 	Failed      []string
 	Outages     []time.Duration
+	// Spans say where and when each outage was: "HOST FROM-TO" (the failure, the success).
+	Spans []string
 }
 
 // ClientOutcomes reads the token client's logs on hosts.
@@ -182,6 +187,7 @@ func ClientOutcomes(t testing.TB, c *Cluster, hosts ...string) Outcomes {
 					o.OK++
 					if !down.IsZero() {
 						o.Outages = append(o.Outages, at.Sub(down))
+						o.Spans = append(o.Spans, h+" "+down.Format("15:04:05.000")+"-"+stamp)
 						down = time.Time{}
 					}
 				default:

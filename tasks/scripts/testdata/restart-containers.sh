@@ -1,6 +1,6 @@
 name=kube-proxy
 set -- --label io.kubernetes.pod.namespace=kube-system --label io.kubernetes.container.name="$name"
-old=$(crictl ps -q --state running "$@") || exit 1
+old=$(crictl ps -q --state running "$@" 2>/dev/null) || exit 0
 [ -n "$old" ] || exit 0
 crictl stop --timeout 5 $old >/dev/null || exit 1
 n=0 olds=' '
