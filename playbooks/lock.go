@@ -66,6 +66,11 @@ func (e *Env) Lock(ctx context.Context, o LockOptions) (release func(), err erro
 		file.Release()
 		return nil, err
 	}
+	if lease == nil && prev != nil {
+		// The API server did not answer (a run killed while it restarted the only one): the takeover is
+		// the file's alone.
+		e.say(lockPlay, "", "the state directory's lock of %s, a run of this state directory that is gone, taken over", prev)
+	}
 	return e.keepLease(file, lease), nil
 }
 
