@@ -169,10 +169,8 @@ func (d *deployment) stopIn(timeout time.Duration) apply.Stop {
 // (up --limit) are deleted and their DaemonSet's rollout waited for.
 func (d *deployment) refreshKubeProxy(ctx context.Context, p *plan, play string) error {
 	hosts := p.nodes()
-	tries := int(d.o.Timeout / (200 * time.Millisecond))
 	res, err := d.e.play(ctx, Play{Name: play, Hosts: names(hosts), Quiet: true, Run: func(ctx context.Context, name string) (bool, error) {
-		res, err := d.e.Conn(name).Run(ctx, scripts.RestartContainers(metav1.NamespaceSystem, addons.KubeProxyName, tries), nil)
-		return err == nil && len(res.Stdout) > 0, err
+		return apply.RestartContainers(ctx, d.e.Conn(name), metav1.NamespaceSystem, addons.KubeProxyName, d.o.Timeout)
 	}})
 	if err != nil {
 		return fmt.Errorf("restarting kube-proxy: %w", err)

@@ -101,3 +101,11 @@ func Reset(ctx context.Context, h Host, f ResetFiles, backupDir, absentSuffix st
 func ResetPlan(ctx context.Context, h Host, f ResetFiles, backupDir string) ([]string, error) {
 	return run(ctx, h, scripts.ResetPlan(f.Binaries, f.Runtime, backupDir, f.Network, f.SnapshotsDir))
 }
+
+// RestartContainers stops the running containers name of the Pods of namespace on a node through its
+// container runtime, so that the kubelet starts them again in their Pods, and waits at most timeout until
+// as many run again. It reports whether there were any (a node whose runtime does not answer has none).
+func RestartContainers(ctx context.Context, h Host, namespace, name string, timeout time.Duration) (bool, error) {
+	res, err := h.Run(ctx, scripts.RestartContainers(namespace, name, int(timeout/(200*time.Millisecond))), nil)
+	return err == nil && len(res.Stdout) > 0, err
+}
