@@ -149,10 +149,9 @@ func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 	return true, nil
 }
 
-// stopIn is how this cluster's static Pods are stopped, each within timeout: with one control-plane node,
-// its API server at once (apply.Stop).
+// stopIn is how this cluster's static Pods are stopped: each within timeout.
 func (d *deployment) stopIn(timeout time.Duration) apply.Stop {
-	return apply.Stop{Timeout: timeout, Alone: len(d.e.Inv.ControlPlanes()) == 1}
+	return apply.Stop{Timeout: timeout}
 }
 
 // refreshKubeProxy restarts kube-proxy on every node once the cluster's only API server is back. That API

@@ -26,12 +26,10 @@ type ControlPlaneHost interface {
 type Stop struct {
 	// Timeout bounds the wait for each to stop.
 	Timeout time.Duration
-	// Alone: the node's API server is the cluster's only one, stopped at once (scripts.StopStaticPods).
-	Alone bool
 }
 
 func (s Stop) script(components []string, files []transport.File) string {
-	return scripts.StopStaticPods(components, int(s.Timeout/(200*time.Millisecond)), previous(files), s.Alone)
+	return scripts.StopStaticPods(components, int(s.Timeout/(200*time.Millisecond)), previous(files))
 }
 
 // RestartEtcdAlone restarts a running etcd member whose manifest (among files) is about to change while the

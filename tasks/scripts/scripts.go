@@ -217,26 +217,17 @@ func PIDs(name string) string { return render("pids.sh", struct{ Name string }{n
 //
 // keep, when set, is where an upgrade keeps what its writes replace (transport.File.Previous): each
 // manifest is kept there before it is removed (as the upload would keep it), so that a rollback finds it.
-//
-// alone says the node's API server is the cluster's only one: it is sent SIGTERM again until it has gone,
-// and exits at the second (the API server's own handling of a second signal) instead of serving for
-// --shutdown-delay-duration first, which lets load balancers move clients to another API server and
-// here only lengthens the outage.
-func StopStaticPods(components []string, tries int, keep string, alone bool) string {
+func StopStaticPods(components []string, tries int, keep string) string {
 	var manifests, processes []string
-	var abrupt string
 	for _, c := range components {
 		manifests = append(manifests, kubeadm.Manifest(c))
 		processes = append(processes, ProcessName(c))
-		if alone && c == kubeadm.APIServer {
-			abrupt = ProcessName(c)
-		}
 	}
 	return render("stop-static-pods.sh", struct {
 		Manifests, Containers, Processes []string
-		PodsDir, Keep, Absent, Abrupt    string
+		PodsDir, Keep, Absent            string
 		Tries                            int
-	}{manifests, components, processes, kubeadm.KubeletPodsDir, keep, transport.AbsentSuffix, abrupt, tries})
+	}{manifests, components, processes, kubeadm.KubeletPodsDir, keep, transport.AbsentSuffix, tries})
 }
 
 // RestartContainers stops the running containers named name of the Pods of namespace through the

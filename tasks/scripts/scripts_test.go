@@ -53,9 +53,8 @@ func TestGolden(t *testing.T) {
 		"node-state":              NodeState(),
 		"diagnose":                Diagnose(),
 		"pids":                    PIDs("kube-apiserver"),
-		"stop-static-pods":        StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Scheduler}, 3000, "", true),
-		"stop-static-pods-keep":   StopStaticPods([]string{kubeadm.APIServer}, 3000, kubeadm.StateDir+"/rollback/v1.37.2/control-plane", false),
-		"stop-static-pods-alone":  StopStaticPods([]string{kubeadm.APIServer, kubeadm.Scheduler}, 3000, "", true),
+		"stop-static-pods":        StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Scheduler}, 3000, ""),
+		"stop-static-pods-keep":   StopStaticPods([]string{kubeadm.APIServer}, 3000, kubeadm.StateDir+"/rollback/v1.37.2/control-plane"),
 		"rollback":                Rollback(RollbackParams{Dir: kubeadm.StateDir + "/rollback/v1.37.2/control-plane", Except: kubeadm.ManifestsDir, Runtime: []string{kubeadm.RuntimeBinary("containerd")}}),
 		"rollback-drop":           Rollback(RollbackParams{Dir: kubeadm.StateDir + "/rollback", Drop: true}),
 		"restart-containers":      RestartContainers("kube-system", "kube-proxy", 300),
@@ -105,27 +104,9 @@ func TestGolden(t *testing.T) {
 // pgrep -x matches a process's name, the first 15 bytes of its program's: the controller-manager's is
 // "kube-controller".
 func TestStopStaticPodsProcessNames(t *testing.T) {
-	s := StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Etcd}, 5, "", false)
+	s := StopStaticPods([]string{kubeadm.ControllerManager, kubeadm.Etcd}, 5, "")
 	if !strings.Contains(s, "for p in kube-controller etcd;") || !strings.Contains(s, "rm -f /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/manifests/etcd.yaml\n") {
 		t.Errorf("StopStaticPods:\n%s", s)
-	}
-}
-
-// Only the cluster's only API server is signalled again until it has gone (it exits at its second SIGTERM).
-func TestStopStaticPodsAlone(t *testing.T) {
-	for _, c := range []struct {
-		components []string
-		alone      bool
-		want       bool
-	}{
-		{[]string{kubeadm.APIServer, kubeadm.Scheduler}, true, true},
-		{[]string{kubeadm.APIServer}, false, false},
-		{[]string{kubeadm.ControllerManager, kubeadm.Etcd}, true, false},
-	} {
-		s := StopStaticPods(c.components, 5, "", c.alone)
-		if got := strings.Contains(s, "pkill -TERM -x kube-apiserver || true\n"); got != c.want || strings.Count(s, "pkill") > 1 {
-			t.Errorf("StopStaticPods(%v, alone %v): signals the API server again: %v, want %v:\n%s", c.components, c.alone, got, c.want, s)
-		}
 	}
 }
 

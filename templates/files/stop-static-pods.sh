@@ -18,10 +18,6 @@ while :; do
   running=
   for p in{{range .Processes}} {{q .}}{{end}}; do pgrep -x "$p" >/dev/null && running="$running $p"; done
   [ -n "$running" ] || break
-{{- if .Abrupt}}
-  # the cluster's only API server: it exits at its second SIGTERM (the kubelet sends the first, or this)
-  pkill -TERM -x {{q .Abrupt}} || true
-{{- end}}
   i=$((i+1)); [ $i -lt {{.Tries}} ] || { echo "still running:$running" >&2; exit 1; }
   sleep 0.2
 done

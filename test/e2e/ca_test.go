@@ -131,10 +131,9 @@ func RotateCAKilled(t *testing.T, c *Cluster, hosts []string) {
 }
 
 // maxSingleAPIServerOutage bounds each outage of a client of the kubernetes Service while the only API
-// server restarts: stopped at once, etcd restarted alone, the new API server ready, kube-proxy restarted
-// in place on every node (8.3–16.2 s measured in make test; 9.7–59 s, and once over 90 s on CI, when the
-// API server served its shutdown delay first and kube-proxy's Pods were replaced after the new
-// controller-manager and scheduler). Longer means a wait crept back in: a mirror Pod left stale, or
+// server restarts: its shutdown, etcd restarted alone, the new API server ready, kube-proxy restarted in
+// place on every node (9.7–59 s measured in make test, and once over 90 s on CI, when kube-proxy's Pods
+// were replaced after the new controller-manager and scheduler). Longer means a wait crept back in: a mirror Pod left stale, or
 // kube-proxy reconnecting under its back-off (outages of 62–131 s before those were fixed).
 const maxSingleAPIServerOutage = 90 * time.Second
 
