@@ -149,11 +149,6 @@ func (r *cpRoll) node(ctx context.Context, h *inventory.Host) (bool, error) {
 	return true, nil
 }
 
-// stopIn is how this cluster's static Pods are stopped: each within timeout.
-func (d *deployment) stopIn(timeout time.Duration) apply.Stop {
-	return apply.Stop{Timeout: timeout}
-}
-
 // refreshKubeProxy restarts kube-proxy on every node once the cluster's only API server is back. That API
 // server took itself out of the kubernetes Service's endpoints when its shutdown began; kube-proxy's watch
 // of the endpoints, broken meanwhile, reconnects under client-go's back-off (0.8 s doubling to 30 s,
@@ -266,7 +261,7 @@ func (r *cpRoll) putControllerManager(ctx context.Context, h *inventory.Host) (b
 			return false, err
 		}
 		files := slices.DeleteFunc(slices.Clone(n.Files), func(f transport.File) bool { return f.Path != kubeadm.Manifest(kubeadm.ControllerManager) })
-		out, err := apply.Manifests(ctx, d.e.Conn(name), files, n.Dry, d.stopIn(d.o.Timeout))
+		out, err := apply.Manifests(ctx, d.e.Conn(name), files, n.Dry, d.o.Timeout)
 		d.record(name, out)
 		return out.Changed(), err
 	}})
@@ -307,7 +302,7 @@ func (d *deployment) putManifests(ctx context.Context, p *plan, play string, h *
 			if err != nil {
 				return false, err
 			}
-			out, err := apply.Manifests(ctx, conn, first, n.Dry, d.stopIn(d.o.Timeout))
+			out, err := apply.Manifests(ctx, conn, first, n.Dry, d.o.Timeout)
 			d.record(name, out)
 			if err != nil {
 				return out.Changed(), err
@@ -342,7 +337,7 @@ func (d *deployment) putManifests(ctx context.Context, p *plan, play string, h *
 		if err := before(ctx); err != nil {
 			return changed, err
 		}
-		out, err := apply.Manifests(ctx, conn, rest, n.Dry, d.stopIn(d.o.Timeout))
+		out, err := apply.Manifests(ctx, conn, rest, n.Dry, d.o.Timeout)
 		d.record(name, out)
 		return changed || out.Changed(), err
 	}})
@@ -393,7 +388,7 @@ func (d *deployment) restartEtcdAlone(ctx context.Context, p *plan, play string,
 	}
 	// The node's other files were put before (rollControlPlane): only the manifests are left to write.
 	manifests := slices.DeleteFunc(n.Files, func(f transport.File) bool { return !isManifest(f) })
-	out, restarted, err := apply.RestartEtcdAlone(ctx, d.e.Conn(h.Name), manifests, d.stopIn(d.o.Timeout),
+	out, restarted, err := apply.RestartEtcdAlone(ctx, d.e.Conn(h.Name), manifests, d.o.Timeout,
 		func(f string, a ...any) { d.e.say(play, h.Name, f, a...) })
 	d.record(h.Name, out)
 	return restarted, err

@@ -127,12 +127,12 @@ func (u *upgradeRun) rollBackControlPlane(ctx context.Context, p *plan, h *inven
 	if kubelet.Changed() {
 		u.waitKubeletPods(ctx, "rollback", h)
 	}
-	etcd, _, err := apply.RestartEtcdAlone(ctx, conn, old, u.stopIn(u.o.Timeout), func(f string, a ...any) { u.e.say("rollback", h.Name, f, a...) })
+	etcd, _, err := apply.RestartEtcdAlone(ctx, conn, old, u.o.Timeout, func(f string, a ...any) { u.e.say("rollback", h.Name, f, a...) })
 	u.record(h.Name, etcd)
 	if err != nil {
 		return true, err
 	}
-	manifests, err := apply.Manifests(ctx, conn, old, false, u.stopIn(u.o.Timeout))
+	manifests, err := apply.Manifests(ctx, conn, old, false, u.o.Timeout)
 	u.record(h.Name, manifests)
 	if err != nil {
 		return true, err

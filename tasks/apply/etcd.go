@@ -22,16 +22,6 @@ type ControlPlaneHost interface {
 	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// Stop says how static Pods whose manifests change are stopped.
-type Stop struct {
-	// Timeout bounds the wait for each to stop.
-	Timeout time.Duration
-}
-
-func (s Stop) script(components []string, files []transport.File) string {
-	return scripts.StopStaticPods(components, int(s.Timeout/(200*time.Millisecond)), previous(files))
-}
-
 // RestartEtcdAlone restarts a running etcd member whose manifest (among files) is about to change while the
 // node's API server is stopped: the API server talks to its local member only, and requests it holds while
 // that member restarts would hang. The API server's manifest is removed and the kubelet stops it
@@ -41,7 +31,7 @@ func (s Stop) script(components []string, files []transport.File) string {
 // Pods whose mirror Pods the kubelet cannot update while the API server is away (it tries again at its
 // next sync, up to a minute later). It reports what it wrote and whether it restarted etcd (nothing when
 // etcd's manifest is unchanged or etcd is not running).
-func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport.File, stop Stop, say func(string, ...any)) (Outcome, bool, error) {
+func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport.File, timeout time.Duration, say func(string, ...any)) (Outcome, bool, error) {
 	var out Outcome
 	var etcdFile []transport.File
 	for _, f := range files {
@@ -61,17 +51,17 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 		return out, false, err // not running: nothing to protect
 	}
 	say("stopping the API server while etcd restarts")
-	if _, err := h.Run(ctx, stop.script([]string{kubeadm.APIServer}, files), nil); err != nil {
+	if _, err := h.Run(ctx, scripts.StopStaticPods([]string{kubeadm.APIServer}, int(timeout/(200*time.Millisecond)), previous(files)), nil); err != nil {
 		return out, true, err
 	}
-	etcdOut, err := Manifests(ctx, h, etcdFile, false, stop)
+	etcdOut, err := Manifests(ctx, h, etcdFile, false, timeout)
 	out.Add(etcdOut)
 	if err != nil {
 		return out, true, err
 	}
 	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: h.DialContext}}
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", kubeadm.PortEtcdMetrics)
-	return out, true, wait.Poll(ctx, wait.Options{Timeout: stop.Timeout, Report: func(w string) { say("waiting for %s", w) }}, func() (bool, string, error) {
+	return out, true, wait.Poll(ctx, wait.Options{Timeout: timeout, Report: func(w string) { say("waiting for %s", w) }}, func() (bool, string, error) {
 		pid, err := PIDs(ctx, h, kubeadm.Etcd)
 		if err != nil {
 			return false, "", err
@@ -93,7 +83,7 @@ func RestartEtcdAlone(ctx context.Context, h ControlPlaneHost, files []transport
 // Pod whose name another Pod still holds only after a back-off of 10-15 s, and a changed manifest is such a
 // Pod (measured in rotations: a new API server ready 12 s after its old one stopped, 4 s when its manifest
 // came after the old Pod was gone; the scheduler's new Pod as late).
-func Manifests(ctx context.Context, h Host, files []transport.File, dry bool, stop Stop) (Outcome, error) {
+func Manifests(ctx context.Context, h Host, files []transport.File, dry bool, timeout time.Duration) (Outcome, error) {
 	if dry || len(files) == 0 {
 		return Files(ctx, h, files, dry)
 	}
@@ -101,18 +91,18 @@ func Manifests(ctx context.Context, h Host, files []transport.File, dry bool, st
 	if err != nil {
 		return Outcome{}, err
 	}
-	var stopped []string
+	var stop []string
 	var owner *scripts.EtcdUser // the user a restarted etcd runs as (profile cis)
 	for i, f := range files {
 		if diff[i] == transport.ChangeContent {
-			stopped = append(stopped, strings.TrimSuffix(path.Base(f.Path), ".yaml"))
+			stop = append(stop, strings.TrimSuffix(path.Base(f.Path), ".yaml"))
 			if f.Path == kubeadm.Manifest(kubeadm.Etcd) {
 				owner = manifestUser(f.Data)
 			}
 		}
 	}
-	if len(stopped) > 0 {
-		if _, err := h.Run(ctx, stop.script(stopped, files), nil); err != nil {
+	if len(stop) > 0 {
+		if _, err := h.Run(ctx, scripts.StopStaticPods(stop, int(timeout/(200*time.Millisecond)), previous(files)), nil); err != nil {
 			return Outcome{}, err
 		}
 	}

@@ -45,10 +45,10 @@ func TestManifestsStopChangedPodsFirst(t *testing.T) {
 	api, sch, cm := kubeadm.Manifest(kubeadm.APIServer), kubeadm.Manifest(kubeadm.Scheduler), kubeadm.Manifest(kubeadm.ControllerManager)
 	h := &manifestHost{changes: map[string]transport.Change{api: transport.ChangeContent, sch: transport.ChangeCreate}}
 	files := []transport.File{{Path: api, Data: []byte("a"), Mode: 0o600}, {Path: sch, Data: []byte("s"), Mode: 0o600}, {Path: cm, Data: []byte("c"), Mode: 0o600}}
-	if _, err := Manifests(context.Background(), h, files, true, Stop{Timeout: time.Minute}); err != nil || len(h.ran) != 0 {
+	if _, err := Manifests(context.Background(), h, files, true, time.Minute); err != nil || len(h.ran) != 0 {
 		t.Fatalf("dry run: ran %q (%v)", h.ran, err)
 	}
-	if _, err := Manifests(context.Background(), h, files, false, Stop{Timeout: time.Minute}); err != nil {
+	if _, err := Manifests(context.Background(), h, files, false, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if len(h.ran) != 1 {
